@@ -201,12 +201,14 @@ class Exercises:
 
         return register
 
-    def run(self, name: str, obj: Any, *, hidden: bool = False, verbose: bool = True) -> int:
+    def run(self, name: str, obj: Any, *, hidden: bool = False, verbose: bool = True) -> None:
         """Run the visible (or, with ``hidden=True``, the hidden) checks of exercise ``name`` on ``obj``.
 
         Prints one line per passed check; raises :class:`CheckFailed` listing every failed one. Warnings
         raised by the student's code are silenced here: nbgrader scores a test cell that writes to stderr
-        as zero, and a deprecation warning is not a mistake. Returns the number of checks passed.
+        as zero, and a deprecation warning is not a mistake.
+
+        Returns None on purpose: nbgrader reads a number left as a test cell's value as a partial score.
         """
         ex = self._by_name[name]
         checks = ex.hidden if hidden else ex.visible
@@ -231,4 +233,3 @@ class Exercises:
                               + "\n".join(failures))
         if verbose:
             print(f"All {len(checks)} {kind} checks passed for {name}.")
-        return passed

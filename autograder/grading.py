@@ -23,6 +23,7 @@ import html
 import pathlib
 import re
 import shutil
+import warnings
 
 import nbformat
 
@@ -91,7 +92,10 @@ def _failure_reasons(nb: nbformat.NotebookNode) -> list[str]:
             continue
         for out in cell.get("outputs", []):
             if out.output_type == "error":
-                first = (out.evalue or out.ename).strip().splitlines()[0] if (out.evalue or out.ename) else ""
+                lines = [ln.strip() for ln in (out.evalue or out.ename or "").strip().splitlines()]
+                # "k of n checks failed for X:" / "✘ <check>" / "<what was wrong>": keep the last two.
+                first = " — ".join(lines[1:3]) if len(lines) >= 3 and lines[1].startswith("✘") else (lines or [""])[0]
+                first += "".join(f" {ln}" for ln in lines[3:6] if ln.startswith("Hint:"))
                 if out.ename == "NameError":
                     first = f"{out.evalue} (was the exercise cell deleted or renamed?)"
                 reasons.append(f"{meta['grade_id'].removeprefix('test_')}: {first}")
@@ -122,7 +126,8 @@ def _gradebook_scores(course: pathlib.Path, chapter: str, student: str) -> dict[
 def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_timeout: int = 120,
           log=print) -> list[Row]:
     """Grade ``paths`` (submitted .ipynb files) for ``chapter``; write grades.csv and feedback under ``out``."""
-    out = pathlib.Path(out)
+    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader's gradebook
+    out = pathlib.Path(out).resolve()
     course = out / "course"
     if course.exists():
         shutil.rmtree(course)
@@ -144,7 +149,7 @@ def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_ti
         try:
             submitted = nbformat.read(path, as_version=4)
         except Exception as exc:  # noqa: BLE001 - any unreadable file is a recorded zero
-            reason = f"not a readable notebook ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+            reason = f"not a readable notebook ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
             rows.append(Row(path.name, sid, chapter, zero, 0.0, max_score, "error", reason))
             log(f"  {path.name}: 0/{max_score:g} — {reason}")
             continue
