@@ -49,10 +49,15 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--d-k", type=int, default=64)
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch (default: torch's choice). Use 1 on a machine shared with other work: "
+                        "torch's thread pool slows down badly when its cores are busy")
     p.add_argument("--min-run-time", type=float, default=1.0, help="seconds per measurement")
     p.add_argument("--out", default=None, help="CSV path (default: benchmarks/results/ch03_self_attention_<device>.csv)")
     args = p.parse_args(argv)
     dtype = getattr(torch, args.dtype)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rows = []
     for T in args.lengths:
         g = torch.Generator().manual_seed(T)
