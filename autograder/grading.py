@@ -86,6 +86,8 @@ def _sanitize_feedback(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
+        if "_autograder_guard" in cell.source:  # the grading guard's lines in the setup cell
+            cell.source = "\n".join(ln for ln in cell.source.splitlines() if "_autograder_guard" not in ln)
         if "BEGIN HIDDEN TESTS" in cell.source:
             cell.source = pattern.sub("\n# (hidden tests run here)", cell.source)
         for out in cell.get("outputs", []):

@@ -80,7 +80,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         c.pop("id", None)
         c["metadata"] = {"id": f"{zlib.crc32(str(i).encode()):08x}"} if c["cell_type"] == "code" else {}
     d["metadata"] = {"kernelspec": {"name": "conda-env-nlp-py", "display_name": "Python [conda env:nlp]"}}
-    v["nbformat40_editor_ids"] = Variant(_dump(d), "full", "damage", True, "old nbformat 4.0")
+    v["nbformat40_editor_ids"] = Variant(_dump(d), "full", "damage", False, "old nbformat 4.0")
 
     d = copy.deepcopy(good)  # duplicate and null ids, altered metadata
     for i, c in enumerate(d["cells"]):
@@ -118,7 +118,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     note = nbformat.v4.new_markdown_cell("my notes")
     note.id = "notes"
     nb.cells.insert(i + 3, note)
-    v["inserted_split_duplicated"] = Variant(nbformat.writes(nb), "full", "damage", True, "several cells")
+    v["inserted_split_duplicated"] = Variant(nbformat.writes(nb), "full", "damage", False, "several cells")
 
     d = copy.deepcopy(good)  # test cells deleted
     d["cells"] = [c for c in d["cells"] if not c["metadata"].get("nbgrader", {}).get("grade")]
@@ -149,26 +149,25 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     del stub_imports
 
     fake = ("class _Pass:\n    def run(self, *a, **k):\n        return None\n"
-            "EXERCISES.run = _Pass().run\nEXERCISES = _Pass()\n")
-    v["patches_exercises_run"] = Variant(nbformat.writes(_insert_after_setup(release, fake)), "zero", "hostile", True)
-    torch_patch = ("import torch, builtins\ntorch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
-                   "torch.Tensor.__eq__ = lambda *a, **k: True\nbuiltins.isinstance = lambda *a: True\n")
-    v["patches_torch_builtins"] = Variant(nbformat.writes(_insert_after_setup(release, torch_patch)), "zero",
-                                          "hostile", True, "integrity")
-    core_patch = ("import autograder.core as _c\nfor _n in ('expect_close', 'expect_equal', 'expect_shape', 'expect_true'):\n"
-                  "    setattr(_c, _n, lambda *a, **k: None)\n_c.call = lambda what, fn, *a, **k: None\n"
-                  "_c.Exercises.run = lambda *a, **k: None\n")
-    v["patches_check_helpers"] = Variant(nbformat.writes(_insert_after_setup(release, core_patch)), "zero",
-                                         "hostile", True, "integrity")
+            "EXERCISES.run = _Pass().run\nEXERCISES = _Pass()\n"
+            "import torch, builtins\ntorch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
+            "torch.Tensor.__eq__ = lambda *a, **k: True\n"
+            "import autograder.core as _c\nfor _n in ('expect_close', 'expect_equal', 'expect_shape', 'expect_true'):\n"
+            "    setattr(_c, _n, lambda *a, **k: None)\n_c.call = lambda what, fn, *a, **k: None\n"
+            "_c.Exercises.run = lambda *a, **k: None\n")
+    v["patches_grader"] = Variant(nbformat.writes(_insert_after_setup(release, fake)), "zero", "hostile", True,
+                                  "integrity")
     v["exits_kernel"] = Variant(nbformat.writes(_insert_after_first_answer(filled, "import os\nos._exit(3)")),
                                 "zero", "hostile", True, "kernel died")
-    v["endless_loop"] = Variant(nbformat.writes(_insert_after_first_answer(filled, "while True:\n    pass")),
-                                "at_most_full", "hostile", True, "longer than")
-    v["memory_bomb"] = Variant(nbformat.writes(_insert_after_first_answer(
-        filled, "_hog = []\nwhile True:\n    _hog.append(bytearray(256 * 2**20))")), "at_most_full", "hostile", True)
-    escape = "\n".join([
+    runaway = "\n".join([
         "import subprocess, socket, os",
-        f"for _try in (lambda: subprocess.run(['echo', 'hi']), lambda: os.system('echo hi'),",
+        "_hog = []",
+        "try:",
+        "    while True:",
+        "        _hog.append(bytearray(256 * 2**20))",
+        "except MemoryError:",
+        "    _hog = None",
+        "for _try in (lambda: subprocess.run(['echo', 'hi']), lambda: os.system('echo hi'),",
         "             lambda: socket.create_connection(('203.0.113.1', 80), timeout=2),",
         f"             lambda: open({str(notebooks.ROOT / 'solutions' / (chapter + '.py'))!r}).read(),",
         "             lambda: open('/tmp/../etc/owned-by-a-student', 'w'),",
@@ -177,9 +176,11 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         "        _try()",
         "    except Exception as exc:",
         "        print(type(exc).__name__, exc)",
+        "while True:",
+        "    pass",
     ])
-    v["escapes_sandbox"] = Variant(nbformat.writes(_insert_after_first_answer(filled, escape)), "full", "hostile",
-                                   True, "blocked")
+    v["runaway_and_escapes"] = Variant(nbformat.writes(_insert_after_first_answer(filled, runaway)), "at_most_full",
+                                       "hostile", True, "blocked")
     return v
 
 
@@ -191,4 +192,4 @@ def kernel_subset(chapter: str, all_variants: dict[str, Variant], every: bool) -
     hostile = sorted(n for n in names if all_variants[n].kind == "hostile")
     damage = sorted(n for n in names if all_variants[n].kind == "damage" and n not in ("reference", "stub"))
     k = zlib.crc32(chapter.encode())
-    return ["reference", "stub", damage[k % len(damage)], hostile[k % len(hostile)]]
+    return ["reference", damage[k % len(damage)], hostile[k % len(hostile)]]
