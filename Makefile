@@ -1,0 +1,39 @@
+# One-command set-up: every target creates .venv and installs everything it needs on first use.
+#   make book   - build the HTML book into _build/html (executes every page; cached)
+#   make test   - derived files in sync, all tests (pytest, nbval, end-to-end grading), then the book build
+#   make grade  - grade the shipped sample submissions into grading_out/
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PYTHONPATH := $(CURDIR)
+export MPLBACKEND := Agg
+
+.PHONY: setup book test grade notebooks clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+setup: $(STAMP)
+
+book: $(STAMP)
+	$(VENV)/bin/jupyter-book build . -W --keep-going
+
+test: $(STAMP)
+	$(PY) -m autograder check
+	$(PY) -m pytest -q tests
+	$(MAKE) book
+
+grade: $(STAMP)
+	$(PY) -m autograder grade
+
+notebooks: $(STAMP)
+	$(PY) -m autograder build
+
+clean:
+	rm -rf _build build grading_out

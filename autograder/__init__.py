@@ -1,0 +1,11 @@
+"""Autograder for the course "Attention in NLP": per-chapter checks, notebook builder and batch grader.
+
+``autograder.chNN_<name>`` holds a chapter's checks (used by the notebooks' test cells and by pytest),
+``autograder.notebooks`` builds the release notebooks from their sources, ``autograder.grading`` grades a
+folder of submissions with nbgrader. Command line: ``python -m autograder --help``.
+"""
+
+# Where the course lives; the Colab badges, the notebooks' setup cell and the book's launch buttons use it.
+# _config.yml (repository.url, repository.branch) must agree: tests/test_notebooks.py checks that.
+REPOSITORY = "https://github.com/attention-course/attention-in-nlp"
+BRANCH = "main"

@@ -1,0 +1,319 @@
+"""Checks for chapter 3, self-attention (notebook ``notebooks/ch03_self_attention.ipynb``).
+
+The references are computed independently of the course's solution: PyTorch's own
+``torch.nn.functional.scaled_dot_product_attention`` (its weights are read off by attending to an identity
+matrix of values), ``torch.tril`` and ``torch.nn.utils.rnn.pad_sequence``. The functions are bound here, at
+import time, so that a student cell that later rebinds ``F.scaled_dot_product_attention`` does not change the
+reference.
+
+Sizes are chosen so that batch, heads, T_q, T_k, d_k and d_v all differ: code that only works when two of
+them coincide fails.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
+from torch.nn.utils.rnn import pad_sequence as _pad_sequence
+
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_shape, expect_true
+
+EXERCISES = Exercises("ch03_self_attention")
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _qkv(B, H, T_q, T_k, d_k, d_v, seed=0, dtype=torch.float32):
+    g = _gen(seed)
+    lead = (B, H) if H else (B,)
+    q = torch.randn(*lead, T_q, d_k, generator=g, dtype=dtype)
+    k = torch.randn(*lead, T_k, d_k, generator=g, dtype=dtype)
+    v = torch.randn(*lead, T_k, d_v, generator=g, dtype=dtype)
+    return q, k, v
+
+
+def _oracle(q, k, v, mask=None):
+    """(output, weights) from PyTorch's kernel; weights = attention applied to identity values."""
+    out = _torch_sdpa(q, k, v, attn_mask=mask)
+    eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-1], k.shape[-2])
+    weights = _torch_sdpa(q, k, eye, attn_mask=mask)
+    return out, weights
+
+
+def _sdpa_hint(q, k, v, mask, got_w) -> str:
+    """Name a known mistake if the student's weights match it."""
+    d_k = q.shape[-1]
+    raw = q @ k.transpose(-2, -1)
+    neg = torch.finfo(q.dtype).min
+
+    def softmax(scores, dim=-1, m=mask):
+        return torch.softmax(scores if m is None else scores.masked_fill(~m, neg), dim)
+
+    guesses = {
+        "You did not divide the scores by sqrt(d_k) (Vaswani et al. 2017, eq. 1).": softmax(raw),
+        "You divided the scores by d_k; the scale is 1/sqrt(d_k).": softmax(raw / d_k),
+        "The softmax runs over the queries; it must run over the keys (the last dim, dim=-1).":
+            softmax(raw / math.sqrt(d_k), -2),
+    }
+    if mask is not None:
+        guesses["Your mask polarity is inverted: in this course True means 'may attend'."] = softmax(
+            raw / math.sqrt(d_k), m=~mask)
+        guesses["The mask was ignored: masked keys must get weight 0."] = softmax(raw / math.sqrt(d_k), m=None)
+        guesses["The mask is applied after the softmax, so rows no longer sum to 1: mask the scores first."] = (
+            softmax(raw / math.sqrt(d_k), m=None).masked_fill(~mask, 0.0))
+    for text, w in guesses.items():
+        if isinstance(got_w, torch.Tensor) and got_w.shape == w.shape and torch.allclose(got_w, w, atol=1e-5):
+            return text
+    return ""
+
+
+def _compare_sdpa(fn, q, k, v, mask=None, *, hidden=False, what="scaled_dot_product_attention"):
+    result = call(what, fn, q, k, v, mask)
+    expect_true(isinstance(result, tuple) and len(result) == 2,
+                f"{what} should return a tuple (output, weights); you returned {type(result).__name__}.")
+    out, weights = result
+    exp_out, exp_w = _oracle(q, k, v, mask)
+    hint = "" if hidden else _sdpa_hint(q, k, v, mask, weights)
+    expect_close(f"{what}: weights", weights, exp_w, hidden=hidden, hint=hint)
+    expect_close(f"{what}: output", out, exp_out, hidden=hidden, hint=hint)
+
+
+# ---------------------------------------------------------------- exercise 1: scaled_dot_product_attention
+
+
+@EXERCISES.check("scaled_dot_product_attention", points=4)
+def _sdpa_no_mask(fn):
+    """matches softmax(QK^T/sqrt(d_k))V without a mask, q (2, 3, 5, 4), k (2, 3, 7, 4), v (2, 3, 7, 6)"""
+    _compare_sdpa(fn, *_qkv(2, 3, 5, 7, 4, 6, seed=1))
+
+
+@EXERCISES.check("scaled_dot_product_attention")
+def _sdpa_padding_mask(fn):
+    """respects a key padding mask (True = may attend), broadcast as (B, 1, 1, T_k)"""
+    q, k, v = _qkv(2, 3, 5, 7, 4, 6, seed=2)
+    mask = (torch.arange(7)[None, :] < torch.tensor([7, 4])[:, None])[:, None, None, :]
+    _compare_sdpa(fn, q, k, v, mask)
+
+
+@EXERCISES.check("scaled_dot_product_attention")
+def _sdpa_causal(fn):
+    """respects a causal mask (T_q = T_k = 6)"""
+    q, k, v = _qkv(2, 3, 6, 6, 4, 5, seed=3)
+    _compare_sdpa(fn, q, k, v, torch.ones(6, 6, dtype=torch.bool).tril())
+
+
+@EXERCISES.check("scaled_dot_product_attention", hidden=True)
+def _sdpa_other_ranks(fn):
+    """works for 3-D (B, T, d) and 5-D inputs, with other sizes"""
+    _compare_sdpa(fn, *_qkv(3, 0, 8, 5, 6, 2, seed=4), hidden=True)
+    g = _gen(5)
+    q, k, v = torch.randn(2, 3, 4, 5, 7, generator=g), torch.randn(2, 3, 4, 9, 7, generator=g), torch.randn(2, 3, 4, 9, 3, generator=g)
+    _compare_sdpa(fn, q, k, v, hidden=True)
+
+
+@EXERCISES.check("scaled_dot_product_attention", hidden=True)
+def _sdpa_masks_hidden(fn):
+    """respects a random mask and a rectangular causal mask"""
+    q, k, v = _qkv(3, 2, 6, 9, 8, 5, seed=6)
+    mask = torch.rand(3, 2, 6, 9, generator=_gen(7)) < 0.6
+    mask[..., 0] = True  # every query sees at least one key
+    _compare_sdpa(fn, q, k, v, mask, hidden=True)
+    causal = torch.ones(6, 9, dtype=torch.bool).tril(diagonal=3)
+    _compare_sdpa(fn, q, k, v, causal, hidden=True)
+
+
+@EXERCISES.check("scaled_dot_product_attention", hidden=True)
+def _sdpa_fully_masked(fn):
+    """a query whose keys are all masked gets zero weights and zero output, not NaN"""
+    q, k, v = _qkv(2, 0, 4, 5, 3, 6, seed=8)
+    mask = torch.ones(2, 4, 5, dtype=torch.bool)
+    mask[1, 2, :] = False
+    out, weights = call("scaled_dot_product_attention", fn, q, k, v, mask)
+    expect_true(bool(torch.isfinite(out).all() and torch.isfinite(weights).all()),
+                "With a fully masked query row your output contains NaN or inf. Fill masked scores with a large "
+                "finite negative number (or zero the weights of masked keys after the softmax).")
+    expect_true(bool((weights[1, 2] == 0).all() and (out[1, 2] == 0).all()),
+                "A query that may attend to no key should get all-zero weights and a zero output.")
+
+
+@EXERCISES.check("scaled_dot_product_attention", hidden=True)
+def _sdpa_dtype_and_grad(fn):
+    """keeps float64 and lets gradients flow to q, k and v"""
+    q, k, v = _qkv(2, 3, 4, 5, 6, 7, seed=9, dtype=torch.float64)
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
+    out, _ = call("scaled_dot_product_attention", fn, q, k, v, None)
+    expect_true(out.dtype == torch.float64, f"float64 inputs should give a float64 output, not {out.dtype}.")
+    call("backpropagating through your output", lambda: out.sum().backward())
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        expect_true(t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
+                    f"No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.")
+
+
+# ---------------------------------------------------------------- exercise 2: causal_mask
+
+
+@EXERCISES.check("causal_mask", points=2)
+def _causal_square(fn):
+    """causal_mask(5) is the bool lower triangle, diagonal included"""
+    expect_equal("causal_mask(5)", call("causal_mask(5)", fn, 5), torch.ones(5, 5, dtype=torch.bool).tril())
+
+
+@EXERCISES.check("causal_mask")
+def _causal_one(fn):
+    """causal_mask(1) lets the only token see itself"""
+    expect_equal("causal_mask(1)", call("causal_mask(1)", fn, 1), torch.ones(1, 1, dtype=torch.bool))
+
+
+@EXERCISES.check("causal_mask", hidden=True)
+def _causal_rectangular(fn):
+    """causal_mask(T_q, T_k) with T_k > T_q is bottom-right aligned"""
+    for T_q, T_k in ((3, 7), (1, 4), (6, 6)):
+        expected = torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal=T_k - T_q)
+        expect_equal(f"causal_mask({T_q}, {T_k})", call(f"causal_mask({T_q}, {T_k})", fn, T_q, T_k), expected,
+                     hidden=True)
+
+
+@EXERCISES.check("causal_mask", hidden=True)
+def _causal_device(fn):
+    """creates the mask on the requested device"""
+    m = call("causal_mask(4, device='meta')", fn, 4, device="meta")
+    expect_true(isinstance(m, torch.Tensor) and m.device.type == "meta",
+                "causal_mask(..., device=d) should create the mask on device d (pass device= to torch.arange).")
+
+
+# ---------------------------------------------------------------- exercise 3: key_padding_mask
+
+
+def _pad_oracle(lengths, T_k=None):
+    rows = [torch.ones(int(n), dtype=torch.bool) for n in lengths]
+    out = _pad_sequence(rows + [torch.ones(T_k or 0, dtype=torch.bool)], batch_first=True, padding_value=False)
+    return out[: len(rows)]
+
+
+@EXERCISES.check("key_padding_mask", points=2)
+def _padding_basic(fn):
+    """key_padding_mask(torch.tensor([3, 1, 4])) marks the real tokens True"""
+    lengths = torch.tensor([3, 1, 4])
+    expect_equal("key_padding_mask([3, 1, 4])", call("key_padding_mask", fn, lengths), _pad_oracle(lengths))
+
+
+@EXERCISES.check("key_padding_mask", hidden=True)
+def _padding_longer(fn):
+    """pads to an explicit T_k, handles a zero length and B != T_k"""
+    lengths = torch.tensor([0, 6, 2, 5, 1])
+    expect_equal("key_padding_mask(lengths, T_k=8)", call("key_padding_mask", fn, lengths, 8),
+                 _pad_oracle(lengths, 8), hidden=True)
+    lengths = torch.tensor([2, 7])
+    expect_equal("key_padding_mask(lengths)", call("key_padding_mask", fn, lengths), _pad_oracle(lengths), hidden=True)
+
+
+# ---------------------------------------------------------------- exercise 4: SelfAttention
+
+
+def _module_oracle(module, x, mask=None):
+    q = x @ module.W_q.weight.T
+    k = x @ module.W_k.weight.T
+    v = x @ module.W_v.weight.T
+    if module.W_q.bias is not None:
+        q, k, v = q + module.W_q.bias, k + module.W_k.bias, v + module.W_v.bias
+    return _oracle(q, k, v, mask)
+
+
+def _compare_module(cls, args, x, mask=None, *, hidden=False):
+    torch.manual_seed(0)
+    module = call(f"SelfAttention{args}", cls, *args)
+    for name in ("W_q", "W_k", "W_v"):
+        expect_true(isinstance(getattr(module, name, None), torch.nn.Linear),
+                    f"SelfAttention should keep its projection {name} as an nn.Linear attribute.")
+    with torch.no_grad():
+        result = call("SelfAttention.forward", module, x, mask)
+        expect_true(isinstance(result, tuple) and len(result) == 2,
+                    "SelfAttention.forward should return (output, weights).")
+        exp_out, exp_w = _module_oracle(module, x, mask)
+    expect_close("SelfAttention: weights", result[1], exp_w, hidden=hidden,
+                 hint="" if hidden else "queries come from W_q, keys from W_k, values from W_v, all applied to x.")
+    expect_close("SelfAttention: output", result[0], exp_out, hidden=hidden)
+
+
+@EXERCISES.check("SelfAttention", points=2)
+def _module_basic(cls):
+    """SelfAttention(d_model=8, d_k=4, d_v=6) on x (2, 5, 8) gives output (2, 5, 6) and weights (2, 5, 5)"""
+    x = torch.randn(2, 5, 8, generator=_gen(10))
+    _compare_module(cls, (8, 4, 6), x)
+
+
+@EXERCISES.check("SelfAttention", hidden=True)
+def _module_masked(cls):
+    """uses the mask, the bias option and the default d_v"""
+    x = torch.randn(3, 7, 10, generator=_gen(11))
+    _compare_module(cls, (10, 3), x, torch.ones(7, 7, dtype=torch.bool).tril(), hidden=True)
+    _compare_module(cls, (10, 5, 2, True), x, (torch.arange(7) < 4)[None, None, :].expand(3, 1, 7), hidden=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
+# --------------------------------------------------------------------------------------------------
+
+MUTANTS = [
+    Mutant("softmax over queries", "scaled_dot_product_attention",
+           (("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),),
+           "softmax over the wrong axis"),
+    Mutant("no scaling", "scaled_dot_product_attention", ((" / math.sqrt(d_k)", ""),), "missing 1/sqrt(d_k)"),
+    Mutant("scale by d_k", "scaled_dot_product_attention", (("math.sqrt(d_k)", "d_k"),), "divides by d_k"),
+    Mutant("scale by sqrt(d_v)", "scaled_dot_product_attention", (("math.sqrt(d_k)", "math.sqrt(v.shape[-1])"),),
+           "scales by the wrong width (only right when d_v == d_k)"),
+    Mutant("scale by sqrt(d_model)", "SelfAttention",
+           (("return scaled_dot_product_attention(q, k, v, mask)",
+             "w = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(self.d_model)).masked_fill(~mask, -1e9)"
+             " if mask is not None else q @ k.transpose(-2, -1) / math.sqrt(self.d_model), -1)\n"
+             "        return w @ v, w"),),
+           "an inline attention scaled by sqrt(d_model) instead of sqrt(d_k)"),
+    Mutant("mask polarity inverted", "scaled_dot_product_attention",
+           (("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
+            ("weights.masked_fill(~mask,", "weights.masked_fill(mask,")),
+           "treats True as 'masked out'"),
+    Mutant("mask after softmax", "scaled_dot_product_attention",
+           (("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)", "pass"),),
+           "zeros masked weights after the softmax without renormalising"),
+    Mutant("mask ignored", "scaled_dot_product_attention",
+           (("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)", "pass"),
+            ("weights = weights.masked_fill(~mask, 0.0)", "pass")),
+           "never applies the mask"),
+    Mutant("-inf fill gives NaN", "scaled_dot_product_attention",
+           (("torch.finfo(scores.dtype).min", "float('-inf')"),
+            ("weights = weights.masked_fill(~mask, 0.0)", "pass")),
+           "fully masked rows become NaN"),
+    Mutant("weights not normalised", "scaled_dot_product_attention",
+           (("torch.softmax(scores, dim=-1)", "torch.exp(scores)"),), "exp without normalisation"),
+    Mutant("transpose of dims 1 and 2", "scaled_dot_product_attention",
+           (("k.transpose(-2, -1)", "k.transpose(1, 2)"),), "only right for 3-D inputs"),
+    Mutant("causal hides the diagonal", "causal_mask", (("return j <= i", "return j < i"),),
+           "off by one: a token cannot see itself"),
+    Mutant("causal upper triangle", "causal_mask", (("return j <= i", "return j >= i"),),
+           "lets every token see the future instead of the past"),
+    Mutant("causal top-left aligned", "causal_mask", ((" + (T_k - T_q)", ""),),
+           "wrong for T_k > T_q (decoding with a cache)"),
+    Mutant("causal ignores device", "causal_mask",
+           (("torch.arange(T_q, device=device)", "torch.arange(T_q)"),
+            ("torch.arange(T_k, device=device)", "torch.arange(T_k)")),
+           "always builds the mask on the CPU"),
+    Mutant("padding mask off by one", "key_padding_mask",
+           (("positions[None, :] < lengths[:, None]", "positions[None, :] <= lengths[:, None]"),),
+           "marks one pad token as real"),
+    Mutant("padding mask inverted", "key_padding_mask",
+           (("positions[None, :] < lengths[:, None]", "positions[None, :] >= lengths[:, None]"),),
+           "True at the padding"),
+    Mutant("padding mask not broadcast", "key_padding_mask",
+           (("positions[None, :] < lengths[:, None]", "(positions < lengths).expand(len(lengths), T_k)"),),
+           "compares without broadcasting over the batch: only runs when B == T_k, and is wrong then"),
+    Mutant("keys from W_q", "SelfAttention", (("self.W_k(x)", "self.W_q(x)"),), "projects keys with W_q"),
+    Mutant("mask not passed on", "SelfAttention",
+           (("scaled_dot_product_attention(q, k, v, mask)", "scaled_dot_product_attention(q, k, v)"),),
+           "the module ignores its mask"),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

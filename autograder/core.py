@@ -1,0 +1,235 @@
+"""The machinery every chapter's checks share.
+
+A chapter's check module (``autograder/chNN_<name>.py``) declares its exercises::
+
+    EXERCISES = Exercises("ch03_self_attention")
+
+    @EXERCISES.check("causal_mask", points=2)
+    def _causal_mask_shape(causal_mask): ...
+
+    @EXERCISES.check("causal_mask", hidden=True)
+    def _causal_mask_rectangular(causal_mask): ...
+
+A *check* is a function of the student's object (a function or a class) that returns nothing when the
+object behaves and raises :class:`CheckFailed` with a student-readable explanation when it does not. The same
+checks run in three places:
+
+* the visible test cell after each exercise in the student notebook (``hidden=False`` checks),
+* the hidden part of that cell, which exists only in the instructor notebook that nbgrader grades with,
+* pytest, on the reference solution (``tests/``), and against a catalogue of plausible student bugs
+  (:class:`Mutant`), each of which must be caught by at least one check.
+
+Messages of hidden checks never contain reference values: they say what property was violated, not what the
+right numbers are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import textwrap
+import traceback
+import warnings
+from typing import Any, Callable
+
+import torch
+
+__all__ = ["CheckFailed", "Exercises", "Exercise", "Mutant", "expect_close", "expect_equal", "expect_shape",
+           "expect_true", "call"]
+
+
+class CheckFailed(AssertionError):
+    """A check found a mistake. ``str(err)`` is written for the student."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers used inside checks: each raises CheckFailed with "expected … , you gave …" wording.
+# --------------------------------------------------------------------------------------------------
+
+
+def _fmt(t: Any, hidden: bool) -> str:
+    if hidden:
+        return "(hidden)"
+    if isinstance(t, torch.Tensor):
+        with torch.no_grad():
+            return textwrap.indent(repr(t.detach().cpu()), "    ").lstrip()
+    return repr(t)
+
+
+def call(what: str, fn: Callable, *args, **kwargs):
+    """Call the student's ``fn``; turn an exception inside it into a CheckFailed that says what was called."""
+    try:
+        return fn(*args, **kwargs)
+    except CheckFailed:
+        raise
+    except NotImplementedError:
+        raise CheckFailed(f"{what} raised NotImplementedError: the exercise has not been filled in yet.") from None
+    except Exception as exc:  # noqa: BLE001 - any error of the student's code is reported, not propagated
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" (line {tb[-1].lineno}: {tb[-1].line})" if tb and tb[-1].line else ""
+        raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}{where}") from None
+
+
+def expect_true(cond: bool, message: str) -> None:
+    if not cond:
+        raise CheckFailed(message)
+
+
+def expect_shape(what: str, got: Any, shape: tuple[int, ...]) -> None:
+    if not isinstance(got, torch.Tensor):
+        raise CheckFailed(f"{what} should be a torch.Tensor of shape {tuple(shape)}, you gave {type(got).__name__}.")
+    if tuple(got.shape) != tuple(shape):
+        raise CheckFailed(f"{what} should have shape {tuple(shape)}, yours has shape {tuple(got.shape)}.")
+
+
+def expect_equal(what: str, got: torch.Tensor, expected: torch.Tensor, *, hidden: bool = False) -> None:
+    """Exact equality, with dtype and shape (for masks and integer outputs)."""
+    expect_shape(what, got, tuple(expected.shape))
+    if got.dtype != expected.dtype:
+        raise CheckFailed(f"{what} should have dtype {expected.dtype}, yours has dtype {got.dtype}.")
+    if not torch.equal(got.cpu(), expected.cpu()):
+        raise CheckFailed(f"{what} has the wrong values.\n  expected: {_fmt(expected, hidden)}\n"
+                          f"  you gave: {_fmt(got, hidden)}")
+
+
+def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(rtol, atol) by dtype: fp64 tight, fp32 at single precision, half types loose."""
+    return {torch.float64: (1e-10, 1e-12), torch.float32: (1e-5, 1e-5),
+            torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)}.get(dtype, (1e-5, 1e-5))
+
+
+def expect_close(what: str, got: Any, expected: torch.Tensor, *, hidden: bool = False, hint: str = "") -> None:
+    """Shape, dtype and values within the dtype's tolerance; the message gives the largest difference."""
+    expect_shape(what, got, tuple(expected.shape))
+    if got.dtype != expected.dtype:
+        raise CheckFailed(f"{what} should have dtype {expected.dtype} (the dtype of the inputs), yours has {got.dtype}.")
+    got_c, exp_c = got.detach().cpu(), expected.detach().cpu()
+    if not torch.isfinite(got_c).all() and torch.isfinite(exp_c).all():
+        raise CheckFailed(f"{what} contains NaN or inf where the expected values are all finite."
+                          + (f"\n  you gave: {_fmt(got_c, hidden)}" if not hidden else "") + (f"\n  Hint: {hint}" if hint else ""))
+    rtol, atol = default_tolerance(expected.dtype)
+    if not torch.allclose(got_c, exp_c, rtol=rtol, atol=atol):
+        diff = (got_c - exp_c).abs()
+        worst = diff.max().item()
+        msg = f"{what} differs from the expected values by up to {worst:.3g} (allowed: about {atol:g})."
+        if hint:
+            msg += f"\n  Hint: {hint}"
+        if not hidden:
+            if exp_c.numel() <= 24:
+                msg += f"\n  expected: {_fmt(exp_c, False)}\n  you gave: {_fmt(got_c, False)}"
+            else:  # show the row that holds the largest difference
+                idx = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+                row = "[" + ", ".join(map(str, idx[:-1])) + ", :]" if len(idx) > 1 else "[:]"
+                msg += (f"\n  largest difference in row {what.split(':')[-1].strip()}{row}:"
+                        f"\n    expected: {_fmt(exp_c[idx[:-1]], False)}\n    you gave: {_fmt(got_c[idx[:-1]], False)}")
+        raise CheckFailed(msg)
+
+
+# --------------------------------------------------------------------------------------------------
+# Exercises: a registry of checks per exercise, with points
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Exercise:
+    name: str  # the function/class the student writes, also the nbgrader grade_id stem
+    points: int
+    visible: list[Callable] = dataclasses.field(default_factory=list)
+    hidden: list[Callable] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    """A plausible student bug, written as a text edit of the reference solution's source.
+
+    ``target`` names the exercise (function or class) whose source is edited; every ``old`` must occur in
+    that source (so a mutant that no longer applies fails loudly instead of silently testing nothing).
+    """
+
+    name: str
+    target: str
+    edits: tuple[tuple[str, str], ...]
+    description: str
+
+    def build(self, module) -> Any:
+        """Return the mutated object: the target's source, edited, executed in a copy of ``module``'s namespace."""
+        import inspect
+
+        source = textwrap.dedent(inspect.getsource(getattr(module, self.target)))
+        namespace = dict(vars(module))
+        exec(compile(self.apply(source), f"<mutant {self.name}>", "exec"), namespace)  # noqa: S102 - our own code
+        return namespace[self.target]
+
+    def apply(self, source: str) -> str:
+        for old, new in self.edits:
+            if old not in source:
+                raise ValueError(f"mutant {self.name!r}: {old!r} not found in the source of {self.target}")
+            source = source.replace(old, new)
+        return source
+
+
+class Exercises:
+    """Registry of a chapter's exercises and their checks, in notebook order."""
+
+    def __init__(self, chapter: str):
+        self.chapter = chapter
+        self._by_name: dict[str, Exercise] = {}
+
+    def __iter__(self):
+        return iter(self._by_name.values())
+
+    def __getitem__(self, name: str) -> Exercise:
+        return self._by_name[name]
+
+    @property
+    def total_points(self) -> int:
+        return sum(ex.points for ex in self)
+
+    def check(self, name: str, *, points: int | None = None, hidden: bool = False):
+        """Decorator: register a check for exercise ``name`` (``points`` on its first registration)."""
+
+        def register(fn: Callable) -> Callable:
+            if name not in self._by_name:
+                if points is None:
+                    raise ValueError(f"the first check of exercise {name!r} must give its points")
+                self._by_name[name] = Exercise(name, points)
+            elif points is not None and points != self._by_name[name].points:
+                raise ValueError(f"exercise {name!r} already has {self._by_name[name].points} points")
+            (self._by_name[name].hidden if hidden else self._by_name[name].visible).append(fn)
+            return fn
+
+        return register
+
+    def run(self, name: str, obj: Any, *, hidden: bool = False, verbose: bool = True) -> None:
+        """Run the visible (or, with ``hidden=True``, the hidden) checks of exercise ``name`` on ``obj``.
+
+        Prints one line per passed check; raises :class:`CheckFailed` listing every failed one. Warnings
+        raised by the student's code are silenced here: nbgrader scores a test cell that writes to stderr
+        as zero, and a deprecation warning is not a mistake.
+
+        Returns None on purpose: nbgrader reads a number left as a test cell's value as a partial score.
+        """
+        ex = self._by_name[name]
+        checks = ex.hidden if hidden else ex.visible
+        failures, passed = [], 0
+        for fn in checks:
+            label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+            try:
+                with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+                    warnings.simplefilter("ignore")
+                    fn(obj)
+            except CheckFailed as err:
+                failures.append(f"✘ {label}\n{textwrap.indent(str(err), '    ')}")
+            except Exception as err:  # noqa: BLE001 - a crash inside a check is reported as a failure
+                failures.append(f"✘ {label}\n    the check crashed: {type(err).__name__}: {err}")
+            else:
+                passed += 1
+                if verbose:
+                    print(f"✔ {label}")
+        kind = "hidden" if hidden else "visible"
+        if failures:
+            raise CheckFailed(f"{len(failures)} of {len(checks)} {kind} checks failed for {name}:\n"
+                              + "\n".join(failures))
+        if verbose:
+            print(f"All {len(checks)} {kind} checks passed for {name}.")

@@ -1,0 +1,271 @@
+"""Build every derived notebook from its one source.
+
+For a chapter ``chNN_name`` the sources are
+
+* ``autograder/templates/chNN_name.py`` — the notebook's prose and demo cells, in jupytext's percent format;
+  a code cell whose header carries ``exercise="NAME"`` marks where exercise ``NAME`` goes;
+* ``solutions/chNN_name.py`` — the reference code; the exercise cell gets the source of ``NAME`` from here,
+  with the student's part between ``### BEGIN SOLUTION`` / ``### END SOLUTION``;
+* ``autograder/chNN_name.py`` — the checks and points; the test cell after each exercise calls them.
+
+From these, one command (``python -m autograder build``) produces
+
+* the *instructor* notebook (solutions and hidden tests in place; written under ``build/``, used by nbval and
+  as nbgrader's source when grading),
+* the *release* notebook ``notebooks/chNN_name.ipynb`` — nbgrader's ``generate_assignment`` output, without
+  outputs, with a Colab badge and Colab GPU-runtime metadata,
+* the sample submissions under ``autograder/samples/chNN_name/`` that the grading command grades by default.
+
+``python -m autograder check`` (and the test-suite) fails when a committed derived file is stale.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import os
+import pathlib
+import sys
+import re
+import tempfile
+import textwrap
+
+import nbformat
+
+from . import REPOSITORY, BRANCH
+
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+ROOT = PACKAGE_DIR.parent
+TEMPLATES = PACKAGE_DIR / "templates"
+SAMPLES = PACKAGE_DIR / "samples"
+RELEASE_DIR = ROOT / "notebooks"
+INSTRUCTOR_DIR = ROOT / "build" / "instructor"
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+
+
+def chapters() -> list[str]:
+    """Chapter stems that have a notebook template, in course order."""
+    return sorted(p.stem for p in TEMPLATES.glob("ch[0-9][0-9]_*.py"))
+
+
+def checks_module(chapter: str):
+    return importlib.import_module(f"autograder.{chapter}")
+
+
+def solution_module(chapter: str):
+    return importlib.import_module(f"solutions.{chapter}")
+
+
+def colab_url(chapter: str) -> str:
+    org_repo = REPOSITORY.removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{org_repo}/blob/{BRANCH}/notebooks/{chapter}.ipynb"
+
+
+def setup_source(chapter: str) -> str:
+    """The first code cell of every notebook: install the course helpers only when they are missing."""
+    return textwrap.dedent(f"""\
+        # Setup: installs the course helpers (checks and earlier chapters' code) only when they are missing.
+        # --no-deps keeps the torch, numpy and matplotlib that Colab already has.
+        import importlib.util, subprocess, sys
+        if importlib.util.find_spec("autograder.core") is None:
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                            "git+{REPOSITORY}.git@{BRANCH}"], check=True)
+        from autograder.{chapter} import EXERCISES  # the checks that the test cells run""")
+
+
+def _nbgrader(grade_id: str, *, solution=False, grade=False, locked=False, points=None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution}
+    if points is not None:
+        meta["points"] = points
+    return meta
+
+
+def exercise_source(chapter: str, name: str) -> str:
+    """Source of exercise ``name`` from the solution module; fails if it has no solution region."""
+    source = textwrap.dedent(inspect.getsource(getattr(solution_module(chapter), name))).rstrip() + "\n"
+    if BEGIN not in source or END not in source:
+        raise ValueError(f"solutions/{chapter}.py: {name} has no '{BEGIN}' / '{END}' region")
+    return source.rstrip("\n")
+
+
+def test_source(name: str, points: int) -> str:
+    return (f"# Checks for `{name}` ({points} points). A failure says what was expected and what you gave.\n"
+            f'EXERCISES.run("{name}", {name})\n'
+            f"### BEGIN HIDDEN TESTS\n"
+            f'EXERCISES.run("{name}", {name}, hidden=True)\n'
+            f"### END HIDDEN TESTS")
+
+
+def build_instructor(chapter: str) -> nbformat.NotebookNode:
+    """The instructor notebook: reference solutions, visible and hidden tests, nbgrader metadata."""
+    import jupytext
+
+    template = jupytext.read(TEMPLATES / f"{chapter}.py")
+    exercises = checks_module(chapter).EXERCISES
+    nb = nbformat.v4.new_notebook()
+    badge = (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(chapter)})")
+    cells = [nbformat.v4.new_markdown_cell(badge), nbformat.v4.new_code_cell(setup_source(chapter))]
+    cells[1].metadata["nbgrader"] = _nbgrader("setup", locked=True)
+    seen = []
+    for cell in template.cells:
+        name = cell.metadata.get("exercise")
+        if name is None:
+            new = (nbformat.v4.new_markdown_cell if cell.cell_type == "markdown" else nbformat.v4.new_code_cell)(
+                cell.source)
+            cells.append(new)
+            continue
+        ex = exercises[name]
+        solution = nbformat.v4.new_code_cell(exercise_source(chapter, name))
+        solution.metadata["nbgrader"] = _nbgrader(name, solution=True)
+        test = nbformat.v4.new_code_cell(test_source(name, ex.points))
+        test.metadata["nbgrader"] = _nbgrader(f"test_{name}", grade=True, locked=True, points=ex.points)
+        cells += [solution, test]
+        seen.append(name)
+    registered = [ex.name for ex in exercises]
+    if seen != registered:
+        raise ValueError(f"{chapter}: template exercises {seen} differ from the checks' exercises {registered} "
+                         "(same names, same order)")
+    for i, cell in enumerate(cells):  # stable ids keep regenerated files byte-identical
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        cell["id"] = f"{grade_id}" if grade_id else f"cell-{i:03d}"
+    nb.cells = cells
+    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+    return nb
+
+
+def _course_config(course: pathlib.Path):
+    """nbgrader configuration for a course directory at ``course`` (its gradebook is ``gradebook.db`` there)."""
+    from traitlets.config import Config
+
+    # nbgrader runs the `alembic` script by name: make the scripts of this Python's environment findable
+    # even when the environment is not activated (python -m autograder from .venv/bin/python).
+    scripts = os.path.dirname(sys.executable)
+    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
+
+    c = Config()
+    c.CourseDirectory.root = str(course)
+    c.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    c.ClearSolutions.code_stub = {"python": CODE_STUB}
+    c.Execute.timeout = 120
+    return c
+
+
+def build_release(chapter: str, instructor: nbformat.NotebookNode | None = None) -> nbformat.NotebookNode:
+    """Run nbgrader's generate_assignment on the instructor notebook, then tidy the result for Colab."""
+    from nbgrader.apps import NbGraderAPI
+
+    instructor = instructor if instructor is not None else build_instructor(chapter)
+    with tempfile.TemporaryDirectory() as tmp:
+        course = pathlib.Path(tmp)
+        source = course / "source" / chapter / f"{chapter}.ipynb"
+        source.parent.mkdir(parents=True)
+        nbformat.write(instructor, source)
+        result = NbGraderAPI(config=_course_config(course)).generate_assignment(chapter, force=True, create=True)
+        if not result["success"]:
+            raise RuntimeError(f"nbgrader generate_assignment failed for {chapter}:\n{result.get('error')}\n"
+                               f"{result.get('log')}")
+        release = nbformat.read(course / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    for cell in release.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    release.metadata = {
+        "accelerator": "GPU",  # Colab: open on a GPU runtime
+        "colab": {"gpuType": "T4", "provenance": [], "toc_visible": True},
+        "kernelspec": dict(KERNELSPEC),
+        "language_info": {"name": "python"},
+    }
+    return release
+
+
+def student_answer(source: str) -> str:
+    """What a student who solved the exercise would leave in the cell: the solution without the markers."""
+    return "\n".join(line for line in source.splitlines() if line.strip() not in (BEGIN, END))
+
+
+def fill_release(release: nbformat.NotebookNode, chapter: str, mutants=()) -> nbformat.NotebookNode:
+    """The release notebook with every exercise answered by the reference (optionally with bugs applied)."""
+    nb = copy.deepcopy(release)
+    by_target = {m.target: m for m in mutants}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            source = exercise_source(chapter, meta["grade_id"])
+            if meta["grade_id"] in by_target:
+                source = by_target[meta["grade_id"]].apply(source)
+            cell.source = student_answer(source)
+    return nb
+
+
+# ------------------------------------------------------------------------------------------------ samples
+# Names as Canvas writes them in a "Download submissions" zip: lastfirst_userid_submissionid_filename.
+
+def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str, tuple[str, str]]:
+    """File name -> (file text, what grading it must give) for the samples graded by default.
+
+    The expectation is ``"full"``, ``"zero"``, ``"invalid"`` (a zero with a reason) or ``"bug:<mutant name>"``
+    (the exercises the catalogued bug breaks score zero; see ``tests/test_grading.py``).
+    """
+    mutants = checks_module(chapter).MUTANTS
+    bug = next((m for m in mutants if m.name == "no scaling"), mutants[0])
+    correct = nbformat.writes(fill_release(release, chapter))
+    return {
+        f"lovelaceada_1001_90001_{chapter}.ipynb": (correct, "full"),
+        f"turingalan_1002_90002_{chapter}.ipynb": (nbformat.writes(release), "zero"),
+        f"hoppergrace_1003_90003_{chapter}.ipynb": (nbformat.writes(fill_release(release, chapter, [bug])),
+                                                     f"bug:{bug.name}"),
+        # A download cut short: not valid JSON.
+        f"babbagecharles_LATE_1004_90004_{chapter}.ipynb": (correct[: len(correct) // 2], "invalid"),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ commands
+
+
+def derived_files(chapter: str) -> dict[pathlib.Path, str]:
+    """Every committed file derived from the chapter's sources, with its expected text."""
+    release = build_release(chapter)
+    files = {RELEASE_DIR / f"{chapter}.ipynb": nbformat.writes(release) + "\n"}
+    for name, (text, _) in sample_submissions(chapter, release).items():
+        files[SAMPLES / chapter / name] = text
+    return files
+
+
+def build(chapter_list=None, instructor_dir: pathlib.Path = INSTRUCTOR_DIR) -> list[pathlib.Path]:
+    """Write release notebooks, samples and (under build/) instructor notebooks. Returns the files written."""
+    written = []
+    for chapter in chapter_list or chapters():
+        instructor_dir.mkdir(parents=True, exist_ok=True)
+        path = instructor_dir / f"{chapter}.ipynb"
+        nbformat.write(build_instructor(chapter), path)
+        written.append(path)
+        stale_samples = set((SAMPLES / chapter).glob("*.ipynb"))
+        for path, text in derived_files(chapter).items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            stale_samples.discard(path)
+            written.append(path)
+        for path in stale_samples:
+            path.unlink()
+    return written
+
+
+def stale(chapter_list=None) -> list[str]:
+    """Problems with committed derived files (empty when everything is in sync)."""
+    problems = []
+    for chapter in chapter_list or chapters():
+        expected = derived_files(chapter)
+        for path, text in expected.items():
+            rel = path.relative_to(ROOT)
+            if not path.exists():
+                problems.append(f"{rel} is missing")
+            elif path.read_text() != text:
+                problems.append(f"{rel} is stale")
+        extra = set((SAMPLES / chapter).glob("*.ipynb")) - set(expected)
+        problems += [f"{p.relative_to(ROOT)} is not produced by the build" for p in sorted(extra)]
+    return problems
