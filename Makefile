@@ -25,7 +25,7 @@ book: $(STAMP)
 	$(VENV)/bin/jupyter-book build . -W --keep-going
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto tests
 	$(MAKE) book
 
 grade: $(STAMP)
