@@ -1,6 +1,6 @@
 # One-command set-up: every target creates .venv and installs everything it needs on first use.
 #   make book   - build the HTML book into _build/html (executes every page; cached)
-#   make test   - derived files in sync, all tests (pytest, nbval, end-to-end grading), then the book build
+#   make test   - all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book build
 #   make grade  - grade the shipped sample submissions into grading_out/
 PYTHON ?= python3
 VENV   := .venv
@@ -25,8 +25,7 @@ book: $(STAMP)
 	$(VENV)/bin/jupyter-book build . -W --keep-going
 
 test: $(STAMP)
-	$(PY) -m autograder check
-	$(PY) -m pytest -q tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto tests
 	$(MAKE) book
 
 grade: $(STAMP)
