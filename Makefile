@@ -8,7 +8,6 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR)
-export MPLBACKEND := Agg
 
 .PHONY: setup book test grade notebooks clean
 
@@ -27,6 +26,7 @@ book: $(STAMP)
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto tests
 	$(MAKE) book
+	$(PY) tests/check_built_book.py
 
 grade: $(STAMP)
 	$(PY) -m autograder grade
