@@ -1,0 +1,198 @@
+"""Tests for chapter 1 (solutions/ch01_seq2seq.py)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from solutions.ch01_seq2seq import (Encoder, Seq2Seq, evaluate_by_length, greedy_decode, load_checkpoint, reverse_padded,
+                                    save_checkpoint, sequence_loss, shift_for_teacher_forcing, train_model, translate)
+from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches, pad_sequences
+
+
+def _random_batch(lengths, vocab=20, seed=0, pad_garbage=False):
+    g = torch.Generator().manual_seed(seed)
+    seqs = [torch.randint(4, vocab, (n,), generator=g).tolist() for n in lengths]
+    x, lens = pad_sequences(seqs)
+    if pad_garbage:  # padding positions hold real-looking ids: packing must still ignore them
+        pad = x == PAD_ID
+        x[pad] = torch.randint(4, vocab, (int(pad.sum()),), generator=g)
+    return seqs, x, lens
+
+
+@pytest.mark.parametrize("cell,bidirectional", [("lstm", False), ("gru", True)])
+def test_encoder_packing_matches_unpadded_runs(cell, bidirectional):
+    torch.manual_seed(0)
+    enc = Encoder(20, 8, 16, num_layers=2, cell=cell, bidirectional=bidirectional).eval()
+    seqs, x, lens = _random_batch([5, 2, 7, 1], pad_garbage=True)
+    outputs, state = enc(x, lens)
+    D = 32 if bidirectional else 16
+    assert outputs.shape == (4, 7, D)
+    for b, s in enumerate(seqs):
+        # reference: the same RNN on this sequence alone, no padding, no packing
+        ref_out, ref_state = enc.rnn(enc.embedding(torch.tensor([s])))
+        n = len(s)
+        torch.testing.assert_close(outputs[b, :n], ref_out[0], atol=1e-5, rtol=1e-5)
+        assert torch.all(outputs[b, n:] == 0)
+        if cell == "lstm":
+            torch.testing.assert_close(state[0][:, b], ref_state[0][:, 0], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(state[1][:, b], ref_state[1][:, 0], atol=1e-5, rtol=1e-5)
+        else:
+            torch.testing.assert_close(state[:, b], ref_state[:, 0], atol=1e-5, rtol=1e-5)
+
+
+def test_encoder_rejects_bad_shapes():
+    enc = Encoder(20, 8, 16)
+    with pytest.raises(ValueError, match=r"\(B, T\)"):
+        enc(torch.zeros(3, dtype=torch.long), torch.tensor([1, 1, 1]))
+    with pytest.raises(ValueError, match="src_lens"):
+        enc(torch.ones(2, 4, dtype=torch.long), torch.tensor([4, 4, 4]))
+    with pytest.raises(ValueError, match="src_lens"):
+        enc(torch.ones(2, 4, dtype=torch.long), torch.tensor([5, 1]))
+    with pytest.raises(ValueError):
+        enc(torch.ones(2, 4), torch.tensor([4, 4]))  # float ids
+
+
+def test_reverse_padded_keeps_eos_and_padding():
+    x = torch.tensor([[5, 6, 7, EOS_ID, PAD_ID], [8, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [4, 5, 6, 7, EOS_ID]])
+    lens = torch.tensor([4, 2, 5])
+    expected = torch.tensor([[7, 6, 5, EOS_ID, PAD_ID], [8, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [7, 6, 5, 4, EOS_ID]])
+    assert torch.equal(reverse_padded(x, lens), expected)
+
+
+def test_teacher_forcing_shift():
+    tgt = torch.tensor([[BOS_ID, 10, 11, EOS_ID, PAD_ID], [BOS_ID, 12, 13, 14, EOS_ID]])
+    dec_in, dec_out = shift_for_teacher_forcing(tgt)
+    assert dec_in.tolist() == [[BOS_ID, 10, 11, EOS_ID], [BOS_ID, 12, 13, 14]]
+    assert dec_out.tolist() == [[10, 11, EOS_ID, PAD_ID], [12, 13, 14, EOS_ID]]
+    # input t is output t-1: the decoder always reads the reference previous token
+    assert torch.equal(dec_in[:, 1:], dec_out[:, :-1])
+    with pytest.raises(ValueError):
+        shift_for_teacher_forcing(torch.tensor([[BOS_ID], [BOS_ID]]))
+    with pytest.raises(ValueError):
+        shift_for_teacher_forcing(torch.tensor([BOS_ID, 3, EOS_ID]))
+
+
+def test_sequence_loss_ignores_padding():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 6, requires_grad=True)
+    targets = torch.tensor([[4, 5, EOS_ID, PAD_ID], [3, PAD_ID, PAD_ID, PAD_ID]])
+    loss = sequence_loss(logits, targets)
+    # independent reference: average of -log p(target) over the 4 real positions
+    real = [(0, 0), (0, 1), (0, 2), (1, 0)]
+    ref = sum(-math.log(math.exp(logits[b, t, targets[b, t]].item()) / sum(math.exp(v) for v in logits[b, t].tolist()))
+              for b, t in real) / len(real)
+    assert loss.item() == pytest.approx(ref, rel=1e-5)
+    # changing logits at padded positions changes nothing
+    changed = logits.detach().clone()
+    changed[0, 3] += 100 * torch.randn(6)
+    changed[1, 1:] = torch.randn(3, 6) * 50
+    assert sequence_loss(changed, targets).item() == pytest.approx(loss.item(), rel=1e-6)
+    loss.backward()
+    assert torch.all(logits.grad[0, 3] == 0) and torch.all(logits.grad[1, 1:] == 0)
+    assert logits.grad[0, 0].abs().sum() > 0
+    with pytest.raises(ValueError):
+        sequence_loss(torch.randn(2, 4, 6), torch.zeros(2, 5, dtype=torch.long))
+
+
+class ScriptedModel(nn.Module):
+    """Emits a fixed token sequence per row, whatever the input: decoding is all that is tested."""
+
+    def __init__(self, script, vocab=10):
+        super().__init__()
+        self.script, self.vocab = torch.tensor(script), vocab
+        self.dummy = nn.Parameter(torch.zeros(1))
+
+    def encode(self, src, src_lens):
+        return 0
+
+    def decode_step(self, y_prev, t):
+        col = self.script[:, min(t, self.script.shape[1] - 1)]
+        logits = torch.nn.functional.one_hot(col, self.vocab).float()
+        return logits, t + 1, None
+
+
+def test_greedy_decode_stops_at_eos_and_pads_after():
+    model = ScriptedModel([[5, EOS_ID, 7, 7, 7, 7], [6, 6, 6, EOS_ID, 7, 7]])
+    src, lens = torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 2])
+    out, attn = greedy_decode(model, src, lens, max_len=20)
+    assert attn is None
+    assert out.tolist() == [[5, EOS_ID, PAD_ID, PAD_ID], [6, 6, 6, EOS_ID]]  # ends once all rows finished
+
+
+def test_greedy_decode_respects_length_limit():
+    model = ScriptedModel([[5, 5, 5, 5], [6, EOS_ID, 6, 6]])
+    out, _ = greedy_decode(model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), max_len=3)
+    assert out.tolist() == [[5, 5, 5], [6, EOS_ID, PAD_ID]]
+    with pytest.raises(ValueError):
+        greedy_decode(model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), max_len=0)
+
+
+def test_seq2seq_forward_shapes_and_padding_invariance():
+    torch.manual_seed(0)
+    model = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=2).eval()
+    _, src, lens = _random_batch([6, 3], vocab=20)
+    dec_in = torch.tensor([[BOS_ID, 5, 6], [BOS_ID, 7, 8]])
+    logits = model(src, lens, dec_in)
+    assert logits.shape == (2, 3, 15)
+    alone = model(src[1:, :3], lens[1:], dec_in[1:])  # second sentence without the extra padding
+    torch.testing.assert_close(logits[1:], alone, atol=1e-5, rtol=1e-5)
+
+
+def test_reverse_source_option_equals_reversed_input():
+    torch.manual_seed(0)
+    fwd = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=1).eval()
+    rev = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=1, reverse_source=True).eval()
+    rev.load_state_dict(fwd.state_dict())
+    src = torch.tensor([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID]])
+    lens = torch.tensor([4, 3])
+    manual = torch.tensor([[7, 6, 5, EOS_ID], [9, 8, EOS_ID, PAD_ID]])
+    dec_in = torch.tensor([[BOS_ID, 4], [BOS_ID, 4]])
+    torch.testing.assert_close(rev(src, lens, dec_in), fwd(manual, lens, dec_in))
+
+
+def _tiny_pairs():
+    return [("one two three", "un deux trois"), ("three two", "trois deux"), ("two two one", "deux deux un"),
+            ("one", "un"), ("three one two one", "trois un deux un"), ("two", "deux")]
+
+
+def test_seq2seq_overfits_a_handful_of_pairs(tmp_path):
+    torch.manual_seed(0)
+    data = TranslationData({"train": _tiny_pairs()})
+    model = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, hidden_dim=64, num_layers=1)
+    losses = train_model(model, infinite_batches(data.encoded["train"], 6, seed=0), steps=120, lr=1e-2, device="cpu",
+                         progress=False)
+    assert losses[-1] < 0.05 < losses[0]
+    hyps = translate(model, data.encoded["train"], data.tgt_vocab, max_len=10)
+    refs = [t for _, t in data.tokens["train"]]
+    assert hyps == refs
+    # checkpoint round trip (float16 weights) still translates the same
+    save_checkpoint(model, tmp_path / "m.pt", src_vocab=data.src_vocab.itos)
+    loaded, ckpt = load_checkpoint(tmp_path / "m.pt", Seq2Seq)
+    assert ckpt["src_vocab"] == data.src_vocab.itos
+    assert translate(loaded, data.encoded["train"], data.tgt_vocab, max_len=10) == refs
+
+
+def test_evaluate_by_length_buckets_and_scores():
+    refs = [["a", "b", "c", "d"], ["a", "b", "c", "d"], ["x", "y", "z", "w", "v"]]
+    hyps = [["a", "b", "c", "d"], ["q", "r", "s", "t"], ["x", "y", "z", "w", "v"]]
+    rows = evaluate_by_length(hyps, refs, [2, 3, 9], edges=[4])
+    by = {r["bucket"]: r for r in rows}
+    assert set(by) == {"1-4", "5+", "all"}
+    assert by["1-4"]["n"] == 2 and by["1-4"]["exact_match"] == 0.5
+    assert by["5+"]["bleu"] == pytest.approx(100.0) and by["5+"]["exact_match"] == 1.0
+    assert 0 < by["all"]["bleu"] < 100 and by["all"]["exact_match"] == pytest.approx(2 / 3, abs=1e-3)
+    with pytest.raises(ValueError):
+        evaluate_by_length(hyps, refs[:2], [1, 2, 3])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_seq2seq_runs_on_cuda():
+    model = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=2).cuda()
+    _, src, lens = _random_batch([6, 3], vocab=20)
+    out, _ = greedy_decode(model, src.cuda(), lens.cuda(), max_len=5)
+    assert out.device.type == "cuda"
+    cpu_out, _ = greedy_decode(model.cpu(), src, lens, max_len=5)
+    assert torch.equal(out.cpu(), cpu_out)
