@@ -10,9 +10,10 @@ The GPT-2 arrangement (Radford et al. 2019, "Language Models are Unsupervised Mu
 * an LM head whose weight *is* the token embedding matrix (weight tying, Press & Wolf 2017),
 * GPT-2 initialisation: N(0, 0.02) everywhere, residual output projections scaled by 1/sqrt(2·n_layer).
 
-Reading order follows the book: attention, MLP, block, model, generation. Weights can be copied to and
-from Hugging Face's ``GPT2LMHeadModel`` (:func:`load_hf_gpt2`); chapter tests check the logits agree.
-Attention comes from chapter 3 (mask and the explicit softmax path), not copied.
+Reading order follows the book: block, model, generation. The parts are imported, not copied: the causal
+mask from chapter 3, the fused multi-head self-attention (``W_qkv``, ``W_o``) from chapter 4, the
+position-wise feed-forward network (``W_1``, ``W_2``, GELU-tanh) from chapter 5. Weights can be copied from
+Hugging Face's ``GPT2LMHeadModel`` (:func:`load_hf_gpt2`); the chapter's tests check the logits agree.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.ch03_self_attention import causal_mask, scaled_dot_product_attention
+from solutions.ch03_self_attention import causal_mask
+from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention
+from solutions.ch05_transformer import PositionwiseFeedForward
 
-__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "GPT", "generate", "load_hf_gpt2"]
+__all__ = ["GPTConfig", "Block", "GPT", "generate", "load_hf_gpt2"]
 
 
 @dataclasses.dataclass
@@ -38,59 +41,8 @@ class GPTConfig:
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128
-    dropout: float = 0.0
-    bias: bool = True  # GPT-2 has biases in every Linear and LayerNorm
+    dropout: float = 0.0  # on the embeddings, the attention weights and inside the MLP
     layer_norm_eps: float = 1e-5
-
-
-# --------------------------------------------------------------------------------------------------
-# Causal multi-head self-attention (因果多头自注意力)
-# --------------------------------------------------------------------------------------------------
-
-
-class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention with one fused projection ``W_qkv`` (d → 3d) and an output projection ``W_o``.
-
-    ``forward(x (B, T, C), mask bool broadcastable to (T, T) | None) -> (B, T, C)``, mask True = may attend.
-    ``use_sdpa=True`` calls PyTorch's fused kernel; False the explicit softmax of chapter 3. Both compute
-    Vaswani et al. 2017, eq. 1 per head; the tests check they agree.
-    """
-
-    def __init__(self, n_embd: int, n_head: int, dropout: float = 0.0, bias: bool = True):
-        super().__init__()
-        if n_embd % n_head:
-            raise ValueError(f"n_embd={n_embd} must be divisible by n_head={n_head}")
-        self.n_head, self.n_embd, self.dropout = n_head, n_embd, dropout
-        self.W_qkv = nn.Linear(n_embd, 3 * n_embd, bias=bias)
-        self.W_o = nn.Linear(n_embd, n_embd, bias=bias)
-        self.resid_drop = nn.Dropout(dropout)
-        self.use_sdpa = True
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = self.W_qkv(x).split(C, dim=-1)  # 3 × (B, T, C)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        if self.use_sdpa:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                               dropout_p=self.dropout if self.training else 0.0)
-        else:
-            y, _ = scaled_dot_product_attention(q, k, v, mask)  # chapter 3's explicit softmax
-        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C): heads side by side again
-        return self.resid_drop(self.W_o(y))
-
-
-class MLP(nn.Module):
-    """Position-wise feed-forward network: ``W_2 GELU(W_1 x)``, hidden width ``4·n_embd`` (GPT-2 uses GELU with
-    the tanh approximation, Hendrycks & Gimpel 2016). ``(B, T, C) -> (B, T, C)``."""
-
-    def __init__(self, n_embd: int, dropout: float = 0.0, bias: bool = True):
-        super().__init__()
-        self.W_1 = nn.Linear(n_embd, 4 * n_embd, bias=bias)
-        self.W_2 = nn.Linear(4 * n_embd, n_embd, bias=bias)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.W_2(F.gelu(self.W_1(x), approximate="tanh")))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -105,16 +57,20 @@ class Block(nn.Module):
     Layer norm *before* each sub-layer (Radford et al. 2019, section 2.3; Xiong et al. 2020 explain why the
     residual stream then trains without warm-up) — unlike the post-LN of Vaswani et al. 2017 and BERT.
 
+    Sub-layers: ``attn`` is chapter 4's :class:`FusedMultiHeadSelfAttention`, which returns
+    ``(output, weights)``; ``mlp`` is chapter 5's :class:`PositionwiseFeedForward` with ``d_ff = 4·C``.
+
     Shapes: ``forward(x (B, T, C)) -> (B, T, C)``; position ``t`` of the output depends only on ``x[:, :t+1]``.
     """
 
     def __init__(self, config: GPTConfig):
         super().__init__()
         C = config.n_embd
-        self.ln_1 = nn.LayerNorm(C, eps=config.layer_norm_eps, bias=config.bias)
-        self.attn = CausalSelfAttention(C, config.n_head, config.dropout, config.bias)
-        self.ln_2 = nn.LayerNorm(C, eps=config.layer_norm_eps, bias=config.bias)
-        self.mlp = MLP(C, config.dropout, config.bias)
+        self.ln_1 = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.attn = FusedMultiHeadSelfAttention(C, config.n_head, config.dropout)  # chapter 4: W_qkv, W_o
+        self.ln_2 = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.mlp = PositionwiseFeedForward(C, 4 * C, config.dropout, "gelu_tanh")  # chapter 5: W_1, W_2
+        self.use_sdpa = True  # PyTorch's fused attention kernel; False: chapter 3's explicit softmax
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.ndim != 3:
@@ -122,7 +78,7 @@ class Block(nn.Module):
         T = x.shape[1]
         ### BEGIN SOLUTION
         mask = causal_mask(T, device=x.device)  # (T, T), True = may attend: no peeking at the future
-        x = x + self.attn(self.ln_1(x), mask)  # (B, T, C)
+        x = x + self.attn(self.ln_1(x), mask, use_sdpa=self.use_sdpa)[0]  # (B, T, C)
         x = x + self.mlp(self.ln_2(x))  # (B, T, C)
         return x
         ### END SOLUTION
@@ -153,7 +109,7 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(config.block_size, config.n_embd)  # learned position embeddings
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         ### BEGIN SOLUTION
         self.lm_head.weight = self.wte.weight  # one Parameter, two uses
