@@ -127,12 +127,20 @@ def get_lm_batch(data: torch.Tensor, block_size: int, batch_size: int, *, genera
 
 
 def sentences(text: str, min_words: int = 4) -> list[str]:
-    """Split prose into sentences: paragraphs are re-flowed, code-like lines (indented, or with ``::=``
-    grammar) are dropped, then the text is cut after ``.``, ``?`` or ``!`` followed by a space and a capital.
+    """Split prose into sentences: paragraphs are re-flowed, code-like lines (grammar with ``::=``, prompts,
+    indented lines that are not mostly letters) are dropped, then the text is cut after ``.``, ``?`` or ``!`` followed by a space and a capital.
     Sentences shorter than ``min_words`` words are dropped."""
+    def is_prose(line: str) -> bool:
+        s = line.strip()
+        if not s or "::=" in s or set(s) <= set("*=-^~") or s.startswith((">>>", "...")):
+            return False
+        if not line.startswith("   "):
+            return True  # unindented text is prose; indented text only if it reads like words
+        return len(s.split()) >= 4 and sum(c.isalpha() or c == " " for c in s) / len(s) > 0.85
+
     prose_lines = []
     for line in text.splitlines():
-        if line.startswith("   ") or "::=" in line or set(line.strip()) <= set("*=-^~"):
+        if not is_prose(line):
             prose_lines.append("\n")  # a break: code and underlines end a paragraph
         else:
             prose_lines.append(line.strip())
