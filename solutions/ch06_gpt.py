@@ -42,7 +42,12 @@ class GPTConfig:
     n_head: int = 4
     n_embd: int = 128
     dropout: float = 0.0  # on the embeddings, the attention weights and inside the MLP
+    bias: bool = True  # GPT-2 has biases in every Linear and LayerNorm; chapters 4-5's modules always do
     layer_norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        if not self.bias:
+            raise ValueError("bias=False is not supported: the chapter 4/5 modules always have biases (as GPT-2)")
 
 
 # --------------------------------------------------------------------------------------------------
