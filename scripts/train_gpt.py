@@ -47,6 +47,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: PyTorch's default)")
     p.add_argument("--out", default="results/ch06_gpt")
+    p.add_argument("--sample_tokens", type=int, default=300, help="length of each sample written to the results")
     p.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
 
@@ -105,7 +106,7 @@ def main(argv=None) -> dict:
                      "T=0.8, top_k=10": dict(temperature=0.8, top_k=10),
                      "T=1.0, top_p=0.9": dict(temperature=1.0, top_p=0.9)}.items():
         g = torch.Generator(device=device).manual_seed(args.seed)
-        out = generate(model, idx, 300, generator=g, **kw)
+        out = generate(model, idx, args.sample_tokens, generator=g, **kw)
         samples[name] = tok.decode(out[0].tolist())
         print(f"--- {name}\n{samples[name]}")
 

@@ -175,3 +175,20 @@ def test_committed_checkpoint_reproduces_its_validation_loss():
     assert abs(sum(losses) / len(losses) - results["final"]["val"]) < 0.15
     assert results["config"]["n_layer"] == 4 and results["args"]["max_iters"] == 2000
     assert (ROOT / "results/ch06_gpt/gpt_char.pt").stat().st_size < 5e6
+
+
+def test_train_gpt_cli_smoke(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_gpt", ROOT / "scripts/train_gpt.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    res = script.main(["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "16", "--batch_size", "4",
+                       "--max_iters", "12", "--eval_interval", "6", "--eval_iters", "2", "--sample_tokens", "20",
+                       "--out", str(tmp_path), "--no-progress", "--seed", "0"])
+    saved = json.loads((tmp_path / "gpt_char.json").read_text())
+    assert saved["tokens_per_s"] > 0 and len(saved["eval_curve"]) == 3 and set(saved["final"]) == {"train", "val"}
+    assert all(len(s) == len(saved["prompt"]) + 20 for s in saved["samples"].values())
+    ck = torch.load(tmp_path / "gpt_char.pt")
+    GPT(GPTConfig(**ck["config"])).load_state_dict(ck["model"])
+    assert res["parameters"] == saved["parameters"]
