@@ -194,7 +194,8 @@ def fine_tune(bert, data, test, args, seed):
 
 @torch.no_grad()
 def fill_in_the_blank(bert, gpt, tok, topics, n_max, seed):
-    """Blank one whole-word token with >= 3 tokens on each side in held-out sentences; top-1 accuracy of
+    """Blank one whole-word token with >= 3 tokens on each side (up to three different blanks per held-out
+    sentence, each on its own); top-1 accuracy of
     BERT (both sides), BERT given only the left side, and the GPT (left side, by construction)."""
     rng = random.Random(seed)
     cases = []
@@ -205,8 +206,8 @@ def fill_in_the_blank(bert, gpt, tok, topics, n_max, seed):
             continue
         ok = [k for k in range(4, len(ids) - 4) if toks[k].isalpha() and not toks[k].startswith("##")
               and not toks[k + 1].startswith("##")]
-        if ok:
-            cases.append((ids, rng.choice(ok)))
+        for k in rng.sample(ok, min(3, len(ok))):  # up to three blanks per sentence, one at a time
+            cases.append((ids, k))
     rng.shuffle(cases)
     cases = cases[:n_max]
     hits = {"bert_both_sides": 0, "bert_left_only": 0, "gpt_left_only": 0}
@@ -242,7 +243,7 @@ def part_eval(args, out):
     v_ids, v_types, v_att = encode_pairs(tok, val_t, args.seq_len)
     mlm_final = mlm_eval(mlm, v_ids, v_types, v_att, config.vocab_size, n=len(v_ids))
     print("MLM on held-out topics:", mlm_final)
-    blank = fill_in_the_blank(mlm, gpt, tok, val_t, 400, args.seed)
+    blank = fill_in_the_blank(mlm, gpt, tok, val_t, 1000, args.seed)
     print("fill in the blank:", {k: v for k, v in blank.items() if k != "examples"})
 
     data = shuffled_task(tok, train_t, args.seq_len, args.seed)
@@ -288,7 +289,7 @@ def main(argv=None):
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--eval_interval", type=int, default=50)
-    p.add_argument("--ft_iters", type=int, default=200)
+    p.add_argument("--ft_iters", type=int, default=150)
     p.add_argument("--ft_lr", type=float, default=2e-4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
