@@ -18,9 +18,9 @@ Writes into ``--out`` (default ``checkpoints/``):
   transformer.pt                float16 weights + vocabularies of the post-LN model (for the book pages)
 
 Retrain with the defaults:
-    python scripts/train_transformer.py --steps 800 --seed 0 --out checkpoints
+    python scripts/train_transformer.py --steps 600 --seed 0 --threads 1 --out checkpoints
 
-(2 CPU cores shared with other jobs: about 25 minutes; a GPU: about a minute.)
+(about 25 minutes on 2 CPU cores shared with other jobs; a GPU: a couple of minutes.)
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def transformer_translate(model: Transformer, pairs, vocab, max_len: int, beam: 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=800, help="optimiser steps per model (same for all)")
+    ap.add_argument("--steps", type=int, default=600, help="optimiser steps per model (same for all)")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=200, help="warmup_steps of eq. 3 (paper: 4000 of 100k steps)")
     ap.add_argument("--lr-factor", type=float, default=0.3, help="multiplies eq. 3")
@@ -118,8 +118,12 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="checkpoints")
     ap.add_argument("--models", default="transformer,transformer_preln,bahdanau")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); 1 is fastest "
+                    "on a machine shared with other jobs")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -207,7 +211,8 @@ def main(argv=None) -> None:
         w = csv.DictWriter(f, fieldnames=["model", "decoding", "bucket", "n", "bleu", "exact_match"])
         w.writeheader()
         w.writerows(rows)
-    log(f"retrain: python scripts/train_transformer.py --steps {args.steps} --seed {args.seed} --out {args.out}")
+    log(f"retrain: python scripts/train_transformer.py --steps {args.steps} --seed {args.seed} --threads {args.threads} "
+        f"--out {args.out}")
     log_file.close()
 
 
