@@ -210,6 +210,7 @@ class Exercises:
 
         Returns None on purpose: nbgrader reads a number left as a test cell's value as a partial score.
         """
+        __tracebackhide__ = True  # IPython: show the student the message, not this function's frame
         ex = self._by_name[name]
         checks = ex.hidden if hidden else ex.visible
         failures, passed = [], 0

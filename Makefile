@@ -1,0 +1,38 @@
+# One-command set-up: every target creates .venv and installs everything it needs on first use.
+#   make book   - build the HTML book into _build/html (executes every page; cached)
+#   make test   - all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book build
+#   make grade  - grade the shipped sample submissions into grading_out/
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PYTHONPATH := $(CURDIR)
+export MPLBACKEND := Agg
+
+.PHONY: setup book test grade notebooks clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+setup: $(STAMP)
+
+book: $(STAMP)
+	$(VENV)/bin/jupyter-book build . -W --keep-going
+
+test: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto tests
+	$(MAKE) book
+
+grade: $(STAMP)
+	$(PY) -m autograder grade
+
+notebooks: $(STAMP)
+	$(PY) -m autograder build
+
+clean:
+	rm -rf _build build grading_out

@@ -1,0 +1,34 @@
+"""Point each chapter page's "Colab" launch button at the chapter's exercise notebook.
+
+The book pages are MyST Markdown, which Colab cannot open; the theme would link the `.md` file. A page
+`book/chNN_name` whose student notebook `notebooks/chNN_name.ipynb` exists gets that notebook instead.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+
+def _rewrite(buttons, url):
+    for button in buttons:
+        if "buttons" in button:
+            _rewrite(button["buttons"], url)
+        elif "colab.research.google.com" in str(button.get("url", "")):
+            button["url"] = url
+
+
+def _on_page_context(app, pagename, templatename, context, doctree):
+    stem = pathlib.PurePosixPath(pagename).name
+    root = pathlib.Path(app.srcdir)
+    if not (root / "notebooks" / f"{stem}.ipynb").exists():
+        return
+    theme = app.config.html_theme_options
+    repo = theme.get("repository_url", "").removeprefix("https://github.com/").strip("/")
+    branch = theme.get("repository_branch", "main")
+    url = f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{stem}.ipynb"
+    _rewrite(context.get("header_buttons", []), url)
+
+
+def setup(app):
+    app.connect("html-page-context", _on_page_context, priority=600)  # after the theme adds its buttons
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
