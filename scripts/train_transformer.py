@@ -18,9 +18,9 @@ Writes into ``--out`` (default ``checkpoints/``):
   transformer.pt                float16 weights + vocabularies of the post-LN model (for the book pages)
 
 Retrain with the defaults:
-    python scripts/train_transformer.py --steps 600 --seed 0 --threads 1 --out checkpoints
+    python scripts/train_transformer.py --steps 1500 --seed 0 --threads 1 --out checkpoints
 
-(about 25 minutes on 2 CPU cores shared with other jobs; a GPU: a couple of minutes.)
+(about 30 minutes on 2 CPU cores shared with other jobs, with --threads 1.)
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def transformer_translate(model: Transformer, pairs, vocab, max_len: int, beam: 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=600, help="optimiser steps per model (same for all)")
+    ap.add_argument("--steps", type=int, default=1500, help="optimiser steps per model (same for all)")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=200, help="warmup_steps of eq. 3 (paper: 4000 of 100k steps)")
     ap.add_argument("--lr-factor", type=float, default=0.3, help="multiplies eq. 3")
