@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {build,check,grade}`` (also installed as ``attention-course``)."""
+"""Command line: ``python -m autograder {build,check,grade,selfcheck}`` (also installed as ``attention-course``)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,7 @@ def _cmd_grade(args) -> int:
     if not args.submissions:  # the default run: every chapter's shipped samples
         jobs = [(c, sorted((notebooks.SAMPLES / c).glob("*.ipynb"))) for c in notebooks.chapters()]
     else:
-        files = []
-        for p in map(pathlib.Path, args.submissions):
-            files += sorted(p.glob("*.ipynb")) if p.is_dir() else [p]
+        files = grading.expand_submissions(args.submissions, pathlib.Path(args.out) / "_unzipped")
         if args.chapter:
             jobs = [(args.chapter, files)]
         else:
@@ -49,9 +47,18 @@ def _cmd_grade(args) -> int:
     for chapter, files in jobs:
         out = pathlib.Path(args.out) / chapter
         print(f"Grading {len(files)} submission(s) of {chapter} -> {out}")
-        rows = grading.grade(files, chapter, out, cell_timeout=args.cell_timeout)
-        print(f"  wrote {out / grading.CSV_NAME} ({len(rows)} rows) and {out / 'feedback'}/")
+        rows = grading.grade(files, chapter, out, cell_timeout=args.cell_timeout, notebook_timeout=args.timeout,
+                             memory_mb=args.memory_mb, jobs=args.jobs, force=args.force)
+        print(f"  wrote {out / grading.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
     return 0
+
+
+def _cmd_selfcheck(args) -> int:
+    from . import canonical
+
+    ok, lines = canonical.selfcheck(args.notebook, args.chapter)
+    print("\n".join(lines))
+    return 0 if ok else 1
 
 
 def main(argv=None) -> int:
@@ -68,7 +75,15 @@ def main(argv=None) -> int:
     p.add_argument("--chapter", help="chapter stem, e.g. ch03_self_attention (default: from the file names)")
     p.add_argument("--out", default="grading_out", help="output folder (default: grading_out)")
     p.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell (default: 120)")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per notebook in total (default: 900)")
+    p.add_argument("--memory-mb", type=int, default=6144, help="address-space limit of a kernel (default: 6144)")
+    p.add_argument("--jobs", "-j", type=int, default=None, help="submissions graded at once (default: cores)")
+    p.add_argument("--force", action="store_true", help="regrade files already graded (default: skip them)")
     p.set_defaults(func=_cmd_grade)
+    p = sub.add_parser("selfcheck", help="students: is my notebook still gradeable? (runs nothing)")
+    p.add_argument("notebook")
+    p.add_argument("--chapter", help="chapter stem (default: from the file name or its setup cell)")
+    p.set_defaults(func=_cmd_selfcheck)
     args = parser.parse_args(argv)
     return args.func(args)
 

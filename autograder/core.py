@@ -57,10 +57,25 @@ def _fmt(t: Any, hidden: bool) -> str:
     return repr(t)
 
 
+_as_subclass = torch.Tensor.as_subclass  # bound at import: a student's tensor subclass cannot override it
+
+
+def _plain(value: Any) -> Any:
+    """Tensor subclasses (which could override comparisons) become plain tensors sharing data and autograd graph."""
+    if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+        return _as_subclass(value, torch.Tensor)
+    if type(value) is tuple:
+        return tuple(_plain(v) for v in value)
+    return value
+
+
 def call(what: str, fn: Callable, *args, **kwargs):
-    """Call the student's ``fn``; turn an exception inside it into a CheckFailed that says what was called."""
+    """Call the student's ``fn``; turn an exception inside it into a CheckFailed that says what was called.
+
+    Tensors returned (alone or in a tuple) are converted to plain ``torch.Tensor``.
+    """
     try:
-        return fn(*args, **kwargs)
+        return _plain(fn(*args, **kwargs))
     except CheckFailed:
         raise
     except NotImplementedError:

@@ -17,13 +17,23 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import csv
 import dataclasses
+import hashlib
 import html
+import json
+import os
 import pathlib
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 import warnings
+import zipfile
+import zlib
 
 import nbformat
 
@@ -40,8 +50,9 @@ class Row:
     scores: dict[str, float]
     score: float
     max_score: float
-    status: str  # "graded" or "error"
+    status: str  # "graded", "error" (not gradeable: zero) or "integrity" (grading machinery changed: zero)
     reason: str
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
 
 def student_id_from_filename(name: str, taken: set[str]) -> str:
@@ -75,6 +86,8 @@ def _sanitize_feedback(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
+        if "_autograder_guard" in cell.source:  # the grading guard's lines in the setup cell
+            cell.source = "\n".join(ln for ln in cell.source.splitlines() if "_autograder_guard" not in ln)
         if "BEGIN HIDDEN TESTS" in cell.source:
             cell.source = pattern.sub("\n# (hidden tests run here)", cell.source)
         for out in cell.get("outputs", []):
@@ -123,72 +136,230 @@ def _gradebook_scores(course: pathlib.Path, chapter: str, student: str) -> dict[
         return {g.name.removeprefix("test_"): float(g.score) for g in nb.grades if g.max_score > 0}
 
 
+def grading_instructor(chapter: str):
+    """The instructor notebook nbgrader grades with: the setup cell arms the guard, each test cell ends with the
+    guard's verdict inside the hidden region (so feedback never shows it)."""
+    nb = notebooks.build_instructor(chapter)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == "setup":
+            cell.source += (f"\nimport autograder.guard as _autograder_guard  # grading only: see autograder/guard.py\n"
+                            f'_autograder_guard.arm("{chapter}")')
+        elif meta.get("grade") and "### END HIDDEN TESTS" in cell.source:
+            name = meta["grade_id"].removeprefix("test_")
+            cell.source = cell.source.replace("### END HIDDEN TESTS",
+                                              f'_autograder_guard.verdict("{name}")\n### END HIDDEN TESTS')
+    return nb
+
+
+def _unshare_prefix() -> list[str]:
+    """``unshare --net --pid`` when it works here (root on Linux), else nothing (documented best effort)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return []
+    cmd = ["unshare", "--net", "--pid", "--fork", "--kill-child"]
+    try:
+        ok = subprocess.run(cmd + ["true"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return cmd if ok else []
+
+
+def _sha256(path: pathlib.Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"unreadable:{exc.errno}"
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def expand_submissions(paths, unzip_dir: pathlib.Path) -> list[pathlib.Path]:
+    """.ipynb files from files, folders and LMS zip downloads (extracted under ``unzip_dir``)."""
+    files = []
+    for p in map(pathlib.Path, paths):
+        if p.is_dir():
+            files += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts)
+        elif p.suffix == ".zip":
+            dest = unzip_dir / _safe_name(p.stem)
+            with zipfile.ZipFile(p) as z:
+                for info in z.infolist():
+                    if info.filename.endswith(".ipynb") and not info.is_dir():
+                        target = dest / _safe_name(pathlib.PurePosixPath(info.filename).name)
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(z.read(info))
+            files += sorted(dest.glob("*.ipynb"))
+        else:
+            files.append(p)
+    return files
+
+
 def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_timeout: int = 120,
+          notebook_timeout: int = 900, memory_mb: int = 6144, jobs: int | None = None, force: bool = False,
           log=print) -> list[Row]:
-    """Grade ``paths`` (submitted .ipynb files) for ``chapter``; write grades.csv and feedback under ``out``."""
+    """Grade ``paths`` (submitted .ipynb files) for ``chapter``, each in its own sandboxed worker, ``jobs`` at a
+    time. Results are kept per submission under ``out/results``: a rerun skips files already graded (same
+    contents) unless ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``."""
+    from . import sandbox
+
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader's gradebook
     out = pathlib.Path(out).resolve()
-    course = out / "course"
-    if course.exists():
-        shutil.rmtree(course)
-    (course / "source" / chapter).mkdir(parents=True)
-    nbformat.write(notebooks.build_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
-    api = _api(course, cell_timeout)
-    result = api.generate_assignment(chapter, force=True, create=True)
-    if not result["success"]:
-        raise RuntimeError(f"generate_assignment failed:\n{result.get('error')}\n{result.get('log')}")
+    out.mkdir(parents=True, exist_ok=True)
+    os.chmod(out, 0o700)  # the kernels (other uids) cannot reach results, feedback or the gradebook
+    for sub in ("results", "feedback", "graded"):
+        (out / sub).mkdir(exist_ok=True)
     exercises = notebooks.checks_module(chapter).EXERCISES
     max_score = float(exercises.total_points)
-    feedback_dir = out / "feedback"
-    feedback_dir.mkdir(parents=True, exist_ok=True)
-
-    rows, taken = [], set()
-    for path in sorted(paths):
+    paths = sorted(pathlib.Path(p) for p in paths)
+    taken: set[str] = set()
+    todo = []
+    for path in paths:
         sid = student_id_from_filename(path.name, taken)
-        zero = {ex.name: 0.0 for ex in exercises}
-        try:
-            submitted = nbformat.read(path, as_version=4)
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is a recorded zero
-            reason = f"not a readable notebook ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
-            rows.append(Row(path.name, sid, chapter, zero, 0.0, max_score, "error", reason))
-            log(f"  {path.name}: 0/{max_score:g} — {reason}")
-            continue
-        target = course / "submitted" / sid / chapter / f"{chapter}.ipynb"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(submitted, target)
-        result = api.autograde(chapter, sid, force=True, create=True)
-        if not result["success"]:
-            err = (result.get("error") or result.get("log") or "unknown error").strip().splitlines()
-            reason = f"autograde failed: {err[-1][:300] if err else ''}"
-            rows.append(Row(path.name, sid, chapter, zero, 0.0, max_score, "error", reason))
-            log(f"  {path.name}: 0/{max_score:g} — {reason}")
-            continue
-        scores = {**zero, **_gradebook_scores(course, chapter, sid)}
-        graded = nbformat.read(course / "autograded" / sid / chapter / f"{chapter}.ipynb", as_version=4)
-        reasons = _failure_reasons(graded)
-        total = sum(scores.values())
-        rows.append(Row(path.name, sid, chapter, scores, total, max_score, "graded", "; ".join(reasons)))
-        _write_feedback(graded, feedback_dir / f"{sid}.html", sid, chapter, total, max_score)
-        log(f"  {path.name}: {total:g}/{max_score:g}")
+        result = out / "results" / f"{_safe_name(path.name)}.json"
+        sha = _sha256(path)
+        if result.exists() and not force:
+            try:
+                if json.loads(result.read_text()).get("sha256") == sha:
+                    continue
+            except (OSError, ValueError):
+                pass
+        todo.append((path, sid, result, sha))
 
-    write_csv(rows, out / CSV_NAME, [ex.name for ex in exercises])
+    if todo:
+        course = out / "course"
+        if course.exists():
+            shutil.rmtree(course)
+        (course / "source" / chapter).mkdir(parents=True)
+        nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
+        result = _api(course, cell_timeout).generate_assignment(chapter, force=True, create=True)
+        if not result["success"]:
+            raise RuntimeError(f"generate_assignment failed:\n{result.get('error')}\n{result.get('log')}")
+        scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
+        scratch.chmod(0o711)
+        stage = sandbox.stage_solutions(chapter, scratch / "stage")
+        release_path = out / "release.ipynb"
+        nbformat.write(notebooks.build_release(chapter), release_path)
+        prefix = _unshare_prefix()
+        drop_uid = sandbox.uid_drop_possible()
+        hidden = sandbox.hidden_files(chapter) + [str(out)]
+        jobs = jobs or os.cpu_count() or 1
+        log(f"  {len(todo)} to grade ({len(paths) - len(todo)} already graded), {jobs} at a time"
+            + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
+            + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)"))
+
+        def run_one(item):
+            path, sid, result, sha = item
+            job = {"submission": str(path.resolve()), "submission_name": path.name, "sha256": sha, "chapter": chapter,
+                   "student_id": sid, "course_template": str(course), "release": str(release_path),
+                   "stage": str(stage), "sandbox": str(scratch / _safe_name(sid)), "result": str(result),
+                   "feedback": str(out / "feedback" / f"{sid}.html"), "keep": str(out / "graded"),
+                   "cell_timeout": cell_timeout, "memory_mb": memory_mb, "max_score": max_score,
+                   "hidden_files": hidden, "netns": bool(prefix),
+                   "uid": 100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1}
+            job_path = scratch / f"{_safe_name(sid)}.job.json"
+            job_path.write_text(json.dumps(job))
+            if result.exists():
+                result.unlink()
+            cmd = prefix + [sys.executable, "-m", "autograder.sandbox", "worker", str(job_path)]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                    cwd=scratch)
+            try:
+                output, _ = proc.communicate(timeout=notebook_timeout)
+                why = f"the grading worker ended with exit code {proc.returncode}"
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                output, _ = proc.communicate()
+                why = f"the notebook ran longer than {notebook_timeout} s in total"
+            if not result.exists():
+                tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
+                result.write_text(json.dumps({"submission": path.name, "sha256": sha, "student_id": sid,
+                                              "status": "error", "scores": {}, "warnings": [],
+                                              "reason": why + (f" ({tail[0][:150]})" if tail and proc.returncode
+                                                               else "")}))
+            shutil.rmtree(scratch / _safe_name(sid), ignore_errors=True)
+            r = json.loads(result.read_text())
+            log(f"  {path.name}: {sum(r['scores'].values()):g}/{max_score:g}"
+                + (f" — {r['reason'][:120]}" if r["reason"] else ""))
+
+        try:
+            with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+                list(pool.map(run_one, todo))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    rows = []
+    taken = set()
+    for path in paths:
+        sid = student_id_from_filename(path.name, taken)
+        r = json.loads((out / "results" / f"{_safe_name(path.name)}.json").read_text())
+        scores = {ex.name: float(r["scores"].get(ex.name, 0.0)) for ex in exercises}
+        reason = r["reason"] or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
+        rows.append(Row(path.name, sid, chapter, scores, sum(scores.values()), max_score, r["status"], reason,
+                        list(r.get("warnings", []))))
+    names = [ex.name for ex in exercises]
+    write_csv(rows, out / CSV_NAME, names)
+    write_summary(rows, out, names, {ex.name: ex.points for ex in exercises})
     return rows
 
 
-def _write_feedback(graded, path: pathlib.Path, sid: str, chapter: str, total: float, max_score: float) -> None:
+def _write_feedback(graded, path: pathlib.Path, sid: str, chapter: str, total: float, max_score: float, *,
+                    warnings=(), reasons=()) -> None:
     from nbconvert import HTMLExporter
 
     nb = _sanitize_feedback(graded)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    notes = "".join(f"<li>{html.escape(w)}</li>" for w in list(warnings) + [r for r in reasons if "integrity" in r
+                                                                             or "withheld" in r])
     banner = (f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter)}</b> — "
-              f"{html.escape(sid)}: <b>{total:g} / {max_score:g}</b> points</div>")
+              f"{html.escape(sid)}: <b>{total:g} / {max_score:g}</b> points"
+              + (f"<br>Notes from the grader:<ul>{notes}</ul>" if notes else "") + "</div>")
     path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1))
 
 
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["submission", "student_id", "chapter", *exercise_names, "score", "max_score", "status", "reason"])
+        w.writerow(["submission", "student_id", "chapter", *exercise_names, "score", "max_score", "status", "reason",
+                    "warnings"])
         for r in rows:
             w.writerow([r.submission, r.student_id, r.chapter, *(f"{r.scores[n]:g}" for n in exercise_names),
-                        f"{r.score:g}", f"{r.max_score:g}", r.status, r.reason])
+                        f"{r.score:g}", f"{r.max_score:g}", r.status, r.reason, "; ".join(r.warnings)])
+
+
+def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: dict[str, int]) -> None:
+    """summary.csv / summary.md (per exercise: how many scored full, partial, zero; mean) and summary.png."""
+    table = []
+    for n in names + ["total"]:
+        vals = [r.score if n == "total" else r.scores[n] for r in rows]
+        top = float(sum(points.values()) if n == "total" else points[n])
+        table.append({"exercise": n, "max": top, "full": sum(v == top for v in vals),
+                      "partial": sum(0 < v < top for v in vals), "zero": sum(v == 0 for v in vals),
+                      "mean": round(sum(vals) / len(vals), 2) if vals else 0.0})
+    with open(out / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(table[0]))
+        w.writeheader()
+        w.writerows(table)
+    status = {s: sum(r.status == s for r in rows) for s in ("graded", "error", "integrity")}
+    md = [f"# {rows[0].chapter if rows else ''}: {len(rows)} submissions "
+          f"({status['graded']} graded, {status['error']} not gradeable, {status['integrity']} integrity zero)", "",
+          "| exercise | max | full | partial | zero | mean |", "|---|---|---|---|---|---|"]
+    md += [f"| {t['exercise']} | {t['max']:g} | {t['full']} | {t['partial']} | {t['zero']} | {t['mean']:g} |"
+           for t in table]
+    (out / "summary.md").write_text("\n".join(md) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(names) + 1, figsize=(2.6 * (len(names) + 1), 2.6), squeeze=False)
+    for ax, n in zip(axes[0], names + ["total"]):
+        vals = [r.score if n == "total" else r.scores[n] for r in rows]
+        top = sum(points.values()) if n == "total" else points[n]
+        ax.hist(vals, bins=[x - 0.5 for x in range(int(top) + 2)], color="#4a7", edgecolor="black")
+        ax.set_title(n if len(n) < 22 else n[:20] + "…", fontsize=8)
+        ax.set_xlabel(f"points (of {top:g})", fontsize=8)
+    axes[0][0].set_ylabel("submissions")
+    fig.tight_layout()
+    fig.savefig(out / "summary.png", dpi=80)
+    plt.close(fig)

@@ -70,10 +70,10 @@ def setup_source(chapter: str) -> str:
     """The first code cell of every notebook: install the course helpers only when they are missing."""
     return textwrap.dedent(f"""\
         # Setup: installs the course helpers (checks and earlier chapters' code) only when they are missing.
-        # --no-deps keeps the torch, numpy and matplotlib that Colab already has.
+        # The package asks for torch, numpy and matplotlib without versions, so Colab's own stay as they are.
         import importlib.util, subprocess, sys
         if importlib.util.find_spec("autograder.core") is None:
-            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                             "git+{REPOSITORY}.git@{BRANCH}"], check=True)
         from autograder.{chapter} import EXERCISES  # the checks that the test cells run""")
 

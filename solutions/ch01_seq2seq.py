@@ -49,7 +49,7 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _check_tokens(name: str, x: torch.Tensor, lens: torch.Tensor | None = None) -> None:
+def check_tokens(name: str, x: torch.Tensor, lens: torch.Tensor | None = None) -> None:
     """Raise ValueError unless ``x`` is a ``(B, T)`` integer tensor (and ``lens`` a matching
     ``(B,)`` vector with 1 <= lens <= T)."""
     if x.dim() != 2 or x.dtype not in (torch.long, torch.int32, torch.int64):
@@ -76,7 +76,7 @@ def reverse_padded(x: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
     Raises:
         ValueError: on mismatched shapes.
     """
-    _check_tokens("x", x, lens)
+    check_tokens("x", x, lens)
     B, S = x.shape
     pos = torch.arange(S, device=x.device).unsqueeze(0).expand(B, S)  # (B, S)
     n = (lens.to(x.device) - 1).unsqueeze(1)  # (B, 1) tokens before <eos>
@@ -132,7 +132,7 @@ class Encoder(nn.Module):
         Raises:
             ValueError: if ``src`` is not ``(B, S)`` integer or ``src_lens`` does not match it.
         """
-        _check_tokens("src", src, src_lens)
+        check_tokens("src", src, src_lens)
         ### BEGIN SOLUTION
         emb = self.dropout(self.embedding(src))  # (B, S, E)
         # pack_padded_sequence wants the lengths on the CPU; enforce_sorted=False sorts internally
@@ -259,7 +259,7 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, dec_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits ``(B, T, V)`` for decoder inputs ``dec_in (B, T)``."""
-        _check_tokens("dec_in", dec_in)
+        check_tokens("dec_in", dec_in)
         logits, _ = self.decoder(dec_in, self.encode(src, src_lens))
         return logits
 
@@ -287,7 +287,7 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, src_lens: torch.Tensor, m
     Raises:
         ValueError: on malformed ``src`` / ``src_lens`` or ``max_len < 1``.
     """
-    _check_tokens("src", src, src_lens)
+    check_tokens("src", src, src_lens)
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
     was_training = model.training

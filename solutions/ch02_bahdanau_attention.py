@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from solutions.ch01_seq2seq import Encoder, _check_tokens
+from solutions.ch01_seq2seq import Encoder, check_tokens
 from solutions.translation_data import PAD_ID
 
 
@@ -191,7 +191,7 @@ class AttentionSeq2Seq(nn.Module):
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, dec_in: torch.Tensor, return_attention: bool = False):
         """Teacher-forced logits ``(B, T, V)`` (and attention ``(B, T, S)`` if asked)."""
-        _check_tokens("dec_in", dec_in)
+        check_tokens("dec_in", dec_in)
         state = self.encode(src, src_lens)
         logits, alphas = [], []
         for t in range(dec_in.shape[1]):

@@ -22,16 +22,17 @@ def _random_batch(lengths, vocab=20, seed=0, pad_garbage=False):
 
 
 @pytest.mark.parametrize("cell,bidirectional", [("lstm", False), ("gru", True)])
-def test_encoder_packing_matches_unpadded_runs(cell, bidirectional):
+def test_encoder_packing_matches_unpadded_runs(cell, bidirectional, device):
     torch.manual_seed(0)
-    enc = Encoder(20, 8, 16, num_layers=2, cell=cell, bidirectional=bidirectional).eval()
+    enc = Encoder(20, 8, 16, num_layers=2, cell=cell, bidirectional=bidirectional).to(device).eval()
     seqs, x, lens = _random_batch([5, 2, 7, 1], pad_garbage=True)
-    outputs, state = enc(x, lens)
+    outputs, state = enc(x.to(device), lens.to(device))
+    assert outputs.device.type == device.type
     D = 32 if bidirectional else 16
     assert outputs.shape == (4, 7, D)
     for b, s in enumerate(seqs):
         # reference: the same RNN on this sequence alone, no padding, no packing
-        ref_out, ref_state = enc.rnn(enc.embedding(torch.tensor([s])))
+        ref_out, ref_state = enc.rnn(enc.embedding(torch.tensor([s], device=device)))
         n = len(s)
         torch.testing.assert_close(outputs[b, :n], ref_out[0], atol=1e-5, rtol=1e-5)
         assert torch.all(outputs[b, n:] == 0)
@@ -54,11 +55,11 @@ def test_encoder_rejects_bad_shapes():
         enc(torch.ones(2, 4), torch.tensor([4, 4]))  # float ids
 
 
-def test_reverse_padded_keeps_eos_and_padding():
-    x = torch.tensor([[5, 6, 7, EOS_ID, PAD_ID], [8, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [4, 5, 6, 7, EOS_ID]])
-    lens = torch.tensor([4, 2, 5])
+def test_reverse_padded_keeps_eos_and_padding(device):
+    x = torch.tensor([[5, 6, 7, EOS_ID, PAD_ID], [8, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [4, 5, 6, 7, EOS_ID]], device=device)
+    lens = torch.tensor([4, 2, 5], device=device)
     expected = torch.tensor([[7, 6, 5, EOS_ID, PAD_ID], [8, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [7, 6, 5, 4, EOS_ID]])
-    assert torch.equal(reverse_padded(x, lens), expected)
+    assert torch.equal(reverse_padded(x, lens).cpu(), expected)
 
 
 def test_teacher_forcing_shift():
@@ -129,11 +130,12 @@ def test_greedy_decode_respects_length_limit():
         greedy_decode(model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), max_len=0)
 
 
-def test_seq2seq_forward_shapes_and_padding_invariance():
+def test_seq2seq_forward_shapes_and_padding_invariance(device):
     torch.manual_seed(0)
-    model = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=2).eval()
+    model = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=2).to(device).eval()
     _, src, lens = _random_batch([6, 3], vocab=20)
-    dec_in = torch.tensor([[BOS_ID, 5, 6], [BOS_ID, 7, 8]])
+    src, lens = src.to(device), lens.to(device)
+    dec_in = torch.tensor([[BOS_ID, 5, 6], [BOS_ID, 7, 8]], device=device)
     logits = model(src, lens, dec_in)
     assert logits.shape == (2, 3, 15)
     alone = model(src[1:, :3], lens[1:], dec_in[1:])  # second sentence without the extra padding
@@ -187,12 +189,11 @@ def test_evaluate_by_length_buckets_and_scores():
         evaluate_by_length(hyps, refs[:2], [1, 2, 3])
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_seq2seq_runs_on_cuda():
-    model = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=2).cuda()
+def test_greedy_decode_on_device_matches_cpu(device):
+    torch.manual_seed(0)
+    model = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=2).eval()
     _, src, lens = _random_batch([6, 3], vocab=20)
-    out, _ = greedy_decode(model, src.cuda(), lens.cuda(), max_len=5)
-    assert out.device.type == "cuda"
-    cpu_out, _ = greedy_decode(model.cpu(), src, lens, max_len=5)
+    cpu_out, _ = greedy_decode(model, src, lens, max_len=5)
+    out, _ = greedy_decode(model.to(device), src.to(device), lens.to(device), max_len=5)
+    assert out.device.type == device.type
     assert torch.equal(out.cpu(), cpu_out)

@@ -23,10 +23,10 @@ def test_additive_score_hand_computed():
     assert got[0].tolist() == pytest.approx(expected, rel=1e-6)
 
 
-def test_additive_score_batches_independently():
+def test_additive_score_batches_independently(device):
     torch.manual_seed(0)
     s_prev, W, v, U_h = torch.randn(3, 4), torch.randn(5, 4), torch.randn(5), torch.randn(3, 6, 5)
-    full = additive_score(s_prev, W, v, U_h)
+    full = additive_score(s_prev.to(device), W.to(device), v.to(device), U_h.to(device)).cpu()
     for b in range(3):
         for j in range(6):
             ref = sum(v[a] * torch.tanh(sum(W[a, k] * s_prev[b, k] for k in range(4)) + U_h[b, j, a]) for a in range(5))
@@ -40,9 +40,11 @@ def test_additive_score_rejects_bad_shapes():
         additive_score(torch.randn(4), torch.randn(5, 4), torch.randn(5), torch.randn(2, 6, 5))
 
 
-def test_masked_softmax_zero_on_padding_and_no_nan():
-    scores = torch.tensor([[1.0, 2.0, 3.0, 50.0], [0.5, -1.0, 9.0, 9.0], [1.0, 2.0, 3.0, 4.0]], requires_grad=True)
-    mask = torch.tensor([[True, True, True, False], [True, False, False, False], [False, False, False, False]])
+def test_masked_softmax_zero_on_padding_and_no_nan(device):
+    scores = torch.tensor([[1.0, 2.0, 3.0, 50.0], [0.5, -1.0, 9.0, 9.0], [1.0, 2.0, 3.0, 4.0]], device=device,
+                          requires_grad=True)
+    mask = torch.tensor([[True, True, True, False], [True, False, False, False], [False, False, False, False]],
+                        device=device)
     w = masked_softmax(scores, mask)
     assert not torch.isnan(w).any()
     assert torch.all(w[~mask] == 0)
@@ -50,7 +52,7 @@ def test_masked_softmax_zero_on_padding_and_no_nan():
     assert w[0, :3].tolist() == pytest.approx([x / sum(e) for x in e], rel=1e-6)
     assert w[1, 0].item() == pytest.approx(1.0)
     assert w[2].tolist() == [0.0, 0.0, 0.0, 0.0]  # fully masked row: zeros, not NaN
-    (w * torch.arange(4.0)).sum().backward()
+    (w * torch.arange(4.0, device=device)).sum().backward()
     assert not torch.isnan(scores.grad).any()
     assert torch.all(scores.grad[~mask] == 0)
 
@@ -63,10 +65,10 @@ def test_masked_softmax_large_scores_stable():
         masked_softmax(scores, torch.tensor([[1, 1, 1]]))
 
 
-def test_context_vector_is_weighted_sum():
-    alpha = torch.tensor([[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]])
-    h = torch.tensor([[[1.0, 0.0], [0.0, 4.0], [100.0, 100.0]], [[2.0, 3.0], [9.0, 9.0], [9.0, 9.0]]])
-    c = context_vector(alpha, h)
+def test_context_vector_is_weighted_sum(device):
+    alpha = torch.tensor([[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]], device=device)
+    h = torch.tensor([[[1.0, 0.0], [0.0, 4.0], [100.0, 100.0]], [[2.0, 3.0], [9.0, 9.0], [9.0, 9.0]]], device=device)
+    c = context_vector(alpha, h).cpu()
     assert c.tolist() == [[0.25, 3.0], [2.0, 3.0]]
     with pytest.raises(ValueError):
         context_vector(alpha, h[:, :2])
@@ -118,12 +120,10 @@ def test_attention_model_overfits_a_handful_of_pairs():
         assert a.shape == (len(h) + 1, len(s) + 1)  # generated tokens incl. <eos> x source tokens incl. <eos>
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_attention_runs_on_cuda_like_cpu():
+def test_attention_greedy_on_device_matches_cpu(device):
     model = _model()
     src, lens = torch.tensor([[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]]), torch.tensor([4, 2])
     cpu_out, cpu_attn = greedy_decode(model, src, lens, max_len=5)
-    out, attn = greedy_decode(model.cuda(), src.cuda(), lens.cuda(), max_len=5)
-    assert out.device.type == "cuda" and torch.equal(out.cpu(), cpu_out)
+    out, attn = greedy_decode(model.to(device), src.to(device), lens.to(device), max_len=5)
+    assert out.device.type == device.type and torch.equal(out.cpu(), cpu_out)
     torch.testing.assert_close(attn.cpu(), cpu_attn, atol=1e-4, rtol=1e-4)

@@ -1,0 +1,282 @@
+"""Canonicalise a submitted notebook against its release notebook: grade what the student wrote.
+
+Editors (Colab, JupyterLab, VS Code, conda kernels, old Jupyter versions) change notebooks in ways nbgrader does
+not expect: nbgrader metadata stripped or altered, cell ids missing, duplicated or replaced, other kernel names,
+extra notebook metadata, huge outputs, cells whose type was changed, split or duplicated answer cells. A
+submission whose metadata was stripped would score 0 in nbgrader without a word. Instead, before nbgrader sees a
+submission, :func:`canonicalise` rebuilds it with the release notebook's structure:
+
+* each solution cell gets the student's answer, found by nbgrader ``grade_id``, then cell id (solution cells in
+  the release have id == grade_id), then content (``def NAME`` / ``class NAME``), then position (the code cell
+  just before the exercise's test cell);
+* every test, setup and prose cell comes from the release (edited or deleted test cells are restored, so the
+  maximum score never shrinks);
+* code cells the student inserted are kept in their place (students may define helpers); an answer split over
+  several cells keeps all of them, in order;
+* outputs are dropped, the kernelspec is the grader's, notebook metadata is the release's.
+
+Every repair is reported as a warning (one short line) that goes into the feedback and the CSV. A file that is
+not JSON or not a notebook raises :class:`Ungradeable` with the reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import nbformat
+
+from . import notebooks
+
+MAX_BYTES = 200 * 1024 * 1024  # a file larger than this is not read at all
+
+
+class Ungradeable(ValueError):
+    """The file cannot be graded; ``str(err)`` is the reason for the grades table."""
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", cell.get("input", ""))
+    if isinstance(src, list):
+        src = "".join(str(s) for s in src)
+    return src if isinstance(src, str) else str(src)
+
+
+def _norm(src: str) -> str:
+    return "\n".join(line.rstrip() for line in src.strip().splitlines())
+
+
+def _exercise_defined(src: str, names: list[str]) -> list[str]:
+    return [n for n in names if re.search(rf"^\s*(def|class)\s+{re.escape(n)}\b", src, re.M)
+            or re.search(rf"^{re.escape(n)}\s*=", src, re.M)]
+
+
+def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
+    """(cells, notebook metadata, warnings) from raw file contents, for any nbformat 3/4 shape."""
+    if isinstance(data, bytes):
+        if len(data) > MAX_BYTES:
+            raise Ungradeable(f"file is {len(data) / 1e6:.0f} MB, larger than the {MAX_BYTES / 1e6:.0f} MB limit")
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise Ungradeable("not a notebook: the file is not UTF-8 text") from None
+    try:
+        nb = json.loads(data)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise Ungradeable(f"not a readable notebook: not valid JSON ({str(exc)[:60]}) — "
+                          "was the download cut short?") from None
+    warnings: list[str] = []
+    if not isinstance(nb, dict):
+        raise Ungradeable("not a notebook: the JSON is not an object with cells")
+    if "cells" not in nb and isinstance(nb.get("worksheets"), list):  # nbformat 3
+        cells = [c for ws in nb["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", [])]
+        warnings.append("old nbformat 3 file: converted")
+    else:
+        cells = nb.get("cells")
+    if not isinstance(cells, list):
+        raise Ungradeable("not a notebook: it has no list of cells")
+    cells = [c for c in cells if isinstance(c, dict)]
+    if not cells:
+        raise Ungradeable("not a notebook: it has no cells")
+    meta = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
+    minor = nb.get("nbformat_minor")
+    if nb.get("nbformat") == 4 and isinstance(minor, int) and minor < 5:
+        warnings.append(f"old nbformat 4.{minor} file: cell ids added")
+    ids = [c.get("id") for c in cells]
+    if any(i is None for i in ids) and nb.get("nbformat_minor", 0) >= 5:
+        warnings.append("cells without ids: ids replaced")
+    if len({i for i in ids if i is not None}) < len([i for i in ids if i is not None]):
+        warnings.append("duplicate cell ids: ids replaced")
+    return cells, meta, warnings
+
+
+def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, list[str]]:
+    """(notebook to grade, warnings). Raises :class:`Ungradeable` for a file that is not a notebook."""
+    cells, meta, warnings = parse(data)
+    rel_cells = release.cells
+    solutions = [c.id for c in rel_cells if c.metadata.get("nbgrader", {}).get("solution")]
+    tests = {c.id: c for c in rel_cells if c.metadata.get("nbgrader", {}).get("grade")}
+    rel_by_id = {c.id: c for c in rel_cells}
+    rel_code_src = {_norm(c.source): c.id for c in rel_cells if c.cell_type == "code"}
+    rel_md_src = {_norm(c.source): c.id for c in rel_cells if c.cell_type != "code"}
+
+    # 1. classify every submitted cell: ("solution", X) / ("release", id) / ("inserted", None) / ("drop", None)
+    kinds: list[tuple[str, str | None]] = []
+    notes: dict[str, set] = {}
+
+    def note(key, what):
+        notes.setdefault(key, set()).add(what)
+
+    big = 0
+    for cell in cells:
+        src, ctype = _source(cell), cell.get("cell_type", "code")
+        cmeta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        nbg = cmeta.get("nbgrader") if isinstance(cmeta.get("nbgrader"), dict) else {}
+        gid, cid = nbg.get("grade_id"), cell.get("id")
+        big += len(json.dumps(cell.get("outputs", []))) if ctype == "code" else 0
+        defined = _exercise_defined(src, solutions)
+        if gid in solutions:
+            kind = ("solution", gid)
+            if not nbg.get("solution"):
+                note("altered", gid)
+        elif cid in solutions and not (gid and gid in rel_by_id):
+            kind = ("solution", cid)
+            note("stripped" if not nbg else "altered", cid)
+        elif gid in rel_by_id or (cid in rel_by_id and not defined):
+            rid = gid if gid in rel_by_id else cid
+            kind = ("release", rid)
+            if rid in tests and _norm(src) != _norm(tests[rid].source):
+                note("test edited", rid)
+        elif ctype == "code" and _norm(src) in rel_code_src:
+            kind = ("release", rel_code_src[_norm(src)])
+        elif ctype != "code" and _norm(src) in rel_md_src:
+            kind = ("release", rel_md_src[_norm(src)])
+        elif re.search(r"EXERCISES\.run\(\s*[\"'](\w+)", src) and not defined:
+            name = re.search(r"EXERCISES\.run\(\s*[\"'](\w+)", src).group(1)
+            kind = ("release", f"test_{name}") if f"test_{name}" in tests else ("drop", None)
+            note("test edited", f"test_{name}")
+        elif defined:
+            kind = ("solution", defined[0])
+            note("matched by content", defined[0])
+        elif ctype == "code":
+            kind = ("inserted", None) if _norm(src) else ("drop", None)
+        else:
+            kind = ("drop", None)  # the student's own prose: not graded
+        if kind[0] == "solution" and ctype != "code":
+            note("type changed", kind[1])
+        kinds.append(kind)
+
+    # 2. position: an unclassified code cell right before an exercise's test cell answers that exercise
+    answered = {k[1] for k in kinds if k[0] == "solution"}
+    for i, (kind, _) in enumerate(kinds):
+        if kind != "inserted":
+            continue
+        nxt = next((k for k in kinds[i + 1:] if k[0] != "drop"), None)
+        if nxt and nxt[0] == "release" and nxt[1] in tests:
+            name = nxt[1].removeprefix("test_")
+            if name in solutions and name not in answered:
+                kinds[i] = ("solution", name)
+                answered.add(name)
+                note("matched by position", name)
+
+    # 3. anchor inserted cells after the release cell they follow (never before the setup cell)
+    answers: dict[str, list[str]] = {name: [] for name in solutions}
+    inserted: dict[str, list[str]] = {}
+    order = [c.id for c in rel_cells]
+    setup = next((c.id for c in rel_cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"),
+                 next(c.id for c in rel_cells if c.cell_type == "code"))
+    anchor = setup
+    for cell, (kind, ref) in zip(cells, kinds):
+        if kind == "solution":
+            answers[ref].append(_source(cell))
+            anchor = ref
+        elif kind == "release":
+            if order.index(ref) >= order.index(setup):
+                anchor = ref
+        elif kind == "inserted":
+            inserted.setdefault(anchor, []).append(_source(cell))
+
+    # 4. build the notebook with the release's structure
+    out = copy.deepcopy(release)
+    out.cells = []
+    n_ins = 0
+    for rc in rel_cells:
+        cell = copy.deepcopy(rc)
+        if rc.id in answers:
+            parts = answers[rc.id]
+            if not parts:
+                note("missing", rc.id)
+            else:
+                cell.source = parts[0]
+            out.cells.append(cell)
+            for j, extra in enumerate(parts[1:], start=2):
+                part = nbformat.v4.new_code_cell(extra)
+                part.id = f"{rc.id}-part{j}"
+                out.cells.append(part)
+            if len(parts) > 1:
+                note("split", rc.id)
+        else:
+            out.cells.append(cell)
+        for src in inserted.get(rc.id, []):
+            n_ins += 1
+            ins = nbformat.v4.new_code_cell(src)
+            ins.id = f"inserted-{n_ins:03d}"
+            out.cells.append(ins)
+    seen_tests = {ref for kind, ref in kinds if kind == "release" and ref in tests}
+    for tid in tests:
+        if tid not in seen_tests:
+            note("test deleted", tid)
+    for c in out.cells:
+        if c.cell_type == "code":
+            c.outputs, c.execution_count = [], None
+
+    # 5. warnings, one short line per kind of repair
+    labels = {
+        "stripped": "nbgrader metadata missing on the answer cell of {} (matched by cell id)",
+        "altered": "nbgrader metadata altered on the answer cell of {}",
+        "matched by content": "answer cell of {} found by its definition (metadata/id missing)",
+        "matched by position": "answer cell of {} found by its position before the test cell",
+        "type changed": "answer cell of {} was not a code cell: graded as code",
+        "split": "answer of {} spread over several cells: all of them run, in order",
+        "missing": "no answer found for {}: graded as not attempted",
+        "test edited": "test cell {} was edited: restored from the release",
+        "test deleted": "test cell {} was deleted: restored from the release",
+    }
+    for key, label in labels.items():
+        if key in notes:
+            warnings.append(label.format(", ".join(sorted(notes[key]))))
+    if n_ins:
+        warnings.append(f"{n_ins} code cell(s) added by the student: kept in place")
+    if big > 1_000_000:
+        warnings.append(f"outputs of {big / 1e6:.1f} MB dropped")
+    ks = meta.get("kernelspec") if isinstance(meta.get("kernelspec"), dict) else {}
+    if ks.get("name") != notebooks.KERNELSPEC["name"]:
+        warnings.append(f"kernel {ks.get('name')!r} replaced by the grader's {notebooks.KERNELSPEC['name']!r}")
+    extra = sorted(set(meta) - set(release.metadata) - {"widgets", "vscode", "toc", "varInspector"})
+    if extra:
+        warnings.append(f"editor metadata dropped: {', '.join(map(str, extra))[:80]}")
+    out.metadata = copy.deepcopy(release.metadata)
+    out.nbformat, out.nbformat_minor = 4, 5
+    nbformat.validate(out)
+    return out, warnings
+
+
+def stub_answers(nb: nbformat.NotebookNode) -> list[str]:
+    """Exercises whose answer cell still raises NotImplementedError (not attempted)."""
+    return [c.id for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")
+            and "raise NotImplementedError()" in c.source]
+
+
+def selfcheck(path, chapter: str | None = None) -> tuple[bool, list[str]]:
+    """(gradeable, report lines) for a student's notebook file, without running it."""
+    import pathlib
+
+    from . import grading
+
+    path = pathlib.Path(path)
+    chapter = chapter or grading.chapter_from_filename(path.name)
+    lines = []
+    if chapter is None:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            return False, [f"cannot read {path}: {exc}"]
+        chapter = next((c for c in notebooks.chapters() if f"autograder.{c}" in text), None)
+        if chapter is None:
+            return False, ["cannot tell which chapter this is: pass --chapter chNN_name"]
+    try:
+        nb, warnings = canonicalise(path.read_bytes(), notebooks.build_release(chapter))
+    except Ungradeable as exc:
+        return False, [f"NOT GRADEABLE: {exc}", "Download the notebook again (File > Download > .ipynb)."]
+    except OSError as exc:
+        return False, [f"cannot read {path}: {exc}"]
+    lines.append(f"{path.name}: gradeable as {chapter}.")
+    for w in warnings:
+        lines.append(f"  repaired: {w}")
+    todo = stub_answers(nb)
+    if todo:
+        lines.append(f"  not attempted yet: {', '.join(todo)}")
+    if not warnings and not todo:
+        lines.append("  no problems found.")
+    return True, lines

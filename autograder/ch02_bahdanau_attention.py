@@ -1,0 +1,206 @@
+"""Checks for chapter 2, additive (Bahdanau) attention (notebook ``notebooks/ch02_bahdanau_attention.ipynb``).
+
+The references are written out here from the paper's formulas (Bahdanau et al. 2014, appendix A.1.2 and
+eqs. 5-6), independently of ``solutions/``: the scores with ``torch.nn.functional.linear`` and an explicit
+sum over the alignment dimension, the masked softmax one row at a time over the real positions only, the
+context as an explicit weighted sum. The functions are bound at import time so that a student cell that
+rebinds ``torch.softmax`` does not change the reference.
+
+Sizes are chosen so that batch B, source length S, decoder size N, alignment size A and annotation size D
+all differ: code that only works when two of them coincide fails.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn.functional import linear as _linear
+
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
+
+EXERCISES = Exercises("ch02_bahdanau_attention")
+
+_softmax = torch.softmax
+_tanh = torch.tanh
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# ---------------------------------------------------------------- oracles
+
+
+def _score_oracle(s_prev, W, v, U_h):
+    """e_ij = sum_a v_a tanh((W s_{i-1})_a + (U h_j)_a)."""
+    Ws = _linear(s_prev, W)  # (B, A)
+    return (v * _tanh(Ws[:, None, :] + U_h)).sum(-1)  # (B, S)
+
+
+def _softmax_oracle(scores, mask):
+    out = torch.zeros_like(scores)
+    for b in range(scores.shape[0]):
+        keep = mask[b]
+        if keep.any():
+            out[b, keep] = _softmax(scores[b, keep], dim=0)
+    return out
+
+
+def _context_oracle(alpha, h):
+    return (alpha[:, :, None] * h).sum(1)
+
+
+def _score_inputs(B, S, N, A, seed, dtype=torch.float32):
+    g = _gen(seed)
+    return (torch.randn(B, N, generator=g, dtype=dtype), torch.randn(A, N, generator=g, dtype=dtype),
+            torch.randn(A, generator=g, dtype=dtype), torch.randn(B, S, A, generator=g, dtype=dtype))
+
+
+# ---------------------------------------------------------------- exercise 1: additive_score
+
+
+@EXERCISES.check("additive_score", points=3)
+def _score_basic(fn):
+    """matches v^T tanh(W s_prev + U_h) for s_prev (2, 3), W (4, 3), v (4,), U_h (2, 5, 4)"""
+    args = _score_inputs(2, 5, 3, 4, seed=1)
+    got = call("additive_score(s_prev, W, v, U_h)", fn, *args)
+    expect_shape("additive_score(s_prev, W, v, U_h)", got, (2, 5))
+    expect_close("additive_score(s_prev, W, v, U_h)", got, _score_oracle(*args),
+                 hint="W s_{i-1} is one vector per sentence: add it to every source position j of U_h.")
+
+
+@EXERCISES.check("additive_score", hidden=True)
+def _score_other_sizes(fn):
+    """other sizes, one sentence, float64"""
+    for B, S, N, A, dtype in ((3, 7, 6, 2, torch.float32), (1, 4, 5, 9, torch.float64), (4, 1, 2, 3, torch.float32)):
+        args = _score_inputs(B, S, N, A, seed=B + S, dtype=dtype)
+        expect_close(f"additive_score with B={B}, S={S}, N={N}, A={A}", call("additive_score", fn, *args),
+                     _score_oracle(*args), hidden=True)
+
+
+@EXERCISES.check("additive_score", hidden=True)
+def _score_grad(fn):
+    """gradients reach s_prev, W, v and U_h"""
+    args = [t.requires_grad_() for t in _score_inputs(2, 5, 3, 4, seed=3)]
+    out = call("additive_score", fn, *args)
+    call("backpropagating through your scores", lambda: out.sum().backward())
+    for name, t in zip(("s_prev", "W", "v", "U_h"), args):
+        expect_true(t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
+                    f"No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.")
+
+
+# ---------------------------------------------------------------- exercise 2: masked_softmax
+
+
+def _lengths_mask(lengths, S):
+    return torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
+
+
+@EXERCISES.check("masked_softmax", points=3)
+def _softmax_basic(fn):
+    """scores (3, 6) with source lengths [6, 2, 4]: padding gets weight 0, each row sums to 1"""
+    scores = torch.randn(3, 6, generator=_gen(4)) * 3
+    mask = _lengths_mask([6, 2, 4], 6)
+    got = call("masked_softmax(scores, mask)", fn, scores, mask)
+    expect_close("masked_softmax(scores, mask)", got, _softmax_oracle(scores, mask),
+                 hint="mask the scores *before* the softmax (True = real source word) and normalise over the last axis.")
+
+
+@EXERCISES.check("masked_softmax")
+def _softmax_fully_masked(fn):
+    """a row with no real position gives all zeros, not NaN"""
+    scores = torch.randn(2, 4, generator=_gen(5))
+    mask = torch.tensor([[True, True, False, False], [False, False, False, False]])
+    got = call("masked_softmax(scores, mask)", fn, scores, mask)
+    expect_true(isinstance(got, torch.Tensor) and bool(torch.isfinite(got).all()),
+                "With a fully masked row your weights contain NaN or inf. Fill masked scores with a large finite "
+                "negative number (torch.finfo(scores.dtype).min), not -inf, and zero the masked weights.")
+    expect_true(bool((got[1] == 0).all()), "A row with no real source position should get all-zero weights.")
+
+
+@EXERCISES.check("masked_softmax", hidden=True)
+def _softmax_hidden(fn):
+    """large scores, random masks, float64, finite gradients"""
+    scores = torch.tensor([[1e4, 1e4 - 1.0, -1e4, 5e3]])
+    mask = torch.tensor([[True, True, True, False]])
+    expect_close("masked_softmax with scores near 1e4", call("masked_softmax", fn, scores, mask),
+                 _softmax_oracle(scores, mask), hidden=True)
+    scores = torch.randn(5, 9, generator=_gen(6), dtype=torch.float64)
+    mask = torch.rand(5, 9, generator=_gen(7)) < 0.5
+    mask[2] = False
+    expect_close("masked_softmax on a random mask (float64)", call("masked_softmax", fn, scores, mask),
+                 _softmax_oracle(scores, mask), hidden=True)
+    scores = scores.clone().requires_grad_()
+    out = call("masked_softmax", fn, scores, mask)
+    call("backpropagating through your weights", lambda: (out * torch.arange(9.0, dtype=out.dtype)).sum().backward())
+    expect_true(scores.grad is not None and bool(torch.isfinite(scores.grad).all()),
+                "The gradient through your masked softmax is missing or contains NaN.")
+
+
+# ---------------------------------------------------------------- exercise 3: context_vector
+
+
+@EXERCISES.check("context_vector", points=2)
+def _context_basic(fn):
+    """weighted sum of h (2, 5, 3) with alpha (2, 5)"""
+    g = _gen(8)
+    alpha = _softmax(torch.randn(2, 5, generator=g), -1)
+    h = torch.randn(2, 5, 3, generator=g)
+    got = call("context_vector(alpha, h)", fn, alpha, h)
+    expect_shape("context_vector(alpha, h)", got, (2, 3))
+    expect_close("context_vector(alpha, h)", got, _context_oracle(alpha, h),
+                 hint="c_i = sum over source positions j of alpha_ij * h_j: sum over axis 1, not over the features.")
+
+
+@EXERCISES.check("context_vector", hidden=True)
+def _context_hidden(fn):
+    """other sizes, zero weights on padding, float64"""
+    g = _gen(9)
+    for B, S, D, dtype in ((4, 7, 6, torch.float32), (1, 3, 8, torch.float64), (3, 1, 2, torch.float32)):
+        alpha = _softmax(torch.randn(B, S, generator=g, dtype=dtype), -1)
+        alpha[0] = 0
+        h = torch.randn(B, S, D, generator=g, dtype=dtype)
+        expect_close(f"context_vector with B={B}, S={S}, D={D}", call("context_vector", fn, alpha, h),
+                     _context_oracle(alpha, h), hidden=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# The catalogue of plausible student bugs; each must be caught by at least one check.
+# --------------------------------------------------------------------------------------------------
+
+MUTANTS = [
+    Mutant("multiplicative instead of additive", "additive_score",
+           (("W_s.unsqueeze(1) + U_h", "W_s.unsqueeze(1) * U_h"),), "multiplies query and key projections"),
+    Mutant("no tanh", "additive_score", (("torch.tanh(W_s.unsqueeze(1) + U_h)", "W_s.unsqueeze(1) + U_h"),),
+           "drops the nonlinearity"),
+    Mutant("sum instead of v", "additive_score", (("hidden @ v", "hidden.sum(-1)"),), "ignores v_a"),
+    Mutant("W not transposed", "additive_score", (("s_prev @ W.T", "s_prev @ W"),),
+           "only runs when A == N, and is wrong then"),
+    Mutant("query broadcast over the batch", "additive_score", (("W_s.unsqueeze(1)", "W_s.unsqueeze(0)"),),
+           "adds every sentence's query to every sentence (only runs when B == S)"),
+    Mutant("mask ignored", "masked_softmax",
+           (("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, S)", "pass"),
+            ("torch.softmax(scores, dim=-1) * mask", "torch.softmax(scores, dim=-1)")),
+           "padding gets weight"),
+    Mutant("mask polarity inverted", "masked_softmax",
+           (("masked_fill(~mask,", "masked_fill(mask,"), ("* mask", "* ~mask")), "treats True as padding"),
+    Mutant("-inf fill gives NaN", "masked_softmax",
+           (("torch.finfo(scores.dtype).min)  # (B, S)", "float('-inf'))  # (B, S)"),
+            ("torch.softmax(scores, dim=-1) * mask", "torch.softmax(scores, dim=-1)"),
+            ("weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)", "pass")),
+           "fully masked rows become NaN"),
+    Mutant("zeroed after softmax, not renormalised", "masked_softmax",
+           (("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, S)", "pass"),
+            ("weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)", "pass")),
+           "rows no longer sum to 1"),
+    Mutant("softmax over the batch", "masked_softmax", (("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=0)"),),
+           "normalises over sentences instead of source positions"),
+    Mutant("unweighted sum", "context_vector",
+           (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "h.sum(dim=1)"),), "ignores the weights"),
+    Mutant("mean of annotations", "context_vector",
+           (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "h.mean(dim=1)"),), "a uniform average"),
+    Mutant("sum over features", "context_vector",
+           (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "(alpha.unsqueeze(-1) * h).sum(dim=-1)"),),
+           "sums over the wrong axis"),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

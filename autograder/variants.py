@@ -1,0 +1,195 @@
+"""Damaged and hostile variants of a chapter's notebook, derived from its release notebook, for the tests.
+
+``variants(chapter, release)`` returns ``{name: Variant}``. Each variant is a file's text and what grading it
+must give:
+
+* ``expect="full"`` — harmless damage (editor round trips): the reference's score;
+* ``expect="zero"`` — nothing earned (the stub, hostile code on the stub, an unreadable file, a killed kernel);
+* ``expect="at_most_full"`` — runaway code next to a correct answer: any score up to the reference's, always a row
+  and a reason or warning.
+
+``kernel=False`` variants are checked by canonicalisation alone (cheap: every chapter); the others are graded
+with nbgrader and real kernels (every one for ch03, a deterministic rotation for the other chapters).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import zlib
+
+import nbformat
+
+from . import notebooks
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    text: str
+    expect: str  # "full", "zero", "at_most_full"
+    kind: str  # "damage" (harmless), "hostile", "invalid"
+    kernel: bool  # graded with a kernel in the tests (else canonicalisation only)
+    reason: str = ""  # a substring the row's reason or warnings must contain
+
+
+def _solution_ids(nb) -> list[str]:
+    return [c.id for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+
+
+def _dump(nb: dict) -> str:
+    return json.dumps(nb, indent=1, ensure_ascii=False)
+
+
+def _insert_after_setup(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
+    nb = copy.deepcopy(nb)
+    i = next(i for i, c in enumerate(nb.cells) if c.id == "setup")
+    cell = nbformat.v4.new_code_cell(source)
+    cell.id = "student-cell"
+    nb.cells.insert(i + 1, cell)
+    return nb
+
+
+def _insert_after_first_answer(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
+    nb = copy.deepcopy(nb)
+    first = _solution_ids(nb)[0]
+    i = next(i for i, c in enumerate(nb.cells) if c.id == first)
+    cell = nbformat.v4.new_code_cell(source)
+    cell.id = "student-cell"
+    nb.cells.insert(i + 1, cell)
+    return nb
+
+
+def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]:
+    filled = notebooks.fill_release(release, chapter)
+    good = json.loads(nbformat.writes(filled))
+    names = _solution_ids(release)
+    v: dict[str, Variant] = {}
+
+    v["reference"] = Variant(nbformat.writes(filled), "full", "damage", True)
+    v["stub"] = Variant(nbformat.writes(release), "zero", "damage", True, "NotImplementedError")
+
+    d = copy.deepcopy(good)  # Colab/VS Code round trip that dropped nbgrader's metadata
+    for c in d["cells"]:
+        c["metadata"] = {}
+    v["metadata_stripped"] = Variant(_dump(d), "full", "damage", True, "metadata missing")
+
+    d = copy.deepcopy(good)  # nbformat 4.0 with editor ids, no nbgrader metadata, other kernel
+    d["nbformat_minor"] = 0
+    for i, c in enumerate(d["cells"]):
+        c.pop("id", None)
+        c["metadata"] = {"id": f"{zlib.crc32(str(i).encode()):08x}"} if c["cell_type"] == "code" else {}
+    d["metadata"] = {"kernelspec": {"name": "conda-env-nlp-py", "display_name": "Python [conda env:nlp]"}}
+    v["nbformat40_editor_ids"] = Variant(_dump(d), "full", "damage", False, "old nbformat 4.0")
+
+    d = copy.deepcopy(good)  # duplicate and null ids, altered metadata
+    for i, c in enumerate(d["cells"]):
+        c["id"] = None if i % 3 == 0 else "dup"
+        if c["metadata"].get("nbgrader", {}).get("solution"):
+            c["metadata"]["nbgrader"]["solution"] = False
+            c["metadata"]["nbgrader"]["grade_id"] = "cell-" + c["metadata"]["nbgrader"]["grade_id"]
+    v["duplicate_null_ids"] = Variant(_dump(d), "full", "damage", False, "ids")
+
+    for label, meta in {"colab": {"kernelspec": {"name": "python3", "display_name": "Python 3"},
+                                  "accelerator": "TPU", "colab": {"provenance": [{"file_id": "x"}], "gpuType": "V28"},
+                                  "widgets": {"application/vnd.jupyter.widget-state+json": [1, {"odd": None}]}},
+                        "vscode": {"kernelspec": {"name": ".venv", "display_name": ".venv (Python 3.11.7)"},
+                                   "vscode": {"interpreter": {"hash": "abc"}}, "widgets": "odd"},
+                        "no_kernel": {}}.items():
+        d = copy.deepcopy(good)
+        d["metadata"] = meta
+        v[f"editor_metadata_{label}"] = Variant(_dump(d), "full", "damage", False)
+
+    d = copy.deepcopy(good)  # the last answer cell turned into markdown (metadata lost)
+    last = next(c for c in reversed(d["cells"]) if c["id"] == names[-1])
+    last["cell_type"], last["metadata"] = "markdown", {}
+    last.pop("outputs", None), last.pop("execution_count", None)
+    last["id"] = "md-cell"
+    v["cell_type_changed"] = Variant(_dump(d), "full", "damage", False, "not a code cell")
+
+    nb = copy.deepcopy(filled)  # helpers inserted, first answer split over two cells, a duplicated answer cell
+    i = next(i for i, c in enumerate(nb.cells) if c.id == names[0])
+    helper = nbformat.v4.new_code_cell("_my_helper_constant = 42  # a student's own cell")
+    helper.id = "helper"
+    dup = copy.deepcopy(nb.cells[i])
+    dup.id = "dup-answer"
+    nb.cells.insert(i, helper)
+    nb.cells.insert(i + 2, dup)
+    note = nbformat.v4.new_markdown_cell("my notes")
+    note.id = "notes"
+    nb.cells.insert(i + 3, note)
+    v["inserted_split_duplicated"] = Variant(nbformat.writes(nb), "full", "damage", False, "several cells")
+
+    d = copy.deepcopy(good)  # test cells deleted
+    d["cells"] = [c for c in d["cells"] if not c["metadata"].get("nbgrader", {}).get("grade")]
+    v["tests_deleted"] = Variant(_dump(d), "full", "damage", False, "deleted")
+
+    d = json.loads(nbformat.writes(release))  # stub, with test cells edited to do nothing: still zero
+    for c in d["cells"]:
+        if c["metadata"].get("nbgrader", {}).get("grade"):
+            c["source"] = "pass  # edited"
+    v["tests_edited_on_stub"] = Variant(_dump(d), "zero", "hostile", False, "edited")
+
+    d = copy.deepcopy(good)  # huge outputs
+    cell = next(c for c in d["cells"] if c["cell_type"] == "code")
+    cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * 5_000_000}]
+    v["huge_outputs"] = Variant(_dump(d), "full", "damage", False, "dropped")
+
+    text = nbformat.writes(filled)
+    v["truncated_json"] = Variant(text[: len(text) // 3], "zero", "invalid", True, "not valid JSON")
+    v["not_a_notebook"] = Variant(json.dumps({"hello": [1, 2, 3]}), "zero", "invalid", False, "not a notebook")
+
+    # ---------------------------------------------------------------- hostile code (graded with kernels)
+    stub_imports = "\n".join(f"from solutions.{chapter} import {n}" for n in names)
+    d = json.loads(nbformat.writes(release))
+    for c in d["cells"]:
+        if c["metadata"].get("nbgrader", {}).get("solution"):
+            c["source"] = f"from solutions.{chapter} import {c['id']}  # the course package's reference"
+    v["imports_reference"] = Variant(_dump(d), "zero", "hostile", True)
+    del stub_imports
+
+    fake = ("class _Pass:\n    def run(self, *a, **k):\n        return None\n"
+            "EXERCISES.run = _Pass().run\nEXERCISES = _Pass()\n"
+            "import torch, builtins\ntorch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
+            "torch.Tensor.__eq__ = lambda *a, **k: True\n"
+            "import autograder.core as _c\nfor _n in ('expect_close', 'expect_equal', 'expect_shape', 'expect_true'):\n"
+            "    setattr(_c, _n, lambda *a, **k: None)\n_c.call = lambda what, fn, *a, **k: None\n"
+            "_c.Exercises.run = lambda *a, **k: None\n")
+    v["patches_grader"] = Variant(nbformat.writes(_insert_after_setup(release, fake)), "zero", "hostile", True,
+                                  "integrity")
+    v["exits_kernel"] = Variant(nbformat.writes(_insert_after_first_answer(filled, "import os\nos._exit(3)")),
+                                "zero", "hostile", True, "kernel died")
+    runaway = "\n".join([
+        "import subprocess, socket, os",
+        "_hog = []",
+        "try:",
+        "    while True:",
+        "        _hog.append(bytearray(256 * 2**20))",
+        "except MemoryError:",
+        "    _hog = None",
+        "for _try in (lambda: subprocess.run(['echo', 'hi']), lambda: os.system('echo hi'),",
+        "             lambda: socket.create_connection(('203.0.113.1', 80), timeout=2),",
+        f"             lambda: open({str(notebooks.ROOT / 'solutions' / (chapter + '.py'))!r}).read(),",
+        "             lambda: open('/tmp/../etc/owned-by-a-student', 'w'),",
+        "             lambda: os.remove(os.path.expanduser('~/../../gradebook.db'))):",
+        "    try:",
+        "        _try()",
+        "    except Exception as exc:",
+        "        print(type(exc).__name__, exc)",
+        "while True:",
+        "    pass",
+    ])
+    v["runaway_and_escapes"] = Variant(nbformat.writes(_insert_after_first_answer(filled, runaway)), "at_most_full",
+                                       "hostile", True, "blocked")
+    return v
+
+
+def kernel_subset(chapter: str, all_variants: dict[str, Variant], every: bool) -> list[str]:
+    """Variants graded with kernels: all of them, or a deterministic rotation covering both kinds per chapter."""
+    names = [n for n, var in all_variants.items() if var.kernel]
+    if every:
+        return names
+    hostile = sorted(n for n in names if all_variants[n].kind == "hostile")
+    damage = sorted(n for n in names if all_variants[n].kind == "damage" and n not in ("reference", "stub"))
+    k = zlib.crc32(chapter.encode())
+    return ["reference", damage[k % len(damage)], hostile[k % len(hostile)]]

@@ -1,0 +1,60 @@
+"""Grading throughput: grade N copies of a chapter's correct sample submission, report seconds per submission.
+
+    python benchmarks/bench_grading.py --chapter ch03_self_attention -n 8 --jobs 2
+
+Appends one line to benchmarks/results/grading_throughput.csv (when, machine cores, chapter, n, jobs, wall
+seconds, seconds per submission, projected minutes for 100 submissions). Each submission runs the full grading
+path: canonicalisation, its own sandboxed worker and kernel, nbgrader autograde, guard verdicts, feedback HTML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autograder import grading, notebooks  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--chapter", default="ch03_self_attention")
+    p.add_argument("-n", type=int, default=8)
+    p.add_argument("--jobs", type=int, default=os.cpu_count())
+    args = p.parse_args()
+    sample = next((notebooks.SAMPLES / args.chapter).glob("lovelace*.ipynb"))
+    with tempfile.TemporaryDirectory() as tmp:
+        subs = pathlib.Path(tmp) / "subs"
+        subs.mkdir()
+        for i in range(args.n):
+            shutil.copyfile(sample, subs / f"student{i:03d}_{1000 + i}_{5000 + i}_{args.chapter}.ipynb")
+        t0 = time.perf_counter()
+        rows = grading.grade(sorted(subs.glob("*.ipynb")), args.chapter, pathlib.Path(tmp) / "out", jobs=args.jobs,
+                             log=lambda *a: None)
+        wall = time.perf_counter() - t0
+    assert all(r.score == r.max_score for r in rows), [r.reason for r in rows]
+    per = wall / args.n
+    row = {"when": datetime.datetime.now().isoformat(timespec="seconds"), "cores": os.cpu_count(),
+           "load_1min": f"{os.getloadavg()[0]:.1f}", "chapter": args.chapter, "n": args.n, "jobs": args.jobs,
+           "wall_s": f"{wall:.1f}", "s_per_submission": f"{per:.1f}", "minutes_per_100": f"{per * 100 / 60:.1f}"}
+    out = ROOT / "benchmarks" / "results" / "grading_throughput.csv"
+    new = not out.exists()
+    with open(out, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            w.writeheader()
+        w.writerow(row)
+    print(row)
+
+
+if __name__ == "__main__":
+    main()

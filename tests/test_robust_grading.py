@@ -1,0 +1,144 @@
+"""Grading survives real submissions: damaged and hostile variants of every chapter (autograder/variants.py).
+
+* every variant of every chapter is canonicalised (no kernel): answers found, tests restored, warnings given;
+* graded with nbgrader's real gradebook and kernels, as one parallel batch per chapter: every kernel variant for
+  ch03, a deterministic rotation (reference, stub, one damage, one hostile) for the other chapters. Each file
+  gives exactly one row; harmless damage gives the reference's score, hostile code never more than earned.
+"""
+
+import csv
+import json
+import subprocess
+import sys
+import zipfile
+
+import nbformat
+import pytest
+
+from autograder import canonical, grading, notebooks, sandbox, variants
+
+CHAPTERS = notebooks.chapters()
+FULL_SET = "ch03_self_attention"
+_RELEASES: dict = {}
+
+
+def _release(chapter):
+    if chapter not in _RELEASES:
+        _RELEASES[chapter] = notebooks.build_release(chapter)
+    return _RELEASES[chapter]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_canonicalisation_of_every_variant(chapter):
+    release = _release(chapter)
+    filled = notebooks.fill_release(release, chapter)
+    answers = {c.id: c.source for c in filled.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    graded_cells = {c.id: c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    for name, var in variants.variants(chapter, release).items():
+        if var.kind == "invalid":
+            with pytest.raises(canonical.Ungradeable, match=var.reason):
+                canonical.canonicalise(var.text, release)
+            continue
+        nb, warnings = canonical.canonicalise(var.text, release)
+        nbformat.validate(nb)
+        got = {c.id: c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+        assert set(got) == set(answers), name
+        tests = {c.id: c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+        assert tests == graded_cells, f"{name}: every test cell restored from the release"
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+        assert nb.metadata["kernelspec"]["name"] == notebooks.KERNELSPEC["name"]
+        if var.expect == "full":
+            assert got == answers, f"{name}: the student's answers are graded"
+        if name in ("stub", "tests_edited_on_stub"):
+            assert canonical.stub_answers(nb) == list(answers)
+        if var.reason and (var.kind == "damage" and name != "stub" or name == "tests_edited_on_stub"):
+            assert any(var.reason in w for w in warnings), (name, warnings)
+        if name == "reference":
+            assert warnings == [], warnings
+
+
+def test_stubbed_solution_module_keeps_helpers(tmp_path):
+    chapter = FULL_SET
+    stage = sandbox.stage_solutions(chapter, tmp_path / "stage")
+    text = (stage / "solutions" / f"{chapter}.py").read_text()
+    assert all(line.strip() != notebooks.BEGIN for line in text.splitlines()) and "raise NotImplementedError()" in text
+    ns: dict = {}
+    exec(compile(text, "stub", "exec"), ns)  # noqa: S102 - our own file
+    ns["check_qkv_shapes"]  # helpers outside the solution regions stay usable
+    with pytest.raises(NotImplementedError):
+        ns["causal_mask"](3)
+    assert any(p.endswith(f"solutions/{chapter}.py") for p in sandbox.hidden_files(chapter))
+
+
+def test_lms_zip_is_expanded(tmp_path):
+    z = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("folder/smithjane_1_2_ch03_self_attention.ipynb", "{}")
+        f.writestr("readme.txt", "x")
+    files = grading.expand_submissions([z], tmp_path / "unzipped")
+    assert [p.name for p in files] == ["smithjane_1_2_ch03_self_attention.ipynb"]
+
+
+def test_selfcheck_command(tmp_path):
+    release = _release(FULL_SET)
+    vs = variants.variants(FULL_SET, release)
+    ok_file = tmp_path / f"me_{FULL_SET}.ipynb"
+    ok_file.write_text(vs["metadata_stripped"].text)
+    bad_file = tmp_path / f"me2_{FULL_SET}.ipynb"
+    bad_file.write_text(vs["truncated_json"].text)
+    run = lambda p: subprocess.run([sys.executable, "-m", "autograder", "selfcheck", str(p)],  # noqa: E731
+                                   capture_output=True, text=True, timeout=300)
+    good, bad = run(ok_file), run(bad_file)
+    assert good.returncode == 0 and "gradeable" in good.stdout and "metadata missing" in good.stdout
+    assert bad.returncode == 1 and "NOT GRADEABLE" in bad.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_variants_grade_as_expected(chapter, tmp_path):
+    release = _release(chapter)
+    all_variants = variants.variants(chapter, release)
+    chosen = variants.kernel_subset(chapter, all_variants, every=chapter == FULL_SET)
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    files = {}
+    for i, name in enumerate(chosen):
+        path = folder / f"student{i:02d}_{1000 + i}_{2000 + i}_{chapter}.ipynb"
+        path.write_text(all_variants[name].text)
+        files[path.name] = name
+    out = tmp_path / "out"
+    kwargs = dict(cell_timeout=10, notebook_timeout=300, memory_mb=3072, jobs=2, log=lambda *a: None)
+    rows = grading.grade(sorted(folder.glob("*.ipynb")), chapter, out, **kwargs)
+
+    assert sorted(r.submission for r in rows) == sorted(files), "exactly one row per submission file"
+    with open(out / grading.CSV_NAME) as f:
+        assert len(list(csv.DictReader(f))) == len(files)
+    assert (out / "summary.md").exists() and (out / "summary.png").stat().st_size > 0
+    exercises = notebooks.checks_module(chapter).EXERCISES
+    full = {ex.name: float(ex.points) for ex in exercises}
+    for row in rows:
+        name = files[row.submission]
+        var = all_variants[name]
+        explain = f"{name}: {row.scores} {row.status} {row.reason} {row.warnings}"
+        if var.expect == "full":
+            assert row.scores == full, explain
+        elif var.expect == "zero":
+            assert row.score == 0 and row.reason, explain
+        else:
+            assert all(row.scores[n] <= full[n] for n in full) and (row.reason or row.warnings), explain
+        if var.reason:
+            assert var.reason in row.reason + " ".join(row.warnings), explain
+        if var.kind == "hostile":
+            assert all(row.scores[n] <= full[n] for n in full)
+        if row.status != "error":
+            feedback = (out / "feedback" / f"{row.student_id}.html").read_text()
+            assert "BEGIN HIDDEN TESTS" not in feedback and "hidden=True" not in feedback
+            assert "_autograder_guard" not in feedback
+
+    # Resumable and deterministic: a rerun skips every graded file and gives the same table.
+    before = (out / grading.CSV_NAME).read_text()
+    results = {p.name: json.loads(p.read_text()) for p in (out / "results").glob("*.json")}
+    again = grading.grade(sorted(folder.glob("*.ipynb")), chapter, out, **kwargs)
+    assert [(r.submission, r.scores) for r in again] == [(r.submission, r.scores) for r in rows]
+    assert (out / grading.CSV_NAME).read_text() == before
+    assert {p.name: json.loads(p.read_text()) for p in (out / "results").glob("*.json")} == results
