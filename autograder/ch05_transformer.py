@@ -1,0 +1,318 @@
+"""Checks for chapter 5, the Transformer (notebook ``notebooks/ch05_transformer.ipynb``).
+
+References are independent of the course's solution:
+
+* positional encoding: the paper's formula evaluated entry by entry with Python's ``math.sin``/``math.cos``;
+* token embedding: ``embedding.weight[tokens] * sqrt(d_model)`` read off the student's own table;
+* encoder and decoder layers: ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer`` (batch_first)
+  into which the checks copy the student's weights — after filling every parameter of the student's layer
+  (LayerNorm gains included) with random values, so that two sublayers or two norms cannot be confused;
+* a future-leak test: changing target tokens after position t never changes the decoder's output at t.
+
+Sizes: batch, heads, T (target), S (source), d_k, d_ff all differ.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.nn import Transformer as _TorchTransformer
+from torch.nn import TransformerDecoderLayer as _TorchDecoderLayer
+from torch.nn import TransformerEncoderLayer as _TorchEncoderLayer
+
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
+
+EXERCISES = Exercises("ch05_transformer")
+_causal_float = _TorchTransformer.generate_square_subsequent_mask
+_ACT = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# ---------------------------------------------------------------- exercise 1: PositionalEncoding
+
+
+def _pe_oracle(T: int, d: int) -> torch.Tensor:
+    rows = []
+    for pos in range(T):
+        row = []
+        for j in range(d):
+            angle = pos / 10000 ** ((j - j % 2) / d)  # dims 2i and 2i+1 share the frequency 1/10000^(2i/d)
+            row.append(math.sin(angle) if j % 2 == 0 else math.cos(angle))
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+_PE_HINT = ("PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) on the even dims and PE(pos, 2i+1) = cos(same angle) on the "
+            "odd dims: interleaved (pe[:, 0::2], pe[:, 1::2]), not sin-block then cos-block.")
+
+
+@EXERCISES.check("PositionalEncoding", points=2)
+def _pe_table(cls):
+    """PositionalEncoding(d_model=8) adds sin(pos/10000^(2i/8)) to even dims and cos to odd dims (x = 0, T = 6)"""
+    pe = call("PositionalEncoding(8, max_len=50)", cls, 8, 50)
+    got = call("PositionalEncoding.forward", pe, torch.zeros(2, 6, 8))
+    expect_close("PositionalEncoding()(zeros (2, 6, 8))", got, _pe_oracle(6, 8).expand(2, 6, 8), hint=_PE_HINT)
+
+
+@EXERCISES.check("PositionalEncoding", hidden=True)
+def _pe_long_and_added(cls):
+    """adds the encoding to the input, for longer sequences and other widths"""
+    for d, T in ((12, 40), (6, 17)):
+        pe = call(f"PositionalEncoding({d}, max_len=64)", cls, d, 64)
+        x = torch.randn(3, T, d, generator=_gen(d))
+        expect_close(f"PositionalEncoding({d})(x)", call("PositionalEncoding.forward", pe, x), x + _pe_oracle(T, d),
+                     hidden=True)
+
+
+@EXERCISES.check("PositionalEncoding", hidden=True)
+def _pe_dropout(cls):
+    """applies dropout to the sum in training mode only"""
+    pe = call("PositionalEncoding(16, max_len=32, dropout=0.5)", cls, 16, 32, 0.5)
+    x = torch.randn(4, 20, 16, generator=_gen(7))
+    pe.train()
+    torch.manual_seed(0)
+    out = call("PositionalEncoding.forward", pe, x)
+    zeros = float((out == 0).float().mean())
+    expect_true(0.3 < zeros < 0.7, f"With dropout=0.5 in training mode about half the outputs should be 0; "
+                                   f"{zeros:.0%} are.")
+    pe.eval()
+    expect_close("PositionalEncoding in eval mode", call("PositionalEncoding.forward", pe, x), x + _pe_oracle(20, 16),
+                 hidden=True)
+
+
+# ---------------------------------------------------------------- exercise 2: TokenEmbedding
+
+
+@EXERCISES.check("TokenEmbedding", points=1)
+def _embedding_scaled(cls):
+    """TokenEmbedding(11, 6) looks tokens up and multiplies by sqrt(d_model) = sqrt(6)"""
+    torch.manual_seed(0)
+    emb = call("TokenEmbedding(11, 6)", cls, 11, 6)
+    tokens = torch.tensor([[1, 5, 10], [0, 3, 3]])
+    got = call("TokenEmbedding.forward", emb, tokens)
+    expect_close("TokenEmbedding()(tokens)", got, emb.embedding.weight.detach()[tokens] * math.sqrt(6),
+                 hint="Vaswani et al. 2017, section 3.4: the embedding weights are multiplied by sqrt(d_model).")
+
+
+# ---------------------------------------------------------------- helpers for the layers
+
+
+@torch.no_grad()
+def _randomise(module: torch.nn.Module, seed: int) -> None:
+    g = _gen(seed)
+    for name, p in module.named_parameters():
+        noise = torch.randn(p.shape, generator=g) * 0.3
+        is_norm_gain = "norm" in name and name.endswith("weight")
+        p.copy_(1.0 + noise if is_norm_gain else noise)
+
+
+@torch.no_grad()
+def _copy_attn(ours, theirs) -> None:
+    theirs.in_proj_weight.copy_(torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias]))
+    theirs.out_proj.weight.copy_(ours.W_o.weight)
+    theirs.out_proj.bias.copy_(ours.W_o.bias)
+
+
+@torch.no_grad()
+def _copy_rest(ours, theirs, n_norms: int) -> None:
+    pairs = [(ours.ffn.W_1, theirs.linear1), (ours.ffn.W_2, theirs.linear2)]
+    pairs += [(getattr(ours, f"norm{i}"), getattr(theirs, f"norm{i}")) for i in range(1, n_norms + 1)]
+    for a, b in pairs:
+        b.weight.copy_(a.weight)
+        b.bias.copy_(a.bias)
+
+
+def _layer_args(d, H, d_ff, norm_first, activation, eps):
+    return dict(d_model=d, n_heads=H, d_ff=d_ff, dropout=0.0, norm_first=norm_first, activation=activation,
+                layer_norm_eps=eps)
+
+
+def _torch_args(d, H, d_ff, norm_first, activation, eps):
+    return dict(d_model=d, nhead=H, dim_feedforward=d_ff, dropout=0.0, activation=_ACT[activation],
+                layer_norm_eps=eps, batch_first=True, norm_first=norm_first)
+
+
+def _pad(lengths, T):
+    return torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T), True at real tokens
+
+
+# ---------------------------------------------------------------- exercise 3: EncoderLayer
+
+
+def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=None, causal=False, hidden=False,
+                     seed=0):
+    d, H, d_ff, B, T = 12, 3, 20, len(lengths) if lengths else 2, 6
+    kind = "pre-LN" if norm_first else "post-LN"
+    layer = call(f"EncoderLayer({kind})", cls, **_layer_args(d, H, d_ff, norm_first, activation, eps))
+    _randomise(layer, seed)
+    twin = _TorchEncoderLayer(**_torch_args(d, H, d_ff, norm_first, activation, eps))
+    _copy_attn(layer.self_attn, twin.self_attn)
+    _copy_rest(layer, twin, 2)
+    x = torch.randn(B, T, d, generator=_gen(seed + 1))
+    mask, kw = None, {}
+    if lengths:
+        pad = _pad(lengths, T)
+        mask, kw["src_key_padding_mask"] = pad[:, None, None, :], ~pad
+    if causal:
+        c = torch.ones(T, T, dtype=torch.bool).tril()
+        mask = c if mask is None else mask & c
+        kw["src_mask"] = _causal_float(T)
+    got = call("EncoderLayer.forward", layer, x, mask)
+    expected = twin(x, **kw)
+    hint = "" if hidden else (f"{kind}: " + ("x + Sublayer(LayerNorm(x)) for both sublayers." if norm_first else
+                                               "LayerNorm(x + Sublayer(x)) for both sublayers (the paper)."))
+    expect_close(f"EncoderLayer ({kind}) output", got, expected, hidden=hidden, hint=hint)
+
+
+@EXERCISES.check("EncoderLayer", points=3)
+def _encoder_post_ln(cls):
+    """post-LN (the paper) with a key padding mask matches nn.TransformerEncoderLayer(norm_first=False)"""
+    _compare_encoder(cls, norm_first=False, lengths=[6, 3, 5])
+
+
+@EXERCISES.check("EncoderLayer")
+def _encoder_pre_ln(cls):
+    """pre-LN with a causal mask and GELU matches nn.TransformerEncoderLayer(norm_first=True)"""
+    _compare_encoder(cls, norm_first=True, activation="gelu", causal=True)
+
+
+@EXERCISES.check("EncoderLayer", hidden=True)
+def _encoder_variants(cls):
+    """BERT-style (post-LN, GELU, eps 1e-12) and GPT-style (pre-LN, GELU tanh, causal + padding) layers"""
+    _compare_encoder(cls, norm_first=False, activation="gelu", eps=1e-12, lengths=[4, 6], hidden=True, seed=3)
+    _compare_encoder(cls, norm_first=True, activation="gelu_tanh", lengths=[6, 2, 5], causal=True, hidden=True,
+                     seed=4)
+    _compare_encoder(cls, norm_first=False, causal=True, hidden=True, seed=5)
+
+
+# ---------------------------------------------------------------- exercise 4: DecoderLayer
+
+
+def _decoder_setup(cls, norm_first, seed, activation="relu"):
+    d, H, d_ff = 12, 3, 20
+    kind = "pre-LN" if norm_first else "post-LN"
+    layer = call(f"DecoderLayer({kind})", cls, **_layer_args(d, H, d_ff, norm_first, activation, 1e-5))
+    _randomise(layer, seed)
+    return layer, d, H, d_ff, kind
+
+
+def _compare_decoder(cls, *, norm_first, tgt_lengths=None, src_lengths=None, hidden=False, seed=0, T=5, S=7):
+    layer, d, H, d_ff, kind = _decoder_setup(cls, norm_first, seed)
+    twin = _TorchDecoderLayer(**_torch_args(d, H, d_ff, norm_first, "relu", 1e-5))
+    _copy_attn(layer.self_attn, twin.self_attn)
+    _copy_attn(layer.cross_attn, twin.multihead_attn)
+    _copy_rest(layer, twin, 3)
+    B = 3
+    g = _gen(seed + 1)
+    y, memory = torch.randn(B, T, d, generator=g), torch.randn(B, S, d, generator=g)
+    tgt_pad = _pad(tgt_lengths, T) if tgt_lengths else None
+    src_pad = _pad(src_lengths, S) if src_lengths else None
+    got = call("DecoderLayer.forward", layer, y, memory, tgt_pad, src_pad)
+    expected = twin(y, memory, tgt_mask=_causal_float(T), tgt_is_causal=True,
+                    tgt_key_padding_mask=None if tgt_pad is None else ~tgt_pad,
+                    memory_key_padding_mask=None if src_pad is None else ~src_pad)
+    hint = "" if hidden else ("causal self-attention (with the target padding), then cross-attention with queries from "
+                              "the decoder and keys/values from memory (with the source padding), then the FFN.")
+    expect_close(f"DecoderLayer ({kind}) output", got, expected, hidden=hidden, hint=hint)
+
+
+@EXERCISES.check("DecoderLayer", points=3)
+def _decoder_post_ln(cls):
+    """post-LN, target (3, 5, 12), memory (3, 7, 12), source padding: matches nn.TransformerDecoderLayer"""
+    _compare_decoder(cls, norm_first=False, src_lengths=[7, 4, 2])
+
+
+@EXERCISES.check("DecoderLayer")
+def _decoder_no_future_leak(cls):
+    """no future leak: changing target tokens after position t leaves the output at positions <= t unchanged"""
+    layer, d, *_ = _decoder_setup(cls, False, seed=1)
+    g = _gen(2)
+    y, memory = torch.randn(2, 6, d, generator=g), torch.randn(2, 4, d, generator=g)
+    base = call("DecoderLayer.forward", layer, y, memory, None, None)
+    for t in range(5):
+        changed = y.clone()
+        changed[:, t + 1:] = torch.randn(2, 5 - t, d, generator=g)
+        out = call("DecoderLayer.forward", layer, changed, memory, None, None)
+        if not torch.allclose(out[:, : t + 1], base[:, : t + 1], atol=1e-5):
+            raise CheckFailed(f"Changing the target tokens after position {t} changed the output at positions <= {t}: "
+                              "the decoder's self-attention sees the future. Apply the causal mask.")
+
+
+@EXERCISES.check("DecoderLayer", hidden=True)
+def _decoder_all_masks(cls):
+    """post-LN and pre-LN with target padding and source padding together"""
+    _compare_decoder(cls, norm_first=False, tgt_lengths=[5, 3, 4], src_lengths=[2, 7, 5], hidden=True, seed=3)
+    _compare_decoder(cls, norm_first=True, tgt_lengths=[4, 5, 2], src_lengths=[7, 3, 6], hidden=True, seed=4)
+
+
+@EXERCISES.check("DecoderLayer", hidden=True)
+def _decoder_same_lengths(cls):
+    """T = S without masks: keys and values of the cross-attention come from memory"""
+    _compare_decoder(cls, norm_first=False, hidden=True, seed=5, T=6, S=6)
+
+
+# --------------------------------------------------------------------------------------------------
+# The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
+# --------------------------------------------------------------------------------------------------
+
+MUTANTS = [
+    Mutant("sin and cos concatenated", "PositionalEncoding",
+           (("pe[:, 0::2] = torch.sin(angle)", "pe[:, : (d_model + 1) // 2] = torch.sin(angle)"),
+            ("pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])",
+             "pe[:, (d_model + 1) // 2:] = torch.cos(angle[:, : d_model // 2])")),
+           "sine block then cosine block instead of interleaved dims"),
+    Mutant("sin and cos swapped", "PositionalEncoding",
+           (("torch.sin(angle)", "torch.COS(angle)"), ("torch.cos(angle[", "torch.sin(angle["),
+            ("torch.COS(", "torch.cos(")),
+           "cosine on even dims, sine on odd"),
+    Mutant("frequency 10000^(i/d)", "PositionalEncoding", (("10000 ** (two_i / d_model)", "10000 ** (two_i / 2 / d_model)"),),
+           "uses i instead of 2i in the exponent"),
+    Mutant("missing embedding scale", "TokenEmbedding", ((" * math.sqrt(self.d_model)", ""),),
+           "forgets to multiply the embeddings by sqrt(d_model)"),
+    Mutant("embedding scaled by d_model", "TokenEmbedding", (("math.sqrt(self.d_model)", "self.d_model"),),
+           "multiplies by d_model"),
+    Mutant("pre-LN where post-LN is asked", "EncoderLayer", (("if self.norm_first:", "if True:"),),
+           "always normalises before the sublayer"),
+    Mutant("post-LN where pre-LN is asked", "EncoderLayer", (("if self.norm_first:", "if False:"),),
+           "always normalises after the residual sum"),
+    Mutant("attention residual dropped", "EncoderLayer",
+           (("x = self.norm1(x + self.dropout1(", "x = self.norm1(self.dropout1("),), "post-LN attention without x +"),
+    Mutant("FFN residual dropped (pre-LN)", "EncoderLayer",
+           (("x = x + self.dropout2(self.ffn(self.norm2(x)))", "x = self.dropout2(self.ffn(self.norm2(x)))"),),
+           "pre-LN feed-forward without the residual"),
+    Mutant("one LayerNorm for both sublayers", "EncoderLayer",
+           (("self.norm2(x + self.dropout2(self.ffn(x)))", "self.norm1(x + self.dropout2(self.ffn(x)))"),),
+           "reuses norm1 after the FFN"),
+    Mutant("encoder mask not passed", "EncoderLayer",
+           (("self.self_attn(h, h, h, mask)", "self.self_attn(h, h, h, None)"),
+            ("self.self_attn(x, x, x, mask)", "self.self_attn(x, x, x, None)")),
+           "ignores the padding / causal mask"),
+    Mutant("no causal mask in the decoder", "DecoderLayer",
+           (("self_mask = causal_mask(T, device=y.device)",
+             "self_mask = torch.ones(T, T, dtype=torch.bool, device=y.device)"),),
+           "the decoder's self-attention sees future target tokens"),
+    Mutant("cross-attention keys and values from the decoder", "DecoderLayer",
+           (("self.cross_attn(y, memory, memory, cross_mask)", "self.cross_attn(y, y, y, cross_mask)"),
+            ("self.cross_attn(h, memory, memory, cross_mask)", "self.cross_attn(h, h, h, cross_mask)")),
+           "second self-attention instead of attending to the encoder output"),
+    Mutant("padding mask missing in cross-attention", "DecoderLayer",
+           (("cross_mask = None if src_key_padding is None else src_key_padding[:, None, None, :]",
+             "cross_mask = None"),),
+           "attends to source padding"),
+    Mutant("target padding ignored", "DecoderLayer",
+           (("self_mask = self_mask & tgt_key_padding[:, None, None, :]", "pass"),),
+           "attends to target padding"),
+    Mutant("decoder FFN residual dropped", "DecoderLayer",
+           (("y = self.norm3(y + self.dropout3(self.ffn(y)))", "y = self.norm3(self.dropout3(self.ffn(y)))"),),
+           "post-LN feed-forward without the residual"),
+    Mutant("decoder pre-LN where post-LN is asked", "DecoderLayer", (("if self.norm_first:", "if True:"),),
+           "always normalises before the sublayer"),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

@@ -1,0 +1,377 @@
+"""Checks for chapter 6, GPT (notebook ``notebooks/ch06_gpt.ipynb``).
+
+References are computed independently of the course's solution: the block and the model are recomputed
+with PyTorch's functional ops (``F.layer_norm``, ``F.scaled_dot_product_attention(is_causal=True)``,
+``F.gelu(approximate="tanh")``) from the student's own parameters; generation is checked against a toy
+language model defined here (its logits depend on the token, the position id and the first token of the
+window, so cropping and position ids show) and, for sampling, against the frequencies of 4000 draws with a
+fixed seed (top-k / top-p support computed by sorting; temperature by ``softmax(logits / T)``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
+
+from solutions.ch06_gpt import GPTConfig  # a plain dataclass of sizes: input plumbing, not a reference
+
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
+
+EXERCISES = Exercises("ch06_gpt")
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _randomise(module: nn.Module, seed: int) -> nn.Module:
+    """Random values for every parameter (layer norms and biases included), so nothing is left at 0 or 1."""
+    g = _gen(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return module
+
+
+# ---------------------------------------------------------------- exercise 1: Block (pre-LN, causal)
+
+
+def _block_oracle(block, x):
+    B, T, C = x.shape
+    H = block.attn.n_heads
+    h = F.layer_norm(x, (C,), block.ln_1.weight, block.ln_1.bias, block.ln_1.eps)
+    q, k, v = F.linear(h, block.attn.W_qkv.weight, block.attn.W_qkv.bias).split(C, dim=-1)
+    q, k, v = (t.reshape(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+    y = _torch_sdpa(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+    x = x + F.linear(y, block.attn.W_o.weight, block.attn.W_o.bias)
+    h = F.layer_norm(x, (C,), block.ln_2.weight, block.ln_2.bias, block.ln_2.eps)
+    return x + F.linear(F.gelu(F.linear(h, block.mlp.W_1.weight, block.mlp.W_1.bias), approximate="tanh"),
+                        block.mlp.W_2.weight, block.mlp.W_2.bias)
+
+
+def _block_hint(block, x, got):
+    """Name a known mistake when the student's output matches it."""
+    C = x.shape[-1]
+    ln1 = lambda t: F.layer_norm(t, (C,), block.ln_1.weight, block.ln_1.bias, block.ln_1.eps)  # noqa: E731
+    ln2 = lambda t: F.layer_norm(t, (C,), block.ln_2.weight, block.ln_2.bias, block.ln_2.eps)  # noqa: E731
+    with torch.no_grad():
+        x1 = ln1(x + block.attn(x, torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril())[0])
+        post = ln2(x1 + block.mlp(x1))
+        h = ln1(x)
+        nomask = x + block.attn(h)[0]
+        nomask = nomask + block.mlp(ln2(nomask))
+    if isinstance(got, torch.Tensor) and got.shape == post.shape:
+        if torch.allclose(got, post, atol=1e-5):
+            return "This is post-LN, LN(x + Sublayer(x)); GPT-2 is pre-LN: x + Sublayer(LN(x))."
+        if torch.allclose(got, nomask, atol=1e-5):
+            return "The attention is not causal: pass causal_mask(T) to self.attn."
+    return ""
+
+
+def _compare_block(cls, config, x, *, hidden=False, use_sdpa=None):
+    torch.manual_seed(0)
+    block = _randomise(call(f"Block({config})", cls, config), seed=1)
+    if use_sdpa is not None:
+        block.use_sdpa = use_sdpa
+    block.eval()
+    with torch.no_grad():
+        got = call("Block.forward(x)", block, x)
+        expected = _block_oracle(block, x)
+        hint = "" if hidden else _block_hint(block, x, got)
+    expect_close("Block(x)", got, expected, hidden=hidden, hint=hint)
+
+
+@EXERCISES.check("Block", points=3)
+def _block_basic(cls):
+    """Block(n_embd=16, n_head=4) on x (2, 7, 16) is x + attn(LN1(x)) then + mlp(LN2(x)), causal"""
+    _compare_block(cls, GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=4, n_embd=16),
+                   torch.randn(2, 7, 16, generator=_gen(2)))
+
+
+@EXERCISES.check("Block")
+def _block_causal(cls):
+    """output at position t does not change when tokens after t change"""
+    torch.manual_seed(0)
+    block = _randomise(call("Block(config)", cls, GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2,
+                                                             n_embd=8)), seed=3).eval()
+    x = torch.randn(1, 6, 8, generator=_gen(4))
+    y = x.clone()
+    y[:, 4:] = torch.randn(1, 2, 8, generator=_gen(5))
+    with torch.no_grad():
+        a, b = call("Block.forward", block, x), call("Block.forward", block, y)
+    expect_true(torch.allclose(a[:, :4], b[:, :4], atol=1e-6),
+                "Changing tokens 4 and 5 changed the output at positions 0-3: the block looks into the future. "
+                "Mask the attention with causal_mask(T, device=x.device) (True = may attend).")
+
+
+@EXERCISES.check("Block", hidden=True)
+def _block_other_sizes(cls):
+    """other sizes (B=3, T=9, n_embd=24, 3 heads), both attention paths"""
+    config = GPTConfig(vocab_size=10, block_size=12, n_layer=2, n_head=3, n_embd=24)
+    x = torch.randn(3, 9, 24, generator=_gen(6))
+    _compare_block(cls, config, x, hidden=True, use_sdpa=True)
+    _compare_block(cls, config, x, hidden=True, use_sdpa=False)
+
+
+# ---------------------------------------------------------------- exercise 2: GPT (weight tying, final LN)
+
+
+def _gpt_oracle(model, idx, position_ids=None):
+    T = idx.shape[1]
+    pos = torch.arange(T) if position_ids is None else position_ids
+    x = F.embedding(idx, model.wte.weight) + F.embedding(pos, model.wpe.weight)
+    for block in model.h:  # the student's blocks: this exercise is about what surrounds them
+        x = block(x)
+    C = x.shape[-1]
+    x = F.layer_norm(x, (C,), model.ln_f.weight, model.ln_f.bias, model.ln_f.eps)
+    return x @ model.wte.weight.T
+
+
+def _build_gpt(cls, config, seed=0):
+    torch.manual_seed(seed)
+    model = call(f"GPT({config})", cls, config)
+    for name in ("wte", "wpe", "h", "ln_f", "lm_head"):
+        expect_true(hasattr(model, name), f"GPT should keep the attribute {name!r} created in __init__.")
+    return model.eval()
+
+
+def _expect_tied(model):
+    expect_true(model.lm_head.weight is model.wte.weight,
+                "model.lm_head.weight should be the very same Parameter as model.wte.weight (weight tying): "
+                "assign it, `self.lm_head.weight = self.wte.weight`; a copy (clone, nn.Parameter(...), .data "
+                "copy) is two tensors that drift apart as soon as training starts.")
+
+
+@EXERCISES.check("GPT", points=3)
+def _gpt_tied(cls):
+    """the LM head and the token embedding are one Parameter"""
+    _expect_tied(_build_gpt(cls, GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, n_embd=8)))
+
+
+@EXERCISES.check("GPT")
+def _gpt_logits(cls):
+    """GPT(vocab 13, block 8, 2 layers, width 8) on idx (2, 6): logits = LN_f(blocks(wte + wpe)) @ wte^T"""
+    model = _build_gpt(cls, GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, n_embd=8))
+    with torch.no_grad():
+        model.ln_f.weight.normal_(1.0, 0.3, generator=_gen(7))
+        model.ln_f.bias.normal_(0.0, 0.3, generator=_gen(8))
+    idx = torch.randint(13, (2, 6), generator=_gen(9))
+    with torch.no_grad():
+        got = call("model(idx)", model, idx)
+        expected = _gpt_oracle(model, idx)
+    hint = ""
+    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
+        with torch.no_grad():
+            x = F.embedding(idx, model.wte.weight) + model.wpe.weight[:6]
+            for block in model.h:
+                x = block(x)
+            if torch.allclose(got, x @ model.wte.weight.T, atol=1e-5):
+                hint = "The final layer norm ln_f is missing (GPT-2 applies it after the last block)."
+    expect_close("logits", got, expected, hint=hint)
+
+
+@EXERCISES.check("GPT", hidden=True)
+def _gpt_positions_and_gradient(cls):
+    """uses explicit position_ids, other sizes; the head's gradient reaches the embedding"""
+    config = GPTConfig(vocab_size=17, block_size=12, n_layer=1, n_head=3, n_embd=12)
+    model = _build_gpt(cls, config, seed=1)
+    _expect_tied(model)
+    idx = torch.randint(17, (3, 7), generator=_gen(10))
+    pos = torch.arange(7) + 4
+    with torch.no_grad():
+        expect_close("model(idx, position_ids)", call("model(idx, position_ids)", model, idx, pos),
+                     _gpt_oracle(model, idx, pos), hidden=True)
+        expect_close("model(idx)", call("model(idx)", model, idx), _gpt_oracle(model, idx), hidden=True)
+    model.zero_grad()
+    logits = call("model(idx)", model, idx[:, :3] % 5)  # tokens 5..16 never appear in the input
+    call("backward", lambda: F.cross_entropy(logits.flatten(0, 1), (idx[:, :3] % 5).flatten()).backward())
+    grad = model.wte.weight.grad
+    expect_true(grad is not None and bool(grad[5:].abs().sum() > 0),
+                "Embedding rows of tokens absent from the input get no gradient: the LM head is not tied.")
+
+
+# ---------------------------------------------------------------- exercise 3: generate
+
+
+class _ToyLM(nn.Module):
+    """Logits from the token, its position id and the window's first token; refuses windows > block_size."""
+
+    def __init__(self, V=11, block_size=6, seed=0):
+        super().__init__()
+        g = _gen(seed)
+        self.block_size = block_size
+        self.tok, self.pos, self.first = (torch.randn(V, V, generator=g), torch.randn(block_size, V, generator=g),
+                                          torch.randn(V, V, generator=g))
+
+    def forward(self, idx, position_ids=None):
+        T = idx.shape[1]
+        if T > self.block_size:
+            raise ValueError(f"the model got {T} tokens but its block_size is {self.block_size}: crop the context")
+        if position_ids is None:
+            position_ids = torch.arange(T)
+        if int(position_ids.max()) >= self.block_size:
+            raise IndexError(f"position id {int(position_ids.max())} is outside the position table "
+                             f"(block_size={self.block_size})")
+        return 3 * self.tok[idx] + 2 * self.pos[position_ids] + self.first[idx[:, :1]]  # (B, T, V)
+
+
+def _greedy_oracle(model, idx, n):
+    for _ in range(n):
+        window = idx[:, -model.block_size:]
+        nxt = model(window, torch.arange(window.shape[1]))[:, -1].argmax(-1, keepdim=True)
+        idx = torch.cat([idx, nxt], 1)
+    return idx
+
+
+class _FixedLM(nn.Module):
+    block_size = 4
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, idx, position_ids=None):
+        return self.logits.expand(idx.shape[0], idx.shape[1], -1)
+
+
+_LOGITS = torch.tensor([1.0, 0.85, 0.7, 0.55, 0.4, 0.25, 0.1, -0.05, -0.2])
+
+
+def _draw(fn, logits, n=4000, seed=0, **kw):
+    out = call(f"generate(model, idx, 1, {', '.join(f'{k}={v}' for k, v in kw.items())})", fn, _FixedLM(logits),
+               torch.zeros(n, 1, dtype=torch.long), 1, generator=_gen(seed), **kw)
+    expect_true(isinstance(out, torch.Tensor) and out.shape == (n, 2),
+                f"generate should return (B, T0 + max_new_tokens) = ({n}, 2) tokens.")
+    return torch.bincount(out[:, 1], minlength=len(logits)).float() / n
+
+
+def _nucleus(probs, p):
+    order = torch.argsort(probs, descending=True)
+    keep, mass = torch.zeros_like(probs, dtype=torch.bool), 0.0
+    for i in order.tolist():
+        keep[i] = True
+        mass += probs[i].item()
+        if mass >= p:
+            break
+    return keep
+
+
+def _expect_support(what, freq, allowed, hidden=False):
+    got = freq > 0
+    expect_equal(f"{what}: the set of tokens ever sampled", got, allowed, hidden=hidden)
+
+
+@EXERCISES.check("generate", points=4)
+def _generate_greedy_cropped(fn):
+    """temperature=0 is greedy; runs past block_size with the context cropped and positions from 0"""
+    model = _ToyLM()
+    idx = torch.randint(11, (3, 4), generator=_gen(11))
+    got = call("generate(model, idx, 7, temperature=0)", fn, model, idx, 7, temperature=0.0)
+    expect_equal("generate(model, idx, 7, temperature=0)", got, _greedy_oracle(model, idx, 7))
+
+
+@EXERCISES.check("generate")
+def _generate_top_k(fn):
+    """top_k=3 samples only the 3 most likely tokens, in proportion to their probabilities"""
+    freq = _draw(fn, _LOGITS, top_k=3)
+    allowed = torch.zeros(len(_LOGITS), dtype=torch.bool)
+    allowed[:3] = True
+    _expect_support("top_k=3", freq, allowed)
+    expected = torch.softmax(_LOGITS[:3], -1)
+    expect_true(bool((freq[:3] - expected).abs().max() < 0.035),
+                f"top_k=3: the three tokens should be drawn with probabilities {expected.numpy().round(3)} "
+                f"(softmax over the kept logits); yours came out {freq[:3].numpy().round(3)}.")
+
+
+@EXERCISES.check("generate")
+def _generate_temperature(fn):
+    """temperature=0.5 divides the logits before the softmax: frequencies follow softmax(logits / 0.5)"""
+    logits = _LOGITS * 3
+    freq = _draw(fn, logits, temperature=0.5)
+    expected = torch.softmax(logits / 0.5, -1)
+    expect_true(bool((freq - expected).abs().max() < 0.035),
+                f"With temperature 0.5 the tokens should come with probabilities {expected.numpy().round(3)}; "
+                f"yours came out {freq.numpy().round(3)}. Divide the logits by the temperature, then softmax.")
+
+
+@EXERCISES.check("generate", hidden=True)
+def _generate_top_p(fn):
+    """top_p keeps the smallest most-likely set whose probability reaches p (the crossing token included)"""
+    for p, T in ((0.5, 1.0), (0.8, 0.7), (0.3, 1.0)):
+        freq = _draw(fn, _LOGITS * 2, top_p=p, temperature=T, seed=1)
+        _expect_support(f"top_p={p}", freq, _nucleus(torch.softmax(_LOGITS * 2 / T, -1), p), hidden=True)
+
+
+@EXERCISES.check("generate", hidden=True)
+def _generate_top_k_edges(fn):
+    """top_k=1 is greedy, other k, top_k and top_p together, shuffled logits"""
+    perm = torch.randperm(len(_LOGITS), generator=_gen(12))
+    logits = _LOGITS[perm]
+    for k in (1, 5):
+        allowed = torch.zeros(len(logits), dtype=torch.bool)
+        allowed[perm.argsort()[:k]] = True
+        _expect_support(f"top_k={k}", _draw(fn, logits, top_k=k, seed=2), allowed, hidden=True)
+    kept = torch.full_like(logits, float("-inf"))
+    top4 = perm.argsort()[:4]
+    kept[top4] = logits[top4]
+    _expect_support("top_k=4, top_p=0.6", _draw(fn, logits, top_k=4, top_p=0.6, seed=3),
+                    _nucleus(torch.softmax(kept, -1), 0.6), hidden=True)
+
+
+@EXERCISES.check("generate", hidden=True)
+def _generate_long(fn):
+    """a one-token prompt grown to three times block_size, batch of 2"""
+    model = _ToyLM(V=7, block_size=5, seed=4)
+    idx = torch.randint(7, (2, 1), generator=_gen(13))
+    expect_equal("generate(model, idx, 14, temperature=0)",
+                 call("generate", fn, model, idx, 14, temperature=0.0), _greedy_oracle(model, idx, 14), hidden=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
+# --------------------------------------------------------------------------------------------------
+
+MUTANTS = [
+    Mutant("post-LN", "Block",
+           (("x = x + self.attn(self.ln_1(x), mask, use_sdpa=self.use_sdpa)[0]",
+             "x = self.ln_1(x + self.attn(x, mask, use_sdpa=self.use_sdpa)[0])"),
+            ("x = x + self.mlp(self.ln_2(x))", "x = self.ln_2(x + self.mlp(x))")),
+           "post-LN (Vaswani et al., BERT) where GPT-2's pre-LN is asked"),
+    Mutant("no causal mask", "Block", (("self.ln_1(x), mask,", "self.ln_1(x), None,"),),
+           "attention sees the future"),
+    Mutant("no residual around the MLP", "Block",
+           (("x = x + self.mlp(self.ln_2(x))", "x = self.mlp(self.ln_2(x))"),), "drops a residual connection"),
+    Mutant("lm head not tied", "GPT", (("self.lm_head.weight = self.wte.weight", "pass"),),
+           "the LM head keeps its own weight"),
+    Mutant("tied then broken by a copy", "GPT",
+           (("self.lm_head.weight = self.wte.weight",
+             "self.lm_head.weight = nn.Parameter(self.wte.weight.detach().clone())"),),
+           "same values at initialisation, two tensors afterwards"),
+    Mutant("final layer norm missing", "GPT", (("x = self.ln_f(x)", "pass"),), "no ln_f after the last block"),
+    Mutant("position embeddings ignored", "GPT",
+           (("self.wte(idx) + self.wpe(position_ids)", "self.wte(idx)"),), "no position information"),
+    Mutant("position ids ignored", "GPT",
+           (("self.wpe(position_ids)", "self.wpe(torch.arange(T, device=idx.device))"),),
+           "always uses 0..T-1, whatever position_ids says"),
+    Mutant("positions not offset when cropping", "generate",
+           (("torch.arange(idx_cond.shape[1], device=idx.device)",
+             "torch.arange(idx.shape[1] - idx_cond.shape[1], idx.shape[1], device=idx.device)"),),
+           "after cropping, uses positions of the full sequence instead of restarting the window at 0"),
+    Mutant("context not cropped", "generate", (("idx[:, -model.block_size:]", "idx"),),
+           "feeds more than block_size tokens"),
+    Mutant("top-k keeps k+1", "generate", (("min(top_k, logits.shape[-1])", "min(top_k + 1, logits.shape[-1])"),),
+           "off by one upwards"),
+    Mutant("top-k keeps k-1", "generate",
+           (("min(top_k, logits.shape[-1])", "min(max(top_k - 1, 1), logits.shape[-1])"),), "off by one downwards"),
+    Mutant("temperature after softmax", "generate",
+           (("logits = logits / temperature", "pass"),
+            ("probs = torch.softmax(logits, dim=-1)", "probs = torch.softmax(logits, dim=-1) / temperature")),
+           "dividing probabilities by T changes nothing once multinomial renormalises"),
+    Mutant("top-p drops the crossing token", "generate",
+           (("cum - torch.softmax(sorted_logits, dim=-1) >= top_p", "cum > top_p"),),
+           "keeps only tokens strictly below p: one token too few"),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

@@ -1,0 +1,133 @@
+"""Train the chapter 6 GPT as a character-level language model and save a small checkpoint + results.
+
+    python scripts/train_gpt.py                       # yardstick: 4 layers, 4 heads, 128 wide, 64 context,
+                                                      # 2000 iterations of batch 12 on the Python docs
+    python scripts/train_gpt.py --device cuda --compile --data shakespeare   # Colab, opt-in download
+
+Writes ``<out>/gpt_char.pt`` (weights, config, alphabet) and ``<out>/gpt_char.json`` (config, loss curves,
+tokens/second, final validation loss, samples, machine). The book page reads these files instead of training.
+Prints tokens/second and the validation loss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from solutions.ch06_gpt import GPT, GPTConfig, generate  # noqa: E402
+from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text, tiny_shakespeare, train_val_split  # noqa: E402
+from solutions.training import train  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n_layer", type=int, default=4)
+    p.add_argument("--n_head", type=int, default=4)
+    p.add_argument("--n_embd", type=int, default=128)
+    p.add_argument("--block_size", type=int, default=64)
+    p.add_argument("--batch_size", type=int, default=12)
+    p.add_argument("--max_iters", type=int, default=2000)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--eval_interval", type=int, default=250)
+    p.add_argument("--eval_iters", type=int, default=50)
+    p.add_argument("--data", choices=["python-docs", "shakespeare"], default="python-docs",
+                   help="python-docs needs no download; shakespeare downloads 1.1 MB once (sha256-verified)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (needs a C++ compiler on CPU)")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: PyTorch's default)")
+    p.add_argument("--out", default="results/ch06_gpt")
+    p.add_argument("--sample_tokens", type=int, default=300, help="length of each sample written to the results")
+    p.add_argument("--no-progress", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    device = torch.device(args.device)
+    text = python_docs_text() if args.data == "python-docs" else tiny_shakespeare()
+    tok = CharTokenizer.from_text(text)
+    data = torch.tensor(tok.encode(text), dtype=torch.long)
+    train_data, val_data = train_val_split(data, 0.1)
+    config = GPTConfig(vocab_size=tok.vocab_size, block_size=args.block_size, n_layer=args.n_layer,
+                       n_head=args.n_head, n_embd=args.n_embd, dropout=args.dropout)
+    model = GPT(config).to(device)
+    print(f"{args.data}: {len(text):,} characters, vocabulary {tok.vocab_size}; "
+          f"train {len(train_data):,} / val {len(val_data):,} tokens")
+    print(f"GPT: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
+          f"without the position table)")
+
+    g_train = torch.Generator().manual_seed(args.seed)
+
+    def loss_fn(m, it):
+        x, y = get_lm_batch(train_data, args.block_size, args.batch_size, generator=g_train, device=device)
+        logits = m(x)
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten()), x.numel()
+
+    def eval_fn(m):
+        out = {}
+        for name, split in (("train", train_data), ("val", val_data)):
+            g = torch.Generator().manual_seed(0)  # the same batches at every evaluation
+            losses = []
+            for _ in range(args.eval_iters):
+                x, y = get_lm_batch(split, args.block_size, args.batch_size, generator=g, device=device)
+                logits = m(x)
+                losses.append(torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten()).item())
+            out[name] = sum(losses) / len(losses)
+        return out
+
+    t0 = time.time()
+    history = train(model, loss_fn, max_iters=args.max_iters, lr=args.lr, eval_fn=eval_fn,
+                    eval_interval=args.eval_interval, device=device, compile=args.compile,
+                    progress=not args.no_progress)
+    wall = time.time() - t0
+    final = history["eval"][-1][1]
+    print(f"tokens/s {history['tokens_per_s']:,.0f}   train loss {final['train']:.3f}   "
+          f"val loss {final['val']:.3f}   ({wall:.0f} s wall)")
+
+    model.eval()
+    prompt = "The \"with\" statement"
+    idx = torch.tensor([tok.encode(prompt)], device=device)
+    samples = {}
+    for name, kw in {"greedy": dict(temperature=0.0), "T=1.0": dict(temperature=1.0),
+                     "T=0.8, top_k=10": dict(temperature=0.8, top_k=10),
+                     "T=1.0, top_p=0.9": dict(temperature=1.0, top_p=0.9)}.items():
+        g = torch.Generator(device=device).manual_seed(args.seed)
+        out = generate(model, idx, args.sample_tokens, generator=g, **kw)
+        samples[name] = tok.decode(out[0].tolist())
+        print(f"--- {name}\n{samples[name]}")
+
+    out_dir = pathlib.Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = "gpt_char" if args.data == "python-docs" else "gpt_char_shakespeare"
+    torch.save({"config": vars(config), "alphabet": tok.alphabet, "model": model.state_dict()}, out_dir / f"{stem}.pt")
+    results = {
+        "args": vars(args), "config": vars(config), "parameters": model.num_parameters(),
+        "train_curve": history["train"][::10], "eval_curve": history["eval"],
+        "tokens_per_s": history["tokens_per_s"], "train_seconds": history["seconds"], "wall_seconds": wall,
+        "final": final, "samples": samples, "prompt": prompt,
+        "machine": {"device": str(device), "cpu_threads": torch.get_num_threads(), "torch": torch.__version__,
+                    "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpu_count": os.cpu_count(),
+                    "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None},
+        "measured": time.strftime("%Y-%m-%d"),
+    }
+    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""Train the chapter 5 Transformer on the translation chapters' task and compare it with Bahdanau attention.
+
+Same data (``solutions.translation_data.make_number_splits`` with the length experiment's arguments), same
+batch size and number of optimiser steps for every model:
+
+  * ``transformer``        post-LN (the paper), label smoothing 0.1, Adam(0.9, 0.98, 1e-9), eq. 3 warm-up schedule;
+  * ``transformer_preln``  the same with ``norm_first=True`` (pre-LN), same schedule;
+  * ``bahdanau``           chapter 2's bidirectional GRU + additive attention, trained by chapter 1's
+                           ``train_model`` (its own recipe: Adam 2e-3, clipping 5).
+
+Then every model translates the test split greedily (corpus BLEU and exact match per source-length bucket),
+and the post-LN Transformer also with beam search (beam 4, α = 0.6) on a subset.
+
+Writes into ``--out`` (default ``checkpoints/``):
+  transformer_experiment.json   config, parameter counts, train wall time, loss curves, per-bucket results
+  transformer_experiment.csv    model,decoding,bucket,n,bleu,exact_match
+  transformer_experiment.log    the log
+  transformer.pt                float16 weights + vocabularies of the post-LN model (for the book pages)
+
+Retrain with the defaults:
+    python scripts/train_transformer.py --steps 1500 --seed 0 --threads 1 --out checkpoints
+
+(about 30 minutes on 2 CPU cores shared with other jobs, with --threads 1.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from solutions.ch01_seq2seq import (evaluate_by_length, pick_device, save_checkpoint,  # noqa: E402
+                                    shift_for_teacher_forcing, train_model, translate)
+from solutions.ch02_bahdanau_attention import AttentionSeq2Seq  # noqa: E402
+from solutions.ch05_transformer import (Transformer, beam_search, count_parameters, greedy_decode,  # noqa: E402
+                                        label_smoothed_loss, noam_lr)
+from solutions.translation_data import (BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches,  # noqa: E402
+                                        iterate_batches, make_number_splits)
+
+DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
+EDGES = (8, 12, 16, 20, 24, 28)
+TRANSFORMER_ARGS = dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0)
+ATTN_ARGS = dict(emb_dim=64, enc_hidden=128, dec_hidden=192, attn_dim=128, dropout=0.0)
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA when supported (no loss scaling needed); full fp32 on CPU."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def train_transformer(model: Transformer, batches, steps: int, warmup: int, factor: float, smoothing: float,
+                      device: torch.device, desc: str, log, progress: bool) -> list[float]:
+    """Teacher forcing, Adam(β=(0.9, 0.98), ε=1e-9) and the eq. 3 schedule (Vaswani et al. 2017, section 5.3)."""
+    from tqdm.auto import tqdm
+
+    model.to(device).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: noam_lr(s + 1, model.d_model, warmup, factor))
+    losses, t0 = [], time.time()
+    bar = tqdm(total=steps, desc=desc, mininterval=2.0, disable=not progress)
+    for step in range(1, steps + 1):
+        batch = next(batches).to(device)
+        tgt_in, tgt_out = shift_for_teacher_forcing(batch.tgt)  # (B, T-1) each
+        with autocast(device):
+            logits = model(batch.src, tgt_in)  # (B, T-1, V)
+        loss = label_smoothed_loss(logits.float(), tgt_out, smoothing, PAD_ID)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        bar.update(1)
+        if step % 100 == 0 or step == steps:
+            recent = losses[-100:]
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            log(f"{desc} step {step}/{steps} loss {sum(recent) / len(recent):.4f} lr {sched.get_last_lr()[0]:.2e} "
+                f"elapsed {time.time() - t0:.1f}s")
+    bar.close()
+    return losses
+
+
+@torch.no_grad()
+def transformer_translate(model: Transformer, pairs, vocab, max_len: int, beam: int = 0, batch_size: int = 250):
+    """Token lists of greedy (``beam=0``) or beam-search translations of encoded pairs, in order."""
+    model.eval()
+    device = next(model.parameters()).device
+    hyps = []
+    for batch in iterate_batches(pairs, batch_size):
+        src = batch.src.to(device)
+        if beam:
+            outs = beam_search(model, src, max_len, BOS_ID, EOS_ID, beam_size=beam, alpha=0.6)
+        else:
+            outs = greedy_decode(model, src, max_len, BOS_ID, EOS_ID).cpu()
+        hyps += [vocab.decode(o if isinstance(o, list) else o) for o in outs]
+    return hyps
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=1500, help="optimiser steps per model (same for all)")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--warmup", type=int, default=200, help="warmup_steps of eq. 3 (paper: 4000 of 100k steps)")
+    ap.add_argument("--lr-factor", type=float, default=0.3, help="multiplies eq. 3")
+    ap.add_argument("--smoothing", type=float, default=0.1, help="label smoothing ε_ls")
+    ap.add_argument("--beam-subset", type=int, default=100, help="test sentences also decoded by beam search")
+    ap.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="checkpoints")
+    ap.add_argument("--models", default="transformer,transformer_preln,bahdanau")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); 1 is fastest "
+                    "on a machine shared with other jobs")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = pick_device(args.device)
+    log_file = open(out / "transformer_experiment.log", "w")
+
+    def log(msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, flush=True)
+        log_file.write(line + "\n")
+        log_file.flush()
+
+    log(f"command: {' '.join(sys.argv)}")
+    log(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, {platform.platform()}")
+    data = TranslationData(make_number_splits(**DATA_ARGS))
+    test = data.encoded["test"]
+    refs = [t for _, t in data.tokens["test"]]
+    src_lengths = [len(s) for s, _ in data.tokens["test"]]
+    max_len = max(len(p.tgt) for p in data.encoded["train"]) + 10
+    V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
+    log(f"data {DATA_ARGS}: src vocab {V_src}, tgt vocab {V_tgt}, max_len {max_len}")
+
+    results = {"config": {"steps": args.steps, "batch_size": args.batch_size, "warmup": args.warmup,
+                          "lr_factor": args.lr_factor, "smoothing": args.smoothing, "seed": args.seed,
+                          "device": str(device), "threads": torch.get_num_threads(), "data": DATA_ARGS,
+                          "edges": list(EDGES), "transformer": TRANSFORMER_ARGS, "bahdanau": ATTN_ARGS,
+                          "torch": torch.__version__, "max_len": max_len, "beam_subset": args.beam_subset,
+                          "measured": time.strftime("%Y-%m-%d")},
+               "models": {}}
+    rows = []
+
+    def record(name, decoding, hyps, idx):
+        buckets = evaluate_by_length(hyps, [refs[i] for i in idx], [src_lengths[i] for i in idx], EDGES)
+        for r in buckets:
+            rows.append({"model": name, "decoding": decoding, **r})
+        log(f"{name} {decoding}: " + ", ".join(f"{r['bucket']}: {r['bleu']:.1f}" for r in buckets))
+        return buckets
+
+    for name in args.models.split(","):
+        torch.manual_seed(args.seed)
+        batches = infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed)
+        entry = {}
+        t1 = time.time()
+        if name.startswith("transformer"):
+            model = Transformer(V_src, V_tgt, norm_first=name.endswith("preln"), max_len=max_len + 2, pad_id=PAD_ID,
+                                **TRANSFORMER_ARGS)
+            entry["parameters"] = count_parameters(model)
+            log(f"{name}: {entry['parameters']} parameters")
+            losses = train_transformer(model, batches, args.steps, args.warmup, args.lr_factor, args.smoothing, device,
+                                       name, log, not args.no_progress)
+            entry["train_seconds"] = round(time.time() - t1, 1)
+            t2 = time.time()
+            hyps = transformer_translate(model, test, data.tgt_vocab, max_len)
+            entry["greedy"] = record(name, "greedy", hyps, range(len(test)))
+            entry["eval_seconds"] = round(time.time() - t2, 1)
+            if name == "transformer" and args.beam_subset:
+                sub = list(range(args.beam_subset))
+                entry["greedy_subset"] = record(name, "greedy_subset", hyps[: args.beam_subset], sub)
+                t3 = time.time()
+                beam_hyps = transformer_translate(model, test[: args.beam_subset], data.tgt_vocab, max_len, beam=4)
+                entry["beam_subset"] = record(name, "beam4_subset", beam_hyps, sub)
+                entry["beam_seconds"] = round(time.time() - t3, 1)
+                save_checkpoint(model.cpu(), out / "transformer.pt", src_vocab=data.src_vocab.itos,
+                                tgt_vocab=data.tgt_vocab.itos, data=DATA_ARGS, steps=args.steps, seed=args.seed)
+        else:
+            model = AttentionSeq2Seq(V_src, V_tgt, **ATTN_ARGS)
+            entry["parameters"] = sum(p.numel() for p in model.parameters())
+            log(f"{name}: {entry['parameters']} parameters")
+            losses = train_model(model, batches, args.steps, device=device, desc=name, log=log,
+                                 progress=not args.no_progress)
+            entry["train_seconds"] = round(time.time() - t1, 1)
+            t2 = time.time()
+            hyps = translate(model, test, data.tgt_vocab, max_len=max_len)
+            entry["greedy"] = record(name, "greedy", hyps, range(len(test)))
+            entry["eval_seconds"] = round(time.time() - t2, 1)
+        entry["loss_curve_every_25"] = [round(sum(losses[i: i + 25]) / len(losses[i: i + 25]), 4)
+                                        for i in range(0, len(losses), 25)]
+        entry["loss_kind"] = "label-smoothed CE" if name.startswith("transformer") else "CE"
+        entry["examples"] = [{"src": " ".join(data.tokens["test"][i][0]), "ref": " ".join(refs[i]),
+                              "hyp": " ".join(hyps[i])} for i in range(0, len(hyps), 250)]
+        log(f"{name}: trained in {entry['train_seconds']}s")
+        results["models"][name] = entry
+        (out / "transformer_experiment.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
+    with open(out / "transformer_experiment.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["model", "decoding", "bucket", "n", "bleu", "exact_match"])
+        w.writeheader()
+        w.writerows(rows)
+    log(f"retrain: python scripts/train_transformer.py --steps {args.steps} --seed {args.seed} --threads {args.threads} "
+        f"--out {args.out}")
+    log_file.close()
+
+
+if __name__ == "__main__":
+    main()

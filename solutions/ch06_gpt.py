@@ -1,0 +1,243 @@
+"""Chapter 6 — GPT: a decoder-only Transformer (生成式预训练 / 因果语言模型).
+
+The GPT-2 arrangement (Radford et al. 2019, "Language Models are Unsupervised Multitask Learners", section
+2.3; the code is OpenAI's ``gpt-2/src/model.py``):
+
+* token embeddings plus *learned* position embeddings (位置嵌入),
+* ``n_layer`` pre-LN blocks: ``x + attn(LN(x))`` then ``x + mlp(LN(x))``, with causal (因果) multi-head
+  self-attention and a GELU (tanh approximation) MLP four times as wide,
+* a final layer norm after the last block (GPT-2 added it; GPT-1 had none),
+* an LM head whose weight *is* the token embedding matrix (weight tying, Press & Wolf 2017),
+* GPT-2 initialisation: N(0, 0.02) everywhere, residual output projections scaled by 1/sqrt(2·n_layer).
+
+Reading order follows the book: block, model, generation. The parts are imported, not copied: the causal
+mask from chapter 3, the fused multi-head self-attention (``W_qkv``, ``W_o``) from chapter 4, the
+position-wise feed-forward network (``W_1``, ``W_2``, GELU-tanh) from chapter 5. Weights can be copied from
+Hugging Face's ``GPT2LMHeadModel`` (:func:`load_hf_gpt2`); the chapter's tests check the logits agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from solutions.ch03_self_attention import causal_mask
+from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention
+from solutions.ch05_transformer import PositionwiseFeedForward
+
+__all__ = ["GPTConfig", "Block", "GPT", "generate", "load_hf_gpt2"]
+
+
+@dataclasses.dataclass
+class GPTConfig:
+    """Sizes of a GPT. Defaults: the chapter's yardstick (4 layers, 4 heads, 128 wide, 64-token context)."""
+
+    vocab_size: int = 96
+    block_size: int = 64  # the longest context (上下文窗口) the position table covers
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0  # on the embeddings, the attention weights and inside the MLP
+    bias: bool = True  # GPT-2 has biases in every Linear and LayerNorm; chapters 4-5's modules always do
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        if not self.bias:
+            raise ValueError("bias=False is not supported: the chapter 4/5 modules always have biases (as GPT-2)")
+
+
+# --------------------------------------------------------------------------------------------------
+# The block (解码器块): pre-LN, causal
+# --------------------------------------------------------------------------------------------------
+
+
+class Block(nn.Module):
+    r"""One GPT-2 block, pre-LN: :math:`x \leftarrow x + \mathrm{Attn}(\mathrm{LN}_1(x))`, then
+    :math:`x \leftarrow x + \mathrm{MLP}(\mathrm{LN}_2(x))`, the attention causal.
+
+    Layer norm *before* each sub-layer (Radford et al. 2019, section 2.3; Xiong et al. 2020 explain why the
+    residual stream then trains without warm-up) — unlike the post-LN of Vaswani et al. 2017 and BERT.
+
+    Sub-layers: ``attn`` is chapter 4's :class:`FusedMultiHeadSelfAttention`, which returns
+    ``(output, weights)``; ``mlp`` is chapter 5's :class:`PositionwiseFeedForward` with ``d_ff = 4·C``.
+
+    Shapes: ``forward(x (B, T, C)) -> (B, T, C)``; position ``t`` of the output depends only on ``x[:, :t+1]``.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        C = config.n_embd
+        self.ln_1 = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.attn = FusedMultiHeadSelfAttention(C, config.n_head, config.dropout)  # chapter 4: W_qkv, W_o
+        self.ln_2 = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.mlp = PositionwiseFeedForward(C, 4 * C, config.dropout, "gelu_tanh")  # chapter 5: W_1, W_2
+        self.use_sdpa = True  # PyTorch's fused attention kernel; False: chapter 3's explicit softmax
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim != 3:
+            raise ValueError(f"x must be (B, T, C), got {tuple(x.shape)}")
+        T = x.shape[1]
+        ### BEGIN SOLUTION
+        mask = causal_mask(T, device=x.device)  # (T, T), True = may attend: no peeking at the future
+        x = x + self.attn(self.ln_1(x), mask, use_sdpa=self.use_sdpa)[0]  # (B, T, C)
+        x = x + self.mlp(self.ln_2(x))  # (B, T, C)
+        return x
+        ### END SOLUTION
+
+
+# --------------------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------------------
+
+
+class GPT(nn.Module):
+    """A GPT-2-style language model: ``forward(idx (B, T) int64, position_ids (T,) or (B, T) | None)
+    -> logits (B, T, vocab_size)``.
+
+    ``position_ids`` default to ``0 … T-1``: every window the model sees, in training or in generation, starts
+    at position 0. ``T`` may not exceed ``config.block_size`` (ValueError).
+
+    The LM head shares its weight with the token embedding ``wte`` (weight tying, 权重共享; Press & Wolf
+    2017): a token's input vector is also its output vector, which saves ``vocab_size × n_embd`` parameters
+    and trains better on small data.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.block_size = config.block_size
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)  # token embeddings
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)  # learned position embeddings
+        self.drop = nn.Dropout(config.dropout)
+        self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        ### BEGIN SOLUTION
+        self.lm_head.weight = self.wte.weight  # one Parameter, two uses
+        ### END SOLUTION
+        self.apply(self._init_weights)
+        for block in self.h:  # residual projections: std 0.02 / sqrt(2·n_layer) (Radford et al. 2019, 2.3)
+            for proj in (block.attn.W_o, block.mlp.W_2):
+                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self, non_embedding: bool = False) -> int:
+        """Parameters counted once (the tied LM head is not counted twice); ``non_embedding`` leaves out the
+        position table (and, by convention, not the token table: it is also the output layer)."""
+        n = sum(p.numel() for p in self.parameters())  # .parameters() yields a shared tensor once
+        return n - self.wpe.weight.numel() if non_embedding else n
+
+    def forward(self, idx: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if idx.ndim != 2:
+            raise ValueError(f"idx must be (B, T) token ids, got shape {tuple(idx.shape)}")
+        B, T = idx.shape
+        if T > self.block_size:
+            raise ValueError(f"sequence of length {T} is longer than block_size={self.block_size}")
+        if position_ids is None:
+            position_ids = torch.arange(T, device=idx.device)  # (T,)
+        ### BEGIN SOLUTION
+        x = self.drop(self.wte(idx) + self.wpe(position_ids))  # (B, T, C) + (T, C) or (B, T, C)
+        for block in self.h:
+            x = block(x)  # (B, T, C)
+        x = self.ln_f(x)  # (B, T, C): GPT-2's final layer norm
+        return self.lm_head(x)  # (B, T, vocab_size)
+        ### END SOLUTION
+
+    def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy (nats per token); ``targets`` is ``idx`` shifted left, ``(B, T)``."""
+        logits = self(idx)
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
+# --------------------------------------------------------------------------------------------------
+# Generation (生成): temperature, top-k, top-p
+# --------------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Extend ``idx (B, T0)`` by ``max_new_tokens`` sampled tokens; returns ``(B, T0 + max_new_tokens)``.
+
+    Each step feeds the model at most its last ``model.block_size`` tokens (the context is cropped), with
+    position ids ``0 … T-1`` for that window — the positions it was trained with — and samples from
+    ``softmax(logits / temperature)`` restricted to
+
+    * the ``top_k`` most likely tokens (Fan et al. 2018), and/or
+    * the smallest set of most likely tokens whose probability reaches ``top_p`` (nucleus sampling, 核采样;
+      Holtzman et al. 2020); the token that crosses ``top_p`` is kept, so at least one token always is.
+
+    ``temperature=0`` means greedy decoding (argmax). ``model(idx, position_ids)`` must return
+    ``(B, T, vocab)`` logits. Sampling draws from ``generator`` (on the device of ``idx``) when given.
+
+    Raises:
+        ValueError: for a negative temperature, ``top_k < 1`` or ``top_p`` outside (0, 1].
+    """
+    if temperature < 0 or (top_k is not None and top_k < 1) or (top_p is not None and not 0 < top_p <= 1):
+        raise ValueError(f"need temperature >= 0, top_k >= 1, 0 < top_p <= 1; got {temperature}, {top_k}, {top_p}")
+    for _ in range(max_new_tokens):
+        ### BEGIN SOLUTION
+        idx_cond = idx[:, -model.block_size:]  # (B, T) with T <= block_size
+        position_ids = torch.arange(idx_cond.shape[1], device=idx.device)  # the window starts at position 0
+        logits = model(idx_cond, position_ids)[:, -1, :].float()  # (B, V): the last position predicts the next
+        if temperature == 0:
+            next_id = logits.argmax(dim=-1, keepdim=True)  # (B, 1) greedy
+        else:
+            logits = logits / temperature  # temperature scales the logits, before the softmax
+            if top_k is not None:
+                kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, [-1]]  # (B, 1)
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            if top_p is not None:
+                sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V)
+                cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+                drop_sorted = cum - torch.softmax(sorted_logits, dim=-1) >= top_p  # mass before it already >= p
+                drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+                logits = logits.masked_fill(drop, float("-inf"))
+            probs = torch.softmax(logits, dim=-1)  # (B, V)
+            next_id = torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
+        idx = torch.cat([idx, next_id], dim=1)  # (B, T + 1)
+        ### END SOLUTION
+    return idx
+
+
+# --------------------------------------------------------------------------------------------------
+# Hugging Face interoperability (weights only; transformers is not needed to run this module)
+# --------------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def load_hf_gpt2(model: GPT, hf_state_dict: dict[str, torch.Tensor]) -> GPT:
+    """Copy the weights of a Hugging Face ``GPT2LMHeadModel`` (its ``state_dict()``) into ``model``.
+
+    HF's GPT-2 stores its linear layers as ``Conv1D`` with weight ``(in, out)`` — the transpose of
+    ``nn.Linear``'s ``(out, in)`` — and fuses q, k, v into ``c_attn`` (our ``W_qkv``, same q|k|v order).
+    Returns ``model``; raises KeyError if a tensor is missing and ValueError if a shape differs.
+    """
+    sd = {k.removeprefix("transformer."): v for k, v in hf_state_dict.items()}
+    ours = {"wte.weight": sd["wte.weight"], "wpe.weight": sd["wpe.weight"],
+            "ln_f.weight": sd["ln_f.weight"], "ln_f.bias": sd["ln_f.bias"]}
+    conv1d = {"attn.W_qkv": "attn.c_attn", "attn.W_o": "attn.c_proj", "mlp.W_1": "mlp.c_fc", "mlp.W_2": "mlp.c_proj"}
+    for i in range(len(model.h)):
+        for ln in ("ln_1", "ln_2"):
+            for p in ("weight", "bias"):
+                ours[f"h.{i}.{ln}.{p}"] = sd[f"h.{i}.{ln}.{p}"]
+        for mine, theirs in conv1d.items():
+            ours[f"h.{i}.{mine}.weight"] = sd[f"h.{i}.{theirs}.weight"].t()  # Conv1D (in, out) -> Linear (out, in)
+            ours[f"h.{i}.{mine}.bias"] = sd[f"h.{i}.{theirs}.bias"]
+    own = model.state_dict()
+    for name, tensor in ours.items():
+        if own[name].shape != tensor.shape:
+            raise ValueError(f"{name}: ours {tuple(own[name].shape)} vs Hugging Face {tuple(tensor.shape)}")
+        own[name].copy_(tensor)
+    return model

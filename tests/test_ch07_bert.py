@@ -1,0 +1,142 @@
+"""Chapter 7 (BERT): the solution against independent oracles — Hugging Face's BertForMaskedLM / BertModel
+(weights copied), the statistics of the MLM corruption, hand-written losses, the committed results."""
+
+import json
+import pathlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from solutions.ch07_bert import (SPECIAL_TOKENS, Bert, BertConfig, BertForMaskedLM, load_hf_bert, mask_tokens,
+                                 mlm_loss, train_wordpiece)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SMALL = dict(vocab_size=53, max_position=20, n_layer=2, n_head=4, d_model=48, d_ff=80)
+
+
+def _hf_config():
+    transformers = pytest.importorskip("transformers")
+    return transformers, transformers.BertConfig(
+        vocab_size=53, hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=80,
+        max_position_embeddings=20, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _randomise_vectors(model):
+    with torch.no_grad():  # random layer norms and biases too, so a swapped or missing one shows
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.normal_(1.0 if "LayerNorm.weight" in name else 0.0, 0.1)
+    return model
+
+
+def _inputs(device):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 53, (3, 11), generator=g)
+    types = torch.zeros_like(ids)
+    types[:, 6:] = 1
+    att = torch.ones_like(ids)
+    att[1, 8:] = 0
+    att[2, 4:] = 0
+    return ids.to(device), types.to(device), att.to(device)
+
+
+def test_mlm_logits_match_hugging_face(device):
+    transformers, hc = _hf_config()
+    torch.manual_seed(0)
+    hf = _randomise_vectors(transformers.BertForMaskedLM(hc)).eval().to(device)
+    ours = load_hf_bert(BertForMaskedLM(BertConfig(**SMALL)), hf.state_dict()).eval().to(device)
+    assert ours.mlm.decoder.weight is ours.bert.embeddings.word_embeddings.weight
+    ids, types, att = _inputs(device)
+    with torch.no_grad():
+        got = ours(ids, types, att)
+        expected = hf(input_ids=ids, token_type_ids=types, attention_mask=att).logits
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=2e-5)
+
+
+def test_hidden_states_and_pooler_match_hugging_face(device):
+    transformers, hc = _hf_config()
+    torch.manual_seed(1)
+    hf = _randomise_vectors(transformers.BertModel(hc)).eval().to(device)
+    ours = load_hf_bert(Bert(BertConfig(**SMALL)), hf.state_dict()).eval().to(device)
+    ids, types, att = _inputs(device)
+    with torch.no_grad():
+        h = ours(ids, types, att)
+        out = hf(input_ids=ids, token_type_ids=types, attention_mask=att)
+    torch.testing.assert_close(h, out.last_hidden_state, rtol=1e-5, atol=2e-5)
+    torch.testing.assert_close(ours.pool(h), out.pooler_output, rtol=1e-5, atol=2e-5)
+
+
+def test_bidirectional_and_padding_invariant(device):
+    torch.manual_seed(0)
+    m = Bert(BertConfig(**SMALL)).eval().to(device)
+    ids, types, att = _inputs(device)
+    changed = ids.clone()
+    changed[:, 3] = (changed[:, 3] + 1 - 5) % 48 + 5
+    with torch.no_grad():
+        h, h2 = m(ids, types, att), m(changed, types, att)
+        assert not torch.allclose(h[0, 0], h2[0, 0])  # position 0 sees position 3: no causal mask
+        padded = ids.clone()
+        padded[2, 4:] = 7  # change only what sits under padding
+        torch.testing.assert_close(m(padded, types, att)[2, :4], h[2, :4])
+        # segment embeddings matter
+        assert not torch.allclose(m(ids, torch.zeros_like(types), att), h)
+
+
+def _stats_batch(device):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(5, 1000, (64, 256), generator=g)
+    x[:, 0], x[:, 100] = 2, 3  # [CLS], [SEP]
+    x[::2, -30:] = 0  # [PAD]
+    return x.to(device)
+
+
+def test_mask_tokens_statistics(device):
+    x = _stats_batch(device)
+    before = x.clone()
+    g = torch.Generator(device=device).manual_seed(0)
+    inputs, labels = mask_tokens(x, mask_id=4, vocab_size=1000, special_ids=range(5), generator=g)
+    assert torch.equal(x, before), "input_ids must not be modified in place"
+    special = x < 5
+    selected = labels != -100
+    assert not (selected & special).any()
+    assert torch.equal(labels[selected], x[selected])
+    assert torch.equal(inputs[~selected], x[~selected])
+    n = selected.sum().item()
+    assert abs(n / (~special).sum().item() - 0.15) < 0.01
+    masked = (inputs[selected] == 4).float().mean().item()
+    kept = (inputs[selected] == x[selected]).float().mean().item()
+    random = 1 - masked - kept
+    assert abs(masked - 0.8) < 0.02 and abs(kept - 0.1) < 0.015 and abs(random - 0.1) < 0.015
+    # the random replacements are spread over the vocabulary
+    assert inputs[selected & (inputs != 4) & (inputs != x)].unique().numel() > 100
+
+
+def test_mlm_loss_only_on_selected_positions():
+    logits = torch.randn(2, 5, 7, generator=torch.Generator().manual_seed(0))
+    labels = torch.tensor([[-100, 3, -100, -100, 1], [6, -100, -100, -100, -100]])
+    by_hand = -(torch.log_softmax(logits[0, 1], -1)[3] + torch.log_softmax(logits[0, 4], -1)[1]
+                + torch.log_softmax(logits[1, 0], -1)[6]) / 3
+    torch.testing.assert_close(mlm_loss(logits, labels), by_hand)
+
+
+def test_wordpiece_special_ids_and_segments():
+    pytest.importorskip("tokenizers")
+    tok = train_wordpiece(["The quick brown fox jumps over the lazy dog."] * 50 + ["Attention is all you need."] * 50,
+                          vocab_size=120)
+    assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    e = tok.encode("the fox", "attention is")
+    assert e.tokens[0] == "[CLS]" and e.tokens.count("[SEP]") == 2
+    assert e.type_ids == [0] * (e.tokens.index("[SEP]") + 1) + [1] * (len(e.tokens) - e.tokens.index("[SEP]") - 1)
+
+
+def test_committed_results_are_consistent():
+    results = json.loads((ROOT / "results/ch07_bert/bert_results.json").read_text())
+    ck = torch.load(ROOT / "results/ch07_bert/bert_mlm.pt")
+    m = BertForMaskedLM(BertConfig(**ck["config"]))
+    m.load_state_dict(ck["model"])
+    assert results["bert_parameters"] == sum(p.numel() for p in m.parameters())
+    assert results["bert_config"]["n_layer"] == results["gpt_config"]["n_layer"]
+    assert results["bert_config"]["d_model"] == results["gpt_config"]["n_embd"]
+    assert 0.0 < results["mlm_heldout"]["accuracy"] < 1.0
+    assert (ROOT / "results/ch07_bert/bert_mlm.pt").stat().st_size < 6e6
