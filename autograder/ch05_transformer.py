@@ -25,7 +25,12 @@ from torch.nn import TransformerEncoderLayer as _TorchEncoderLayer
 from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
 
 EXERCISES = Exercises("ch05_transformer")
-_causal_float = _TorchTransformer.generate_square_subsequent_mask
+
+
+def _torch_causal(T: int) -> torch.Tensor:
+    """PyTorch's causal mask (float, -inf above the diagonal) as a bool mask (True = masked out): bool like the
+    padding masks, so that PyTorch warns about no mismatch (a test cell that writes to stderr scores zero)."""
+    return torch.isinf(_TorchTransformer.generate_square_subsequent_mask(T))
 _ACT = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
 
 
@@ -162,7 +167,7 @@ def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=No
     if causal:
         c = torch.ones(T, T, dtype=torch.bool).tril()
         mask = c if mask is None else mask & c
-        kw["src_mask"] = _causal_float(T)
+        kw["src_mask"] = _torch_causal(T)
     got = call("EncoderLayer.forward", layer, x, mask)
     expected = twin(x, **kw)
     hint = "" if hidden else (f"{kind}: " + ("x + Sublayer(LayerNorm(x)) for both sublayers." if norm_first else
@@ -214,7 +219,7 @@ def _compare_decoder(cls, *, norm_first, tgt_lengths=None, src_lengths=None, hid
     tgt_pad = _pad(tgt_lengths, T) if tgt_lengths else None
     src_pad = _pad(src_lengths, S) if src_lengths else None
     got = call("DecoderLayer.forward", layer, y, memory, tgt_pad, src_pad)
-    expected = twin(y, memory, tgt_mask=_causal_float(T), tgt_is_causal=True,
+    expected = twin(y, memory, tgt_mask=_torch_causal(T), tgt_is_causal=True,
                     tgt_key_padding_mask=None if tgt_pad is None else ~tgt_pad,
                     memory_key_padding_mask=None if src_pad is None else ~src_pad)
     hint = "" if hidden else ("causal self-attention (with the target padding), then cross-attention with queries from "
