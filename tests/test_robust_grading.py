@@ -107,7 +107,7 @@ def test_variants_grade_as_expected(chapter, tmp_path):
         path.write_text(all_variants[name].text)
         files[path.name] = name
     out = tmp_path / "out"
-    kwargs = dict(cell_timeout=10, notebook_timeout=300, memory_mb=3072, jobs=2, log=lambda *a: None)
+    kwargs = dict(cell_timeout=30, notebook_timeout=300, memory_mb=3072, jobs=2, log=lambda *a: None)
     rows = grading.grade(sorted(folder.glob("*.ipynb")), chapter, out, **kwargs)
 
     assert sorted(r.submission for r in rows) == sorted(files), "exactly one row per submission file"
