@@ -17,11 +17,7 @@ table gives the median per variant and the ratio to ``torch_mha`` (higher = slow
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime
-import os
 import pathlib
-import platform
 import statistics
 import sys
 import time
@@ -31,6 +27,7 @@ from torch import nn
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from results_io import write_results  # noqa: E402
 from solutions.ch03_self_attention import causal_mask  # noqa: E402
 from solutions.ch04_multi_head_attention import (FusedMultiHeadSelfAttention, MultiHeadAttention,  # noqa: E402
                                                  copy_fused_from_torch, copy_mha_from_torch)
@@ -92,17 +89,8 @@ def main(argv=None):
         rows.append(row)
         print(row, flush=True)
     out = pathlib.Path(args.out) if args.out else RESULTS / f"ch04_multi_head_attention_{args.device}.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-               if args.device == "cpu" else torch.cuda.get_device_name())
-    with open(out, "w", newline="") as f:
-        f.write(f"# measured {datetime.date.today()} on {machine}, torch {torch.__version__}, "
-                f"{torch.get_num_threads()} threads; causal mask; forward+backward; median of {args.rounds} "
-                f"interleaved rounds; ratio = time / torch_mha time\n")
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print("wrote", out)
+    write_results(out, rows, args.device, f"causal mask; forward+backward; median of {args.rounds} "
+                                          "interleaved rounds; ratio = time / torch_mha time")
 
 
 if __name__ == "__main__":

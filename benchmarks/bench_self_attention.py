@@ -12,16 +12,13 @@ page reads.
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime
-import os
 import pathlib
-import platform
 
 import torch
 import torch.nn.functional as F
 from torch.utils import benchmark
 
+from results_io import write_results
 from solutions.ch03_self_attention import causal_mask, scaled_dot_product_attention
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -74,16 +71,7 @@ def main(argv=None):
                          ratio=round(times["ours"] / times["torch_sdpa"], 2)))
         print(rows[-1])
     out = pathlib.Path(args.out) if args.out else RESULTS / f"ch03_self_attention_{args.device}.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-               if args.device == "cpu" else torch.cuda.get_device_name())
-    with open(out, "w", newline="") as f:
-        f.write(f"# measured {datetime.date.today()} on {machine}, torch {torch.__version__}, "
-                f"{torch.get_num_threads()} threads; causal mask; forward+backward; median of repeated runs\n")
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print("wrote", out)
+    write_results(out, rows, args.device, "causal mask; forward+backward; median of repeated runs")
 
 
 if __name__ == "__main__":
