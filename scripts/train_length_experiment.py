@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from solutions.ch01_seq2seq import (Seq2Seq, count_parameters, evaluate_by_length, pick_device, save_checkpoint,  # noqa: E402
                                     train_model, translate)
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq  # noqa: E402
+from solutions.training import run_log  # noqa: E402
 from solutions.translation_data import TranslationData, infinite_batches, make_number_splits  # noqa: E402
 
 DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
@@ -61,16 +61,7 @@ def main(argv=None) -> None:
     device = pick_device(args.device)
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
-    log_file = open(out / "length_experiment.log", "w")
-
-    def log(msg: str) -> None:
-        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    log(f"command: {' '.join(sys.argv)}")
-    log(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, {platform.platform()}")
+    log = run_log(out / "length_experiment.log", device)
     t0 = time.time()
     data = TranslationData(make_number_splits(**{k: v for k, v in DATA_ARGS.items()}))
     log(f"data: {DATA_ARGS}, src vocab {len(data.src_vocab)}, tgt vocab {len(data.tgt_vocab)}, built in {time.time() - t0:.1f}s")
@@ -125,7 +116,6 @@ def main(argv=None) -> None:
         w.writerows(rows)
     log(f"total {results['total_seconds']:.0f}s; results in {out}/length_experiment.json and .csv")
     log(f"retrain: python scripts/train_length_experiment.py --steps {args.steps} --seed {args.seed} --out {args.out}")
-    log_file.close()
 
 
 if __name__ == "__main__":

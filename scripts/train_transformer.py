@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import csv
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from solutions.ch01_seq2seq import (evaluate_by_length, pick_device, save_checkp
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq  # noqa: E402
 from solutions.ch05_transformer import (Transformer, beam_search, count_parameters, greedy_decode,  # noqa: E402
                                         label_smoothed_loss, noam_lr)
+from solutions.training import run_log  # noqa: E402
 from solutions.translation_data import (BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches,  # noqa: E402
                                         iterate_batches, make_number_splits)
 
@@ -128,16 +128,7 @@ def main(argv=None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device = pick_device(args.device)
-    log_file = open(out / "transformer_experiment.log", "w")
-
-    def log(msg: str) -> None:
-        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    log(f"command: {' '.join(sys.argv)}")
-    log(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, {platform.platform()}")
+    log = run_log(out / "transformer_experiment.log", device)
     data = TranslationData(make_number_splits(**DATA_ARGS))
     test = data.encoded["test"]
     refs = [t for _, t in data.tokens["test"]]
@@ -213,7 +204,6 @@ def main(argv=None) -> None:
         w.writerows(rows)
     log(f"retrain: python scripts/train_transformer.py --steps {args.steps} --seed {args.seed} --threads {args.threads} "
         f"--out {args.out}")
-    log_file.close()
 
 
 if __name__ == "__main__":

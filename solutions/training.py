@@ -93,3 +93,25 @@ def train(model: nn.Module, loss_fn: Callable[[nn.Module, int], tuple[torch.Tens
     history["tokens_per_s"] = tokens / seconds if seconds else float("nan")
     history["seconds"] = seconds
     return history
+
+
+def run_log(path, device: torch.device) -> Callable[[str], None]:
+    """A logger for training scripts: prints each message with a time stamp and appends it to ``path``.
+
+    Starts the log with the command line and the environment (torch version, device, threads, platform), so a
+    committed log says how its numbers were produced.
+    """
+    import platform
+    import sys
+
+    handle = open(path, "w")  # noqa: SIM115 - kept open for the script's lifetime, flushed per line
+
+    def log(msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, flush=True)
+        handle.write(line + "\n")
+        handle.flush()
+
+    log(f"command: {' '.join(sys.argv)}")
+    log(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, {platform.platform()}")
+    return log
