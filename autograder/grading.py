@@ -137,8 +137,9 @@ def _gradebook_scores(course: pathlib.Path, chapter: str, student: str) -> dict[
 
 
 def grading_instructor(chapter: str):
-    """The instructor notebook nbgrader grades with: the setup cell arms the guard, each test cell ends with the
-    guard's verdict inside the hidden region (so feedback never shows it)."""
+    """The instructor notebook nbgrader grades with: the setup cell arms the guard; each test cell starts with the
+    guard's verdict (run before the notebook's own check runs, so nothing they do comes between) and ends with
+    its conclusion (raises when the verdict failed), both in hidden regions so the feedback never shows them."""
     nb = notebooks.build_instructor(chapter)
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -146,9 +147,11 @@ def grading_instructor(chapter: str):
             cell.source += (f"\nimport autograder.guard as _autograder_guard  # grading only: see autograder/guard.py\n"
                             f'_autograder_guard.arm("{chapter}")')
         elif meta.get("grade") and "### END HIDDEN TESTS" in cell.source:
+            # first, so that neither the notebook's own check runs nor a failure in them can come between
             name = meta["grade_id"].removeprefix("test_")
-            cell.source = cell.source.replace("### END HIDDEN TESTS",
-                                              f'_autograder_guard.verdict("{name}")\n### END HIDDEN TESTS')
+            cell.source = (f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}", defer=True)\n'
+                           f'### END HIDDEN TESTS\n' + cell.source.replace(
+                               "### END HIDDEN TESTS", f'_autograder_guard.conclude("{name}")\n### END HIDDEN TESTS'))
     return nb
 
 
@@ -227,66 +230,8 @@ def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_ti
         todo.append((path, sid, result, sha))
 
     if todo:
-        course = out / "course"
-        if course.exists():
-            shutil.rmtree(course)
-        (course / "source" / chapter).mkdir(parents=True)
-        nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
-        result = _api(course, cell_timeout).generate_assignment(chapter, force=True, create=True)
-        if not result["success"]:
-            raise RuntimeError(f"generate_assignment failed:\n{result.get('error')}\n{result.get('log')}")
-        scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
-        scratch.chmod(0o711)
-        stage = sandbox.stage_solutions(chapter, scratch / "stage")
-        release_path = out / "release.ipynb"
-        nbformat.write(notebooks.build_release(chapter), release_path)
-        prefix = _unshare_prefix()
-        drop_uid = sandbox.uid_drop_possible()
-        hidden = sandbox.hidden_files(chapter) + [str(out)]
-        jobs = jobs or os.cpu_count() or 1
-        log(f"  {len(todo)} to grade ({len(paths) - len(todo)} already graded), {jobs} at a time"
-            + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
-            + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)"))
-
-        def run_one(item):
-            path, sid, result, sha = item
-            job = {"submission": str(path.resolve()), "submission_name": path.name, "sha256": sha, "chapter": chapter,
-                   "student_id": sid, "course_template": str(course), "release": str(release_path),
-                   "stage": str(stage), "sandbox": str(scratch / _safe_name(sid)), "result": str(result),
-                   "feedback": str(out / "feedback" / f"{sid}.html"), "keep": str(out / "graded"),
-                   "cell_timeout": cell_timeout, "memory_mb": memory_mb, "max_score": max_score,
-                   "hidden_files": hidden, "netns": bool(prefix),
-                   "uid": 100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1}
-            job_path = scratch / f"{_safe_name(sid)}.job.json"
-            job_path.write_text(json.dumps(job))
-            if result.exists():
-                result.unlink()
-            cmd = prefix + [sys.executable, "-m", "autograder.sandbox", "worker", str(job_path)]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                    cwd=scratch)
-            try:
-                output, _ = proc.communicate(timeout=notebook_timeout)
-                why = f"the grading worker ended with exit code {proc.returncode}"
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                output, _ = proc.communicate()
-                why = f"the notebook ran longer than {notebook_timeout} s in total"
-            if not result.exists():
-                tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-                result.write_text(json.dumps({"submission": path.name, "sha256": sha, "student_id": sid,
-                                              "status": "error", "scores": {}, "warnings": [],
-                                              "reason": why + (f" ({tail[0][:150]})" if tail and proc.returncode
-                                                               else "")}))
-            shutil.rmtree(scratch / _safe_name(sid), ignore_errors=True)
-            r = json.loads(result.read_text())
-            log(f"  {path.name}: {sum(r['scores'].values()):g}/{max_score:g}"
-                + (f" — {r['reason'][:120]}" if r["reason"] else ""))
-
-        try:
-            with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-                list(pool.map(run_one, todo))
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        _grade_todo(todo, chapter, out, exercises, max_score, cell_timeout=cell_timeout,
+                    notebook_timeout=notebook_timeout, memory_mb=memory_mb, jobs=jobs, log=log)
 
     rows = []
     taken = set()
@@ -301,6 +246,116 @@ def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_ti
     write_csv(rows, out / CSV_NAME, names)
     write_summary(rows, out, names, {ex.name: ex.points for ex in exercises})
     return rows
+
+
+def _result_json(path: pathlib.Path, **fields) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fields, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, notebook_timeout, memory_mb, jobs, log):
+    """Canonicalise every file here (an unreadable one is recorded at once), grade each distinct canonical
+    notebook once in a sandboxed worker, and give identical submissions that one result (own warnings, own
+    feedback)."""
+    from . import canonical, sandbox
+
+    release = notebooks.build_release(chapter)
+    groups: dict[str, list] = {}
+    canon: dict[str, tuple] = {}
+    for path, sid, result, sha in todo:
+        try:
+            nb, warns = canonical.canonicalise(path.read_bytes(), release)
+        except canonical.Ungradeable as exc:
+            _result_json(result, submission=path.name, sha256=sha, student_id=sid, status="error",
+                         reason=str(exc), scores={}, warnings=[])
+            log(f"  {path.name}: 0/{max_score:g} — {exc}")
+            continue
+        except OSError as exc:
+            _result_json(result, submission=path.name, sha256=sha, student_id=sid, status="error",
+                         reason=f"unreadable file: {exc.strerror}", scores={}, warnings=[])
+            continue
+        text = nbformat.writes(nb)
+        key = hashlib.sha256(text.encode()).hexdigest()
+        groups.setdefault(key, []).append((path, sid, result, sha))
+        canon[key] = (text, canon.get(key, (None, {}))[1] | {sid: warns})
+    if not groups:
+        return
+
+    course = out / "course"
+    if course.exists():
+        shutil.rmtree(course)
+    (course / "source" / chapter).mkdir(parents=True)
+    nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
+    result = _api(course, cell_timeout).generate_assignment(chapter, force=True, create=True)
+    if not result["success"]:
+        raise RuntimeError(f"generate_assignment failed:\n{result.get('error')}\n{result.get('log')}")
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
+    scratch.chmod(0o711)
+    stage = sandbox.stage_solutions(chapter, scratch / "stage")
+    prefix = _unshare_prefix()
+    drop_uid = sandbox.uid_drop_possible()
+    hidden = sandbox.hidden_files(chapter) + [str(out)]
+    jobs = jobs or os.cpu_count() or 1
+    copies = sum(len(g) - 1 for g in groups.values())
+    log(f"  {len(groups)} distinct notebooks to run" + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
+        + f", {jobs} at a time"
+        + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
+        + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)"))
+
+    def run_one(key):
+        (path, sid, result, sha), *others = groups[key]
+        text, warns = canon[key]
+        canonical_path = scratch / f"{_safe_name(sid)}.canonical.ipynb"
+        canonical_path.write_text(text)
+        job = {"canonical": str(canonical_path), "warnings": warns[sid], "submission_name": path.name,
+               "sha256": sha, "chapter": chapter, "student_id": sid, "course_template": str(course),
+               "stage": str(stage), "sandbox": str(scratch / _safe_name(sid)), "result": str(result),
+               "feedback": str(out / "feedback" / f"{sid}.html"), "keep": str(out / "graded"),
+               "cell_timeout": cell_timeout, "memory_mb": memory_mb, "max_score": max_score,
+               "hidden_files": hidden, "netns": bool(prefix),
+               "uid": 100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1}
+        job_path = scratch / f"{_safe_name(sid)}.job.json"
+        job_path.write_text(json.dumps(job))
+        if result.exists():
+            result.unlink()
+        cmd = prefix + [sys.executable, "-m", "autograder.sandbox", "worker", str(job_path)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=scratch)
+        try:
+            output, _ = proc.communicate(timeout=notebook_timeout)
+            why = f"the grading worker ended with exit code {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            why = f"the notebook ran longer than {notebook_timeout} s in total"
+        if not result.exists():
+            tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
+            _result_json(result, submission=path.name, sha256=sha, student_id=sid, status="error", scores={},
+                         warnings=warns[sid], reason=why + (f" ({tail[0][:150]})" if tail and proc.returncode else ""))
+        shutil.rmtree(scratch / _safe_name(sid), ignore_errors=True)
+        r = json.loads(result.read_text())
+        log(f"  {path.name}: {sum(r['scores'].values()):g}/{max_score:g}"
+            + (f" — {r['reason'][:120]}" if r["reason"] else ""))
+        shared = [w for w in r["warnings"] if w not in warns[sid]]  # from running the code: same for every copy
+        graded = out / "graded" / f"{sid}.ipynb"
+        for o_path, o_sid, o_result, o_sha in others:
+            same = f"identical code to {path.name} (graded once for both)"
+            o_warns = warns[o_sid] + shared + [same]
+            _result_json(o_result, **{**r, "submission": o_path.name, "sha256": o_sha, "student_id": o_sid,
+                                       "warnings": o_warns})
+            if graded.exists():
+                _write_feedback(nbformat.read(graded, as_version=4), out / "feedback" / f"{o_sid}.html", o_sid,
+                                chapter, sum(r["scores"].values()), max_score, warnings=o_warns,
+                                reasons=r["reason"].split("; "))
+                shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
+            log(f"  {o_path.name}: {sum(r['scores'].values()):g}/{max_score:g} — {same}")
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(run_one, list(groups)))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _write_feedback(graded, path: pathlib.Path, sid: str, chapter: str, total: float, max_score: float, *,

@@ -1,49 +1,131 @@
-"""The grading kernel's guard: checks that run on code the student's cells could not have replaced.
+"""The grading kernel's guard: verdicts that the student's code in the same process cannot write or bend.
 
 Imported by the setup cell of the *grading* notebook (never by the students' notebooks), before any student
-code runs, with ``arm(chapter)``. From then on:
+code runs, with ``arm(chapter)``; each test cell ends with ``verdict(name)``. The worker that started the kernel
+(``autograder/sandbox.py``) gives an exercise its points only when it received a passing *record* for it.
 
-* **captured checks** — the check functions of every exercise, and the helpers they use, are captured now;
-  each test cell ends with ``verdict(name)``, which runs the captured visible *and* hidden checks itself on the
-  object named ``name`` in the notebook (so replacing ``EXERCISES``, ``EXERCISES.run`` or ``CheckFailed`` in the
-  notebook changes nothing), with tensor subclasses' ``__torch_function__`` disabled and outputs converted to
-  plain tensors (``core.call``);
-* **integrity snapshot** — the identity of every callable the checks rely on (builtins, math, torch,
-  torch.nn.functional, torch.linalg, torch.Tensor and its C base, nn.Module/Linear, numpy, autograder.core,
-  the chapter's check module, this module; for Python functions also their code, defaults and closures), the
-  ``sys.modules`` entries of those modules, and the absence of torch function/dispatch modes and trace/profile
-  hooks is verified before and after each verdict; any change is a *violation*;
-* **audit hook** (cannot be removed from Python) — spawning processes, non-loopback network, ctypes, gc
-  introspection, trace/profile hooks, setting attributes on protected classes, opening the reference solution
-  of this chapter, the sample submissions, or writing outside the sandbox are refused; each refusal is recorded;
-* **signed records** — each verdict and each refusal is written, signed with a key that was read from a file
-  deleted before any student code ran, to a log the grading worker reads after the kernel has gone. A missing,
-  unsigned or violating record scores zero. The worker, not this kernel, decides the score.
+How a record is made, and why student code cannot make one:
 
-This is defence in depth inside one process, not a proof: see README, "What the grader guarantees".
+* **one writer** — records travel to the worker over a Unix socket (an abstract address, no file to open). An
+  audit hook (which Python code cannot remove) refuses ``socket.connect`` to that address unless the calling
+  frame is the guard's own engine or the hook itself; the worker also accepts a connection only from the
+  kernel's process id (``SO_PEERCRED``: a spawned process is refused) and only one signed line per connection.
+  So a record exists only if the engine wrote it, and the engine writes only what the checks decided.
+* **private checks** — at arming, the chapter's check functions and ``autograder.core``'s helpers are copied
+  into private globals (their own copy of builtins; ``torch``, ``torch.nn``, ``torch.nn.functional`` and
+  ``math`` as snapshots of those modules taken now). Rebinding ``EXERCISES``, ``expect_close`` or
+  ``torch.allclose`` in any module changes nothing the engine runs. The engine lives in a generator whose frame
+  (``gi_frame``) the hook refuses to hand out; tracebacks that lead into the engine or the private copies are
+  refused too.
+* **integrity at every boundary** — every callable of builtins, math, torch, torch.nn.functional, torch.linalg,
+  torch.nn.utils.rnn, torch.autograd, torch.nn.init, numpy, autograder.core, the chapter's checks (and the
+  private copies) is recorded at arming. After every call into the student's code and before every comparison,
+  the engine checks that none was replaced (so a function swapped for one call and restored after is caught at
+  the next boundary), and before/after each verdict also code, defaults and closures, ``sys.modules``, torch
+  function/dispatch modes and trace hooks. Setting attributes on classes of torch, numpy, builtins or the
+  grader, or a function's ``__code__``/``__defaults__``, is refused outright.
+* **containment** — spawning processes, non-loopback network, ctypes, gc introspection, trace/profile hooks,
+  opening the chapter's reference solution or the sample submissions, and writing outside the sandbox are
+  refused; each refusal is a record (shown to the instructor as a warning).
+
+This is a defence inside one process, not a proof: see README, "What the grader guarantees".
 """
 
 from __future__ import annotations
 
 import builtins
+import gc
 import hashlib
 import hmac
 import json
 import math
 import os
+import socket
+import struct
 import sys
+import threading
 import types
 
-_STATE: dict = {}
 _MISSING = object()
+_ARMED: dict = {}  # "verdict": the engine's entry point (replacing it only loses the student's own records)
 
 
 class GradingIntegrityError(RuntimeError):
     """The grading machinery was tampered with; the submission scores zero."""
 
 
+# ------------------------------------------------------------------------------------------------ worker side
+
+
+class RecordServer:
+    """The worker's end: collects records sent by the kernel's guard (run in the worker, never in the kernel).
+
+    ``address`` is an abstract Unix socket address. ``records(pid, key)`` returns (verified entries, number of
+    rejected connections) keeping only connections from process ``pid`` that carried exactly one correctly
+    signed line.
+    """
+
+    def __init__(self):
+        self.address = "\0autograder-" + os.urandom(12).hex()
+        self._srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._srv.bind(self.address)
+        self._srv.listen(128)
+        self._srv.settimeout(0.2)
+        self._got: list[tuple[int, bytes]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        size = struct.calcsize("3i")
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._srv.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            with conn:
+                pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size))[0]
+                conn.settimeout(10)
+                data = b""
+                try:
+                    while len(data) < 1 << 20:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                except OSError:
+                    pass
+                self._got.append((pid, data))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._srv.close()
+
+    def records(self, pid: int, key: bytes) -> tuple[list[dict], int]:
+        good, bad = [], 0
+        for from_pid, data in self._got:
+            lines = data.splitlines()
+            try:
+                if from_pid != pid or len(lines) != 1:
+                    raise ValueError
+                rec = json.loads(lines[0])
+                if not hmac.compare_digest(hmac.new(key, rec["body"].encode(), hashlib.sha256).hexdigest(),
+                                           rec["mac"]):
+                    raise ValueError
+                good.append(json.loads(rec["body"]))
+            except Exception:  # noqa: BLE001 - anything else is a forged or broken record
+                bad += 1
+        return good, bad
+
+
+# ------------------------------------------------------------------------------------------------ what is watched
+
+
 def _watched(chapter: str):
-    """(owner label, owner object) pairs whose attributes are snapshotted."""
+    """(modules, classes) whose attributes are recorded at arming."""
     import torch
     import torch.nn.functional as F
 
@@ -51,145 +133,422 @@ def _watched(chapter: str):
 
     mods = {"builtins": builtins, "math": math, "torch": torch, "torch.nn.functional": F,
             "torch.linalg": torch.linalg, "torch.nn.utils.rnn": torch.nn.utils.rnn, "torch.autograd": torch.autograd,
-            "torch.nn.init": torch.nn.init, "autograder.core": core, "autograder.guard": sys.modules[__name__],
-            f"autograder.{chapter}": sys.modules[f"autograder.{chapter}"]}
+            "torch.nn.init": torch.nn.init, "torch.nn": torch.nn, "autograder.core": core,
+            "autograder.guard": sys.modules[__name__], f"autograder.{chapter}": sys.modules[f"autograder.{chapter}"]}
     if "numpy" in sys.modules:
         mods["numpy"] = sys.modules["numpy"]
     classes = {"torch.Tensor": torch.Tensor, "TensorBase": torch._C.TensorBase, "nn.Module": torch.nn.Module,
                "nn.Linear": torch.nn.Linear, "nn.Parameter": torch.nn.Parameter, "torch.Generator": torch.Generator,
                "core.Exercises": core.Exercises, "core.Exercise": core.Exercise, "core.CheckFailed": core.CheckFailed,
-               "core.Mutant": core.Mutant, "VariableFunctions": torch._C._VariableFunctions}
+               "VariableFunctions": torch._C._VariableFunctions}
     return mods, classes
-
-
-def _fn_parts(value):
-    if isinstance(value, types.FunctionType):
-        cells = tuple(c.cell_contents if c.cell_contents is not None else None
-                      for c in (value.__closure__ or ()) if _cell_ok(c))
-        return (value.__code__, value.__defaults__, value.__kwdefaults__, value.__globals__, cells)
-    return None
-
-
-def _cell_ok(cell) -> bool:
-    try:
-        cell.cell_contents
-        return True
-    except ValueError:
-        return False
 
 
 _VOLATILE = {"input", "raw_input", "_", "__", "___", "exit", "quit", "get_ipython", "display", "help",
              "__IPYTHON__", "copyright", "credits", "license"}  # rebound by IPython/ipykernel on every request
 
 
-def _take(owner) -> dict:
-    snap = {}
-    d = getattr(owner, "__dict__", None)
-    items = list(d.items()) if d is not None else [(n, getattr(owner, n, None)) for n in dir(owner)
-                                                          if not n.startswith("__")]
-    for name, value in items:
-        if owner is builtins and name in _VOLATILE:
-            continue
-        if callable(value) or isinstance(value, (types.ModuleType, property, staticmethod, classmethod)) or \
-                type(value).__name__ in ("getset_descriptor", "member_descriptor", "method_descriptor"):
-            snap[name] = (value, _fn_parts(value))
-    return snap
+def _fn_parts(value):
+    if isinstance(value, types.FunctionType):
+        cells = []
+        for c in value.__closure__ or ():
+            try:
+                cells.append(c.cell_contents)
+            except ValueError:
+                cells.append(_MISSING)
+        return (value.__code__, value.__defaults__, value.__kwdefaults__, value.__globals__, tuple(cells))
+    return None
 
 
-def _snapshot(chapter: str) -> dict:
-    mods, classes = _watched(chapter)
-    snap = {label: _take(obj) for label, obj in {**mods, **classes}.items()}
-    snap["sys.modules"] = {name: (mod, None) for name, mod in mods.items() if sys.modules.get(name) is mod}
-    checks = sys.modules[f"autograder.{chapter}"].EXERCISES
-    snap["checks"] = {f"{ex.name}:{kind}:{i}": (fn, _fn_parts(fn)) for ex in checks
-                      for kind in ("visible", "hidden") for i, fn in enumerate(getattr(ex, kind))}
-    return snap
+def _attrs(obj) -> dict:
+    d = getattr(obj, "__dict__", None)
+    if isinstance(d, (dict, types.MappingProxyType)):
+        return dict(d)
+    return {n: getattr(obj, n, None) for n in dir(obj) if not n.startswith("__")}
 
 
-def _same(a, b) -> bool:
-    if a[0] is not b[0]:
-        return False
-    if a[1] is None or b[1] is None:
-        return a[1] is b[1]
-    return len(a[1][4]) == len(b[1][4]) and all(x is y for x, y in zip(a[1][:4], b[1][:4])) and all(
-        x is y for x, y in zip(a[1][4], b[1][4]))
+def _entries(owner_dict: dict, skip=()) -> dict:
+    return {name: value for name, value in owner_dict.items() if name not in skip and (
+        callable(value) or isinstance(value, (types.ModuleType, property, staticmethod, classmethod))
+        or type(value).__name__ in ("getset_descriptor", "member_descriptor", "method_descriptor"))}
 
 
-def _dynamic_problems() -> list[str]:
+def _clone(fn: types.FunctionType, globs: dict) -> types.FunctionType:
+    new = types.FunctionType(fn.__code__, globs, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__, new.__qualname__, new.__doc__ = fn.__kwdefaults__, fn.__qualname__, fn.__doc__
+    new.__dict__.update(fn.__dict__)
+    return new
+
+
+def _private_world(core, checks_mod, boundary) -> tuple[dict, dict]:
+    """Private globals for copies of core's and the check module's functions (see the module docstring)."""
     import torch
+    import torch.nn.functional as F
 
-    problems = []
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        problems.append("a trace/profile hook is installed")
-    if torch._C._len_torch_function_stack() > 0:
-        problems.append("a torch function mode is active")
-    if hasattr(torch._C, "_len_torch_dispatch_stack") and torch._C._len_torch_dispatch_stack() > 0:
-        problems.append("a torch dispatch mode is active")
-    return problems
+    own_builtins = dict(vars(builtins))
+    frozen = {id(m): types.SimpleNamespace(**vars(m)) for m in (torch, torch.nn, F, math)}
+    frozen[id(torch)].nn = frozen[id(torch.nn)]
+    frozen[id(torch.nn)].functional = frozen[id(F)]
 
+    def private(mod, extra):
+        g = {k: frozen.get(id(v), v) for k, v in vars(mod).items()}
+        g["__builtins__"] = own_builtins
+        g.update(extra)
+        for k, v in list(g.items()):
+            if isinstance(v, types.FunctionType) and v.__globals__ is vars(mod):
+                g[k] = _clone(v, g)
+        return g
 
-def _integrity() -> list[str]:
-    chapter, before = _STATE["chapter"], _STATE["snapshot"]
-    now = _snapshot(chapter)
-    problems = []
-    for owner, entries in before.items():
-        for name, old in entries.items():
-            new = now.get(owner, {}).get(name, _MISSING)
-            if new is _MISSING:
-                problems.append(f"{owner}.{name} was deleted")
-            elif not _same(old, new):
-                problems.append(f"{owner}.{name} was replaced")
-    for owner in _STATE["class_labels"]:  # a class attribute added after arming can shadow a base method
-        for name in set(now.get(owner, {})) - set(before.get(owner, {})):
-            problems.append(f"{owner}.{name} was added")
-    if sys.modules.get(f"autograder.{chapter}") is None or len(now["checks"]) != len(before["checks"]):
-        problems.append("the checks were changed")
-    return problems[:5] + _dynamic_problems()
+    core_g = private(core, {"_BOUNDARY": boundary})
+    shared = {k: core_g[k] for k, v in vars(checks_mod).items()
+              if isinstance(v, types.FunctionType) and v.__globals__ is vars(core)}
+    return core_g, private(checks_mod, shared)
 
 
-# ------------------------------------------------------------------------------------------------ audit hook
+# ------------------------------------------------------------------------------------------------ API
+
+
+def arm(chapter: str) -> None:
+    """Called by the grading notebook's setup cell, before any student code. A no-op outside grading.
+
+    The guard's own code then runs on private copies of this module's functions with a private copy of
+    builtins, so that a student's ``builtins.len = ...`` cannot break the engine or the hook."""
+    if not os.environ.get("AUTOGRADER_GUARD_CONFIG") or _ARMED:
+        return
+    me = vars(sys.modules[__name__])
+    own = dict(me)
+    own["__builtins__"] = dict(vars(builtins))
+    for k, v in list(own.items()):
+        if isinstance(v, types.FunctionType) and v.__globals__ is me:
+            own[k] = _clone(v, own)
+    own["_arm"](chapter)
+
+
+def _arm(chapter: str) -> None:
+    config_path = os.environ["AUTOGRADER_GUARD_CONFIG"]
+    with open(config_path) as f:
+        config = json.load(f)
+    os.unlink(config_path)
+    signer = hmac.new(bytes.fromhex(config.pop("key")), digestmod=hashlib.sha256)
+    address = config["address"]
+    sandbox = os.path.realpath(config["sandbox"])
+    hidden_files = tuple(os.path.realpath(p) for p in config.get("hidden_files", []))
+    __import__(f"autograder.{chapter}")  # the checks, imported before any student code
+    import _thread
+
+    import numpy  # noqa: F401 - so that numpy's functions are recorded too
+    import torch
+    import torch._dynamo  # noqa: F401 - on import it wraps torch.manual_seed & co.: do that before recording
+
+    from . import core
+
+    checks_mod = sys.modules[f"autograder.{chapter}"]
+    user_ns = sys.modules["__main__"].__dict__
+    disable_subclasses = torch._C.DisableTorchFunctionSubclass
+    len_function_modes = torch._C._len_torch_function_stack
+    len_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
+    get_ident, thread_count, getframe = threading.get_ident, _thread._count, sys._getframe
+    check_failed, realpath, fsdecode, isdir = core.CheckFailed, os.path.realpath, os.fsdecode, os.path.isdir
+    dumps, AF_UNIX, SOCK_STREAM, new_socket = json.dumps, socket.AF_UNIX, socket.SOCK_STREAM, socket.socket
+    gc_enable, gc_disable, gc_isenabled, gc_collect = gc.enable, gc.disable, gc.isenabled, gc.collect
+    tuple_, list_, str_, len_, isinstance_, set_ = tuple, list, str, len, isinstance, set
+
+    active = [False]  # a verdict is running
+    seq = [0]
+    boundary_problems: list = []
+
+    # ---------------------------------------------------------------- integrity records
+    mods, classes = _watched(chapter)
+    flat: list = []  # (dict, name, value): checked at every boundary
+
+    def restore() -> None:
+        """Put back every recorded function that was replaced or deleted (the replacement is a violation)."""
+        for d, name, value, label in flat:
+            if d.get(name, _MISSING) is not value:
+                d[name] = value
+
+    def boundary() -> None:
+        for d, name, value, label in flat:
+            if d.get(name, _MISSING) is not value:
+                boundary_problems.append(f"{label}.{name} was replaced while the checks ran")
+                restore()
+                raise GradingIntegrityError("a function the checks use was replaced")
+        if len_function_modes() or len_dispatch_modes() or sys.gettrace() is not None:
+            boundary_problems.append("a torch mode or trace hook was installed while the checks ran")
+            raise GradingIntegrityError("a torch mode or trace hook was installed")
+
+    core_g, checks_g = _private_world(core, checks_mod, boundary)
+    private_dicts = (core_g, checks_g)
+    exercises = checks_mod.EXERCISES
+    checks = {ex.name: tuple_(checks_g[fn.__name__] if checks_g.get(fn.__name__) is not None
+                              and checks_g[fn.__name__].__code__ is fn.__code__ else _clone(fn, checks_g)
+                              for fn in list_(ex.visible) + list_(ex.hidden)) for ex in exercises}
+
+    def snapshot() -> dict:
+        snap = {label: {n: (v, _fn_parts(v)) for n, v in _entries(
+            vars(obj), _VOLATILE if obj is builtins else ()).items()} for label, obj in mods.items()}
+        snap.update({label: {n: (v, _fn_parts(v)) for n, v in _entries(_attrs(cls)).items()}
+                     for label, cls in classes.items()})
+        snap.update({f"private{i}": {n: (v, _fn_parts(v)) for n, v in _entries(d).items()}
+                     for i, d in enumerate(private_dicts)})
+        snap["sys.modules"] = {name: (mod, None) for name, mod in mods.items() if sys.modules.get(name) is mod}
+        snap["checks"] = {f"{name}:{i}": (fn, _fn_parts(fn)) for name, fns in checks.items()
+                          for i, fn in enumerate(fns)}
+        return snap
+
+    def same(a, b) -> bool:
+        if a[0] is not b[0]:
+            return False
+        if a[1] is None or b[1] is None:
+            return a[1] is b[1]
+        return len_(a[1][4]) == len_(b[1][4]) and all(x is y for x, y in zip(a[1][:4], b[1][:4])) and all(
+            x is y for x, y in zip(a[1][4], b[1][4]))
+
+    before = snapshot()
+    for label, obj in mods.items():
+        d = vars(obj)
+        flat.extend((d, n, v, label) for n, v in _entries(d, _VOLATILE if obj is builtins else ()).items())
+    for d, label in zip(private_dicts, ("the grader's copy of autograder.core", "the grader's copy of the checks")):
+        flat.extend((d, n, v, label) for n, v in _entries(d).items())
+    threads_at_arm = thread_count()
+    # classes whose attributes may not be set: every class the watched modules hold now, and torch's C bases
+    protected_classes = {id(c): c for c in classes.values()}
+    for obj in mods.values():
+        protected_classes.update({id(v): v for v in vars(obj).values() if isinstance_(v, type)})
+
+    def integrity() -> list:
+        now = snapshot()
+        problems = []
+        for owner, entries in before.items():
+            for name, old in entries.items():
+                new = now.get(owner, {}).get(name, _MISSING)
+                if new is _MISSING:
+                    problems.append(f"{owner}.{name} was deleted")
+                elif not same(old, new):
+                    problems.append(f"{owner}.{name} was replaced")
+        for owner in classes:  # a class attribute added after arming can shadow a base method
+            problems += [f"{owner}.{name} was added" for name in set_(now.get(owner, {})) - set_(before[owner])]
+        if sys.gettrace() is not None or sys.getprofile() is not None:
+            problems.append("a trace/profile hook is installed")
+        if len_function_modes() or len_dispatch_modes():
+            problems.append("a torch function/dispatch mode is active")
+        return problems[:6]
+
+    # ---------------------------------------------------------------- the engine: the only writer of verdicts
+    def engine():
+        result = None
+        while True:
+            name = yield result
+            gc_collect()
+            gc_was = gc_isenabled()
+            gc_disable()  # no finalizer of the student's objects runs in the middle of a comparison
+            boundary_problems.clear()
+            try:
+                violations = integrity()
+            except Exception as err:  # noqa: BLE001 - the machinery itself was broken by the notebook
+                violations = [f"the grader's integrity check failed: {type(err).__name__}"]
+            restore()  # the checks run on the functions recorded at arming, whatever the notebook did
+            failures = []
+            extra_threads = thread_count() - threads_at_arm
+            obj = user_ns.get(name, _MISSING)
+            fns = checks.get(name, ())
+            if not fns:
+                failures.append(f"{name} is not an exercise of this chapter")
+            elif obj is _MISSING:
+                failures.append(f"{name} is not defined in the notebook")
+            elif isinstance_(obj, (type, types.FunctionType)) and getattr(obj, "__module__", "__main__") != "__main__":
+                failures.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
+            else:
+                active[0] = True
+                try:
+                    for fn in fns:
+                        try:
+                            with disable_subclasses():
+                                fn(obj)
+                        except check_failed as err:
+                            failures.append(str_(err).splitlines()[0][:200])
+                        except GradingIntegrityError:
+                            failures.append("the grading machinery was changed while the checks ran")
+                        except Exception as err:  # noqa: BLE001
+                            failures.append(f"the check crashed: {type(err).__name__}")
+                        except BaseException as err:  # noqa: BLE001 - SystemExit & co. from the student's code
+                            failures.append(f"the student's code raised {type(err).__name__}")
+                finally:
+                    active[0] = False
+            try:
+                after = integrity()
+            except Exception as err:  # noqa: BLE001
+                after = [f"the grader's integrity check failed: {type(err).__name__}"]
+            violations += [v for v in boundary_problems + after if v not in violations]
+            restore()
+            if gc_was:
+                gc_enable()
+            entry = {"type": "verdict", "exercise": name, "passed": not failures and not violations and bool(fns),
+                     "failures": failures[:3], "violations": violations[:6], "threads": extra_threads,
+                     "seq": seq[0]}
+            seq[0] += 1
+            body = dumps(entry, sort_keys=True)
+            h = signer.copy()
+            h.update(body.encode())
+            s = new_socket(AF_UNIX, SOCK_STREAM)
+            try:
+                s.connect(address)  # the audit hook lets only this frame (and the hook) connect here
+                s.sendall((dumps({"body": body, "mac": h.hexdigest()}) + "\n").encode())
+            finally:
+                s.close()
+            result = (entry["passed"], failures, violations)
+
+    gen = engine()
+    next(gen)
+    engine_code = engine.__code__
+    del engine
+
+    # ---------------------------------------------------------------- the audit hook
+    busy: set = set()
+    own_codes = set_()
+
+    def protected_frame_chain(frame) -> bool:
+        for _ in range(20000):  # deeper than any stack the recursion limit allows
+            if frame is None:
+                return False
+            if frame.f_code in own_codes or frame.f_globals is core_g or frame.f_globals is checks_g:
+                return True
+            frame = frame.f_back
+        return False
+
+    def write_blocked(event: str, what: str) -> None:
+        body = dumps({"type": "blocked", "event": event, "what": what, "seq": seq[0]}, sort_keys=True)
+        seq[0] += 1
+        h = signer.copy()
+        h.update(body.encode())
+        s = new_socket(AF_UNIX, SOCK_STREAM)
+        try:
+            s.connect(address)
+            s.sendall((dumps({"body": body, "mac": h.hexdigest()}) + "\n").encode())
+        finally:
+            s.close()
+
+    def outside(path) -> bool:
+        try:
+            real = realpath(fsdecode(path))
+        except Exception:  # noqa: BLE001
+            return True
+        return not (real == sandbox or real.startswith(sandbox.rstrip("/") + "/") or real == "/dev/null")
+
+    def problem(event: str, args) -> str | None:
+        why = _DENY_ALWAYS.get(event)
+        if why is not None:
+            return why
+        if event == "socket.connect" or event == "socket.sendto":
+            addr = args[1] if len_(args) > 1 else None
+            if addr == address or (isinstance_(addr, bytes) and addr == address.encode()):
+                caller = getframe(2)  # 0: this function, 1: the hook, 2: the code that connects
+                return None if caller.f_code in own_codes else "writing the grader's records"
+            host = addr[0] if isinstance_(addr, tuple) and addr else addr
+            if isinstance_(addr, tuple) and not (isinstance_(host, str_) and (
+                    host.startswith("127.") or host in ("localhost", "::1", ""))):
+                return "network access"
+            return None
+        if event == "object.__getattr__" and len_(args) > 1:
+            obj, attr = args[0], args[1]
+            if attr == "gi_frame" and obj is gen:
+                return "reading the grader's state"
+            if attr == "tb_frame" and not active[0] and protected_frame_chain(obj.tb_frame):
+                return "reading the grader's state"
+            return None
+        if event in ("function.__new__", "exec") and args and args[0] in own_codes:
+            return "running the grader's code outside the grader"
+        if event == "object.__setattr__" and args:
+            target, attr = args[0], args[1] if len_(args) > 1 else ""
+            if id(target) in protected_classes and protected_classes[id(target)] is target:
+                return "patching a class the checks use"
+            if isinstance_(target, types.FunctionType) and attr in ("__code__", "__defaults__", "__kwdefaults__") \
+                    and (target.__globals__ is core_g or target.__globals__ is checks_g or str_(
+                        getattr(target, "__module__", "")).split(".")[0] in ("torch", "numpy", "autograder")):
+                return "patching a function the checks use"
+            return None
+        if event == "object.__delattr__" and args and protected_classes.get(id(args[0])) is args[0]:
+            return "patching a class the checks use"
+        if event in _PATH_EVENTS and args:
+            for arg in args[:2]:
+                if isinstance_(arg, (str_, bytes, os.PathLike)) and outside(arg):
+                    return "changing files outside the submission's sandbox"
+            return None
+        if event in ("os.kill", "os.killpg", "signal.pthread_kill") and args and args[0] not in (0, os.getpid()):
+            return "signalling other processes"
+        if event == "open" and args and isinstance_(args[0], (str_, bytes, os.PathLike)):
+            try:
+                real = realpath(fsdecode(args[0]))
+            except Exception:  # noqa: BLE001
+                return None
+            for bad in hidden_files:
+                if real == bad or real.startswith(bad.rstrip("/") + "/"):
+                    return "reading the grader's files"
+            mode, flags = (args[1] if len_(args) > 1 else "r"), (args[2] if len_(args) > 2 else 0)
+            writing = (isinstance_(mode, str_) and any(ch in mode for ch in "wax+")) or (
+                isinstance_(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+            if writing and outside(real):
+                return "writing outside the submission's sandbox"
+        return None
+
+    def hook(event: str, args) -> None:
+        me = get_ident()
+        if me in busy:
+            return
+        busy.add(me)
+        try:
+            why = problem(event, args)
+            if why is not None:
+                write_blocked(event, why)
+        finally:
+            busy.discard(me)
+        if why is not None:
+            raise PermissionError(f"{why} is not allowed while grading ({event})")
+
+    own_codes.update({engine_code, hook.__code__, problem.__code__, write_blocked.__code__,
+                      protected_frame_chain.__code__, boundary.__code__})
+
+    # process spawning that no audit event covers: remove the module that does it from every module's reach
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "_posixsubprocess", None) is sys.modules.get("_posixsubprocess"):
+            try:
+                mod._posixsubprocess = None
+            except Exception:  # noqa: BLE001
+                pass
+    sys.modules["_posixsubprocess"] = None  # a fresh import of it now fails
+
+    sys.addaudithook(hook)
+
+    def verdict_entry(name: str):
+        return gen.send(name)
+
+    _ARMED["verdict"] = verdict_entry
+    busy.add(get_ident())  # the "armed" record goes through the same channel
+    try:
+        body = dumps({"type": "armed", "chapter": chapter, "seq": seq[0]}, sort_keys=True)
+        seq[0] += 1
+        h = signer.copy()
+        h.update(body.encode())
+        s = new_socket(AF_UNIX, SOCK_STREAM)
+        try:
+            s.connect(address)
+            s.sendall((dumps({"body": body, "mac": h.hexdigest()}) + "\n").encode())
+        finally:
+            s.close()
+    finally:
+        busy.discard(get_ident())
+
 
 _DENY_ALWAYS = {"subprocess.Popen": "spawning a process", "os.system": "spawning a process",
                 "os.exec": "spawning a process", "os.posix_spawn": "spawning a process",
                 "os.spawn": "spawning a process", "os.fork": "spawning a process",
                 "os.forkpty": "spawning a process", "pty.spawn": "spawning a process",
                 "ctypes.dlopen": "ctypes", "ctypes.dlsym": "ctypes", "ctypes.call_function": "ctypes",
+                "ctypes.cdata": "ctypes", "ctypes.addressof": "ctypes",
                 "gc.get_objects": "gc introspection", "gc.get_referrers": "gc introspection",
                 "gc.get_referents": "gc introspection", "sys.settrace": "trace hooks",
                 "sys.setprofile": "trace hooks", "sys._current_frames": "frame introspection",
                 "sys.addaudithook": "audit hooks", "cpython._PySys_ClearAuditHooks": "audit hooks"}
-
-
-def _audit(event: str, args) -> None:
-    if not _STATE.get("armed") or _STATE.get("in_hook"):
-        return
-    reason = _DENY_ALWAYS.get(event)
-    if reason is None:
-        if event in ("socket.connect", "socket.sendto", "socket.bind") and len(args) > 1:
-            addr = args[1]
-            host = addr[0] if isinstance(addr, tuple) and addr else addr
-            if not (isinstance(host, str) and (host.startswith("127.") or host in ("localhost", "::1", "")))\
-                    and not isinstance(host, (bytes,)) and not (isinstance(addr, str)):
-                reason = "network access"
-        elif event in ("object.__setattr__", "object.__delattr__") and args and args[0] in _STATE["protected"]:
-            reason = "patching a class the checks use"
-        elif event in _PATH_EVENTS and args:
-            for arg in args[:2]:
-                if isinstance(arg, (str, bytes, os.PathLike)) and _outside(arg):
-                    reason = "changing files outside the submission's sandbox"
-        elif event in ("os.kill", "os.killpg", "signal.pthread_kill") and args and args[0] not in (0, os.getpid()):
-            reason = "signalling other processes"
-        elif event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            reason = _open_problem(args[0], args[1] if len(args) > 1 else "r", args[2] if len(args) > 2 else 0)
-    if reason is None:
-        return
-    _STATE["in_hook"] = True
-    try:
-        _record({"type": "blocked", "event": event, "what": reason})
-    finally:
-        _STATE["in_hook"] = False
-    raise PermissionError(f"{reason} is not allowed while grading ({event})")
-
 
 _PATH_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
                 "os.symlink", "os.link", "os.utime", "shutil.rmtree", "shutil.move", "shutil.copyfile",
@@ -197,126 +556,25 @@ _PATH_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "o
                 "os.removexattr"}
 
 
-def _outside(path) -> bool:
-    try:
-        real = os.path.realpath(os.fsdecode(path))
-    except Exception:  # noqa: BLE001
-        return True
-    return not any(real == a or real.startswith(a.rstrip("/") + "/") for a in (_STATE["sandbox"], "/dev/null"))
-
-
-def _open_problem(path, mode, flags) -> str | None:
-    try:
-        real = os.path.realpath(os.fsdecode(path))
-    except Exception:  # noqa: BLE001
-        return None
-    for bad in _STATE["hidden_files"]:
-        if real == bad or real.startswith(bad.rstrip("/") + "/"):
-            return "reading the grader's files"
-    writing = (isinstance(mode, str) and any(ch in mode for ch in "wax+")) or (
-        isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
-    if writing and _outside(real):
-        return "writing outside the submission's sandbox"
-    return None
-
-
-# ------------------------------------------------------------------------------------------------ records
-
-
-def _record(entry: dict) -> None:
-    entry = dict(entry, seq=_STATE["seq"])
-    _STATE["seq"] += 1
-    body = json.dumps(entry, sort_keys=True)
-    mac = _STATE["mac"](body.encode())
-    os.write(_STATE["log_fd"], (json.dumps({"body": body, "mac": mac}) + "\n").encode())
-
-
-def verify_log(path, key: bytes) -> tuple[list[dict], int]:
-    """(verified entries, number of lines with a bad signature) of a guard log — used by the worker."""
-    good, bad = [], 0
-    try:
-        lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
-    except OSError:
-        return [], 0
-    for line in lines:
-        try:
-            rec = json.loads(line)
-            ok = hmac.compare_digest(hmac.new(key, rec["body"].encode(), hashlib.sha256).hexdigest(), rec["mac"])
-        except Exception:  # noqa: BLE001
-            ok = False
-        if ok:
-            good.append(json.loads(rec["body"]))
-        else:
-            bad += 1
-    return good, bad
-
-
-# ------------------------------------------------------------------------------------------------ API
-
-
-def arm(chapter: str) -> None:
-    """Called by the grading notebook's setup cell, before any student code. A no-op outside grading."""
-    config_path = os.environ.get("AUTOGRADER_GUARD_CONFIG")
-    if not config_path or _STATE.get("armed"):
-        return
-    with open(config_path) as f:
-        config = json.load(f)
-    os.unlink(config_path)
-    key = bytes.fromhex(config.pop("key"))
-    signer = hmac.new(key, digestmod=hashlib.sha256)
-    del key
-    _STATE["mac"] = lambda data: (lambda h: (h.update(data), h.hexdigest())[1])(signer.copy())
-    __import__(f"autograder.{chapter}")  # the checks, imported before any student code
-    import numpy  # noqa: F401 - so that numpy's functions are in the snapshot too
-    import torch
-    import torch._dynamo  # noqa: F401 - on import it wraps torch.manual_seed & co.: do that before the snapshot
-
-    from . import core
-
-    _STATE.update(chapter=chapter, seq=0, sandbox=os.path.realpath(config["sandbox"]),
-                  hidden_files=[os.path.realpath(p) for p in config.get("hidden_files", [])],
-                  log_fd=os.open(config["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
-                  user_ns=sys.modules["__main__"].__dict__, exercises=sys.modules[f"autograder.{chapter}"].EXERCISES,
-                  core=core, disable=torch._C.DisableTorchFunctionSubclass)
-    ex = _STATE["exercises"]
-    _STATE["checks"] = {e.name: (list(e.visible), list(e.hidden), e.points) for e in ex}
-    _STATE["snapshot"] = _snapshot(chapter)
-    mods, classes = _watched(chapter)
-    _STATE["protected"] = tuple(classes.values())
-    _STATE["class_labels"] = tuple(classes)
-    _STATE["armed"] = True
-    sys.addaudithook(_audit)
-    _record({"type": "armed", "chapter": chapter})
-
-
-def verdict(name: str) -> None:
-    """Run exercise ``name``'s captured checks on the notebook's object; record the result; raise on failure."""
-    if not _STATE.get("armed"):
+def verdict(name: str, *, defer: bool = False) -> None:
+    """Run exercise ``name``'s private checks on the notebook's object; the engine records the result. Raises on
+    failure (so nbgrader's own score of the test cell agrees) — at once, or with ``defer=True`` only when
+    :func:`conclude` is called at the end of the test cell, so that the notebook's own check messages (which say
+    what was expected) still appear in the feedback."""
+    entry = _ARMED.get("verdict")
+    if entry is None:
         raise GradingIntegrityError("the grading guard is not armed")
-    core, check_failed = _STATE["core"], _STATE["core"].CheckFailed
-    violations = _integrity()
-    obj = _STATE["user_ns"].get(name, _MISSING)
-    failures = []
-    if obj is _MISSING:
-        failures.append(f"{name} is not defined in the notebook")
-    elif isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", "__main__") != "__main__":
-        failures.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
-    else:
-        visible, hidden, _ = _STATE["checks"][name]
-        for fn in visible + hidden:
-            try:
-                with _STATE["disable"]():
-                    fn(obj)
-            except check_failed as err:
-                failures.append(str(err).splitlines()[0][:200] if fn in hidden else str(err)[:300])
-            except Exception as err:  # noqa: BLE001
-                failures.append(f"the check crashed: {type(err).__name__}")
-            except BaseException as err:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from the student's code
-                failures.append(f"the student's code raised {type(err).__name__}")
-    violations += [v for v in _integrity() if v not in violations]
-    _record({"type": "verdict", "exercise": name, "passed": not failures and not violations,
-             "failures": failures[:3], "violations": violations})
+    passed, failures, violations = entry(name)
+    _ARMED.setdefault("pending", {})[name] = (passed, failures, violations)
+    if not defer:
+        conclude(name)
+
+
+def conclude(name: str) -> None:
+    passed, failures, violations = _ARMED.get("pending", {}).pop(name, (False, ["no verdict was run"], []))
     if violations:
         raise GradingIntegrityError("the grading machinery was changed by the notebook: " + "; ".join(violations))
-    if failures:
-        raise core.CheckFailed(f"{len(failures)} check(s) failed for {name}.")
+    if not passed:
+        from .core import CheckFailed
+
+        raise CheckFailed(f"{len(failures)} check(s) failed for {name}:\n" + "\n".join(f"✘ {f}" for f in failures))

@@ -1,6 +1,6 @@
 """Run one submission in its own worker process, sandbox directory and (when root) its own user id.
 
-``python -m autograder.sandbox worker JOB.json`` grades one submission (canonicalise, nbgrader autograde in a
+``python -m autograder.sandbox worker JOB.json`` grades one canonicalised submission (nbgrader autograde in a
 private copy of the course directory, guard records, feedback) and writes its result JSON; the batch grader
 starts one such worker per submission, under ``unshare --net --pid`` when it can (no network; every process
 the submission starts dies with the worker).
@@ -80,8 +80,9 @@ def kernel_main(connection_file: str) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (mem_mb << 20, mem_mb << 20))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (512 << 20, 512 << 20))
+    sandbox = pathlib.Path(os.environ["AUTOGRADER_SANDBOX"])
+    (sandbox / "kernel.pid").write_text(str(os.getpid()))  # the worker accepts guard records from this pid only
     if uid > 0 and os.geteuid() == 0:
-        sandbox = pathlib.Path(os.environ["AUTOGRADER_SANDBOX"])
         conn = sandbox / "home" / "kernel-connection.json"
         shutil.copyfile(connection_file, conn)
         for p in [conn, pathlib.Path.cwd(), *pathlib.Path.cwd().iterdir()]:
@@ -145,17 +146,13 @@ def worker_main(job_path: str) -> int:
 def _grade_one(job: dict) -> dict:
     import nbformat
 
-    from . import canonical, grading, guard
+    from . import grading, guard
 
     if job.get("netns"):
         subprocess.run(["ip", "link", "set", "lo", "up"], check=False, capture_output=True)
     chapter, sid = job["chapter"], job["student_id"]
-    release = nbformat.read(job["release"], as_version=4)
-    try:
-        nb, warnings = canonical.canonicalise(pathlib.Path(job["submission"]).read_bytes(), release)
-    except canonical.Ungradeable as exc:
-        return {"status": "error", "reason": str(exc), "scores": {}, "warnings": []}
-    warnings += [f"needs review: {w}" for w in suspicious(nb, chapter)]
+    nb = nbformat.read(job["canonical"], as_version=4)  # canonicalised by the batch (autograder/canonical.py)
+    warnings = list(job["warnings"]) + [f"needs review: {w}" for w in suspicious(nb, chapter)]
 
     sandbox = pathlib.Path(job["sandbox"])
     if sandbox.exists():
@@ -174,15 +171,15 @@ def _grade_one(job: dict) -> dict:
     (course / "autograded" / sid).mkdir(mode=0o711, exist_ok=True)
 
     key = os.urandom(32)
-    log = home / "guard.log"
+    records = guard.RecordServer()  # the guard's records come here over a socket only its own code may open
     config = home / "guard.json"
-    config.write_text(json.dumps({"key": key.hex(), "log": str(log), "sandbox": str(home),
+    config.write_text(json.dumps({"key": key.hex(), "address": records.address, "sandbox": str(home),
                                   "hidden_files": job["hidden_files"] + [str(course / "source"),
-                                                                         str(course / "gradebook.db")]}))
-    log.touch()
+                                                                         str(course / "gradebook.db"),
+                                                                         str(sandbox / "kernel.pid")]}))
     uid = int(job.get("uid", -1))
     if uid > 0 and os.geteuid() == 0:
-        for p in (home, config, log):
+        for p in (home, config):
             os.chown(p, uid, uid)
     kernels = write_kernelspec(sandbox / "jupyter")
     env = {"AUTOGRADER_GUARD_CONFIG": str(config), "AUTOGRADER_SANDBOX": str(sandbox),
@@ -194,10 +191,17 @@ def _grade_one(job: dict) -> dict:
     os.chdir(sandbox)
 
     api = grading._api(course, job["cell_timeout"])
-    result = api.autograde(chapter, sid, force=True, create=True)
+    try:
+        result = api.autograde(chapter, sid, force=True, create=True)
+    finally:
+        records.close()
     graded_path = course / "autograded" / sid / chapter / f"{chapter}.ipynb"
     log_text = (result.get("log") or "") + (result.get("error") or "")
-    entries, bad = guard.verify_log(log, key)
+    try:
+        kernel_pid = int((sandbox / "kernel.pid").read_text())
+    except (OSError, ValueError):
+        kernel_pid = -1
+    entries, bad = records.records(kernel_pid, key)
     blocked = sorted({f"{e['what']} ({e['event']})" for e in entries if e.get("type") == "blocked"})
     warnings += [f"blocked: {b}" for b in blocked]
     if not result["success"] or not graded_path.exists():
@@ -229,6 +233,8 @@ def _grade_one(job: dict) -> dict:
     status = "graded"
     if bad:
         violations.append(f"{bad} forged or corrupted guard record(s)")
+    if any(e.get("threads", 0) > 0 for e in verdicts.values()):
+        warnings.append("needs review: the notebook's own threads were running while the checks ran")
     if not armed:
         violations.append("the grading guard did not start")
     if violations:
@@ -247,7 +253,9 @@ def _grade_one(job: dict) -> dict:
 _SUSPICIOUS = [(r"autograder\.(core|guard)|_autograder_guard", "refers to the grader's internals"),
                (r"^\s*EXERCISES\s*=|EXERCISES\.\w+\s*=", "rebinds EXERCISES"),
                (r"\b(torch|np|numpy|math|builtins|F)\.[A-Za-z_]\w*\s*=[^=]", "assigns to a library function"),
-               (r"__closure__|__code__|gc\.get_|ctypes|settrace|setprofile|addaudithook", "introspection tricks"),
+               (r"__closure__|__code__|__globals__|gc\.get_|ctypes|settrace|setprofile|addaudithook|_getframe|"
+                r"currentframe|f_back|f_locals|f_globals|gi_frame|tb_frame|_posixsubprocess|/proc/net",
+                "introspection tricks"),
                (r"solutions\.{chapter}|solutions import {chapter}", "imports this chapter's reference solution")]
 
 

@@ -8,8 +8,9 @@ must give:
 * ``expect="at_most_full"`` — runaway code next to a correct answer: any score up to the reference's, always a row
   and a reason or warning.
 
-``kernel=False`` variants are checked by canonicalisation alone (cheap: every chapter); the others are graded
-with nbgrader and real kernels (every one for ch03, a deterministic rotation for the other chapters).
+Every variant of every chapter is canonicalised (tests/test_robust_grading.py) and graded with nbgrader's real
+gradebook and kernels; submissions whose canonical form is identical share one kernel run (grading.py), so the
+harmless-damage variants cost little.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ class Variant:
     text: str
     expect: str  # "full", "zero", "at_most_full"
     kind: str  # "damage" (harmless), "hostile", "invalid"
-    kernel: bool  # graded with a kernel in the tests (else canonicalisation only)
     reason: str = ""  # a substring the row's reason or warnings must contain
 
 
@@ -50,9 +50,9 @@ def _insert_after_setup(nb: nbformat.NotebookNode, source: str) -> nbformat.Note
     return nb
 
 
-def _insert_after_first_answer(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
+def _insert_after_first_answer(nb: nbformat.NotebookNode, source: str, last: bool = False) -> nbformat.NotebookNode:
     nb = copy.deepcopy(nb)
-    first = _solution_ids(nb)[0]
+    first = _solution_ids(nb)[-1 if last else 0]
     i = next(i for i, c in enumerate(nb.cells) if c.id == first)
     cell = nbformat.v4.new_code_cell(source)
     cell.id = "student-cell"
@@ -66,13 +66,13 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     names = _solution_ids(release)
     v: dict[str, Variant] = {}
 
-    v["reference"] = Variant(nbformat.writes(filled), "full", "damage", True)
-    v["stub"] = Variant(nbformat.writes(release), "zero", "damage", True, "NotImplementedError")
+    v["reference"] = Variant(nbformat.writes(filled), "full", "damage")
+    v["stub"] = Variant(nbformat.writes(release), "zero", "damage", "NotImplementedError")
 
     d = copy.deepcopy(good)  # Colab/VS Code round trip that dropped nbgrader's metadata
     for c in d["cells"]:
         c["metadata"] = {}
-    v["metadata_stripped"] = Variant(_dump(d), "full", "damage", True, "metadata missing")
+    v["metadata_stripped"] = Variant(_dump(d), "full", "damage", "metadata missing")
 
     d = copy.deepcopy(good)  # nbformat 4.0 with editor ids, no nbgrader metadata, other kernel
     d["nbformat_minor"] = 0
@@ -80,7 +80,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         c.pop("id", None)
         c["metadata"] = {"id": f"{zlib.crc32(str(i).encode()):08x}"} if c["cell_type"] == "code" else {}
     d["metadata"] = {"kernelspec": {"name": "conda-env-nlp-py", "display_name": "Python [conda env:nlp]"}}
-    v["nbformat40_editor_ids"] = Variant(_dump(d), "full", "damage", False, "old nbformat 4.0")
+    v["nbformat40_editor_ids"] = Variant(_dump(d), "full", "damage", "old nbformat 4.0")
 
     d = copy.deepcopy(good)  # duplicate and null ids, altered metadata
     for i, c in enumerate(d["cells"]):
@@ -88,7 +88,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         if c["metadata"].get("nbgrader", {}).get("solution"):
             c["metadata"]["nbgrader"]["solution"] = False
             c["metadata"]["nbgrader"]["grade_id"] = "cell-" + c["metadata"]["nbgrader"]["grade_id"]
-    v["duplicate_null_ids"] = Variant(_dump(d), "full", "damage", False, "ids")
+    v["duplicate_null_ids"] = Variant(_dump(d), "full", "damage", "ids")
 
     for label, meta in {"colab": {"kernelspec": {"name": "python3", "display_name": "Python 3"},
                                   "accelerator": "TPU", "colab": {"provenance": [{"file_id": "x"}], "gpuType": "V28"},
@@ -98,14 +98,14 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
                         "no_kernel": {}}.items():
         d = copy.deepcopy(good)
         d["metadata"] = meta
-        v[f"editor_metadata_{label}"] = Variant(_dump(d), "full", "damage", False)
+        v[f"editor_metadata_{label}"] = Variant(_dump(d), "full", "damage")
 
     d = copy.deepcopy(good)  # the last answer cell turned into markdown (metadata lost)
     last = next(c for c in reversed(d["cells"]) if c["id"] == names[-1])
     last["cell_type"], last["metadata"] = "markdown", {}
     last.pop("outputs", None), last.pop("execution_count", None)
     last["id"] = "md-cell"
-    v["cell_type_changed"] = Variant(_dump(d), "full", "damage", False, "not a code cell")
+    v["cell_type_changed"] = Variant(_dump(d), "full", "damage", "not a code cell")
 
     nb = copy.deepcopy(filled)  # helpers inserted, first answer split over two cells, a duplicated answer cell
     i = next(i for i, c in enumerate(nb.cells) if c.id == names[0])
@@ -118,26 +118,26 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     note = nbformat.v4.new_markdown_cell("my notes")
     note.id = "notes"
     nb.cells.insert(i + 3, note)
-    v["inserted_split_duplicated"] = Variant(nbformat.writes(nb), "full", "damage", False, "several cells")
+    v["inserted_split_duplicated"] = Variant(nbformat.writes(nb), "full", "damage", "several cells")
 
     d = copy.deepcopy(good)  # test cells deleted
     d["cells"] = [c for c in d["cells"] if not c["metadata"].get("nbgrader", {}).get("grade")]
-    v["tests_deleted"] = Variant(_dump(d), "full", "damage", False, "deleted")
+    v["tests_deleted"] = Variant(_dump(d), "full", "damage", "deleted")
 
     d = json.loads(nbformat.writes(release))  # stub, with test cells edited to do nothing: still zero
     for c in d["cells"]:
         if c["metadata"].get("nbgrader", {}).get("grade"):
             c["source"] = "pass  # edited"
-    v["tests_edited_on_stub"] = Variant(_dump(d), "zero", "hostile", False, "edited")
+    v["tests_edited_on_stub"] = Variant(_dump(d), "zero", "hostile", "edited")
 
     d = copy.deepcopy(good)  # huge outputs
     cell = next(c for c in d["cells"] if c["cell_type"] == "code")
     cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * 5_000_000}]
-    v["huge_outputs"] = Variant(_dump(d), "full", "damage", False, "dropped")
+    v["huge_outputs"] = Variant(_dump(d), "full", "damage", "dropped")
 
     text = nbformat.writes(filled)
-    v["truncated_json"] = Variant(text[: len(text) // 3], "zero", "invalid", True, "not valid JSON")
-    v["not_a_notebook"] = Variant(json.dumps({"hello": [1, 2, 3]}), "zero", "invalid", False, "not a notebook")
+    v["truncated_json"] = Variant(text[: len(text) // 3], "zero", "invalid", "not valid JSON")
+    v["not_a_notebook"] = Variant(json.dumps({"hello": [1, 2, 3]}), "zero", "invalid", "not a notebook")
 
     # ---------------------------------------------------------------- hostile code (graded with kernels)
     stub_imports = "\n".join(f"from solutions.{chapter} import {n}" for n in names)
@@ -145,7 +145,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     for c in d["cells"]:
         if c["metadata"].get("nbgrader", {}).get("solution"):
             c["source"] = f"from solutions.{chapter} import {c['id']}  # the course package's reference"
-    v["imports_reference"] = Variant(_dump(d), "zero", "hostile", True)
+    v["imports_reference"] = Variant(_dump(d), "zero", "hostile")
     del stub_imports
 
     fake = ("class _Pass:\n    def run(self, *a, **k):\n        return None\n"
@@ -155,10 +155,10 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
             "import autograder.core as _c\nfor _n in ('expect_close', 'expect_equal', 'expect_shape', 'expect_true'):\n"
             "    setattr(_c, _n, lambda *a, **k: None)\n_c.call = lambda what, fn, *a, **k: None\n"
             "_c.Exercises.run = lambda *a, **k: None\n")
-    v["patches_grader"] = Variant(nbformat.writes(_insert_after_setup(release, fake)), "zero", "hostile", True,
+    v["patches_grader"] = Variant(nbformat.writes(_insert_after_setup(release, fake)), "zero", "hostile",
                                   "integrity")
     v["exits_kernel"] = Variant(nbformat.writes(_insert_after_first_answer(filled, "import os\nos._exit(3)")),
-                                "zero", "hostile", True, "kernel died")
+                                "zero", "hostile", "kernel died")
     runaway = "\n".join([
         "import subprocess, socket, os",
         "_hog = []",
@@ -180,16 +180,76 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         "    pass",
     ])
     v["runaway_and_escapes"] = Variant(nbformat.writes(_insert_after_first_answer(filled, runaway)), "at_most_full",
-                                       "hostile", True, "blocked")
+                                       "hostile", "blocked")
+
+    # Library functions swapped on the stub: builtins and numpy (persistent) -> integrity zero.
+    swap = ("import builtins, numpy\nbuiltins.all = lambda *a, **k: True\nbuiltins.any = lambda *a, **k: False\n"
+            "numpy.allclose = lambda *a, **k: True\nnumpy.testing.assert_allclose = lambda *a, **k: None\n")
+    v["patches_builtins_numpy"] = Variant(nbformat.writes(_insert_after_setup(release, swap)), "zero", "hostile",
+                                          "integrity")
+
+    # Swaps made from inside the checks (the answer's own code runs when a check calls it) that undo themselves
+    # on first use, so that nothing is left to see once the verdict is over: caught at the next boundary.
+    restoring = "\n".join([
+        "import sys, torch",
+        "import autograder.core as _core",
+        "def _swap_once():",
+        f"    mods = [torch, _core, sys.modules['autograder.{chapter}']]",
+        "    for owner in mods:",
+        "        for n in ('allclose', 'equal', 'expect_close', 'expect_equal', 'expect_shape', 'expect_true', 'call'):",
+        "            if not hasattr(owner, n):",
+        "                continue",
+        "            orig = getattr(owner, n)",
+        "            def fake(*a, _o=owner, _n=n, _f=orig, **k):",
+        "                setattr(_o, _n, _f)  # restore: the swap lasts one call",
+        "                return True if _n in ('allclose', 'equal') else None",
+        "            setattr(owner, n, fake)",
+        "class _Anything(torch.nn.Module):",
+        "    def __init__(self, *a, **k):",
+        "        super().__init__()",
+        "        _swap_once()",
+        "    def forward(self, *a, **k):",
+        "        _swap_once()",
+        "        return torch.zeros(1), torch.zeros(1)",
+        "def _anything(*a, **k):",
+        "    _swap_once()",
+        "    return torch.zeros(1), torch.zeros(1)",
+    ] + [f"{n} = _Anything if {n!r}[:1].isupper() else _anything" for n in names])
+    v["self_restoring_swaps"] = Variant(nbformat.writes(_insert_after_first_answer(release, restoring, last=True)),
+                                        "zero", "hostile", "replaced while the checks ran")
+
+    # Forging the grader's records: find its socket, reach the engine, silence the verdict in the test cells.
+    forge = "\n".join([
+        "import json, socket, sys",
+        "tries = []",
+        "try:",
+        "    for line in open('/proc/net/unix').read().splitlines():",
+        "        if '@autograder-' in line:",
+        "            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)",
+        "            s.connect('\\0' + line.split('@', 1)[1].strip())",
+        "            s.sendall(json.dumps({'body': json.dumps({'type': 'verdict', 'exercise': 'x', 'passed': True}),",
+        "                                  'mac': '0' * 64}).encode() + b'\\n')",
+        "except Exception as exc:",
+        "    tries.append(repr(exc))",
+        "try:",
+        "    g = sys.modules['autograder.guard']",
+        "    engine = g._ARMED['verdict'].__closure__[0].cell_contents",
+        "    tries.append(str(engine.gi_frame.f_locals))",
+        "except Exception as exc:",
+        "    tries.append(repr(exc))",
+        "try:",
+        "    import _posixsubprocess",
+        "except Exception as exc:",
+        "    tries.append(repr(exc))",
+        "class _Silent:",
+        "    def verdict(self, name):",
+        "        return None",
+        "    def run(self, *a, **k):",
+        "        return None",
+        "_autograder_guard = _Silent()",
+        "EXERCISES = _Silent()",
+        "print(tries)",
+    ])
+    v["forges_records"] = Variant(nbformat.writes(_insert_after_setup(release, forge)), "zero", "hostile",
+                                  "blocked")
     return v
-
-
-def kernel_subset(chapter: str, all_variants: dict[str, Variant], every: bool) -> list[str]:
-    """Variants graded with kernels: all of them, or a deterministic rotation covering both kinds per chapter."""
-    names = [n for n, var in all_variants.items() if var.kernel]
-    if every:
-        return names
-    hostile = sorted(n for n in names if all_variants[n].kind == "hostile")
-    damage = sorted(n for n in names if all_variants[n].kind == "damage" and n not in ("reference", "stub"))
-    k = zlib.crc32(chapter.encode())
-    return ["reference", damage[k % len(damage)], hostile[k % len(hostile)]]

@@ -1,10 +1,12 @@
-"""Grading throughput: grade N copies of a chapter's correct sample submission, report seconds per submission.
+"""Grading throughput: grade N distinct correct submissions of a chapter, report seconds per submission.
 
     python benchmarks/bench_grading.py --chapter ch03_self_attention -n 8 --jobs 2
 
 Appends one line to benchmarks/results/grading_throughput.csv (when, machine cores, chapter, n, jobs, wall
 seconds, seconds per submission, projected minutes for 100 submissions). Each submission runs the full grading
 path: canonicalisation, its own sandboxed worker and kernel, nbgrader autograde, guard verdicts, feedback HTML.
+The copies of the correct sample differ by one added cell, so none shares another's run (identical notebooks
+are graded once: see autograder/grading.py).
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import csv
 import datetime
 import os
 import pathlib
-import shutil
 import sys
 import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import nbformat  # noqa: E402
 
 from autograder import grading, notebooks  # noqa: E402
 
@@ -36,7 +39,9 @@ def main() -> None:
         subs = pathlib.Path(tmp) / "subs"
         subs.mkdir()
         for i in range(args.n):
-            shutil.copyfile(sample, subs / f"student{i:03d}_{1000 + i}_{5000 + i}_{args.chapter}.ipynb")
+            nb = nbformat.read(sample, as_version=4)
+            nb.cells.append(nbformat.v4.new_code_cell(f"student_number = {i}  # makes this submission distinct"))
+            nbformat.write(nb, subs / f"student{i:03d}_{1000 + i}_{5000 + i}_{args.chapter}.ipynb")
         t0 = time.perf_counter()
         rows = grading.grade(sorted(subs.glob("*.ipynb")), args.chapter, pathlib.Path(tmp) / "out", jobs=args.jobs,
                              log=lambda *a: None)

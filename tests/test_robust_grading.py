@@ -1,9 +1,9 @@
 """Grading survives real submissions: damaged and hostile variants of every chapter (autograder/variants.py).
 
 * every variant of every chapter is canonicalised (no kernel): answers found, tests restored, warnings given;
-* graded with nbgrader's real gradebook and kernels, as one parallel batch per chapter: every kernel variant for
-  ch03, a deterministic rotation (reference, stub, one damage, one hostile) for the other chapters. Each file
-  gives exactly one row; harmless damage gives the reference's score, hostile code never more than earned.
+* graded with nbgrader's real gradebook and kernels, every variant of every chapter as one parallel batch per
+  chapter (files whose canonical form is identical share a kernel run). Each file gives exactly one row; harmless
+  damage gives the reference's score, hostile code never more than earned, and the reason names what happened.
 """
 
 import csv
@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from autograder import canonical, grading, notebooks, sandbox, variants
+from tests.test_grading import check_sample_rows
 
 CHAPTERS = notebooks.chapters()
 FULL_SET = "ch03_self_attention"
@@ -98,7 +99,7 @@ def test_selfcheck_command(tmp_path):
 def test_variants_grade_as_expected(chapter, tmp_path):
     release = _release(chapter)
     all_variants = variants.variants(chapter, release)
-    chosen = variants.kernel_subset(chapter, all_variants, every=chapter == FULL_SET)
+    chosen = list(all_variants)
     folder = tmp_path / "subs"
     folder.mkdir()
     files = {}
@@ -106,13 +107,18 @@ def test_variants_grade_as_expected(chapter, tmp_path):
         path = folder / f"student{i:02d}_{1000 + i}_{2000 + i}_{chapter}.ipynb"
         path.write_text(all_variants[name].text)
         files[path.name] = name
+    for sample in sorted((notebooks.SAMPLES / chapter).glob("*.ipynb")):  # the shipped samples, same batch
+        (folder / sample.name).write_bytes(sample.read_bytes())
     out = tmp_path / "out"
     kwargs = dict(cell_timeout=30, notebook_timeout=300, memory_mb=3072, jobs=2, log=lambda *a: None)
     rows = grading.grade(sorted(folder.glob("*.ipynb")), chapter, out, **kwargs)
 
-    assert sorted(r.submission for r in rows) == sorted(files), "exactly one row per submission file"
+    n_files = len(list(folder.glob("*.ipynb")))
+    assert len(rows) == n_files and len({r.submission for r in rows}) == n_files, "exactly one row per file"
     with open(out / grading.CSV_NAME) as f:
-        assert len(list(csv.DictReader(f))) == len(files)
+        assert len(list(csv.DictReader(f))) == n_files
+    check_sample_rows(chapter, rows, out)
+    all_rows, rows = rows, [r for r in rows if r.submission in files]
     assert (out / "summary.md").exists() and (out / "summary.png").stat().st_size > 0
     exercises = notebooks.checks_module(chapter).EXERCISES
     full = {ex.name: float(ex.points) for ex in exercises}
@@ -139,6 +145,19 @@ def test_variants_grade_as_expected(chapter, tmp_path):
     before = (out / grading.CSV_NAME).read_text()
     results = {p.name: json.loads(p.read_text()) for p in (out / "results").glob("*.json")}
     again = grading.grade(sorted(folder.glob("*.ipynb")), chapter, out, **kwargs)
-    assert [(r.submission, r.scores) for r in again] == [(r.submission, r.scores) for r in rows]
+    assert [(r.submission, r.scores) for r in again] == [(r.submission, r.scores) for r in all_rows]
     assert (out / grading.CSV_NAME).read_text() == before
     assert {p.name: json.loads(p.read_text()) for p in (out / "results").glob("*.json")} == results
+
+
+@pytest.mark.slow
+def test_notebook_time_limit(tmp_path):
+    """No cell passes the per-cell limit, but together they pass the per-notebook limit: a zero with the reason."""
+    release = _release(FULL_SET)
+    nb = variants._insert_after_first_answer(release, "import time\ntime.sleep(60)")
+    sub = tmp_path / f"slowpoke_1_2_{FULL_SET}.ipynb"
+    sub.write_text(nbformat.writes(nb))
+    rows = grading.grade([sub], FULL_SET, tmp_path / "out", cell_timeout=90, notebook_timeout=25, jobs=1,
+                         log=lambda *a: None)
+    assert len(rows) == 1 and rows[0].score == 0 and rows[0].status == "error"
+    assert "longer than 25 s in total" in rows[0].reason
