@@ -314,7 +314,9 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
                "feedback": str(out / "feedback" / f"{sid}.html"), "keep": str(out / "graded"),
                "cell_timeout": cell_timeout, "memory_mb": memory_mb, "max_score": max_score,
                "hidden_files": hidden, "netns": bool(prefix),
-               "uid": 100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1}
+               "uid": 100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1,
+               # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
+               "threads": max(1, (os.cpu_count() or 1) // jobs)}
         job_path = scratch / f"{_safe_name(sid)}.job.json"
         job_path.write_text(json.dumps(job))
         if result.exists():

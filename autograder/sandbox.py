@@ -186,6 +186,7 @@ def _grade_one(job: dict) -> dict:
            "AUTOGRADER_UID": str(uid), "AUTOGRADER_MEMORY_MB": str(job["memory_mb"]),
            "JUPYTER_PATH": str(kernels), "HOME": str(home), "MPLCONFIGDIR": str(home), "IPYTHONDIR": str(home / ".ipython"),
            "TMPDIR": str(home), "MPLBACKEND": "Agg", "JUPYTER_RUNTIME_DIR": str(sandbox / "runtime"),
+           "OMP_NUM_THREADS": str(job.get("threads", 1)), "MKL_NUM_THREADS": str(job.get("threads", 1)),
            "PYTHONPATH": os.pathsep.join([job["stage"], os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     os.environ.update(env)
     os.chdir(sandbox)
