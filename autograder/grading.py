@@ -2,17 +2,18 @@
 
 ``grade(paths, chapter, out)``:
 
-1. builds the instructor notebook for ``chapter`` and runs nbgrader's ``generate_assignment`` in a fresh course
-   directory under ``out/course`` (this records every test cell, hidden tests included, and its points in
-   nbgrader's sqlite gradebook);
-2. for each submission file: reads it with nbformat (a file that is not a valid notebook gets a zero with the
-   reason, and the batch goes on), places it where nbgrader expects it and runs nbgrader's real ``autograde``
-   in a fresh kernel; nbgrader restores every test cell from the gradebook, so an edited or deleted test cell
-   does not change the verdict;
-3. writes ``out/grades.csv`` (one row per submission file: per-exercise scores, total, status, reason) and
-   ``out/feedback/<student>.html``. The feedback shows the student's code and the check messages; the source
-   of the hidden tests is removed and a failed test's traceback is cut to its message (hidden checks' messages
-   never contain reference values).
+1. canonicalises every file against the release notebook (``canonical.py``): a file that is not a notebook gets
+   a zero with the reason at once, and the batch goes on; files whose canonical form is identical are grouped;
+2. builds the grading notebook for ``chapter`` (the instructor notebook plus the guard's lines) and runs
+   nbgrader's ``generate_assignment`` in a fresh course directory under ``out/course`` (this records every test
+   cell, hidden tests included, and its points in nbgrader's sqlite gradebook);
+3. runs each distinct canonical notebook once, ``jobs`` at a time, in its own sandboxed worker
+   (``sandbox.py``): nbgrader's real ``autograde`` in a fresh kernel, which restores every test cell from the
+   gradebook; the worker gives points only with the guard's passing records (``guard.py``);
+4. writes ``out/grades.csv`` (one row per submission file: per-exercise scores, total, status, reason, warnings),
+   ``out/summary.*`` and ``out/feedback/<student>.html``. The feedback shows the student's code and the check
+   messages; the source of the hidden tests is removed and a failed test's traceback is cut to its message
+   (hidden checks' messages never contain reference values).
 """
 
 from __future__ import annotations

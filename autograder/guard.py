@@ -16,7 +16,8 @@ How a record is made, and why student code cannot make one:
   ``math`` as snapshots of those modules taken now). Rebinding ``EXERCISES``, ``expect_close`` or
   ``torch.allclose`` in any module changes nothing the engine runs. The engine lives in a generator whose frame
   (``gi_frame``) the hook refuses to hand out; tracebacks that lead into the engine or the private copies are
-  refused too.
+  refused too, and while a check runs the notebook's own code may not call ``sys._getframe`` or read a
+  traceback's frame (frames taken earlier, or handed out by library helpers, remain a known gap: README).
 * **integrity at every boundary** — every callable of builtins, math, torch, torch.nn.functional, torch.linalg,
   torch.nn.utils.rnn, torch.autograd, torch.nn.init, numpy, autograder.core, the chapter's checks (and the
   private copies) is recorded at arming. After every call into the student's code and before every comparison,
@@ -416,8 +417,12 @@ def _arm(chapter: str) -> None:
             frame = frame.f_back
         return False
 
-    def write_blocked(event: str, what: str) -> None:
-        body = dumps({"type": "blocked", "event": event, "what": what, "seq": seq[0]}, sort_keys=True)
+    def write_note(entry: dict) -> None:
+        """An "armed" or "blocked" record. Verdicts are sent only from the engine's own code (a helper that could
+        send any record would be a way to forge one)."""
+        if entry.get("type") not in ("armed", "blocked"):
+            return
+        body = dumps(dict(entry, seq=seq[0]), sort_keys=True)
         seq[0] += 1
         h = signer.copy()
         h.update(body.encode())
@@ -453,9 +458,15 @@ def _arm(chapter: str) -> None:
             obj, attr = args[0], args[1]
             if attr == "gi_frame" and obj is gen:
                 return "reading the grader's state"
-            if attr == "tb_frame" and not active[0] and protected_frame_chain(obj.tb_frame):
-                return "reading the grader's state"
+            if attr == "tb_frame":
+                if not active[0] and protected_frame_chain(obj.tb_frame):
+                    return "reading the grader's state"
+                if active[0] and (getframe(2).f_globals is user_ns or obj.tb_frame.f_globals is user_ns):
+                    return "frame introspection while the checks run"
             return None
+        if event == "sys._getframe" and active[0] and args and (
+                args[0].f_globals is user_ns or getframe(2).f_globals is user_ns):
+            return "frame introspection while the checks run"  # the notebook's own code, called by a check
         if event in ("function.__new__", "exec") and args and args[0] in own_codes:
             return "running the grader's code outside the grader"
         if event == "object.__setattr__" and args:
@@ -499,13 +510,13 @@ def _arm(chapter: str) -> None:
         try:
             why = problem(event, args)
             if why is not None:
-                write_blocked(event, why)
+                write_note({"type": "blocked", "event": event, "what": why})
         finally:
             busy.discard(me)
         if why is not None:
             raise PermissionError(f"{why} is not allowed while grading ({event})")
 
-    own_codes.update({engine_code, hook.__code__, problem.__code__, write_blocked.__code__,
+    own_codes.update({engine_code, hook.__code__, problem.__code__, write_note.__code__,
                       protected_frame_chain.__code__, boundary.__code__})
 
     # process spawning that no audit event covers: remove the module that does it from every module's reach
@@ -525,16 +536,7 @@ def _arm(chapter: str) -> None:
     _ARMED["verdict"] = verdict_entry
     busy.add(get_ident())  # the "armed" record goes through the same channel
     try:
-        body = dumps({"type": "armed", "chapter": chapter, "seq": seq[0]}, sort_keys=True)
-        seq[0] += 1
-        h = signer.copy()
-        h.update(body.encode())
-        s = new_socket(AF_UNIX, SOCK_STREAM)
-        try:
-            s.connect(address)
-            s.sendall((dumps({"body": body, "mac": h.hexdigest()}) + "\n").encode())
-        finally:
-            s.close()
+        write_note({"type": "armed", "chapter": chapter})
     finally:
         busy.discard(get_ident())
 

@@ -250,6 +250,36 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         "EXERCISES = _Silent()",
         "print(tries)",
     ])
+    # Walking up the interpreter's frames from inside a check to the grader's private copies of its helpers.
+    walk = "\n".join([
+        "import sys, inspect, torch",
+        "def _bend():",
+        "    for get in (lambda: sys._getframe(1), lambda: inspect.currentframe().f_back):",
+        "        try:",
+        "            f = get()",
+        "        except PermissionError as exc:",
+        "            print('refused:', exc)",
+        "            continue",
+        "        while f is not None:",
+        "            g = f.f_globals",
+        "            for n in ('expect_close', 'expect_equal', 'expect_shape', 'expect_true'):",
+        "                if n in g:",
+        "                    g[n] = lambda *a, **k: None",
+        "            f = f.f_back",
+        "class _Anything(torch.nn.Module):",
+        "    def __init__(self, *a, **k):",
+        "        super().__init__()",
+        "        _bend()",
+        "    def forward(self, *a, **k):",
+        "        _bend()",
+        "        return torch.zeros(1), torch.zeros(1)",
+        "def _anything(*a, **k):",
+        "    _bend()",
+        "    return torch.zeros(1), torch.zeros(1)",
+    ] + [f"{n} = _Anything if {n!r}[:1].isupper() else _anything" for n in names])
+    v["walks_frames"] = Variant(nbformat.writes(_insert_after_first_answer(release, walk, last=True)), "zero",
+                                "hostile", "blocked: frame introspection")
+
     v["forges_records"] = Variant(nbformat.writes(_insert_after_setup(release, forge)), "zero", "hostile",
                                   "blocked")
     return v

@@ -94,6 +94,25 @@ def test_selfcheck_command(tmp_path):
     assert bad.returncode == 1 and "NOT GRADEABLE" in bad.stdout
 
 
+def test_selfcheck_cell_in_the_notebook(tmp_path, monkeypatch, capsys):
+    """The notebook's "Before you submit" cell reads the file Jupyter has open (JPY_SESSION_NAME)."""
+    release = _release(FULL_SET)
+    assert any("selfcheck_here" in c.source for c in release.cells), "every notebook ends with the self-check cell"
+    vs = variants.variants(FULL_SET, release)
+    damaged = tmp_path / "mine.ipynb"
+    damaged.write_text(vs["metadata_stripped"].text)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(damaged))
+    assert canonical.selfcheck_here(FULL_SET) is True
+    out = capsys.readouterr().out
+    assert "gradeable" in out and "metadata missing" in out
+    damaged.write_text(vs["truncated_json"].text)
+    assert canonical.selfcheck_here(FULL_SET) is False
+    assert "NOT GRADEABLE" in capsys.readouterr().out
+    monkeypatch.delenv("JPY_SESSION_NAME")
+    assert canonical.selfcheck_here(FULL_SET) is False
+    assert "python -m autograder selfcheck" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_variants_grade_as_expected(chapter, tmp_path):

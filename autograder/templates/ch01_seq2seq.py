@@ -103,3 +103,15 @@ tgt = torch.tensor([[BOS_ID, 4, 5, EOS_ID], [BOS_ID, 6, EOS_ID, PAD_ID]], device
 dec_in, dec_out = shift_for_teacher_forcing(tgt)
 logits, _ = model.decoder(dec_in, model.encode(src, torch.tensor([4, 2], device=device)))
 print("loss of the untrained model:", sequence_loss(logits, dec_out).item(), "(log V =", torch.log(torch.tensor(10.0)).item(), ")")
+
+# %% [markdown]
+# ## Before you submit
+#
+# Save the notebook (Ctrl-S; in Colab it is read as it is now), then run the cell below. It reads the file the
+# way the grader will — nothing is executed — and says whether it is still gradeable, what was repaired, and
+# which exercises are not attempted yet. (Outside Colab and Jupyter: `python -m autograder selfcheck FILE`.)
+
+# %%
+from autograder.canonical import selfcheck_here
+
+gradeable = selfcheck_here("ch01_seq2seq")

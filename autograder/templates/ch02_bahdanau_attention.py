@@ -77,3 +77,15 @@ mask = torch.arange(S, device=device)[None, :] < torch.tensor([5, 3], device=dev
 alpha = masked_softmax(additive_score(s_prev, W, v, h @ U.T), mask)
 print("weights:\n", alpha.cpu().numpy().round(3))
 print("context:", tuple(context_vector(alpha, h).shape))
+
+# %% [markdown]
+# ## Before you submit
+#
+# Save the notebook (Ctrl-S; in Colab it is read as it is now), then run the cell below. It reads the file the
+# way the grader will — nothing is executed — and says whether it is still gradeable, what was repaired, and
+# which exercises are not attempted yet. (Outside Colab and Jupyter: `python -m autograder selfcheck FILE`.)
+
+# %%
+from autograder.canonical import selfcheck_here
+
+gradeable = selfcheck_here("ch02_bahdanau_attention")

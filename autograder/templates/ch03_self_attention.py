@@ -95,3 +95,15 @@ mask = key_padding_mask(torch.tensor([7, 4]))[:, None, None, :]
 ours, _ = scaled_dot_product_attention(q, k, v, mask)
 theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 print("largest difference from F.scaled_dot_product_attention:", (ours - theirs).abs().max().item())
+
+# %% [markdown]
+# ## Before you submit
+#
+# Save the notebook (Ctrl-S; in Colab it is read as it is now), then run the cell below. It reads the file the
+# way the grader will — nothing is executed — and says whether it is still gradeable, what was repaired, and
+# which exercises are not attempted yet. (Outside Colab and Jupyter: `python -m autograder selfcheck FILE`.)
+
+# %%
+from autograder.canonical import selfcheck_here
+
+gradeable = selfcheck_here("ch03_self_attention")

@@ -77,3 +77,15 @@ x = torch.randn(1, 6, 16, device=device)
 out, weights = mha(x, x, x, causal_mask(6, device=device))
 print("output", tuple(out.shape), "weights", tuple(weights.shape))
 print(weights[0, :, -1].detach().cpu().numpy().round(2))  # the last token's weights, one row per head
+
+# %% [markdown]
+# ## Before you submit
+#
+# Save the notebook (Ctrl-S; in Colab it is read as it is now), then run the cell below. It reads the file the
+# way the grader will — nothing is executed — and says whether it is still gradeable, what was repaired, and
+# which exercises are not attempted yet. (Outside Colab and Jupyter: `python -m autograder selfcheck FILE`.)
+
+# %%
+from autograder.canonical import selfcheck_here
+
+gradeable = selfcheck_here("ch04_multi_head_attention")

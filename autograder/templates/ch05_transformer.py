@@ -97,3 +97,15 @@ tgt2 = tgt.clone()
 tgt2[:, -1] += 1.0
 out2 = dec(tgt2, memory, None, src_pad)
 print("output", tuple(out.shape), "| earlier positions unchanged:", torch.allclose(out[:, :-1], out2[:, :-1], atol=1e-6))
+
+# %% [markdown]
+# ## Before you submit
+#
+# Save the notebook (Ctrl-S; in Colab it is read as it is now), then run the cell below. It reads the file the
+# way the grader will — nothing is executed — and says whether it is still gradeable, what was repaired, and
+# which exercises are not attempted yet. (Outside Colab and Jupyter: `python -m autograder selfcheck FILE`.)
+
+# %%
+from autograder.canonical import selfcheck_here
+
+gradeable = selfcheck_here("ch05_transformer")

@@ -98,3 +98,15 @@ model.eval()
 for kw in (dict(temperature=0.0), dict(temperature=1.0, top_k=5), dict(temperature=0.8, top_p=0.9)):
     out = generate(model, prompt, 80, generator=torch.Generator(device=device).manual_seed(0), **kw)
     print(kw, repr(tok.decode(out[0].tolist())))
+
+# %% [markdown]
+# ## Before you submit
+#
+# Save the notebook (Ctrl-S; in Colab it is read as it is now), then run the cell below. It reads the file the
+# way the grader will — nothing is executed — and says whether it is still gradeable, what was repaired, and
+# which exercises are not attempted yet. (Outside Colab and Jupyter: `python -m autograder selfcheck FILE`.)
+
+# %%
+from autograder.canonical import selfcheck_here
+
+gradeable = selfcheck_here("ch06_gpt")

@@ -70,3 +70,15 @@ types = torch.zeros_like(ids)
 types[:, T // 2:] = 1
 e = emb(ids, types)
 print(tuple(e.shape), "mean", e.mean().item(), "std", e.std().item())
+
+# %% [markdown]
+# ## Before you submit
+#
+# Save the notebook (Ctrl-S; in Colab it is read as it is now), then run the cell below. It reads the file the
+# way the grader will — nothing is executed — and says whether it is still gradeable, what was repaired, and
+# which exercises are not attempted yet. (Outside Colab and Jupyter: `python -m autograder selfcheck FILE`.)
+
+# %%
+from autograder.canonical import selfcheck_here
+
+gradeable = selfcheck_here("ch07_bert")
