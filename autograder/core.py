@@ -74,8 +74,10 @@ def _plain(value: Any) -> Any:
     """Tensor subclasses (which could override comparisons) become plain tensors sharing data and autograd graph."""
     if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
         return _as_subclass(value, torch.Tensor)
-    if type(value) is tuple:
+    if isinstance(value, tuple):  # subclasses of tuple and list too: they become plain ones
         return tuple(_plain(v) for v in value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
     return value
 
 

@@ -276,6 +276,11 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
             _result_json(result, submission=path.name, sha256=sha, student_id=sid, status="error",
                          reason=f"unreadable file: {exc.strerror}", scores={}, warnings=[])
             continue
+        except Exception as exc:  # noqa: BLE001 - a notebook shaped in a way nobody foresaw: one row, batch goes on
+            _result_json(result, submission=path.name, sha256=sha, student_id=sid, status="error",
+                         reason=f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})", scores={},
+                         warnings=[])
+            continue
         text = nbformat.writes(nb)
         key = hashlib.sha256(text.encode()).hexdigest()
         groups.setdefault(key, []).append((path, sid, result, sha))
@@ -293,10 +298,12 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
         raise RuntimeError(f"generate_assignment failed:\n{result.get('error')}\n{result.get('log')}")
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
     scratch.chmod(0o711)
+    jobs_dir = scratch / "jobs"  # every submission's canonical notebook: hidden from every kernel
+    jobs_dir.mkdir(mode=0o700)
     stage = sandbox.stage_solutions(chapter, scratch / "stage")
     prefix = _unshare_prefix()
     drop_uid = sandbox.uid_drop_possible()
-    hidden = sandbox.hidden_files(chapter) + [str(out)]
+    hidden = sandbox.hidden_files(chapter) + [str(out), str(jobs_dir)]
     jobs = jobs or os.cpu_count() or 1
     copies = sum(len(g) - 1 for g in groups.values())
     log(f"  {len(groups)} distinct notebooks to run" + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
@@ -307,7 +314,7 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
     def run_one(key):
         (path, sid, result, sha), *others = groups[key]
         text, warns = canon[key]
-        canonical_path = scratch / f"{_safe_name(sid)}.canonical.ipynb"
+        canonical_path = jobs_dir / f"{_safe_name(sid)}.canonical.ipynb"
         canonical_path.write_text(text)
         job = {"canonical": str(canonical_path), "warnings": warns[sid], "submission_name": path.name,
                "sha256": sha, "chapter": chapter, "student_id": sid, "course_template": str(course),
@@ -318,7 +325,7 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
                "uid": 100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1,
                # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
                "threads": max(1, (os.cpu_count() or 1) // jobs)}
-        job_path = scratch / f"{_safe_name(sid)}.job.json"
+        job_path = jobs_dir / f"{_safe_name(sid)}.job.json"
         job_path.write_text(json.dumps(job))
         if result.exists():
             result.unlink()

@@ -135,7 +135,8 @@ def _watched(chapter: str):
     mods = {"builtins": builtins, "math": math, "torch": torch, "torch.nn.functional": F,
             "torch.linalg": torch.linalg, "torch.nn.utils.rnn": torch.nn.utils.rnn, "torch.autograd": torch.autograd,
             "torch.nn.init": torch.nn.init, "torch.nn": torch.nn, "autograder.core": core,
-            "autograder.guard": sys.modules[__name__], f"autograder.{chapter}": sys.modules[f"autograder.{chapter}"]}
+            "autograder.guard": sys.modules[__name__], f"autograder.{chapter}": sys.modules[f"autograder.{chapter}"],
+            "os": os}
     if "numpy" in sys.modules:
         mods["numpy"] = sys.modules["numpy"]
     classes = {"torch.Tensor": torch.Tensor, "TensorBase": torch._C.TensorBase, "nn.Module": torch.nn.Module,
@@ -253,6 +254,12 @@ def _arm(chapter: str) -> None:
     dumps, AF_UNIX, SOCK_STREAM, new_socket = json.dumps, socket.AF_UNIX, socket.SOCK_STREAM, socket.socket
     gc_enable, gc_disable, gc_isenabled, gc_collect = gc.enable, gc.disable, gc.isenabled, gc.collect
     tuple_, list_, str_, len_, isinstance_, set_ = tuple, list, str, len, isinstance, set
+    setattr_, delattr_, vars_, bytes_ = setattr, delattr, vars, bytes
+    gettrace, getprofile, getpid, path_like = sys.gettrace, sys.getprofile, os.getpid, os.PathLike
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    deny_always, path_events = dict(_DENY_ALWAYS), frozenset(_PATH_EVENTS)  # private: the module's can be mutated
+    record_prefix = "\0autograder-"
+    writable = (sandbox, realpath(os.getcwd()))  # the sandbox's home and the notebook's own directory
 
     active = [False]  # a verdict is running
     seq = [0]
@@ -262,11 +269,21 @@ def _arm(chapter: str) -> None:
     mods, classes = _watched(chapter)
     flat: list = []  # (dict, name, value): checked at every boundary
 
+    owner_of: dict = {}  # id(class __dict__) -> class
+    class_names: list = []  # (class, its attribute names at arming)
+
     def restore() -> None:
-        """Put back every recorded function that was replaced or deleted (the replacement is a violation)."""
+        """Put back every recorded function that was replaced, deleted or (on a class) added."""
         for d, name, value, label in flat:
             if d.get(name, _MISSING) is not value:
-                d[name] = value
+                if isinstance_(d, dict):
+                    d[name] = value
+                else:
+                    setattr_(owner_of[id(d)], name, value)
+        for cls, names in class_names:
+            if len_(vars_(cls)) != len_(names):
+                for extra in [n for n in vars_(cls) if n not in names]:
+                    delattr_(cls, extra)
 
     def boundary() -> None:
         for d, name, value, label in flat:
@@ -274,7 +291,12 @@ def _arm(chapter: str) -> None:
                 boundary_problems.append(f"{label}.{name} was replaced while the checks ran")
                 restore()
                 raise GradingIntegrityError("a function the checks use was replaced")
-        if len_function_modes() or len_dispatch_modes() or sys.gettrace() is not None:
+        for cls, names in class_names:
+            if len_(vars_(cls)) != len_(names):
+                boundary_problems.append(f"an attribute was added to {cls.__name__} while the checks ran")
+                restore()
+                raise GradingIntegrityError("a class the checks use was changed")
+        if len_function_modes() or len_dispatch_modes() or gettrace() is not None:
             boundary_problems.append("a torch mode or trace hook was installed while the checks ran")
             raise GradingIntegrityError("a torch mode or trace hook was installed")
 
@@ -311,6 +333,12 @@ def _arm(chapter: str) -> None:
         flat.extend((d, n, v, label) for n, v in _entries(d, _VOLATILE if obj is builtins else ()).items())
     for d, label in zip(private_dicts, ("the grader's copy of autograder.core", "the grader's copy of the checks")):
         flat.extend((d, n, v, label) for n, v in _entries(d).items())
+    for label, cls in classes.items():
+        d = getattr(cls, "__dict__", None)
+        if isinstance_(d, types.MappingProxyType):  # class attributes: no audit event covers setting them
+            owner_of[id(d)] = cls
+            flat.extend((d, n, v, label) for n, v in _entries(dict(d)).items())
+            class_names.append((cls, frozenset(d)))
     threads_at_arm = thread_count()
     # classes whose attributes may not be set: every class the watched modules hold now, and torch's C bases
     protected_classes = {id(c): c for c in classes.values()}
@@ -329,7 +357,7 @@ def _arm(chapter: str) -> None:
                     problems.append(f"{owner}.{name} was replaced")
         for owner in classes:  # a class attribute added after arming can shadow a base method
             problems += [f"{owner}.{name} was added" for name in set_(now.get(owner, {})) - set_(before[owner])]
-        if sys.gettrace() is not None or sys.getprofile() is not None:
+        if gettrace() is not None or getprofile() is not None:
             problems.append("a trace/profile hook is installed")
         if len_function_modes() or len_dispatch_modes():
             problems.append("a torch function/dispatch mode is active")
@@ -438,17 +466,25 @@ def _arm(chapter: str) -> None:
             real = realpath(fsdecode(path))
         except Exception:  # noqa: BLE001
             return True
-        return not (real == sandbox or real.startswith(sandbox.rstrip("/") + "/") or real == "/dev/null")
+        return not (real == "/dev/null" or any(real == w or real.startswith(w.rstrip("/") + "/") for w in writable))
 
     def problem(event: str, args) -> str | None:
-        why = _DENY_ALWAYS.get(event)
+        why = deny_always.get(event)
         if why is not None:
             return why
-        if event == "socket.connect" or event == "socket.sendto":
+        if event == "import" and args and str_(args[0]).split(".")[0] in ("cffi", "_cffi_backend"):
+            return "loading C code"
+        if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
             addr = args[1] if len_(args) > 1 else None
-            if addr == address or (isinstance_(addr, bytes) and addr == address.encode()):
+            if isinstance_(addr, (bytes, bytearray, memoryview)):
+                try:
+                    addr = bytes_(addr).decode("latin-1")
+                except Exception:  # noqa: BLE001
+                    return "writing the grader's records"
+            if isinstance_(addr, str_) and addr.startswith(record_prefix):  # ours, or another submission's
                 caller = getframe(2)  # 0: this function, 1: the hook, 2: the code that connects
-                return None if caller.f_code in own_codes else "writing the grader's records"
+                ok = addr == address and event == "socket.connect" and caller.f_code in own_codes
+                return None if ok else "writing the grader's records"
             host = addr[0] if isinstance_(addr, tuple) and addr else addr
             if isinstance_(addr, tuple) and not (isinstance_(host, str_) and (
                     host.startswith("127.") or host in ("localhost", "::1", ""))):
@@ -480,14 +516,16 @@ def _arm(chapter: str) -> None:
             return None
         if event == "object.__delattr__" and args and protected_classes.get(id(args[0])) is args[0]:
             return "patching a class the checks use"
-        if event in _PATH_EVENTS and args:
+        if event in path_events and args:
             for arg in args[:2]:
-                if isinstance_(arg, (str_, bytes, os.PathLike)) and outside(arg):
+                if isinstance_(arg, (str_, bytes, path_like)) and outside(arg):
                     return "changing files outside the submission's sandbox"
             return None
-        if event in ("os.kill", "os.killpg", "signal.pthread_kill") and args and args[0] not in (0, os.getpid()):
+        if event in ("os.kill", "os.killpg", "signal.pthread_kill") and args and args[0] not in (0, getpid()):
             return "signalling other processes"
-        if event == "open" and args and isinstance_(args[0], (str_, bytes, os.PathLike)):
+        if event == "open" and args and isinstance_(args[0], int):
+            return None
+        if event == "open" and args and isinstance_(args[0], (str_, bytes, path_like)):
             try:
                 real = realpath(fsdecode(args[0]))
             except Exception:  # noqa: BLE001
@@ -495,9 +533,11 @@ def _arm(chapter: str) -> None:
             for bad in hidden_files:
                 if real == bad or real.startswith(bad.rstrip("/") + "/"):
                     return "reading the grader's files"
+            if isdir(real):  # a directory descriptor would let os.open(..., dir_fd=) escape these checks
+                return "opening a directory"
             mode, flags = (args[1] if len_(args) > 1 else "r"), (args[2] if len_(args) > 2 else 0)
             writing = (isinstance_(mode, str_) and any(ch in mode for ch in "wax+")) or (
-                isinstance_(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+                isinstance_(flags, int) and flags & write_flags)
             if writing and outside(real):
                 return "writing outside the submission's sandbox"
         return None

@@ -64,7 +64,9 @@ def hidden_files(chapter: str) -> list[str]:
         if not entry:
             continue
         base = pathlib.Path(entry)
-        for p in (base / "solutions" / f"{chapter}.py", base / "autograder" / "samples", base / "build"):
+        for p in (base / "solutions" / f"{chapter}.py", base / "autograder" / "samples", base / "build",
+                  base / ".git", base / "_build", base / "grading_out",
+                  *(base / "solutions" / "__pycache__").glob(f"{chapter}.*.pyc")):
             if p.exists():
                 found.add(str(p.resolve()))
     return sorted(found)
@@ -219,22 +221,30 @@ def _grade_one(job: dict) -> dict:
     nbg_scores = grading._gradebook_scores(course, chapter, sid)
     graded = nbformat.read(graded_path, as_version=4)
     reasons = _failure_reasons(graded)
-    verdicts = {e["exercise"]: e for e in entries if e.get("type") == "verdict"}
-    violations = sorted({v for e in verdicts.values() for v in e["violations"]})
+    verdict_entries = [e for e in entries if e.get("type") == "verdict"]
+    by_exercise: dict[str, list] = {}
+    for e in verdict_entries:
+        by_exercise.setdefault(e["exercise"], []).append(e)
+    # every record counts: a violation in any of them, and a failure in any run of an exercise's verdict
+    violations = sorted({v for e in verdict_entries for v in e["violations"]})
+    reruns = sorted(n for n, es in by_exercise.items() if len(es) > 1)
+    if reruns:
+        warnings.append(f"needs review: the notebook ran the grader's verdict itself ({', '.join(reruns)})")
     armed = any(e.get("type") == "armed" for e in entries)
     scores = {}
     for name, score in nbg_scores.items():
-        v = verdicts.get(name)
-        if score > 0 and not (v and v["passed"]):
-            why = "no signed verdict from the grader's own checks" if not v else "; ".join(
-                v["failures"] + v["violations"])[:200]
+        runs = by_exercise.get(name, [])
+        failed = [e for e in runs if not e["passed"]]
+        if score > 0 and (not runs or failed):
+            why = "no signed verdict from the grader's own checks" if not runs else "; ".join(
+                failed[0]["failures"] + failed[0]["violations"])[:200]
             reasons.append(f"{name}: points withheld — {why}")
             score = 0.0
         scores[name] = score
     status = "graded"
     if bad:
         violations.append(f"{bad} forged or corrupted guard record(s)")
-    if any(e.get("threads", 0) > 0 for e in verdicts.values()):
+    if any(e.get("threads", 0) > 0 for e in verdict_entries):
         warnings.append("needs review: the notebook's own threads were running while the checks ran")
     if not armed:
         violations.append("the grading guard did not start")

@@ -176,8 +176,9 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         "        _try()",
         "    except Exception as exc:",
         "        print(type(exc).__name__, exc)",
-        "while True:",
-        "    pass",
+        "import time",
+        "while True:  # endless (sleeping, so that the test suite's other kernels keep the CPU)",
+        "    time.sleep(0.05)",
     ])
     v["runaway_and_escapes"] = Variant(nbformat.writes(_insert_after_first_answer(filled, runaway)), "at_most_full",
                                        "hostile", "blocked")
@@ -242,7 +243,9 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         "except Exception as exc:",
         "    tries.append(repr(exc))",
         "class _Silent:",
-        "    def verdict(self, name):",
+        "    def verdict(self, *a, **k):",
+        "        return None",
+        "    def conclude(self, *a, **k):",
         "        return None",
         "    def run(self, *a, **k):",
         "        return None",
@@ -282,4 +285,19 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
 
     v["forges_records"] = Variant(nbformat.writes(_insert_after_setup(release, forge)), "zero", "hostile",
                                   "blocked")
+
+    # A replaced function caught by the first verdict, then undone, and every verdict run again: the clean
+    # second records do not wash out the first.
+    rerun = "\n".join([
+        "import torch",
+        "_orig = torch.allclose",
+        "torch.allclose = lambda *a, **k: True",
+    ])
+    again = "\n".join(["torch.allclose = _orig", "import autograder.guard as _g"]
+                       + [f"_g.verdict({n!r})" for n in names])
+    nb = _insert_after_setup(filled, rerun)
+    last = nbformat.v4.new_code_cell(again)
+    last.id = "student-rerun"
+    nb.cells.append(last)
+    v["reruns_verdicts"] = Variant(nbformat.writes(nb), "zero", "hostile", "integrity")
     return v
