@@ -60,6 +60,22 @@ def _insert_after_first_answer(nb: nbformat.NotebookNode, source: str, last: boo
     return nb
 
 
+def _answers_calling(hook: str, names: list[str]) -> list[str]:
+    """Source lines that define every exercise as something that calls ``hook()`` whenever a check uses it (a
+    module for class exercises, a function otherwise) and returns meaningless zeros."""
+    return ["class _Anything(torch.nn.Module):",
+            "    def __init__(self, *a, **k):",
+            "        super().__init__()",
+            f"        {hook}()",
+            "    def forward(self, *a, **k):",
+            f"        {hook}()",
+            "        return torch.zeros(1), torch.zeros(1)",
+            "def _anything(*a, **k):",
+            f"    {hook}()",
+            "    return torch.zeros(1), torch.zeros(1)",
+            ] + [f"{n} = _Anything if {n!r}[:1].isupper() else _anything" for n in names]
+
+
 def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]:
     filled = notebooks.fill_release(release, chapter)
     good = json.loads(nbformat.writes(filled))
@@ -205,17 +221,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         "                setattr(_o, _n, _f)  # restore: the swap lasts one call",
         "                return True if _n in ('allclose', 'equal') else None",
         "            setattr(owner, n, fake)",
-        "class _Anything(torch.nn.Module):",
-        "    def __init__(self, *a, **k):",
-        "        super().__init__()",
-        "        _swap_once()",
-        "    def forward(self, *a, **k):",
-        "        _swap_once()",
-        "        return torch.zeros(1), torch.zeros(1)",
-        "def _anything(*a, **k):",
-        "    _swap_once()",
-        "    return torch.zeros(1), torch.zeros(1)",
-    ] + [f"{n} = _Anything if {n!r}[:1].isupper() else _anything" for n in names])
+    ] + _answers_calling("_swap_once", names))
     v["self_restoring_swaps"] = Variant(nbformat.writes(_insert_after_first_answer(release, restoring, last=True)),
                                         "zero", "hostile", "replaced while the checks ran")
 
@@ -269,17 +275,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         "                if n in g:",
         "                    g[n] = lambda *a, **k: None",
         "            f = f.f_back",
-        "class _Anything(torch.nn.Module):",
-        "    def __init__(self, *a, **k):",
-        "        super().__init__()",
-        "        _bend()",
-        "    def forward(self, *a, **k):",
-        "        _bend()",
-        "        return torch.zeros(1), torch.zeros(1)",
-        "def _anything(*a, **k):",
-        "    _bend()",
-        "    return torch.zeros(1), torch.zeros(1)",
-    ] + [f"{n} = _Anything if {n!r}[:1].isupper() else _anything" for n in names])
+    ] + _answers_calling("_bend", names))
     v["walks_frames"] = Variant(nbformat.writes(_insert_after_first_answer(release, walk, last=True)), "zero",
                                 "hostile", "blocked: frame introspection")
 
