@@ -261,7 +261,8 @@ def _grade_one(job: dict) -> dict:
     return {"status": status, "reason": "; ".join(reasons), "scores": scores, "warnings": warnings}
 
 
-_SUSPICIOUS = [(r"autograder\.(core|guard)|_autograder_guard", "refers to the grader's internals"),
+_SUSPICIOUS = [(r"\bautograder\b|_autograder_guard", "refers to the grader's internals"),
+               (r"__torch_dispatch__|_make_wrapper_subclass|__torch_function__", "tensor subclass tricks"),
                (r"^\s*EXERCISES\s*=|EXERCISES\.\w+\s*=", "rebinds EXERCISES"),
                (r"\b(torch|np|numpy|math|builtins|F)\.[A-Za-z_]\w*\s*=[^=]", "assigns to a library function"),
                (r"__closure__|__code__|__globals__|gc\.get_|ctypes|settrace|setprofile|addaudithook|_getframe|"

@@ -296,4 +296,49 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     last.id = "student-rerun"
     nb.cells.append(last)
     v["reruns_verdicts"] = Variant(nbformat.writes(nb), "zero", "hostile", "integrity")
+
+    # A module whose weights are tensor subclasses with __torch_dispatch__, so that the grader's own reference
+    # computed from them comes out as zeros (found by a red-team pass on ch03): only chapters whose exercise
+    # reads W_q/W_k/W_v from the student's SelfAttention.
+    if "SelfAttention" in names:
+        dispatch = "\n".join([
+        'import torch, torch.nn as nn',
+        'from torch.utils._pytree import tree_map',
+        '',
+        'class Z(torch.Tensor):',
+        '    @staticmethod',
+        '    def __new__(cls, inner):',
+        '        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device,',
+        '                                                   requires_grad=False)',
+        '    def __init__(self, inner):',
+        '        self.inner = inner',
+        '    @classmethod',
+        '    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):',
+        '        un = lambda t: t.inner if isinstance(t, Z) else t',
+        '        out = func(*tree_map(un, args), **tree_map(un, kwargs or {}))',
+        '        def wrap(t):',
+        '            if isinstance(t, torch.Tensor) and t.is_floating_point():',
+        '                return Z(torch.zeros_like(t))',
+        '            return t',
+        '        return tree_map(wrap, out)',
+        '',
+        'class FakeLinear:',
+        '    __class__ = property(lambda self: nn.Linear)',
+        '    def __init__(self, i, o):',
+        '        self.weight = Z(torch.zeros(o, i)); self.bias = None',
+        '',
+        'class SelfAttention(nn.Module):',
+        '    def __init__(self, d_model, d_k, d_v=None, bias=False):',
+        '        super().__init__()',
+        '        d_v = d_v or d_k',
+        '        self.d_v = d_v',
+        '        object.__setattr__(self, "W_q", FakeLinear(d_model, d_k))',
+        '        object.__setattr__(self, "W_k", FakeLinear(d_model, d_k))',
+        '        object.__setattr__(self, "W_v", FakeLinear(d_model, d_v))',
+        '    def forward(self, x, mask=None):',
+        '        B, T, _ = x.shape',
+        '        return torch.zeros(B, T, self.d_v), torch.zeros(B, T, T)'
+        ])
+        v["dispatch_subclass_weights"] = Variant(
+            nbformat.writes(_insert_after_first_answer(release, dispatch, last=True)), "zero", "hostile")
     return v
