@@ -254,8 +254,6 @@ def _arm(chapter: str) -> None:
     check_failed, realpath, fsdecode, isdir = core.CheckFailed, os.path.realpath, os.fsdecode, os.path.isdir
     dumps, AF_UNIX, SOCK_STREAM, new_socket = json.dumps, socket.AF_UNIX, socket.SOCK_STREAM, socket.socket
     gc_enable, gc_disable, gc_isenabled, gc_collect = gc.enable, gc.disable, gc.isenabled, gc.collect
-    tuple_, list_, str_, len_, isinstance_, set_ = tuple, list, str, len, isinstance, set
-    setattr_, delattr_, vars_, bytes_ = setattr, delattr, vars, bytes
     gettrace, getprofile, getpid, path_like = sys.gettrace, sys.getprofile, os.getpid, os.PathLike
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     deny_always, path_events = dict(_DENY_ALWAYS), frozenset(_PATH_EVENTS)  # private: the module's can be mutated
@@ -277,14 +275,14 @@ def _arm(chapter: str) -> None:
         """Put back every recorded function that was replaced, deleted or (on a class) added."""
         for d, name, value, label in flat:
             if d.get(name, _MISSING) is not value:
-                if isinstance_(d, dict):
+                if isinstance(d, dict):
                     d[name] = value
                 else:
-                    setattr_(owner_of[id(d)], name, value)
+                    setattr(owner_of[id(d)], name, value)
         for cls, names in class_names:
-            if len_(vars_(cls)) != len_(names):
-                for extra in [n for n in vars_(cls) if n not in names]:
-                    delattr_(cls, extra)
+            if len(vars(cls)) != len(names):
+                for extra in [n for n in vars(cls) if n not in names]:
+                    delattr(cls, extra)
 
     def boundary() -> None:
         for d, name, value, label in flat:
@@ -293,7 +291,7 @@ def _arm(chapter: str) -> None:
                 restore()
                 raise GradingIntegrityError("a function the checks use was replaced")
         for cls, names in class_names:
-            if len_(vars_(cls)) != len_(names):
+            if len(vars(cls)) != len(names):
                 boundary_problems.append(f"an attribute was added to {cls.__name__} while the checks ran")
                 restore()
                 raise GradingIntegrityError("a class the checks use was changed")
@@ -304,9 +302,9 @@ def _arm(chapter: str) -> None:
     core_g, checks_g = _private_world(core, checks_mod, boundary)
     private_dicts = (core_g, checks_g)
     exercises = checks_mod.EXERCISES
-    checks = {ex.name: tuple_(checks_g[fn.__name__] if checks_g.get(fn.__name__) is not None
+    checks = {ex.name: tuple(checks_g[fn.__name__] if checks_g.get(fn.__name__) is not None
                               and checks_g[fn.__name__].__code__ is fn.__code__ else _clone(fn, checks_g)
-                              for fn in list_(ex.visible) + list_(ex.hidden)) for ex in exercises}
+                              for fn in list(ex.visible) + list(ex.hidden)) for ex in exercises}
 
     def snapshot() -> dict:
         snap = {label: {n: (v, _fn_parts(v)) for n, v in _entries(
@@ -325,7 +323,7 @@ def _arm(chapter: str) -> None:
             return False
         if a[1] is None or b[1] is None:
             return a[1] is b[1]
-        return len_(a[1][4]) == len_(b[1][4]) and all(x is y for x, y in zip(a[1][:4], b[1][:4])) and all(
+        return len(a[1][4]) == len(b[1][4]) and all(x is y for x, y in zip(a[1][:4], b[1][:4])) and all(
             x is y for x, y in zip(a[1][4], b[1][4]))
 
     before = snapshot()
@@ -336,7 +334,7 @@ def _arm(chapter: str) -> None:
         flat.extend((d, n, v, label) for n, v in _entries(d).items())
     for label, cls in classes.items():
         d = getattr(cls, "__dict__", None)
-        if isinstance_(d, types.MappingProxyType):  # class attributes: no audit event covers setting them
+        if isinstance(d, types.MappingProxyType):  # class attributes: no audit event covers setting them
             owner_of[id(d)] = cls
             flat.extend((d, n, v, label) for n, v in _entries(dict(d)).items())
             class_names.append((cls, frozenset(d)))
@@ -344,7 +342,7 @@ def _arm(chapter: str) -> None:
     # classes whose attributes may not be set: every class the watched modules hold now, and torch's C bases
     protected_classes = {id(c): c for c in classes.values()}
     for obj in mods.values():
-        protected_classes.update({id(v): v for v in vars(obj).values() if isinstance_(v, type)})
+        protected_classes.update({id(v): v for v in vars(obj).values() if isinstance(v, type)})
 
     def integrity() -> list:
         now = snapshot()
@@ -357,7 +355,7 @@ def _arm(chapter: str) -> None:
                 elif not same(old, new):
                     problems.append(f"{owner}.{name} was replaced")
         for owner in classes:  # a class attribute added after arming can shadow a base method
-            problems += [f"{owner}.{name} was added" for name in set_(now.get(owner, {})) - set_(before[owner])]
+            problems += [f"{owner}.{name} was added" for name in set(now.get(owner, {})) - set(before[owner])]
         if gettrace() is not None or getprofile() is not None:
             problems.append("a trace/profile hook is installed")
         if len_function_modes() or len_dispatch_modes():
@@ -386,7 +384,7 @@ def _arm(chapter: str) -> None:
                 failures.append(f"{name} is not an exercise of this chapter")
             elif obj is _MISSING:
                 failures.append(f"{name} is not defined in the notebook")
-            elif isinstance_(obj, (type, types.FunctionType)) and getattr(obj, "__module__", "__main__") != "__main__":
+            elif isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", "__main__") != "__main__":
                 failures.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
             else:
                 active[0] = True
@@ -396,7 +394,7 @@ def _arm(chapter: str) -> None:
                             with disable_subclasses(), disable_dispatch():
                                 fn(obj)
                         except check_failed as err:
-                            failures.append(str_(err).splitlines()[0][:200])
+                            failures.append(str(err).splitlines()[0][:200])
                         except GradingIntegrityError:
                             failures.append("the grading machinery was changed while the checks ran")
                         except Exception as err:  # noqa: BLE001
@@ -435,7 +433,7 @@ def _arm(chapter: str) -> None:
 
     # ---------------------------------------------------------------- the audit hook
     busy: set = set()
-    own_codes = set_()
+    own_codes = set()
 
     def protected_frame_chain(frame) -> bool:
         for _ in range(20000):  # deeper than any stack the recursion limit allows
@@ -473,25 +471,25 @@ def _arm(chapter: str) -> None:
         why = deny_always.get(event)
         if why is not None:
             return why
-        if event == "import" and args and str_(args[0]).split(".")[0] in ("cffi", "_cffi_backend"):
+        if event == "import" and args and str(args[0]).split(".")[0] in ("cffi", "_cffi_backend"):
             return "loading C code"
         if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
-            addr = args[1] if len_(args) > 1 else None
-            if isinstance_(addr, (bytes, bytearray, memoryview)):
+            addr = args[1] if len(args) > 1 else None
+            if isinstance(addr, (bytes, bytearray, memoryview)):
                 try:
-                    addr = bytes_(addr).decode("latin-1")
+                    addr = bytes(addr).decode("latin-1")
                 except Exception:  # noqa: BLE001
                     return "writing the grader's records"
-            if isinstance_(addr, str_) and addr.startswith(record_prefix):  # ours, or another submission's
+            if isinstance(addr, str) and addr.startswith(record_prefix):  # ours, or another submission's
                 caller = getframe(2)  # 0: this function, 1: the hook, 2: the code that connects
                 ok = addr == address and event == "socket.connect" and caller.f_code in own_codes
                 return None if ok else "writing the grader's records"
-            host = addr[0] if isinstance_(addr, tuple) and addr else addr
-            if isinstance_(addr, tuple) and not (isinstance_(host, str_) and (
+            host = addr[0] if isinstance(addr, tuple) and addr else addr
+            if isinstance(addr, tuple) and not (isinstance(host, str) and (
                     host.startswith("127.") or host in ("localhost", "::1", ""))):
                 return "network access"
             return None
-        if event == "object.__getattr__" and len_(args) > 1:
+        if event == "object.__getattr__" and len(args) > 1:
             obj, attr = args[0], args[1]
             if attr == "gi_frame" and obj is gen:
                 return "reading the grader's state"
@@ -507,11 +505,11 @@ def _arm(chapter: str) -> None:
         if event in ("function.__new__", "exec") and args and args[0] in own_codes:
             return "running the grader's code outside the grader"
         if event == "object.__setattr__" and args:
-            target, attr = args[0], args[1] if len_(args) > 1 else ""
+            target, attr = args[0], args[1] if len(args) > 1 else ""
             if id(target) in protected_classes and protected_classes[id(target)] is target:
                 return "patching a class the checks use"
-            if isinstance_(target, types.FunctionType) and attr in ("__code__", "__defaults__", "__kwdefaults__") \
-                    and (target.__globals__ is core_g or target.__globals__ is checks_g or str_(
+            if isinstance(target, types.FunctionType) and attr in ("__code__", "__defaults__", "__kwdefaults__") \
+                    and (target.__globals__ is core_g or target.__globals__ is checks_g or str(
                         getattr(target, "__module__", "")).split(".")[0] in ("torch", "numpy", "autograder")):
                 return "patching a function the checks use"
             return None
@@ -519,14 +517,14 @@ def _arm(chapter: str) -> None:
             return "patching a class the checks use"
         if event in path_events and args:
             for arg in args[:2]:
-                if isinstance_(arg, (str_, bytes, path_like)) and outside(arg):
+                if isinstance(arg, (str, bytes, path_like)) and outside(arg):
                     return "changing files outside the submission's sandbox"
             return None
         if event in ("os.kill", "os.killpg", "signal.pthread_kill") and args and args[0] not in (0, getpid()):
             return "signalling other processes"
-        if event == "open" and args and isinstance_(args[0], int):
+        if event == "open" and args and isinstance(args[0], int):
             return None
-        if event == "open" and args and isinstance_(args[0], (str_, bytes, path_like)):
+        if event == "open" and args and isinstance(args[0], (str, bytes, path_like)):
             try:
                 real = realpath(fsdecode(args[0]))
             except Exception:  # noqa: BLE001
@@ -536,9 +534,9 @@ def _arm(chapter: str) -> None:
                     return "reading the grader's files"
             if isdir(real):  # a directory descriptor would let os.open(..., dir_fd=) escape these checks
                 return "opening a directory"
-            mode, flags = (args[1] if len_(args) > 1 else "r"), (args[2] if len_(args) > 2 else 0)
-            writing = (isinstance_(mode, str_) and any(ch in mode for ch in "wax+")) or (
-                isinstance_(flags, int) and flags & write_flags)
+            mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
+            writing = (isinstance(mode, str) and any(ch in mode for ch in "wax+")) or (
+                isinstance(flags, int) and flags & write_flags)
             if writing and outside(real):
                 return "writing outside the submission's sandbox"
         return None
