@@ -24,7 +24,7 @@ book: $(STAMP)
 	$(VENV)/bin/jupyter-book build . -W --keep-going
 
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup tests
 	$(MAKE) book
 	$(PY) tests/check_built_book.py
 

@@ -9,3 +9,9 @@ folder of submissions with nbgrader. Command line: ``python -m autograder --help
 # _config.yml (repository.url, repository.branch) must agree: tests/test_notebooks.py checks that.
 REPOSITORY = "https://github.com/attention-course/attention-in-nlp"
 BRANCH = "main"
+
+# What the notebooks' setup cell installs when the course package is missing (any pip requirement: a git URL, the
+# path or URL of a wheel or sdist, a name on a package index). In the notebook, a wheel or sdist uploaded next to
+# it (attention_course-*.whl / .tar.gz) comes first, and the environment variable ATTENTION_COURSE_SOURCE
+# overrides both. Change it here and run `python -m autograder build` (README, "Forking the course").
+PACKAGE_SOURCE = f"git+{REPOSITORY}.git@{BRANCH}"

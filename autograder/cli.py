@@ -27,6 +27,13 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_grade(args) -> int:
+    try:
+        import nbgrader  # noqa: F401 - the grading machinery is the instructors' extra
+    except ImportError:
+        print("error: grading needs nbgrader, which the student install does not contain. Install the course with "
+              "its grading extra:\n    pip install 'attention-course[grading]'   (in a checkout: make setup)",
+              file=sys.stderr)
+        return 2
     from . import grading
 
     if not args.submissions:  # the default run: every chapter's shipped samples

@@ -33,7 +33,8 @@ import textwrap
 
 import nbformat
 
-from . import REPOSITORY, BRANCH
+from . import BRANCH, PACKAGE_SOURCE, REPOSITORY
+from .releases import KERNELSPEC
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
@@ -44,8 +45,6 @@ INSTRUCTOR_DIR = ROOT / "build" / "instructor"
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
-
-KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
 def chapters() -> list[str]:
@@ -67,14 +66,25 @@ def colab_url(chapter: str) -> str:
 
 
 def setup_source(chapter: str) -> str:
-    """The first code cell of every notebook: install the course helpers only when they are missing."""
+    """The first code cell of every notebook: make the course package importable, installing it only if missing.
+
+    Where it installs from, first match: the environment variable ``ATTENTION_COURSE_SOURCE``; a wheel or sdist
+    of the course uploaded next to the notebook; ``PACKAGE_SOURCE`` (``autograder/__init__.py``). It uses only the
+    standard library before the install, so it runs in a bare Colab runtime (Python 3.10+)."""
     return textwrap.dedent(f"""\
-        # Setup: installs the course helpers (checks and earlier chapters' code) only when they are missing.
-        # The package asks for torch, numpy and matplotlib without versions, so Colab's own stay as they are.
-        import importlib.util, subprocess, sys
-        if importlib.util.find_spec("autograder.core") is None:
-            subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                            "git+{REPOSITORY}.git@{BRANCH}"], check=True)
+        # Setup: makes the course package (the checks and earlier chapters' code) importable, installing it if missing.
+        # Installs from: $ATTENTION_COURSE_SOURCE if set, else a course wheel/sdist uploaded next to this notebook,
+        # else COURSE_SOURCE. The package asks for torch, numpy and matplotlib without versions: Colab's stay as they are.
+        import glob, importlib, os, subprocess, sys
+        COURSE_SOURCE = "{PACKAGE_SOURCE}"
+        try:
+            import autograder.core
+        except ImportError:
+            uploaded = sorted(glob.glob("attention_course-*.whl") + glob.glob("attention_course-*.tar.gz"))
+            source = os.environ.get("ATTENTION_COURSE_SOURCE") or (uploaded[-1] if uploaded else COURSE_SOURCE)
+            print("Installing the course package from", source, "...")
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
+            importlib.invalidate_caches()
         from autograder.{chapter} import EXERCISES  # the checks that the test cells run""")
 
 

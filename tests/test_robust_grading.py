@@ -1,13 +1,20 @@
-"""Grading survives real submissions: damaged and hostile variants of every chapter (autograder/variants.py).
+"""Grading survives real submissions: damaged and hostile variants of every chapter (tests/variants.py).
 
 * every variant of every chapter is canonicalised (no kernel): answers found, tests restored, warnings given;
-* graded with nbgrader's real gradebook and kernels, every variant of every chapter as one parallel batch per
-  chapter (files whose canonical form is identical share a kernel run). Each file gives exactly one row; harmless
-  damage gives the reference's score, hostile code never more than earned, and the reason names what happened.
+* graded with nbgrader's real gradebook and kernels, one parallel batch per chapter (files whose canonical form is
+  identical share a kernel run). Each file gives exactly one row; harmless damage gives the reference's score,
+  hostile code never more than earned, and the reason names what happened.
+
+Kernel-graded tiers (each hostile variant costs a kernel run, and chapters keep coming): ``FULL_SET`` grades every
+variant; every other chapter grades every harmless and invalid variant, ``imports_reference`` (it depends on the
+chapter's staged solutions) and a rotation of ``ROTATION`` further hostile variants, so that each hostile variant
+is graded with kernels on at least two chapters (``test_rotation_covers_every_hostile_variant``). Set
+``ATTENTION_COURSE_ALL_VARIANTS=1`` to grade every variant of every chapter (before a release).
 """
 
 import csv
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -15,17 +22,45 @@ import zipfile
 import nbformat
 import pytest
 
-from autograder import canonical, grading, notebooks, sandbox, variants
+from autograder import canonical, grading, notebooks, releases, sandbox
+from tests import variants
 from tests.test_grading import check_sample_rows
 
 CHAPTERS = notebooks.chapters()
 FULL_SET = "ch03_self_attention"
+ROTATION = 2
+ALL_VARIANTS = os.environ.get("ATTENTION_COURSE_ALL_VARIANTS") == "1"
 _RELEASES: dict = {}
 
 
+def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
+    """The variants of ``chapter`` graded with kernels in the default run (see the module docstring)."""
+    if ALL_VARIANTS or chapter == FULL_SET:
+        return list(all_variants)
+    rotating = sorted(n for n, v in all_variants.items() if v.kind == "hostile" and n != "imports_reference")
+    others = [c for c in CHAPTERS if c != FULL_SET]
+    start = others.index(chapter) * ROTATION
+    chosen = {rotating[(start + i) % len(rotating)] for i in range(ROTATION)}
+    return [n for n, v in all_variants.items() if v.kind != "hostile" or n == "imports_reference" or n in chosen]
+
+
+def test_rotation_covers_every_hostile_variant():
+    """Every hostile variant is kernel-graded on FULL_SET and on at least one other chapter."""
+    covered: dict[str, set] = {}
+    for chapter in CHAPTERS:
+        vs = variants.variants(chapter, _release(chapter))
+        for name in kernel_tier(chapter, vs):
+            covered.setdefault(name, set()).add(chapter)
+    hostile = {n for c in CHAPTERS for n, v in variants.variants(c, _release(c)).items() if v.kind == "hostile"}
+    assert all(FULL_SET in covered[n] for n in hostile)
+    lonely = sorted(n for n in hostile if len(covered[n]) < 2 and n != "dispatch_subclass_weights")
+    assert not lonely, f"hostile variants graded with kernels on one chapter only: {lonely}"
+
+
 def _release(chapter):
+    """The committed release notebook (equal to a fresh build: tests/test_notebooks.py checks that)."""
     if chapter not in _RELEASES:
-        _RELEASES[chapter] = notebooks.build_release(chapter)
+        _RELEASES[chapter] = releases.release_notebook(chapter)
     return _RELEASES[chapter]
 
 
@@ -118,7 +153,7 @@ def test_selfcheck_cell_in_the_notebook(tmp_path, monkeypatch, capsys):
 def test_variants_grade_as_expected(chapter, tmp_path):
     release = _release(chapter)
     all_variants = variants.variants(chapter, release)
-    chosen = list(all_variants)
+    chosen = kernel_tier(chapter, all_variants)
     folder = tmp_path / "subs"
     folder.mkdir()
     files = {}

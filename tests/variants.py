@@ -22,7 +22,7 @@ import zlib
 
 import nbformat
 
-from . import notebooks
+from autograder import notebooks
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,61 @@
+"""The release notebooks (what students open), for the code that runs on the student's side.
+
+The self-check (``canonical.selfcheck``) compares a student's notebook with the committed release notebook of
+its chapter. This module finds those notebooks and needs only ``nbformat``: no nbgrader, no jupytext, nothing
+of the grading machinery, so it works in the student install (Colab, a plain Jupyter) as in a checkout.
+
+Where the release notebooks are:
+
+* in a checkout of the course: ``notebooks/chNN_name.ipynb``;
+* in an installed course package (wheel or sdist, e.g. from the notebooks' setup cell): the same files,
+  packaged as ``autograder/_release/chNN_name.ipynb`` (see ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import nbformat
+
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+CHECKOUT_DIR = PACKAGE_DIR.parent / "notebooks"
+PACKAGED_DIR = PACKAGE_DIR / "_release"
+
+# The kernel every course notebook names (the grader replaces any other with this one).
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+
+
+def release_dir() -> pathlib.Path:
+    """The folder that holds the release notebooks: the checkout's ``notebooks/``, else the packaged copy."""
+    for folder in (CHECKOUT_DIR, PACKAGED_DIR):
+        if any(folder.glob("ch[0-9][0-9]_*.ipynb")):
+            return folder
+    raise FileNotFoundError(f"no release notebooks in {CHECKOUT_DIR} or {PACKAGED_DIR}: the course package is "
+                            "incomplete; reinstall it")
+
+
+def chapters() -> list[str]:
+    """Chapter stems that have a release notebook, in course order."""
+    return sorted(p.stem for p in release_dir().glob("ch[0-9][0-9]_*.ipynb"))
+
+
+@functools.lru_cache(maxsize=None)
+def _release_text(chapter: str) -> str:
+    path = release_dir() / f"{chapter}.ipynb"
+    if not path.is_file():
+        raise ValueError(f"unknown chapter {chapter!r}; the chapters are: {', '.join(chapters())}")
+    return path.read_text(encoding="utf-8")
+
+
+def release_notebook(chapter: str) -> nbformat.NotebookNode:
+    """The release notebook of ``chapter`` (a fresh copy each call). Raises ValueError for an unknown chapter."""
+    return nbformat.reads(_release_text(chapter), as_version=4)
+
+
+def chapter_from_filename(name: str) -> str | None:
+    """The chapter named in a file name (``smithjane_12_34_ch03_self_attention.ipynb``), or None."""
+    known = chapters()
+    for chapter in sorted(known, key=len, reverse=True):
+        if chapter in name:
+            return chapter
+    return None

@@ -1,0 +1,210 @@
+"""Students in Colab: every release notebook, run as a student runs it, in a Python that looks like Colab's.
+
+A fresh virtualenv holds only what Colab preinstalls that the course touches — torch, numpy, matplotlib, ipykernel,
+nbformat, tqdm (at this machine's versions, so torch stays the local CPU build) — and no nbgrader, no jupytext,
+no course package, no PYTHONPATH into this checkout. A snapshot of the checkout (tracked and untracked, not
+ignored files) is committed to a local git repository, and its ``git+file://`` URL reaches the notebooks' setup cell
+as ``ATTENTION_COURSE_SOURCE``, so the course is installed exactly as the setup cell installs it in Colab. Then:
+
+* the setup cell, on a runtime without the course, installs it from the git URL; again, with a course wheel
+  uploaded next to the notebook, from the wheel; the student install holds no nbgrader, jupytext, sample
+  submissions or attack variants;
+* every release notebook, untouched: each exercise's check says it has not been filled in yet;
+* every release notebook with the reference answers filled in (as a student who solved it): no cell fails, every
+  visible check passes, and the "Before you submit" cell reads the file (as Jupyter's ``JPY_SESSION_NAME`` points
+  it to) and reports it gradeable.
+
+The notebooks run on the kernel of that virtualenv; nbclient (the harness) runs here.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from autograder import notebooks, releases
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CHAPTERS = notebooks.chapters()
+# What Colab preinstalls that the course touches (the setup cell installs the rest with the course package).
+COLAB_PREINSTALLED = ["torch", "numpy", "matplotlib", "ipykernel", "nbformat", "tqdm"]
+KERNEL = "colab-like"
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("colab")]
+
+
+def _run(cmd, **kw):
+    result = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert result.returncode == 0, f"{' '.join(map(str, cmd))}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def _snapshot_repo(dest: pathlib.Path) -> str:
+    """A git repository holding the checkout as it is now (uncommitted work included); returns its pip URL."""
+    files = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT).stdout
+    for rel in filter(None, files.split("\0")):
+        src = ROOT / rel
+        if src.is_file() and not src.is_symlink():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-C", str(dest)]
+    _run(git + ["init", "-q", "-b", "main"])
+    _run(git + ["add", "-A"])
+    _run(git + ["commit", "-q", "-m", "snapshot"])
+    return f"git+file://{dest}@main"
+
+
+class ColabLike:
+    """The virtualenv, its kernel spec and the environment its kernels get."""
+
+    def __init__(self, base: pathlib.Path):
+        self.base = base
+        self.venv = base / "venv"
+        self.python = self.venv / "bin" / "python"
+        self.repo_url = ""
+        self.work = base / "content"  # Colab's working folder: where uploaded files land
+        self.work.mkdir()
+        _run([sys.executable, "-m", "venv", str(self.venv)])
+        pins = [f"{name}=={importlib.metadata.version(name)}" for name in COLAB_PREINSTALLED]
+        _run([str(self.python), "-m", "pip", "install", "-q", *pins], timeout=900, env=self.env())
+        spec = base / "jupyter" / "kernels" / KERNEL
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [str(self.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Colab-like Python", "language": "python"}))
+        self.jupyter_path = str(base / "jupyter")
+        self.repo_url = _snapshot_repo(base / "repo")
+
+    def env(self, **extra) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JPY_SESSION_NAME")}
+        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        if self.repo_url:
+            env["ATTENTION_COURSE_SOURCE"] = self.repo_url
+        env.update(extra)
+        return env
+
+    def execute(self, nb: nbformat.NotebookNode, path: pathlib.Path | None = None) -> nbformat.NotebookNode:
+        """Run ``nb`` top to bottom on the Colab-like kernel in the Colab working folder (errors recorded, not
+        raised). With ``path``, the notebook is saved there first and the kernel is told it has that file open."""
+        from nbclient import NotebookClient
+
+        extra = {}
+        if path is not None:
+            nbformat.write(nb, path)
+            extra["JPY_SESSION_NAME"] = str(path)
+        os.environ["JUPYTER_PATH"] = self.jupyter_path  # where the harness finds the kernel spec
+        client = NotebookClient(nb, kernel_name=KERNEL, timeout=600, allow_errors=True,
+                                resources={"metadata": {"path": str(self.work)}})
+        return client.execute(env=self.env(**extra))
+
+    def setup_cell_only(self, chapter: str) -> nbformat.NotebookNode:
+        nb = releases.release_notebook(chapter)
+        nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"]
+        return self.execute(nb)
+
+
+def _outputs(cell) -> tuple[str, list[str]]:
+    """(stdout text, error messages) of an executed cell."""
+    text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream")
+    errors = [f"{o.ename}: {o.evalue}" for o in cell.get("outputs", []) if o.output_type == "error"]
+    return text, errors
+
+
+def _installed_course(colab: ColabLike) -> pathlib.Path:
+    out = _run([str(colab.python), "-c", "import autograder, pathlib; print(pathlib.Path(autograder.__file__).parent)"],
+               env=colab.env(), cwd=colab.work).stdout
+    return pathlib.Path(out.strip())
+
+
+@pytest.fixture(scope="module")
+def colab(tmp_path_factory):
+    saved = os.environ.get("JUPYTER_PATH")
+    env = ColabLike(tmp_path_factory.mktemp("colab"))
+    yield env
+    if saved is None:
+        os.environ.pop("JUPYTER_PATH", None)
+    else:
+        os.environ["JUPYTER_PATH"] = saved
+
+
+@pytest.fixture(scope="module")
+def installed(colab):
+    """The course installed by the setup cell: first from the git URL, then (uninstalled) from an uploaded wheel."""
+    chapter = CHAPTERS[0]
+    setup = colab.setup_cell_only(chapter).cells[0]
+    text, errors = _outputs(setup)
+    assert not errors, errors
+    assert f"Installing the course package from {colab.repo_url}" in text, text
+    package = _installed_course(colab)
+    assert "site-packages" in str(package), package  # installed, not read from this checkout
+
+    # The student install is the student's: no grading tools, no sample submissions, no attack variants.
+    probe = ("import importlib.util as u; print([m for m in ('nbgrader', 'jupytext', 'autograder.variants') "
+             "if u.find_spec(m)])")
+    assert _run([str(colab.python), "-c", probe], env=colab.env(), cwd=colab.work).stdout.strip() == "[]"
+    assert not (package / "samples").exists()
+    assert sorted(p.stem for p in (package / "_release").glob("*.ipynb")) == CHAPTERS
+
+    # A wheel uploaded next to the notebook (no ATTENTION_COURSE_SOURCE) is what the setup cell installs.
+    _run([str(colab.python), "-m", "pip", "uninstall", "-q", "-y", "attention-course"], env=colab.env())
+    gone = subprocess.run([str(colab.python), "-c", "import autograder"], env=colab.env(), cwd=colab.work)
+    assert gone.returncode != 0, "the course package is still importable after pip uninstall"
+    _run([str(colab.python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(colab.work),
+          str(colab.base / "repo")], timeout=600, env=colab.env())
+    wheels = list(colab.work.glob("attention_course-*.whl"))
+    assert len(wheels) == 1, wheels
+    saved, colab.repo_url = colab.repo_url, ""
+    try:
+        setup = colab.setup_cell_only(chapter).cells[0]
+    finally:
+        colab.repo_url = saved
+    text, errors = _outputs(setup)
+    assert not errors and f"Installing the course package from {wheels[0].name}" in text, (text, errors)
+    wheels[0].unlink()
+
+    # Installed now: the setup cell installs nothing.
+    text, errors = _outputs(colab.setup_cell_only(chapter).cells[0])
+    assert not errors and "Installing" not in text, (text, errors)
+    return package
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_untouched_notebook_says_each_exercise_is_not_filled_in(installed, colab, chapter):
+    release = releases.release_notebook(chapter)
+    nb = colab.execute(release, colab.work / f"{chapter}.ipynb")
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        text, errors = _outputs(cell)
+        if meta.get("grade_id") == "setup":
+            assert not errors, errors
+        if meta.get("grade"):
+            name = meta["grade_id"].removeprefix("test_")
+            assert errors and "has not been filled in yet" in errors[0], f"{name}: {errors or text}"
+    text, errors = _outputs(nb.cells[-1])
+    assert "selfcheck_here" in nb.cells[-1].source and not errors, errors
+    assert "gradeable" in text and "not attempted yet" in text, text
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_reference_answers_pass_every_visible_check(installed, colab, chapter):
+    filled = notebooks.fill_release(releases.release_notebook(chapter), chapter)
+    nb = colab.execute(filled, colab.work / f"{chapter}.ipynb")
+    exercises = notebooks.checks_module(chapter).EXERCISES
+    for i, cell in enumerate(nb.cells):
+        text, errors = _outputs(cell)
+        assert not errors, f"cell {i} ({cell.get('id')}) failed:\n{cell.source[:300]}\n{errors}"
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            name = meta["grade_id"].removeprefix("test_")
+            n = len(exercises[name].visible)
+            assert f"All {n} visible checks passed for {name}." in text, text
+    text, _ = _outputs(nb.cells[-1])
+    assert f"This notebook: gradeable as {chapter}." in text and "no problems found" in text, text
