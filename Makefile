@@ -20,8 +20,10 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# --all re-reads every page (execution stays cached in _build/.jupyter_cache), so a page's warnings recur on every
+# build: a failed build cannot turn green by being run again unchanged.
 book: $(STAMP)
-	$(VENV)/bin/jupyter-book build . -W --keep-going
+	$(VENV)/bin/jupyter-book build . --all -W --keep-going
 
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto tests
