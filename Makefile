@@ -1,6 +1,7 @@
 # One-command set-up: every target creates .venv and installs everything it needs on first use.
 #   make book   - build the HTML book into _build/html (executes every page; cached)
-#   make test   - all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book build
+#   make test   - all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book
+#                 build and its check in headless Chromium (needs: apt-get install chromium chromium-driver)
 #   make grade  - grade the shipped sample submissions into grading_out/
 PYTHON ?= python3
 VENV   := .venv
@@ -29,6 +30,7 @@ test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto tests
 	$(MAKE) book
 	$(PY) tests/check_built_book.py
+	$(PY) tests/check_book_in_browser.py
 
 grade: $(STAMP)
 	$(PY) -m autograder grade
