@@ -91,7 +91,8 @@ def style_text_metrics(style: pathlib.Path = STYLE) -> tuple[float, float]:
 def lint_page_sources(min_font_pt: float) -> list[str]:
     """Problems in the book pages' code that would make figures smaller than the shared style promises."""
     problems = []
-    font_kw = re.compile(r"\b(fontsize|labelsize|titlesize|title_fontsize|size)\s*=\s*([\w.\"'+-]+)")
+    font_kw = re.compile(r"\b(fontsize|labelsize|titlesize|title_fontsize|size)\s*=\s*([\w.\"'+-]+)"
+                         r"|\.(set_fontsize|set_size)\(\s*([\w.\"'+-]+)")
     for page in sorted((ROOT / "book").glob("*.md")):
         text, name = page.read_text(), page.relative_to(ROOT)
         code = "\n".join(re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, flags=re.S))
@@ -105,7 +106,8 @@ def lint_page_sources(min_font_pt: float) -> list[str]:
             for match in re.finditer(pattern, code):
                 problems.append(f"{name}: {what} ({match.group(0).strip()}…) — put figure settings in "
                                 f"book/figures.mplstyle")
-        for key, value in font_kw.findall(code):
+        for match in font_kw.finditer(code):
+            key, value = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
             bare = value.strip("\"'")
             try:
                 ok = float(bare) >= min_font_pt
