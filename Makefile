@@ -1,6 +1,7 @@
 # One-command set-up: every target creates .venv and installs everything it needs on first use.
 #   make book   - build the HTML book into _build/html (executes every page; cached)
-#   make test   - all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book build
+#   make test   - all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book
+#                 build and its check in headless Chromium (needs: apt-get install chromium chromium-driver)
 #   make grade  - grade the shipped sample submissions into grading_out/
 PYTHON ?= python3
 VENV   := .venv
@@ -20,13 +21,16 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# --all re-reads every page (execution stays cached in _build/.jupyter_cache), so a page's warnings recur on every
+# build: a failed build cannot turn green by being run again unchanged.
 book: $(STAMP)
-	$(VENV)/bin/jupyter-book build . -W --keep-going
+	$(VENV)/bin/jupyter-book build . --all -W --keep-going
 
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup tests
 	$(MAKE) book
 	$(PY) tests/check_built_book.py
+	$(PY) tests/check_book_in_browser.py
 
 grade: $(STAMP)
 	$(PY) -m autograder grade
