@@ -98,33 +98,36 @@ def write_exports(rows, out: pathlib.Path, points: dict[str, int], *, assignment
     ``rows`` are grading.Row objects (``lms``, ``lms_id``, ``name``, ``score``, ``graded_at`` …); ``assignment`` is
     the Canvas column ("ch03 (12345)": name and Canvas assignment id)."""
     written = []
-    for lms, name, write in ((CANVAS, CANVAS_FILE, _write_canvas), (MOODLE, MOODLE_FILE, _write_moodle)):
-        mine = [r for r in rows if r.lms == lms and r.lms_id]
+    for system, name in ((CANVAS, CANVAS_FILE), (MOODLE, MOODLE_FILE)):
+        mine = [r for r in rows if r.lms == system and r.lms_id]
         if not mine:
             (out / name).unlink(missing_ok=True)  # from an earlier batch in this folder: it would mislead
             continue
-        twice = sorted(i for i, n in collections.Counter(r.lms_id for r in mine).items() if n > 1)
-        if twice:
-            log(f"  warning: {name}: several submissions of the same {lms} user ({', '.join(twice)}); the LMS keeps "
-                "the last row of each")
-        others = len([r for r in rows if r.lms != lms])
+        others = len([r for r in rows if r.lms != system])
         if others:
-            log(f"  note: {name}: {others} submission(s) whose names carry no {lms} id are not in it")
-        with open(out / name, "w", newline="", encoding="utf-8") as f:
-            write(csv.writer(f), mine, points, assignment)
+            log(f"  note: {name}: {others} submission(s) whose names carry no {system} id are not in it")
+        write(system, out / name, mine, points, assignment=assignment, log=log)
         written.append(out / name)
     return written
 
 
-def _write_canvas(w, rows, points, assignment) -> None:
-    w.writerow(CANVAS_COLUMNS + [assignment])
-    for r in rows:
-        w.writerow([r.name, r.lms_id, "", "", "", f"{r.score:g}"])
-
-
-def _write_moodle(w, rows, points, assignment) -> None:
-    w.writerow(MOODLE_COLUMNS)
-    for r in rows:
-        graded = datetime.datetime.fromtimestamp(r.graded_at).strftime(MOODLE_DATE) if r.graded_at else ""
-        w.writerow([MOODLE_PARTICIPANT + r.lms_id, r.name, "", "Submitted for grading", f"{r.score:g}",
-                    f"{r.max_score:g}", "Yes", "", graded, feedback_comment(r, points)])
+def write(system: str, path: pathlib.Path, rows, points: dict[str, int], *, assignment: str, log=print) -> None:
+    """Write ``rows`` (with ``lms_id``) as ``system``'s import file at ``path``."""
+    twice = sorted(i for i, n in collections.Counter(r.lms_id for r in rows).items() if n > 1)
+    if twice:
+        log(f"  warning: {path.name}: several rows for the same {system} user ({', '.join(twice)}); the LMS keeps "
+            "the last one")
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        if system == CANVAS:
+            w.writerow(CANVAS_COLUMNS + [assignment])
+            for r in rows:
+                w.writerow([r.name, r.lms_id, "", "", "", f"{r.score:g}"])
+        elif system == MOODLE:
+            w.writerow(MOODLE_COLUMNS)
+            for r in rows:
+                graded = datetime.datetime.fromtimestamp(r.graded_at).strftime(MOODLE_DATE) if r.graded_at else ""
+                w.writerow([MOODLE_PARTICIPANT + r.lms_id, r.name, "", "Submitted for grading", f"{r.score:g}",
+                            f"{r.max_score:g}", "Yes", "", graded, feedback_comment(r, points)])
+        else:
+            raise ValueError(f"unknown LMS {system!r} (expected {CANVAS!r} or {MOODLE!r})")

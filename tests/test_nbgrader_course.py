@@ -27,6 +27,7 @@ from tests.test_grading import _expected_scores
 CHAPTERS = notebooks.chapters()
 EXCHANGE_CHAPTER = "ch03_self_attention"
 MOODLE_CHAPTER = "ch01_seq2seq"
+CANVAS_EXPORT_CHAPTER = "ch02_bahdanau_attention"
 NBGRADER = shutil.which("nbgrader", path=os.path.dirname(sys.executable)) or shutil.which("nbgrader")
 
 
@@ -145,6 +146,12 @@ def test_plain_nbgrader_gives_the_course_points(chapter, tmp_path):
         assert f"for student '{i}'" in log and "NotJSONError" in log, log[-3000:]
     _run(["generate_feedback", chapter], course, env)
     _run(["export", "--to", "grades.csv"], course, env)
+    lms_file = {MOODLE_CHAPTER: "MoodleExport", CANVAS_EXPORT_CHAPTER: "CanvasExport"}.get(chapter)
+    if lms_file:  # the LMS's import file from nbgrader's gradebook (autograder/nbgrader_export.py)
+        _run(["export", f"--exporter=autograder.nbgrader_export.{lms_file}", f"--assignment={chapter}",
+              "--CanvasExport.column=Chapter (12345)", "--to", "lms.csv"], course, env)
+        with open(course / "lms.csv", newline="") as f:
+            lms_rows = list(csv.reader(f))
 
     from nbgrader.api import Gradebook
 
@@ -160,6 +167,12 @@ def test_plain_nbgrader_gives_the_course_points(chapter, tmp_path):
             assert scores == expected, (student, expectation)
             assert float(exported[student]["score"]) == sum(expected.values())
             assert float(exported[student]["max_score"]) == exercises.total_points
+            if lms_file == "CanvasExport":
+                assert lms_rows[0] == lms.CANVAS_COLUMNS + ["Chapter (12345)"]
+                assert [float(r[5]) for r in lms_rows if r[1] == student] == [sum(expected.values())]
+            elif lms_file == "MoodleExport":
+                assert lms_rows[0] == lms.MOODLE_COLUMNS
+                assert [float(r[4]) for r in lms_rows if r[0] == f"Participant {student}"] == [sum(expected.values())]
             feedback = course / "feedback" / student / chapter / f"{chapter}.html"
             if expectation == "invalid":  # nbgrader could not read it: no grade, no feedback, listed for manual grading
                 assert nb.needs_manual_grade and all(g.auto_score is None for g in nb.grades)
