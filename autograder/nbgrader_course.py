@@ -103,7 +103,8 @@ For instructors who run nbgrader's own workflow (JupyterHub with the exchange an
 of an LMS download). `source/<chapter>/<chapter>.ipynb` is each chapter's instructor notebook: reference
 solutions, visible and hidden tests, points. `nbgrader_config.py` sets the course id (`{COURSE_ID}`), the
 gradebook (`gradebook.db` here), the exercise stubs, a {CELL_TIMEOUT} s limit per cell, feedback without the hidden
-tests' source, and the `zip_collect` file-name rule for Canvas and Moodle downloads.
+tests' source, and the `zip_collect` file-name rule for Canvas and Moodle downloads (the student id becomes the
+Canvas user id or the Moodle participant id).
 
 The kernel that autogrades must import the course package (`autograder`, `solutions`): install it where
 nbgrader runs (`pip install -e ".[grading]"` in a checkout); otherwise each notebook's setup cell installs it
@@ -111,21 +112,30 @@ from GitHub, which needs network access.
 
 ```bash
 cd nbgrader_course
-nbgrader generate_assignment ch03_self_attention     # release/ch03_self_attention/ = notebooks/ch03_self_attention.ipynb
-nbgrader release_assignment ch03_self_attention      # students: nbgrader fetch_assignment / nbgrader submit
-nbgrader collect ch03_self_attention                 # or: an LMS zip in downloaded/ch03_self_attention/archive/
-                                                     #     then nbgrader zip_collect ch03_self_attention
+nbgrader generate_assignment ch03_self_attention   # release/ch03_self_attention/ = notebooks/ch03_self_attention.ipynb
+nbgrader release_assignment ch03_self_attention    # students: nbgrader fetch_assignment / nbgrader submit
+nbgrader collect ch03_self_attention               # or: put the LMS's zip in downloaded/ch03_self_attention/archive/
+                                                   #     and run nbgrader zip_collect ch03_self_attention
 nbgrader autograde ch03_self_attention
 nbgrader generate_feedback ch03_self_attention
-nbgrader export                                      # grades.csv (nbgrader's columns)
+nbgrader export                                    # grades.csv (nbgrader's columns)
+nbgrader export --exporter=autograder.nbgrader_export.CanvasExport --assignment=ch03_self_attention \\
+    --CanvasExport.column="Chapter 3 (12345)" --to canvas_import.csv    # Canvas: Grades > Import
+nbgrader export --exporter=autograder.nbgrader_export.MoodleExport --assignment=ch03_self_attention \\
+    --to moodle_grading_worksheet.csv                                   # Moodle: Upload grading worksheet
 ```
+
+`autograde` logs "Attribute 'checksum' for cell test_… has changed" for every test cell: that is nbgrader
+putting the hidden tests back into the student's copy, as it should.
 
 Plain nbgrader has none of the course grader's hardening (`python -m autograder grade`): no integrity guard
 (a notebook that rebinds the checks or patches torch can earn points), no sandbox (the student's code runs with
-the grading account's rights and network), no repair of damaged files (a notebook that is not valid JSON is
-not graded: `autograde` reports an error for it and it gets no score), and the self-check cell prints that it
-cannot read the notebook. The first test cell of every graded notebook prints this in its output, so the
-feedback says so too:
+the grading account's files and network, and can import the chapter's reference solution), no repair of damaged
+files. A notebook that is not valid JSON (like the truncated sample) is not autograded: `autograde` reports the
+error and exits with status 1, the submission has no automatic score (0 in `nbgrader export`), formgrader lists
+it as needing manual grading, and it gets no feedback. The self-check cell prints that it cannot read the
+notebook, and the feedback loads MathJax from a CDN. The first test cell of every graded notebook prints this
+note, so nbgrader's feedback says it too:
 
 > {NOTE}
 """
