@@ -32,6 +32,10 @@ def _cmd_grade(args) -> int:
     if not args.submissions:  # the default run: every chapter's shipped samples
         jobs = [(c, sorted((notebooks.SAMPLES / c).glob("*.ipynb"))) for c in notebooks.chapters()]
     else:
+        missing = [s for s in args.submissions if not pathlib.Path(s).exists()]
+        if missing:
+            print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+            return 2
         files = grading.expand_submissions(args.submissions, pathlib.Path(args.out) / "_unzipped")
         if args.chapter:
             jobs = [(args.chapter, files)]
