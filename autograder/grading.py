@@ -419,8 +419,8 @@ _FEEDBACK_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
 """
-_MATH = re.compile(r"(?P<code>```.*?```|`[^`\n]*`)|\$\$(?P<block>.+?)\$\$|(?<![\\$])\$(?P<inline>[^\s$][^$\n]*?)(?<![\s\\])\$",
-                   re.S)
+_MATH = re.compile(r"(?P<code>```.*?```|`[^`\n]*`)"  # code is left alone
+                   r"|\$\$(?P<block>.+?)\$\$|(?<![\\$])\$(?P<inline>[^\s$][^$\n]*?)(?<![\s\\])\$", re.S)
 
 
 def _math_to_mathml(nb: nbformat.NotebookNode) -> dict[str, str]:

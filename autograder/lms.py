@@ -45,8 +45,8 @@ _MOODLE_FLAT = re.compile(r"^(?P<name>[^/]+)_(?P<lms_id>\d+)_assignsubmission_fi
 
 # The same rule for nbgrader's zip_collect (FileNameCollectorPlugin.named_regexp, matched against the extracted
 # file's absolute path): student id = the LMS id; file id = the uploaded name without Canvas's "-N" re-upload suffix.
-ZIP_COLLECT_REGEXP = (r"^.*/[^/_]+_(?:LATE_)?(?P<student_id>\d+)_(?:\d+_|assignsubmission_file_?/|assignsubmission_file_)"
-                      r"(?P<file_id>[^/]+?)(?:-\d+)?\.ipynb$")
+ZIP_COLLECT_REGEXP = (r"^.*/[^/_]+_(?:LATE_)?(?P<student_id>\d+)_"
+                      r"(?:\d+_|assignsubmission_file_?/|assignsubmission_file_)(?P<file_id>[^/]+?)(?:-\d+)?\.ipynb$")
 
 
 @dataclasses.dataclass(frozen=True)

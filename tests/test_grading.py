@@ -112,7 +112,8 @@ def test_student_ids_from_lms_names():
 # ------------------------------------------------------------------------------------------------ LMS files
 # The column sets as the LMSs document them (not taken from autograder/lms.py, so that a change there is caught):
 # Canvas gradebook import — the columns of Canvas's own gradebook export; a column Canvas does not know becomes
-# a new assignment: https://teaching.resources.osu.edu/toolsets/carmencanvas/guides/calculating-final-grades/import-csv-file-carmen-grades
+# a new assignment:
+# https://teaching.resources.osu.edu/toolsets/carmencanvas/guides/calculating-final-grades/import-csv-file-carmen-grades
 # and https://nemogb-dev.github.io/nemogb-r/articles/detailed-canvas-export-info.html (ID = Canvas user id).
 CANVAS_DOCUMENTED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 # Moodle assignment "Download grading worksheet" (mod/assign/gradingtable.php, downloading, file submissions,
