@@ -34,11 +34,15 @@ def _cmd_grade(args) -> int:
               "its grading extra:\n    pip install 'attention-course[grading]'   (in a checkout: make setup)",
               file=sys.stderr)
         return 2
-    from . import grading
+    from . import grading, lms
 
     if not args.submissions:  # the default run: every chapter's shipped samples
         jobs = [(c, sorted((notebooks.SAMPLES / c).glob("*.ipynb"))) for c in notebooks.chapters()]
     else:
+        missing = [s for s in args.submissions if not pathlib.Path(s).exists()]
+        if missing:
+            print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+            return 2
         files = grading.expand_submissions(args.submissions, pathlib.Path(args.out) / "_unzipped")
         if args.chapter:
             jobs = [(args.chapter, files)]
@@ -51,12 +55,20 @@ def _cmd_grade(args) -> int:
                     return 2
                 by_chapter.setdefault(chapter, []).append(f)
             jobs = sorted(by_chapter.items())
+    if args.lms_assignment and len(jobs) > 1:
+        print(f"error: --lms-assignment names one assignment, but the submissions are of {len(jobs)} chapters "
+              f"({', '.join(c for c, _ in jobs)}); grade one chapter at a time (--chapter)", file=sys.stderr)
+        return 2
     for chapter, files in jobs:
         out = pathlib.Path(args.out) / chapter
         print(f"Grading {len(files)} submission(s) of {chapter} -> {out}")
         rows = grading.grade(files, chapter, out, cell_timeout=args.cell_timeout, notebook_timeout=args.timeout,
-                             memory_mb=args.memory_mb, jobs=args.jobs, force=args.force)
+                             memory_mb=args.memory_mb, jobs=args.jobs, force=args.force,
+                             lms_assignment=args.lms_assignment)
         print(f"  wrote {out / grading.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
+        for system, name in ((lms.CANVAS, lms.CANVAS_FILE), (lms.MOODLE, lms.MOODLE_FILE)):
+            if any(r.lms == system for r in rows):
+                print(f"  wrote {out / name} (to import into {system.capitalize()}: README, 'Grades into the LMS')")
     return 0
 
 
@@ -86,6 +98,9 @@ def main(argv=None) -> int:
     p.add_argument("--memory-mb", type=int, default=6144, help="address-space limit of a kernel (default: 6144)")
     p.add_argument("--jobs", "-j", type=int, default=None, help="submissions graded at once (default: cores)")
     p.add_argument("--force", action="store_true", help="regrade files already graded (default: skip them)")
+    p.add_argument("--lms-assignment", metavar="NAME",
+                   help="Canvas: the assignment column of canvas_import.csv, with the Canvas assignment id in "
+                        "parentheses, e.g. \"ch03 (12345)\" (default: the chapter)")
     p.set_defaults(func=_cmd_grade)
     p = sub.add_parser("selfcheck", help="students: is my notebook still gradeable? (runs nothing)")
     p.add_argument("notebook")

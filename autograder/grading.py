@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import csv
 import dataclasses
@@ -38,7 +39,7 @@ import zlib
 
 import nbformat
 
-from . import notebooks
+from . import lms, notebooks
 
 CSV_NAME = "grades.csv"
 
@@ -54,14 +55,19 @@ class Row:
     status: str  # "graded", "error" (not gradeable: zero) or "integrity" (grading machinery changed: zero)
     reason: str
     warnings: list[str] = dataclasses.field(default_factory=list)
+    lms: str = ""  # "canvas", "moodle" or "": whose download name the file has (autograder/lms.py)
+    lms_id: str = ""  # Canvas user id / Moodle participant id from the name
+    name: str = ""  # the student's name as the LMS wrote it
+    late: bool | None = None  # Canvas's LATE marker; None when the name does not say
+    graded_at: float = 0.0  # when the result was recorded (seconds since the epoch)
 
 
-def student_id_from_filename(name: str, taken: set[str]) -> str:
-    """A gradebook id from an LMS file name ('smithjane_1234_5678_ch03_x.ipynb' -> 'smithjane_1234'), unique."""
-    stem = pathlib.Path(name).stem
-    stem = re.sub(r"_LATE", "", stem)
-    parts = stem.split("_")
-    base = "_".join(parts[:2]) if len(parts) >= 3 and parts[1].isdigit() else stem
+def student_id_from_filename(path, taken: set[str]) -> str:
+    """A gradebook id from an LMS download name, unique in ``taken``: name and LMS id
+    ('smithjane_1234_5678_ch03_x.ipynb' -> 'smithjane_1234'; Moodle's 'Jane Smith_77_assignsubmission_file/x.ipynb'
+    -> 'Jane-Smith_77'), else the file's stem."""
+    who = lms.parse(path)
+    base = f"{who.name}_{who.lms_id}" if who.lms else pathlib.PurePath(path).stem
     base = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-") or "student"
     sid, n = base, 1
     while sid in taken:
@@ -82,7 +88,8 @@ def chapter_from_filename(name: str) -> str | None:
 
 
 def _sanitize_feedback(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Remove hidden-test source and cut tracebacks of test cells down to the check's message."""
+    """Remove hidden-test source, cut tracebacks of test cells down to the check's message, drop the self-check
+    cell's output (it reports on the grader's copy, not on the student's file)."""
     pattern = re.compile(r"\n?### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -91,6 +98,8 @@ def _sanitize_feedback(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             cell.source = "\n".join(ln for ln in cell.source.splitlines() if "_autograder_guard" not in ln)
         if "BEGIN HIDDEN TESTS" in cell.source:
             cell.source = pattern.sub("\n# (hidden tests run here)", cell.source)
+        if "selfcheck_here(" in cell.source:  # the "Before you submit" cell cannot read the file while grading
+            cell.outputs = []
         for out in cell.get("outputs", []):
             if out.output_type == "error":
                 out.traceback = [f"{out.ename}: {out.evalue}"]
@@ -179,8 +188,15 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
+def _safe_part(part: str) -> str:
+    """A file or folder name from a zip, kept readable (Moodle's folders carry the student's full name)."""
+    part = re.sub(r"[^\w .()@+-]+", "_", part).strip()
+    return part if part.strip(".") else "_"
+
+
 def expand_submissions(paths, unzip_dir: pathlib.Path) -> list[pathlib.Path]:
-    """.ipynb files from files, folders and LMS zip downloads (extracted under ``unzip_dir``)."""
+    """.ipynb files from files, folders and LMS zip downloads (extracted under ``unzip_dir``, keeping the folder
+    each file is in: Moodle names the student in the folder)."""
     files = []
     for p in map(pathlib.Path, paths):
         if p.is_dir():
@@ -189,22 +205,43 @@ def expand_submissions(paths, unzip_dir: pathlib.Path) -> list[pathlib.Path]:
             dest = unzip_dir / _safe_name(p.stem)
             with zipfile.ZipFile(p) as z:
                 for info in z.infolist():
-                    if info.filename.endswith(".ipynb") and not info.is_dir():
-                        target = dest / _safe_name(pathlib.PurePosixPath(info.filename).name)
+                    name = pathlib.PurePosixPath(info.filename.replace("\\", "/"))
+                    if name.suffix == ".ipynb" and not info.is_dir() and ".ipynb_checkpoints" not in name.parts:
+                        target = dest.joinpath(*(_safe_part(q) for q in name.parts if q not in ("", "/")))
                         target.parent.mkdir(parents=True, exist_ok=True)
                         target.write_bytes(z.read(info))
-            files += sorted(dest.glob("*.ipynb"))
+            files += sorted(dest.rglob("*.ipynb"))
         else:
             files.append(p)
     return files
 
 
+def submission_labels(paths) -> dict[pathlib.Path, str]:
+    """How grades.csv names each file: its name, with its folder in front where the folder names the student
+    (Moodle) or where two files of the batch share a name."""
+    shared = {n for n, k in collections.Counter(p.name for p in paths).items() if k > 1}
+    labels, seen = {}, set()
+    for p in paths:
+        who = lms.parse(p)
+        folder = p.name in shared or (who.lms == lms.MOODLE and who.file == p.name)
+        label = f"{p.parent.name}/{p.name}" if folder else p.name
+        base, n = label, 1
+        while label in seen:
+            n += 1
+            label = f"{base} ({n})"
+        seen.add(label)
+        labels[p] = label
+    return labels
+
+
 def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_timeout: int = 120,
           notebook_timeout: int = 900, memory_mb: int = 6144, jobs: int | None = None, force: bool = False,
-          log=print) -> list[Row]:
+          lms_assignment: str | None = None, log=print) -> list[Row]:
     """Grade ``paths`` (submitted .ipynb files) for ``chapter``, each in its own sandboxed worker, ``jobs`` at a
     time. Results are kept per submission under ``out/results``: a rerun skips files already graded (same
-    contents) unless ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``."""
+    contents) unless ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
+    grade files of the LMS whose download names the files have (``lms.py``; ``lms_assignment`` is the Canvas
+    column, e.g. "ch03 (12345)"; default: the chapter)."""
     from . import sandbox
 
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader's gradebook
@@ -216,11 +253,12 @@ def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_ti
     exercises = notebooks.checks_module(chapter).EXERCISES
     max_score = float(exercises.total_points)
     paths = sorted(pathlib.Path(p) for p in paths)
+    labels = submission_labels(paths)
     taken: set[str] = set()
     todo = []
     for path in paths:
-        sid = student_id_from_filename(path.name, taken)
-        result = out / "results" / f"{_safe_name(path.name)}.json"
+        sid = student_id_from_filename(path, taken)
+        result = out / "results" / f"{_safe_name(labels[path])}.json"
         sha = _sha256(path)
         if result.exists() and not force:
             try:
@@ -228,7 +266,7 @@ def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_ti
                     continue
             except (OSError, ValueError):
                 pass
-        todo.append((path, sid, result, sha))
+        todo.append((path, labels[path], sid, result, sha))
 
     if todo:
         _grade_todo(todo, chapter, out, exercises, max_score, cell_timeout=cell_timeout,
@@ -237,15 +275,20 @@ def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_ti
     rows = []
     taken = set()
     for path in paths:
-        sid = student_id_from_filename(path.name, taken)
-        r = json.loads((out / "results" / f"{_safe_name(path.name)}.json").read_text())
+        sid = student_id_from_filename(path, taken)
+        result = out / "results" / f"{_safe_name(labels[path])}.json"
+        r = json.loads(result.read_text())
         scores = {ex.name: float(r["scores"].get(ex.name, 0.0)) for ex in exercises}
         reason = r["reason"] or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
-        rows.append(Row(path.name, sid, chapter, scores, sum(scores.values()), max_score, r["status"], reason,
-                        list(r.get("warnings", []))))
+        who = lms.parse(path)
+        rows.append(Row(labels[path], sid, chapter, scores, sum(scores.values()), max_score, r["status"], reason,
+                        list(r.get("warnings", [])), lms=who.lms, lms_id=who.lms_id, name=who.name, late=who.late,
+                        graded_at=result.stat().st_mtime))
     names = [ex.name for ex in exercises]
+    points = {ex.name: ex.points for ex in exercises}
     write_csv(rows, out / CSV_NAME, names)
-    write_summary(rows, out, names, {ex.name: ex.points for ex in exercises})
+    write_summary(rows, out, names, points)
+    lms.write_exports(rows, out, points, assignment=lms_assignment or chapter, log=log)
     return rows
 
 
@@ -262,28 +305,29 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
     from . import canonical, sandbox
 
     release = notebooks.build_release(chapter)
+    points = {ex.name: ex.points for ex in exercises}
     groups: dict[str, list] = {}
     canon: dict[str, tuple] = {}
-    for path, sid, result, sha in todo:
+    for path, label, sid, result, sha in todo:
         try:
             nb, warns = canonical.canonicalise(path.read_bytes(), release)
         except canonical.Ungradeable as exc:
-            _result_json(result, submission=path.name, sha256=sha, student_id=sid, status="error",
+            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
                          reason=str(exc), scores={}, warnings=[])
-            log(f"  {path.name}: 0/{max_score:g} — {exc}")
+            log(f"  {label}: 0/{max_score:g} — {exc}")
             continue
         except OSError as exc:
-            _result_json(result, submission=path.name, sha256=sha, student_id=sid, status="error",
+            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
                          reason=f"unreadable file: {exc.strerror}", scores={}, warnings=[])
             continue
         except Exception as exc:  # noqa: BLE001 - a notebook shaped in a way nobody foresaw: one row, batch goes on
-            _result_json(result, submission=path.name, sha256=sha, student_id=sid, status="error",
+            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
                          reason=f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})", scores={},
                          warnings=[])
             continue
         text = nbformat.writes(nb)
         key = hashlib.sha256(text.encode()).hexdigest()
-        groups.setdefault(key, []).append((path, sid, result, sha))
+        groups.setdefault(key, []).append((path, label, sid, result, sha))
         canon[key] = (text, canon.get(key, (None, {}))[1] | {sid: warns})
     if not groups:
         return
@@ -312,15 +356,15 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
         + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)"))
 
     def run_one(key):
-        (path, sid, result, sha), *others = groups[key]
+        (path, label, sid, result, sha), *others = groups[key]
         text, warns = canon[key]
         canonical_path = jobs_dir / f"{_safe_name(sid)}.canonical.ipynb"
         canonical_path.write_text(text)
-        job = {"canonical": str(canonical_path), "warnings": warns[sid], "submission_name": path.name,
+        job = {"canonical": str(canonical_path), "warnings": warns[sid], "submission_name": label,
                "sha256": sha, "chapter": chapter, "student_id": sid, "course_template": str(course),
                "stage": str(stage), "sandbox": str(scratch / _safe_name(sid)), "result": str(result),
                "feedback": str(out / "feedback" / f"{sid}.html"), "keep": str(out / "graded"),
-               "cell_timeout": cell_timeout, "memory_mb": memory_mb, "max_score": max_score,
+               "cell_timeout": cell_timeout, "memory_mb": memory_mb, "max_score": max_score, "points": points,
                "hidden_files": hidden, "netns": bool(prefix),
                "uid": 100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1,
                # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
@@ -341,25 +385,24 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
             why = f"the notebook ran longer than {notebook_timeout} s in total"
         if not result.exists():
             tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-            _result_json(result, submission=path.name, sha256=sha, student_id=sid, status="error", scores={},
+            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error", scores={},
                          warnings=warns[sid], reason=why + (f" ({tail[0][:150]})" if tail and proc.returncode else ""))
         shutil.rmtree(scratch / _safe_name(sid), ignore_errors=True)
         r = json.loads(result.read_text())
-        log(f"  {path.name}: {sum(r['scores'].values()):g}/{max_score:g}"
+        log(f"  {label}: {sum(r['scores'].values()):g}/{max_score:g}"
             + (f" — {r['reason'][:120]}" if r["reason"] else ""))
         shared = [w for w in r["warnings"] if w not in warns[sid]]  # from running the code: same for every copy
         graded = out / "graded" / f"{sid}.ipynb"
-        for o_path, o_sid, o_result, o_sha in others:
-            same = f"identical code to {path.name} (graded once for both)"
+        for _, o_label, o_sid, o_result, o_sha in others:
+            same = f"identical code to {label} (graded once for both)"
             o_warns = warns[o_sid] + shared + [same]
-            _result_json(o_result, **{**r, "submission": o_path.name, "sha256": o_sha, "student_id": o_sid,
+            _result_json(o_result, **{**r, "submission": o_label, "sha256": o_sha, "student_id": o_sid,
                                        "warnings": o_warns})
             if graded.exists():
                 _write_feedback(nbformat.read(graded, as_version=4), out / "feedback" / f"{o_sid}.html", o_sid,
-                                chapter, sum(r["scores"].values()), max_score, warnings=o_warns,
-                                reasons=r["reason"].split("; "))
+                                chapter, r["scores"], points, warnings=o_warns, reasons=r["reason"].split("; "))
                 shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
-            log(f"  {o_path.name}: {sum(r['scores'].values()):g}/{max_score:g} — {same}")
+            log(f"  {o_label}: {sum(r['scores'].values()):g}/{max_score:g} — {same}")
 
     try:
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
@@ -368,28 +411,86 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _write_feedback(graded, path: pathlib.Path, sid: str, chapter: str, total: float, max_score: float, *,
-                    warnings=(), reasons=()) -> None:
+# The feedback page works offline: no MathJax, require.js or mermaid from a CDN (nbconvert's lab template loads
+# them); formulas in the notebook's text are converted to MathML here, which browsers render natively.
+_FEEDBACK_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+"""
+_MATH = re.compile(r"(?P<code>```.*?```|`[^`\n]*`)"  # code is left alone
+                   r"|\$\$(?P<block>.+?)\$\$|(?<![\\$])\$(?P<inline>[^\s$][^$\n]*?)(?<![\s\\])\$", re.S)
+
+
+def _math_to_mathml(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """Replace $…$ and $$…$$ in markdown cells by placeholders (so markdown leaves them alone); returns
+    placeholder -> MathML (LaTeX source in <code> where latex2mathml cannot convert it)."""
+    import latex2mathml.converter
+
+    found: dict[str, str] = {}
+
+    def one(m):
+        if m["code"]:
+            return m["code"]
+        tex = (m["block"] or m["inline"]).strip()
+        try:
+            markup = latex2mathml.converter.convert(tex, display="block" if m["block"] else "inline")
+        except Exception:  # noqa: BLE001 - a formula the converter does not know: show its source
+            markup = f"<code>{html.escape(tex)}</code>"
+        key = f"AUTOGRADERMATH{len(found)}X"
+        found[key] = markup
+        return key
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _MATH.sub(one, cell.source)
+    return found
+
+
+def _points_table(scores: dict[str, float], points: dict[str, int]) -> str:
+    cells = "".join(f"<tr><td><code>{html.escape(n)}</code></td><td style='text-align:right'>{scores.get(n, 0.0):g}"
+                    f"</td><td style='text-align:right'>{top:g}</td></tr>" for n, top in points.items())
+    total = (f"<tr style='font-weight:bold;border-top:1px solid #888'><td>total</td><td style='text-align:right'>"
+             f"{sum(scores.get(n, 0.0) for n in points):g}</td><td style='text-align:right'>{sum(points.values()):g}"
+             f"</td></tr>")
+    return ("<table class='autograder-points' style='border-collapse:collapse;margin:.5em 0'><thead><tr>"
+            "<th style='text-align:left;padding-right:2em'>exercise</th><th>points</th><th style='padding-left:1em'>"
+            f"max</th></tr></thead><tbody>{cells}{total}</tbody></table>")
+
+
+def _write_feedback(graded, path: pathlib.Path, sid: str, chapter: str, scores: dict[str, float],
+                    points: dict[str, int], *, warnings=(), reasons=()) -> None:
+    """The student's feedback page: points per exercise and the grader's notes at the top, then the graded notebook
+    (hidden tests removed, tracebacks cut to the check's message, no self-check output), readable offline."""
+    import jinja2
     from nbconvert import HTMLExporter
 
     nb = _sanitize_feedback(graded)
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    math = _math_to_mathml(nb)
+    exporter = HTMLExporter(extra_loaders=[jinja2.DictLoader({"feedback.html.j2": _FEEDBACK_TEMPLATE})],
+                            template_file="feedback.html.j2")
+    body, _ = exporter.from_notebook_node(nb)
+    for key, markup in math.items():
+        body = body.replace(key, markup)
+    total, max_score = sum(scores.get(n, 0.0) for n in points), sum(points.values())
     notes = "".join(f"<li>{html.escape(w)}</li>" for w in list(warnings) + [r for r in reasons if "integrity" in r
                                                                              or "withheld" in r])
     banner = (f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter)}</b> — "
-              f"{html.escape(sid)}: <b>{total:g} / {max_score:g}</b> points"
-              + (f"<br>Notes from the grader:<ul>{notes}</ul>" if notes else "") + "</div>")
+              f"{html.escape(sid)}: <b>{total:g} / {max_score:g}</b> points" + _points_table(scores, points)
+              + (f"Notes from the grader:<ul>{notes}</ul>" if notes else "") + "</div>")
     path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1))
 
 
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["submission", "student_id", "chapter", *exercise_names, "score", "max_score", "status", "reason",
-                    "warnings"])
+        w.writerow(["submission", "student_id", "lms", "lms_id", "late", "chapter", *exercise_names, "score",
+                    "max_score", "status", "reason", "warnings"])
         for r in rows:
-            w.writerow([r.submission, r.student_id, r.chapter, *(f"{r.scores[n]:g}" for n in exercise_names),
-                        f"{r.score:g}", f"{r.max_score:g}", r.status, r.reason, "; ".join(r.warnings)])
+            w.writerow([r.submission, r.student_id, r.lms, r.lms_id, lms.late_text(r.late), r.chapter,
+                        *(f"{r.scores[n]:g}" for n in exercise_names), f"{r.score:g}", f"{r.max_score:g}", r.status,
+                        r.reason, "; ".join(r.warnings)])
 
 
 def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: dict[str, int]) -> None:

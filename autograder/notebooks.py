@@ -14,7 +14,9 @@ From these, one command (``python -m autograder build``) produces
   as nbgrader's source when grading),
 * the *release* notebook ``notebooks/chNN_name.ipynb`` — nbgrader's ``generate_assignment`` output, without
   outputs, with a Colab badge and Colab GPU-runtime metadata,
-* the sample submissions under ``autograder/samples/chNN_name/`` that the grading command grades by default.
+* the sample submissions under ``autograder/samples/chNN_name/`` that the grading command grades by default,
+* the nbgrader course directory ``nbgrader_course/`` (source notebooks and configuration) for instructors who use
+  nbgrader's own workflow (``nbgrader_course.py``).
 
 ``python -m autograder check`` (and the test-suite) fails when a committed derived file is stale.
 """
@@ -239,10 +241,14 @@ def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str
 
 def derived_files(chapter: str) -> dict[pathlib.Path, str]:
     """Every committed file derived from the chapter's sources, with its expected text."""
-    release = build_release(chapter)
+    from . import nbgrader_course
+
+    instructor = build_instructor(chapter)
+    release = build_release(chapter, instructor)
     files = {RELEASE_DIR / f"{chapter}.ipynb": nbformat.writes(release) + "\n"}
     for name, (text, _) in sample_submissions(chapter, release).items():
         files[SAMPLES / chapter / name] = text
+    files.update(nbgrader_course.chapter_files(chapter, instructor))
     return files
 
 
@@ -262,20 +268,33 @@ def build(chapter_list=None, instructor_dir: pathlib.Path = INSTRUCTOR_DIR) -> l
             written.append(path)
         for path in stale_samples:
             path.unlink()
+    from . import nbgrader_course
+
+    for path, text in nbgrader_course.course_files().items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
     return written
 
 
 def stale(chapter_list=None) -> list[str]:
     """Problems with committed derived files (empty when everything is in sync)."""
+    from . import nbgrader_course
+
     problems = []
+    expected = nbgrader_course.course_files()
     for chapter in chapter_list or chapters():
-        expected = derived_files(chapter)
-        for path, text in expected.items():
-            rel = path.relative_to(ROOT)
-            if not path.exists():
-                problems.append(f"{rel} is missing")
-            elif path.read_text() != text:
-                problems.append(f"{rel} is stale")
-        extra = set((SAMPLES / chapter).glob("*.ipynb")) - set(expected)
+        files = derived_files(chapter)
+        expected.update(files)
+        extra = set((SAMPLES / chapter).glob("*.ipynb")) - set(files)
+        problems += [f"{p.relative_to(ROOT)} is not produced by the build" for p in sorted(extra)]
+    for path, text in expected.items():
+        rel = path.relative_to(ROOT)
+        if not path.exists():
+            problems.append(f"{rel} is missing")
+        elif path.read_text() != text:
+            problems.append(f"{rel} is stale")
+    if not chapter_list:
+        extra = set((nbgrader_course.COURSE_DIR / "source").glob("*/*.ipynb")) - set(expected)
         problems += [f"{p.relative_to(ROOT)} is not produced by the build" for p in sorted(extra)]
     return problems

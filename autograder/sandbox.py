@@ -252,9 +252,8 @@ def _grade_one(job: dict) -> dict:
         scores = {n: 0.0 for n in scores}
         reasons.insert(0, "integrity: " + "; ".join(violations)[:300])
         status = "integrity"
-    total = sum(scores.values())
     fb = pathlib.Path(job["feedback"])
-    grading._write_feedback(graded, fb, sid, chapter, total, job["max_score"], warnings=warnings, reasons=reasons)
+    grading._write_feedback(graded, fb, sid, chapter, scores, job["points"], warnings=warnings, reasons=reasons)
     keep = pathlib.Path(job["keep"])
     keep.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(graded_path, keep / f"{sid}.ipynb")

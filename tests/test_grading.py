@@ -1,13 +1,15 @@
 """The grading command's pieces; the shipped samples are graded end to end in tests/test_robust_grading.py."""
 
 import csv
+import html
 import inspect
+import re
 import textwrap
 import pathlib
 
 import pytest
 
-from autograder import grading, notebooks
+from autograder import grading, lms, notebooks
 from autograder.core import CheckFailed
 
 CHAPTERS = notebooks.chapters()
@@ -58,16 +60,45 @@ def check_sample_rows(chapter, rows, out: pathlib.Path) -> None:
         assert row.max_score == total
         assert row.scores == _expected_scores(chapter, expectation), (row.submission, row.reason)
         assert row.score == sum(row.scores.values())
+        who = lms.parse(row.submission)
+        assert (row.lms, row.lms_id, row.late) == (who.lms, who.lms_id, who.late), "the LMS's id and LATE marker"
         if expectation == "invalid":
             assert row.status == "error" and "not a readable notebook" in row.reason
         else:
             assert row.status == "graded"
             feedback = (out / "feedback" / f"{row.student_id}.html").read_text()
             assert "BEGIN HIDDEN TESTS" not in feedback and "hidden=True" not in feedback
+            assert feedback_points(feedback) == {**row.scores, "total": row.score}, "points table of the feedback"
+            check_offline_feedback(feedback)
         if row.score < total:
             assert row.reason, f"{row.submission}: a score below the maximum needs a reason"
     bug_rows = [r for r in rows if samples[r.submission][1].startswith("bug:")]
     assert bug_rows and all(0 < r.score < total for r in bug_rows), "a typical bug should cost some points, not all"
+    with open(out / grading.CSV_NAME, newline="") as f:
+        written = {r["submission"]: r for r in csv.DictReader(f)}
+    with open(out / lms.CANVAS_FILE, newline="") as f:
+        canvas = {r["ID"]: r for r in csv.DictReader(f)}
+    for row in rows:
+        who = lms.parse(row.submission)
+        assert (written[row.submission]["lms_id"], written[row.submission]["late"]) == (who.lms_id,
+                                                                                      lms.late_text(who.late))
+        assert canvas[who.lms_id]["Student"] == who.name and float(canvas[who.lms_id][chapter]) == row.score
+
+
+def feedback_points(html_text: str) -> dict[str, float]:
+    """The points column of the feedback page's table (exercise -> points, and the total)."""
+    table = re.search(r"<table class='autograder-points'.*?</table>", html_text, re.S)
+    assert table, "the feedback starts with a table of points per exercise"
+    rows = re.findall(r"<tr[^>]*><td>(?:<code>)?([^<]+)(?:</code>)?</td><td[^>]*>([^<]+)</td><td[^>]*>([^<]+)</td>",
+                      table.group(0))
+    return {html.unescape(name): float(points) for name, points, _ in rows}
+
+
+def check_offline_feedback(html_text: str) -> None:
+    """No script from the network (the page works offline), formulas as MathML, no self-check output."""
+    assert not re.search(r"<script[^>]*\bsrc=", html_text), "no remote (or any external) script"
+    assert "cdn" not in html_text.lower() and "mathjax" not in html_text.lower()
+    assert "Could not read this notebook" not in html_text and "gradeable as" not in html_text, "self-check output"
 
 
 def test_student_ids_from_lms_names():
@@ -76,3 +107,107 @@ def test_student_ids_from_lms_names():
     assert grading.student_id_from_filename("smithjane_1234_9999_ch03_self_attention.ipynb", taken) == "smithjane_1234-2"
     assert grading.student_id_from_filename("smithjane_LATE_77_1_ch03.ipynb", taken) == "smithjane_77"
     assert grading.student_id_from_filename("My notebook (1).ipynb", taken) == "My-notebook-1"
+
+
+# ------------------------------------------------------------------------------------------------ LMS files
+# The column sets as the LMSs document them (not taken from autograder/lms.py, so that a change there is caught):
+# Canvas gradebook import — the columns of Canvas's own gradebook export; a column Canvas does not know becomes
+# a new assignment:
+# https://teaching.resources.osu.edu/toolsets/carmencanvas/guides/calculating-final-grades/import-csv-file-carmen-grades
+# and https://nemogb-dev.github.io/nemogb-r/articles/detailed-canvas-export-info.html (ID = Canvas user id).
+CANVAS_DOCUMENTED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+# Moodle assignment "Download grading worksheet" (mod/assign/gradingtable.php, downloading, file submissions,
+# feedback comments on, e-mail shown); its importer needs Identifier, Grade, Last modified (grade)
+# (mod/assign/feedback/offline/importgradeslib.php).
+MOODLE_DOCUMENTED = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum grade",
+                     "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
+
+
+def _rows_from_names(chapter, names_and_expectations):
+    exercises = notebooks.checks_module(chapter).EXERCISES
+    rows = []
+    for i, (name, expectation) in enumerate(names_and_expectations):
+        who = lms.parse(name)
+        scores = _expected_scores(chapter, expectation)
+        rows.append(grading.Row(name, f"s{i}", chapter, scores, sum(scores.values()), float(exercises.total_points),
+                                "error" if expectation == "invalid" else "graded", "", [], lms=who.lms,
+                                lms_id=who.lms_id, name=who.name, late=who.late, graded_at=1_700_000_000.0))
+    return rows
+
+
+def test_lms_files_have_the_documented_columns(tmp_path):
+    chapter = "ch03_self_attention"
+    samples = notebooks.sample_submissions(chapter, notebooks.build_release(chapter))
+    moodle = [(f"Ada Lovelace_{5000 + i}_assignsubmission_file/{chapter}.ipynb", e)
+              for i, (_, e) in enumerate(samples.values())]
+    canvas = [(name, e) for name, (_, e) in samples.items()]
+    rows = _rows_from_names(chapter, canvas + moodle + [(f"{chapter}.ipynb", "full")])
+    points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
+    written = lms.write_exports(rows, tmp_path, points, assignment="Chapter 3 (12345)", log=lambda *a: None)
+    assert sorted(p.name for p in written) == sorted([lms.CANVAS_FILE, lms.MOODLE_FILE])
+
+    with open(tmp_path / lms.CANVAS_FILE, newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0] == CANVAS_DOCUMENTED + ["Chapter 3 (12345)"], "exactly Canvas's columns and one assignment"
+    by_name = {r.submission: r for r in rows}
+    assert [line[1] for line in table[1:]] == [lms.parse(n).lms_id for n, _ in canvas], "one row per Canvas file"
+    for line, (name, _) in zip(table[1:], canvas):
+        assert line[0] == name.split("_")[0] and line[2:5] == ["", "", ""]
+        assert float(line[5]) == by_name[name].score
+
+    with open(tmp_path / lms.MOODLE_FILE, newline="") as f:
+        table = list(csv.DictReader(f))
+    with open(tmp_path / lms.MOODLE_FILE, newline="") as f:
+        assert next(csv.reader(f)) == MOODLE_DOCUMENTED
+    assert [r["Identifier"] for r in table] == [f"Participant {5000 + i}" for i in range(len(moodle))]
+    for r, (name, _) in zip(table, moodle):
+        row = by_name[name]
+        assert r["Full name"] == "Ada Lovelace" and float(r["Grade"]) == row.score
+        assert float(r["Maximum grade"]) == row.max_score and r["Grade can be changed"] == "Yes"
+        assert r["Last modified (grade)"] and r["Feedback comments"].startswith(f"{row.score:g}/{row.max_score:g} (")
+
+
+def test_moodle_download_is_expanded(tmp_path):
+    """Moodle's "Download all submissions" zip: a folder per student (two files with one name), or flat names."""
+    import zipfile
+
+    z = tmp_path / "moodle.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("Ada Lovelace_12345_assignsubmission_file/ch03_self_attention.ipynb", "{}")
+        f.writestr("Alan Turing_12346_assignsubmission_file_/ch03_self_attention.ipynb", "{}")
+        f.writestr("Grace Hopper_12347_assignsubmission_file_ch03_self_attention.ipynb", "{}")
+        f.writestr("Ada Lovelace_12345_assignsubmission_onlinetext/onlinetext.html", "x")
+    files = grading.expand_submissions([z], tmp_path / "unzipped")
+    assert len(files) == 3
+    labels = grading.submission_labels(files)
+    assert sorted(labels.values()) == ["Ada Lovelace_12345_assignsubmission_file/ch03_self_attention.ipynb",
+                                       "Alan Turing_12346_assignsubmission_file_/ch03_self_attention.ipynb",
+                                       "Grace Hopper_12347_assignsubmission_file_ch03_self_attention.ipynb"]
+    taken = set()
+    ids = [grading.student_id_from_filename(p, taken) for p in files]
+    assert sorted(ids) == ["Ada-Lovelace_12345", "Alan-Turing_12346", "Grace-Hopper_12347"]
+    assert sorted(lms.parse(p).lms_id for p in files) == ["12345", "12346", "12347"]
+    assert {lms.parse(p).lms for p in files} == {lms.MOODLE}
+    assert grading.chapter_from_filename(files[0].name) == "ch03_self_attention"
+
+
+def test_feedback_page(tmp_path):
+    """Points per exercise at the top, no self-check output, formulas as MathML, no script from the network."""
+    import nbformat
+
+    chapter = "ch03_self_attention"
+    nb = notebooks.build_release(chapter)
+    for cell in nb.cells:
+        if "selfcheck_here(" in cell.source:
+            cell.outputs = [nbformat.v4.new_output("stream", text="Could not read this notebook from here.\n")]
+    bug = next(e for _, e in notebooks.sample_submissions(chapter, nb).values() if e.startswith("bug:"))
+    scores = _expected_scores(chapter, bug)
+    points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
+    page = tmp_path / "feedback.html"
+    grading._write_feedback(nb, page, "lovelaceada_1001", chapter, scores, points, warnings=["a note"])
+    text = page.read_text()
+    assert feedback_points(text) == {**scores, "total": sum(scores.values())}
+    assert f"<b>{sum(scores.values()):g} / {sum(points.values()):g}</b>" in text
+    check_offline_feedback(text)
+    assert "<math" in text and "$$" not in text and "mathrm{Attention}" not in text, "formulas rendered as MathML"
+    assert "a note" in text

@@ -158,7 +158,7 @@ def test_variants_grade_as_expected(chapter, tmp_path):
     folder.mkdir()
     files = {}
     for i, name in enumerate(chosen):
-        path = folder / f"student{i:02d}_{1000 + i}_{2000 + i}_{chapter}.ipynb"
+        path = folder / f"student{i:02d}_{5000 + i}_{6000 + i}_{chapter}.ipynb"  # ids apart from the samples'
         path.write_text(all_variants[name].text)
         files[path.name] = name
     for sample in sorted((notebooks.SAMPLES / chapter).glob("*.ipynb")):  # the shipped samples, same batch
