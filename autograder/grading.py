@@ -40,6 +40,7 @@ import zlib
 import nbformat
 
 from . import lms, notebooks
+from .releases import chapter_from_filename  # noqa: F401 - re-exported: one home, the self-check uses it too
 
 CSV_NAME = "grades.csv"
 
@@ -75,13 +76,6 @@ def student_id_from_filename(path, taken: set[str]) -> str:
         sid = f"{base}-{n}"
     taken.add(sid)
     return sid
-
-
-def chapter_from_filename(name: str) -> str | None:
-    for chapter in notebooks.chapters():
-        if chapter in name:
-            return chapter
-    return None
 
 
 # ------------------------------------------------------------------------------------------------ feedback
