@@ -64,7 +64,10 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
     try:
         nb = json.loads(data)
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise Ungradeable(f"not a readable notebook: not valid JSON ({str(exc)[:60]}) — "
+        # exc.msg, not str(exc)[:60]: a cut in the middle of "(char 9914)" printed a wrong position.
+        where = (f"{exc.msg[:60]}: line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError)
+                 else "nested too deeply")
+        raise Ungradeable(f"not a readable notebook: not valid JSON ({where}) — "
                           "was the download cut short?") from None
     warnings: list[str] = []
     if not isinstance(nb, dict):
