@@ -399,8 +399,10 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
             _result_json(o_result, **{**r, "submission": o_label, "sha256": o_sha, "student_id": o_sid,
                                        "warnings": o_warns})
             if graded.exists():
+                # The feedback goes to the student: it must not name the other student (grades.csv does).
                 _write_feedback(nbformat.read(graded, as_version=4), out / "feedback" / f"{o_sid}.html", o_sid,
-                                chapter, r["scores"], points, warnings=o_warns, reasons=r["reason"].split("; "))
+                                chapter, r["scores"], points, warnings=warns[o_sid] + shared,
+                                reasons=r["reason"].split("; "))
                 shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
             log(f"  {o_label}: {sum(r['scores'].values()):g}/{max_score:g} — {same}")
 
