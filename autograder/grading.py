@@ -89,8 +89,10 @@ def chapter_from_filename(name: str) -> str | None:
 
 def _sanitize_feedback(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Remove hidden-test source, cut tracebacks of test cells down to the check's message, drop the self-check
-    cell's output (it reports on the grader's copy, not on the student's file)."""
+    cell's output (it reports on the grader's copy, not on the student's file), drop the "Open in Colab" badge (an
+    image from the network: a broken image offline, and no use in feedback)."""
     pattern = re.compile(r"\n?### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown" and "colab-badge.svg" in c.source)]
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
