@@ -316,16 +316,20 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
         except canonical.Ungradeable as exc:
             _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
                          reason=str(exc), scores={}, warnings=[])
+            _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points, str(exc))
             log(f"  {label}: 0/{max_score:g} — {exc}")
             continue
         except OSError as exc:
             _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
                          reason=f"unreadable file: {exc.strerror}", scores={}, warnings=[])
+            _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points,
+                                        f"unreadable file: {exc.strerror}")
             continue
         except Exception as exc:  # noqa: BLE001 - a notebook shaped in a way nobody foresaw: one row, batch goes on
-            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
-                         reason=f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})", scores={},
-                         warnings=[])
+            why = f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})"
+            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error", reason=why,
+                         scores={}, warnings=[])
+            _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points, why)
             continue
         text = nbformat.writes(nb)
         key = hashlib.sha256(text.encode()).hexdigest()
@@ -461,6 +465,19 @@ def _points_table(scores: dict[str, float], points: dict[str, int]) -> str:
     return ("<table class='autograder-points' style='border-collapse:collapse;margin:.5em 0'><thead><tr>"
             "<th style='text-align:left;padding-right:2em'>exercise</th><th>points</th><th style='padding-left:1em'>"
             f"max</th></tr></thead><tbody>{cells}{total}</tbody></table>")
+
+
+def _write_ungradeable_feedback(path: pathlib.Path, sid: str, chapter: str, points: dict[str, int],
+                                reason: str) -> None:
+    """The feedback page of a file that could not be read as a notebook: zero points and why (the student needs
+    to know, e.g. to download the notebook again and resubmit); without it that student had no page at all."""
+    path.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>" + html.escape(f"{chapter} — {sid}")
+        + "</title></head><body><div style='padding:1em;font-family:sans-serif;background:#eef'><b>"
+        + html.escape(chapter) + f"</b> — {html.escape(sid)}: <b>0 / {sum(points.values()):g}</b> points"
+        + _points_table({}, points) + f"<p>Your file could not be graded: {html.escape(reason)}</p>"
+        "<p>Download the notebook again (File &gt; Download &gt; .ipynb), check it with <code>python -m autograder "
+        "selfcheck</code> or the notebook's last cell, and submit it again.</p></div></body></html>\n")
 
 
 def _write_feedback(graded, path: pathlib.Path, sid: str, chapter: str, scores: dict[str, float],
