@@ -538,6 +538,7 @@ def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, len(names) + 1, figsize=(2.6 * (len(names) + 1), 2.6), squeeze=False)
     for ax, n in zip(axes[0], names + ["total"]):
@@ -546,6 +547,8 @@ def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: 
         ax.hist(vals, bins=[x - 0.5 for x in range(int(top) + 2)], color="#4a7", edgecolor="black")
         ax.set_title(n if len(n) < 22 else n[:20] + "…", fontsize=8)
         ax.set_xlabel(f"points (of {top:g})", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # points and counts are whole numbers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0][0].set_ylabel("submissions")
     fig.tight_layout()
     fig.savefig(out / "summary.png", dpi=80)
