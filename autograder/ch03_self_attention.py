@@ -235,7 +235,8 @@ def _compare_module(cls, args, x, mask=None, *, hidden=False):
                     "SelfAttention.forward should return (output, weights).")
         exp_out, exp_w = _module_oracle(module, x, mask)
     expect_close("SelfAttention: weights", result[1], exp_w, hidden=hidden,
-                 hint="" if hidden else "queries come from W_q, keys from W_k, values from W_v, all applied to x.")
+                 hint="" if hidden else "queries come from W_q, keys from W_k, values from W_v, all applied to x. "
+                 "SelfAttention calls your scaled_dot_product_attention: if its checks fail, fix that first.")
     expect_close("SelfAttention: output", result[0], exp_out, hidden=hidden)
 
 

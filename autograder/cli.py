@@ -30,9 +30,11 @@ def _cmd_grade(args) -> int:
     try:
         import nbgrader  # noqa: F401 - the grading machinery is the instructors' extra
     except ImportError:
+        from . import PACKAGE_SOURCE  # the course is not on PyPI: install it from its repository
+
         print("error: grading needs nbgrader, which the student install does not contain. Install the course with "
-              "its grading extra:\n    pip install 'attention-course[grading]'   (in a checkout: make setup)",
-              file=sys.stderr)
+              f"its grading extra:\n    pip install 'attention-course[grading] @ {PACKAGE_SOURCE}'"
+              "   (in a checkout: make setup)", file=sys.stderr)
         return 2
     from . import grading, lms
 

@@ -83,8 +83,10 @@ def student_id_from_filename(path, taken: set[str]) -> str:
 
 def _sanitize_feedback(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Remove hidden-test source, cut tracebacks of test cells down to the check's message, drop the self-check
-    cell's output (it reports on the grader's copy, not on the student's file)."""
+    cell's output (it reports on the grader's copy, not on the student's file), drop the "Open in Colab" badge (an
+    image from the network: a broken image offline, and no use in feedback)."""
     pattern = re.compile(r"\n?### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown" and "colab-badge.svg" in c.source)]
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -308,16 +310,20 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
         except canonical.Ungradeable as exc:
             _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
                          reason=str(exc), scores={}, warnings=[])
+            _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points, str(exc))
             log(f"  {label}: 0/{max_score:g} — {exc}")
             continue
         except OSError as exc:
             _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
                          reason=f"unreadable file: {exc.strerror}", scores={}, warnings=[])
+            _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points,
+                                        f"unreadable file: {exc.strerror}")
             continue
         except Exception as exc:  # noqa: BLE001 - a notebook shaped in a way nobody foresaw: one row, batch goes on
-            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
-                         reason=f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})", scores={},
-                         warnings=[])
+            why = f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})"
+            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error", reason=why,
+                         scores={}, warnings=[])
+            _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points, why)
             continue
         text = nbformat.writes(nb)
         key = hashlib.sha256(text.encode()).hexdigest()
@@ -393,8 +399,10 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
             _result_json(o_result, **{**r, "submission": o_label, "sha256": o_sha, "student_id": o_sid,
                                        "warnings": o_warns})
             if graded.exists():
+                # The feedback goes to the student: it must not name the other student (grades.csv does).
                 _write_feedback(nbformat.read(graded, as_version=4), out / "feedback" / f"{o_sid}.html", o_sid,
-                                chapter, r["scores"], points, warnings=o_warns, reasons=r["reason"].split("; "))
+                                chapter, r["scores"], points, warnings=warns[o_sid] + shared,
+                                reasons=r["reason"].split("; "))
                 shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
             log(f"  {o_label}: {sum(r['scores'].values()):g}/{max_score:g} — {same}")
 
@@ -451,6 +459,19 @@ def _points_table(scores: dict[str, float], points: dict[str, int]) -> str:
     return ("<table class='autograder-points' style='border-collapse:collapse;margin:.5em 0'><thead><tr>"
             "<th style='text-align:left;padding-right:2em'>exercise</th><th>points</th><th style='padding-left:1em'>"
             f"max</th></tr></thead><tbody>{cells}{total}</tbody></table>")
+
+
+def _write_ungradeable_feedback(path: pathlib.Path, sid: str, chapter: str, points: dict[str, int],
+                                reason: str) -> None:
+    """The feedback page of a file that could not be read as a notebook: zero points and why (the student needs
+    to know, e.g. to download the notebook again and resubmit); without it that student had no page at all."""
+    path.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>" + html.escape(f"{chapter} — {sid}")
+        + "</title></head><body><div style='padding:1em;font-family:sans-serif;background:#eef'><b>"
+        + html.escape(chapter) + f"</b> — {html.escape(sid)}: <b>0 / {sum(points.values()):g}</b> points"
+        + _points_table({}, points) + f"<p>Your file could not be graded: {html.escape(reason)}</p>"
+        "<p>Download the notebook again (File &gt; Download &gt; .ipynb), check it with <code>python -m autograder "
+        "selfcheck</code> or the notebook's last cell, and submit it again.</p></div></body></html>\n")
 
 
 def _write_feedback(graded, path: pathlib.Path, sid: str, chapter: str, scores: dict[str, float],
@@ -511,6 +532,7 @@ def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, len(names) + 1, figsize=(2.6 * (len(names) + 1), 2.6), squeeze=False)
     for ax, n in zip(axes[0], names + ["total"]):
@@ -519,6 +541,8 @@ def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: 
         ax.hist(vals, bins=[x - 0.5 for x in range(int(top) + 2)], color="#4a7", edgecolor="black")
         ax.set_title(n if len(n) < 22 else n[:20] + "…", fontsize=8)
         ax.set_xlabel(f"points (of {top:g})", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # points and counts are whole numbers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0][0].set_ylabel("submissions")
     fig.tight_layout()
     fig.savefig(out / "summary.png", dpi=80)

@@ -44,9 +44,12 @@ _MOODLE_FOLDER = re.compile(r"^(?P<name>[^/]+)_(?P<lms_id>\d+)_assignsubmission_
 _MOODLE_FLAT = re.compile(r"^(?P<name>[^/]+)_(?P<lms_id>\d+)_assignsubmission_file_(?P<file>[^/]+)$")
 
 # The same rule for nbgrader's zip_collect (FileNameCollectorPlugin.named_regexp, matched against the extracted
-# file's absolute path): student id = the LMS id; file id = the uploaded name without Canvas's "-N" re-upload suffix.
+# file's absolute path): student id = the LMS id; file id = the uploaded name without Canvas's "-N" re-upload suffix,
+# Colab's "Copy of " prefix ("Save a copy in Drive") or a browser's " (N)" download suffix -- otherwise nbgrader
+# files the notebook under another name and autograde finds the assignment's notebook missing.
 ZIP_COLLECT_REGEXP = (r"^.*/[^/_]+_(?:LATE_)?(?P<student_id>\d+)_"
-                      r"(?:\d+_|assignsubmission_file_?/|assignsubmission_file_)(?P<file_id>[^/]+?)(?:-\d+)?\.ipynb$")
+                      r"(?:\d+_|assignsubmission_file_?/|assignsubmission_file_)(?:Copy[ _]of[ _])?"
+                      r"(?P<file_id>[^/]+?)(?:-\d+|[ _]\(\d+\))?\.ipynb$")
 
 
 @dataclasses.dataclass(frozen=True)

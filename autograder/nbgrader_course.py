@@ -133,8 +133,8 @@ Plain nbgrader has none of the course grader's hardening (`python -m autograder 
 the grading account's files and network, and can import the chapter's reference solution), no repair of damaged
 files. A notebook that is not valid JSON (like the truncated sample) is not autograded: `autograde` reports the
 error and exits with status 1, the submission has no automatic score (0 in `nbgrader export`), formgrader lists
-it as needing manual grading, and it gets no feedback. The self-check cell prints that it cannot read the
-notebook, and the feedback loads MathJax from a CDN. The first test cell of every graded notebook prints this
+it as needing manual grading, and it gets no feedback. The self-check cell prints that it is skipped during
+grading, and the feedback loads MathJax from a CDN. The first test cell of every graded notebook prints this
 note, so nbgrader's feedback says it too:
 
 > {NOTE}

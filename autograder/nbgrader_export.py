@@ -43,7 +43,9 @@ class _LmsExport(ExportPlugin):
                 continue
             reason = ""
             if submission.needs_manual_grade:
-                reason = "Not graded automatically: see formgrader"
+                # Moodle shows this comment to the student: say what it means to them, not where the grader looks.
+                reason = ("Not graded automatically (the notebook could not be run as submitted): your instructor "
+                          "will review it")
                 self.log.warning("%s: %s needs manual grading (nbgrader could not autograde it or a cell needs a "
                                  "grader); exported with its current score %g", name, student.id, submission.score)
             full = ", ".join(p for p in (student.first_name, student.last_name) if p)

@@ -37,4 +37,4 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPr
 # zip_collect: an LMS's "download all submissions" zip in downloaded/<assignment>/archive/. The student id is
 # the LMS's id for the student: the Canvas user id (lastfirst_userid_submissionid_<file>, LATE_ allowed) or the
 # Moodle participant id (Full Name_<id>_assignsubmission_file/<file>, or flat ..._assignsubmission_file_<file>).
-c.FileNameCollectorPlugin.named_regexp = '^.*/[^/_]+_(?:LATE_)?(?P<student_id>\\d+)_(?:\\d+_|assignsubmission_file_?/|assignsubmission_file_)(?P<file_id>[^/]+?)(?:-\\d+)?\\.ipynb$'
+c.FileNameCollectorPlugin.named_regexp = '^.*/[^/_]+_(?:LATE_)?(?P<student_id>\\d+)_(?:\\d+_|assignsubmission_file_?/|assignsubmission_file_)(?:Copy[ _]of[ _])?(?P<file_id>[^/]+?)(?:-\\d+|[ _]\\(\\d+\\))?\\.ipynb$'

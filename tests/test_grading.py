@@ -64,6 +64,9 @@ def check_sample_rows(chapter, rows, out: pathlib.Path) -> None:
         assert (row.lms, row.lms_id, row.late) == (who.lms, who.lms_id, who.late), "the LMS's id and LATE marker"
         if expectation == "invalid":
             assert row.status == "error" and "not a readable notebook" in row.reason
+            feedback = (out / "feedback" / f"{row.student_id}.html").read_text()  # the student learns why
+            assert feedback_points(feedback) == {**row.scores, "total": 0.0} and "could not be graded" in feedback
+            check_offline_feedback(feedback)
         else:
             assert row.status == "graded"
             feedback = (out / "feedback" / f"{row.student_id}.html").read_text()

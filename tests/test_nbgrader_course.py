@@ -54,6 +54,10 @@ def test_config_loads_with_the_course_settings():
      "ch03_self_attention.ipynb"),
     ("x/Ada Lovelace_12345_assignsubmission_file_ch03_self_attention.ipynb", lms.MOODLE, "12345", None,
      "ch03_self_attention.ipynb"),
+    ("x/lovelaceada_1001_90001_Copy of ch03_self_attention.ipynb", lms.CANVAS, "1001", False,
+     "Copy of ch03_self_attention.ipynb"),
+    ("x/Ada Lovelace_12345_assignsubmission_file/ch03_self_attention (1).ipynb", lms.MOODLE, "12345", None,
+     "ch03_self_attention (1).ipynb"),
     ("x/ch03_self_attention.ipynb", "", "", None, "ch03_self_attention.ipynb"),
 ])
 def test_lms_names_and_the_zip_collect_rule_agree(path, lms_name, lms_id, late, file):
