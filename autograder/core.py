@@ -42,6 +42,10 @@ __all__ = ["CheckFailed", "Exercises", "Exercise", "Mutant", "expect_close", "ex
 class CheckFailed(AssertionError):
     """A check found a mistake. ``str(err)`` is written for the student."""
 
+    def _render_traceback_(self) -> list[str]:
+        """IPython shows these lines instead of a traceback: the student sees the message, not the checks' frames."""
+        return [f"CheckFailed: {self}"]
+
 
 # --------------------------------------------------------------------------------------------------
 # Helpers used inside checks: each raises CheckFailed with "expected … , you gave …" wording.

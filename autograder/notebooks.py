@@ -82,8 +82,9 @@ def setup_source(chapter: str) -> str:
         try:
             import autograder.core
         except ImportError:
-            uploaded = sorted(glob.glob("attention_course-*.whl") + glob.glob("attention_course-*.tar.gz"))
-            source = os.environ.get("ATTENTION_COURSE_SOURCE") or (uploaded[-1] if uploaded else COURSE_SOURCE)
+            uploaded = glob.glob("attention_course-*.whl") + glob.glob("attention_course-*.tar.gz")
+            newest = max(uploaded, key=os.path.getmtime) if uploaded else None  # the last one uploaded
+            source = os.environ.get("ATTENTION_COURSE_SOURCE") or newest or COURSE_SOURCE
             print("Installing the course package from", source, "...")
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
             importlib.invalidate_caches()
