@@ -125,6 +125,9 @@ nbgrader export --exporter=autograder.nbgrader_export.MoodleExport --assignment=
     --to moodle_grading_worksheet.csv                                   # Moodle: Upload grading worksheet
 ```
 
+The two LMS exporters leave out a submission that needs manual grading (one nbgrader could not autograde), so
+the LMS keeps it ungraded; grade it in formgrader and export again.
+
 `autograde` logs "Attribute 'checksum' for cell test_… has changed" for every test cell: that is nbgrader
 putting the hidden tests back into the student's copy, as it should.
 

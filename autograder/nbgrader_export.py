@@ -41,13 +41,13 @@ class _LmsExport(ExportPlugin):
             if not student.id.isdigit():
                 self.log.warning("%s: student id %r is not a %s id; left out", name, student.id, self.system)
                 continue
-            reason = ""
             if submission.needs_manual_grade:
-                # Moodle shows this comment to the student: say what it means to them, not where the grader looks.
-                reason = ("Not graded automatically (the notebook could not be run as submitted): your instructor "
-                          "will review it")
-                self.log.warning("%s: %s needs manual grading (nbgrader could not autograde it or a cell needs a "
-                                 "grader); exported with its current score %g", name, student.id, submission.score)
+                # Left out, so the LMS keeps it ungraded (a 0 uploaded now would read as a grade).
+                self.log.warning("%s: %s needs manual grading (nbgrader could not autograde it, or a cell needs a "
+                                 "grader): left out of the %s file; grade it in formgrader and export again",
+                                 name, student.id, self.system)
+                continue
+            reason = ""
             full = ", ".join(p for p in (student.first_name, student.last_name) if p)
             rows.append(grading.Row(name, student.id, name, scores, float(submission.score),
                                     float(assignment.max_score), "graded", reason, lms=self.system,
