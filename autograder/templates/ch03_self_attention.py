@@ -59,10 +59,11 @@ print("running on", device)
 # %% exercise="causal_mask"
 
 # %% [markdown]
-# ## Exercise 3 — the key padding mask (2 points)
+# ## Exercise 3 — the padding mask from lengths (2 points)
 #
 # A batch of sentences of different lengths is right-padded to a common length `T_k`. Return a `(B, T_k)` bool
-# mask that is True at real tokens and False at padding.
+# mask that is True at real tokens and False at padding (an `attention_mask`, as Hugging Face calls it;
+# PyTorch's `key_padding_mask` argument is the opposite, True at padding).
 
 # %% exercise="attention_mask_from_lengths"
 
