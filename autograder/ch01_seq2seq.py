@@ -8,7 +8,7 @@ The references are independent of ``solutions/``:
   padding or packing (what packing must reproduce);
 * greedy decoding against tiny scripted "models" whose outputs are known in advance.
 
-Sizes are chosen so that batch B, lengths S and T, embedding E, hidden H and vocabulary V all differ.
+Sizes are chosen so that batch B, lengths S and T, embedding E, hidden N and vocabulary V all differ.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
         result = call("Encoder.forward(src, src_lens)", enc, src, lens)
         expect_true(isinstance(result, tuple) and len(result) == 2, "Encoder.forward should return (outputs, state).")
         outputs, state = result
-        D = kwargs["hidden_dim"] * (2 if kwargs.get("bidirectional") else 1)
+        D = kwargs["hidden_size"] * (2 if kwargs.get("bidirectional") else 1)
         expect_shape("outputs", outputs, (len(lengths), src.shape[1], D))
         is_lstm = kwargs.get("cell", "lstm") == "lstm"
         for b, s in enumerate(seqs):
@@ -139,13 +139,13 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
 @EXERCISES.check("Encoder", points=3)
 def _encoder_lstm(cls):
     """2-layer LSTM: packed batch of lengths [5, 2, 7, 1] gives each sentence's own states"""
-    _compare_encoder(cls, dict(vocab_size=23, emb_dim=6, hidden_dim=9, num_layers=2, cell="lstm"), [5, 2, 7, 1])
+    _compare_encoder(cls, dict(vocab_size=23, emb_dim=6, hidden_size=9, num_layers=2, cell="lstm"), [5, 2, 7, 1])
 
 
 @EXERCISES.check("Encoder", hidden=True)
 def _encoder_gru_bidirectional(cls):
     """bidirectional GRU, sentences in increasing length order"""
-    _compare_encoder(cls, dict(vocab_size=17, emb_dim=5, hidden_dim=4, num_layers=1, cell="gru", bidirectional=True),
+    _compare_encoder(cls, dict(vocab_size=17, emb_dim=5, hidden_size=4, num_layers=1, cell="gru", bidirectional=True),
                      [1, 3, 4, 8, 8], hidden=True)
 
 
@@ -190,7 +190,8 @@ class _Counter(nn.Module):
 def _greedy_stops(fn):
     """stops each sentence at its <eos>, pads after it, and ends when all are done"""
     model = _Scripted([[5, EOS, 7, 7, 7, 7], [6, 6, 6, EOS, 7, 7], [8, 9, EOS, 7, 7, 7]])
-    out, attn = call("greedy_decode(model, src, src_lens, max_len=20)", fn, model, torch.ones(3, 4, dtype=torch.long),
+    out, attn = call("greedy_decode(model, src, src_lens, max_new_tokens=20)", fn, model,
+                     torch.ones(3, 4, dtype=torch.long),
                      torch.tensor([4, 2, 3]), 20)
     expect_equal("tokens", out, torch.tensor([[5, EOS, PAD, PAD], [6, 6, 6, EOS], [8, 9, EOS, PAD]]))
     expect_true(attn is None, "a model that returns no attention should give attn = None.")
@@ -207,9 +208,10 @@ def _greedy_feeds_back(fn):
 
 @EXERCISES.check("greedy_decode", hidden=True)
 def _greedy_limit(fn):
-    """respects max_len when <eos> never comes"""
+    """respects max_new_tokens when <eos> never comes"""
     model = _Scripted([[5, 5, 5, 5, 5], [6, EOS, 6, 6, 6]])
-    out, _ = call("greedy_decode(..., max_len=3)", fn, model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), 3)
+    out, _ = call("greedy_decode(..., max_new_tokens=3)", fn, model, torch.ones(2, 3, dtype=torch.long),
+                  torch.tensor([3, 3]), 3)
     expect_equal("tokens", out, torch.tensor([[5, 5, 5], [6, EOS, PAD]]), hidden=True)
 
 

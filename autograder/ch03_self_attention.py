@@ -185,7 +185,7 @@ def _causal_device(fn):
                 "causal_mask(..., device=d) should create the mask on device d (pass device= to torch.arange).")
 
 
-# ---------------------------------------------------------------- exercise 3: key_padding_mask
+# ---------------------------------------------------------------- exercise 3: attention_mask_from_lengths
 
 
 def _pad_oracle(lengths, T_k=None):
@@ -194,21 +194,23 @@ def _pad_oracle(lengths, T_k=None):
     return out[: len(rows)]
 
 
-@EXERCISES.check("key_padding_mask", points=2)
+@EXERCISES.check("attention_mask_from_lengths", points=2)
 def _padding_basic(fn):
-    """key_padding_mask(torch.tensor([3, 1, 4])) marks the real tokens True"""
+    """attention_mask_from_lengths(torch.tensor([3, 1, 4])) marks the real tokens True"""
     lengths = torch.tensor([3, 1, 4])
-    expect_equal("key_padding_mask([3, 1, 4])", call("key_padding_mask", fn, lengths), _pad_oracle(lengths))
+    expect_equal("attention_mask_from_lengths([3, 1, 4])", call("attention_mask_from_lengths", fn, lengths),
+                 _pad_oracle(lengths))
 
 
-@EXERCISES.check("key_padding_mask", hidden=True)
+@EXERCISES.check("attention_mask_from_lengths", hidden=True)
 def _padding_longer(fn):
     """pads to an explicit T_k, handles a zero length and B != T_k"""
     lengths = torch.tensor([0, 6, 2, 5, 1])
-    expect_equal("key_padding_mask(lengths, T_k=8)", call("key_padding_mask", fn, lengths, 8),
+    expect_equal("attention_mask_from_lengths(lengths, T_k=8)", call("attention_mask_from_lengths", fn, lengths, 8),
                  _pad_oracle(lengths, 8), hidden=True)
     lengths = torch.tensor([2, 7])
-    expect_equal("key_padding_mask(lengths)", call("key_padding_mask", fn, lengths), _pad_oracle(lengths), hidden=True)
+    expect_equal("attention_mask_from_lengths(lengths)", call("attention_mask_from_lengths", fn, lengths),
+                 _pad_oracle(lengths), hidden=True)
 
 
 # ---------------------------------------------------------------- exercise 4: SelfAttention
@@ -302,13 +304,13 @@ MUTANTS = [
            (("torch.arange(T_q, device=device)", "torch.arange(T_q)"),
             ("torch.arange(T_k, device=device)", "torch.arange(T_k)")),
            "always builds the mask on the CPU"),
-    Mutant("padding mask off by one", "key_padding_mask",
+    Mutant("padding mask off by one", "attention_mask_from_lengths",
            (("positions[None, :] < lengths[:, None]", "positions[None, :] <= lengths[:, None]"),),
            "marks one pad token as real"),
-    Mutant("padding mask inverted", "key_padding_mask",
+    Mutant("padding mask inverted", "attention_mask_from_lengths",
            (("positions[None, :] < lengths[:, None]", "positions[None, :] >= lengths[:, None]"),),
            "True at the padding"),
-    Mutant("padding mask not broadcast", "key_padding_mask",
+    Mutant("padding mask not broadcast", "attention_mask_from_lengths",
            (("positions[None, :] < lengths[:, None]", "(positions < lengths).expand(len(lengths), T_k)"),),
            "compares without broadcasting over the batch: only runs when B == T_k, and is wrong then"),
     Mutant("keys from W_q", "SelfAttention", (("self.W_k(x)", "self.W_q(x)"),), "projects keys with W_q"),

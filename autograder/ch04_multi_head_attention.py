@@ -119,6 +119,7 @@ def _compare_mha(cls, d_model, H, q, k, v, key_pad=None, attn=None, *, bias=True
                 "MultiHeadAttention.forward should return (output, weights).")
     out, weights = result
     twin = _torch_twin(m, d_model, H, bias)
+    # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
     exp_out, exp_w = twin(q, k, v, key_padding_mask=None if key_pad is None else ~key_pad,
                           attn_mask=None if attn is None else ~attn, need_weights=True,
                           average_attn_weights=average)

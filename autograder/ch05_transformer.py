@@ -59,7 +59,7 @@ _PE_HINT = ("PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) on the even dims and PE
 @EXERCISES.check("PositionalEncoding", points=2)
 def _pe_table(cls):
     """PositionalEncoding(d_model=8) adds sin(pos/10000^(2i/8)) to even dims and cos to odd dims (x = 0, T = 6)"""
-    pe = call("PositionalEncoding(8, max_len=50)", cls, 8, 50)
+    pe = call("PositionalEncoding(8, context_length=50)", cls, 8, 50)
     got = call("PositionalEncoding.forward", pe, torch.zeros(2, 6, 8))
     expect_close("PositionalEncoding()(zeros (2, 6, 8))", got, _pe_oracle(6, 8).expand(2, 6, 8), hint=_PE_HINT)
 
@@ -68,7 +68,7 @@ def _pe_table(cls):
 def _pe_long_and_added(cls):
     """adds the encoding to the input, for longer sequences and other widths"""
     for d, T in ((12, 40), (6, 17)):
-        pe = call(f"PositionalEncoding({d}, max_len=64)", cls, d, 64)
+        pe = call(f"PositionalEncoding({d}, context_length=64)", cls, d, 64)
         x = torch.randn(3, T, d, generator=_gen(d))
         expect_close(f"PositionalEncoding({d})(x)", call("PositionalEncoding.forward", pe, x), x + _pe_oracle(T, d),
                      hidden=True)
@@ -77,7 +77,7 @@ def _pe_long_and_added(cls):
 @EXERCISES.check("PositionalEncoding", hidden=True)
 def _pe_dropout(cls):
     """applies dropout to the sum in training mode only"""
-    pe = call("PositionalEncoding(16, max_len=32, dropout=0.5)", cls, 16, 32, 0.5)
+    pe = call("PositionalEncoding(16, context_length=32, dropout=0.5)", cls, 16, 32, 0.5)
     x = torch.randn(4, 20, 16, generator=_gen(7))
     pe.train()
     torch.manual_seed(0)
@@ -163,6 +163,7 @@ def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=No
     mask, kw = None, {}
     if lengths:
         pad = _pad(lengths, T)
+        # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
         mask, kw["src_key_padding_mask"] = pad[:, None, None, :], ~pad
     if causal:
         c = torch.ones(T, T, dtype=torch.bool).tril()
@@ -220,6 +221,7 @@ def _compare_decoder(cls, *, norm_first, tgt_lengths=None, src_lengths=None, hid
     src_pad = _pad(src_lengths, S) if src_lengths else None
     got = call("DecoderLayer.forward", layer, y, memory, tgt_pad, src_pad)
     expected = twin(y, memory, tgt_mask=_torch_causal(T), tgt_is_causal=True,
+                    # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
                     tgt_key_padding_mask=None if tgt_pad is None else ~tgt_pad,
                     memory_key_padding_mask=None if src_pad is None else ~src_pad)
     hint = "" if hidden else ("causal self-attention (with the target padding), then cross-attention with queries from "
@@ -307,11 +309,11 @@ MUTANTS = [
             ("self.cross_attn(h, memory, memory, cross_mask)", "self.cross_attn(h, h, h, cross_mask)")),
            "second self-attention instead of attending to the encoder output"),
     Mutant("padding mask missing in cross-attention", "DecoderLayer",
-           (("cross_mask = None if src_key_padding is None else src_key_padding[:, None, None, :]",
+           (("cross_mask = None if src_attention_mask is None else src_attention_mask[:, None, None, :]",
              "cross_mask = None"),),
            "attends to source padding"),
     Mutant("target padding ignored", "DecoderLayer",
-           (("self_mask = self_mask & tgt_key_padding[:, None, None, :]", "pass"),),
+           (("self_mask = self_mask & tgt_attention_mask[:, None, None, :]", "pass"),),
            "attends to target padding"),
     Mutant("decoder FFN residual dropped", "DecoderLayer",
            (("y = self.norm3(y + self.dropout3(self.ffn(y)))", "y = self.norm3(self.dropout3(self.ffn(y)))"),),

@@ -85,8 +85,8 @@ def _compare_block(cls, config, x, *, hidden=False, use_sdpa=None):
 
 @EXERCISES.check("Block", points=3)
 def _block_basic(cls):
-    """Block(n_embd=16, n_head=4) on x (2, 7, 16) is x + attn(LN1(x)) then + mlp(LN2(x)), causal"""
-    _compare_block(cls, GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=4, n_embd=16),
+    """Block(d_model=16, n_heads=4) on x (2, 7, 16) is x + attn(LN1(x)) then + mlp(LN2(x)), causal"""
+    _compare_block(cls, GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=4, d_model=16),
                    torch.randn(2, 7, 16, generator=_gen(2)))
 
 
@@ -94,8 +94,8 @@ def _block_basic(cls):
 def _block_causal(cls):
     """output at position t does not change when tokens after t change"""
     torch.manual_seed(0)
-    block = _randomise(call("Block(config)", cls, GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2,
-                                                             n_embd=8)), seed=3).eval()
+    block = _randomise(call("Block(config)", cls, GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=2,
+                                                             d_model=8)), seed=3).eval()
     x = torch.randn(1, 6, 8, generator=_gen(4))
     y = x.clone()
     y[:, 4:] = torch.randn(1, 2, 8, generator=_gen(5))
@@ -108,8 +108,8 @@ def _block_causal(cls):
 
 @EXERCISES.check("Block", hidden=True)
 def _block_other_sizes(cls):
-    """other sizes (B=3, T=9, n_embd=24, 3 heads), both attention paths"""
-    config = GPTConfig(vocab_size=10, block_size=12, n_layer=2, n_head=3, n_embd=24)
+    """other sizes (B=3, T=9, d_model=24, 3 heads), both attention paths"""
+    config = GPTConfig(vocab_size=10, context_length=12, n_layers=2, n_heads=3, d_model=24)
     x = torch.randn(3, 9, 24, generator=_gen(6))
     _compare_block(cls, config, x, hidden=True, use_sdpa=True)
     _compare_block(cls, config, x, hidden=True, use_sdpa=False)
@@ -147,13 +147,13 @@ def _expect_tied(model):
 @EXERCISES.check("GPT", points=3)
 def _gpt_tied(cls):
     """the LM head and the token embedding are one Parameter"""
-    _expect_tied(_build_gpt(cls, GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, n_embd=8)))
+    _expect_tied(_build_gpt(cls, GPTConfig(vocab_size=13, context_length=8, n_layers=2, n_heads=2, d_model=8)))
 
 
 @EXERCISES.check("GPT")
 def _gpt_logits(cls):
     """GPT(vocab 13, block 8, 2 layers, width 8) on idx (2, 6): logits = LN_f(blocks(wte + wpe)) @ wte^T"""
-    model = _build_gpt(cls, GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, n_embd=8))
+    model = _build_gpt(cls, GPTConfig(vocab_size=13, context_length=8, n_layers=2, n_heads=2, d_model=8))
     with torch.no_grad():
         model.ln_f.weight.normal_(1.0, 0.3, generator=_gen(7))
         model.ln_f.bias.normal_(0.0, 0.3, generator=_gen(8))
@@ -175,7 +175,7 @@ def _gpt_logits(cls):
 @EXERCISES.check("GPT", hidden=True)
 def _gpt_positions_and_gradient(cls):
     """uses explicit position_ids, other sizes; the head's gradient reaches the embedding"""
-    config = GPTConfig(vocab_size=17, block_size=12, n_layer=1, n_head=3, n_embd=12)
+    config = GPTConfig(vocab_size=17, context_length=12, n_layers=1, n_heads=3, d_model=12)
     model = _build_gpt(cls, config, seed=1)
     _expect_tied(model)
     idx = torch.randint(17, (3, 7), generator=_gen(10))
@@ -196,37 +196,38 @@ def _gpt_positions_and_gradient(cls):
 
 
 class _ToyLM(nn.Module):
-    """Logits from the token, its position id and the window's first token; refuses windows > block_size."""
+    """Logits from the token, its position id and the window's first token; refuses windows > context_length."""
 
-    def __init__(self, V=11, block_size=6, seed=0):
+    def __init__(self, V=11, context_length=6, seed=0):
         super().__init__()
         g = _gen(seed)
-        self.block_size = block_size
-        self.tok, self.pos, self.first = (torch.randn(V, V, generator=g), torch.randn(block_size, V, generator=g),
+        self.context_length = context_length
+        self.tok, self.pos, self.first = (torch.randn(V, V, generator=g), torch.randn(context_length, V, generator=g),
                                           torch.randn(V, V, generator=g))
 
     def forward(self, idx, position_ids=None):
         T = idx.shape[1]
-        if T > self.block_size:
-            raise ValueError(f"the model got {T} tokens but its block_size is {self.block_size}: crop the context")
+        if T > self.context_length:
+            raise ValueError(f"the model got {T} tokens but its context_length is {self.context_length}: "
+                             "crop the context")
         if position_ids is None:
             position_ids = torch.arange(T)
-        if int(position_ids.max()) >= self.block_size:
+        if int(position_ids.max()) >= self.context_length:
             raise IndexError(f"position id {int(position_ids.max())} is outside the position table "
-                             f"(block_size={self.block_size})")
+                             f"(context_length={self.context_length})")
         return 3 * self.tok[idx] + 2 * self.pos[position_ids] + self.first[idx[:, :1]]  # (B, T, V)
 
 
 def _greedy_oracle(model, idx, n):
     for _ in range(n):
-        window = idx[:, -model.block_size:]
+        window = idx[:, -model.context_length:]
         nxt = model(window, torch.arange(window.shape[1]))[:, -1].argmax(-1, keepdim=True)
         idx = torch.cat([idx, nxt], 1)
     return idx
 
 
 class _FixedLM(nn.Module):
-    block_size = 4
+    context_length = 4
 
     def __init__(self, logits):
         super().__init__()
@@ -265,7 +266,7 @@ def _expect_support(what, freq, allowed, hidden=False):
 
 @EXERCISES.check("generate", points=4)
 def _generate_greedy_cropped(fn):
-    """temperature=0 is greedy; runs past block_size with the context cropped and positions from 0"""
+    """temperature=0 is greedy; runs past context_length with the context cropped and positions from 0"""
     model = _ToyLM()
     idx = torch.randint(11, (3, 4), generator=_gen(11))
     got = call("generate(model, idx, 7, temperature=0)", fn, model, idx, 7, temperature=0.0)
@@ -322,8 +323,8 @@ def _generate_top_k_edges(fn):
 
 @EXERCISES.check("generate", hidden=True)
 def _generate_long(fn):
-    """a one-token prompt grown to three times block_size, batch of 2"""
-    model = _ToyLM(V=7, block_size=5, seed=4)
+    """a one-token prompt grown to three times context_length, batch of 2"""
+    model = _ToyLM(V=7, context_length=5, seed=4)
     idx = torch.randint(7, (2, 1), generator=_gen(13))
     expect_equal("generate(model, idx, 14, temperature=0)",
                  call("generate", fn, model, idx, 14, temperature=0.0), _greedy_oracle(model, idx, 14), hidden=True)
@@ -359,8 +360,8 @@ MUTANTS = [
            (("torch.arange(idx_cond.shape[1], device=idx.device)",
              "torch.arange(idx.shape[1] - idx_cond.shape[1], idx.shape[1], device=idx.device)"),),
            "after cropping, uses positions of the full sequence instead of restarting the window at 0"),
-    Mutant("context not cropped", "generate", (("idx[:, -model.block_size:]", "idx"),),
-           "feeds more than block_size tokens"),
+    Mutant("context not cropped", "generate", (("idx[:, -model.context_length:]", "idx"),),
+           "feeds more than context_length tokens"),
     Mutant("top-k keeps k+1", "generate", (("min(top_k, logits.shape[-1])", "min(top_k + 1, logits.shape[-1])"),),
            "off by one upwards"),
     Mutant("top-k keeps k-1", "generate",

@@ -140,7 +140,7 @@ def _build_emb(cls, config, seed=0):
 @EXERCISES.check("BertEmbeddings", points=3)
 def _emb_basic(cls):
     """LayerNorm(token + position + segment) for ids (2, 7), segments 0 then 1"""
-    m = _build_emb(cls, BertConfig(vocab_size=20, max_position=10, d_model=8))
+    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8))
     ids = torch.randint(20, (2, 7), generator=_gen(5))
     types = torch.tensor([[0, 0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1]])
     with torch.no_grad():
@@ -155,7 +155,7 @@ def _emb_basic(cls):
 @EXERCISES.check("BertEmbeddings")
 def _emb_default_types(cls):
     """without token_type_ids every token is in segment 0"""
-    m = _build_emb(cls, BertConfig(vocab_size=20, max_position=10, d_model=8), seed=1)
+    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8), seed=1)
     ids = torch.randint(20, (3, 5), generator=_gen(6))
     with torch.no_grad():
         expect_close("embeddings(ids)", call("embeddings(ids)", m, ids), _emb_oracle(m, ids, torch.zeros_like(ids)))
@@ -164,7 +164,7 @@ def _emb_default_types(cls):
 @EXERCISES.check("BertEmbeddings", hidden=True)
 def _emb_other_sizes(cls):
     """other sizes, random segments, BERT's eps 1e-12"""
-    m = _build_emb(cls, BertConfig(vocab_size=31, max_position=16, d_model=12, type_vocab_size=3), seed=2)
+    m = _build_emb(cls, BertConfig(vocab_size=31, context_length=16, d_model=12, type_vocab_size=3), seed=2)
     ids = torch.randint(31, (4, 11), generator=_gen(7))
     types = torch.randint(3, (4, 11), generator=_gen(8))
     with torch.no_grad():

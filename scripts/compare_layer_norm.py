@@ -55,7 +55,7 @@ def main(argv=None) -> None:
         name = "pre-LN" if norm_first else "post-LN"
         torch.manual_seed(args.seed)
         model = Transformer(len(data.src_vocab), len(data.tgt_vocab), norm_first=norm_first, pad_id=PAD_ID,
-                            max_len=64, **sizes).to(device).train()
+                            context_length=64, **sizes).to(device).train()
         opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
         batches = infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed)
         losses, t0 = [], time.time()

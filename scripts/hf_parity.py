@@ -37,7 +37,9 @@ def main():
     hc = transformers.GPT2Config(vocab_size=101, n_positions=32, n_embd=64, n_layer=3, n_head=4, resid_pdrop=0.0,
                                  embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, pad_token_id=0)
     hf = randomise(transformers.GPT2LMHeadModel(hc))
-    ours = load_hf_gpt2(GPT(GPTConfig(vocab_size=101, block_size=32, n_layer=3, n_head=4, n_embd=64)), hf.state_dict()).eval()
+    # our names for GPT2Config's n_positions, n_layer, n_head, n_embd
+    cfg_gpt = GPTConfig(vocab_size=101, context_length=32, n_layers=3, n_heads=4, d_model=64)
+    ours = load_hf_gpt2(GPT(cfg_gpt), hf.state_dict()).eval()
     idx = torch.randint(101, (4, 32))
     with torch.no_grad():
         ref = hf(idx).logits
@@ -55,7 +57,7 @@ def main():
     bc = transformers.BertConfig(vocab_size=101, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
                                  intermediate_size=256, max_position_embeddings=32, hidden_dropout_prob=0.0,
                                  attention_probs_dropout_prob=0.0)
-    cfg = BertConfig(vocab_size=101, max_position=32, n_layer=3, n_head=4, d_model=64, d_ff=256)
+    cfg = BertConfig(vocab_size=101, context_length=32, n_layers=3, n_heads=4, d_model=64, d_ff=256)
     ids = torch.randint(5, 101, (4, 24))
     types = torch.zeros_like(ids)
     types[:, 12:] = 1

@@ -72,7 +72,7 @@ def encode_stream(tok, topics) -> torch.Tensor:
 
 
 def model_sizes(args, vocab_size):
-    return dict(n_layer=args.n_layer, n_head=args.n_head), dict(vocab_size=vocab_size)
+    return dict(n_layers=args.n_layers, n_heads=args.n_heads), dict(vocab_size=vocab_size)
 
 
 def part_tokenizer(args, out):
@@ -87,8 +87,8 @@ def part_bert(args, out):
     tok = load_tokenizer(out)
     train_t, val_t = split_sentences()
     ids, types, att = encode_pairs(tok, train_t, args.seq_len)
-    config = BertConfig(vocab_size=tok.get_vocab_size(), max_position=args.seq_len, n_layer=args.n_layer,
-                        n_head=args.n_head, d_model=args.d_model, d_ff=4 * args.d_model, dropout=args.dropout)
+    config = BertConfig(vocab_size=tok.get_vocab_size(), context_length=args.seq_len, n_layers=args.n_layers,
+                        n_heads=args.n_heads, d_model=args.d_model, d_ff=4 * args.d_model, dropout=args.dropout)
     model = BertForMaskedLM(config)
     g = torch.Generator().manual_seed(args.seed)
     v_ids, v_types, v_att = encode_pairs(tok, val_t, args.seq_len)
@@ -127,8 +127,8 @@ def part_gpt(args, out):
     tok = load_tokenizer(out)
     train_t, val_t = split_sentences()
     stream, v_stream = encode_stream(tok, train_t), encode_stream(tok, val_t)
-    config = GPTConfig(vocab_size=tok.get_vocab_size(), block_size=args.seq_len, n_layer=args.n_layer,
-                       n_head=args.n_head, n_embd=args.d_model, dropout=args.dropout)
+    config = GPTConfig(vocab_size=tok.get_vocab_size(), context_length=args.seq_len, n_layers=args.n_layers,
+                       n_heads=args.n_heads, d_model=args.d_model, dropout=args.dropout)
     model = GPT(config)
     g = torch.Generator().manual_seed(args.seed)
     from solutions.text_data import get_lm_batch
@@ -280,8 +280,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--part", choices=["all", "tokenizer", "bert", "gpt", "eval"], default="all")
     p.add_argument("--vocab_size", type=int, default=2000)
-    p.add_argument("--n_layer", type=int, default=4)
-    p.add_argument("--n_head", type=int, default=4)
+    p.add_argument("--n_layers", type=int, default=4)
+    p.add_argument("--n_heads", type=int, default=4)
     p.add_argument("--d_model", type=int, default=128)
     p.add_argument("--seq_len", type=int, default=64)
     p.add_argument("--batch_size", type=int, default=32)

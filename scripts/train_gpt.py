@@ -30,10 +30,10 @@ from solutions.training import train  # noqa: E402
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n_layer", type=int, default=4)
-    p.add_argument("--n_head", type=int, default=4)
-    p.add_argument("--n_embd", type=int, default=128)
-    p.add_argument("--block_size", type=int, default=64)
+    p.add_argument("--n_layers", type=int, default=4)
+    p.add_argument("--n_heads", type=int, default=4)
+    p.add_argument("--d_model", type=int, default=128)
+    p.add_argument("--context_length", type=int, default=64)
     p.add_argument("--batch_size", type=int, default=12)
     p.add_argument("--max_iters", type=int, default=2000)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -62,8 +62,8 @@ def main(argv=None) -> dict:
     tok = CharTokenizer.from_text(text)
     data = torch.tensor(tok.encode(text), dtype=torch.long)
     train_data, val_data = train_val_split(data, 0.1)
-    config = GPTConfig(vocab_size=tok.vocab_size, block_size=args.block_size, n_layer=args.n_layer,
-                       n_head=args.n_head, n_embd=args.n_embd, dropout=args.dropout)
+    config = GPTConfig(vocab_size=tok.vocab_size, context_length=args.context_length, n_layers=args.n_layers,
+                       n_heads=args.n_heads, d_model=args.d_model, dropout=args.dropout)
     model = GPT(config).to(device)
     print(f"{args.data}: {len(text):,} characters, vocabulary {tok.vocab_size}; "
           f"train {len(train_data):,} / val {len(val_data):,} tokens")
@@ -73,7 +73,7 @@ def main(argv=None) -> dict:
     g_train = torch.Generator().manual_seed(args.seed)
 
     def loss_fn(m, it):
-        x, y = get_lm_batch(train_data, args.block_size, args.batch_size, generator=g_train, device=device)
+        x, y = get_lm_batch(train_data, args.context_length, args.batch_size, generator=g_train, device=device)
         logits = m(x)
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten()), x.numel()
 
@@ -83,7 +83,7 @@ def main(argv=None) -> dict:
             g = torch.Generator().manual_seed(0)  # the same batches at every evaluation
             losses = []
             for _ in range(args.eval_iters):
-                x, y = get_lm_batch(split, args.block_size, args.batch_size, generator=g, device=device)
+                x, y = get_lm_batch(split, args.context_length, args.batch_size, generator=g, device=device)
                 logits = m(x)
                 losses.append(torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten()).item())
             out[name] = sum(losses) / len(losses)

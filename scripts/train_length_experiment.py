@@ -38,8 +38,8 @@ from solutions.translation_data import TranslationData, infinite_batches, make_n
 
 DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
 EDGES = (8, 12, 16, 20, 24, 28)
-PLAIN_ARGS = dict(emb_dim=64, hidden_dim=128, num_layers=2, dropout=0.0)
-ATTN_ARGS = dict(emb_dim=64, enc_hidden=64, dec_hidden=128, attn_dim=64, dropout=0.0)
+PLAIN_ARGS = dict(emb_dim=64, hidden_size=128, num_layers=2, dropout=0.0)
+ATTN_ARGS = dict(emb_dim=64, enc_hidden_size=64, dec_hidden_size=128, attn_dim=64, dropout=0.0)
 
 
 def main(argv=None) -> None:
@@ -69,7 +69,7 @@ def main(argv=None) -> None:
     test = data.encoded["test"]
     refs = [t for _, t in data.tokens["test"]]
     src_lengths = [len(s) for s, _ in data.tokens["test"]]
-    max_len = max(len(p.tgt) for p in data.encoded["train"]) + 10
+    max_new_tokens = max(len(p.tgt) for p in data.encoded["train"]) + 10
 
     factories = {
         "seq2seq": lambda: Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), **PLAIN_ARGS),
@@ -79,7 +79,7 @@ def main(argv=None) -> None:
     results = {
         "config": {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed, "device": str(device),
                    "data": DATA_ARGS, "edges": list(EDGES), "plain": PLAIN_ARGS, "attention": ATTN_ARGS,
-                   "torch": torch.__version__, "decoding": "greedy", "max_len": max_len},
+                   "torch": torch.__version__, "decoding": "greedy", "max_new_tokens": max_new_tokens},
         "models": {},
     }
     rows = []
@@ -93,7 +93,7 @@ def main(argv=None) -> None:
                              lr=args.lr, device=device, desc=name, log=log, log_every=100, progress=not args.no_progress)
         train_s = time.time() - t1
         t2 = time.time()
-        hyps = translate(model, test, data.tgt_vocab, max_len=max_len)
+        hyps = translate(model, test, data.tgt_vocab, max_new_tokens=max_new_tokens)
         buckets = evaluate_by_length(hyps, refs, src_lengths, EDGES)
         eval_s = time.time() - t2
         log(f"{name}: trained {train_s:.0f}s, evaluated {eval_s:.0f}s, final loss {sum(losses[-50:]) / len(losses[-50:]):.4f}")

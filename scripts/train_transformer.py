@@ -49,7 +49,7 @@ from solutions.translation_data import (BOS_ID, EOS_ID, PAD_ID, TranslationData,
 DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
 EDGES = (8, 12, 16, 20, 24, 28)
 TRANSFORMER_ARGS = dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0)
-ATTN_ARGS = dict(emb_dim=64, enc_hidden=128, dec_hidden=192, attn_dim=128, dropout=0.0)
+ATTN_ARGS = dict(emb_dim=64, enc_hidden_size=128, dec_hidden_size=192, attn_dim=128, dropout=0.0)
 
 
 def autocast(device: torch.device):
@@ -91,7 +91,7 @@ def train_transformer(model: Transformer, batches, steps: int, warmup: int, fact
 
 
 @torch.no_grad()
-def transformer_translate(model: Transformer, pairs, vocab, max_len: int, beam: int = 0, batch_size: int = 250):
+def transformer_translate(model: Transformer, pairs, vocab, max_new_tokens: int, beam: int = 0, batch_size: int = 250):
     """Token lists of greedy (``beam=0``) or beam-search translations of encoded pairs, in order."""
     model.eval()
     device = next(model.parameters()).device
@@ -99,9 +99,9 @@ def transformer_translate(model: Transformer, pairs, vocab, max_len: int, beam: 
     for batch in iterate_batches(pairs, batch_size):
         src = batch.src.to(device)
         if beam:
-            outs = beam_search(model, src, max_len, BOS_ID, EOS_ID, beam_size=beam, alpha=0.6)
+            outs = beam_search(model, src, max_new_tokens, BOS_ID, EOS_ID, beam_size=beam, alpha=0.6)
         else:
-            outs = greedy_decode(model, src, max_len, BOS_ID, EOS_ID).cpu()
+            outs = greedy_decode(model, src, max_new_tokens, BOS_ID, EOS_ID).cpu()
         hyps += [vocab.decode(o if isinstance(o, list) else o) for o in outs]
     return hyps
 
@@ -133,15 +133,15 @@ def main(argv=None) -> None:
     test = data.encoded["test"]
     refs = [t for _, t in data.tokens["test"]]
     src_lengths = [len(s) for s, _ in data.tokens["test"]]
-    max_len = max(len(p.tgt) for p in data.encoded["train"]) + 10
+    max_new_tokens = max(len(p.tgt) for p in data.encoded["train"]) + 10
     V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
-    log(f"data {DATA_ARGS}: src vocab {V_src}, tgt vocab {V_tgt}, max_len {max_len}")
+    log(f"data {DATA_ARGS}: src vocab {V_src}, tgt vocab {V_tgt}, max_new_tokens {max_new_tokens}")
 
     results = {"config": {"steps": args.steps, "batch_size": args.batch_size, "warmup": args.warmup,
                           "lr_factor": args.lr_factor, "smoothing": args.smoothing, "seed": args.seed,
                           "device": str(device), "threads": torch.get_num_threads(), "data": DATA_ARGS,
                           "edges": list(EDGES), "transformer": TRANSFORMER_ARGS, "bahdanau": ATTN_ARGS,
-                          "torch": torch.__version__, "max_len": max_len, "beam_subset": args.beam_subset,
+                          "torch": torch.__version__, "max_new_tokens": max_new_tokens, "beam_subset": args.beam_subset,
                           "measured": time.strftime("%Y-%m-%d")},
                "models": {}}
     rows = []
@@ -159,7 +159,8 @@ def main(argv=None) -> None:
         entry = {}
         t1 = time.time()
         if name.startswith("transformer"):
-            model = Transformer(V_src, V_tgt, norm_first=name.endswith("preln"), max_len=max_len + 2, pad_id=PAD_ID,
+            model = Transformer(V_src, V_tgt, norm_first=name.endswith("preln"), context_length=max_new_tokens + 2,
+                                pad_id=PAD_ID,
                                 **TRANSFORMER_ARGS)
             entry["parameters"] = count_parameters(model)
             log(f"{name}: {entry['parameters']} parameters")
@@ -167,14 +168,15 @@ def main(argv=None) -> None:
                                        name, log, not args.no_progress)
             entry["train_seconds"] = round(time.time() - t1, 1)
             t2 = time.time()
-            hyps = transformer_translate(model, test, data.tgt_vocab, max_len)
+            hyps = transformer_translate(model, test, data.tgt_vocab, max_new_tokens)
             entry["greedy"] = record(name, "greedy", hyps, range(len(test)))
             entry["eval_seconds"] = round(time.time() - t2, 1)
             if name == "transformer" and args.beam_subset:
                 sub = list(range(args.beam_subset))
                 entry["greedy_subset"] = record(name, "greedy_subset", hyps[: args.beam_subset], sub)
                 t3 = time.time()
-                beam_hyps = transformer_translate(model, test[: args.beam_subset], data.tgt_vocab, max_len, beam=4)
+                beam_hyps = transformer_translate(model, test[: args.beam_subset], data.tgt_vocab, max_new_tokens,
+                                                  beam=4)
                 entry["beam_subset"] = record(name, "beam4_subset", beam_hyps, sub)
                 entry["beam_seconds"] = round(time.time() - t3, 1)
                 save_checkpoint(model.cpu(), out / "transformer.pt", src_vocab=data.src_vocab.itos,
@@ -187,7 +189,7 @@ def main(argv=None) -> None:
                                  progress=not args.no_progress)
             entry["train_seconds"] = round(time.time() - t1, 1)
             t2 = time.time()
-            hyps = translate(model, test, data.tgt_vocab, max_len=max_len)
+            hyps = translate(model, test, data.tgt_vocab, max_new_tokens=max_new_tokens)
             entry["greedy"] = record(name, "greedy", hyps, range(len(test)))
             entry["eval_seconds"] = round(time.time() - t2, 1)
         entry["loss_curve_every_25"] = [round(sum(losses[i: i + 25]) / len(losses[i: i + 25]), 4)

@@ -20,7 +20,7 @@ Any model used with those helpers implements
 where ``attn`` is ``None`` (no attention) or the ``(B, S)`` attention weights of that step, and
 ``forward(src, src_lens, dec_in) -> logits (B, T, V)`` for teacher-forced training.
 
-Shape letters: B batch, S source length, T target length, E embedding size, H hidden size,
+Shape letters: B batch, S source length, T target length, E embedding size, N hidden size (``hidden_size``),
 L number of layers, V vocabulary size.
 """
 
@@ -98,23 +98,23 @@ class Encoder(nn.Module):
     Args:
         vocab_size: source vocabulary size V_src.
         emb_dim: embedding size E.
-        hidden_dim: hidden size H (per direction).
+        hidden_size: hidden size N (per direction), as in ``nn.LSTM``/``nn.GRU``.
         num_layers: L stacked layers (Sutskever et al. used 4).
         cell: ``"lstm"`` (chapter 1) or ``"gru"`` (chapter 2, as in Bahdanau et al.).
         bidirectional: also read the sequence backwards (chapter 2).
         dropout: dropout between layers (only when ``num_layers > 1``) and on embeddings.
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, num_layers: int = 1, cell: str = "lstm",
+    def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, num_layers: int = 1, cell: str = "lstm",
                  bidirectional: bool = False, dropout: float = 0.0):
         super().__init__()
         rnn_cls = {"lstm": nn.LSTM, "gru": nn.GRU}.get(cell)
         if rnn_cls is None:
             raise ValueError(f"cell must be 'lstm' or 'gru', got {cell!r}")
-        self.cell, self.hidden_dim, self.num_layers, self.bidirectional = cell, hidden_dim, num_layers, bidirectional
+        self.cell, self.hidden_size, self.num_layers, self.bidirectional = cell, hidden_size, num_layers, bidirectional
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.dropout = nn.Dropout(dropout)
-        self.rnn = rnn_cls(emb_dim, hidden_dim, num_layers=num_layers, batch_first=True, bidirectional=bidirectional,
+        self.rnn = rnn_cls(emb_dim, hidden_size, num_layers=num_layers, batch_first=True, bidirectional=bidirectional,
                            dropout=dropout if num_layers > 1 else 0.0)
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor):
@@ -124,10 +124,10 @@ class Encoder(nn.Module):
             src: ``(B, S)`` int64 source ids, right-padded with ``PAD_ID``.
             src_lens: ``(B,)`` int64 true lengths (1 <= len <= S), on any device.
         Returns:
-            outputs: ``(B, S, D)`` float top-layer states for every position (D = H, or 2H when
+            outputs: ``(B, S, D)`` float top-layer states for every position (D = N, or 2N when
                 bidirectional: forward and backward states concatenated); zeros at padding.
             state: final states after each sequence's last real token: ``h_n`` of shape
-                ``(L * num_directions, B, H)`` for a GRU, the pair ``(h_n, c_n)`` for an LSTM
+                ``(L * num_directions, B, N)`` for a GRU, the pair ``(h_n, c_n)`` for an LSTM
                 (PyTorch's layout: layer-major, forward before backward).
         Raises:
             ValueError: if ``src`` is not ``(B, S)`` integer or ``src_lens`` does not match it.
@@ -137,7 +137,7 @@ class Encoder(nn.Module):
         emb = self.dropout(self.embedding(src))  # (B, S, E)
         # pack_padded_sequence wants the lengths on the CPU; enforce_sorted=False sorts internally
         packed = pack_padded_sequence(emb, src_lens.cpu(), batch_first=True, enforce_sorted=False)
-        packed_out, state = self.rnn(packed)  # state: (L*dirs, B, H) or a pair of them, original order
+        packed_out, state = self.rnn(packed)  # state: (L*dirs, B, N) or a pair of them, original order
         outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.shape[1])  # (B, S, D)
         ### END SOLUTION
         return outputs, state
@@ -204,19 +204,19 @@ class Decoder(nn.Module):
     source.  ``forward`` runs a whole teacher-forced target at once; ``step`` runs one token.
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, num_layers: int = 1, dropout: float = 0.0):
+    def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.dropout = nn.Dropout(dropout)
-        self.rnn = nn.LSTM(emb_dim, hidden_dim, num_layers=num_layers, batch_first=True,
+        self.rnn = nn.LSTM(emb_dim, hidden_size, num_layers=num_layers, batch_first=True,
                            dropout=dropout if num_layers > 1 else 0.0)
-        self.out = nn.Linear(hidden_dim, vocab_size)
+        self.out = nn.Linear(hidden_size, vocab_size)
 
     def forward(self, dec_in: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
-        """``dec_in (B, T)`` ids, ``state`` = (h, c) each ``(L, B, H)`` ->
+        """``dec_in (B, T)`` ids, ``state`` = (h, c) each ``(L, B, N)`` ->
         ``logits (B, T, V)``, new state."""
         emb = self.dropout(self.embedding(dec_in))  # (B, T, E)
-        out, state = self.rnn(emb, state)  # (B, T, H)
+        out, state = self.rnn(emb, state)  # (B, T, N)
         return self.out(self.dropout(out)), state  # (B, T, V)
 
     def step(self, y_prev: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
@@ -231,22 +231,22 @@ class Seq2Seq(nn.Module):
 
     Args:
         src_vocab, tgt_vocab: vocabulary sizes.
-        emb_dim, hidden_dim, num_layers, dropout: sizes shared by encoder and decoder.
+        emb_dim, hidden_size, num_layers, dropout: sizes shared by encoder and decoder.
         reverse_source: read the source backwards (section 3.3); applied inside :meth:`encode`, so
             the data and the evaluation code stay the same.
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, emb_dim: int = 64, hidden_dim: int = 256, num_layers: int = 2,
+    def __init__(self, src_vocab: int, tgt_vocab: int, emb_dim: int = 64, hidden_size: int = 256, num_layers: int = 2,
                  dropout: float = 0.0, reverse_source: bool = False):
         super().__init__()
-        self.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, emb_dim=emb_dim, hidden_dim=hidden_dim,
+        self.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, emb_dim=emb_dim, hidden_size=hidden_size,
                            num_layers=num_layers, dropout=dropout, reverse_source=reverse_source)
         self.reverse_source = reverse_source
-        self.encoder = Encoder(src_vocab, emb_dim, hidden_dim, num_layers, cell="lstm", dropout=dropout)
-        self.decoder = Decoder(tgt_vocab, emb_dim, hidden_dim, num_layers, dropout=dropout)
+        self.encoder = Encoder(src_vocab, emb_dim, hidden_size, num_layers, cell="lstm", dropout=dropout)
+        self.decoder = Decoder(tgt_vocab, emb_dim, hidden_size, num_layers, dropout=dropout)
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor):
-        """``src (B, S)``, ``src_lens (B,)`` -> decoder state ``(h, c)``, each ``(L, B, H)``."""
+        """``src (B, S)``, ``src_lens (B,)`` -> decoder state ``(h, c)``, each ``(L, B, N)``."""
         if self.reverse_source:
             src = reverse_padded(src, src_lens)
         _, state = self.encoder(src, src_lens)
@@ -268,28 +268,28 @@ class Seq2Seq(nn.Module):
 # Greedy decoding (model-agnostic)
 # ----------------------------------------------------------------------------------------------
 @torch.no_grad()
-def greedy_decode(model: nn.Module, src: torch.Tensor, src_lens: torch.Tensor, max_len: int = 60,
+def greedy_decode(model: nn.Module, src: torch.Tensor, src_lens: torch.Tensor, max_new_tokens: int = 60,
                   bos_id: int = BOS_ID, eos_id: int = EOS_ID, pad_id: int = PAD_ID):
     """Translate a batch by always taking the most probable next token.
 
-    Decoding of a sentence stops at its first ``<eos>`` (which is kept) or after ``max_len`` tokens;
+    Decoding of a sentence stops at its first ``<eos>`` (which is kept) or after ``max_new_tokens`` tokens;
     tokens after that are ``pad_id``.  The loop ends early once every sentence has finished.
     Sutskever et al. used a small beam search (sec. 3.2); greedy is beam size 1.
 
     Args:
         model: any model with ``encode`` and ``decode_step`` (see the module docstring).
         src: ``(B, S)`` int64 source ids; ``src_lens``: ``(B,)`` lengths.
-        max_len: maximum number of generated tokens (>= 1).
+        max_new_tokens: maximum number of generated tokens (>= 1).
     Returns:
-        tokens: ``(B, T_out)`` int64 generated ids (no <bos>), ``T_out <= max_len``, on src's device.
+        tokens: ``(B, T_out)`` int64 generated ids (no <bos>), ``T_out <= max_new_tokens``, on src's device.
         attn: ``(B, T_out, S)`` float attention weights stacked over the steps, or ``None`` if the
             model returns no attention.
     Raises:
-        ValueError: on malformed ``src`` / ``src_lens`` or ``max_len < 1``.
+        ValueError: on malformed ``src`` / ``src_lens`` or ``max_new_tokens < 1``.
     """
     check_tokens("src", src, src_lens)
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     was_training = model.training
     model.eval()
     B = src.shape[0]
@@ -298,7 +298,7 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, src_lens: torch.Tensor, m
     y_prev = torch.full((B,), bos_id, dtype=torch.long, device=src.device)  # (B,)
     finished = torch.zeros(B, dtype=torch.bool, device=src.device)  # (B,)
     tokens, attns = [], []
-    for _ in range(max_len):
+    for _ in range(max_new_tokens):
         logits, state, attn = model.decode_step(y_prev, state)  # (B, V)
         y = logits.argmax(dim=-1)  # (B,)
         y = torch.where(finished, torch.full_like(y, pad_id), y)  # finished rows emit padding
@@ -385,7 +385,7 @@ def train_model(model: nn.Module, batches: Iterator[Batch], steps: int, lr: floa
 # ----------------------------------------------------------------------------------------------
 @torch.no_grad()
 def translate(model: nn.Module, pairs: Sequence[EncodedPair], tgt_vocab: Vocab, batch_size: int = 256,
-              max_len: int = 60, device: str | torch.device | None = None, return_attention: bool = False):
+              max_new_tokens: int = 60, device: str | torch.device | None = None, return_attention: bool = False):
     """Greedy translations of encoded pairs, in order.
 
     Returns:
@@ -396,7 +396,8 @@ def translate(model: nn.Module, pairs: Sequence[EncodedPair], tgt_vocab: Vocab, 
     hyps, attns = [], []
     for batch in iterate_batches(pairs, batch_size):
         batch = batch.to(device)
-        out, attn = greedy_decode(model, batch.src, batch.src_lens, max_len=max_len)  # (B, T_out), (B, T_out, S)
+        # (B, T_out), (B, T_out, S)
+        out, attn = greedy_decode(model, batch.src, batch.src_lens, max_new_tokens=max_new_tokens)
         for b in range(out.shape[0]):
             toks = tgt_vocab.decode(out[b].cpu())
             hyps.append(toks)

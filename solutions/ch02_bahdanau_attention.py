@@ -22,8 +22,8 @@ output layer is a maxout layer over (s_{i-1}, E y_{i-1}, c_i); we use a tanh lay
 Reused from chapter 1: the packed :class:`~solutions.ch01_seq2seq.Encoder` (here as a
 bidirectional GRU), the teacher-forcing shift, the loss, greedy decoding, training and evaluation.
 
-Shape letters: B batch, S source length, T target length, E embedding size, H encoder hidden size
-per direction, D = 2H annotation size, N decoder hidden size, A alignment (attention) size.
+Shape letters: B batch, S source length, T target length, E embedding size, N_e encoder hidden size
+per direction, D = 2 N_e annotation size, N decoder hidden size, A alignment (attention) size.
 """
 
 from __future__ import annotations
@@ -149,24 +149,25 @@ class AttentionSeq2Seq(nn.Module):
 
     Args:
         src_vocab, tgt_vocab: vocabulary sizes.
-        emb_dim: E; enc_hidden: H per direction; dec_hidden: N; attn_dim: A.
+        emb_dim: E; enc_hidden_size: N_e per direction; dec_hidden_size: N; attn_dim: A.
         dropout: on embeddings and before the output layer.
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, emb_dim: int = 64, enc_hidden: int = 128, dec_hidden: int = 256,
-                 attn_dim: int = 128, dropout: float = 0.0):
+    def __init__(self, src_vocab: int, tgt_vocab: int, emb_dim: int = 64, enc_hidden_size: int = 128,
+                 dec_hidden_size: int = 256, attn_dim: int = 128, dropout: float = 0.0):
         super().__init__()
-        self.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, emb_dim=emb_dim, enc_hidden=enc_hidden,
-                           dec_hidden=dec_hidden, attn_dim=attn_dim, dropout=dropout)
-        D = 2 * enc_hidden
-        self.encoder = Encoder(src_vocab, emb_dim, enc_hidden, num_layers=1, cell="gru", bidirectional=True, dropout=dropout)
-        self.init_state = nn.Linear(enc_hidden, dec_hidden)  # W_s: s_0 = tanh(W_s h_bwd_1)
-        self.attention = AdditiveAttention(dec_hidden, D, attn_dim)
+        self.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, emb_dim=emb_dim, enc_hidden_size=enc_hidden_size,
+                           dec_hidden_size=dec_hidden_size, attn_dim=attn_dim, dropout=dropout)
+        D = 2 * enc_hidden_size
+        self.encoder = Encoder(src_vocab, emb_dim, enc_hidden_size, num_layers=1, cell="gru", bidirectional=True,
+                               dropout=dropout)
+        self.init_state = nn.Linear(enc_hidden_size, dec_hidden_size)  # W_s: s_0 = tanh(W_s h_bwd_1)
+        self.attention = AdditiveAttention(dec_hidden_size, D, attn_dim)
         self.embedding = nn.Embedding(tgt_vocab, emb_dim, padding_idx=PAD_ID)
-        self.cell = nn.GRUCell(emb_dim + D, dec_hidden)
+        self.cell = nn.GRUCell(emb_dim + D, dec_hidden_size)
         self.dropout = nn.Dropout(dropout)
-        self.pre_out = nn.Linear(dec_hidden + D + emb_dim, dec_hidden)
-        self.out = nn.Linear(dec_hidden, tgt_vocab)
+        self.pre_out = nn.Linear(dec_hidden_size + D + emb_dim, dec_hidden_size)
+        self.out = nn.Linear(dec_hidden_size, tgt_vocab)
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> dict:
         """Annotations and initial decoder state.
@@ -175,9 +176,9 @@ class AttentionSeq2Seq(nn.Module):
         tokens) and ``s (B, N)`` = s_0 = tanh(W_s h_bwd_1) (appendix A.2.2: the backward RNN's state
         after reading the whole source, ending at the first word).
         """
-        h, h_n = self.encoder(src, src_lens)  # (B, S, D), (2, B, H): [forward final, backward final]
+        h, h_n = self.encoder(src, src_lens)  # (B, S, D), (2, B, N_e): [forward final, backward final]
         mask = torch.arange(src.shape[1], device=src.device).unsqueeze(0) < src_lens.to(src.device).unsqueeze(1)  # (B, S)
-        s0 = torch.tanh(self.init_state(h_n[-1]))  # backward direction's final state (B, H) -> (B, N)
+        s0 = torch.tanh(self.init_state(h_n[-1]))  # backward direction's final state (B, N_e) -> (B, N)
         return {"h": h, "U_h": self.attention.project(h), "mask": mask, "s": s0}
 
     def decode_step(self, y_prev: torch.Tensor, state: dict):

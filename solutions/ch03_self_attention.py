@@ -26,7 +26,7 @@ from torch import nn
 
 __all__ = [
     "causal_mask",
-    "key_padding_mask",
+    "attention_mask_from_lengths",
     "check_qkv_shapes",
     "scaled_dot_product_attention",
     "SelfAttention",
@@ -68,8 +68,11 @@ def causal_mask(T_q: int, T_k: int | None = None, *, device: torch.device | str 
     ### END SOLUTION
 
 
-def key_padding_mask(lengths: torch.Tensor, T_k: int | None = None) -> torch.Tensor:
-    """Key padding mask (填充掩码) from sequence lengths: True at real tokens, False at padding.
+def attention_mask_from_lengths(lengths: torch.Tensor, T_k: int | None = None) -> torch.Tensor:
+    """Attention mask over keys from sequence lengths (a padding mask, 填充掩码): True at real tokens, False at padding.
+
+    Named ``attention_mask`` as in Hugging Face (True = may attend). PyTorch's ``key_padding_mask`` argument has the
+    opposite polarity (True = padding): pass ``~mask`` there.
 
     Args:
         lengths: ``(B,)`` integer tensor, the number of real (non-pad) tokens of each sequence; padding is

@@ -228,9 +228,10 @@ class FusedMultiHeadSelfAttention(nn.Module):
 def to_torch_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
     """Course mask (True = may attend) -> ``nn.MultiheadAttention`` bool mask (True = **not** allowed). ``None`` stays.
 
-    Use it for both ``key_padding_mask`` (``(B, T_k)``: course ``key_padding_mask(lengths)``) and a 2-D
-    ``attn_mask`` (``(T_q, T_k)``, e.g. ``causal_mask``). ``nn.MultiheadAttention`` also accepts float masks,
-    which are *added* to the scores (``-inf`` = blocked); this helper always returns bool.
+    Use it for both PyTorch's ``key_padding_mask`` argument (``(B, T_k)``, True = padding; from the course's
+    ``attention_mask_from_lengths(lengths)``, True = real token) and a 2-D ``attn_mask`` (``(T_q, T_k)``, e.g.
+    ``causal_mask``). ``nn.MultiheadAttention`` also accepts float masks, which are *added* to the scores
+    (``-inf`` = blocked); this helper always returns bool.
 
     Raises:
         ValueError: if ``mask`` is not bool.
@@ -258,12 +259,14 @@ def from_torch_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
     return finite
 
 
-def torch_mha_masks(key_padding: torch.Tensor | None = None, attn: torch.Tensor | None = None,
+def torch_mha_masks(attention_mask: torch.Tensor | None = None, attn: torch.Tensor | None = None,
                     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """Course masks -> ``(key_padding_mask, attn_mask)`` for ``nn.MultiheadAttention``, plus the combined course mask.
 
+    PyTorch's ``key_padding_mask`` is True at **padding**; the course's ``attention_mask`` is True at real tokens.
+
     Args:
-        key_padding: ``(B, T_k)`` bool, True at real tokens (course polarity), or None.
+        attention_mask: ``(B, T_k)`` bool, True at real tokens (course polarity), or None.
         attn: ``(T_q, T_k)`` bool, True = may attend (course polarity), or None.
 
     Returns:
@@ -272,11 +275,11 @@ def torch_mha_masks(key_padding: torch.Tensor | None = None, attn: torch.Tensor 
         :class:`MultiHeadAttention` (None when both are None).
     """
     course = None
-    if key_padding is not None:
-        course = key_padding[:, None, None, :]  # (B, 1, 1, T_k)
+    if attention_mask is not None:
+        course = attention_mask[:, None, None, :]  # (B, 1, 1, T_k)
     if attn is not None:
         course = attn if course is None else course & attn  # (T_q, T_k) broadcasts to (B, 1, T_q, T_k)
-    return to_torch_mask(key_padding), to_torch_mask(attn), course
+    return to_torch_mask(attention_mask), to_torch_mask(attn), course
 
 
 @torch.no_grad()

@@ -65,39 +65,40 @@ class PositionalEncoding(nn.Module):
 
     Args:
         d_model: embedding width (even or odd).
-        max_len: longest sequence supported (the table is precomputed, not a parameter).
+        context_length: longest sequence supported (the table is precomputed, not a parameter).
         dropout: dropout applied to the sum (the paper's ``P_drop`` on "the sums of the embeddings and the
             positional encodings").
 
     Attributes:
-        pe: ``(max_len, d_model)`` buffer (float32; computed in float64 then rounded).
+        pe: ``(context_length, d_model)`` buffer (float32; computed in float64 then rounded).
 
     Shapes:
         ``forward(x (B, T, d_model)) -> (B, T, d_model)``, same dtype as ``x``.
 
     Raises:
-        ValueError: if ``T > max_len`` or the width differs from ``d_model``.
+        ValueError: if ``T > context_length`` or the width differs from ``d_model``.
 
     Source: Vaswani et al. 2017, section 3.5.
     """
 
-    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
+    def __init__(self, d_model: int, context_length: int = 5000, dropout: float = 0.0):
         super().__init__()
-        self.d_model, self.max_len = d_model, max_len
+        self.d_model, self.context_length = d_model, context_length
         self.dropout = nn.Dropout(dropout)
         ### BEGIN SOLUTION
-        pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+        pos = torch.arange(context_length, dtype=torch.float64)[:, None]  # (context_length, 1)
         two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(d_model/2),): 0, 2, 4, ...
-        angle = pos / 10000 ** (two_i / d_model)  # (max_len, ceil(d_model/2))
-        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        angle = pos / 10000 ** (two_i / d_model)  # (context_length, ceil(d_model/2))
+        pe = torch.zeros(context_length, d_model, dtype=torch.float64)
         pe[:, 0::2] = torch.sin(angle)  # even dims 2i
         pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # odd dims 2i+1
         ### END SOLUTION
         self.register_buffer("pe", pe.float(), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.ndim != 3 or x.shape[-1] != self.d_model or x.shape[1] > self.max_len:
-            raise ValueError(f"x must be (B, T <= max_len={self.max_len}, d_model={self.d_model}), got {tuple(x.shape)}")
+        if x.ndim != 3 or x.shape[-1] != self.d_model or x.shape[1] > self.context_length:
+            raise ValueError(f"x must be (B, T <= context_length={self.context_length}, d_model={self.d_model}), "
+                             f"got {tuple(x.shape)}")
         return self.dropout(x + self.pe[: x.shape[1]].to(x.dtype))  # (B, T, d_model) + (T, d_model)
 
 
@@ -239,8 +240,8 @@ class DecoderLayer(nn.Module):
         self_attn, cross_attn (:class:`MultiHeadAttention`), ffn, norm1, norm2, norm3, dropout1..3.
 
     Shapes:
-        ``forward(y (B, T, d_model), memory (B, S, d_model), tgt_key_padding (B, T) | None,
-        src_key_padding (B, S) | None) -> (B, T, d_model)``; padding masks bool, True at real tokens.
+        ``forward(y (B, T, d_model), memory (B, S, d_model), tgt_attention_mask (B, T) | None,
+        src_attention_mask (B, S) | None) -> (B, T, d_model)``; padding masks bool, True at real tokens.
 
     Source: Vaswani et al. 2017, sections 3.1 and 3.2.3.
     """
@@ -257,14 +258,14 @@ class DecoderLayer(nn.Module):
         self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, tgt_key_padding: torch.Tensor | None = None,
-                src_key_padding: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, y: torch.Tensor, memory: torch.Tensor, tgt_attention_mask: torch.Tensor | None = None,
+                src_attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         T = y.shape[1]
         ### BEGIN SOLUTION
         self_mask = causal_mask(T, device=y.device)  # (T, T): no peeking at later target tokens
-        if tgt_key_padding is not None:
-            self_mask = self_mask & tgt_key_padding[:, None, None, :]  # (B, 1, T, T)
-        cross_mask = None if src_key_padding is None else src_key_padding[:, None, None, :]  # (B, 1, 1, S)
+        if tgt_attention_mask is not None:
+            self_mask = self_mask & tgt_attention_mask[:, None, None, :]  # (B, 1, T, T)
+        cross_mask = None if src_attention_mask is None else src_attention_mask[:, None, None, :]  # (B, 1, 1, S)
         if self.norm_first:  # pre-LN
             h = self.norm1(y)
             y = y + self.dropout1(self.self_attn(h, h, h, self_mask)[0])
@@ -287,7 +288,7 @@ class DecoderLayer(nn.Module):
 class Encoder(nn.Module):
     """``N`` :class:`EncoderLayer` s; with ``final_norm`` (default: when pre-LN) one LayerNorm at the end.
 
-    ``forward(x (B, S, d_model), src_key_padding (B, S) bool | None) -> (B, S, d_model)``.
+    ``forward(x (B, S, d_model), src_attention_mask (B, S) bool | None) -> (B, S, d_model)``.
     ``torch.nn.Transformer`` always adds the final LayerNorm, also in post-LN mode; ``final_norm=True`` matches it.
     """
 
@@ -300,8 +301,8 @@ class Encoder(nn.Module):
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
 
-    def forward(self, x: torch.Tensor, src_key_padding: torch.Tensor | None = None) -> torch.Tensor:
-        mask = None if src_key_padding is None else src_key_padding[:, None, None, :]  # (B, 1, 1, S)
+    def forward(self, x: torch.Tensor, src_attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = None if src_attention_mask is None else src_attention_mask[:, None, None, :]  # (B, 1, 1, S)
         for layer in self.layers:
             x = layer(x, mask)
         return self.norm(x) if self.norm is not None else x
@@ -310,8 +311,8 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     """``N`` :class:`DecoderLayer` s (+ final LayerNorm as :class:`Encoder`).
 
-    ``forward(y (B, T, d_model), memory (B, S, d_model), tgt_key_padding (B, T) | None,
-    src_key_padding (B, S) | None) -> (B, T, d_model)``.
+    ``forward(y (B, T, d_model), memory (B, S, d_model), tgt_attention_mask (B, T) | None,
+    src_attention_mask (B, S) | None) -> (B, T, d_model)``.
     """
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
@@ -323,10 +324,10 @@ class Decoder(nn.Module):
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, tgt_key_padding: torch.Tensor | None = None,
-                src_key_padding: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, y: torch.Tensor, memory: torch.Tensor, tgt_attention_mask: torch.Tensor | None = None,
+                src_attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         for layer in self.layers:
-            y = layer(y, memory, tgt_key_padding, src_key_padding)
+            y = layer(y, memory, tgt_attention_mask, src_attention_mask)
         return self.norm(y) if self.norm is not None else y
 
 
@@ -338,7 +339,7 @@ class Transformer(nn.Module):
         d_model, n_heads, n_layers, d_ff, dropout: the paper's base model is 512, 8, 6, 2048, 0.1.
         norm_first: pre-LN variant (then both stacks end with a LayerNorm).
         activation: FFN activation.
-        max_len: longest sequence for the positional encoding.
+        context_length: longest sequence for the positional encoding.
         pad_id: padding id of both vocabularies (padding masks are built from it).
         tie_embeddings: share the target embedding and the output projection's weight (paper, section 3.4).
 
@@ -353,15 +354,16 @@ class Transformer(nn.Module):
 
     def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 512, n_heads: int = 8, n_layers: int = 6,
                  d_ff: int = 2048, dropout: float = 0.1, norm_first: bool = False, activation: str = "relu",
-                 max_len: int = 512, pad_id: int = 0, tie_embeddings: bool = False):
+                 context_length: int = 512, pad_id: int = 0, tie_embeddings: bool = False):
         super().__init__()
         self.pad_id, self.d_model = pad_id, d_model
         self.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model, n_heads=n_heads,
                            n_layers=n_layers, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
-                           activation=activation, max_len=max_len, pad_id=pad_id, tie_embeddings=tie_embeddings)
+                           activation=activation, context_length=context_length, pad_id=pad_id,
+                           tie_embeddings=tie_embeddings)
         self.src_embed = TokenEmbedding(src_vocab, d_model, padding_idx=pad_id)
         self.tgt_embed = TokenEmbedding(tgt_vocab, d_model, padding_idx=pad_id)
-        self.positions = PositionalEncoding(d_model, max_len, dropout)
+        self.positions = PositionalEncoding(d_model, context_length, dropout)
         stack = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
                      activation=activation)
         self.encoder = Encoder(n_layers, **stack)
@@ -378,9 +380,10 @@ class Transformer(nn.Module):
         memory = self.encoder(self.positions(self.src_embed(src)), src_pad)  # (B, S, d_model)
         return memory, src_pad
 
-    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor) -> torch.Tensor:
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_attention_mask: torch.Tensor) -> torch.Tensor:
         tgt_pad = tgt_in != self.pad_id  # (B, T)
-        y = self.decoder(self.positions(self.tgt_embed(tgt_in)), memory, tgt_pad, src_pad)  # (B, T, d_model)
+        y = self.decoder(self.positions(self.tgt_embed(tgt_in)), memory, tgt_pad,
+                         src_attention_mask)  # (B, T, d_model)
         return self.generator(y)  # (B, T, tgt_vocab)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -430,22 +433,22 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: f
 
 
 @torch.no_grad()
-def greedy_decode(model: Transformer, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int) -> torch.Tensor:
+def greedy_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int, bos_id: int, eos_id: int) -> torch.Tensor:
     """Translate a batch by always taking the most probable next token.
 
     Args:
         src: ``(B, S)`` int64 source ids (padded with ``model.pad_id``).
-        max_len: most tokens to generate (excluding ``<bos>``).
+        max_new_tokens: most tokens to generate (excluding ``<bos>``).
 
     Returns:
-        ``(B, ≤ max_len)`` int64 generated ids (without ``<bos>``); after a sequence's ``<eos>`` it is padded
+        ``(B, ≤ max_new_tokens)`` int64 generated ids (without ``<bos>``); after a sequence's ``<eos>`` it is padded
         with ``model.pad_id``.
     """
     memory, src_pad = model.encode(src)
     B = src.shape[0]
     ys = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    for _ in range(max_len):
+    for _ in range(max_new_tokens):
         logits = model.decode(ys, memory, src_pad)[:, -1]  # (B, V): the next-token distribution
         nxt = logits.argmax(-1).masked_fill(done, model.pad_id)  # (B,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
@@ -456,20 +459,20 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len: int, bos_id: i
 
 
 @torch.no_grad()
-def beam_search(model: Transformer, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int,
+def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int, bos_id: int, eos_id: int,
                 beam_size: int = 4, alpha: float = 0.6) -> list[list[int]]:
     r"""Beam search, one source sentence at a time (the beams are batched).
 
     Keeps the ``beam_size`` best prefixes by total log-probability; a finished hypothesis (ended by ``<eos>``)
     is ranked by :math:`\log p / lp`, :math:`lp = ((5 + |Y|)/6)^{\alpha}` (Wu et al. 2016), as in the paper
     (section 6.1: beam size 4, α = 0.6). Stops when the best unfinished prefix cannot beat the best finished one
-    under that normalisation bound, or after ``max_len`` tokens.
+    under that normalisation bound, or after ``max_new_tokens`` tokens.
 
     Args:
         src: ``(B, S)`` int64.
 
     Returns:
-        ``B`` lists of ids (without ``<bos>``; ending with ``<eos>`` unless ``max_len`` was hit).
+        ``B`` lists of ids (without ``<bos>``; ending with ``<eos>`` unless ``max_new_tokens`` was hit).
     """
     results = []
     for b in range(src.shape[0]):
@@ -479,7 +482,7 @@ def beam_search(model: Transformer, src: torch.Tensor, max_len: int, bos_id: int
         beams = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (k, t)
         scores = torch.zeros(1, device=src.device)  # (k,) total log-prob
         finished: list[tuple[float, list[int]]] = []
-        for t in range(1, max_len + 1):
+        for t in range(1, max_new_tokens + 1):
             k = beams.shape[0]
             logp = model.decode(beams, memory.expand(k, -1, -1), src_pad.expand(k, -1))[:, -1].log_softmax(-1)
             cand = (scores[:, None] + logp).flatten()  # (k·V,)
@@ -499,8 +502,8 @@ def beam_search(model: Transformer, src: torch.Tensor, max_len: int, bos_id: int
             if not new_beams:
                 break
             best_finished = max((f[0] for f in finished), default=-math.inf)
-            # Scores only decrease; the length penalty grows at most to ((5 + max_len) / 6) ** alpha.
-            if new_scores[0] / ((5 + max_len) / 6) ** alpha < best_finished:
+            # Scores only decrease; the length penalty grows at most to ((5 + max_new_tokens) / 6) ** alpha.
+            if new_scores[0] / ((5 + max_new_tokens) / 6) ** alpha < best_finished:
                 break
             beams = torch.tensor(new_beams, device=src.device)
             scores = torch.tensor(new_scores, device=src.device)

@@ -4,11 +4,11 @@ The GPT-2 arrangement (Radford et al. 2019, "Language Models are Unsupervised Mu
 2.3; the code is OpenAI's ``gpt-2/src/model.py``):
 
 * token embeddings plus *learned* position embeddings (位置嵌入),
-* ``n_layer`` pre-LN blocks: ``x + attn(LN(x))`` then ``x + mlp(LN(x))``, with causal (因果) multi-head
+* ``n_layers`` pre-LN blocks: ``x + attn(LN(x))`` then ``x + mlp(LN(x))``, with causal (因果) multi-head
   self-attention and a GELU (tanh approximation) MLP four times as wide,
 * a final layer norm after the last block (GPT-2 added it; GPT-1 had none),
 * an LM head whose weight *is* the token embedding matrix (weight tying, Press & Wolf 2017),
-* GPT-2 initialisation: N(0, 0.02) everywhere, residual output projections scaled by 1/sqrt(2·n_layer).
+* GPT-2 initialisation: N(0, 0.02) everywhere, residual output projections scaled by 1/sqrt(2·n_layers).
 
 Reading order follows the book: block, model, generation. The parts are imported, not copied: the causal
 mask from chapter 3, the fused multi-head self-attention (``W_qkv``, ``W_o``) from chapter 4, the
@@ -37,10 +37,10 @@ class GPTConfig:
     """Sizes of a GPT. Defaults: the chapter's yardstick (4 layers, 4 heads, 128 wide, 64-token context)."""
 
     vocab_size: int = 96
-    block_size: int = 64  # the longest context (上下文窗口) the position table covers
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
+    context_length: int = 64  # the longest context (上下文窗口) the position table covers
+    n_layers: int = 4
+    n_heads: int = 4
+    d_model: int = 128
     dropout: float = 0.0  # on the embeddings, the attention weights and inside the MLP
     bias: bool = True  # GPT-2 has biases in every Linear and LayerNorm; chapters 4-5's modules always do
     layer_norm_eps: float = 1e-5
@@ -70,9 +70,9 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        C = config.n_embd
+        C = config.d_model
         self.ln_1 = nn.LayerNorm(C, eps=config.layer_norm_eps)
-        self.attn = FusedMultiHeadSelfAttention(C, config.n_head, config.dropout)  # chapter 4: W_qkv, W_o
+        self.attn = FusedMultiHeadSelfAttention(C, config.n_heads, config.dropout)  # chapter 4: W_qkv, W_o
         self.ln_2 = nn.LayerNorm(C, eps=config.layer_norm_eps)
         self.mlp = PositionwiseFeedForward(C, 4 * C, config.dropout, "gelu_tanh")  # chapter 5: W_1, W_2
         self.use_sdpa = True  # PyTorch's fused attention kernel; False: chapter 3's explicit softmax
@@ -99,30 +99,30 @@ class GPT(nn.Module):
     -> logits (B, T, vocab_size)``.
 
     ``position_ids`` default to ``0 … T-1``: every window the model sees, in training or in generation, starts
-    at position 0. ``T`` may not exceed ``config.block_size`` (ValueError).
+    at position 0. ``T`` may not exceed ``config.context_length`` (ValueError).
 
     The LM head shares its weight with the token embedding ``wte`` (weight tying, 权重共享; Press & Wolf
-    2017): a token's input vector is also its output vector, which saves ``vocab_size × n_embd`` parameters
+    2017): a token's input vector is also its output vector, which saves ``vocab_size × d_model`` parameters
     and trains better on small data.
     """
 
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = config
-        self.block_size = config.block_size
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)  # token embeddings
-        self.wpe = nn.Embedding(config.block_size, config.n_embd)  # learned position embeddings
+        self.context_length = config.context_length
+        self.wte = nn.Embedding(config.vocab_size, config.d_model)  # token embeddings
+        self.wpe = nn.Embedding(config.context_length, config.d_model)  # learned position embeddings
         self.drop = nn.Dropout(config.dropout)
-        self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.h = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         ### BEGIN SOLUTION
         self.lm_head.weight = self.wte.weight  # one Parameter, two uses
         ### END SOLUTION
         self.apply(self._init_weights)
-        for block in self.h:  # residual projections: std 0.02 / sqrt(2·n_layer) (Radford et al. 2019, 2.3)
+        for block in self.h:  # residual projections: std 0.02 / sqrt(2·n_layers) (Radford et al. 2019, 2.3)
             for proj in (block.attn.W_o, block.mlp.W_2):
-                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -141,8 +141,8 @@ class GPT(nn.Module):
         if idx.ndim != 2:
             raise ValueError(f"idx must be (B, T) token ids, got shape {tuple(idx.shape)}")
         B, T = idx.shape
-        if T > self.block_size:
-            raise ValueError(f"sequence of length {T} is longer than block_size={self.block_size}")
+        if T > self.context_length:
+            raise ValueError(f"sequence of length {T} is longer than context_length={self.context_length}")
         if position_ids is None:
             position_ids = torch.arange(T, device=idx.device)  # (T,)
         ### BEGIN SOLUTION
@@ -170,7 +170,7 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
              generator: torch.Generator | None = None) -> torch.Tensor:
     """Extend ``idx (B, T0)`` by ``max_new_tokens`` sampled tokens; returns ``(B, T0 + max_new_tokens)``.
 
-    Each step feeds the model at most its last ``model.block_size`` tokens (the context is cropped), with
+    Each step feeds the model at most its last ``model.context_length`` tokens (the context is cropped), with
     position ids ``0 … T-1`` for that window — the positions it was trained with — and samples from
     ``softmax(logits / temperature)`` restricted to
 
@@ -188,7 +188,7 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
         raise ValueError(f"need temperature >= 0, top_k >= 1, 0 < top_p <= 1; got {temperature}, {top_k}, {top_p}")
     for _ in range(max_new_tokens):
         ### BEGIN SOLUTION
-        idx_cond = idx[:, -model.block_size:]  # (B, T) with T <= block_size
+        idx_cond = idx[:, -model.context_length:]  # (B, T) with T <= context_length
         position_ids = torch.arange(idx_cond.shape[1], device=idx.device)  # the window starts at position 0
         logits = model(idx_cond, position_ids)[:, -1, :].float()  # (B, V): the last position predicts the next
         if temperature == 0:

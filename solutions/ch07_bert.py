@@ -37,10 +37,10 @@ class BertConfig:
     """Sizes of a BERT (BERT-base: 30522, 512, 2, 12 layers, 12 heads, 768, 3072)."""
 
     vocab_size: int = 2000
-    max_position: int = 64
+    context_length: int = 64
     type_vocab_size: int = 2
-    n_layer: int = 4
-    n_head: int = 4
+    n_layers: int = 4
+    n_heads: int = 4
     d_model: int = 128
     d_ff: int = 512
     dropout: float = 0.0
@@ -64,7 +64,7 @@ class BertEmbeddings(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.word_embeddings = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
-        self.position_embeddings = nn.Embedding(config.max_position, config.d_model)
+        self.position_embeddings = nn.Embedding(config.context_length, config.d_model)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.d_model)
         self.LayerNorm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
@@ -89,7 +89,7 @@ class BertEmbeddings(nn.Module):
 
 
 class Bert(nn.Module):
-    """Embeddings + ``n_layer`` post-LN encoder layers (chapter 5) + the pooler.
+    """Embeddings + ``n_layers`` post-LN encoder layers (chapter 5) + the pooler.
 
     ``forward(input_ids (B, T), token_type_ids (B, T) | None, attention_mask (B, T) | None) -> (B, T, d)``:
     ``attention_mask`` is 1/True at real tokens and 0/False at padding (Hugging Face's convention too); no
@@ -101,8 +101,8 @@ class Bert(nn.Module):
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.layers = nn.ModuleList(
-            EncoderLayer(config.d_model, config.n_head, config.d_ff, config.dropout, norm_first=False,
-                         activation="gelu", layer_norm_eps=config.layer_norm_eps) for _ in range(config.n_layer))
+            EncoderLayer(config.d_model, config.n_heads, config.d_ff, config.dropout, norm_first=False,
+                         activation="gelu", layer_norm_eps=config.layer_norm_eps) for _ in range(config.n_layers))
         self.pooler = nn.Linear(config.d_model, config.d_model)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:

@@ -110,17 +110,17 @@ def train_val_split(data: torch.Tensor, val_fraction: float = 0.1) -> tuple[torc
     return data[:n], data[n:]
 
 
-def get_lm_batch(data: torch.Tensor, block_size: int, batch_size: int, *, generator: torch.Generator | None = None,
+def get_lm_batch(data: torch.Tensor, context_length: int, batch_size: int, *, generator: torch.Generator | None = None,
                  device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Random windows of a token stream for next-token prediction (因果语言模型).
 
-    Returns ``(x, y)``, both ``(batch_size, block_size)`` int64 on ``device``; ``y`` is ``x`` shifted one
+    Returns ``(x, y)``, both ``(batch_size, context_length)`` int64 on ``device``; ``y`` is ``x`` shifted one
     token to the left, so ``y[b, t]`` is the token that follows ``x[b, :t+1]``.
     """
-    if len(data) <= block_size:
-        raise ValueError(f"the stream ({len(data)} tokens) must be longer than block_size={block_size}")
-    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
-    offsets = torch.arange(block_size)
+    if len(data) <= context_length:
+        raise ValueError(f"the stream ({len(data)} tokens) must be longer than context_length={context_length}")
+    ix = torch.randint(len(data) - context_length, (batch_size,), generator=generator)
+    offsets = torch.arange(context_length)
     x = data[ix[:, None] + offsets]  # (B, T)
     y = data[ix[:, None] + offsets + 1]  # (B, T)
     return x.to(device), y.to(device)

@@ -117,22 +117,22 @@ class ScriptedModel(nn.Module):
 def test_greedy_decode_stops_at_eos_and_pads_after():
     model = ScriptedModel([[5, EOS_ID, 7, 7, 7, 7], [6, 6, 6, EOS_ID, 7, 7]])
     src, lens = torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 2])
-    out, attn = greedy_decode(model, src, lens, max_len=20)
+    out, attn = greedy_decode(model, src, lens, max_new_tokens=20)
     assert attn is None
     assert out.tolist() == [[5, EOS_ID, PAD_ID, PAD_ID], [6, 6, 6, EOS_ID]]  # ends once all rows finished
 
 
 def test_greedy_decode_respects_length_limit():
     model = ScriptedModel([[5, 5, 5, 5], [6, EOS_ID, 6, 6]])
-    out, _ = greedy_decode(model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), max_len=3)
+    out, _ = greedy_decode(model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), max_new_tokens=3)
     assert out.tolist() == [[5, 5, 5], [6, EOS_ID, PAD_ID]]
     with pytest.raises(ValueError):
-        greedy_decode(model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), max_len=0)
+        greedy_decode(model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), max_new_tokens=0)
 
 
 def test_seq2seq_forward_shapes_and_padding_invariance(device):
     torch.manual_seed(0)
-    model = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=2).to(device).eval()
+    model = Seq2Seq(20, 15, emb_dim=8, hidden_size=16, num_layers=2).to(device).eval()
     _, src, lens = _random_batch([6, 3], vocab=20)
     src, lens = src.to(device), lens.to(device)
     dec_in = torch.tensor([[BOS_ID, 5, 6], [BOS_ID, 7, 8]], device=device)
@@ -144,8 +144,8 @@ def test_seq2seq_forward_shapes_and_padding_invariance(device):
 
 def test_reverse_source_option_equals_reversed_input():
     torch.manual_seed(0)
-    fwd = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=1).eval()
-    rev = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=1, reverse_source=True).eval()
+    fwd = Seq2Seq(20, 15, emb_dim=8, hidden_size=16, num_layers=1).eval()
+    rev = Seq2Seq(20, 15, emb_dim=8, hidden_size=16, num_layers=1, reverse_source=True).eval()
     rev.load_state_dict(fwd.state_dict())
     src = torch.tensor([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID]])
     lens = torch.tensor([4, 3])
@@ -162,18 +162,18 @@ def _tiny_pairs():
 def test_seq2seq_overfits_a_handful_of_pairs(tmp_path):
     torch.manual_seed(0)
     data = TranslationData({"train": _tiny_pairs()})
-    model = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, hidden_dim=64, num_layers=1)
+    model = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, hidden_size=64, num_layers=1)
     losses = train_model(model, infinite_batches(data.encoded["train"], 6, seed=0), steps=120, lr=1e-2, device="cpu",
                          progress=False)
     assert losses[-1] < 0.05 < losses[0]
-    hyps = translate(model, data.encoded["train"], data.tgt_vocab, max_len=10)
+    hyps = translate(model, data.encoded["train"], data.tgt_vocab, max_new_tokens=10)
     refs = [t for _, t in data.tokens["train"]]
     assert hyps == refs
     # checkpoint round trip (float16 weights) still translates the same
     save_checkpoint(model, tmp_path / "m.pt", src_vocab=data.src_vocab.itos)
     loaded, ckpt = load_checkpoint(tmp_path / "m.pt", Seq2Seq)
     assert ckpt["src_vocab"] == data.src_vocab.itos
-    assert translate(loaded, data.encoded["train"], data.tgt_vocab, max_len=10) == refs
+    assert translate(loaded, data.encoded["train"], data.tgt_vocab, max_new_tokens=10) == refs
 
 
 def test_evaluate_by_length_buckets_and_scores():
@@ -191,9 +191,9 @@ def test_evaluate_by_length_buckets_and_scores():
 
 def test_greedy_decode_on_device_matches_cpu(device):
     torch.manual_seed(0)
-    model = Seq2Seq(20, 15, emb_dim=8, hidden_dim=16, num_layers=2).eval()
+    model = Seq2Seq(20, 15, emb_dim=8, hidden_size=16, num_layers=2).eval()
     _, src, lens = _random_batch([6, 3], vocab=20)
-    cpu_out, _ = greedy_decode(model, src, lens, max_len=5)
-    out, _ = greedy_decode(model.to(device), src.to(device), lens.to(device), max_len=5)
+    cpu_out, _ = greedy_decode(model, src, lens, max_new_tokens=5)
+    out, _ = greedy_decode(model.to(device), src.to(device), lens.to(device), max_new_tokens=5)
     assert out.device.type == device.type
     assert torch.equal(out.cpu(), cpu_out)

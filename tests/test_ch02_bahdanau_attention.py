@@ -76,7 +76,7 @@ def test_context_vector_is_weighted_sum(device):
 
 def _model(seed=0):
     torch.manual_seed(seed)
-    return AttentionSeq2Seq(20, 15, emb_dim=8, enc_hidden=8, dec_hidden=12, attn_dim=6).eval()
+    return AttentionSeq2Seq(20, 15, emb_dim=8, enc_hidden_size=8, dec_hidden_size=12, attn_dim=6).eval()
 
 
 def test_alignment_uses_previous_decoder_state():
@@ -101,7 +101,7 @@ def test_attention_model_padding_invariance_and_weights():
     torch.testing.assert_close(attn.sum(-1), torch.ones(2, 3))
     alone = model(src[1:, :2], lens[1:], dec_in[1:])
     torch.testing.assert_close(logits[1:], alone, atol=1e-5, rtol=1e-5)
-    out, g_attn = greedy_decode(model, src, lens, max_len=4)
+    out, g_attn = greedy_decode(model, src, lens, max_new_tokens=4)
     assert g_attn.shape == (2, out.shape[1], 5)
 
 
@@ -110,11 +110,12 @@ def test_attention_model_overfits_a_handful_of_pairs():
     pairs = [("one two three", "un deux trois"), ("three two", "trois deux"), ("two two one", "deux deux un"),
              ("one", "un"), ("three one two one", "trois un deux un"), ("two", "deux")]
     data = TranslationData({"train": pairs})
-    model = AttentionSeq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, enc_hidden=32, dec_hidden=48, attn_dim=32)
+    model = AttentionSeq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, enc_hidden_size=32,
+                             dec_hidden_size=48, attn_dim=32)
     losses = train_model(model, infinite_batches(data.encoded["train"], 6, seed=0), steps=100, lr=1e-2, device="cpu",
                          progress=False)
     assert losses[-1] < 0.05 < losses[0]
-    hyps, attns = translate(model, data.encoded["train"], data.tgt_vocab, max_len=10, return_attention=True)
+    hyps, attns = translate(model, data.encoded["train"], data.tgt_vocab, max_new_tokens=10, return_attention=True)
     assert hyps == [t for _, t in data.tokens["train"]]
     for (s, _), a, h in zip(data.tokens["train"], attns, hyps):
         assert a.shape == (len(h) + 1, len(s) + 1)  # generated tokens incl. <eos> x source tokens incl. <eos>
@@ -123,7 +124,7 @@ def test_attention_model_overfits_a_handful_of_pairs():
 def test_attention_greedy_on_device_matches_cpu(device):
     model = _model()
     src, lens = torch.tensor([[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]]), torch.tensor([4, 2])
-    cpu_out, cpu_attn = greedy_decode(model, src, lens, max_len=5)
-    out, attn = greedy_decode(model.to(device), src.to(device), lens.to(device), max_len=5)
+    cpu_out, cpu_attn = greedy_decode(model, src, lens, max_new_tokens=5)
+    out, attn = greedy_decode(model.to(device), src.to(device), lens.to(device), max_new_tokens=5)
     assert out.device.type == device.type and torch.equal(out.cpu(), cpu_out)
     torch.testing.assert_close(attn.cpu(), cpu_attn, atol=1e-4, rtol=1e-4)

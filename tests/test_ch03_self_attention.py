@@ -4,7 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from solutions.ch03_self_attention import SelfAttention, causal_mask, key_padding_mask, scaled_dot_product_attention
+from solutions.ch03_self_attention import (SelfAttention, attention_mask_from_lengths, causal_mask,
+                                           scaled_dot_product_attention)
 from tests.conftest import tolerance
 
 SIZES = dict(B=2, H=3, T_q=5, T_k=7, d_k=4, d_v=6)  # all different: code that mixes them up fails
@@ -22,7 +23,7 @@ def _masks(device, B=2, T_q=5, T_k=7):
     random[..., 0] = True  # PyTorch's result for a fully masked row is backend-dependent; compare separately
     return {
         "none": None,
-        "padding": key_padding_mask(torch.tensor([7, 3]))[:, None, None, :],
+        "padding": attention_mask_from_lengths(torch.tensor([7, 3]))[:, None, None, :],
         "causal": causal_mask(T_q, T_k),
         "random": random,
     }
@@ -102,14 +103,14 @@ def test_causal_mask_matches_torch_is_causal(device):
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
 
-def test_key_padding_mask():
-    m = key_padding_mask(torch.tensor([2, 0, 3]), T_k=4)
+def test_attention_mask_from_lengths():
+    m = attention_mask_from_lengths(torch.tensor([2, 0, 3]), T_k=4)
     assert m.dtype == torch.bool
     assert m.tolist() == [[True, True, False, False], [False] * 4, [True, True, True, False]]
     with pytest.raises(ValueError, match="integer"):
-        key_padding_mask(torch.tensor([1.0, 2.0]))
+        attention_mask_from_lengths(torch.tensor([1.0, 2.0]))
     with pytest.raises(ValueError, match=r"\[0, T_k=2\]"):
-        key_padding_mask(torch.tensor([1, 3]), T_k=2)
+        attention_mask_from_lengths(torch.tensor([1, 3]), T_k=2)
 
 
 @pytest.mark.parametrize("shapes, message", [

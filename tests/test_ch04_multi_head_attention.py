@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.ch03_self_attention import causal_mask, key_padding_mask
+from solutions.ch03_self_attention import attention_mask_from_lengths, causal_mask
 from solutions.ch04_multi_head_attention import (FusedMultiHeadSelfAttention, MultiHeadAttention,
                                                  copy_fused_from_torch, copy_mha_from_torch, from_torch_mask,
                                                  merge_heads, split_heads, to_torch_mask, torch_mha_like,
@@ -41,16 +41,18 @@ def test_split_and_merge_heads_against_chunks(device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("masks", ["none", "key_padding", "attn", "both"])
+@pytest.mark.parametrize("masks", ["none", "padding", "attn", "both"])
 @pytest.mark.parametrize("average", [True, False])
 def test_matches_nn_multihead_attention(device, dtype, masks, average):
     theirs = _torch_mha(device, dtype)
     ours = copy_mha_from_torch(MultiHeadAttention(D, H).to(device, dtype), theirs)
     q, k, v = _inputs(device, dtype)
-    kp = key_padding_mask(torch.tensor([7, 3, 5], device=device)) if masks in ("key_padding", "both") else None
+    kp = (attention_mask_from_lengths(torch.tensor([7, 3, 5], device=device)) if masks in ("padding", "both")
+          else None)
     am = causal_mask(5, 7, device=device) if masks in ("attn", "both") else None
     torch_kp, torch_am, course = torch_mha_masks(kp, am)
     out, w = ours(q, k, v, course)
+    # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
     ref_out, ref_w = theirs(q, k, v, key_padding_mask=torch_kp, attn_mask=torch_am, need_weights=True,
                             average_attn_weights=average)
     torch.testing.assert_close(out, ref_out, **tolerance(dtype))
@@ -74,8 +76,9 @@ def test_gradients_match(device):
     theirs = _torch_mha(device, torch.float64)
     ours = copy_mha_from_torch(MultiHeadAttention(D, H).to(device, torch.float64), theirs)
     q, k, v = _inputs(device, torch.float64)
-    kp = key_padding_mask(torch.tensor([7, 3, 5], device=device))
+    kp = attention_mask_from_lengths(torch.tensor([7, 3, 5], device=device))
     ours(q, k, v, kp[:, None, None, :])[0].square().sum().backward()
+    # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
     theirs(q, k, v, key_padding_mask=~kp)[0].square().sum().backward()
     torch.testing.assert_close(ours.W_q.weight.grad, theirs.in_proj_weight.grad[:D], **tolerance(torch.float64))
     torch.testing.assert_close(ours.W_v.weight.grad, theirs.in_proj_weight.grad[2 * D:], **tolerance(torch.float64))

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.ch03_self_attention import key_padding_mask
+from solutions.ch03_self_attention import attention_mask_from_lengths
 from solutions.ch05_transformer import (Decoder, DecoderLayer, Encoder, EncoderLayer, PositionalEncoding,
                                         PositionwiseFeedForward, TokenEmbedding, Transformer, beam_search,
                                         copy_decoder_layer_from_torch, copy_encoder_layer_from_torch,
@@ -29,28 +29,28 @@ def _randomise(module, seed=0):
 def _batch(device, B=3, S=7, T=5, seed=0):
     g = torch.Generator().manual_seed(seed)
     src, tgt = torch.randn(B, S, D, generator=g).to(device), torch.randn(B, T, D, generator=g).to(device)
-    src_pad = key_padding_mask(torch.tensor([7, 3, 5], device=device))
-    tgt_pad = key_padding_mask(torch.tensor([5, 5, 2], device=device))
+    src_pad = attention_mask_from_lengths(torch.tensor([7, 3, 5], device=device))
+    tgt_pad = attention_mask_from_lengths(torch.tensor([5, 5, 2], device=device))
     return src, tgt, src_pad, tgt_pad
 
 
 def test_positional_encoding_is_the_papers_formula(device):
-    pe = PositionalEncoding(10, max_len=60).to(device)
+    pe = PositionalEncoding(10, context_length=60).to(device)
     got = pe(torch.zeros(1, 60, 10, device=device))[0].cpu()
     for pos in (0, 1, 17, 59):
         for i in range(5):
             angle = pos / 10000 ** (2 * i / 10)
             assert got[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
             assert got[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
-    odd = PositionalEncoding(7, max_len=5)(torch.zeros(1, 5, 7))  # odd width: last dim is a sine
+    odd = PositionalEncoding(7, context_length=5)(torch.zeros(1, 5, 7))  # odd width: last dim is a sine
     assert odd[0, 3, 6].item() == pytest.approx(math.sin(3 / 10000 ** (6 / 7)), abs=1e-6)
-    with pytest.raises(ValueError, match="max_len=60"):
+    with pytest.raises(ValueError, match="context_length=60"):
         pe(torch.zeros(1, 61, 10, device=device))
 
 
 def test_positional_encoding_relative_positions_are_linear_maps():
     """Section 3.5: PE(pos + k) is a fixed rotation of PE(pos) in every (sin, cos) pair."""
-    pe = PositionalEncoding(16, max_len=100).pe.double()
+    pe = PositionalEncoding(16, context_length=100).pe.double()
     k = 5
     for i in range(8):
         w = 1 / 10000 ** (2 * i / 16)
@@ -88,6 +88,7 @@ def test_encoder_layer_matches_torch(device, norm_first, activation, eps):
     causal = torch.ones(7, 7, dtype=torch.bool, device=device).tril()
     got = ours(src, src_pad[:, None, None, :] & causal)
     ref = theirs(src, src_mask=nn.Transformer.generate_square_subsequent_mask(7, device=device),
+                 # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
                  src_key_padding_mask=~src_pad)
     torch.testing.assert_close(got, ref, **tolerance(torch.float32))
 
@@ -100,6 +101,7 @@ def test_decoder_layer_matches_torch(device, norm_first):
     memory, tgt, src_pad, tgt_pad = _batch(device)
     got = ours(tgt, memory, tgt_pad, src_pad)
     ref = theirs(tgt, memory, tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, device=device),
+                 # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
                  tgt_is_causal=True, tgt_key_padding_mask=~tgt_pad, memory_key_padding_mask=~src_pad)
     torch.testing.assert_close(got, ref, **tolerance(torch.float32))
 
@@ -115,6 +117,7 @@ def test_stacks_match_nn_transformer(device, norm_first, final_norm):
     copy_stacks_to_torch(enc, dec, theirs)
     src, tgt, src_pad, tgt_pad = _batch(device)
     got = dec(tgt, enc(src, src_pad), tgt_pad, src_pad)
+    # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
     ref = theirs(src, tgt, src_key_padding_mask=~src_pad, memory_key_padding_mask=~src_pad,
                  tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, device=device), tgt_is_causal=True,
                  tgt_key_padding_mask=~tgt_pad)
@@ -125,7 +128,7 @@ def test_stacks_match_nn_transformer(device, norm_first, final_norm):
 
 def _model(**kw):
     torch.manual_seed(0)
-    return Transformer(13, 11, d_model=D, n_heads=H, n_layers=N, d_ff=D_FF, dropout=0.0, max_len=32, **kw).eval()
+    return Transformer(13, 11, d_model=D, n_heads=H, n_layers=N, d_ff=D_FF, dropout=0.0, context_length=32, **kw).eval()
 
 
 def test_transformer_no_future_leak_and_padding_invariance():

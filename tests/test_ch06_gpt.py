@@ -13,7 +13,7 @@ from solutions.ch06_gpt import GPT, GPTConfig, generate, load_hf_gpt2
 from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text, sentences, train_val_split
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SMALL = dict(vocab_size=61, block_size=24, n_layer=3, n_head=4, n_embd=48)
+SMALL = dict(vocab_size=61, context_length=24, n_layers=3, n_heads=4, d_model=48)
 
 
 def _hf_pair(device, seed=0):
@@ -64,7 +64,7 @@ def test_parameter_count_by_hand_and_tying():
 
 def test_gpt2_initialisation():
     torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=500, block_size=64, n_layer=8, n_head=4, n_embd=128)
+    cfg = GPTConfig(vocab_size=500, context_length=64, n_layers=8, n_heads=4, d_model=128)
     m = GPT(cfg)
     assert abs(m.h[0].attn.W_qkv.weight.std().item() - 0.02) < 0.001
     assert abs(m.wte.weight.std().item() - 0.02) < 0.001
@@ -89,7 +89,7 @@ def test_generation_crops_context_and_restarts_positions(device):
     torch.manual_seed(0)
     m = GPT(GPTConfig(**SMALL)).to(device).eval()
     idx = torch.randint(61, (2, 20), device=device)
-    out = generate(m, idx, 15, temperature=0.0)  # runs past block_size = 24
+    out = generate(m, idx, 15, temperature=0.0)  # runs past context_length = 24
     expected = idx
     with torch.no_grad():
         for _ in range(15):
@@ -108,7 +108,7 @@ def test_top_k_top_p_agree_with_hugging_face_warpers():
     logits = torch.randn(1, 40, generator=torch.Generator().manual_seed(0)) * 2
 
     class Fixed(torch.nn.Module):
-        block_size = 8
+        context_length = 8
 
         def forward(self, idx, position_ids=None):
             return logits.expand(idx.shape[0], idx.shape[1], -1)
@@ -148,7 +148,7 @@ def test_a_few_steps_lower_the_loss():
     text = python_docs_text()[:20000]
     tok = CharTokenizer.from_text(text)
     data = torch.tensor(tok.encode(text))
-    m = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=32))
+    m = GPT(GPTConfig(vocab_size=tok.vocab_size, context_length=16, n_layers=1, n_heads=2, d_model=32))
     g = torch.Generator().manual_seed(0)
 
     def loss_fn(model, it):
@@ -173,7 +173,7 @@ def test_committed_checkpoint_reproduces_its_validation_loss():
         losses = [F.cross_entropy(m(x).flatten(0, 1), y.flatten()).item()
                   for x, y in (get_lm_batch(val, 64, 12, generator=g) for _ in range(10))]
     assert abs(sum(losses) / len(losses) - results["final"]["val"]) < 0.15
-    assert results["config"]["n_layer"] == 4 and results["args"]["max_iters"] == 2000
+    assert results["config"]["n_layers"] == 4 and results["args"]["max_iters"] == 2000
     assert (ROOT / "results/ch06_gpt/gpt_char.pt").stat().st_size < 5e6
 
 
@@ -183,7 +183,8 @@ def test_train_gpt_cli_smoke(tmp_path):
     spec = importlib.util.spec_from_file_location("train_gpt", ROOT / "scripts/train_gpt.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    res = script.main(["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "16", "--batch_size", "4",
+    res = script.main(["--n_layers", "1", "--n_heads", "2", "--d_model", "16", "--context_length", "16",
+                       "--batch_size", "4",
                        "--max_iters", "12", "--eval_interval", "6", "--eval_iters", "2", "--sample_tokens", "20",
                        "--out", str(tmp_path), "--no-progress", "--seed", "0"])
     saved = json.loads((tmp_path / "gpt_char.json").read_text())

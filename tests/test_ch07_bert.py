@@ -12,7 +12,7 @@ from solutions.ch07_bert import (SPECIAL_TOKENS, Bert, BertConfig, BertForMasked
                                  mlm_loss, train_wordpiece)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SMALL = dict(vocab_size=53, max_position=20, n_layer=2, n_head=4, d_model=48, d_ff=80)
+SMALL = dict(vocab_size=53, context_length=20, n_layers=2, n_heads=4, d_model=48, d_ff=80)
 
 
 def _hf_config():
@@ -136,7 +136,7 @@ def test_committed_results_are_consistent():
     m = BertForMaskedLM(BertConfig(**ck["config"]))
     m.load_state_dict(ck["model"])
     assert results["bert_parameters"] == sum(p.numel() for p in m.parameters())
-    assert results["bert_config"]["n_layer"] == results["gpt_config"]["n_layer"]
-    assert results["bert_config"]["d_model"] == results["gpt_config"]["n_embd"]
+    assert results["bert_config"]["n_layers"] == results["gpt_config"]["n_layers"]
+    assert results["bert_config"]["d_model"] == results["gpt_config"]["d_model"]
     assert 0.0 < results["mlm_heldout"]["accuracy"] < 1.0
     assert (ROOT / "results/ch07_bert/bert_mlm.pt").stat().st_size < 6e6

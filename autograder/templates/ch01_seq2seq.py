@@ -66,7 +66,7 @@ print("running on", device)
 # `model.encode(src, src_lens)` gives a state; `model.decode_step(y_prev, state)` gives
 # `(logits (B, V), new_state, attn)`, where `attn` is `None` or `(B, S)` weights. Start every sentence with
 # `<bos>`, feed back the most probable word, and stop a sentence at its first `<eos>` (keep the `<eos>`,
-# then emit `pad_id`). Stop the loop when all sentences are done or after `max_len` tokens. Return
+# then emit `pad_id`). Stop the loop when all sentences are done or after `max_new_tokens` tokens. Return
 # `(tokens (B, T_out), attn (B, T_out, S) or None)`.
 
 # %% exercise="greedy_decode"
@@ -82,10 +82,10 @@ from solutions.ch01_seq2seq import Decoder
 
 
 class TinySeq2Seq(nn.Module):
-    def __init__(self, V_src=12, V_tgt=10, E=8, H=16):
+    def __init__(self, V_src=12, V_tgt=10, E=8, N=16):
         super().__init__()
-        self.encoder = Encoder(V_src, E, H, num_layers=2)
-        self.decoder = Decoder(V_tgt, E, H, num_layers=2)
+        self.encoder = Encoder(V_src, E, N, num_layers=2)
+        self.decoder = Decoder(V_tgt, E, N, num_layers=2)
 
     def encode(self, src, src_lens):
         return self.encoder(src, src_lens)[1]
@@ -97,7 +97,7 @@ class TinySeq2Seq(nn.Module):
 
 model = TinySeq2Seq().to(device)
 src = torch.tensor([[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]], device=device)
-tokens, _ = greedy_decode(model, src, torch.tensor([4, 2], device=device), max_len=8)
+tokens, _ = greedy_decode(model, src, torch.tensor([4, 2], device=device), max_new_tokens=8)
 print(tokens)
 tgt = torch.tensor([[BOS_ID, 4, 5, EOS_ID], [BOS_ID, 6, EOS_ID, PAD_ID]], device=device)
 dec_in, dec_out = shift_for_teacher_forcing(tgt)

@@ -8,7 +8,7 @@
 # |---|----------|--------|
 # | 1 | `scaled_dot_product_attention(q, k, v, mask)` — Vaswani et al. 2017, eq. 1 | 4 |
 # | 2 | `causal_mask(T_q, T_k)` — the look-ahead mask (因果掩码) | 2 |
-# | 3 | `key_padding_mask(lengths)` — the padding mask (填充掩码) | 2 |
+# | 3 | `attention_mask_from_lengths(lengths)` — the padding mask (填充掩码) | 2 |
 # | 4 | `SelfAttention` — queries, keys and values from one sequence | 2 |
 #
 # Write your code where it says `# YOUR CODE HERE` (delete the `raise NotImplementedError()` line), then run the
@@ -59,12 +59,13 @@ print("running on", device)
 # %% exercise="causal_mask"
 
 # %% [markdown]
-# ## Exercise 3 — the key padding mask (2 points)
+# ## Exercise 3 — the padding mask from lengths (2 points)
 #
 # A batch of sentences of different lengths is right-padded to a common length `T_k`. Return a `(B, T_k)` bool
-# mask that is True at real tokens and False at padding.
+# mask that is True at real tokens and False at padding (an `attention_mask`, as Hugging Face calls it;
+# PyTorch's `key_padding_mask` argument is the opposite, True at padding).
 
-# %% exercise="key_padding_mask"
+# %% exercise="attention_mask_from_lengths"
 
 # %% [markdown]
 # ## Exercise 4 — a self-attention layer (2 points)
@@ -91,7 +92,7 @@ print(weights[0].detach().cpu().numpy().round(2))
 
 # %%
 q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 6)
-mask = key_padding_mask(torch.tensor([7, 4]))[:, None, None, :]
+mask = attention_mask_from_lengths(torch.tensor([7, 4]))[:, None, None, :]
 ours, _ = scaled_dot_product_attention(q, k, v, mask)
 theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 print("largest difference from F.scaled_dot_product_attention:", (ours - theirs).abs().max().item())

@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.ch03_self_attention import causal_mask, key_padding_mask, scaled_dot_product_attention  # chapter 3
+from solutions.ch03_self_attention import (attention_mask_from_lengths, causal_mask,  # chapter 3
+                                           scaled_dot_product_attention)
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)

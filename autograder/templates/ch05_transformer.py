@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.ch03_self_attention import causal_mask, key_padding_mask  # chapter 3
+from solutions.ch03_self_attention import attention_mask_from_lengths, causal_mask  # chapter 3
 from solutions.ch04_multi_head_attention import MultiHeadAttention  # chapter 4
 from solutions.ch05_transformer import PositionwiseFeedForward  # FFN(x) = max(0, xW1 + b1)W2 + b2, given
 
@@ -36,7 +36,7 @@ print("running on", device)
 # $$PE_{(pos,2i)} = \sin\!\left(pos/10000^{2i/d_{model}}\right),\qquad
 #   PE_{(pos,2i+1)} = \cos\!\left(pos/10000^{2i/d_{model}}\right)$$
 #
-# Build the `(max_len, d_model)` table `pe` in `__init__`: sine on the **even** dims, cosine on the **odd**
+# Build the `(context_length, d_model)` table `pe` in `__init__`: sine on the **even** dims, cosine on the **odd**
 # dims, interleaved (dims $2i$ and $2i+1$ share one frequency). Compute it in float64 (the angles reach a few
 # thousand radians); the buffer is stored as float32. `forward` (given) adds it and applies dropout.
 
@@ -69,9 +69,9 @@ print("running on", device)
 # Three sublayers (norms `norm1..3`, dropouts `dropout1..3`):
 #
 # 1. masked self-attention: position $t$ may only see target positions $\le t$ — combine `causal_mask(T)` with
-#    the target padding mask `tgt_key_padding` (`(B, T)`, True at real tokens) when given;
+#    the target padding mask `tgt_attention_mask` (`(B, T)`, True at real tokens) when given;
 # 2. cross-attention (交叉注意力): queries from the decoder, **keys and values from `memory`** (the encoder
-#    output), masking the source padding `src_key_padding` (`(B, S)`) when given;
+#    output), masking the source padding `src_attention_mask` (`(B, S)`) when given;
 # 3. the FFN.
 #
 # Post-LN or pre-LN exactly as in the encoder layer.
@@ -85,12 +85,12 @@ print("running on", device)
 # token must not change the earlier outputs (no future leak).
 
 # %%
-pos = PositionalEncoding(16, max_len=100).to(device)
+pos = PositionalEncoding(16, context_length=100).to(device)
 enc = EncoderLayer(16, 4, 32).to(device)
 dec = DecoderLayer(16, 4, 32).to(device)
 src = pos(torch.randn(2, 7, 16, device=device))
 tgt = pos(torch.randn(2, 5, 16, device=device))
-src_pad = key_padding_mask(torch.tensor([7, 4], device=device))
+src_pad = attention_mask_from_lengths(torch.tensor([7, 4], device=device))
 memory = enc(src, src_pad[:, None, None, :])
 out = dec(tgt, memory, None, src_pad)
 tgt2 = tgt.clone()

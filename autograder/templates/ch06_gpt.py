@@ -7,7 +7,7 @@
 # |---|----------|--------|
 # | 1 | `Block` — a pre-LN, causal Transformer block | 3 |
 # | 2 | `GPT` — embeddings, blocks, final layer norm, and an LM head tied to the token embedding | 3 |
-# | 3 | `generate` — sampling with temperature, top-k and top-p, context cropped to `block_size` | 4 |
+# | 3 | `generate` — sampling with temperature, top-k and top-p, context cropped to `context_length` | 4 |
 #
 # Write your code where it says `# YOUR CODE HERE` (delete the `raise NotImplementedError()` line), then run the
 # cell below it. The grader runs more (hidden) checks of the same kind.
@@ -26,7 +26,7 @@ from torch import nn
 from solutions.ch03_self_attention import causal_mask
 from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention
 from solutions.ch05_transformer import PositionwiseFeedForward
-from solutions.ch06_gpt import GPTConfig  # vocab_size, block_size, n_layer, n_head, n_embd, dropout, layer_norm_eps
+from solutions.ch06_gpt import GPTConfig  # vocab_size, context_length, n_layers, n_heads, d_model, dropout, ...
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
@@ -56,7 +56,7 @@ print("running on", device)
 # %% [markdown]
 # ## Exercise 3 — generation (4 points)
 #
-# Each step: crop the context to the last `model.block_size` tokens, call `model(idx_cond, position_ids)` with
+# Each step: crop the context to the last `model.context_length` tokens, call `model(idx_cond, position_ids)` with
 # positions `0 … T-1` *for that window* (the model was trained on windows that start at 0), take the last
 # position's logits, and
 #
@@ -79,7 +79,7 @@ from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text
 text = python_docs_text()[:200_000]
 tok = CharTokenizer.from_text(text)
 data = torch.tensor(tok.encode(text))
-model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=32, n_layer=2, n_head=2, n_embd=64)).to(device)
+model = GPT(GPTConfig(vocab_size=tok.vocab_size, context_length=32, n_layers=2, n_heads=2, d_model=64)).to(device)
 print(f"{sum(p.numel() for p in model.parameters()):,} parameters; ln(vocab) = {math.log(tok.vocab_size):.2f}")
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 g = torch.Generator().manual_seed(0)

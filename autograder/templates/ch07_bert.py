@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.ch07_bert import BertConfig  # vocab_size, max_position, type_vocab_size, d_model, ...
+from solutions.ch07_bert import BertConfig  # vocab_size, context_length, type_vocab_size, d_model, ...
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
@@ -65,7 +65,7 @@ print(f"{sel.sum().item()} of {(ids >= 5).sum().item()} ordinary tokens selected
 print(" ".join(vocab[i] for i in inputs[0].tolist() if i != 0))
 
 # %%
-emb = BertEmbeddings(BertConfig(vocab_size=len(vocab), max_position=T, d_model=32))
+emb = BertEmbeddings(BertConfig(vocab_size=len(vocab), context_length=T, d_model=32))
 types = torch.zeros_like(ids)
 types[:, T // 2:] = 1
 e = emb(ids, types)
