@@ -1,4 +1,5 @@
-"""A small training loop shared by chapters 6 and 7 (GPT and BERT pretraining, fine-tuning).
+"""Training helpers shared across chapters: bf16 autocast (chapters 1, 5, 6, 7) and the
+small training loop of chapters 6 and 7 (GPT and BERT pretraining, fine-tuning).
 
 AdamW with linear warm-up and cosine decay (Loshchilov & Hutter 2019; the schedule of GPT-2/nanoGPT),
 gradient clipping at 1.0, bf16 autocast on CUDA (CPU runs stay in fp32: CPU autocast is slower on most
