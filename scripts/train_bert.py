@@ -71,10 +71,6 @@ def encode_stream(tok, topics) -> torch.Tensor:
     return torch.tensor([i for s in topics for e in tok.encode_batch([x for x in s]) for i in e.ids])
 
 
-def model_sizes(args, vocab_size):
-    return dict(n_layers=args.n_layers, n_heads=args.n_heads), dict(vocab_size=vocab_size)
-
-
 def part_tokenizer(args, out):
     train_t, _ = split_sentences()
     tok = train_wordpiece([s for t in train_t for s in t], vocab_size=args.vocab_size)
