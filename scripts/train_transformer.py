@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from solutions.ch01_seq2seq import (evaluate_by_length, pick_device, save_checkpoint,  # noqa: E402
                                     shift_for_teacher_forcing, train_model, translate)
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq  # noqa: E402
-from solutions.ch05_transformer import (Transformer, beam_search, count_parameters, greedy_decode,  # noqa: E402
+from solutions.ch05_transformer import (Transformer, beam_search, greedy_decode,  # noqa: E402
                                         label_smoothed_loss, noam_lr)
-from solutions.training import autocast_for, run_log  # noqa: E402
+from solutions.training import autocast_for, count_parameters, run_log  # noqa: E402
 from solutions.translation_data import (BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches,  # noqa: E402
                                         iterate_batches, make_number_splits)
 
@@ -154,7 +154,7 @@ def main(argv=None) -> None:
             model = Transformer(V_src, V_tgt, norm_first=name.endswith("preln"), context_length=max_new_tokens + 2,
                                 pad_id=PAD_ID,
                                 **TRANSFORMER_ARGS)
-            entry["parameters"] = count_parameters(model)
+            entry["parameters"] = count_parameters(model, trainable_only=True)
             log(f"{name}: {entry['parameters']} parameters")
             losses = train_transformer(model, batches, args.steps, args.warmup, args.lr_factor, args.smoothing, device,
                                        name, log, not args.no_progress)
@@ -175,7 +175,7 @@ def main(argv=None) -> None:
                                 tgt_vocab=data.tgt_vocab.itos, data=DATA_ARGS, steps=args.steps, seed=args.seed)
         else:
             model = AttentionSeq2Seq(V_src, V_tgt, **ATTN_ARGS)
-            entry["parameters"] = sum(p.numel() for p in model.parameters())
+            entry["parameters"] = count_parameters(model)
             log(f"{name}: {entry['parameters']} parameters")
             losses = train_model(model, batches, args.steps, device=device, desc=name, log=log,
                                  progress=not args.no_progress)

@@ -456,11 +456,6 @@ def load_checkpoint(path, model_cls, device: str | torch.device | None = None):
     return model.to(device or "cpu").eval(), ckpt
 
 
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def perplexity(loss_nats: float) -> float:
     """exp(loss) for a per-token loss in nats."""
     return math.exp(loss_nats)

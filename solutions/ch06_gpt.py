@@ -28,6 +28,7 @@ from torch import nn
 from solutions.ch03_self_attention import causal_mask
 from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention
 from solutions.ch05_transformer import PositionwiseFeedForward
+from solutions.training import count_parameters
 
 __all__ = ["GPTConfig", "Block", "GPT", "generate", "load_hf_gpt2"]
 
@@ -132,9 +133,10 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def num_parameters(self, non_embedding: bool = False) -> int:
-        """Parameters counted once (the tied LM head is not counted twice); ``non_embedding`` leaves out the
-        position table (and, by convention, not the token table: it is also the output layer)."""
-        n = sum(p.numel() for p in self.parameters())  # .parameters() yields a shared tensor once
+        """All parameters, each counted once (:func:`~solutions.training.count_parameters`: the tied LM head is
+        not counted twice); ``non_embedding`` leaves out the position table (and, by convention, not the token
+        table: it is also the output layer)."""
+        n = count_parameters(self)
         return n - self.wpe.weight.numel() if non_embedding else n
 
     def forward(self, idx: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
