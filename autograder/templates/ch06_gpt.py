@@ -40,8 +40,9 @@ print("running on", device)
 #
 # $$x \leftarrow x + \mathrm{Attn}(\mathrm{LN}_1(x)) \qquad x \leftarrow x + \mathrm{MLP}(\mathrm{LN}_2(x))$$
 #
-# The attention must be causal: position $t$ may attend to positions $\le t$ only. Pass
-# `use_sdpa=self.use_sdpa` to the attention and keep its first return value.
+# The attention must be causal: position $t$ may attend to positions $\le t$ only. `GPT.forward` builds the
+# causal mask once and passes it to every block as `mask`; when `mask` is `None`, build it yourself with
+# `causal_mask(T, device=x.device)`. Pass `use_sdpa=self.use_sdpa` to the attention and keep its first return value.
 
 # %% exercise="Block"
 
