@@ -34,7 +34,7 @@ from solutions.ch06_gpt import GPT, GPTConfig  # noqa: E402
 from solutions.ch07_bert import (SPECIAL_TOKENS, Bert, BertClassifier, BertConfig, BertForMaskedLM,  # noqa: E402
                                  mask_tokens, mlm_loss, train_wordpiece)
 from solutions.text_data import python_docs, sentences  # noqa: E402
-from solutions.training import train  # noqa: E402
+from solutions.training import count_parameters, train  # noqa: E402
 
 PAD, UNK, CLS, SEP, MASK = range(len(SPECIAL_TOKENS))
 
@@ -71,10 +71,6 @@ def encode_stream(tok, topics) -> torch.Tensor:
     return torch.tensor([i for s in topics for e in tok.encode_batch([x for x in s]) for i in e.ids])
 
 
-def model_sizes(args, vocab_size):
-    return dict(n_layers=args.n_layers, n_heads=args.n_heads), dict(vocab_size=vocab_size)
-
-
 def part_tokenizer(args, out):
     train_t, _ = split_sentences()
     tok = train_wordpiece([s for t in train_t for s in t], vocab_size=args.vocab_size)
@@ -101,7 +97,7 @@ def part_bert(args, out):
     def eval_fn(m):
         return mlm_eval(m, v_ids, v_types, v_att, config.vocab_size)
 
-    print(f"BERT: {sum(p.numel() for p in model.parameters()):,} parameters, {len(ids):,} training pairs")
+    print(f"BERT: {count_parameters(model):,} parameters, {len(ids):,} training pairs")
     hist = train(model, loss_fn, max_iters=args.max_iters, lr=args.lr, warmup=50, eval_fn=eval_fn,
                  eval_interval=args.eval_interval, progress=not args.no_progress)
     print("BERT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
@@ -253,7 +249,7 @@ def part_eval(args, out):
     print("fine-tuned:", pre["eval"][-1], " from scratch:", scratch["eval"][-1])
     results = {
         "args": vars(args), "bert_config": ck["config"], "gpt_config": gk["config"],
-        "bert_parameters": sum(p.numel() for p in mlm.parameters()),
+        "bert_parameters": count_parameters(mlm),
         "gpt_parameters": gpt.num_parameters(),
         "bert_history": json.loads((out / "bert_history.json").read_text()),
         "gpt_history": json.loads((out / "gpt_history.json").read_text()),

@@ -30,10 +30,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from solutions.ch01_seq2seq import (Seq2Seq, count_parameters, evaluate_by_length, pick_device, save_checkpoint,  # noqa: E402
+from solutions.ch01_seq2seq import (Seq2Seq, evaluate_by_length, pick_device, save_checkpoint,  # noqa: E402
                                     train_model, translate)
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq  # noqa: E402
-from solutions.training import run_log  # noqa: E402
+from solutions.training import count_parameters, run_log  # noqa: E402
 from solutions.translation_data import TranslationData, infinite_batches, make_number_splits  # noqa: E402
 
 DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
@@ -86,7 +86,7 @@ def main(argv=None) -> None:
     for name in args.models.split(","):
         torch.manual_seed(args.seed)
         model = factories[name]()
-        n_params = count_parameters(model)
+        n_params = count_parameters(model, trainable_only=True)
         log(f"{name}: {n_params} parameters")
         t1 = time.time()
         losses = train_model(model, infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed), args.steps,

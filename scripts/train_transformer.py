@@ -26,7 +26,6 @@ Retrain with the defaults:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import sys
@@ -40,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from solutions.ch01_seq2seq import (evaluate_by_length, pick_device, save_checkpoint,  # noqa: E402
                                     shift_for_teacher_forcing, train_model, translate)
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq  # noqa: E402
-from solutions.ch05_transformer import (Transformer, beam_search, count_parameters, greedy_decode,  # noqa: E402
+from solutions.ch05_transformer import (Transformer, beam_search, greedy_decode,  # noqa: E402
                                         label_smoothed_loss, noam_lr)
-from solutions.training import run_log  # noqa: E402
+from solutions.training import autocast_for, count_parameters, run_log  # noqa: E402
 from solutions.translation_data import (BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches,  # noqa: E402
                                         iterate_batches, make_number_splits)
 
@@ -50,13 +49,6 @@ DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12,
 EDGES = (8, 12, 16, 20, 24, 28)
 TRANSFORMER_ARGS = dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0)
 ATTN_ARGS = dict(emb_dim=64, enc_hidden_size=128, dec_hidden_size=192, attn_dim=128, dropout=0.0)
-
-
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA when supported (no loss scaling needed); full fp32 on CPU."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def train_transformer(model: Transformer, batches, steps: int, warmup: int, factor: float, smoothing: float,
@@ -72,7 +64,7 @@ def train_transformer(model: Transformer, batches, steps: int, warmup: int, fact
     for step in range(1, steps + 1):
         batch = next(batches).to(device)
         tgt_in, tgt_out = shift_for_teacher_forcing(batch.tgt)  # (B, T-1) each
-        with autocast(device):
+        with autocast_for(device):
             logits = model(batch.src, tgt_in)  # (B, T-1, V)
         loss = label_smoothed_loss(logits.float(), tgt_out, smoothing, PAD_ID)
         opt.zero_grad(set_to_none=True)
@@ -162,7 +154,7 @@ def main(argv=None) -> None:
             model = Transformer(V_src, V_tgt, norm_first=name.endswith("preln"), context_length=max_new_tokens + 2,
                                 pad_id=PAD_ID,
                                 **TRANSFORMER_ARGS)
-            entry["parameters"] = count_parameters(model)
+            entry["parameters"] = count_parameters(model, trainable_only=True)
             log(f"{name}: {entry['parameters']} parameters")
             losses = train_transformer(model, batches, args.steps, args.warmup, args.lr_factor, args.smoothing, device,
                                        name, log, not args.no_progress)
@@ -183,7 +175,7 @@ def main(argv=None) -> None:
                                 tgt_vocab=data.tgt_vocab.itos, data=DATA_ARGS, steps=args.steps, seed=args.seed)
         else:
             model = AttentionSeq2Seq(V_src, V_tgt, **ATTN_ARGS)
-            entry["parameters"] = sum(p.numel() for p in model.parameters())
+            entry["parameters"] = count_parameters(model)
             log(f"{name}: {entry['parameters']} parameters")
             losses = train_model(model, batches, args.steps, device=device, desc=name, log=log,
                                  progress=not args.no_progress)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
 from typing import Iterator, Sequence
 
 import torch
@@ -36,6 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from solutions.training import autocast_for
 from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID, Batch, EncodedPair, Vocab, iterate_batches
 
 
@@ -319,13 +319,6 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, src_lens: torch.Tensor, m
 # ----------------------------------------------------------------------------------------------
 # Training
 # ----------------------------------------------------------------------------------------------
-def _autocast(device: torch.device):
-    """bf16 autocast on CUDA devices that support it (no loss scaling needed); nothing elsewhere."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return nullcontext()
-
-
 def train_model(model: nn.Module, batches: Iterator[Batch], steps: int, lr: float = 2e-3, clip: float = 5.0,
                 device: str | torch.device | None = None, log_every: int = 100, desc: str = "train",
                 progress: bool = True, log=None) -> list[float]:
@@ -358,7 +351,7 @@ def train_model(model: nn.Module, batches: Iterator[Batch], steps: int, lr: floa
     for step in range(1, steps + 1):
         batch = next(batches).to(device)
         dec_in, dec_out = shift_for_teacher_forcing(batch.tgt)  # (B, T-1) each
-        with _autocast(device):
+        with autocast_for(device):  # bf16 on CUDA (no loss scaling needed), fp32 elsewhere
             logits = model(batch.src, batch.src_lens, dec_in)  # (B, T-1, V)
         loss = sequence_loss(logits.float(), dec_out)
         opt.zero_grad(set_to_none=True)
@@ -461,11 +454,6 @@ def load_checkpoint(path, model_cls, device: str | torch.device | None = None):
     model = model_cls(**ckpt["config"])
     model.load_state_dict({k: (v.float() if v.is_floating_point() else v) for k, v in ckpt["state_dict"].items()})
     return model.to(device or "cpu").eval(), ckpt
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def perplexity(loss_nats: float) -> float:

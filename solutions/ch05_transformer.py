@@ -47,7 +47,6 @@ __all__ = [
     "copy_encoder_layer_from_torch",
     "copy_decoder_layer_from_torch",
     "copy_stacks_to_torch",
-    "count_parameters",
 ]
 
 
@@ -389,11 +388,6 @@ class Transformer(nn.Module):
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, src_pad = self.encode(src)
         return self.decode(tgt_in, memory, src_pad)
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of distinct trainable parameters (tied weights counted once)."""
-    return sum(p.numel() for p in {id(p): p for p in model.parameters() if p.requires_grad}.values())
 
 
 # --------------------------------------------------------------------------------------------------

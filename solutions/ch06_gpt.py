@@ -28,6 +28,7 @@ from torch import nn
 from solutions.ch03_self_attention import causal_mask
 from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention
 from solutions.ch05_transformer import PositionwiseFeedForward
+from solutions.training import count_parameters
 
 __all__ = ["GPTConfig", "Block", "GPT", "generate", "load_hf_gpt2"]
 
@@ -65,7 +66,9 @@ class Block(nn.Module):
     Sub-layers: ``attn`` is chapter 4's :class:`FusedMultiHeadSelfAttention`, which returns
     ``(output, weights)``; ``mlp`` is chapter 5's :class:`PositionwiseFeedForward` with ``d_ff = 4·C``.
 
-    Shapes: ``forward(x (B, T, C)) -> (B, T, C)``; position ``t`` of the output depends only on ``x[:, :t+1]``.
+    Shapes: ``forward(x (B, T, C), mask=None) -> (B, T, C)``; position ``t`` of the output depends only on
+    ``x[:, :t+1]``. ``mask``: the ``(T, T)`` causal mask (True = may attend) when the caller already has one —
+    :class:`GPT` builds it once per forward for all its blocks; ``None``: the block builds it.
     """
 
     def __init__(self, config: GPTConfig):
@@ -77,12 +80,13 @@ class Block(nn.Module):
         self.mlp = PositionwiseFeedForward(C, 4 * C, config.dropout, "gelu_tanh")  # chapter 5: W_1, W_2
         self.use_sdpa = True  # PyTorch's fused attention kernel; False: chapter 3's explicit softmax
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if x.ndim != 3:
             raise ValueError(f"x must be (B, T, C), got {tuple(x.shape)}")
         T = x.shape[1]
         ### BEGIN SOLUTION
-        mask = causal_mask(T, device=x.device)  # (T, T), True = may attend: no peeking at the future
+        if mask is None:  # GPT.forward passes one mask to all its blocks; a lone block builds its own
+            mask = causal_mask(T, device=x.device)  # (T, T), True = may attend: no peeking at the future
         x = x + self.attn(self.ln_1(x), mask, use_sdpa=self.use_sdpa)[0]  # (B, T, C)
         x = x + self.mlp(self.ln_2(x))  # (B, T, C)
         return x
@@ -132,9 +136,10 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def num_parameters(self, non_embedding: bool = False) -> int:
-        """Parameters counted once (the tied LM head is not counted twice); ``non_embedding`` leaves out the
-        position table (and, by convention, not the token table: it is also the output layer)."""
-        n = sum(p.numel() for p in self.parameters())  # .parameters() yields a shared tensor once
+        """All parameters, each counted once (:func:`~solutions.training.count_parameters`: the tied LM head is
+        not counted twice); ``non_embedding`` leaves out the position table (and, by convention, not the token
+        table: it is also the output layer)."""
+        n = count_parameters(self)
         return n - self.wpe.weight.numel() if non_embedding else n
 
     def forward(self, idx: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -147,8 +152,9 @@ class GPT(nn.Module):
             position_ids = torch.arange(T, device=idx.device)  # (T,)
         ### BEGIN SOLUTION
         x = self.drop(self.wte(idx) + self.wpe(position_ids))  # (B, T, C) + (T, C) or (B, T, C)
+        mask = causal_mask(T, device=idx.device)  # (T, T), True = may attend: built once, shared by every block
         for block in self.h:
-            x = block(x)  # (B, T, C)
+            x = block(x, mask)  # (B, T, C)
         x = self.ln_f(x)  # (B, T, C): GPT-2's final layer norm
         return self.lm_head(x)  # (B, T, vocab_size)
         ### END SOLUTION

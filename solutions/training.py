@@ -1,4 +1,5 @@
-"""A small training loop shared by chapters 6 and 7 (GPT and BERT pretraining, fine-tuning).
+"""Training helpers shared across chapters: bf16 autocast (chapters 1, 5, 6, 7), parameter counting and the
+small training loop of chapters 6 and 7 (GPT and BERT pretraining, fine-tuning).
 
 AdamW with linear warm-up and cosine decay (Loshchilov & Hutter 2019; the schedule of GPT-2/nanoGPT),
 gradient clipping at 1.0, bf16 autocast on CUDA (CPU runs stay in fp32: CPU autocast is slower on most
@@ -15,7 +16,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-__all__ = ["lr_at", "autocast_for", "train"]
+__all__ = ["lr_at", "autocast_for", "count_parameters", "train", "run_log"]
 
 
 def lr_at(it: int, *, lr: float, warmup: int, max_iters: int, min_lr_ratio: float = 0.1) -> float:
@@ -31,6 +32,16 @@ def autocast_for(device: torch.device):
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def count_parameters(model: nn.Module, *, trainable_only: bool = False) -> int:
+    """Number of scalar parameters in ``model`` (embeddings included), each distinct tensor counted once.
+
+    A tensor shared by two modules counts once: GPT's LM head tied to its token embedding adds nothing
+    (``model.parameters()`` yields a shared tensor once). Buffers (e.g. running statistics) are not
+    parameters and are not counted. ``trainable_only=True`` leaves out frozen tensors (``requires_grad=False``).
+    """
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
 def train(model: nn.Module, loss_fn: Callable[[nn.Module, int], tuple[torch.Tensor, int]], *, max_iters: int,

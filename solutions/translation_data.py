@@ -12,7 +12,6 @@ chapter trains on exactly the same data:
   what the length experiment of Bahdanau et al. (2014, Fig. 2) needs.
 * a loader for real sentence-pair files in the tab-separated format of the Tatoeba / ManyThings
   files (``source<TAB>target[<TAB>attribution]`` per line),
-* an opt-in, sha256-verified download helper (never called by tests or by the book build),
 * tokenisation, vocabularies with the special tokens ``<pad> <bos> <eos> <unk>``, padding and
   batching.
 
@@ -28,10 +27,8 @@ Conventions used by all chapters
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
-import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,11 +64,6 @@ def tokenize(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"tokenize expects str, got {type(text).__name__}")
     return _TOKEN_RE.findall(text.lower())
-
-
-def detokenize(tokens: Sequence[str]) -> str:
-    """Join tokens with single spaces (the inverse used for BLEU; hyphens stay separate tokens)."""
-    return " ".join(tokens)
 
 
 class Vocab:
@@ -221,37 +213,6 @@ def load_tsv_pairs(path: str | Path, max_pairs: int | None = None, encoding: str
             if max_pairs is not None and len(pairs) >= max_pairs:
                 break
     return pairs
-
-
-def download_verified(url: str, dest: str | Path, sha256: str) -> Path:
-    """Opt-in download of a public corpus file, kept only if its SHA-256 matches ``sha256``.
-
-    Never called by the tests or the book build (they must work offline).  If ``dest`` already
-    exists with the right hash nothing is downloaded.
-
-    Raises:
-        ValueError: if the downloaded (or existing) file's hash differs; the bad file is removed.
-    """
-    dest = Path(dest)
-
-    def digest(p: Path) -> str:
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
-
-    if dest.exists() and digest(dest) == sha256.lower():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(dest.suffix + ".part")
-    urllib.request.urlretrieve(url, tmp)  # noqa: S310 - explicit, user-requested URL
-    got = digest(tmp)
-    if got != sha256.lower():
-        tmp.unlink()
-        raise ValueError(f"sha256 mismatch for {url}: expected {sha256}, got {got}")
-    tmp.replace(dest)
-    return dest
 
 
 # ----------------------------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from autograder.core import default_tolerance
+
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device")])]
 
@@ -14,6 +16,6 @@ def device(request) -> torch.device:
 
 
 def tolerance(dtype: torch.dtype) -> dict:
-    """assert_close tolerances by dtype."""
-    return {torch.float64: dict(rtol=1e-10, atol=1e-12), torch.float32: dict(rtol=1e-5, atol=1e-5),
-            torch.float16: dict(rtol=2e-3, atol=2e-3), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}[dtype]
+    """assert_close tolerances by dtype: the autograder's one table (``autograder.core.default_tolerance``)."""
+    rtol, atol = default_tolerance(dtype)
+    return dict(rtol=rtol, atol=atol)

@@ -27,6 +27,7 @@ from solutions.ch03_self_attention import causal_mask
 from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention
 from solutions.ch05_transformer import PositionwiseFeedForward
 from solutions.ch06_gpt import GPTConfig  # vocab_size, context_length, n_layers, n_heads, d_model, dropout, ...
+from solutions.training import count_parameters  # each distinct parameter once (used by GPT.num_parameters)
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
@@ -39,8 +40,9 @@ print("running on", device)
 #
 # $$x \leftarrow x + \mathrm{Attn}(\mathrm{LN}_1(x)) \qquad x \leftarrow x + \mathrm{MLP}(\mathrm{LN}_2(x))$$
 #
-# The attention must be causal: position $t$ may attend to positions $\le t$ only. Pass
-# `use_sdpa=self.use_sdpa` to the attention and keep its first return value.
+# The attention must be causal: position $t$ may attend to positions $\le t$ only. `GPT.forward` builds the
+# causal mask once and passes it to every block as `mask`; when `mask` is `None`, build it yourself with
+# `causal_mask(T, device=x.device)`. Pass `use_sdpa=self.use_sdpa` to the attention and keep its first return value.
 
 # %% exercise="Block"
 
@@ -80,7 +82,7 @@ text = python_docs_text()[:200_000]
 tok = CharTokenizer.from_text(text)
 data = torch.tensor(tok.encode(text))
 model = GPT(GPTConfig(vocab_size=tok.vocab_size, context_length=32, n_layers=2, n_heads=2, d_model=64)).to(device)
-print(f"{sum(p.numel() for p in model.parameters()):,} parameters; ln(vocab) = {math.log(tok.vocab_size):.2f}")
+print(f"{count_parameters(model):,} parameters; ln(vocab) = {math.log(tok.vocab_size):.2f}")
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 g = torch.Generator().manual_seed(0)
 for step in range(150):
