@@ -307,23 +307,17 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
     for path, label, sid, result, sha in todo:
         try:
             nb, warns = canonical.canonicalise(path.read_bytes(), release)
-        except canonical.Ungradeable as exc:
-            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
-                         reason=str(exc), scores={}, warnings=[])
-            _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points, str(exc))
-            log(f"  {label}: 0/{max_score:g} — {exc}")
-            continue
-        except OSError as exc:
-            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error",
-                         reason=f"unreadable file: {exc.strerror}", scores={}, warnings=[])
-            _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points,
-                                        f"unreadable file: {exc.strerror}")
-            continue
-        except Exception as exc:  # noqa: BLE001 - a notebook shaped in a way nobody foresaw: one row, batch goes on
-            why = f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})"
+        except Exception as exc:  # noqa: BLE001 - not a notebook, unreadable, or shaped as nobody foresaw: one row
+            if isinstance(exc, canonical.Ungradeable):
+                why = str(exc)
+            elif isinstance(exc, OSError):
+                why = f"unreadable file: {exc.strerror}"
+            else:
+                why = f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})"
             _result_json(result, submission=label, sha256=sha, student_id=sid, status="error", reason=why,
                          scores={}, warnings=[])
             _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points, why)
+            log(f"  {label}: 0/{max_score:g} — {why}")
             continue
         text = nbformat.writes(nb)
         key = hashlib.sha256(text.encode()).hexdigest()

@@ -240,11 +240,12 @@ def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str
 # ------------------------------------------------------------------------------------------------ commands
 
 
-def derived_files(chapter: str) -> dict[pathlib.Path, str]:
-    """Every committed file derived from the chapter's sources, with its expected text."""
+def derived_files(chapter: str, instructor: nbformat.NotebookNode | None = None) -> dict[pathlib.Path, str]:
+    """Every committed file derived from the chapter's sources (and its ``instructor`` notebook, built here when
+    not given), with its expected text."""
     from . import nbgrader_course
 
-    instructor = build_instructor(chapter)
+    instructor = instructor if instructor is not None else build_instructor(chapter)
     release = build_release(chapter, instructor)
     files = {RELEASE_DIR / f"{chapter}.ipynb": nbformat.writes(release) + "\n"}
     for name, (text, _) in sample_submissions(chapter, release).items():
@@ -259,10 +260,11 @@ def build(chapter_list=None, instructor_dir: pathlib.Path = INSTRUCTOR_DIR) -> l
     for chapter in chapter_list or chapters():
         instructor_dir.mkdir(parents=True, exist_ok=True)
         path = instructor_dir / f"{chapter}.ipynb"
-        nbformat.write(build_instructor(chapter), path)
+        instructor = build_instructor(chapter)
+        nbformat.write(instructor, path)
         written.append(path)
         stale_samples = set((SAMPLES / chapter).glob("*.ipynb"))
-        for path, text in derived_files(chapter).items():
+        for path, text in derived_files(chapter, instructor).items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             stale_samples.discard(path)
