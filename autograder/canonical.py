@@ -48,8 +48,11 @@ def _norm(src: str) -> str:
 
 
 def _exercise_defined(src: str, names: list[str]) -> list[str]:
-    return [n for n in names if re.search(rf"^\s*(def|class)\s+{re.escape(n)}\b", src, re.M)
-            or re.search(rf"^{re.escape(n)}\s*=", src, re.M)]
+    return [
+        n
+        for n in names
+        if re.search(rf"^\s*(def|class)\s+{re.escape(n)}\b", src, re.M) or re.search(rf"^{re.escape(n)}\s*=", src, re.M)
+    ]
 
 
 def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
@@ -65,10 +68,12 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
         nb = json.loads(data)
     except (json.JSONDecodeError, RecursionError) as exc:
         # exc.msg, not str(exc)[:60]: a cut in the middle of "(char 9914)" printed a wrong position.
-        where = (f"{exc.msg[:60]}: line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError)
-                 else "nested too deeply")
-        raise Ungradeable(f"not a readable notebook: not valid JSON ({where}) — "
-                          "was the download cut short?") from None
+        where = (
+            f"{exc.msg[:60]}: line {exc.lineno} column {exc.colno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else "nested too deeply"
+        )
+        raise Ungradeable(f"not a readable notebook: not valid JSON ({where}) — was the download cut short?") from None
     warnings: list[str] = []
     if not isinstance(nb, dict):
         raise Ungradeable("not a notebook: the JSON is not an object with cells")
@@ -155,7 +160,7 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
     for i, (kind, _) in enumerate(kinds):
         if kind != "inserted":
             continue
-        nxt = next((k for k in kinds[i + 1:] if k[0] != "drop"), None)
+        nxt = next((k for k in kinds[i + 1 :] if k[0] != "drop"), None)
         if nxt and nxt[0] == "release" and nxt[1] in tests:
             name = nxt[1].removeprefix("test_")
             if name in solutions and name not in answered:
@@ -167,8 +172,10 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
     answers: dict[str, list[str]] = {name: [] for name in solutions}
     inserted: dict[str, list[str]] = {}
     order = [c.id for c in rel_cells]
-    setup = next((c.id for c in rel_cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"),
-                 next(c.id for c in rel_cells if c.cell_type == "code"))
+    setup = next(
+        (c.id for c in rel_cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"),
+        next(c.id for c in rel_cells if c.cell_type == "code"),
+    )
     anchor = setup
     for cell, (kind, ref) in zip(cells, kinds):
         if kind == "solution":
@@ -247,8 +254,11 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
 
 def stub_answers(nb: nbformat.NotebookNode) -> list[str]:
     """Exercises whose answer cell still raises NotImplementedError (not attempted)."""
-    return [c.id for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")
-            and "raise NotImplementedError()" in c.source]
+    return [
+        c.id
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("solution") and "raise NotImplementedError()" in c.source
+    ]
 
 
 def selfcheck(path, chapter: str | None = None) -> tuple[bool, list[str]]:
@@ -310,15 +320,17 @@ def selfcheck_here(chapter: str) -> bool:
         from google.colab import _message  # type: ignore[import-not-found]
 
         text = json.dumps(_message.blocking_request("get_ipynb", timeout_sec=30)["ipynb"])
-    except Exception:  # noqa: BLE001 - not Colab
+    except Exception:
         pass
     if text is None:
         path = getattr(sys.modules.get("__main__"), "__vsc_ipynb_file__", None) or os.environ.get("JPY_SESSION_NAME")
         if path and os.path.isfile(path):
             text = pathlib.Path(path).read_text(encoding="utf-8", errors="replace")
     if text is None:
-        print("Could not read this notebook from here. Save it, download it (File > Download > .ipynb) and run:\n"
-              f"    python -m autograder selfcheck {chapter}.ipynb")
+        print(
+            "Could not read this notebook from here. Save it, download it (File > Download > .ipynb) and run:\n"
+            f"    python -m autograder selfcheck {chapter}.ipynb"
+        )
         return False
     with tempfile.TemporaryDirectory() as tmp:
         copy = pathlib.Path(tmp) / f"{chapter}.ipynb"

@@ -37,8 +37,10 @@ def _shift_basic(fn):
     """<bos> 10 11 <eos> <pad> gives inputs <bos> 10 11 <eos> and outputs 10 11 <eos> <pad>"""
     tgt = torch.tensor([[BOS, 10, 11, EOS, PAD], [BOS, 12, 13, 14, EOS]])
     result = call("shift_for_teacher_forcing(tgt)", fn, tgt)
-    expect_true(isinstance(result, tuple) and len(result) == 2,
-                "shift_for_teacher_forcing should return a tuple (dec_in, dec_out).")
+    expect_true(
+        isinstance(result, tuple) and len(result) == 2,
+        "shift_for_teacher_forcing should return a tuple (dec_in, dec_out).",
+    )
     expect_equal("dec_in", result[0], torch.tensor([[BOS, 10, 11, EOS], [BOS, 12, 13, 14]]))
     expect_equal("dec_out", result[1], torch.tensor([[10, 11, EOS, PAD], [12, 13, 14, EOS]]))
 
@@ -73,8 +75,12 @@ def _loss_basic(fn):
     logits = torch.randn(2, 4, 6, generator=_gen(1))
     targets = torch.tensor([[4, 5, EOS, PAD], [3, 3, PAD, PAD]])
     got = call("sequence_loss(logits, targets)", fn, logits, targets)
-    expect_close("sequence_loss(logits, targets)", got, _loss_oracle(logits, targets, PAD),
-                 hint="average -log p(target) over the positions whose target is not <pad> (ignore_index).")
+    expect_close(
+        "sequence_loss(logits, targets)",
+        got,
+        _loss_oracle(logits, targets, PAD),
+        hint="average -log p(target) over the positions whose target is not <pad> (ignore_index).",
+    )
 
 
 @EXERCISES.check("sequence_loss", hidden=True)
@@ -84,11 +90,19 @@ def _loss_ignores_pad(fn):
     targets = torch.tensor([[4, 5, 6, EOS, PAD], [3, EOS, PAD, PAD, PAD], [6, 6, 6, 6, EOS]])
     changed = logits.clone()
     changed[targets == PAD] = 50 * torch.randn(int((targets == PAD).sum()), 7, generator=_gen(3))
-    expect_close("sequence_loss with other logits at padding", call("sequence_loss", fn, changed, targets),
-                 _loss_oracle(logits, targets, PAD), hidden=True)
+    expect_close(
+        "sequence_loss with other logits at padding",
+        call("sequence_loss", fn, changed, targets),
+        _loss_oracle(logits, targets, PAD),
+        hidden=True,
+    )
     targets9 = targets.masked_fill(targets == PAD, 6).masked_fill(targets == 6, PAD)  # swap: pad id 6
-    expect_close("sequence_loss(..., pad_id=6)", call("sequence_loss", fn, logits, targets9, 6),
-                 _loss_oracle(logits, targets9, 6), hidden=True)
+    expect_close(
+        "sequence_loss(..., pad_id=6)",
+        call("sequence_loss", fn, logits, targets9, 6),
+        _loss_oracle(logits, targets9, 6),
+        hidden=True,
+    )
 
 
 # ---------------------------------------------------------------- exercise 3: Encoder
@@ -124,14 +138,24 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
         for b, s in enumerate(seqs):
             ref_out, ref_state = enc.rnn(enc.embedding(s[None]))  # this sentence alone: no padding, no packing
             n = len(s)
-            expect_close(f"outputs[{b}, :{n}]", outputs[b, :n], ref_out[0], hidden=hidden,
-                         hint="pack the padded batch with pack_padded_sequence(..., enforce_sorted=False) so the "
-                              "RNN stops at each sentence's length.")
+            expect_close(
+                f"outputs[{b}, :{n}]",
+                outputs[b, :n],
+                ref_out[0],
+                hidden=hidden,
+                hint="pack the padded batch with pack_padded_sequence(..., enforce_sorted=False) so the "
+                "RNN stops at each sentence's length.",
+            )
             expect_true(bool((outputs[b, n:] == 0).all()), f"outputs[{b}, {n}:] (padding) should be zero.")
             got_h = state[0] if is_lstm else state
             ref_h = ref_state[0] if is_lstm else ref_state
-            expect_close(f"final hidden state of sentence {b}", got_h[:, b], ref_h[:, 0], hidden=hidden,
-                         hint="the final state must be the one after the sentence's last real token.")
+            expect_close(
+                f"final hidden state of sentence {b}",
+                got_h[:, b],
+                ref_h[:, 0],
+                hidden=hidden,
+                hint="the final state must be the one after the sentence's last real token.",
+            )
             if is_lstm:
                 expect_close(f"final cell state of sentence {b}", state[1][:, b], ref_state[1][:, 0], hidden=hidden)
 
@@ -145,8 +169,12 @@ def _encoder_lstm(cls):
 @EXERCISES.check("Encoder", hidden=True)
 def _encoder_gru_bidirectional(cls):
     """bidirectional GRU, sentences in increasing length order"""
-    _compare_encoder(cls, dict(vocab_size=17, emb_dim=5, hidden_size=4, num_layers=1, cell="gru", bidirectional=True),
-                     [1, 3, 4, 8, 8], hidden=True)
+    _compare_encoder(
+        cls,
+        dict(vocab_size=17, emb_dim=5, hidden_size=4, num_layers=1, cell="gru", bidirectional=True),
+        [1, 3, 4, 8, 8],
+        hidden=True,
+    )
 
 
 # ---------------------------------------------------------------- exercise 4: greedy_decode
@@ -190,9 +218,14 @@ class _Counter(nn.Module):
 def _greedy_stops(fn):
     """stops each sentence at its <eos>, pads after it, and ends when all are done"""
     model = _Scripted([[5, EOS, 7, 7, 7, 7], [6, 6, 6, EOS, 7, 7], [8, 9, EOS, 7, 7, 7]])
-    out, attn = call("greedy_decode(model, src, src_lens, max_new_tokens=20)", fn, model,
-                     torch.ones(3, 4, dtype=torch.long),
-                     torch.tensor([4, 2, 3]), 20)
+    out, attn = call(
+        "greedy_decode(model, src, src_lens, max_new_tokens=20)",
+        fn,
+        model,
+        torch.ones(3, 4, dtype=torch.long),
+        torch.tensor([4, 2, 3]),
+        20,
+    )
     expect_equal("tokens", out, torch.tensor([[5, EOS, PAD, PAD], [6, 6, 6, EOS], [8, 9, EOS, PAD]]))
     expect_true(attn is None, "a model that returns no attention should give attn = None.")
 
@@ -201,7 +234,9 @@ def _greedy_stops(fn):
 def _greedy_feeds_back(fn):
     """feeds each prediction back as the next input"""
     model = _Counter([4, 6], stop=8)
-    out, attn = call("greedy_decode(model, ...)", fn, model, torch.ones(2, 4, dtype=torch.long), torch.tensor([4, 4]), 20)
+    out, attn = call(
+        "greedy_decode(model, ...)", fn, model, torch.ones(2, 4, dtype=torch.long), torch.tensor([4, 4]), 20
+    )
     expect_equal("tokens", out, torch.tensor([[4, 5, 6, 7, 8, EOS], [6, 7, 8, EOS, PAD, PAD]]))
     expect_shape("attn (stacked attention weights)", attn, (2, 6, 4))
 
@@ -210,8 +245,9 @@ def _greedy_feeds_back(fn):
 def _greedy_limit(fn):
     """respects max_new_tokens when <eos> never comes"""
     model = _Scripted([[5, 5, 5, 5, 5], [6, EOS, 6, 6, 6]])
-    out, _ = call("greedy_decode(..., max_new_tokens=3)", fn, model, torch.ones(2, 3, dtype=torch.long),
-                  torch.tensor([3, 3]), 3)
+    out, _ = call(
+        "greedy_decode(..., max_new_tokens=3)", fn, model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), 3
+    )
     expect_equal("tokens", out, torch.tensor([[5, 5, 5], [6, EOS, PAD]]), hidden=True)
 
 
@@ -220,30 +256,72 @@ def _greedy_limit(fn):
 # --------------------------------------------------------------------------------------------------
 
 MUTANTS = [
-    Mutant("inputs not shifted", "shift_for_teacher_forcing", (("dec_in = tgt[:, :-1]", "dec_in = tgt[:, 1:]"),),
-           "the decoder reads the word it must predict"),
-    Mutant("outputs not shifted", "shift_for_teacher_forcing", (("dec_out = tgt[:, 1:]", "dec_out = tgt[:, :-1]"),),
-           "the decoder must predict its own input"),
+    Mutant(
+        "inputs not shifted",
+        "shift_for_teacher_forcing",
+        (("dec_in = tgt[:, :-1]", "dec_in = tgt[:, 1:]"),),
+        "the decoder reads the word it must predict",
+    ),
+    Mutant(
+        "outputs not shifted",
+        "shift_for_teacher_forcing",
+        (("dec_out = tgt[:, 1:]", "dec_out = tgt[:, :-1]"),),
+        "the decoder must predict its own input",
+    ),
     Mutant("padding counted", "sequence_loss", ((", ignore_index=pad_id", ""),), "padding enters the loss"),
-    Mutant("sum not mean", "sequence_loss", (("ignore_index=pad_id)", "ignore_index=pad_id, reduction='sum')"),),
-           "sums instead of averaging over real tokens"),
+    Mutant(
+        "sum not mean",
+        "sequence_loss",
+        (("ignore_index=pad_id\n", "ignore_index=pad_id, reduction='sum'\n"),),
+        "sums instead of averaging over real tokens",
+    ),
     Mutant("pad id hard-coded", "sequence_loss", (("ignore_index=pad_id", "ignore_index=0"),), "ignores the argument"),
-    Mutant("no packing", "Encoder",
-           (("packed = pack_padded_sequence(emb, src_lens.cpu(), batch_first=True, enforce_sorted=False)", "packed = emb"),
-            ("outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.shape[1])",
-             "outputs = packed_out")),
-           "the RNN runs over the padding"),
-    Mutant("sorted lengths assumed", "Encoder", (("enforce_sorted=False", "enforce_sorted=True"),),
-           "fails on batches not sorted by length"),
-    Mutant("outputs cut to the longest sentence", "Encoder", ((", total_length=src.shape[1]", ""),),
-           "outputs shorter than S when the batch has trailing padding"),
-    Mutant("never stops", "greedy_decode", (("finished = finished | (y == eos_id)", "pass"),),
-           "keeps generating after <eos>"),
-    Mutant("no padding after eos", "greedy_decode",
-           (("y = torch.where(finished, torch.full_like(y, pad_id), y)", "pass"),), "tokens after <eos> are kept"),
+    Mutant(
+        "no packing",
+        "Encoder",
+        (
+            (
+                "packed = pack_padded_sequence(emb, src_lens.cpu(), batch_first=True, enforce_sorted=False)",
+                "packed = emb",
+            ),
+            (
+                "outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.shape[1])",
+                "outputs = packed_out",
+            ),
+        ),
+        "the RNN runs over the padding",
+    ),
+    Mutant(
+        "sorted lengths assumed",
+        "Encoder",
+        (("enforce_sorted=False", "enforce_sorted=True"),),
+        "fails on batches not sorted by length",
+    ),
+    Mutant(
+        "outputs cut to the longest sentence",
+        "Encoder",
+        ((", total_length=src.shape[1]", ""),),
+        "outputs shorter than S when the batch has trailing padding",
+    ),
+    Mutant(
+        "never stops",
+        "greedy_decode",
+        (("finished = finished | (y == eos_id)", "pass"),),
+        "keeps generating after <eos>",
+    ),
+    Mutant(
+        "no padding after eos",
+        "greedy_decode",
+        (("y = torch.where(finished, torch.full_like(y, pad_id), y)", "pass"),),
+        "tokens after <eos> are kept",
+    ),
     Mutant("does not feed back", "greedy_decode", (("y_prev = y\n", "pass\n"),), "always feeds <bos>"),
-    Mutant("argmax over the batch", "greedy_decode", (("logits.argmax(dim=-1)", "logits.argmax(dim=0)"),),
-           "picks the wrong axis"),
+    Mutant(
+        "argmax over the batch",
+        "greedy_decode",
+        (("logits.argmax(dim=-1)", "logits.argmax(dim=0)"),),
+        "picks the wrong axis",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

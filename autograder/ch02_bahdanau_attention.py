@@ -51,8 +51,12 @@ def _context_oracle(alpha, h):
 
 def _score_inputs(B, S, N, A, seed, dtype=torch.float32):
     g = _gen(seed)
-    return (torch.randn(B, N, generator=g, dtype=dtype), torch.randn(A, N, generator=g, dtype=dtype),
-            torch.randn(A, generator=g, dtype=dtype), torch.randn(B, S, A, generator=g, dtype=dtype))
+    return (
+        torch.randn(B, N, generator=g, dtype=dtype),
+        torch.randn(A, N, generator=g, dtype=dtype),
+        torch.randn(A, generator=g, dtype=dtype),
+        torch.randn(B, S, A, generator=g, dtype=dtype),
+    )
 
 
 # ---------------------------------------------------------------- exercise 1: additive_score
@@ -64,8 +68,12 @@ def _score_basic(fn):
     args = _score_inputs(2, 5, 3, 4, seed=1)
     got = call("additive_score(s_prev, W, v, U_h)", fn, *args)
     expect_shape("additive_score(s_prev, W, v, U_h)", got, (2, 5))
-    expect_close("additive_score(s_prev, W, v, U_h)", got, _score_oracle(*args),
-                 hint="W s_{i-1} is one vector per sentence: add it to every source position j of U_h.")
+    expect_close(
+        "additive_score(s_prev, W, v, U_h)",
+        got,
+        _score_oracle(*args),
+        hint="W s_{i-1} is one vector per sentence: add it to every source position j of U_h.",
+    )
 
 
 @EXERCISES.check("additive_score", hidden=True)
@@ -73,8 +81,12 @@ def _score_other_sizes(fn):
     """other sizes, one sentence, float64"""
     for B, S, N, A, dtype in ((3, 7, 6, 2, torch.float32), (1, 4, 5, 9, torch.float64), (4, 1, 2, 3, torch.float32)):
         args = _score_inputs(B, S, N, A, seed=B + S, dtype=dtype)
-        expect_close(f"additive_score with B={B}, S={S}, N={N}, A={A}", call("additive_score", fn, *args),
-                     _score_oracle(*args), hidden=True)
+        expect_close(
+            f"additive_score with B={B}, S={S}, N={N}, A={A}",
+            call("additive_score", fn, *args),
+            _score_oracle(*args),
+            hidden=True,
+        )
 
 
 @EXERCISES.check("additive_score", hidden=True)
@@ -84,8 +96,10 @@ def _score_grad(fn):
     out = call("additive_score", fn, *args)
     call("backpropagating through your scores", lambda: out.sum().backward())
     for name, t in zip(("s_prev", "W", "v", "U_h"), args):
-        expect_true(t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
-                    f"No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.")
+        expect_true(
+            t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
+            f"No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.",
+        )
 
 
 # ---------------------------------------------------------------- exercise 2: masked_softmax
@@ -101,8 +115,12 @@ def _softmax_basic(fn):
     scores = torch.randn(3, 6, generator=_gen(4)) * 3
     mask = _lengths_mask([6, 2, 4], 6)
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
-    expect_close("masked_softmax(scores, mask)", got, _softmax_oracle(scores, mask),
-                 hint="mask the scores *before* the softmax (True = real source word) and normalise over the last axis.")
+    expect_close(
+        "masked_softmax(scores, mask)",
+        got,
+        _softmax_oracle(scores, mask),
+        hint="mask the scores *before* the softmax (True = real source word) and normalise over the last axis.",
+    )
 
 
 @EXERCISES.check("masked_softmax")
@@ -111,9 +129,11 @@ def _softmax_fully_masked(fn):
     scores = torch.randn(2, 4, generator=_gen(5))
     mask = torch.tensor([[True, True, False, False], [False, False, False, False]])
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
-    expect_true(isinstance(got, torch.Tensor) and bool(torch.isfinite(got).all()),
-                "With a fully masked row your weights contain NaN or inf. Fill masked scores with a large finite "
-                "negative number (torch.finfo(scores.dtype).min), not -inf, and zero the masked weights.")
+    expect_true(
+        isinstance(got, torch.Tensor) and bool(torch.isfinite(got).all()),
+        "With a fully masked row your weights contain NaN or inf. Fill masked scores with a large finite "
+        "negative number (torch.finfo(scores.dtype).min), not -inf, and zero the masked weights.",
+    )
     expect_true(bool((got[1] == 0).all()), "A row with no real source position should get all-zero weights.")
 
 
@@ -122,18 +142,28 @@ def _softmax_hidden(fn):
     """large scores, random masks, float64, finite gradients"""
     scores = torch.tensor([[1e4, 1e4 - 1.0, -1e4, 5e3]])
     mask = torch.tensor([[True, True, True, False]])
-    expect_close("masked_softmax with scores near 1e4", call("masked_softmax", fn, scores, mask),
-                 _softmax_oracle(scores, mask), hidden=True)
+    expect_close(
+        "masked_softmax with scores near 1e4",
+        call("masked_softmax", fn, scores, mask),
+        _softmax_oracle(scores, mask),
+        hidden=True,
+    )
     scores = torch.randn(5, 9, generator=_gen(6), dtype=torch.float64)
     mask = torch.rand(5, 9, generator=_gen(7)) < 0.5
     mask[2] = False
-    expect_close("masked_softmax on a random mask (float64)", call("masked_softmax", fn, scores, mask),
-                 _softmax_oracle(scores, mask), hidden=True)
+    expect_close(
+        "masked_softmax on a random mask (float64)",
+        call("masked_softmax", fn, scores, mask),
+        _softmax_oracle(scores, mask),
+        hidden=True,
+    )
     scores = scores.clone().requires_grad_()
     out = call("masked_softmax", fn, scores, mask)
     call("backpropagating through your weights", lambda: (out * torch.arange(9.0, dtype=out.dtype)).sum().backward())
-    expect_true(scores.grad is not None and bool(torch.isfinite(scores.grad).all()),
-                "The gradient through your masked softmax is missing or contains NaN.")
+    expect_true(
+        scores.grad is not None and bool(torch.isfinite(scores.grad).all()),
+        "The gradient through your masked softmax is missing or contains NaN.",
+    )
 
 
 # ---------------------------------------------------------------- exercise 3: context_vector
@@ -147,8 +177,12 @@ def _context_basic(fn):
     h = torch.randn(2, 5, 3, generator=g)
     got = call("context_vector(alpha, h)", fn, alpha, h)
     expect_shape("context_vector(alpha, h)", got, (2, 3))
-    expect_close("context_vector(alpha, h)", got, _context_oracle(alpha, h),
-                 hint="c_i = sum over source positions j of alpha_ij * h_j: sum over axis 1, not over the features.")
+    expect_close(
+        "context_vector(alpha, h)",
+        got,
+        _context_oracle(alpha, h),
+        hint="c_i = sum over source positions j of alpha_ij * h_j: sum over axis 1, not over the features.",
+    )
 
 
 @EXERCISES.check("context_vector", hidden=True)
@@ -159,8 +193,12 @@ def _context_hidden(fn):
         alpha = _softmax(torch.randn(B, S, generator=g, dtype=dtype), -1)
         alpha[0] = 0
         h = torch.randn(B, S, D, generator=g, dtype=dtype)
-        expect_close(f"context_vector with B={B}, S={S}, D={D}", call("context_vector", fn, alpha, h),
-                     _context_oracle(alpha, h), hidden=True)
+        expect_close(
+            f"context_vector with B={B}, S={S}, D={D}",
+            call("context_vector", fn, alpha, h),
+            _context_oracle(alpha, h),
+            hidden=True,
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -168,39 +206,89 @@ def _context_hidden(fn):
 # --------------------------------------------------------------------------------------------------
 
 MUTANTS = [
-    Mutant("multiplicative instead of additive", "additive_score",
-           (("W_s.unsqueeze(1) + U_h", "W_s.unsqueeze(1) * U_h"),), "multiplies query and key projections"),
-    Mutant("no tanh", "additive_score", (("torch.tanh(W_s.unsqueeze(1) + U_h)", "W_s.unsqueeze(1) + U_h"),),
-           "drops the nonlinearity"),
+    Mutant(
+        "multiplicative instead of additive",
+        "additive_score",
+        (("W_s.unsqueeze(1) + U_h", "W_s.unsqueeze(1) * U_h"),),
+        "multiplies query and key projections",
+    ),
+    Mutant(
+        "no tanh",
+        "additive_score",
+        (("torch.tanh(W_s.unsqueeze(1) + U_h)", "W_s.unsqueeze(1) + U_h"),),
+        "drops the nonlinearity",
+    ),
     Mutant("sum instead of v", "additive_score", (("hidden @ v", "hidden.sum(-1)"),), "ignores v_a"),
-    Mutant("W not transposed", "additive_score", (("s_prev @ W.T", "s_prev @ W"),),
-           "only runs when A == N, and is wrong then"),
-    Mutant("query broadcast over the batch", "additive_score", (("W_s.unsqueeze(1)", "W_s.unsqueeze(0)"),),
-           "adds every sentence's query to every sentence (only runs when B == S)"),
-    Mutant("mask ignored", "masked_softmax",
-           (("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, S)", "pass"),
-            ("torch.softmax(scores, dim=-1) * mask", "torch.softmax(scores, dim=-1)")),
-           "padding gets weight"),
-    Mutant("mask polarity inverted", "masked_softmax",
-           (("masked_fill(~mask,", "masked_fill(mask,"), ("* mask", "* ~mask")), "treats True as padding"),
-    Mutant("-inf fill gives NaN", "masked_softmax",
-           (("torch.finfo(scores.dtype).min)  # (B, S)", "float('-inf'))  # (B, S)"),
+    Mutant(
+        "W not transposed",
+        "additive_score",
+        (("s_prev @ W.T", "s_prev @ W"),),
+        "only runs when A == N, and is wrong then",
+    ),
+    Mutant(
+        "query broadcast over the batch",
+        "additive_score",
+        (("W_s.unsqueeze(1)", "W_s.unsqueeze(0)"),),
+        "adds every sentence's query to every sentence (only runs when B == S)",
+    ),
+    Mutant(
+        "mask ignored",
+        "masked_softmax",
+        (
+            ("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, S)", "pass"),
             ("torch.softmax(scores, dim=-1) * mask", "torch.softmax(scores, dim=-1)"),
-            ("weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)", "pass")),
-           "fully masked rows become NaN"),
-    Mutant("zeroed after softmax, not renormalised", "masked_softmax",
-           (("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, S)", "pass"),
-            ("weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)", "pass")),
-           "rows no longer sum to 1"),
-    Mutant("softmax over the batch", "masked_softmax", (("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=0)"),),
-           "normalises over sentences instead of source positions"),
-    Mutant("unweighted sum", "context_vector",
-           (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "h.sum(dim=1)"),), "ignores the weights"),
-    Mutant("mean of annotations", "context_vector",
-           (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "h.mean(dim=1)"),), "a uniform average"),
-    Mutant("sum over features", "context_vector",
-           (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "(alpha.unsqueeze(-1) * h).sum(dim=-1)"),),
-           "sums over the wrong axis"),
+        ),
+        "padding gets weight",
+    ),
+    Mutant(
+        "mask polarity inverted",
+        "masked_softmax",
+        (("masked_fill(~mask,", "masked_fill(mask,"), ("* mask", "* ~mask")),
+        "treats True as padding",
+    ),
+    Mutant(
+        "-inf fill gives NaN",
+        "masked_softmax",
+        (
+            ("torch.finfo(scores.dtype).min)  # (B, S)", "float('-inf'))  # (B, S)"),
+            ("torch.softmax(scores, dim=-1) * mask", "torch.softmax(scores, dim=-1)"),
+            ("weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)", "pass"),
+        ),
+        "fully masked rows become NaN",
+    ),
+    Mutant(
+        "zeroed after softmax, not renormalised",
+        "masked_softmax",
+        (
+            ("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, S)", "pass"),
+            ("weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)", "pass"),
+        ),
+        "rows no longer sum to 1",
+    ),
+    Mutant(
+        "softmax over the batch",
+        "masked_softmax",
+        (("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=0)"),),
+        "normalises over sentences instead of source positions",
+    ),
+    Mutant(
+        "unweighted sum",
+        "context_vector",
+        (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "h.sum(dim=1)"),),
+        "ignores the weights",
+    ),
+    Mutant(
+        "mean of annotations",
+        "context_vector",
+        (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "h.mean(dim=1)"),),
+        "a uniform average",
+    ),
+    Mutant(
+        "sum over features",
+        "context_vector",
+        (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "(alpha.unsqueeze(-1) * h).sum(dim=-1)"),),
+        "sums over the wrong axis",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

@@ -18,7 +18,7 @@ import torch
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 from torch.nn.utils.rnn import pad_sequence as _pad_sequence
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_shape, expect_true
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
 
 EXERCISES = Exercises("ch03_self_attention")
 
@@ -56,15 +56,18 @@ def _sdpa_hint(q, k, v, mask, got_w) -> str:
     guesses = {
         "You did not divide the scores by sqrt(d_k) (Vaswani et al. 2017, eq. 1).": softmax(raw),
         "You divided the scores by d_k; the scale is 1/sqrt(d_k).": softmax(raw / d_k),
-        "The softmax runs over the queries; it must run over the keys (the last dim, dim=-1).":
-            softmax(raw / math.sqrt(d_k), -2),
+        "The softmax runs over the queries; it must run over the keys (the last dim, dim=-1).": softmax(
+            raw / math.sqrt(d_k), -2
+        ),
     }
     if mask is not None:
         guesses["Your mask polarity is inverted: in this course True means 'may attend'."] = softmax(
-            raw / math.sqrt(d_k), m=~mask)
+            raw / math.sqrt(d_k), m=~mask
+        )
         guesses["The mask was ignored: masked keys must get weight 0."] = softmax(raw / math.sqrt(d_k), m=None)
-        guesses["The mask is applied after the softmax, so rows no longer sum to 1: mask the scores first."] = (
-            softmax(raw / math.sqrt(d_k), m=None).masked_fill(~mask, 0.0))
+        guesses["The mask is applied after the softmax, so rows no longer sum to 1: mask the scores first."] = softmax(
+            raw / math.sqrt(d_k), m=None
+        ).masked_fill(~mask, 0.0)
     for text, w in guesses.items():
         if isinstance(got_w, torch.Tensor) and got_w.shape == w.shape and torch.allclose(got_w, w, atol=1e-5):
             return text
@@ -73,8 +76,10 @@ def _sdpa_hint(q, k, v, mask, got_w) -> str:
 
 def _compare_sdpa(fn, q, k, v, mask=None, *, hidden=False, what="scaled_dot_product_attention"):
     result = call(what, fn, q, k, v, mask)
-    expect_true(isinstance(result, tuple) and len(result) == 2,
-                f"{what} should return a tuple (output, weights); you returned {type(result).__name__}.")
+    expect_true(
+        isinstance(result, tuple) and len(result) == 2,
+        f"{what} should return a tuple (output, weights); you returned {type(result).__name__}.",
+    )
     out, weights = result
     exp_out, exp_w = _oracle(q, k, v, mask)
     hint = "" if hidden else _sdpa_hint(q, k, v, mask, weights)
@@ -111,7 +116,11 @@ def _sdpa_other_ranks(fn):
     """works for 3-D (B, T, d) and 5-D inputs, with other sizes"""
     _compare_sdpa(fn, *_qkv(3, 0, 8, 5, 6, 2, seed=4), hidden=True)
     g = _gen(5)
-    q, k, v = torch.randn(2, 3, 4, 5, 7, generator=g), torch.randn(2, 3, 4, 9, 7, generator=g), torch.randn(2, 3, 4, 9, 3, generator=g)
+    q, k, v = (
+        torch.randn(2, 3, 4, 5, 7, generator=g),
+        torch.randn(2, 3, 4, 9, 7, generator=g),
+        torch.randn(2, 3, 4, 9, 3, generator=g),
+    )
     _compare_sdpa(fn, q, k, v, hidden=True)
 
 
@@ -133,11 +142,15 @@ def _sdpa_fully_masked(fn):
     mask = torch.ones(2, 4, 5, dtype=torch.bool)
     mask[1, 2, :] = False
     out, weights = call("scaled_dot_product_attention", fn, q, k, v, mask)
-    expect_true(bool(torch.isfinite(out).all() and torch.isfinite(weights).all()),
-                "With a fully masked query row your output contains NaN or inf. Fill masked scores with a large "
-                "finite negative number (or zero the weights of masked keys after the softmax).")
-    expect_true(bool((weights[1, 2] == 0).all() and (out[1, 2] == 0).all()),
-                "A query that may attend to no key should get all-zero weights and a zero output.")
+    expect_true(
+        bool(torch.isfinite(out).all() and torch.isfinite(weights).all()),
+        "With a fully masked query row your output contains NaN or inf. Fill masked scores with a large "
+        "finite negative number (or zero the weights of masked keys after the softmax).",
+    )
+    expect_true(
+        bool((weights[1, 2] == 0).all() and (out[1, 2] == 0).all()),
+        "A query that may attend to no key should get all-zero weights and a zero output.",
+    )
 
 
 @EXERCISES.check("scaled_dot_product_attention", hidden=True)
@@ -149,8 +162,10 @@ def _sdpa_dtype_and_grad(fn):
     expect_true(out.dtype == torch.float64, f"float64 inputs should give a float64 output, not {out.dtype}.")
     call("backpropagating through your output", lambda: out.sum().backward())
     for name, t in (("q", q), ("k", k), ("v", v)):
-        expect_true(t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
-                    f"No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.")
+        expect_true(
+            t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
+            f"No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.",
+        )
 
 
 # ---------------------------------------------------------------- exercise 2: causal_mask
@@ -173,16 +188,19 @@ def _causal_rectangular(fn):
     """causal_mask(T_q, T_k) with T_k > T_q is bottom-right aligned"""
     for T_q, T_k in ((3, 7), (1, 4), (6, 6)):
         expected = torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal=T_k - T_q)
-        expect_equal(f"causal_mask({T_q}, {T_k})", call(f"causal_mask({T_q}, {T_k})", fn, T_q, T_k), expected,
-                     hidden=True)
+        expect_equal(
+            f"causal_mask({T_q}, {T_k})", call(f"causal_mask({T_q}, {T_k})", fn, T_q, T_k), expected, hidden=True
+        )
 
 
 @EXERCISES.check("causal_mask", hidden=True)
 def _causal_device(fn):
     """creates the mask on the requested device"""
     m = call("causal_mask(4, device='meta')", fn, 4, device="meta")
-    expect_true(isinstance(m, torch.Tensor) and m.device.type == "meta",
-                "causal_mask(..., device=d) should create the mask on device d (pass device= to torch.arange).")
+    expect_true(
+        isinstance(m, torch.Tensor) and m.device.type == "meta",
+        "causal_mask(..., device=d) should create the mask on device d (pass device= to torch.arange).",
+    )
 
 
 # ---------------------------------------------------------------- exercise 3: attention_mask_from_lengths
@@ -198,19 +216,28 @@ def _pad_oracle(lengths, T_k=None):
 def _padding_basic(fn):
     """attention_mask_from_lengths(torch.tensor([3, 1, 4])) marks the real tokens True"""
     lengths = torch.tensor([3, 1, 4])
-    expect_equal("attention_mask_from_lengths([3, 1, 4])", call("attention_mask_from_lengths", fn, lengths),
-                 _pad_oracle(lengths))
+    expect_equal(
+        "attention_mask_from_lengths([3, 1, 4])", call("attention_mask_from_lengths", fn, lengths), _pad_oracle(lengths)
+    )
 
 
 @EXERCISES.check("attention_mask_from_lengths", hidden=True)
 def _padding_longer(fn):
     """pads to an explicit T_k, handles a zero length and B != T_k"""
     lengths = torch.tensor([0, 6, 2, 5, 1])
-    expect_equal("attention_mask_from_lengths(lengths, T_k=8)", call("attention_mask_from_lengths", fn, lengths, 8),
-                 _pad_oracle(lengths, 8), hidden=True)
+    expect_equal(
+        "attention_mask_from_lengths(lengths, T_k=8)",
+        call("attention_mask_from_lengths", fn, lengths, 8),
+        _pad_oracle(lengths, 8),
+        hidden=True,
+    )
     lengths = torch.tensor([2, 7])
-    expect_equal("attention_mask_from_lengths(lengths)", call("attention_mask_from_lengths", fn, lengths),
-                 _pad_oracle(lengths), hidden=True)
+    expect_equal(
+        "attention_mask_from_lengths(lengths)",
+        call("attention_mask_from_lengths", fn, lengths),
+        _pad_oracle(lengths),
+        hidden=True,
+    )
 
 
 # ---------------------------------------------------------------- exercise 4: SelfAttention
@@ -229,16 +256,26 @@ def _compare_module(cls, args, x, mask=None, *, hidden=False):
     torch.manual_seed(0)
     module = call(f"SelfAttention{args}", cls, *args)
     for name in ("W_q", "W_k", "W_v"):
-        expect_true(isinstance(getattr(module, name, None), torch.nn.Linear),
-                    f"SelfAttention should keep its projection {name} as an nn.Linear attribute.")
+        expect_true(
+            isinstance(getattr(module, name, None), torch.nn.Linear),
+            f"SelfAttention should keep its projection {name} as an nn.Linear attribute.",
+        )
     with torch.no_grad():
         result = call("SelfAttention.forward", module, x, mask)
-        expect_true(isinstance(result, tuple) and len(result) == 2,
-                    "SelfAttention.forward should return (output, weights).")
+        expect_true(
+            isinstance(result, tuple) and len(result) == 2, "SelfAttention.forward should return (output, weights)."
+        )
         exp_out, exp_w = _module_oracle(module, x, mask)
-    expect_close("SelfAttention: weights", result[1], exp_w, hidden=hidden,
-                 hint="" if hidden else "queries come from W_q, keys from W_k, values from W_v, all applied to x. "
-                 "SelfAttention calls your scaled_dot_product_attention: if its checks fail, fix that first.")
+    expect_close(
+        "SelfAttention: weights",
+        result[1],
+        exp_w,
+        hidden=hidden,
+        hint=""
+        if hidden
+        else "queries come from W_q, keys from W_k, values from W_v, all applied to x. "
+        "SelfAttention calls your scaled_dot_product_attention: if its checks fail, fix that first.",
+    )
     expect_close("SelfAttention: output", result[0], exp_out, hidden=hidden)
 
 
@@ -262,61 +299,127 @@ def _module_masked(cls):
 # --------------------------------------------------------------------------------------------------
 
 MUTANTS = [
-    Mutant("softmax over queries", "scaled_dot_product_attention",
-           (("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),),
-           "softmax over the wrong axis"),
+    Mutant(
+        "softmax over queries",
+        "scaled_dot_product_attention",
+        (("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),),
+        "softmax over the wrong axis",
+    ),
     Mutant("no scaling", "scaled_dot_product_attention", ((" / math.sqrt(d_k)", ""),), "missing 1/sqrt(d_k)"),
     Mutant("scale by d_k", "scaled_dot_product_attention", (("math.sqrt(d_k)", "d_k"),), "divides by d_k"),
-    Mutant("scale by sqrt(d_v)", "scaled_dot_product_attention", (("math.sqrt(d_k)", "math.sqrt(v.shape[-1])"),),
-           "scales by the wrong width (only right when d_v == d_k)"),
-    Mutant("scale by sqrt(d_model)", "SelfAttention",
-           (("return scaled_dot_product_attention(q, k, v, mask)",
-             "w = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(self.d_model)).masked_fill(~mask, -1e9)"
-             " if mask is not None else q @ k.transpose(-2, -1) / math.sqrt(self.d_model), -1)\n"
-             "        return w @ v, w"),),
-           "an inline attention scaled by sqrt(d_model) instead of sqrt(d_k)"),
-    Mutant("mask polarity inverted", "scaled_dot_product_attention",
-           (("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
-            ("weights.masked_fill(~mask,", "weights.masked_fill(mask,")),
-           "treats True as 'masked out'"),
-    Mutant("mask after softmax", "scaled_dot_product_attention",
-           (("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)", "pass"),),
-           "zeros masked weights after the softmax without renormalising"),
-    Mutant("mask ignored", "scaled_dot_product_attention",
-           (("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)", "pass"),
-            ("weights = weights.masked_fill(~mask, 0.0)", "pass")),
-           "never applies the mask"),
-    Mutant("-inf fill gives NaN", "scaled_dot_product_attention",
-           (("torch.finfo(scores.dtype).min", "float('-inf')"),
-            ("weights = weights.masked_fill(~mask, 0.0)", "pass")),
-           "fully masked rows become NaN"),
-    Mutant("weights not normalised", "scaled_dot_product_attention",
-           (("torch.softmax(scores, dim=-1)", "torch.exp(scores)"),), "exp without normalisation"),
-    Mutant("transpose of dims 1 and 2", "scaled_dot_product_attention",
-           (("k.transpose(-2, -1)", "k.transpose(1, 2)"),), "only right for 3-D inputs"),
-    Mutant("causal hides the diagonal", "causal_mask", (("return j <= i", "return j < i"),),
-           "off by one: a token cannot see itself"),
-    Mutant("causal upper triangle", "causal_mask", (("return j <= i", "return j >= i"),),
-           "lets every token see the future instead of the past"),
-    Mutant("causal top-left aligned", "causal_mask", ((" + (T_k - T_q)", ""),),
-           "wrong for T_k > T_q (decoding with a cache)"),
-    Mutant("causal ignores device", "causal_mask",
-           (("torch.arange(T_q, device=device)", "torch.arange(T_q)"),
-            ("torch.arange(T_k, device=device)", "torch.arange(T_k)")),
-           "always builds the mask on the CPU"),
-    Mutant("padding mask off by one", "attention_mask_from_lengths",
-           (("positions[None, :] < lengths[:, None]", "positions[None, :] <= lengths[:, None]"),),
-           "marks one pad token as real"),
-    Mutant("padding mask inverted", "attention_mask_from_lengths",
-           (("positions[None, :] < lengths[:, None]", "positions[None, :] >= lengths[:, None]"),),
-           "True at the padding"),
-    Mutant("padding mask not broadcast", "attention_mask_from_lengths",
-           (("positions[None, :] < lengths[:, None]", "(positions < lengths).expand(len(lengths), T_k)"),),
-           "compares without broadcasting over the batch: only runs when B == T_k, and is wrong then"),
+    Mutant(
+        "scale by sqrt(d_v)",
+        "scaled_dot_product_attention",
+        (("math.sqrt(d_k)", "math.sqrt(v.shape[-1])"),),
+        "scales by the wrong width (only right when d_v == d_k)",
+    ),
+    Mutant(
+        "scale by sqrt(d_model)",
+        "SelfAttention",
+        (
+            (
+                "return scaled_dot_product_attention(q, k, v, mask)",
+                "w = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(self.d_model)).masked_fill(~mask, -1e9)"
+                " if mask is not None else q @ k.transpose(-2, -1) / math.sqrt(self.d_model), -1)\n"
+                "        return w @ v, w",
+            ),
+        ),
+        "an inline attention scaled by sqrt(d_model) instead of sqrt(d_k)",
+    ),
+    Mutant(
+        "mask polarity inverted",
+        "scaled_dot_product_attention",
+        (
+            ("scores.masked_fill(~mask,", "scores.masked_fill(mask,"),
+            ("weights.masked_fill(~mask,", "weights.masked_fill(mask,"),
+        ),
+        "treats True as 'masked out'",
+    ),
+    Mutant(
+        "mask after softmax",
+        "scaled_dot_product_attention",
+        (("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)", "pass"),),
+        "zeros masked weights after the softmax without renormalising",
+    ),
+    Mutant(
+        "mask ignored",
+        "scaled_dot_product_attention",
+        (
+            ("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)", "pass"),
+            ("weights = weights.masked_fill(~mask, 0.0)", "pass"),
+        ),
+        "never applies the mask",
+    ),
+    Mutant(
+        "-inf fill gives NaN",
+        "scaled_dot_product_attention",
+        (("torch.finfo(scores.dtype).min", "float('-inf')"), ("weights = weights.masked_fill(~mask, 0.0)", "pass")),
+        "fully masked rows become NaN",
+    ),
+    Mutant(
+        "weights not normalised",
+        "scaled_dot_product_attention",
+        (("torch.softmax(scores, dim=-1)", "torch.exp(scores)"),),
+        "exp without normalisation",
+    ),
+    Mutant(
+        "transpose of dims 1 and 2",
+        "scaled_dot_product_attention",
+        (("k.transpose(-2, -1)", "k.transpose(1, 2)"),),
+        "only right for 3-D inputs",
+    ),
+    Mutant(
+        "causal hides the diagonal",
+        "causal_mask",
+        (("return j <= i", "return j < i"),),
+        "off by one: a token cannot see itself",
+    ),
+    Mutant(
+        "causal upper triangle",
+        "causal_mask",
+        (("return j <= i", "return j >= i"),),
+        "lets every token see the future instead of the past",
+    ),
+    Mutant(
+        "causal top-left aligned",
+        "causal_mask",
+        ((" + (T_k - T_q)", ""),),
+        "wrong for T_k > T_q (decoding with a cache)",
+    ),
+    Mutant(
+        "causal ignores device",
+        "causal_mask",
+        (
+            ("torch.arange(T_q, device=device)", "torch.arange(T_q)"),
+            ("torch.arange(T_k, device=device)", "torch.arange(T_k)"),
+        ),
+        "always builds the mask on the CPU",
+    ),
+    Mutant(
+        "padding mask off by one",
+        "attention_mask_from_lengths",
+        (("positions[None, :] < lengths[:, None]", "positions[None, :] <= lengths[:, None]"),),
+        "marks one pad token as real",
+    ),
+    Mutant(
+        "padding mask inverted",
+        "attention_mask_from_lengths",
+        (("positions[None, :] < lengths[:, None]", "positions[None, :] >= lengths[:, None]"),),
+        "True at the padding",
+    ),
+    Mutant(
+        "padding mask not broadcast",
+        "attention_mask_from_lengths",
+        (("positions[None, :] < lengths[:, None]", "(positions < lengths).expand(len(lengths), T_k)"),),
+        "compares without broadcasting over the batch: only runs when B == T_k, and is wrong then",
+    ),
     Mutant("keys from W_q", "SelfAttention", (("self.W_k(x)", "self.W_q(x)"),), "projects keys with W_q"),
-    Mutant("mask not passed on", "SelfAttention",
-           (("scaled_dot_product_attention(q, k, v, mask)", "scaled_dot_product_attention(q, k, v)"),),
-           "the module ignores its mask"),
+    Mutant(
+        "mask not passed on",
+        "SelfAttention",
+        (("scaled_dot_product_attention(q, k, v, mask)", "scaled_dot_product_attention(q, k, v)"),),
+        "the module ignores its mask",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

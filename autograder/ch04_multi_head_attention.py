@@ -33,8 +33,10 @@ def _split_oracle(x, H):
     return torch.stack(x.chunk(H, dim=-1), dim=1)  # head i = i-th contiguous block of features
 
 
-_SPLIT_HINT = ("Head i must hold features i*d_k ... (i+1)*d_k - 1 of *every* token: reshape to (B, T, H, d_k) first, "
-               "then swap the T and H axes. Reshaping straight to (B, H, T, d_k) mixes different tokens.")
+_SPLIT_HINT = (
+    "Head i must hold features i*d_k ... (i+1)*d_k - 1 of *every* token: reshape to (B, T, H, d_k) first, "
+    "then swap the T and H axes. Reshaping straight to (B, H, T, d_k) mixes different tokens."
+)
 
 
 @EXERCISES.check("split_heads", points=2)
@@ -70,8 +72,12 @@ def _merge_basic(fn):
     x = torch.arange(2 * 3 * 5 * 4, dtype=torch.float32).reshape(2, 3, 5, 4)
     got = call("merge_heads(x)", fn, x)
     expect_shape("merge_heads(x)", got, (2, 5, 12))
-    expect_close("merge_heads(x)", got, _merge_oracle(x),
-                 hint="Bring T next to the batch first (transpose H and T), then flatten (H, d_k).")
+    expect_close(
+        "merge_heads(x)",
+        got,
+        _merge_oracle(x),
+        hint="Bring T next to the batch first (transpose H and T), then flatten (H, d_k).",
+    )
 
 
 @EXERCISES.check("merge_heads", hidden=True)
@@ -89,8 +95,10 @@ def _build(cls, d_model, H, bias=True, seed=0):
     torch.manual_seed(seed)
     m = call(f"MultiHeadAttention({d_model}, {H})", cls, d_model, H, bias=bias)
     for name in ("W_q", "W_k", "W_v", "W_o"):
-        expect_true(isinstance(getattr(m, name, None), torch.nn.Linear),
-                    f"MultiHeadAttention should keep its projection {name} as an nn.Linear attribute.")
+        expect_true(
+            isinstance(getattr(m, name, None), torch.nn.Linear),
+            f"MultiHeadAttention should keep its projection {name} as an nn.Linear attribute.",
+        )
     return m
 
 
@@ -115,22 +123,35 @@ def _compare_mha(cls, d_model, H, q, k, v, key_pad=None, attn=None, *, bias=True
     if attn is not None:
         mask = attn if mask is None else mask & attn
     result = call("MultiHeadAttention.forward", m, q, k, v, mask)
-    expect_true(isinstance(result, tuple) and len(result) == 2,
-                "MultiHeadAttention.forward should return (output, weights).")
+    expect_true(
+        isinstance(result, tuple) and len(result) == 2, "MultiHeadAttention.forward should return (output, weights)."
+    )
     out, weights = result
     twin = _torch_twin(m, d_model, H, bias)
     # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
-    exp_out, exp_w = twin(q, k, v, key_padding_mask=None if key_pad is None else ~key_pad,
-                          attn_mask=None if attn is None else ~attn, need_weights=True,
-                          average_attn_weights=average)
+    exp_out, exp_w = twin(
+        q,
+        k,
+        v,
+        key_padding_mask=None if key_pad is None else ~key_pad,
+        attn_mask=None if attn is None else ~attn,
+        need_weights=True,
+        average_attn_weights=average,
+    )
     B, T_q, T_k = q.shape[0], q.shape[1], k.shape[1]
     expect_shape("MultiHeadAttention: weights", weights, (B, H, T_q, T_k))
     if average:
         weights = weights.mean(dim=1)  # what nn.MultiheadAttention returns with average_attn_weights=True
-    expect_close("MultiHeadAttention: weights" + (" averaged over heads" if average else ""), weights, exp_w,
-                 hidden=hidden)
-    expect_close("MultiHeadAttention: output", out, exp_out, hidden=hidden,
-                 hint="" if hidden else "project, split_heads, attend per head, merge_heads, then W_o.")
+    expect_close(
+        "MultiHeadAttention: weights" + (" averaged over heads" if average else ""), weights, exp_w, hidden=hidden
+    )
+    expect_close(
+        "MultiHeadAttention: output",
+        out,
+        exp_out,
+        hidden=hidden,
+        hint="" if hidden else "project, split_heads, attend per head, merge_heads, then W_o.",
+    )
 
 
 @EXERCISES.check("MultiHeadAttention", points=4)
@@ -193,35 +214,76 @@ def _mha_float64_grad(cls):
 # --------------------------------------------------------------------------------------------------
 
 MUTANTS = [
-    Mutant("split without transpose", "split_heads",
-           (("return x.view(B, T, n_heads, d_k).transpose(1, 2)", "return x.reshape(B, n_heads, T, d_k)"),),
-           "reshapes (B, T, d_model) straight to (B, H, T, d_k): a head's 'tokens' are pieces of several tokens"),
-    Mutant("heads strided", "split_heads",
-           (("return x.view(B, T, n_heads, d_k).transpose(1, 2)",
-             "return x.view(B, T, d_k, n_heads).permute(0, 3, 1, 2)"),),
-           "head i takes every H-th feature instead of a contiguous block (not nn.MultiheadAttention's layout)"),
-    Mutant("merge without transpose", "merge_heads",
-           (("return x.transpose(1, 2).reshape(B, T, H * d_k)", "return x.reshape(B, T, H * d_k)"),),
-           "flattens (B, H, T, d_k) without bringing T forward"),
-    Mutant("merge transposes the wrong axes", "merge_heads",
-           (("x.transpose(1, 2).reshape", "x.transpose(2, 3).reshape"),), "swaps T and d_k instead of H and T"),
-    Mutant("scale by sqrt(d_model)", "MultiHeadAttention",
-           (("scaled_dot_product_attention(q, k, v, mask)",
-             "scaled_dot_product_attention(q * (self.d_k / self.d_model) ** 0.5, k, v, mask)"),),
-           "scores divided by sqrt(d_model) instead of sqrt(d_k)"),
-    Mutant("output projection missing", "MultiHeadAttention",
-           (("return self.W_o(merge_heads(heads)), weights", "return merge_heads(heads), weights"),),
-           "returns the concatenated heads without W_O"),
-    Mutant("keys from the query", "MultiHeadAttention", (("self.W_k(key)", "self.W_k(query)"),),
-           "self-attention hard-wired: wrong (or crashes) for cross-attention"),
-    Mutant("values from the key", "MultiHeadAttention", (("self.W_v(value)", "self.W_v(key)"),),
-           "projects the key tensor as values"),
-    Mutant("mask ignored", "MultiHeadAttention",
-           (("scaled_dot_product_attention(q, k, v, mask)", "scaled_dot_product_attention(q, k, v)"),),
-           "never passes the mask on"),
-    Mutant("weights averaged over heads", "MultiHeadAttention",
-           (("return self.W_o(merge_heads(heads)), weights", "return self.W_o(merge_heads(heads)), weights.mean(1)"),),
-           "returns (B, T_q, T_k) instead of per-head weights"),
+    Mutant(
+        "split without transpose",
+        "split_heads",
+        (("return x.view(B, T, n_heads, d_k).transpose(1, 2)", "return x.reshape(B, n_heads, T, d_k)"),),
+        "reshapes (B, T, d_model) straight to (B, H, T, d_k): a head's 'tokens' are pieces of several tokens",
+    ),
+    Mutant(
+        "heads strided",
+        "split_heads",
+        (
+            (
+                "return x.view(B, T, n_heads, d_k).transpose(1, 2)",
+                "return x.view(B, T, d_k, n_heads).permute(0, 3, 1, 2)",
+            ),
+        ),
+        "head i takes every H-th feature instead of a contiguous block (not nn.MultiheadAttention's layout)",
+    ),
+    Mutant(
+        "merge without transpose",
+        "merge_heads",
+        (("return x.transpose(1, 2).reshape(B, T, H * d_k)", "return x.reshape(B, T, H * d_k)"),),
+        "flattens (B, H, T, d_k) without bringing T forward",
+    ),
+    Mutant(
+        "merge transposes the wrong axes",
+        "merge_heads",
+        (("x.transpose(1, 2).reshape", "x.transpose(2, 3).reshape"),),
+        "swaps T and d_k instead of H and T",
+    ),
+    Mutant(
+        "scale by sqrt(d_model)",
+        "MultiHeadAttention",
+        (
+            (
+                "scaled_dot_product_attention(q, k, v, mask)",
+                "scaled_dot_product_attention(q * (self.d_k / self.d_model) ** 0.5, k, v, mask)",
+            ),
+        ),
+        "scores divided by sqrt(d_model) instead of sqrt(d_k)",
+    ),
+    Mutant(
+        "output projection missing",
+        "MultiHeadAttention",
+        (("return self.W_o(merge_heads(heads)), weights", "return merge_heads(heads), weights"),),
+        "returns the concatenated heads without W_O",
+    ),
+    Mutant(
+        "keys from the query",
+        "MultiHeadAttention",
+        (("self.W_k(key)", "self.W_k(query)"),),
+        "self-attention hard-wired: wrong (or crashes) for cross-attention",
+    ),
+    Mutant(
+        "values from the key",
+        "MultiHeadAttention",
+        (("self.W_v(value)", "self.W_v(key)"),),
+        "projects the key tensor as values",
+    ),
+    Mutant(
+        "mask ignored",
+        "MultiHeadAttention",
+        (("scaled_dot_product_attention(q, k, v, mask)", "scaled_dot_product_attention(q, k, v)"),),
+        "never passes the mask on",
+    ),
+    Mutant(
+        "weights averaged over heads",
+        "MultiHeadAttention",
+        (("return self.W_o(merge_heads(heads)), weights", "return self.W_o(merge_heads(heads)), weights.mean(1)"),),
+        "returns (B, T_q, T_k) instead of per-head weights",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

@@ -22,7 +22,7 @@ from torch.nn import Transformer as _TorchTransformer
 from torch.nn import TransformerDecoderLayer as _TorchDecoderLayer
 from torch.nn import TransformerEncoderLayer as _TorchEncoderLayer
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_true
 
 EXERCISES = Exercises("ch05_transformer")
 
@@ -31,6 +31,8 @@ def _torch_causal(T: int) -> torch.Tensor:
     """PyTorch's causal mask (float, -inf above the diagonal) as a bool mask (True = masked out): bool like the
     padding masks, so that PyTorch warns about no mismatch (a test cell that writes to stderr scores zero)."""
     return torch.isinf(_TorchTransformer.generate_square_subsequent_mask(T))
+
+
 _ACT = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
 
 
@@ -52,8 +54,10 @@ def _pe_oracle(T: int, d: int) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.float32)
 
 
-_PE_HINT = ("PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) on the even dims and PE(pos, 2i+1) = cos(same angle) on the "
-            "odd dims: interleaved (pe[:, 0::2], pe[:, 1::2]), not sin-block then cos-block.")
+_PE_HINT = (
+    "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) on the even dims and PE(pos, 2i+1) = cos(same angle) on the "
+    "odd dims: interleaved (pe[:, 0::2], pe[:, 1::2]), not sin-block then cos-block."
+)
 
 
 @EXERCISES.check("PositionalEncoding", points=2)
@@ -70,8 +74,9 @@ def _pe_long_and_added(cls):
     for d, T in ((12, 40), (6, 17)):
         pe = call(f"PositionalEncoding({d}, context_length=64)", cls, d, 64)
         x = torch.randn(3, T, d, generator=_gen(d))
-        expect_close(f"PositionalEncoding({d})(x)", call("PositionalEncoding.forward", pe, x), x + _pe_oracle(T, d),
-                     hidden=True)
+        expect_close(
+            f"PositionalEncoding({d})(x)", call("PositionalEncoding.forward", pe, x), x + _pe_oracle(T, d), hidden=True
+        )
 
 
 @EXERCISES.check("PositionalEncoding", hidden=True)
@@ -83,11 +88,16 @@ def _pe_dropout(cls):
     torch.manual_seed(0)
     out = call("PositionalEncoding.forward", pe, x)
     zeros = float((out == 0).float().mean())
-    expect_true(0.3 < zeros < 0.7, f"With dropout=0.5 in training mode about half the outputs should be 0; "
-                                   f"{zeros:.0%} are.")
+    expect_true(
+        0.3 < zeros < 0.7, f"With dropout=0.5 in training mode about half the outputs should be 0; {zeros:.0%} are."
+    )
     pe.eval()
-    expect_close("PositionalEncoding in eval mode", call("PositionalEncoding.forward", pe, x), x + _pe_oracle(20, 16),
-                 hidden=True)
+    expect_close(
+        "PositionalEncoding in eval mode",
+        call("PositionalEncoding.forward", pe, x),
+        x + _pe_oracle(20, 16),
+        hidden=True,
+    )
 
 
 # ---------------------------------------------------------------- exercise 2: TokenEmbedding
@@ -100,8 +110,12 @@ def _embedding_scaled(cls):
     emb = call("TokenEmbedding(11, 6)", cls, 11, 6)
     tokens = torch.tensor([[1, 5, 10], [0, 3, 3]])
     got = call("TokenEmbedding.forward", emb, tokens)
-    expect_close("TokenEmbedding()(tokens)", got, emb.embedding.weight.detach()[tokens] * math.sqrt(6),
-                 hint="Vaswani et al. 2017, section 3.4: the embedding weights are multiplied by sqrt(d_model).")
+    expect_close(
+        "TokenEmbedding()(tokens)",
+        got,
+        emb.embedding.weight.detach()[tokens] * math.sqrt(6),
+        hint="Vaswani et al. 2017, section 3.4: the embedding weights are multiplied by sqrt(d_model).",
+    )
 
 
 # ---------------------------------------------------------------- helpers for the layers
@@ -134,13 +148,22 @@ def _copy_rest(ours, theirs, n_norms: int) -> None:
 
 
 def _layer_args(d, H, d_ff, norm_first, activation, eps):
-    return dict(d_model=d, n_heads=H, d_ff=d_ff, dropout=0.0, norm_first=norm_first, activation=activation,
-                layer_norm_eps=eps)
+    return dict(
+        d_model=d, n_heads=H, d_ff=d_ff, dropout=0.0, norm_first=norm_first, activation=activation, layer_norm_eps=eps
+    )
 
 
 def _torch_args(d, H, d_ff, norm_first, activation, eps):
-    return dict(d_model=d, nhead=H, dim_feedforward=d_ff, dropout=0.0, activation=_ACT[activation],
-                layer_norm_eps=eps, batch_first=True, norm_first=norm_first)
+    return dict(
+        d_model=d,
+        nhead=H,
+        dim_feedforward=d_ff,
+        dropout=0.0,
+        activation=_ACT[activation],
+        layer_norm_eps=eps,
+        batch_first=True,
+        norm_first=norm_first,
+    )
 
 
 def _pad(lengths, T):
@@ -150,8 +173,7 @@ def _pad(lengths, T):
 # ---------------------------------------------------------------- exercise 3: EncoderLayer
 
 
-def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=None, causal=False, hidden=False,
-                     seed=0):
+def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=None, causal=False, hidden=False, seed=0):
     d, H, d_ff, B, T = 12, 3, 20, len(lengths) if lengths else 2, 6
     kind = "pre-LN" if norm_first else "post-LN"
     layer = call(f"EncoderLayer({kind})", cls, **_layer_args(d, H, d_ff, norm_first, activation, eps))
@@ -171,8 +193,18 @@ def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=No
         kw["src_mask"] = _torch_causal(T)
     got = call("EncoderLayer.forward", layer, x, mask)
     expected = twin(x, **kw)
-    hint = "" if hidden else (f"{kind}: " + ("x + Sublayer(LayerNorm(x)) for both sublayers." if norm_first else
-                                               "LayerNorm(x + Sublayer(x)) for both sublayers (the paper)."))
+    hint = (
+        ""
+        if hidden
+        else (
+            f"{kind}: "
+            + (
+                "x + Sublayer(LayerNorm(x)) for both sublayers."
+                if norm_first
+                else "LayerNorm(x + Sublayer(x)) for both sublayers (the paper)."
+            )
+        )
+    )
     expect_close(f"EncoderLayer ({kind}) output", got, expected, hidden=hidden, hint=hint)
 
 
@@ -192,8 +224,7 @@ def _encoder_pre_ln(cls):
 def _encoder_variants(cls):
     """BERT-style (post-LN, GELU, eps 1e-12) and GPT-style (pre-LN, GELU tanh, causal + padding) layers"""
     _compare_encoder(cls, norm_first=False, activation="gelu", eps=1e-12, lengths=[4, 6], hidden=True, seed=3)
-    _compare_encoder(cls, norm_first=True, activation="gelu_tanh", lengths=[6, 2, 5], causal=True, hidden=True,
-                     seed=4)
+    _compare_encoder(cls, norm_first=True, activation="gelu_tanh", lengths=[6, 2, 5], causal=True, hidden=True, seed=4)
     _compare_encoder(cls, norm_first=False, causal=True, hidden=True, seed=5)
 
 
@@ -220,12 +251,23 @@ def _compare_decoder(cls, *, norm_first, tgt_lengths=None, src_lengths=None, hid
     tgt_pad = _pad(tgt_lengths, T) if tgt_lengths else None
     src_pad = _pad(src_lengths, S) if src_lengths else None
     got = call("DecoderLayer.forward", layer, y, memory, tgt_pad, src_pad)
-    expected = twin(y, memory, tgt_mask=_torch_causal(T), tgt_is_causal=True,
-                    # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
-                    tgt_key_padding_mask=None if tgt_pad is None else ~tgt_pad,
-                    memory_key_padding_mask=None if src_pad is None else ~src_pad)
-    hint = "" if hidden else ("causal self-attention (with the target padding), then cross-attention with queries from "
-                              "the decoder and keys/values from memory (with the source padding), then the FFN.")
+    expected = twin(
+        y,
+        memory,
+        tgt_mask=_torch_causal(T),
+        tgt_is_causal=True,
+        # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
+        tgt_key_padding_mask=None if tgt_pad is None else ~tgt_pad,
+        memory_key_padding_mask=None if src_pad is None else ~src_pad,
+    )
+    hint = (
+        ""
+        if hidden
+        else (
+            "causal self-attention (with the target padding), then cross-attention with queries from "
+            "the decoder and keys/values from memory (with the source padding), then the FFN."
+        )
+    )
     expect_close(f"DecoderLayer ({kind}) output", got, expected, hidden=hidden, hint=hint)
 
 
@@ -244,11 +286,13 @@ def _decoder_no_future_leak(cls):
     base = call("DecoderLayer.forward", layer, y, memory, None, None)
     for t in range(5):
         changed = y.clone()
-        changed[:, t + 1:] = torch.randn(2, 5 - t, d, generator=g)
+        changed[:, t + 1 :] = torch.randn(2, 5 - t, d, generator=g)
         out = call("DecoderLayer.forward", layer, changed, memory, None, None)
         if not torch.allclose(out[:, : t + 1], base[:, : t + 1], atol=1e-5):
-            raise CheckFailed(f"Changing the target tokens after position {t} changed the output at positions <= {t}: "
-                              "the decoder's self-attention sees the future. Apply the causal mask.")
+            raise CheckFailed(
+                f"Changing the target tokens after position {t} changed the output at positions <= {t}: "
+                "the decoder's self-attention sees the future. Apply the causal mask."
+            )
 
 
 @EXERCISES.check("DecoderLayer", hidden=True)
@@ -269,57 +313,134 @@ def _decoder_same_lengths(cls):
 # --------------------------------------------------------------------------------------------------
 
 MUTANTS = [
-    Mutant("sin and cos concatenated", "PositionalEncoding",
-           (("pe[:, 0::2] = torch.sin(angle)", "pe[:, : (d_model + 1) // 2] = torch.sin(angle)"),
-            ("pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])",
-             "pe[:, (d_model + 1) // 2:] = torch.cos(angle[:, : d_model // 2])")),
-           "sine block then cosine block instead of interleaved dims"),
-    Mutant("sin and cos swapped", "PositionalEncoding",
-           (("torch.sin(angle)", "torch.COS(angle)"), ("torch.cos(angle[", "torch.sin(angle["),
-            ("torch.COS(", "torch.cos(")),
-           "cosine on even dims, sine on odd"),
-    Mutant("frequency 10000^(i/d)", "PositionalEncoding", (("10000 ** (two_i / d_model)", "10000 ** (two_i / 2 / d_model)"),),
-           "uses i instead of 2i in the exponent"),
-    Mutant("missing embedding scale", "TokenEmbedding", ((" * math.sqrt(self.d_model)", ""),),
-           "forgets to multiply the embeddings by sqrt(d_model)"),
-    Mutant("embedding scaled by d_model", "TokenEmbedding", (("math.sqrt(self.d_model)", "self.d_model"),),
-           "multiplies by d_model"),
-    Mutant("pre-LN where post-LN is asked", "EncoderLayer", (("if self.norm_first:", "if True:"),),
-           "always normalises before the sublayer"),
-    Mutant("post-LN where pre-LN is asked", "EncoderLayer", (("if self.norm_first:", "if False:"),),
-           "always normalises after the residual sum"),
-    Mutant("attention residual dropped", "EncoderLayer",
-           (("x = self.norm1(x + self.dropout1(", "x = self.norm1(self.dropout1("),), "post-LN attention without x +"),
-    Mutant("FFN residual dropped (pre-LN)", "EncoderLayer",
-           (("x = x + self.dropout2(self.ffn(self.norm2(x)))", "x = self.dropout2(self.ffn(self.norm2(x)))"),),
-           "pre-LN feed-forward without the residual"),
-    Mutant("one LayerNorm for both sublayers", "EncoderLayer",
-           (("self.norm2(x + self.dropout2(self.ffn(x)))", "self.norm1(x + self.dropout2(self.ffn(x)))"),),
-           "reuses norm1 after the FFN"),
-    Mutant("encoder mask not passed", "EncoderLayer",
-           (("self.self_attn(h, h, h, mask)", "self.self_attn(h, h, h, None)"),
-            ("self.self_attn(x, x, x, mask)", "self.self_attn(x, x, x, None)")),
-           "ignores the padding / causal mask"),
-    Mutant("no causal mask in the decoder", "DecoderLayer",
-           (("self_mask = causal_mask(T, device=y.device)",
-             "self_mask = torch.ones(T, T, dtype=torch.bool, device=y.device)"),),
-           "the decoder's self-attention sees future target tokens"),
-    Mutant("cross-attention keys and values from the decoder", "DecoderLayer",
-           (("self.cross_attn(y, memory, memory, cross_mask)", "self.cross_attn(y, y, y, cross_mask)"),
-            ("self.cross_attn(h, memory, memory, cross_mask)", "self.cross_attn(h, h, h, cross_mask)")),
-           "second self-attention instead of attending to the encoder output"),
-    Mutant("padding mask missing in cross-attention", "DecoderLayer",
-           (("cross_mask = None if src_attention_mask is None else src_attention_mask[:, None, None, :]",
-             "cross_mask = None"),),
-           "attends to source padding"),
-    Mutant("target padding ignored", "DecoderLayer",
-           (("self_mask = self_mask & tgt_attention_mask[:, None, None, :]", "pass"),),
-           "attends to target padding"),
-    Mutant("decoder FFN residual dropped", "DecoderLayer",
-           (("y = self.norm3(y + self.dropout3(self.ffn(y)))", "y = self.norm3(self.dropout3(self.ffn(y)))"),),
-           "post-LN feed-forward without the residual"),
-    Mutant("decoder pre-LN where post-LN is asked", "DecoderLayer", (("if self.norm_first:", "if True:"),),
-           "always normalises before the sublayer"),
+    Mutant(
+        "sin and cos concatenated",
+        "PositionalEncoding",
+        (
+            ("pe[:, 0::2] = torch.sin(angle)", "pe[:, : (d_model + 1) // 2] = torch.sin(angle)"),
+            (
+                "pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])",
+                "pe[:, (d_model + 1) // 2:] = torch.cos(angle[:, : d_model // 2])",
+            ),
+        ),
+        "sine block then cosine block instead of interleaved dims",
+    ),
+    Mutant(
+        "sin and cos swapped",
+        "PositionalEncoding",
+        (
+            ("torch.sin(angle)", "torch.COS(angle)"),
+            ("torch.cos(angle[", "torch.sin(angle["),
+            ("torch.COS(", "torch.cos("),
+        ),
+        "cosine on even dims, sine on odd",
+    ),
+    Mutant(
+        "frequency 10000^(i/d)",
+        "PositionalEncoding",
+        (("10000 ** (two_i / d_model)", "10000 ** (two_i / 2 / d_model)"),),
+        "uses i instead of 2i in the exponent",
+    ),
+    Mutant(
+        "missing embedding scale",
+        "TokenEmbedding",
+        ((" * math.sqrt(self.d_model)", ""),),
+        "forgets to multiply the embeddings by sqrt(d_model)",
+    ),
+    Mutant(
+        "embedding scaled by d_model",
+        "TokenEmbedding",
+        (("math.sqrt(self.d_model)", "self.d_model"),),
+        "multiplies by d_model",
+    ),
+    Mutant(
+        "pre-LN where post-LN is asked",
+        "EncoderLayer",
+        (("if self.norm_first:", "if True:"),),
+        "always normalises before the sublayer",
+    ),
+    Mutant(
+        "post-LN where pre-LN is asked",
+        "EncoderLayer",
+        (("if self.norm_first:", "if False:"),),
+        "always normalises after the residual sum",
+    ),
+    Mutant(
+        "attention residual dropped",
+        "EncoderLayer",
+        (("x = self.norm1(x + self.dropout1(", "x = self.norm1(self.dropout1("),),
+        "post-LN attention without x +",
+    ),
+    Mutant(
+        "FFN residual dropped (pre-LN)",
+        "EncoderLayer",
+        (("x = x + self.dropout2(self.ffn(self.norm2(x)))", "x = self.dropout2(self.ffn(self.norm2(x)))"),),
+        "pre-LN feed-forward without the residual",
+    ),
+    Mutant(
+        "one LayerNorm for both sublayers",
+        "EncoderLayer",
+        (("self.norm2(x + self.dropout2(self.ffn(x)))", "self.norm1(x + self.dropout2(self.ffn(x)))"),),
+        "reuses norm1 after the FFN",
+    ),
+    Mutant(
+        "encoder mask not passed",
+        "EncoderLayer",
+        (
+            ("self.self_attn(h, h, h, mask)", "self.self_attn(h, h, h, None)"),
+            ("self.self_attn(x, x, x, mask)", "self.self_attn(x, x, x, None)"),
+        ),
+        "ignores the padding / causal mask",
+    ),
+    Mutant(
+        "no causal mask in the decoder",
+        "DecoderLayer",
+        (
+            (
+                "self_mask = causal_mask(T, device=y.device)",
+                "self_mask = torch.ones(T, T, dtype=torch.bool, device=y.device)",
+            ),
+        ),
+        "the decoder's self-attention sees future target tokens",
+    ),
+    Mutant(
+        "cross-attention keys and values from the decoder",
+        "DecoderLayer",
+        (
+            ("self.cross_attn(y, memory, memory, cross_mask)", "self.cross_attn(y, y, y, cross_mask)"),
+            ("self.cross_attn(h, memory, memory, cross_mask)", "self.cross_attn(h, h, h, cross_mask)"),
+        ),
+        "second self-attention instead of attending to the encoder output",
+    ),
+    Mutant(
+        "padding mask missing in cross-attention",
+        "DecoderLayer",
+        (
+            (
+                "cross_mask = None if src_attention_mask is None else src_attention_mask[:, None, None, :]",
+                "cross_mask = None",
+            ),
+        ),
+        "attends to source padding",
+    ),
+    Mutant(
+        "target padding ignored",
+        "DecoderLayer",
+        (("self_mask = self_mask & tgt_attention_mask[:, None, None, :]", "pass"),),
+        "attends to target padding",
+    ),
+    Mutant(
+        "decoder FFN residual dropped",
+        "DecoderLayer",
+        (("y = self.norm3(y + self.dropout3(self.ffn(y)))", "y = self.norm3(self.dropout3(self.ffn(y)))"),),
+        "post-LN feed-forward without the residual",
+    ),
+    Mutant(
+        "decoder pre-LN where post-LN is asked",
+        "DecoderLayer",
+        (("if self.norm_first:", "if True:"),),
+        "always normalises before the sublayer",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

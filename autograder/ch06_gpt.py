@@ -47,15 +47,18 @@ def _block_oracle(block, x):
     y = _torch_sdpa(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
     x = x + F.linear(y, block.attn.W_o.weight, block.attn.W_o.bias)
     h = F.layer_norm(x, (C,), block.ln_2.weight, block.ln_2.bias, block.ln_2.eps)
-    return x + F.linear(F.gelu(F.linear(h, block.mlp.W_1.weight, block.mlp.W_1.bias), approximate="tanh"),
-                        block.mlp.W_2.weight, block.mlp.W_2.bias)
+    return x + F.linear(
+        F.gelu(F.linear(h, block.mlp.W_1.weight, block.mlp.W_1.bias), approximate="tanh"),
+        block.mlp.W_2.weight,
+        block.mlp.W_2.bias,
+    )
 
 
 def _block_hint(block, x, got):
     """Name a known mistake when the student's output matches it."""
     C = x.shape[-1]
-    ln1 = lambda t: F.layer_norm(t, (C,), block.ln_1.weight, block.ln_1.bias, block.ln_1.eps)  # noqa: E731
-    ln2 = lambda t: F.layer_norm(t, (C,), block.ln_2.weight, block.ln_2.bias, block.ln_2.eps)  # noqa: E731
+    ln1 = lambda t: F.layer_norm(t, (C,), block.ln_1.weight, block.ln_1.bias, block.ln_1.eps)
+    ln2 = lambda t: F.layer_norm(t, (C,), block.ln_2.weight, block.ln_2.bias, block.ln_2.eps)
     with torch.no_grad():
         x1 = ln1(x + block.attn(x, torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril())[0])
         post = ln2(x1 + block.mlp(x1))
@@ -86,24 +89,30 @@ def _compare_block(cls, config, x, *, hidden=False, use_sdpa=None):
 @EXERCISES.check("Block", points=3)
 def _block_basic(cls):
     """Block(d_model=16, n_heads=4) on x (2, 7, 16) is x + attn(LN1(x)) then + mlp(LN2(x)), causal"""
-    _compare_block(cls, GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=4, d_model=16),
-                   torch.randn(2, 7, 16, generator=_gen(2)))
+    _compare_block(
+        cls,
+        GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=4, d_model=16),
+        torch.randn(2, 7, 16, generator=_gen(2)),
+    )
 
 
 @EXERCISES.check("Block")
 def _block_causal(cls):
     """output at position t does not change when tokens after t change"""
     torch.manual_seed(0)
-    block = _randomise(call("Block(config)", cls, GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=2,
-                                                             d_model=8)), seed=3).eval()
+    block = _randomise(
+        call("Block(config)", cls, GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=2, d_model=8)), seed=3
+    ).eval()
     x = torch.randn(1, 6, 8, generator=_gen(4))
     y = x.clone()
     y[:, 4:] = torch.randn(1, 2, 8, generator=_gen(5))
     with torch.no_grad():
         a, b = call("Block.forward", block, x), call("Block.forward", block, y)
-    expect_true(torch.allclose(a[:, :4], b[:, :4], atol=1e-6),
-                "Changing tokens 4 and 5 changed the output at positions 0-3: the block looks into the future. "
-                "Mask the attention with causal_mask(T, device=x.device) (True = may attend).")
+    expect_true(
+        torch.allclose(a[:, :4], b[:, :4], atol=1e-6),
+        "Changing tokens 4 and 5 changed the output at positions 0-3: the block looks into the future. "
+        "Mask the attention with causal_mask(T, device=x.device) (True = may attend).",
+    )
 
 
 @EXERCISES.check("Block", hidden=True)
@@ -138,10 +147,12 @@ def _build_gpt(cls, config, seed=0):
 
 
 def _expect_tied(model):
-    expect_true(model.lm_head.weight is model.wte.weight,
-                "model.lm_head.weight should be the very same Parameter as model.wte.weight (weight tying): "
-                "assign it, `self.lm_head.weight = self.wte.weight`; a copy (clone, nn.Parameter(...), .data "
-                "copy) is two tensors that drift apart as soon as training starts.")
+    expect_true(
+        model.lm_head.weight is model.wte.weight,
+        "model.lm_head.weight should be the very same Parameter as model.wte.weight (weight tying): "
+        "assign it, `self.lm_head.weight = self.wte.weight`; a copy (clone, nn.Parameter(...), .data "
+        "copy) is two tensors that drift apart as soon as training starts.",
+    )
 
 
 @EXERCISES.check("GPT", points=3)
@@ -181,15 +192,21 @@ def _gpt_positions_and_gradient(cls):
     idx = torch.randint(17, (3, 7), generator=_gen(10))
     pos = torch.arange(7) + 4
     with torch.no_grad():
-        expect_close("model(idx, position_ids)", call("model(idx, position_ids)", model, idx, pos),
-                     _gpt_oracle(model, idx, pos), hidden=True)
+        expect_close(
+            "model(idx, position_ids)",
+            call("model(idx, position_ids)", model, idx, pos),
+            _gpt_oracle(model, idx, pos),
+            hidden=True,
+        )
         expect_close("model(idx)", call("model(idx)", model, idx), _gpt_oracle(model, idx), hidden=True)
     model.zero_grad()
     logits = call("model(idx)", model, idx[:, :3] % 5)  # tokens 5..16 never appear in the input
     call("backward", lambda: F.cross_entropy(logits.flatten(0, 1), (idx[:, :3] % 5).flatten()).backward())
     grad = model.wte.weight.grad
-    expect_true(grad is not None and bool(grad[5:].abs().sum() > 0),
-                "Embedding rows of tokens absent from the input get no gradient: the LM head is not tied.")
+    expect_true(
+        grad is not None and bool(grad[5:].abs().sum() > 0),
+        "Embedding rows of tokens absent from the input get no gradient: the LM head is not tied.",
+    )
 
 
 # ---------------------------------------------------------------- exercise 3: generate
@@ -202,25 +219,31 @@ class _ToyLM(nn.Module):
         super().__init__()
         g = _gen(seed)
         self.context_length = context_length
-        self.tok, self.pos, self.first = (torch.randn(V, V, generator=g), torch.randn(context_length, V, generator=g),
-                                          torch.randn(V, V, generator=g))
+        self.tok, self.pos, self.first = (
+            torch.randn(V, V, generator=g),
+            torch.randn(context_length, V, generator=g),
+            torch.randn(V, V, generator=g),
+        )
 
     def forward(self, idx, position_ids=None):
         T = idx.shape[1]
         if T > self.context_length:
-            raise ValueError(f"the model got {T} tokens but its context_length is {self.context_length}: "
-                             "crop the context")
+            raise ValueError(
+                f"the model got {T} tokens but its context_length is {self.context_length}: crop the context"
+            )
         if position_ids is None:
             position_ids = torch.arange(T)
         if int(position_ids.max()) >= self.context_length:
-            raise IndexError(f"position id {int(position_ids.max())} is outside the position table "
-                             f"(context_length={self.context_length})")
+            raise IndexError(
+                f"position id {int(position_ids.max())} is outside the position table "
+                f"(context_length={self.context_length})"
+            )
         return 3 * self.tok[idx] + 2 * self.pos[position_ids] + self.first[idx[:, :1]]  # (B, T, V)
 
 
 def _greedy_oracle(model, idx, n):
     for _ in range(n):
-        window = idx[:, -model.context_length:]
+        window = idx[:, -model.context_length :]
         nxt = model(window, torch.arange(window.shape[1]))[:, -1].argmax(-1, keepdim=True)
         idx = torch.cat([idx, nxt], 1)
     return idx
@@ -241,10 +264,19 @@ _LOGITS = torch.tensor([1.0, 0.85, 0.7, 0.55, 0.4, 0.25, 0.1, -0.05, -0.2])
 
 
 def _draw(fn, logits, n=4000, seed=0, **kw):
-    out = call(f"generate(model, idx, 1, {', '.join(f'{k}={v}' for k, v in kw.items())})", fn, _FixedLM(logits),
-               torch.zeros(n, 1, dtype=torch.long), 1, generator=_gen(seed), **kw)
-    expect_true(isinstance(out, torch.Tensor) and out.shape == (n, 2),
-                f"generate should return (B, T0 + max_new_tokens) = ({n}, 2) tokens.")
+    out = call(
+        f"generate(model, idx, 1, {', '.join(f'{k}={v}' for k, v in kw.items())})",
+        fn,
+        _FixedLM(logits),
+        torch.zeros(n, 1, dtype=torch.long),
+        1,
+        generator=_gen(seed),
+        **kw,
+    )
+    expect_true(
+        isinstance(out, torch.Tensor) and out.shape == (n, 2),
+        f"generate should return (B, T0 + max_new_tokens) = ({n}, 2) tokens.",
+    )
     return torch.bincount(out[:, 1], minlength=len(logits)).float() / n
 
 
@@ -281,9 +313,11 @@ def _generate_top_k(fn):
     allowed[:3] = True
     _expect_support("top_k=3", freq, allowed)
     expected = torch.softmax(_LOGITS[:3], -1)
-    expect_true(bool((freq[:3] - expected).abs().max() < 0.035),
-                f"top_k=3: the three tokens should be drawn with probabilities {expected.numpy().round(3)} "
-                f"(softmax over the kept logits); yours came out {freq[:3].numpy().round(3)}.")
+    expect_true(
+        bool((freq[:3] - expected).abs().max() < 0.035),
+        f"top_k=3: the three tokens should be drawn with probabilities {expected.numpy().round(3)} "
+        f"(softmax over the kept logits); yours came out {freq[:3].numpy().round(3)}.",
+    )
 
 
 @EXERCISES.check("generate")
@@ -292,9 +326,11 @@ def _generate_temperature(fn):
     logits = _LOGITS * 3
     freq = _draw(fn, logits, temperature=0.5)
     expected = torch.softmax(logits / 0.5, -1)
-    expect_true(bool((freq - expected).abs().max() < 0.035),
-                f"With temperature 0.5 the tokens should come with probabilities {expected.numpy().round(3)}; "
-                f"yours came out {freq.numpy().round(3)}. Divide the logits by the temperature, then softmax.")
+    expect_true(
+        bool((freq - expected).abs().max() < 0.035),
+        f"With temperature 0.5 the tokens should come with probabilities {expected.numpy().round(3)}; "
+        f"yours came out {freq.numpy().round(3)}. Divide the logits by the temperature, then softmax.",
+    )
 
 
 @EXERCISES.check("generate", hidden=True)
@@ -317,8 +353,12 @@ def _generate_top_k_edges(fn):
     kept = torch.full_like(logits, float("-inf"))
     top4 = perm.argsort()[:4]
     kept[top4] = logits[top4]
-    _expect_support("top_k=4, top_p=0.6", _draw(fn, logits, top_k=4, top_p=0.6, seed=3),
-                    _nucleus(torch.softmax(kept, -1), 0.6), hidden=True)
+    _expect_support(
+        "top_k=4, top_p=0.6",
+        _draw(fn, logits, top_k=4, top_p=0.6, seed=3),
+        _nucleus(torch.softmax(kept, -1), 0.6),
+        hidden=True,
+    )
 
 
 @EXERCISES.check("generate", hidden=True)
@@ -326,8 +366,12 @@ def _generate_long(fn):
     """a one-token prompt grown to three times context_length, batch of 2"""
     model = _ToyLM(V=7, context_length=5, seed=4)
     idx = torch.randint(7, (2, 1), generator=_gen(13))
-    expect_equal("generate(model, idx, 14, temperature=0)",
-                 call("generate", fn, model, idx, 14, temperature=0.0), _greedy_oracle(model, idx, 14), hidden=True)
+    expect_equal(
+        "generate(model, idx, 14, temperature=0)",
+        call("generate", fn, model, idx, 14, temperature=0.0),
+        _greedy_oracle(model, idx, 14),
+        hidden=True,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -335,44 +379,99 @@ def _generate_long(fn):
 # --------------------------------------------------------------------------------------------------
 
 MUTANTS = [
-    Mutant("post-LN", "Block",
-           (("x = x + self.attn(self.ln_1(x), mask, use_sdpa=self.use_sdpa)[0]",
-             "x = self.ln_1(x + self.attn(x, mask, use_sdpa=self.use_sdpa)[0])"),
-            ("x = x + self.mlp(self.ln_2(x))", "x = self.ln_2(x + self.mlp(x))")),
-           "post-LN (Vaswani et al., BERT) where GPT-2's pre-LN is asked"),
-    Mutant("no causal mask", "Block", (("self.ln_1(x), mask,", "self.ln_1(x), None,"),),
-           "attention sees the future"),
-    Mutant("no residual around the MLP", "Block",
-           (("x = x + self.mlp(self.ln_2(x))", "x = self.mlp(self.ln_2(x))"),), "drops a residual connection"),
-    Mutant("lm head not tied", "GPT", (("self.lm_head.weight = self.wte.weight", "pass"),),
-           "the LM head keeps its own weight"),
-    Mutant("tied then broken by a copy", "GPT",
-           (("self.lm_head.weight = self.wte.weight",
-             "self.lm_head.weight = nn.Parameter(self.wte.weight.detach().clone())"),),
-           "same values at initialisation, two tensors afterwards"),
+    Mutant(
+        "post-LN",
+        "Block",
+        (
+            (
+                "x = x + self.attn(self.ln_1(x), mask, use_sdpa=self.use_sdpa)[0]",
+                "x = self.ln_1(x + self.attn(x, mask, use_sdpa=self.use_sdpa)[0])",
+            ),
+            ("x = x + self.mlp(self.ln_2(x))", "x = self.ln_2(x + self.mlp(x))"),
+        ),
+        "post-LN (Vaswani et al., BERT) where GPT-2's pre-LN is asked",
+    ),
+    Mutant("no causal mask", "Block", (("self.ln_1(x), mask,", "self.ln_1(x), None,"),), "attention sees the future"),
+    Mutant(
+        "no residual around the MLP",
+        "Block",
+        (("x = x + self.mlp(self.ln_2(x))", "x = self.mlp(self.ln_2(x))"),),
+        "drops a residual connection",
+    ),
+    Mutant(
+        "lm head not tied",
+        "GPT",
+        (("self.lm_head.weight = self.wte.weight", "pass"),),
+        "the LM head keeps its own weight",
+    ),
+    Mutant(
+        "tied then broken by a copy",
+        "GPT",
+        (
+            (
+                "self.lm_head.weight = self.wte.weight",
+                "self.lm_head.weight = nn.Parameter(self.wte.weight.detach().clone())",
+            ),
+        ),
+        "same values at initialisation, two tensors afterwards",
+    ),
     Mutant("final layer norm missing", "GPT", (("x = self.ln_f(x)", "pass"),), "no ln_f after the last block"),
-    Mutant("position embeddings ignored", "GPT",
-           (("self.wte(idx) + self.wpe(position_ids)", "self.wte(idx)"),), "no position information"),
-    Mutant("position ids ignored", "GPT",
-           (("self.wpe(position_ids)", "self.wpe(torch.arange(T, device=idx.device))"),),
-           "always uses 0..T-1, whatever position_ids says"),
-    Mutant("positions not offset when cropping", "generate",
-           (("torch.arange(idx_cond.shape[1], device=idx.device)",
-             "torch.arange(idx.shape[1] - idx_cond.shape[1], idx.shape[1], device=idx.device)"),),
-           "after cropping, uses positions of the full sequence instead of restarting the window at 0"),
-    Mutant("context not cropped", "generate", (("idx[:, -model.context_length:]", "idx"),),
-           "feeds more than context_length tokens"),
-    Mutant("top-k keeps k+1", "generate", (("min(top_k, logits.shape[-1])", "min(top_k + 1, logits.shape[-1])"),),
-           "off by one upwards"),
-    Mutant("top-k keeps k-1", "generate",
-           (("min(top_k, logits.shape[-1])", "min(max(top_k - 1, 1), logits.shape[-1])"),), "off by one downwards"),
-    Mutant("temperature after softmax", "generate",
-           (("logits = logits / temperature", "pass"),
-            ("probs = torch.softmax(logits, dim=-1)", "probs = torch.softmax(logits, dim=-1) / temperature")),
-           "dividing probabilities by T changes nothing once multinomial renormalises"),
-    Mutant("top-p drops the crossing token", "generate",
-           (("cum - torch.softmax(sorted_logits, dim=-1) >= top_p", "cum > top_p"),),
-           "keeps only tokens strictly below p: one token too few"),
+    Mutant(
+        "position embeddings ignored",
+        "GPT",
+        (("self.wte(idx) + self.wpe(position_ids)", "self.wte(idx)"),),
+        "no position information",
+    ),
+    Mutant(
+        "position ids ignored",
+        "GPT",
+        (("self.wpe(position_ids)", "self.wpe(torch.arange(T, device=idx.device))"),),
+        "always uses 0..T-1, whatever position_ids says",
+    ),
+    Mutant(
+        "positions not offset when cropping",
+        "generate",
+        (
+            (
+                "torch.arange(idx_cond.shape[1], device=idx.device)",
+                "torch.arange(idx.shape[1] - idx_cond.shape[1], idx.shape[1], device=idx.device)",
+            ),
+        ),
+        "after cropping, uses positions of the full sequence instead of restarting the window at 0",
+    ),
+    Mutant(
+        "context not cropped",
+        "generate",
+        (("idx[:, -model.context_length :]", "idx"),),
+        "feeds more than context_length tokens",
+    ),
+    Mutant(
+        "top-k keeps k+1",
+        "generate",
+        (("min(top_k, logits.shape[-1])", "min(top_k + 1, logits.shape[-1])"),),
+        "off by one upwards",
+    ),
+    Mutant(
+        "top-k keeps k-1",
+        "generate",
+        (("min(top_k, logits.shape[-1])", "min(max(top_k - 1, 1), logits.shape[-1])"),),
+        "off by one downwards",
+    ),
+    Mutant(
+        "temperature after softmax",
+        "generate",
+        (
+            ("logits = logits / temperature", "pass"),
+            ("probs = torch.softmax(logits, dim=-1)", "probs = torch.softmax(logits, dim=-1) / temperature"),
+        ),
+        "dividing probabilities by T changes nothing once multinomial renormalises",
+    ),
+    Mutant(
+        "top-p drops the crossing token",
+        "generate",
+        (("cum - torch.softmax(sorted_logits, dim=-1) >= top_p", "cum > top_p"),),
+        "keeps only tokens strictly below p: one token too few",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

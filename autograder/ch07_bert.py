@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from solutions.ch07_bert import BertConfig  # a plain dataclass of sizes: input plumbing, not a reference
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_true
 
 EXERCISES = Exercises("ch07_bert")
 
@@ -37,14 +37,24 @@ def _batch(seed=0, B=64, T=256, V=1000):
 
 def _run(fn, x, p=0.15, seed=0, V=1000):
     before = x.clone()
-    result = call(f"mask_tokens(input_ids, mask_id=4, vocab_size={V}, special_ids=range(5), mlm_probability={p})",
-                  fn, x, mask_id=MASK, vocab_size=V, special_ids=range(5), mlm_probability=p, generator=_gen(seed))
+    result = call(
+        f"mask_tokens(input_ids, mask_id=4, vocab_size={V}, special_ids=range(5), mlm_probability={p})",
+        fn,
+        x,
+        mask_id=MASK,
+        vocab_size=V,
+        special_ids=range(5),
+        mlm_probability=p,
+        generator=_gen(seed),
+    )
     expect_true(isinstance(result, tuple) and len(result) == 2, "mask_tokens should return (inputs, labels).")
     expect_true(torch.equal(x, before), "mask_tokens modified input_ids in place; work on new tensors.")
     inputs, labels = result
     for name, t in (("inputs", inputs), ("labels", labels)):
-        expect_true(isinstance(t, torch.Tensor) and t.shape == x.shape and t.dtype == x.dtype,
-                    f"{name} should be an int64 tensor shaped like input_ids {tuple(x.shape)}.")
+        expect_true(
+            isinstance(t, torch.Tensor) and t.shape == x.shape and t.dtype == x.dtype,
+            f"{name} should be an int64 tensor shaped like input_ids {tuple(x.shape)}.",
+        )
     return inputs, labels
 
 
@@ -56,18 +66,25 @@ def _mask_bookkeeping(fn):
     selected = labels != -100
     special = x < 5
     expect_true(bool(selected.any()), "No position was selected (every label is -100).")
-    expect_true(not bool((selected & special).any()),
-                "A special token ([CLS], [SEP], [PAD], [UNK] …) was selected: they must never be (set their "
-                "selection probability to 0).")
-    expect_true(torch.equal(labels[selected], x[selected]),
-                "At selected positions the label must be the original token id.")
-    expect_true(torch.equal(inputs[~selected], x[~selected]),
-                "A position that was not selected was changed: only selected positions may be corrupted "
-                "(and every changed position must have a label, or the loss cannot learn from it).")
+    expect_true(
+        not bool((selected & special).any()),
+        "A special token ([CLS], [SEP], [PAD], [UNK] …) was selected: they must never be (set their "
+        "selection probability to 0).",
+    )
+    expect_true(
+        torch.equal(labels[selected], x[selected]), "At selected positions the label must be the original token id."
+    )
+    expect_true(
+        torch.equal(inputs[~selected], x[~selected]),
+        "A position that was not selected was changed: only selected positions may be corrupted "
+        "(and every changed position must have a label, or the loss cannot learn from it).",
+    )
     ordinary = (~special).sum().item()
-    expect_true(selected.sum().item() < 0.5 * ordinary,
-                "More than half of the positions carry a label: the loss must be taken only on the ~15% selected "
-                "(set the labels of all other positions to -100).")
+    expect_true(
+        selected.sum().item() < 0.5 * ordinary,
+        "More than half of the positions carry a label: the loss must be taken only on the ~15% selected "
+        "(set the labels of all other positions to -100).",
+    )
 
 
 @EXERCISES.check("mask_tokens")
@@ -82,9 +99,11 @@ def _mask_proportions(fn):
     masked = (inputs[selected] == MASK).sum().item() / n
     kept = (inputs[selected] == x[selected]).sum().item() / n
     random = 1 - masked - kept
-    expect_true(abs(masked - 0.8) < 0.03 and abs(random - 0.1) < 0.025 and abs(kept - 0.1) < 0.025,
-                f"Of the selected tokens {masked:.1%} became [MASK], {random:.1%} a random token and {kept:.1%} "
-                "stayed; expected 80% / 10% / 10% (Devlin et al. 2019, section 3.1).")
+    expect_true(
+        abs(masked - 0.8) < 0.03 and abs(random - 0.1) < 0.025 and abs(kept - 0.1) < 0.025,
+        f"Of the selected tokens {masked:.1%} became [MASK], {random:.1%} a random token and {kept:.1%} "
+        "stayed; expected 80% / 10% / 10% (Devlin et al. 2019, section 3.1).",
+    )
 
 
 @EXERCISES.check("mask_tokens", hidden=True)
@@ -97,8 +116,10 @@ def _mask_other_rate(fn):
     expect_true(abs(rate - 0.3) < 0.02, "mlm_probability=0.3 should select 30% of the ordinary tokens.")
     expect_true(not bool((selected & (x < 5)).any()), "A special token was selected.")
     replaced = inputs[selected & (inputs != MASK) & (inputs != x)]
-    expect_true(replaced.numel() > 0 and replaced.unique().numel() > 50 and bool((replaced < 500).all()),
-                "Random replacements should be uniform token ids in [0, vocab_size).")
+    expect_true(
+        replaced.numel() > 0 and replaced.unique().numel() > 50 and bool((replaced < 500).all()),
+        "Random replacements should be uniform token ids in [0, vocab_size).",
+    )
 
 
 @EXERCISES.check("mask_tokens", hidden=True)
@@ -111,8 +132,10 @@ def _mask_other_specials(fn):
     selected = labels != -100
     is_special = (x == 0) | (x == 17) | (x == 250)
     expect_true(not bool((selected & is_special).any()), "A token listed in special_ids was selected.")
-    expect_true(bool(selected[x == 1].any()) and bool(selected[x == 3].any()),
-                "Ordinary tokens with small ids were never selected: use special_ids, not a fixed list.")
+    expect_true(
+        bool(selected[x == 1].any()) and bool(selected[x == 3].any()),
+        "Ordinary tokens with small ids were never selected: use special_ids, not a fixed list.",
+    )
     frac_mask = (inputs[selected] == 299).float().mean().item()
     expect_true(abs(frac_mask - 0.8) < 0.05, "Selected tokens should become mask_id (here 299) 80% of the time.")
 
@@ -122,8 +145,11 @@ def _mask_other_specials(fn):
 
 def _emb_oracle(m, ids, types):
     T = ids.shape[1]
-    x = (F.embedding(ids, m.word_embeddings.weight) + m.position_embeddings.weight[:T]
-         + F.embedding(types, m.token_type_embeddings.weight))
+    x = (
+        F.embedding(ids, m.word_embeddings.weight)
+        + m.position_embeddings.weight[:T]
+        + F.embedding(types, m.token_type_embeddings.weight)
+    )
     return F.layer_norm(x, (x.shape[-1],), m.LayerNorm.weight, m.LayerNorm.bias, m.LayerNorm.eps)
 
 
@@ -168,8 +194,12 @@ def _emb_other_sizes(cls):
     ids = torch.randint(31, (4, 11), generator=_gen(7))
     types = torch.randint(3, (4, 11), generator=_gen(8))
     with torch.no_grad():
-        expect_close("embeddings(ids, token_type_ids)", call("embeddings", m, ids, types), _emb_oracle(m, ids, types),
-                     hidden=True)
+        expect_close(
+            "embeddings(ids, token_type_ids)",
+            call("embeddings", m, ids, types),
+            _emb_oracle(m, ids, types),
+            hidden=True,
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -177,29 +207,57 @@ def _emb_other_sizes(cls):
 # --------------------------------------------------------------------------------------------------
 
 MUTANTS = [
-    Mutant("selects special tokens", "mask_tokens", (("coin(mlm_probability) & ~special", "coin(mlm_probability)"),),
-           "[CLS]/[SEP]/[PAD] can be selected"),
+    Mutant(
+        "selects special tokens",
+        "mask_tokens",
+        (("coin(mlm_probability) & ~special", "coin(mlm_probability)"),),
+        "[CLS]/[SEP]/[PAD] can be selected",
+    ),
     Mutant("90/5/5 instead of 80/10/10", "mask_tokens", (("coin(0.8)", "coin(0.9)"),), "wrong proportions"),
-    Mutant("80/20/0: no kept tokens", "mask_tokens", (("~to_mask & coin(0.5)", "~to_mask"),),
-           "every non-[MASK] selected token is replaced"),
+    Mutant(
+        "80/20/0: no kept tokens",
+        "mask_tokens",
+        (("~to_mask & coin(0.5)", "~to_mask"),),
+        "every non-[MASK] selected token is replaced",
+    ),
     Mutant("100% [MASK]", "mask_tokens", (("selected & coin(0.8)", "selected"),), "no random or kept tokens"),
-    Mutant("loss on unselected positions", "mask_tokens",
-           (("labels = input_ids.masked_fill(~selected, -100)", "labels = input_ids.clone()"),),
-           "labels everywhere: the loss includes positions that were never corrupted"),
-    Mutant("random tokens outside the selection", "mask_tokens",
-           (("to_random = selected & ~to_mask & coin(0.5)", "to_random = ~to_mask & coin(0.05)"),),
-           "corrupts unselected positions"),
+    Mutant(
+        "loss on unselected positions",
+        "mask_tokens",
+        (("labels = input_ids.masked_fill(~selected, -100)", "labels = input_ids.clone()"),),
+        "labels everywhere: the loss includes positions that were never corrupted",
+    ),
+    Mutant(
+        "random tokens outside the selection",
+        "mask_tokens",
+        (("to_random = selected & ~to_mask & coin(0.5)", "to_random = ~to_mask & coin(0.05)"),),
+        "corrupts unselected positions",
+    ),
     Mutant("fixed 15%", "mask_tokens", (("coin(mlm_probability)", "coin(0.15)"),), "ignores mlm_probability"),
-    Mutant("hard-coded specials", "mask_tokens",
-           (("coin(mlm_probability) & ~special", "coin(mlm_probability) & (input_ids >= 5)"),),
-           "assumes the special tokens are ids 0-4"),
-    Mutant("segment embeddings ignored", "BertEmbeddings",
-           (("+ self.token_type_embeddings(token_type_ids))", "+ 0)"),), "no token type embeddings"),
-    Mutant("position embeddings missing", "BertEmbeddings",
-           (("\n             + self.position_embeddings(positions)  # (T, d), broadcast over the batch", ""),),
-           "no position information"),
-    Mutant("no LayerNorm", "BertEmbeddings", (("self.dropout(self.LayerNorm(x))", "self.dropout(x)"),),
-           "the sum is not normalised"),
+    Mutant(
+        "hard-coded specials",
+        "mask_tokens",
+        (("coin(mlm_probability) & ~special", "coin(mlm_probability) & (input_ids >= 5)"),),
+        "assumes the special tokens are ids 0-4",
+    ),
+    Mutant(
+        "segment embeddings ignored",
+        "BertEmbeddings",
+        (("+ self.token_type_embeddings(token_type_ids)\n", "+ 0\n"),),
+        "no token type embeddings",
+    ),
+    Mutant(
+        "position embeddings missing",
+        "BertEmbeddings",
+        (("+ self.position_embeddings(positions)  # (T, d), broadcast over the batch", ""),),
+        "no position information",
+    ),
+    Mutant(
+        "no LayerNorm",
+        "BertEmbeddings",
+        (("self.dropout(self.LayerNorm(x))", "self.dropout(x)"),),
+        "the sum is not normalised",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

@@ -32,9 +32,12 @@ def _cmd_grade(args) -> int:
     except ImportError:
         from . import PACKAGE_SOURCE  # the course is not on PyPI: install it from its repository
 
-        print("error: grading needs nbgrader, which the student install does not contain. Install the course with "
-              f"its grading extra:\n    pip install 'attention-course[grading] @ {PACKAGE_SOURCE}'"
-              "   (in a checkout: make setup)", file=sys.stderr)
+        print(
+            "error: grading needs nbgrader, which the student install does not contain. Install the course with "
+            f"its grading extra:\n    pip install 'attention-course[grading] @ {PACKAGE_SOURCE}'"
+            "   (in a checkout: make setup)",
+            file=sys.stderr,
+        )
         return 2
     from . import grading, lms
 
@@ -58,15 +61,26 @@ def _cmd_grade(args) -> int:
                 by_chapter.setdefault(chapter, []).append(f)
             jobs = sorted(by_chapter.items())
     if args.lms_assignment and len(jobs) > 1:
-        print(f"error: --lms-assignment names one assignment, but the submissions are of {len(jobs)} chapters "
-              f"({', '.join(c for c, _ in jobs)}); grade one chapter at a time (--chapter)", file=sys.stderr)
+        print(
+            f"error: --lms-assignment names one assignment, but the submissions are of {len(jobs)} chapters "
+            f"({', '.join(c for c, _ in jobs)}); grade one chapter at a time (--chapter)",
+            file=sys.stderr,
+        )
         return 2
     for chapter, files in jobs:
         out = pathlib.Path(args.out) / chapter
         print(f"Grading {len(files)} submission(s) of {chapter} -> {out}")
-        rows = grading.grade(files, chapter, out, cell_timeout=args.cell_timeout, notebook_timeout=args.timeout,
-                             memory_mb=args.memory_mb, jobs=args.jobs, force=args.force,
-                             lms_assignment=args.lms_assignment)
+        rows = grading.grade(
+            files,
+            chapter,
+            out,
+            cell_timeout=args.cell_timeout,
+            notebook_timeout=args.timeout,
+            memory_mb=args.memory_mb,
+            jobs=args.jobs,
+            force=args.force,
+            lms_assignment=args.lms_assignment,
+        )
         print(f"  wrote {out / grading.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
         for system, name in ((lms.CANVAS, lms.CANVAS_FILE), (lms.MOODLE, lms.MOODLE_FILE)):
             if any(r.lms == system for r in rows):
@@ -100,9 +114,12 @@ def main(argv=None) -> int:
     p.add_argument("--memory-mb", type=int, default=6144, help="address-space limit of a kernel (default: 6144)")
     p.add_argument("--jobs", "-j", type=int, default=None, help="submissions graded at once (default: cores)")
     p.add_argument("--force", action="store_true", help="regrade files already graded (default: skip them)")
-    p.add_argument("--lms-assignment", metavar="NAME",
-                   help="Canvas: the assignment column of canvas_import.csv, with the Canvas assignment id in "
-                        "parentheses, e.g. \"ch03 (12345)\" (default: the chapter)")
+    p.add_argument(
+        "--lms-assignment",
+        metavar="NAME",
+        help="Canvas: the assignment column of canvas_import.csv, with the Canvas assignment id in "
+        'parentheses, e.g. "ch03 (12345)" (default: the chapter)',
+    )
     p.set_defaults(func=_cmd_grade)
     p = sub.add_parser("selfcheck", help="students: is my notebook still gradeable? (runs nothing)")
     p.add_argument("notebook")

@@ -31,12 +31,22 @@ import io
 import textwrap
 import traceback
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-__all__ = ["CheckFailed", "Exercises", "Exercise", "Mutant", "expect_close", "expect_equal", "expect_shape",
-           "expect_true", "call"]
+__all__ = [
+    "CheckFailed",
+    "Exercises",
+    "Exercise",
+    "Mutant",
+    "expect_close",
+    "expect_equal",
+    "expect_shape",
+    "expect_true",
+    "call",
+]
 
 
 class CheckFailed(AssertionError):
@@ -98,7 +108,7 @@ def call(what: str, fn: Callable, *args, **kwargs):
     except NotImplementedError:
         _boundary()
         raise CheckFailed(f"{what} raised NotImplementedError: the exercise has not been filled in yet.") from None
-    except Exception as exc:  # noqa: BLE001 - any error of the student's code is reported, not propagated
+    except Exception as exc:
         _boundary()
         where = ""
         if _BOUNDARY is None:  # while grading, the guard refuses frame access; the line is shown in the notebook
@@ -130,14 +140,19 @@ def expect_equal(what: str, got: torch.Tensor, expected: torch.Tensor, *, hidden
     if got.dtype != expected.dtype:
         raise CheckFailed(f"{what} should have dtype {expected.dtype}, yours has dtype {got.dtype}.")
     if not torch.equal(got.cpu(), expected.cpu()):
-        raise CheckFailed(f"{what} has the wrong values.\n  expected: {_fmt(expected, hidden)}\n"
-                          f"  you gave: {_fmt(got, hidden)}")
+        raise CheckFailed(
+            f"{what} has the wrong values.\n  expected: {_fmt(expected, hidden)}\n  you gave: {_fmt(got, hidden)}"
+        )
 
 
 def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     """(rtol, atol) by dtype: fp64 tight, fp32 at single precision, half types loose."""
-    return {torch.float64: (1e-10, 1e-12), torch.float32: (1e-5, 1e-5),
-            torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)}.get(dtype, (1e-5, 1e-5))
+    return {
+        torch.float64: (1e-10, 1e-12),
+        torch.float32: (1e-5, 1e-5),
+        torch.float16: (1e-2, 1e-2),
+        torch.bfloat16: (2e-2, 2e-2),
+    }.get(dtype, (1e-5, 1e-5))
 
 
 def expect_close(what: str, got: Any, expected: torch.Tensor, *, hidden: bool = False, hint: str = "") -> None:
@@ -145,11 +160,16 @@ def expect_close(what: str, got: Any, expected: torch.Tensor, *, hidden: bool = 
     _boundary()
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != expected.dtype:
-        raise CheckFailed(f"{what} should have dtype {expected.dtype} (the dtype of the inputs), yours has {got.dtype}.")
+        raise CheckFailed(
+            f"{what} should have dtype {expected.dtype} (the dtype of the inputs), yours has {got.dtype}."
+        )
     got_c, exp_c = got.detach().cpu(), expected.detach().cpu()
     if not torch.isfinite(got_c).all() and torch.isfinite(exp_c).all():
-        raise CheckFailed(f"{what} contains NaN or inf where the expected values are all finite."
-                          + (f"\n  you gave: {_fmt(got_c, hidden)}" if not hidden else "") + (f"\n  Hint: {hint}" if hint else ""))
+        raise CheckFailed(
+            f"{what} contains NaN or inf where the expected values are all finite."
+            + (f"\n  you gave: {_fmt(got_c, hidden)}" if not hidden else "")
+            + (f"\n  Hint: {hint}" if hint else "")
+        )
     rtol, atol = default_tolerance(expected.dtype)
     if not torch.allclose(got_c, exp_c, rtol=rtol, atol=atol):
         diff = (got_c - exp_c).abs()
@@ -163,8 +183,10 @@ def expect_close(what: str, got: Any, expected: torch.Tensor, *, hidden: bool = 
             else:  # show the row that holds the largest difference
                 idx = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
                 row = "[" + ", ".join(map(str, idx[:-1])) + ", :]" if len(idx) > 1 else "[:]"
-                msg += (f"\n  largest difference in row {what.split(':')[-1].strip()}{row}:"
-                        f"\n    expected: {_fmt(exp_c[idx[:-1]], False)}\n    you gave: {_fmt(got_c[idx[:-1]], False)}")
+                msg += (
+                    f"\n  largest difference in row {what.split(':')[-1].strip()}{row}:"
+                    f"\n    expected: {_fmt(exp_c[idx[:-1]], False)}\n    you gave: {_fmt(got_c[idx[:-1]], False)}"
+                )
         raise CheckFailed(msg)
 
 
@@ -200,7 +222,7 @@ class Mutant:
 
         source = textwrap.dedent(inspect.getsource(getattr(module, self.target)))
         namespace = dict(vars(module))
-        exec(compile(self.apply(source), f"<mutant {self.name}>", "exec"), namespace)  # noqa: S102 - our own code
+        exec(compile(self.apply(source), f"<mutant {self.name}>", "exec"), namespace)
         return namespace[self.target]
 
     def apply(self, source: str) -> str:
@@ -264,7 +286,7 @@ class Exercises:
                     fn(obj)
             except CheckFailed as err:
                 failures.append(f"✘ {label}\n{textwrap.indent(str(err), '    ')}")
-            except Exception as err:  # noqa: BLE001 - a crash inside a check is reported as a failure
+            except Exception as err:
                 failures.append(f"✘ {label}\n    the check crashed: {type(err).__name__}: {err}")
             else:
                 passed += 1
@@ -272,7 +294,8 @@ class Exercises:
                     print(f"✔ {label}")
         kind = "hidden" if hidden else "visible"
         if failures:
-            raise CheckFailed(f"{len(failures)} of {len(checks)} {kind} checks failed for {name}:\n"
-                              + "\n".join(failures))
+            raise CheckFailed(
+                f"{len(failures)} of {len(checks)} {kind} checks failed for {name}:\n" + "\n".join(failures)
+            )
         if verbose:
             print(f"All {len(checks)} {kind} checks passed for {name}.")

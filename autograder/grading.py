@@ -150,14 +150,20 @@ def grading_instructor(chapter: str):
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade_id") == "setup":
-            cell.source += (f"\nimport autograder.guard as _autograder_guard  # grading only: see autograder/guard.py\n"
-                            f'_autograder_guard.arm("{chapter}")')
+            cell.source += (
+                f"\nimport autograder.guard as _autograder_guard  # grading only: see autograder/guard.py\n"
+                f'_autograder_guard.arm("{chapter}")'
+            )
         elif meta.get("grade") and "### END HIDDEN TESTS" in cell.source:
             # first, so that neither the notebook's own check runs nor a failure in them can come between
             name = meta["grade_id"].removeprefix("test_")
-            cell.source = (f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}", defer=True)\n'
-                           f'### END HIDDEN TESTS\n' + cell.source.replace(
-                               "### END HIDDEN TESTS", f'_autograder_guard.conclude("{name}")\n### END HIDDEN TESTS'))
+            cell.source = (
+                f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}", defer=True)\n'
+                f"### END HIDDEN TESTS\n"
+                + cell.source.replace(
+                    "### END HIDDEN TESTS", f'_autograder_guard.conclude("{name}")\n### END HIDDEN TESTS'
+                )
+            )
     return nb
 
 
@@ -230,15 +236,24 @@ def submission_labels(paths) -> dict[pathlib.Path, str]:
     return labels
 
 
-def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_timeout: int = 120,
-          notebook_timeout: int = 900, memory_mb: int = 6144, jobs: int | None = None, force: bool = False,
-          lms_assignment: str | None = None, log=print) -> list[Row]:
+def grade(
+    paths: list[pathlib.Path],
+    chapter: str,
+    out: pathlib.Path,
+    *,
+    cell_timeout: int = 120,
+    notebook_timeout: int = 900,
+    memory_mb: int = 6144,
+    jobs: int | None = None,
+    force: bool = False,
+    lms_assignment: str | None = None,
+    log=print,
+) -> list[Row]:
     """Grade ``paths`` (submitted .ipynb files) for ``chapter``, each in its own sandboxed worker, ``jobs`` at a
     time. Results are kept per submission under ``out/results``: a rerun skips files already graded (same
     contents) unless ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
     grade files of the LMS whose download names the files have (``lms.py``; ``lms_assignment`` is the Canvas
     column, e.g. "ch03 (12345)"; default: the chapter)."""
-    from . import sandbox
 
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader's gradebook
     out = pathlib.Path(out).resolve()
@@ -265,8 +280,18 @@ def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_ti
         todo.append((path, labels[path], sid, result, sha))
 
     if todo:
-        _grade_todo(todo, chapter, out, exercises, max_score, cell_timeout=cell_timeout,
-                    notebook_timeout=notebook_timeout, memory_mb=memory_mb, jobs=jobs, log=log)
+        _grade_todo(
+            todo,
+            chapter,
+            out,
+            exercises,
+            max_score,
+            cell_timeout=cell_timeout,
+            notebook_timeout=notebook_timeout,
+            memory_mb=memory_mb,
+            jobs=jobs,
+            log=log,
+        )
 
     rows = []
     taken = set()
@@ -277,9 +302,24 @@ def grade(paths: list[pathlib.Path], chapter: str, out: pathlib.Path, *, cell_ti
         scores = {ex.name: float(r["scores"].get(ex.name, 0.0)) for ex in exercises}
         reason = r["reason"] or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
         who = lms.parse(path)
-        rows.append(Row(labels[path], sid, chapter, scores, sum(scores.values()), max_score, r["status"], reason,
-                        list(r.get("warnings", [])), lms=who.lms, lms_id=who.lms_id, name=who.name, late=who.late,
-                        graded_at=result.stat().st_mtime))
+        rows.append(
+            Row(
+                labels[path],
+                sid,
+                chapter,
+                scores,
+                sum(scores.values()),
+                max_score,
+                r["status"],
+                reason,
+                list(r.get("warnings", [])),
+                lms=who.lms,
+                lms_id=who.lms_id,
+                name=who.name,
+                late=who.late,
+                graded_at=result.stat().st_mtime,
+            )
+        )
     names = [ex.name for ex in exercises]
     points = {ex.name: ex.points for ex in exercises}
     write_csv(rows, out / CSV_NAME, names)
@@ -307,15 +347,16 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
     for path, label, sid, result, sha in todo:
         try:
             nb, warns = canonical.canonicalise(path.read_bytes(), release)
-        except Exception as exc:  # noqa: BLE001 - not a notebook, unreadable, or shaped as nobody foresaw: one row
+        except Exception as exc:
             if isinstance(exc, canonical.Ungradeable):
                 why = str(exc)
             elif isinstance(exc, OSError):
                 why = f"unreadable file: {exc.strerror}"
             else:
                 why = f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})"
-            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error", reason=why,
-                         scores={}, warnings=[])
+            _result_json(
+                result, submission=label, sha256=sha, student_id=sid, status="error", reason=why, scores={}, warnings=[]
+            )
             _write_ungradeable_feedback(out / "feedback" / f"{sid}.html", sid, chapter, points, why)
             log(f"  {label}: 0/{max_score:g} — {why}")
             continue
@@ -344,32 +385,50 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
     hidden = sandbox.hidden_files(chapter) + [str(out), str(jobs_dir)]
     jobs = jobs or os.cpu_count() or 1
     copies = sum(len(g) - 1 for g in groups.values())
-    log(f"  {len(groups)} distinct notebooks to run" + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
+    log(
+        f"  {len(groups)} distinct notebooks to run"
+        + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
         + f", {jobs} at a time"
         + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
-        + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)"))
+        + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)")
+    )
 
     def run_one(key):
         (path, label, sid, result, sha), *others = groups[key]
         text, warns = canon[key]
         canonical_path = jobs_dir / f"{_safe_name(sid)}.canonical.ipynb"
         canonical_path.write_text(text)
-        job = {"canonical": str(canonical_path), "warnings": warns[sid], "submission_name": label,
-               "sha256": sha, "chapter": chapter, "student_id": sid, "course_template": str(course),
-               "stage": str(stage), "sandbox": str(scratch / _safe_name(sid)), "result": str(result),
-               "feedback": str(out / "feedback" / f"{sid}.html"), "keep": str(out / "graded"),
-               "cell_timeout": cell_timeout, "memory_mb": memory_mb, "max_score": max_score, "points": points,
-               "hidden_files": hidden, "netns": bool(prefix),
-               "uid": 100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1,
-               # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
-               "threads": max(1, (os.cpu_count() or 1) // jobs)}
+        job = {
+            "canonical": str(canonical_path),
+            "warnings": warns[sid],
+            "submission_name": label,
+            "sha256": sha,
+            "chapter": chapter,
+            "student_id": sid,
+            "course_template": str(course),
+            "stage": str(stage),
+            "sandbox": str(scratch / _safe_name(sid)),
+            "result": str(result),
+            "feedback": str(out / "feedback" / f"{sid}.html"),
+            "keep": str(out / "graded"),
+            "cell_timeout": cell_timeout,
+            "memory_mb": memory_mb,
+            "max_score": max_score,
+            "points": points,
+            "hidden_files": hidden,
+            "netns": bool(prefix),
+            "uid": 100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1,
+            # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
+            "threads": max(1, (os.cpu_count() or 1) // jobs),
+        }
         job_path = jobs_dir / f"{_safe_name(sid)}.job.json"
         job_path.write_text(json.dumps(job))
         if result.exists():
             result.unlink()
         cmd = prefix + [sys.executable, "-m", "autograder.sandbox", "worker", str(job_path)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                cwd=scratch)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=scratch
+        )
         try:
             output, _ = proc.communicate(timeout=notebook_timeout)
             why = f"the grading worker ended with exit code {proc.returncode}"
@@ -379,24 +438,42 @@ def _grade_todo(todo, chapter, out, exercises, max_score, *, cell_timeout, noteb
             why = f"the notebook ran longer than {notebook_timeout} s in total"
         if not result.exists():
             tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-            _result_json(result, submission=label, sha256=sha, student_id=sid, status="error", scores={},
-                         warnings=warns[sid], reason=why + (f" ({tail[0][:150]})" if tail and proc.returncode else ""))
+            _result_json(
+                result,
+                submission=label,
+                sha256=sha,
+                student_id=sid,
+                status="error",
+                scores={},
+                warnings=warns[sid],
+                reason=why + (f" ({tail[0][:150]})" if tail and proc.returncode else ""),
+            )
         shutil.rmtree(scratch / _safe_name(sid), ignore_errors=True)
         r = json.loads(result.read_text())
-        log(f"  {label}: {sum(r['scores'].values()):g}/{max_score:g}"
-            + (f" — {r['reason'][:120]}" if r["reason"] else ""))
+        log(
+            f"  {label}: {sum(r['scores'].values()):g}/{max_score:g}"
+            + (f" — {r['reason'][:120]}" if r["reason"] else "")
+        )
         shared = [w for w in r["warnings"] if w not in warns[sid]]  # from running the code: same for every copy
         graded = out / "graded" / f"{sid}.ipynb"
         for _, o_label, o_sid, o_result, o_sha in others:
             same = f"identical code to {label} (graded once for both)"
             o_warns = warns[o_sid] + shared + [same]
-            _result_json(o_result, **{**r, "submission": o_label, "sha256": o_sha, "student_id": o_sid,
-                                       "warnings": o_warns})
+            _result_json(
+                o_result, **{**r, "submission": o_label, "sha256": o_sha, "student_id": o_sid, "warnings": o_warns}
+            )
             if graded.exists():
                 # The feedback goes to the student: it must not name the other student (grades.csv does).
-                _write_feedback(nbformat.read(graded, as_version=4), out / "feedback" / f"{o_sid}.html", o_sid,
-                                chapter, r["scores"], points, warnings=warns[o_sid] + shared,
-                                reasons=r["reason"].split("; "))
+                _write_feedback(
+                    nbformat.read(graded, as_version=4),
+                    out / "feedback" / f"{o_sid}.html",
+                    o_sid,
+                    chapter,
+                    r["scores"],
+                    points,
+                    warnings=warns[o_sid] + shared,
+                    reasons=r["reason"].split("; "),
+                )
                 shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
             log(f"  {o_label}: {sum(r['scores'].values()):g}/{max_score:g} — {same}")
 
@@ -415,8 +492,11 @@ _FEEDBACK_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
 """
-_MATH = re.compile(r"(?P<code>```.*?```|`[^`\n]*`)"  # code is left alone
-                   r"|\$\$(?P<block>.+?)\$\$|(?<![\\$])\$(?P<inline>[^\s$][^$\n]*?)(?<![\s\\])\$", re.S)
+_MATH = re.compile(
+    r"(?P<code>```.*?```|`[^`\n]*`)"  # code is left alone
+    r"|\$\$(?P<block>.+?)\$\$|(?<![\\$])\$(?P<inline>[^\s$][^$\n]*?)(?<![\s\\])\$",
+    re.S,
+)
 
 
 def _math_to_mathml(nb: nbformat.NotebookNode) -> dict[str, str]:
@@ -432,7 +512,7 @@ def _math_to_mathml(nb: nbformat.NotebookNode) -> dict[str, str]:
         tex = (m["block"] or m["inline"]).strip()
         try:
             markup = latex2mathml.converter.convert(tex, display="block" if m["block"] else "inline")
-        except Exception:  # noqa: BLE001 - a formula the converter does not know: show its source
+        except Exception:
             markup = f"<code>{html.escape(tex)}</code>"
         key = f"AUTOGRADERMATH{len(found)}X"
         found[key] = markup
@@ -445,31 +525,52 @@ def _math_to_mathml(nb: nbformat.NotebookNode) -> dict[str, str]:
 
 
 def _points_table(scores: dict[str, float], points: dict[str, int]) -> str:
-    cells = "".join(f"<tr><td><code>{html.escape(n)}</code></td><td style='text-align:right'>{scores.get(n, 0.0):g}"
-                    f"</td><td style='text-align:right'>{top:g}</td></tr>" for n, top in points.items())
-    total = (f"<tr style='font-weight:bold;border-top:1px solid #888'><td>total</td><td style='text-align:right'>"
-             f"{sum(scores.get(n, 0.0) for n in points):g}</td><td style='text-align:right'>{sum(points.values()):g}"
-             f"</td></tr>")
-    return ("<table class='autograder-points' style='border-collapse:collapse;margin:.5em 0'><thead><tr>"
-            "<th style='text-align:left;padding-right:2em'>exercise</th><th>points</th><th style='padding-left:1em'>"
-            f"max</th></tr></thead><tbody>{cells}{total}</tbody></table>")
+    cells = "".join(
+        f"<tr><td><code>{html.escape(n)}</code></td><td style='text-align:right'>{scores.get(n, 0.0):g}"
+        f"</td><td style='text-align:right'>{top:g}</td></tr>"
+        for n, top in points.items()
+    )
+    total = (
+        f"<tr style='font-weight:bold;border-top:1px solid #888'><td>total</td><td style='text-align:right'>"
+        f"{sum(scores.get(n, 0.0) for n in points):g}</td><td style='text-align:right'>{sum(points.values()):g}"
+        f"</td></tr>"
+    )
+    return (
+        "<table class='autograder-points' style='border-collapse:collapse;margin:.5em 0'><thead><tr>"
+        "<th style='text-align:left;padding-right:2em'>exercise</th><th>points</th><th style='padding-left:1em'>"
+        f"max</th></tr></thead><tbody>{cells}{total}</tbody></table>"
+    )
 
 
-def _write_ungradeable_feedback(path: pathlib.Path, sid: str, chapter: str, points: dict[str, int],
-                                reason: str) -> None:
+def _write_ungradeable_feedback(
+    path: pathlib.Path, sid: str, chapter: str, points: dict[str, int], reason: str
+) -> None:
     """The feedback page of a file that could not be read as a notebook: zero points and why (the student needs
     to know, e.g. to download the notebook again and resubmit); without it that student had no page at all."""
     path.write_text(
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>" + html.escape(f"{chapter} — {sid}")
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
+        + html.escape(f"{chapter} — {sid}")
         + "</title></head><body><div style='padding:1em;font-family:sans-serif;background:#eef'><b>"
-        + html.escape(chapter) + f"</b> — {html.escape(sid)}: <b>0 / {sum(points.values()):g}</b> points"
-        + _points_table({}, points) + f"<p>Your file could not be graded: {html.escape(reason)}</p>"
+        + html.escape(chapter)
+        + f"</b> — {html.escape(sid)}: <b>0 / {sum(points.values()):g}</b> points"
+        + _points_table({}, points)
+        + f"<p>Your file could not be graded: {html.escape(reason)}</p>"
         "<p>Download the notebook again (File &gt; Download &gt; .ipynb), check it with <code>python -m autograder "
-        "selfcheck</code> or the notebook's last cell, and submit it again.</p></div></body></html>\n")
+        "selfcheck</code> or the notebook's last cell, and submit it again.</p></div></body></html>\n"
+    )
 
 
-def _write_feedback(graded, path: pathlib.Path, sid: str, chapter: str, scores: dict[str, float],
-                    points: dict[str, int], *, warnings=(), reasons=()) -> None:
+def _write_feedback(
+    graded,
+    path: pathlib.Path,
+    sid: str,
+    chapter: str,
+    scores: dict[str, float],
+    points: dict[str, int],
+    *,
+    warnings=(),
+    reasons=(),
+) -> None:
     """The student's feedback page: points per exercise and the grader's notes at the top, then the graded notebook
     (hidden tests removed, tracebacks cut to the check's message, no self-check output), readable offline."""
     import jinja2
@@ -477,29 +578,63 @@ def _write_feedback(graded, path: pathlib.Path, sid: str, chapter: str, scores: 
 
     nb = _sanitize_feedback(graded)
     math = _math_to_mathml(nb)
-    exporter = HTMLExporter(extra_loaders=[jinja2.DictLoader({"feedback.html.j2": _FEEDBACK_TEMPLATE})],
-                            template_file="feedback.html.j2")
+    exporter = HTMLExporter(
+        extra_loaders=[jinja2.DictLoader({"feedback.html.j2": _FEEDBACK_TEMPLATE})], template_file="feedback.html.j2"
+    )
     body, _ = exporter.from_notebook_node(nb)
     for key, markup in math.items():
         body = body.replace(key, markup)
     total, max_score = sum(scores.get(n, 0.0) for n in points), sum(points.values())
-    notes = "".join(f"<li>{html.escape(w)}</li>" for w in list(warnings) + [r for r in reasons if "integrity" in r
-                                                                             or "withheld" in r])
-    banner = (f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter)}</b> — "
-              f"{html.escape(sid)}: <b>{total:g} / {max_score:g}</b> points" + _points_table(scores, points)
-              + (f"Notes from the grader:<ul>{notes}</ul>" if notes else "") + "</div>")
+    notes = "".join(
+        f"<li>{html.escape(w)}</li>"
+        for w in list(warnings) + [r for r in reasons if "integrity" in r or "withheld" in r]
+    )
+    banner = (
+        f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter)}</b> — "
+        f"{html.escape(sid)}: <b>{total:g} / {max_score:g}</b> points"
+        + _points_table(scores, points)
+        + (f"Notes from the grader:<ul>{notes}</ul>" if notes else "")
+        + "</div>"
+    )
     path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1))
 
 
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["submission", "student_id", "lms", "lms_id", "late", "chapter", *exercise_names, "score",
-                    "max_score", "status", "reason", "warnings"])
+        w.writerow(
+            [
+                "submission",
+                "student_id",
+                "lms",
+                "lms_id",
+                "late",
+                "chapter",
+                *exercise_names,
+                "score",
+                "max_score",
+                "status",
+                "reason",
+                "warnings",
+            ]
+        )
         for r in rows:
-            w.writerow([r.submission, r.student_id, r.lms, r.lms_id, lms.late_text(r.late), r.chapter,
-                        *(f"{r.scores[n]:g}" for n in exercise_names), f"{r.score:g}", f"{r.max_score:g}", r.status,
-                        r.reason, "; ".join(r.warnings)])
+            w.writerow(
+                [
+                    r.submission,
+                    r.student_id,
+                    r.lms,
+                    r.lms_id,
+                    lms.late_text(r.late),
+                    r.chapter,
+                    *(f"{r.scores[n]:g}" for n in exercise_names),
+                    f"{r.score:g}",
+                    f"{r.max_score:g}",
+                    r.status,
+                    r.reason,
+                    "; ".join(r.warnings),
+                ]
+            )
 
 
 def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: dict[str, int]) -> None:
@@ -508,19 +643,32 @@ def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: 
     for n in names + ["total"]:
         vals = [r.score if n == "total" else r.scores[n] for r in rows]
         top = float(sum(points.values()) if n == "total" else points[n])
-        table.append({"exercise": n, "max": top, "full": sum(v == top for v in vals),
-                      "partial": sum(0 < v < top for v in vals), "zero": sum(v == 0 for v in vals),
-                      "mean": round(sum(vals) / len(vals), 2) if vals else 0.0})
+        table.append(
+            {
+                "exercise": n,
+                "max": top,
+                "full": sum(v == top for v in vals),
+                "partial": sum(0 < v < top for v in vals),
+                "zero": sum(v == 0 for v in vals),
+                "mean": round(sum(vals) / len(vals), 2) if vals else 0.0,
+            }
+        )
     with open(out / "summary.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(table[0]))
         w.writeheader()
         w.writerows(table)
     status = {s: sum(r.status == s for r in rows) for s in ("graded", "error", "integrity")}
-    md = [f"# {rows[0].chapter if rows else ''}: {len(rows)} submissions "
-          f"({status['graded']} graded, {status['error']} not gradeable, {status['integrity']} integrity zero)", "",
-          "| exercise | max | full | partial | zero | mean |", "|---|---|---|---|---|---|"]
-    md += [f"| {t['exercise']} | {t['max']:g} | {t['full']} | {t['partial']} | {t['zero']} | {t['mean']:g} |"
-           for t in table]
+    md = [
+        f"# {rows[0].chapter if rows else ''}: {len(rows)} submissions "
+        f"({status['graded']} graded, {status['error']} not gradeable, {status['integrity']} integrity zero)",
+        "",
+        "| exercise | max | full | partial | zero | mean |",
+        "|---|---|---|---|---|---|",
+    ]
+    md += [
+        f"| {t['exercise']} | {t['max']:g} | {t['full']} | {t['partial']} | {t['zero']} | {t['mean']:g} |"
+        for t in table
+    ]
     (out / "summary.md").write_text("\n".join(md) + "\n")
     import matplotlib
 

@@ -82,7 +82,7 @@ class RecordServer:
         while not self._stop.is_set():
             try:
                 conn, _ = self._srv.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -113,11 +113,10 @@ class RecordServer:
                 if from_pid != pid or len(lines) != 1:
                     raise ValueError
                 rec = json.loads(lines[0])
-                if not hmac.compare_digest(hmac.new(key, rec["body"].encode(), hashlib.sha256).hexdigest(),
-                                           rec["mac"]):
+                if not hmac.compare_digest(hmac.new(key, rec["body"].encode(), hashlib.sha256).hexdigest(), rec["mac"]):
                     raise ValueError
                 good.append(json.loads(rec["body"]))
-            except Exception:  # noqa: BLE001 - anything else is a forged or broken record
+            except Exception:
                 bad += 1
         return good, bad
 
@@ -132,22 +131,54 @@ def _watched(chapter: str):
 
     from . import core
 
-    mods = {"builtins": builtins, "math": math, "torch": torch, "torch.nn.functional": F,
-            "torch.linalg": torch.linalg, "torch.nn.utils.rnn": torch.nn.utils.rnn, "torch.autograd": torch.autograd,
-            "torch.nn.init": torch.nn.init, "torch.nn": torch.nn, "autograder.core": core,
-            "autograder.guard": sys.modules[__name__], f"autograder.{chapter}": sys.modules[f"autograder.{chapter}"],
-            "os": os}
+    mods = {
+        "builtins": builtins,
+        "math": math,
+        "torch": torch,
+        "torch.nn.functional": F,
+        "torch.linalg": torch.linalg,
+        "torch.nn.utils.rnn": torch.nn.utils.rnn,
+        "torch.autograd": torch.autograd,
+        "torch.nn.init": torch.nn.init,
+        "torch.nn": torch.nn,
+        "autograder.core": core,
+        "autograder.guard": sys.modules[__name__],
+        f"autograder.{chapter}": sys.modules[f"autograder.{chapter}"],
+        "os": os,
+    }
     if "numpy" in sys.modules:
         mods["numpy"] = sys.modules["numpy"]
-    classes = {"torch.Tensor": torch.Tensor, "TensorBase": torch._C.TensorBase, "nn.Module": torch.nn.Module,
-               "nn.Linear": torch.nn.Linear, "nn.Parameter": torch.nn.Parameter, "torch.Generator": torch.Generator,
-               "core.Exercises": core.Exercises, "core.Exercise": core.Exercise, "core.CheckFailed": core.CheckFailed,
-               "VariableFunctions": torch._C._VariableFunctions}
+    classes = {
+        "torch.Tensor": torch.Tensor,
+        "TensorBase": torch._C.TensorBase,
+        "nn.Module": torch.nn.Module,
+        "nn.Linear": torch.nn.Linear,
+        "nn.Parameter": torch.nn.Parameter,
+        "torch.Generator": torch.Generator,
+        "core.Exercises": core.Exercises,
+        "core.Exercise": core.Exercise,
+        "core.CheckFailed": core.CheckFailed,
+        "VariableFunctions": torch._C._VariableFunctions,
+    }
     return mods, classes
 
 
-_VOLATILE = {"input", "raw_input", "_", "__", "___", "exit", "quit", "get_ipython", "display", "help",
-             "__IPYTHON__", "copyright", "credits", "license"}  # rebound by IPython/ipykernel on every request
+_VOLATILE = {
+    "input",
+    "raw_input",
+    "_",
+    "__",
+    "___",
+    "exit",
+    "quit",
+    "get_ipython",
+    "display",
+    "help",
+    "__IPYTHON__",
+    "copyright",
+    "credits",
+    "license",
+}  # rebound by IPython/ipykernel on every request
 
 
 def _fn_parts(value):
@@ -170,9 +201,16 @@ def _attrs(obj) -> dict:
 
 
 def _entries(owner_dict: dict, skip=()) -> dict:
-    return {name: value for name, value in owner_dict.items() if name not in skip and (
-        callable(value) or isinstance(value, (types.ModuleType, property, staticmethod, classmethod))
-        or type(value).__name__ in ("getset_descriptor", "member_descriptor", "method_descriptor"))}
+    return {
+        name: value
+        for name, value in owner_dict.items()
+        if name not in skip
+        and (
+            callable(value)
+            or isinstance(value, (types.ModuleType, property, staticmethod, classmethod))
+            or type(value).__name__ in ("getset_descriptor", "member_descriptor", "method_descriptor")
+        )
+    }
 
 
 def _clone(fn: types.FunctionType, globs: dict) -> types.FunctionType:
@@ -202,8 +240,11 @@ def _private_world(core, checks_mod, boundary) -> tuple[dict, dict]:
         return g
 
     core_g = private(core, {"_BOUNDARY": boundary})
-    shared = {k: core_g[k] for k, v in vars(checks_mod).items()
-              if isinstance(v, types.FunctionType) and v.__globals__ is vars(core)}
+    shared = {
+        k: core_g[k]
+        for k, v in vars(checks_mod).items()
+        if isinstance(v, types.FunctionType) and v.__globals__ is vars(core)
+    }
     return core_g, private(checks_mod, shared)
 
 
@@ -240,7 +281,7 @@ def _arm(chapter: str) -> None:
 
     import numpy  # noqa: F401 - so that numpy's functions are recorded too
     import torch
-    import torch._dynamo  # noqa: F401 - on import it wraps torch.manual_seed & co.: do that before recording
+    import torch._dynamo
 
     from . import core
 
@@ -273,7 +314,7 @@ def _arm(chapter: str) -> None:
 
     def restore() -> None:
         """Put back every recorded function that was replaced, deleted or (on a class) added."""
-        for d, name, value, label in flat:
+        for d, name, value, _label in flat:
             if d.get(name, _MISSING) is not value:
                 if isinstance(d, dict):
                     d[name] = value
@@ -302,20 +343,31 @@ def _arm(chapter: str) -> None:
     core_g, checks_g = _private_world(core, checks_mod, boundary)
     private_dicts = (core_g, checks_g)
     exercises = checks_mod.EXERCISES
-    checks = {ex.name: tuple(checks_g[fn.__name__] if checks_g.get(fn.__name__) is not None
-                              and checks_g[fn.__name__].__code__ is fn.__code__ else _clone(fn, checks_g)
-                              for fn in list(ex.visible) + list(ex.hidden)) for ex in exercises}
+    checks = {
+        ex.name: tuple(
+            checks_g[fn.__name__]
+            if checks_g.get(fn.__name__) is not None and checks_g[fn.__name__].__code__ is fn.__code__
+            else _clone(fn, checks_g)
+            for fn in list(ex.visible) + list(ex.hidden)
+        )
+        for ex in exercises
+    }
 
     def snapshot() -> dict:
-        snap = {label: {n: (v, _fn_parts(v)) for n, v in _entries(
-            vars(obj), _VOLATILE if obj is builtins else ()).items()} for label, obj in mods.items()}
-        snap.update({label: {n: (v, _fn_parts(v)) for n, v in _entries(_attrs(cls)).items()}
-                     for label, cls in classes.items()})
-        snap.update({f"private{i}": {n: (v, _fn_parts(v)) for n, v in _entries(d).items()}
-                     for i, d in enumerate(private_dicts)})
+        snap = {
+            label: {n: (v, _fn_parts(v)) for n, v in _entries(vars(obj), _VOLATILE if obj is builtins else ()).items()}
+            for label, obj in mods.items()
+        }
+        snap.update(
+            {label: {n: (v, _fn_parts(v)) for n, v in _entries(_attrs(cls)).items()} for label, cls in classes.items()}
+        )
+        snap.update(
+            {f"private{i}": {n: (v, _fn_parts(v)) for n, v in _entries(d).items()} for i, d in enumerate(private_dicts)}
+        )
         snap["sys.modules"] = {name: (mod, None) for name, mod in mods.items() if sys.modules.get(name) is mod}
-        snap["checks"] = {f"{name}:{i}": (fn, _fn_parts(fn)) for name, fns in checks.items()
-                          for i, fn in enumerate(fns)}
+        snap["checks"] = {
+            f"{name}:{i}": (fn, _fn_parts(fn)) for name, fns in checks.items() for i, fn in enumerate(fns)
+        }
         return snap
 
     def same(a, b) -> bool:
@@ -323,8 +375,11 @@ def _arm(chapter: str) -> None:
             return False
         if a[1] is None or b[1] is None:
             return a[1] is b[1]
-        return len(a[1][4]) == len(b[1][4]) and all(x is y for x, y in zip(a[1][:4], b[1][:4])) and all(
-            x is y for x, y in zip(a[1][4], b[1][4]))
+        return (
+            len(a[1][4]) == len(b[1][4])
+            and all(x is y for x, y in zip(a[1][:4], b[1][:4]))
+            and all(x is y for x, y in zip(a[1][4], b[1][4]))
+        )
 
     before = snapshot()
     for label, obj in mods.items():
@@ -373,7 +428,7 @@ def _arm(chapter: str) -> None:
             boundary_problems.clear()
             try:
                 violations = integrity()
-            except Exception as err:  # noqa: BLE001 - the machinery itself was broken by the notebook
+            except Exception as err:
                 violations = [f"the grader's integrity check failed: {type(err).__name__}"]
             restore()  # the checks run on the functions recorded at arming, whatever the notebook did
             failures = []
@@ -397,23 +452,29 @@ def _arm(chapter: str) -> None:
                             failures.append(str(err).splitlines()[0][:200])
                         except GradingIntegrityError:
                             failures.append("the grading machinery was changed while the checks ran")
-                        except Exception as err:  # noqa: BLE001
+                        except Exception as err:
                             failures.append(f"the check crashed: {type(err).__name__}")
-                        except BaseException as err:  # noqa: BLE001 - SystemExit & co. from the student's code
+                        except BaseException as err:
                             failures.append(f"the student's code raised {type(err).__name__}")
                 finally:
                     active[0] = False
             try:
                 after = integrity()
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:
                 after = [f"the grader's integrity check failed: {type(err).__name__}"]
             violations += [v for v in boundary_problems + after if v not in violations]
             restore()
             if gc_was:
                 gc_enable()
-            entry = {"type": "verdict", "exercise": name, "passed": not failures and not violations and bool(fns),
-                     "failures": failures[:3], "violations": violations[:6], "threads": extra_threads,
-                     "seq": seq[0]}
+            entry = {
+                "type": "verdict",
+                "exercise": name,
+                "passed": not failures and not violations and bool(fns),
+                "failures": failures[:3],
+                "violations": violations[:6],
+                "threads": extra_threads,
+                "seq": seq[0],
+            }
             seq[0] += 1
             body = dumps(entry, sort_keys=True)
             h = signer.copy()
@@ -463,7 +524,7 @@ def _arm(chapter: str) -> None:
     def outside(path) -> bool:
         try:
             real = realpath(fsdecode(path))
-        except Exception:  # noqa: BLE001
+        except Exception:
             return True
         return not (real == "/dev/null" or any(real == w or real.startswith(w.rstrip("/") + "/") for w in writable))
 
@@ -478,15 +539,16 @@ def _arm(chapter: str) -> None:
             if isinstance(addr, (bytes, bytearray, memoryview)):
                 try:
                     addr = bytes(addr).decode("latin-1")
-                except Exception:  # noqa: BLE001
+                except Exception:
                     return "writing the grader's records"
             if isinstance(addr, str) and addr.startswith(record_prefix):  # ours, or another submission's
                 caller = getframe(2)  # 0: this function, 1: the hook, 2: the code that connects
                 ok = addr == address and event == "socket.connect" and caller.f_code in own_codes
                 return None if ok else "writing the grader's records"
             host = addr[0] if isinstance(addr, tuple) and addr else addr
-            if isinstance(addr, tuple) and not (isinstance(host, str) and (
-                    host.startswith("127.") or host in ("localhost", "::1", ""))):
+            if isinstance(addr, tuple) and not (
+                isinstance(host, str) and (host.startswith("127.") or host in ("localhost", "::1", ""))
+            ):
                 return "network access"
             return None
         if event == "object.__getattr__" and len(args) > 1:
@@ -499,8 +561,12 @@ def _arm(chapter: str) -> None:
                 if active[0] and (getframe(2).f_globals is user_ns or obj.tb_frame.f_globals is user_ns):
                     return "frame introspection while the checks run"
             return None
-        if event == "sys._getframe" and active[0] and args and (
-                args[0].f_globals is user_ns or getframe(2).f_globals is user_ns):
+        if (
+            event == "sys._getframe"
+            and active[0]
+            and args
+            and (args[0].f_globals is user_ns or getframe(2).f_globals is user_ns)
+        ):
             return "frame introspection while the checks run"  # the notebook's own code, called by a check
         if event in ("function.__new__", "exec") and args and args[0] in own_codes:
             return "running the grader's code outside the grader"
@@ -508,9 +574,15 @@ def _arm(chapter: str) -> None:
             target, attr = args[0], args[1] if len(args) > 1 else ""
             if id(target) in protected_classes and protected_classes[id(target)] is target:
                 return "patching a class the checks use"
-            if isinstance(target, types.FunctionType) and attr in ("__code__", "__defaults__", "__kwdefaults__") \
-                    and (target.__globals__ is core_g or target.__globals__ is checks_g or str(
-                        getattr(target, "__module__", "")).split(".")[0] in ("torch", "numpy", "autograder")):
+            if (
+                isinstance(target, types.FunctionType)
+                and attr in ("__code__", "__defaults__", "__kwdefaults__")
+                and (
+                    target.__globals__ is core_g
+                    or target.__globals__ is checks_g
+                    or str(getattr(target, "__module__", "")).split(".")[0] in ("torch", "numpy", "autograder")
+                )
+            ):
                 return "patching a function the checks use"
             return None
         if event == "object.__delattr__" and args and protected_classes.get(id(args[0])) is args[0]:
@@ -527,7 +599,7 @@ def _arm(chapter: str) -> None:
         if event == "open" and args and isinstance(args[0], (str, bytes, path_like)):
             try:
                 real = realpath(fsdecode(args[0]))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return None
             for bad in hidden_files:
                 if real == bad or real.startswith(bad.rstrip("/") + "/"):
@@ -536,7 +608,8 @@ def _arm(chapter: str) -> None:
                 return "opening a directory"
             mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
             writing = (isinstance(mode, str) and any(ch in mode for ch in "wax+")) or (
-                isinstance(flags, int) and flags & write_flags)
+                isinstance(flags, int) and flags & write_flags
+            )
             if writing and outside(real):
                 return "writing outside the submission's sandbox"
         return None
@@ -555,15 +628,23 @@ def _arm(chapter: str) -> None:
         if why is not None:
             raise PermissionError(f"{why} is not allowed while grading ({event})")
 
-    own_codes.update({engine_code, hook.__code__, problem.__code__, write_note.__code__,
-                      protected_frame_chain.__code__, boundary.__code__})
+    own_codes.update(
+        {
+            engine_code,
+            hook.__code__,
+            problem.__code__,
+            write_note.__code__,
+            protected_frame_chain.__code__,
+            boundary.__code__,
+        }
+    )
 
     # process spawning that no audit event covers: remove the module that does it from every module's reach
     for mod in list(sys.modules.values()):
         if getattr(mod, "_posixsubprocess", None) is sys.modules.get("_posixsubprocess"):
             try:
                 mod._posixsubprocess = None
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
     sys.modules["_posixsubprocess"] = None  # a fresh import of it now fails
 
@@ -580,21 +661,52 @@ def _arm(chapter: str) -> None:
         busy.discard(get_ident())
 
 
-_DENY_ALWAYS = {"subprocess.Popen": "spawning a process", "os.system": "spawning a process",
-                "os.exec": "spawning a process", "os.posix_spawn": "spawning a process",
-                "os.spawn": "spawning a process", "os.fork": "spawning a process",
-                "os.forkpty": "spawning a process", "pty.spawn": "spawning a process",
-                "ctypes.dlopen": "ctypes", "ctypes.dlsym": "ctypes", "ctypes.call_function": "ctypes",
-                "ctypes.cdata": "ctypes", "ctypes.addressof": "ctypes",
-                "gc.get_objects": "gc introspection", "gc.get_referrers": "gc introspection",
-                "gc.get_referents": "gc introspection", "sys.settrace": "trace hooks",
-                "sys.setprofile": "trace hooks", "sys._current_frames": "frame introspection",
-                "sys.addaudithook": "audit hooks", "cpython._PySys_ClearAuditHooks": "audit hooks"}
+_DENY_ALWAYS = {
+    "subprocess.Popen": "spawning a process",
+    "os.system": "spawning a process",
+    "os.exec": "spawning a process",
+    "os.posix_spawn": "spawning a process",
+    "os.spawn": "spawning a process",
+    "os.fork": "spawning a process",
+    "os.forkpty": "spawning a process",
+    "pty.spawn": "spawning a process",
+    "ctypes.dlopen": "ctypes",
+    "ctypes.dlsym": "ctypes",
+    "ctypes.call_function": "ctypes",
+    "ctypes.cdata": "ctypes",
+    "ctypes.addressof": "ctypes",
+    "gc.get_objects": "gc introspection",
+    "gc.get_referrers": "gc introspection",
+    "gc.get_referents": "gc introspection",
+    "sys.settrace": "trace hooks",
+    "sys.setprofile": "trace hooks",
+    "sys._current_frames": "frame introspection",
+    "sys.addaudithook": "audit hooks",
+    "cpython._PySys_ClearAuditHooks": "audit hooks",
+}
 
-_PATH_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
-                "os.symlink", "os.link", "os.utime", "shutil.rmtree", "shutil.move", "shutil.copyfile",
-                "shutil.copymode", "shutil.copystat", "shutil.chown", "os.chflags", "os.lchmod", "os.setxattr",
-                "os.removexattr"}
+_PATH_EVENTS = {
+    "os.remove",
+    "os.rename",
+    "os.rmdir",
+    "os.mkdir",
+    "os.chmod",
+    "os.chown",
+    "os.truncate",
+    "os.symlink",
+    "os.link",
+    "os.utime",
+    "shutil.rmtree",
+    "shutil.move",
+    "shutil.copyfile",
+    "shutil.copymode",
+    "shutil.copystat",
+    "shutil.chown",
+    "os.chflags",
+    "os.lchmod",
+    "os.setxattr",
+    "os.removexattr",
+}
 
 
 def verdict(name: str, *, defer: bool = False) -> None:

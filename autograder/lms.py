@@ -47,9 +47,11 @@ _MOODLE_FLAT = re.compile(r"^(?P<name>[^/]+)_(?P<lms_id>\d+)_assignsubmission_fi
 # file's absolute path): student id = the LMS id; file id = the uploaded name without Canvas's "-N" re-upload suffix,
 # Colab's "Copy of " prefix ("Save a copy in Drive") or a browser's " (N)" download suffix -- otherwise nbgrader
 # files the notebook under another name and autograde finds the assignment's notebook missing.
-ZIP_COLLECT_REGEXP = (r"^.*/[^/_]+_(?:LATE_)?(?P<student_id>\d+)_"
-                      r"(?:\d+_|assignsubmission_file_?/|assignsubmission_file_)(?:Copy[ _]of[ _])?"
-                      r"(?P<file_id>[^/]+?)(?:-\d+|[ _]\(\d+\))?\.ipynb$")
+ZIP_COLLECT_REGEXP = (
+    r"^.*/[^/_]+_(?:LATE_)?(?P<student_id>\d+)_"
+    r"(?:\d+_|assignsubmission_file_?/|assignsubmission_file_)(?:Copy[ _]of[ _])?"
+    r"(?P<file_id>[^/]+?)(?:-\d+|[ _]\(\d+\))?\.ipynb$"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,8 +85,18 @@ def late_text(late: bool | None) -> str:
 CANVAS_FILE = "canvas_import.csv"
 MOODLE_FILE = "moodle_grading_worksheet.csv"
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]  # then the assignment column
-MOODLE_COLUMNS = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum grade",
-                  "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
+MOODLE_COLUMNS = [
+    "Identifier",
+    "Full name",
+    "Email address",
+    "Status",
+    "Grade",
+    "Maximum grade",
+    "Grade can be changed",
+    "Last modified (submission)",
+    "Last modified (grade)",
+    "Feedback comments",
+]
 MOODLE_PARTICIPANT = "Participant "  # Moodle's string 'hiddenuser': the Identifier is this plus the participant id
 MOODLE_DATE = "%A, %d %B %Y, %I:%M %p"  # Moodle's 'strftimedaydatetime' (English), which its importer parses back
 
@@ -118,8 +130,10 @@ def write(system: str, path: pathlib.Path, rows, points: dict[str, int], *, assi
     """Write ``rows`` (with ``lms_id``) as ``system``'s import file at ``path``."""
     twice = sorted(i for i, n in collections.Counter(r.lms_id for r in rows).items() if n > 1)
     if twice:
-        log(f"  warning: {path.name}: several rows for the same {system} user ({', '.join(twice)}); the LMS keeps "
-            "the last one")
+        log(
+            f"  warning: {path.name}: several rows for the same {system} user ({', '.join(twice)}); the LMS keeps "
+            "the last one"
+        )
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         if system == CANVAS:
@@ -130,7 +144,19 @@ def write(system: str, path: pathlib.Path, rows, points: dict[str, int], *, assi
             w.writerow(MOODLE_COLUMNS)
             for r in rows:
                 graded = datetime.datetime.fromtimestamp(r.graded_at).strftime(MOODLE_DATE) if r.graded_at else ""
-                w.writerow([MOODLE_PARTICIPANT + r.lms_id, r.name, "", "Submitted for grading", f"{r.score:g}",
-                            f"{r.max_score:g}", "Yes", "", graded, feedback_comment(r, points)])
+                w.writerow(
+                    [
+                        MOODLE_PARTICIPANT + r.lms_id,
+                        r.name,
+                        "",
+                        "Submitted for grading",
+                        f"{r.score:g}",
+                        f"{r.max_score:g}",
+                        "Yes",
+                        "",
+                        graded,
+                        feedback_comment(r, points),
+                    ]
+                )
         else:
             raise ValueError(f"unknown LMS {system!r} (expected {CANVAS!r} or {MOODLE!r})")

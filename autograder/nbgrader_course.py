@@ -30,8 +30,10 @@ COURSE_DIR = notebooks.ROOT / "nbgrader_course"
 COURSE_ID = "attention-in-nlp"
 CELL_TIMEOUT = 120  # seconds per cell; the reference runs a whole chapter in about a minute on 2 CPU cores
 
-NOTE = ("Note: graded by plain nbgrader, without the course grader's integrity guard, sandbox and notebook repair "
-        "(python -m autograder grade). Points come from the test cells as they ran in your notebook.")
+NOTE = (
+    "Note: graded by plain nbgrader, without the course grader's integrity guard, sandbox and notebook repair "
+    "(python -m autograder grade). Points come from the test cells as they ran in your notebook."
+)
 
 
 def source_notebook(chapter: str, instructor: nbformat.NotebookNode | None = None) -> nbformat.NotebookNode:

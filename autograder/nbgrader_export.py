@@ -28,7 +28,7 @@ class _LmsExport(ExportPlugin):
             raise ValueError(f"{type(self).__name__} writes one assignment: pass --assignment=NAME")
         name = str(self.assignment[0])
         assignment = gradebook.find_assignment(name)
-        order = ([ex.name for ex in notebooks.checks_module(name).EXERCISES] if name in notebooks.chapters() else [])
+        order = [ex.name for ex in notebooks.checks_module(name).EXERCISES] if name in notebooks.chapters() else []
         rows, points = [], {}
         for submission in sorted(assignment.submissions, key=lambda s: s.student.id):
             student = submission.student
@@ -43,19 +43,42 @@ class _LmsExport(ExportPlugin):
                 continue
             if submission.needs_manual_grade:
                 # Left out, so the LMS keeps it ungraded (a 0 uploaded now would read as a grade).
-                self.log.warning("%s: %s needs manual grading (nbgrader could not autograde it, or a cell needs a "
-                                 "grader): left out of the %s file; grade it in formgrader and export again",
-                                 name, student.id, self.system)
+                self.log.warning(
+                    "%s: %s needs manual grading (nbgrader could not autograde it, or a cell needs a "
+                    "grader): left out of the %s file; grade it in formgrader and export again",
+                    name,
+                    student.id,
+                    self.system,
+                )
                 continue
             reason = ""
             full = ", ".join(p for p in (student.first_name, student.last_name) if p)
-            rows.append(grading.Row(name, student.id, name, scores, float(submission.score),
-                                    float(assignment.max_score), "graded", reason, lms=self.system,
-                                    lms_id=student.id, name=full, graded_at=time.time()))
+            rows.append(
+                grading.Row(
+                    name,
+                    student.id,
+                    name,
+                    scores,
+                    float(submission.score),
+                    float(assignment.max_score),
+                    "graded",
+                    reason,
+                    lms=self.system,
+                    lms_id=student.id,
+                    name=full,
+                    graded_at=time.time(),
+                )
+            )
         points = {n: points[n] for n in order if n in points} | points
         dest = pathlib.Path(self.to or (lms.CANVAS_FILE if self.system == lms.CANVAS else lms.MOODLE_FILE))
-        lms.write(self.system, dest, rows, points, assignment=self._column(name),
-                  log=lambda text: self.log.warning(text.strip()))
+        lms.write(
+            self.system,
+            dest,
+            rows,
+            points,
+            assignment=self._column(name),
+            log=lambda text: self.log.warning(text.strip()),
+        )
         self.log.info("Wrote %d row(s) of %s to %s", len(rows), name, dest)
 
     def _column(self, name: str) -> str:
@@ -66,8 +89,11 @@ class CanvasExport(_LmsExport):
     """Canvas gradebook import CSV (Student, ID, SIS User ID, SIS Login ID, Section, one assignment column)."""
 
     system = lms.CANVAS
-    column = Unicode("", help="the assignment column as Canvas names it, with its id: 'Chapter 3 (12345)' "
-                              "(default: the nbgrader assignment's name)").tag(config=True)
+    column = Unicode(
+        "",
+        help="the assignment column as Canvas names it, with its id: 'Chapter 3 (12345)' "
+        "(default: the nbgrader assignment's name)",
+    ).tag(config=True)
 
     def _column(self, name: str) -> str:
         return self.column or name

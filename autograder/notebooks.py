@@ -29,7 +29,6 @@ import inspect
 import os
 import pathlib
 import sys
-import re
 import tempfile
 import textwrap
 
@@ -107,11 +106,13 @@ def exercise_source(chapter: str, name: str) -> str:
 
 
 def test_source(name: str, points: int) -> str:
-    return (f"# Checks for `{name}` ({points} points). A failure says what was expected and what you gave.\n"
-            f'EXERCISES.run("{name}", {name})\n'
-            f"### BEGIN HIDDEN TESTS\n"
-            f'EXERCISES.run("{name}", {name}, hidden=True)\n'
-            f"### END HIDDEN TESTS")
+    return (
+        f"# Checks for `{name}` ({points} points). A failure says what was expected and what you gave.\n"
+        f'EXERCISES.run("{name}", {name})\n'
+        f"### BEGIN HIDDEN TESTS\n"
+        f'EXERCISES.run("{name}", {name}, hidden=True)\n'
+        f"### END HIDDEN TESTS"
+    )
 
 
 def build_instructor(chapter: str) -> nbformat.NotebookNode:
@@ -121,7 +122,7 @@ def build_instructor(chapter: str) -> nbformat.NotebookNode:
     template = jupytext.read(TEMPLATES / f"{chapter}.py")
     exercises = checks_module(chapter).EXERCISES
     nb = nbformat.v4.new_notebook()
-    badge = (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(chapter)})")
+    badge = f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(chapter)})"
     cells = [nbformat.v4.new_markdown_cell(badge), nbformat.v4.new_code_cell(setup_source(chapter))]
     cells[1].metadata["nbgrader"] = _nbgrader("setup", locked=True)
     seen = []
@@ -129,7 +130,8 @@ def build_instructor(chapter: str) -> nbformat.NotebookNode:
         name = cell.metadata.get("exercise")
         if name is None:
             new = (nbformat.v4.new_markdown_cell if cell.cell_type == "markdown" else nbformat.v4.new_code_cell)(
-                cell.source)
+                cell.source
+            )
             cells.append(new)
             continue
         ex = exercises[name]
@@ -141,8 +143,10 @@ def build_instructor(chapter: str) -> nbformat.NotebookNode:
         seen.append(name)
     registered = [ex.name for ex in exercises]
     if seen != registered:
-        raise ValueError(f"{chapter}: template exercises {seen} differ from the checks' exercises {registered} "
-                         "(same names, same order)")
+        raise ValueError(
+            f"{chapter}: template exercises {seen} differ from the checks' exercises {registered} "
+            "(same names, same order)"
+        )
     for i, cell in enumerate(cells):  # stable ids keep regenerated files byte-identical
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         cell["id"] = f"{grade_id}" if grade_id else f"cell-{i:03d}"
@@ -181,8 +185,9 @@ def build_release(chapter: str, instructor: nbformat.NotebookNode | None = None)
         nbformat.write(instructor, source)
         result = NbGraderAPI(config=_course_config(course)).generate_assignment(chapter, force=True, create=True)
         if not result["success"]:
-            raise RuntimeError(f"nbgrader generate_assignment failed for {chapter}:\n{result.get('error')}\n"
-                               f"{result.get('log')}")
+            raise RuntimeError(
+                f"nbgrader generate_assignment failed for {chapter}:\n{result.get('error')}\n{result.get('log')}"
+            )
         release = nbformat.read(course / "release" / chapter / f"{chapter}.ipynb", as_version=4)
     for cell in release.cells:
         if cell.cell_type == "code":
@@ -218,6 +223,7 @@ def fill_release(release: nbformat.NotebookNode, chapter: str, mutants=()) -> nb
 # ------------------------------------------------------------------------------------------------ samples
 # Names as Canvas writes them in a "Download submissions" zip: lastfirst_userid_submissionid_filename.
 
+
 def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str, tuple[str, str]]:
     """File name -> (file text, what grading it must give) for the samples graded by default.
 
@@ -230,8 +236,10 @@ def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str
     return {
         f"lovelaceada_1001_90001_{chapter}.ipynb": (correct, "full"),
         f"turingalan_1002_90002_{chapter}.ipynb": (nbformat.writes(release), "zero"),
-        f"hoppergrace_1003_90003_{chapter}.ipynb": (nbformat.writes(fill_release(release, chapter, [bug])),
-                                                     f"bug:{bug.name}"),
+        f"hoppergrace_1003_90003_{chapter}.ipynb": (
+            nbformat.writes(fill_release(release, chapter, [bug])),
+            f"bug:{bug.name}",
+        ),
         # A download cut short: not valid JSON.
         f"babbagecharles_LATE_1004_90004_{chapter}.ipynb": (correct[: len(correct) // 2], "invalid"),
     }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import pathlib
+
 import nbformat
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
@@ -30,8 +31,9 @@ def release_dir() -> pathlib.Path:
     for folder in (CHECKOUT_DIR, PACKAGED_DIR):
         if any(folder.glob("ch[0-9][0-9]_*.ipynb")):
             return folder
-    raise FileNotFoundError(f"no release notebooks in {CHECKOUT_DIR} or {PACKAGED_DIR}: the course package is "
-                            "incomplete; reinstall it")
+    raise FileNotFoundError(
+        f"no release notebooks in {CHECKOUT_DIR} or {PACKAGED_DIR}: the course package is incomplete; reinstall it"
+    )
 
 
 def chapters() -> list[str]:
@@ -39,7 +41,7 @@ def chapters() -> list[str]:
     return sorted(p.stem for p in release_dir().glob("ch[0-9][0-9]_*.ipynb"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _release_text(chapter: str) -> str:
     path = release_dir() / f"{chapter}.ipynb"
     if not path.is_file():

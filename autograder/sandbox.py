@@ -64,9 +64,15 @@ def hidden_files(chapter: str) -> list[str]:
         if not entry:
             continue
         base = pathlib.Path(entry)
-        for p in (base / "solutions" / f"{chapter}.py", base / "autograder" / "samples", base / "build",
-                  base / ".git", base / "_build", base / "grading_out",
-                  *(base / "solutions" / "__pycache__").glob(f"{chapter}.*.pyc")):
+        for p in (
+            base / "solutions" / f"{chapter}.py",
+            base / "autograder" / "samples",
+            base / "build",
+            base / ".git",
+            base / "_build",
+            base / "grading_out",
+            *(base / "solutions" / "__pycache__").glob(f"{chapter}.*.pyc"),
+        ):
             if p.exists():
                 found.add(str(p.resolve()))
     return sorted(found)
@@ -115,9 +121,15 @@ def uid_drop_possible() -> bool:
 def write_kernelspec(where: pathlib.Path) -> pathlib.Path:
     spec = where / "kernels" / notebooks.KERNELSPEC["name"]
     spec.mkdir(parents=True, exist_ok=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "autograder.sandbox", "kernel", "{connection_file}"],
-        "display_name": notebooks.KERNELSPEC["display_name"], "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "autograder.sandbox", "kernel", "{connection_file}"],
+                "display_name": notebooks.KERNELSPEC["display_name"],
+                "language": "python",
+            }
+        )
+    )
     return where
 
 
@@ -135,9 +147,14 @@ def worker_main(job_path: str) -> int:
     result_path = pathlib.Path(job["result"])
     try:
         result = _grade_one(job)
-    except Exception as exc:  # noqa: BLE001 - every submission ends in a recorded result
-        result = {"status": "error", "reason": f"grader error: {type(exc).__name__}: {str(exc)[:200]}",
-                  "scores": {}, "warnings": [], "trace": traceback.format_exc()[-2000:]}
+    except Exception as exc:
+        result = {
+            "status": "error",
+            "reason": f"grader error: {type(exc).__name__}: {str(exc)[:200]}",
+            "scores": {},
+            "warnings": [],
+            "trace": traceback.format_exc()[-2000:],
+        }
     result.update(submission=job["submission_name"], sha256=job["sha256"], student_id=job["student_id"])
     tmp = result_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1, sort_keys=True))
@@ -175,21 +192,38 @@ def _grade_one(job: dict) -> dict:
     key = os.urandom(32)
     records = guard.RecordServer()  # the guard's records come here over a socket only its own code may open
     config = home / "guard.json"
-    config.write_text(json.dumps({"key": key.hex(), "address": records.address, "sandbox": str(home),
-                                  "hidden_files": job["hidden_files"] + [str(course / "source"),
-                                                                         str(course / "gradebook.db"),
-                                                                         str(sandbox / "kernel.pid")]}))
+    config.write_text(
+        json.dumps(
+            {
+                "key": key.hex(),
+                "address": records.address,
+                "sandbox": str(home),
+                "hidden_files": job["hidden_files"]
+                + [str(course / "source"), str(course / "gradebook.db"), str(sandbox / "kernel.pid")],
+            }
+        )
+    )
     uid = int(job.get("uid", -1))
     if uid > 0 and os.geteuid() == 0:
         for p in (home, config):
             os.chown(p, uid, uid)
     kernels = write_kernelspec(sandbox / "jupyter")
-    env = {"AUTOGRADER_GUARD_CONFIG": str(config), "AUTOGRADER_SANDBOX": str(sandbox),
-           "AUTOGRADER_UID": str(uid), "AUTOGRADER_MEMORY_MB": str(job["memory_mb"]),
-           "JUPYTER_PATH": str(kernels), "HOME": str(home), "MPLCONFIGDIR": str(home), "IPYTHONDIR": str(home / ".ipython"),
-           "TMPDIR": str(home), "MPLBACKEND": "Agg", "JUPYTER_RUNTIME_DIR": str(sandbox / "runtime"),
-           "OMP_NUM_THREADS": str(job.get("threads", 1)), "MKL_NUM_THREADS": str(job.get("threads", 1)),
-           "PYTHONPATH": os.pathsep.join([job["stage"], os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {
+        "AUTOGRADER_GUARD_CONFIG": str(config),
+        "AUTOGRADER_SANDBOX": str(sandbox),
+        "AUTOGRADER_UID": str(uid),
+        "AUTOGRADER_MEMORY_MB": str(job["memory_mb"]),
+        "JUPYTER_PATH": str(kernels),
+        "HOME": str(home),
+        "MPLCONFIGDIR": str(home),
+        "IPYTHONDIR": str(home / ".ipython"),
+        "TMPDIR": str(home),
+        "MPLBACKEND": "Agg",
+        "JUPYTER_RUNTIME_DIR": str(sandbox / "runtime"),
+        "OMP_NUM_THREADS": str(job.get("threads", 1)),
+        "MKL_NUM_THREADS": str(job.get("threads", 1)),
+        "PYTHONPATH": os.pathsep.join([job["stage"], os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
     os.environ.update(env)
     os.chdir(sandbox)
 
@@ -236,8 +270,11 @@ def _grade_one(job: dict) -> dict:
         runs = by_exercise.get(name, [])
         failed = [e for e in runs if not e["passed"]]
         if score > 0 and (not runs or failed):
-            why = "no signed verdict from the grader's own checks" if not runs else "; ".join(
-                failed[0]["failures"] + failed[0]["violations"])[:200]
+            why = (
+                "no signed verdict from the grader's own checks"
+                if not runs
+                else "; ".join(failed[0]["failures"] + failed[0]["violations"])[:200]
+            )
             reasons.append(f"{name}: points withheld — {why}")
             score = 0.0
         scores[name] = score
@@ -260,21 +297,27 @@ def _grade_one(job: dict) -> dict:
     return {"status": status, "reason": "; ".join(reasons), "scores": scores, "warnings": warnings}
 
 
-_SUSPICIOUS = [(r"\bautograder\b|_autograder_guard", "refers to the grader's internals"),
-               (r"__torch_dispatch__|_make_wrapper_subclass|__torch_function__", "tensor subclass tricks"),
-               (r"^\s*EXERCISES\s*=|EXERCISES\.\w+\s*=", "rebinds EXERCISES"),
-               (r"\b(torch|np|numpy|math|builtins|F)\.[A-Za-z_]\w*\s*=[^=]", "assigns to a library function"),
-               (r"__closure__|__code__|__globals__|gc\.get_|ctypes|settrace|setprofile|addaudithook|_getframe|"
-                r"currentframe|f_back|f_locals|f_globals|gi_frame|tb_frame|_posixsubprocess|/proc/net",
-                "introspection tricks"),
-               (r"solutions\.{chapter}|solutions import {chapter}", "imports this chapter's reference solution")]
+_SUSPICIOUS = [
+    (r"\bautograder\b|_autograder_guard", "refers to the grader's internals"),
+    (r"__torch_dispatch__|_make_wrapper_subclass|__torch_function__", "tensor subclass tricks"),
+    (r"^\s*EXERCISES\s*=|EXERCISES\.\w+\s*=", "rebinds EXERCISES"),
+    (r"\b(torch|np|numpy|math|builtins|F)\.[A-Za-z_]\w*\s*=[^=]", "assigns to a library function"),
+    (
+        r"__closure__|__code__|__globals__|gc\.get_|ctypes|settrace|setprofile|addaudithook|_getframe|"
+        r"currentframe|f_back|f_locals|f_globals|gi_frame|tb_frame|_posixsubprocess|/proc/net",
+        "introspection tricks",
+    ),
+    (r"solutions\.{chapter}|solutions import {chapter}", "imports this chapter's reference solution"),
+]
 
 
 def suspicious(nb, chapter: str) -> list[str]:
     """Static flags for the instructor (not score changes): code that touches the grading machinery."""
     flags = []
     for cell in nb.cells:
-        student = cell.metadata.get("nbgrader", {}).get("solution") or cell.id.startswith("inserted-") or "-part" in cell.id
+        student = (
+            cell.metadata.get("nbgrader", {}).get("solution") or cell.id.startswith("inserted-") or "-part" in cell.id
+        )
         if cell.cell_type != "code" or not student:
             continue
         for pattern, what in _SUSPICIOUS:

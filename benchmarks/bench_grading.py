@@ -43,14 +43,23 @@ def main() -> None:
             nb.cells.append(nbformat.v4.new_code_cell(f"student_number = {i}  # makes this submission distinct"))
             nbformat.write(nb, subs / f"student{i:03d}_{1000 + i}_{5000 + i}_{args.chapter}.ipynb")
         t0 = time.perf_counter()
-        rows = grading.grade(sorted(subs.glob("*.ipynb")), args.chapter, pathlib.Path(tmp) / "out", jobs=args.jobs,
-                             log=lambda *a: None)
+        rows = grading.grade(
+            sorted(subs.glob("*.ipynb")), args.chapter, pathlib.Path(tmp) / "out", jobs=args.jobs, log=lambda *a: None
+        )
         wall = time.perf_counter() - t0
     assert all(r.score == r.max_score for r in rows), [r.reason for r in rows]
     per = wall / args.n
-    row = {"when": datetime.datetime.now().isoformat(timespec="seconds"), "cores": os.cpu_count(),
-           "load_1min": f"{os.getloadavg()[0]:.1f}", "chapter": args.chapter, "n": args.n, "jobs": args.jobs,
-           "wall_s": f"{wall:.1f}", "s_per_submission": f"{per:.1f}", "minutes_per_100": f"{per * 100 / 60:.1f}"}
+    row = {
+        "when": datetime.datetime.now().isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "load_1min": f"{os.getloadavg()[0]:.1f}",
+        "chapter": args.chapter,
+        "n": args.n,
+        "jobs": args.jobs,
+        "wall_s": f"{wall:.1f}",
+        "s_per_submission": f"{per:.1f}",
+        "minutes_per_100": f"{per * 100 / 60:.1f}",
+    }
     out = ROOT / "benchmarks" / "results" / "grading_throughput.csv"
     new = not out.exists()
     with open(out, "a", newline="") as f:

@@ -27,10 +27,15 @@ from torch import nn
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from results_io import write_results  # noqa: E402
-from solutions.ch03_self_attention import causal_mask  # noqa: E402
-from solutions.ch04_multi_head_attention import (FusedMultiHeadSelfAttention, MultiHeadAttention,  # noqa: E402
-                                                 copy_fused_from_torch, copy_mha_from_torch)
+from results_io import write_results
+
+from solutions.ch03_self_attention import causal_mask
+from solutions.ch04_multi_head_attention import (
+    FusedMultiHeadSelfAttention,
+    MultiHeadAttention,
+    copy_fused_from_torch,
+    copy_mha_from_torch,
+)
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 VARIANTS = ("teaching", "fused", "fused_sdpa", "torch_mha")
@@ -58,11 +63,17 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    p.add_argument("--sizes", nargs="+", default=["8,128,256,4", "4,256,384,6", "2,512,768,12"],
-                   help="B,T,d_model,H per size (the issue's GPU size: 8,1024,768,12)")
+    p.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["8,128,256,4", "4,256,384,6", "2,512,768,12"],
+        help="B,T,d_model,H per size (the issue's GPU size: 8,1024,768,12)",
+    )
     p.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median over them)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (1 on a shared machine)")
-    p.add_argument("--out", default=None, help="CSV path (default: benchmarks/results/ch04_multi_head_attention_<device>.csv)")
+    p.add_argument(
+        "--out", default=None, help="CSV path (default: benchmarks/results/ch04_multi_head_attention_<device>.csv)"
+    )
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -89,8 +100,12 @@ def main(argv=None):
         rows.append(row)
         print(row, flush=True)
     out = pathlib.Path(args.out) if args.out else RESULTS / f"ch04_multi_head_attention_{args.device}.csv"
-    write_results(out, rows, args.device, f"causal mask; forward+backward; median of {args.rounds} "
-                                          "interleaved rounds; ratio = time / torch_mha time")
+    write_results(
+        out,
+        rows,
+        args.device,
+        f"causal mask; forward+backward; median of {args.rounds} interleaved rounds; ratio = time / torch_mha time",
+    )
 
 
 if __name__ == "__main__":

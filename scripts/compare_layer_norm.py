@@ -21,9 +21,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from solutions.ch01_seq2seq import pick_device, shift_for_teacher_forcing  # noqa: E402
-from solutions.ch05_transformer import Transformer, label_smoothed_loss  # noqa: E402
-from solutions.translation_data import PAD_ID, TranslationData, infinite_batches, make_number_splits  # noqa: E402
+from solutions.ch01_seq2seq import pick_device, shift_for_teacher_forcing
+from solutions.ch05_transformer import Transformer, label_smoothed_loss
+from solutions.translation_data import PAD_ID, TranslationData, infinite_batches, make_number_splits
 
 DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
 
@@ -48,14 +48,33 @@ def main(argv=None) -> None:
     device = pick_device(args.device)
     data = TranslationData(make_number_splits(**DATA_ARGS))
     sizes = dict(d_model=args.d_model, n_heads=4, n_layers=args.layers, d_ff=4 * args.d_model, dropout=0.0)
-    result = {"config": {**vars(args), "model": sizes, "data": DATA_ARGS, "device": str(device),
-                         "threads": torch.get_num_threads(), "torch": torch.__version__,
-                         "measured": time.strftime("%Y-%m-%d")}, "runs": {}}
+    result = {
+        "config": {
+            **vars(args),
+            "model": sizes,
+            "data": DATA_ARGS,
+            "device": str(device),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "measured": time.strftime("%Y-%m-%d"),
+        },
+        "runs": {},
+    }
     for norm_first in (False, True):
         name = "pre-LN" if norm_first else "post-LN"
         torch.manual_seed(args.seed)
-        model = Transformer(len(data.src_vocab), len(data.tgt_vocab), norm_first=norm_first, pad_id=PAD_ID,
-                            context_length=64, **sizes).to(device).train()
+        model = (
+            Transformer(
+                len(data.src_vocab),
+                len(data.tgt_vocab),
+                norm_first=norm_first,
+                pad_id=PAD_ID,
+                context_length=64,
+                **sizes,
+            )
+            .to(device)
+            .train()
+        )
         opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
         batches = infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed)
         losses, t0 = [], time.time()
@@ -68,7 +87,9 @@ def main(argv=None) -> None:
             opt.step()
             losses.append(round(loss.item(), 4))
         result["runs"][name] = {"losses": losses, "seconds": round(time.time() - t0, 1)}
-        print(f"{name}: final loss (mean of last 20) {sum(losses[-20:]) / 20:.3f} in {time.time() - t0:.0f}s", flush=True)
+        print(
+            f"{name}: final loss (mean of last 20) {sum(losses[-20:]) / 20:.3f} in {time.time() - t0:.0f}s", flush=True
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "layer_norm_comparison.json").write_text(json.dumps(result, indent=1))

@@ -17,25 +17,38 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-import transformers  # noqa: E402
+import transformers
 
-from solutions.ch06_gpt import GPT, GPTConfig, generate, load_hf_gpt2  # noqa: E402
-from solutions.ch07_bert import Bert, BertConfig, BertForMaskedLM, load_hf_bert  # noqa: E402
+from solutions.ch06_gpt import GPT, GPTConfig, generate, load_hf_gpt2
+from solutions.ch07_bert import Bert, BertConfig, BertForMaskedLM, load_hf_bert
 
 
 def randomise(model):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1:
-                p.normal_(1.0 if ("ln_" in name or "LayerNorm.weight" in name) and name.endswith("weight") else 0.0, 0.1)
+                p.normal_(
+                    1.0 if ("ln_" in name or "LayerNorm.weight" in name) and name.endswith("weight") else 0.0, 0.1
+                )
     return model.eval()
 
 
 def main():
     torch.manual_seed(0)
     out = {"transformers": transformers.__version__, "torch": torch.__version__}
-    hc = transformers.GPT2Config(vocab_size=101, n_positions=32, n_embd=64, n_layer=3, n_head=4, resid_pdrop=0.0,
-                                 embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    hc = transformers.GPT2Config(
+        vocab_size=101,
+        n_positions=32,
+        n_embd=64,
+        n_layer=3,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
     hf = randomise(transformers.GPT2LMHeadModel(hc))
     # our names for GPT2Config's n_positions, n_layer, n_head, n_embd
     cfg_gpt = GPTConfig(vocab_size=101, context_length=32, n_layers=3, n_heads=4, d_model=64)
@@ -49,14 +62,22 @@ def main():
             out[f"gpt2_max_abs_logit_diff_{'sdpa' if path else 'explicit'}"] = (ours(idx) - ref).abs().max().item()
         prompt = idx[:, :6]
         mine = generate(ours, prompt, 26, temperature=0.0)
-        theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=26, do_sample=False,
-                             pad_token_id=0)
+        theirs = hf.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=26, do_sample=False, pad_token_id=0
+        )
     out["gpt2_greedy_identical"] = bool(torch.equal(mine, theirs))
     out["gpt2_logit_scale"] = ref.abs().max().item()
 
-    bc = transformers.BertConfig(vocab_size=101, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
-                                 intermediate_size=256, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                                 attention_probs_dropout_prob=0.0)
+    bc = transformers.BertConfig(
+        vocab_size=101,
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=256,
+        max_position_embeddings=32,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     cfg = BertConfig(vocab_size=101, context_length=32, n_layers=3, n_heads=4, d_model=64, d_ff=256)
     ids = torch.randint(5, 101, (4, 24))
     types = torch.zeros_like(ids)

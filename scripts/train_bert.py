@@ -30,11 +30,19 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from solutions.ch06_gpt import GPT, GPTConfig  # noqa: E402
-from solutions.ch07_bert import (SPECIAL_TOKENS, Bert, BertClassifier, BertConfig, BertForMaskedLM,  # noqa: E402
-                                 mask_tokens, mlm_loss, train_wordpiece)
-from solutions.text_data import python_docs, sentences  # noqa: E402
-from solutions.training import count_parameters, train  # noqa: E402
+from solutions.ch06_gpt import GPT, GPTConfig
+from solutions.ch07_bert import (
+    SPECIAL_TOKENS,
+    Bert,
+    BertClassifier,
+    BertConfig,
+    BertForMaskedLM,
+    mask_tokens,
+    mlm_loss,
+    train_wordpiece,
+)
+from solutions.text_data import python_docs, sentences
+from solutions.training import count_parameters, train
 
 PAD, UNK, CLS, SEP, MASK = range(len(SPECIAL_TOKENS))
 
@@ -83,8 +91,15 @@ def part_bert(args, out):
     tok = load_tokenizer(out)
     train_t, val_t = split_sentences()
     ids, types, att = encode_pairs(tok, train_t, args.seq_len)
-    config = BertConfig(vocab_size=tok.get_vocab_size(), context_length=args.seq_len, n_layers=args.n_layers,
-                        n_heads=args.n_heads, d_model=args.d_model, d_ff=4 * args.d_model, dropout=args.dropout)
+    config = BertConfig(
+        vocab_size=tok.get_vocab_size(),
+        context_length=args.seq_len,
+        n_layers=args.n_layers,
+        n_heads=args.n_heads,
+        d_model=args.d_model,
+        d_ff=4 * args.d_model,
+        dropout=args.dropout,
+    )
     model = BertForMaskedLM(config)
     g = torch.Generator().manual_seed(args.seed)
     v_ids, v_types, v_att = encode_pairs(tok, val_t, args.seq_len)
@@ -98,8 +113,16 @@ def part_bert(args, out):
         return mlm_eval(m, v_ids, v_types, v_att, config.vocab_size)
 
     print(f"BERT: {count_parameters(model):,} parameters, {len(ids):,} training pairs")
-    hist = train(model, loss_fn, max_iters=args.max_iters, lr=args.lr, warmup=50, eval_fn=eval_fn,
-                 eval_interval=args.eval_interval, progress=not args.no_progress)
+    hist = train(
+        model,
+        loss_fn,
+        max_iters=args.max_iters,
+        lr=args.lr,
+        warmup=50,
+        eval_fn=eval_fn,
+        eval_interval=args.eval_interval,
+        progress=not args.no_progress,
+    )
     print("BERT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
     torch.save({"config": vars(config), "model": model.state_dict()}, out / "bert_mlm.pt")
     (out / "bert_history.json").write_text(json.dumps(hist))
@@ -113,9 +136,11 @@ def mlm_eval(m, ids, types, att, vocab_size, n=512):
     x, labels = mask_tokens(ids[:n], mask_id=MASK, vocab_size=vocab_size, special_ids=range(5), generator=g)
     logits = m(x, types[:n], att[:n])
     sel = labels != -100
-    return {"loss": mlm_loss(logits, labels).item(),
-            "accuracy": (logits.argmax(-1)[sel] == labels[sel]).float().mean().item(),
-            "accuracy_at_mask": (logits.argmax(-1)[sel & (x == MASK)] == labels[sel & (x == MASK)]).float().mean().item()}
+    return {
+        "loss": mlm_loss(logits, labels).item(),
+        "accuracy": (logits.argmax(-1)[sel] == labels[sel]).float().mean().item(),
+        "accuracy_at_mask": (logits.argmax(-1)[sel & (x == MASK)] == labels[sel & (x == MASK)]).float().mean().item(),
+    }
 
 
 def part_gpt(args, out):
@@ -123,8 +148,14 @@ def part_gpt(args, out):
     tok = load_tokenizer(out)
     train_t, val_t = split_sentences()
     stream, v_stream = encode_stream(tok, train_t), encode_stream(tok, val_t)
-    config = GPTConfig(vocab_size=tok.get_vocab_size(), context_length=args.seq_len, n_layers=args.n_layers,
-                       n_heads=args.n_heads, d_model=args.d_model, dropout=args.dropout)
+    config = GPTConfig(
+        vocab_size=tok.get_vocab_size(),
+        context_length=args.seq_len,
+        n_layers=args.n_layers,
+        n_heads=args.n_heads,
+        d_model=args.d_model,
+        dropout=args.dropout,
+    )
     model = GPT(config)
     g = torch.Generator().manual_seed(args.seed)
     from solutions.text_data import get_lm_batch
@@ -139,8 +170,16 @@ def part_gpt(args, out):
         return {"loss": F.cross_entropy(m(x).flatten(0, 1), y.flatten()).item()}
 
     print(f"GPT: {model.num_parameters():,} parameters, {len(stream):,} training tokens")
-    hist = train(model, loss_fn, max_iters=args.max_iters, lr=args.lr, warmup=50, eval_fn=eval_fn,
-                 eval_interval=args.eval_interval, progress=not args.no_progress)
+    hist = train(
+        model,
+        loss_fn,
+        max_iters=args.max_iters,
+        lr=args.lr,
+        warmup=50,
+        eval_fn=eval_fn,
+        eval_interval=args.eval_interval,
+        progress=not args.no_progress,
+    )
     print("GPT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
     torch.save({"config": vars(config), "model": model.state_dict()}, out / "gpt_wordpiece.pt")
     (out / "gpt_history.json").write_text(json.dumps(hist))
@@ -163,8 +202,12 @@ def shuffled_task(tok, topics, T, seed):
     tok.enable_padding(length=T, pad_id=PAD)
     enc = tok.encode_batch(texts)
     tok.no_truncation(), tok.no_padding()
-    return (torch.tensor([e.ids for e in enc]), torch.tensor([e.attention_mask for e in enc]),
-            torch.tensor(labels), texts)
+    return (
+        torch.tensor([e.ids for e in enc]),
+        torch.tensor([e.attention_mask for e in enc]),
+        torch.tensor(labels),
+        texts,
+    )
 
 
 def fine_tune(bert, data, test, args, seed):
@@ -180,11 +223,22 @@ def fine_tune(bert, data, test, args, seed):
 
     def eval_fn(m):
         t_ids, t_att, t_y, _ = test
-        pred = torch.cat([m(t_ids[i:i + 256], None, t_att[i:i + 256]).argmax(-1) for i in range(0, len(t_ids), 256)])
+        pred = torch.cat(
+            [m(t_ids[i : i + 256], None, t_att[i : i + 256]).argmax(-1) for i in range(0, len(t_ids), 256)]
+        )
         return {"accuracy": (pred == t_y).float().mean().item()}
 
-    hist = train(model, loss_fn, max_iters=args.ft_iters, lr=args.ft_lr, warmup=20, weight_decay=0.01,
-                 eval_fn=eval_fn, eval_interval=max(1, args.ft_iters // 4), progress=not args.no_progress)
+    hist = train(
+        model,
+        loss_fn,
+        max_iters=args.ft_iters,
+        lr=args.ft_lr,
+        warmup=20,
+        weight_decay=0.01,
+        eval_fn=eval_fn,
+        eval_interval=max(1, args.ft_iters // 4),
+        progress=not args.no_progress,
+    )
     return hist
 
 
@@ -200,8 +254,11 @@ def fill_in_the_blank(bert, gpt, tok, topics, n_max, seed):
         ids, toks = e.ids, e.tokens
         if len(ids) > 60:
             continue
-        ok = [k for k in range(4, len(ids) - 4) if toks[k].isalpha() and not toks[k].startswith("##")
-              and not toks[k + 1].startswith("##")]
+        ok = [
+            k
+            for k in range(4, len(ids) - 4)
+            if toks[k].isalpha() and not toks[k].startswith("##") and not toks[k + 1].startswith("##")
+        ]
         for k in rng.sample(ok, min(3, len(ok))):  # up to three blanks per sentence, one at a time
             cases.append((ids, k))
     rng.shuffle(cases)
@@ -209,7 +266,7 @@ def fill_in_the_blank(bert, gpt, tok, topics, n_max, seed):
     hits = {"bert_both_sides": 0, "bert_left_only": 0, "gpt_left_only": 0}
     examples = []
     for ids, k in cases:
-        both = torch.tensor([ids[:k] + [MASK] + ids[k + 1:]])
+        both = torch.tensor([ids[:k] + [MASK] + ids[k + 1 :]])
         left = torch.tensor([ids[:k] + [MASK, SEP]])
         p_both = bert(both)[0, k, 5:].argmax().item() + 5  # never predict a special token
         p_left = bert(left)[0, k, 5:].argmax().item() + 5
@@ -218,9 +275,15 @@ def fill_in_the_blank(bert, gpt, tok, topics, n_max, seed):
         hits["bert_left_only"] += p_left == ids[k]
         hits["gpt_left_only"] += p_gpt == ids[k]
         if len(examples) < 8:
-            examples.append({"text": tok.decode(ids[1:k]) + " ____ " + tok.decode(ids[k + 1:-1]),
-                             "answer": tok.id_to_token(ids[k]), "bert": tok.id_to_token(p_both),
-                             "bert_left": tok.id_to_token(p_left), "gpt": tok.id_to_token(p_gpt)})
+            examples.append(
+                {
+                    "text": tok.decode(ids[1:k]) + " ____ " + tok.decode(ids[k + 1 : -1]),
+                    "answer": tok.id_to_token(ids[k]),
+                    "bert": tok.id_to_token(p_both),
+                    "bert_left": tok.id_to_token(p_left),
+                    "gpt": tok.id_to_token(p_gpt),
+                }
+            )
     return {"n": len(cases), **{k: v / len(cases) for k, v in hits.items()}, "examples": examples}
 
 
@@ -248,19 +311,31 @@ def part_eval(args, out):
     scratch = fine_tune(Bert(config).apply(_bert_init()), data, test, args, args.seed)
     print("fine-tuned:", pre["eval"][-1], " from scratch:", scratch["eval"][-1])
     results = {
-        "args": vars(args), "bert_config": ck["config"], "gpt_config": gk["config"],
+        "args": vars(args),
+        "bert_config": ck["config"],
+        "gpt_config": gk["config"],
         "bert_parameters": count_parameters(mlm),
         "gpt_parameters": gpt.num_parameters(),
         "bert_history": json.loads((out / "bert_history.json").read_text()),
         "gpt_history": json.loads((out / "gpt_history.json").read_text()),
-        "mlm_heldout": mlm_final, "fill_in_the_blank": blank,
-        "shuffled_task": {"train_examples": len(data[0]), "test_examples": len(test[0]),
-                          "test_positive_rate": test[2].float().mean().item(),
-                          "example": {"original": next(t for t, y in zip(test[3], test[2]) if y == 0),
-                                      "shuffled": next(t for t, y in zip(test[3], test[2]) if y == 1)},
-                          "pretrained": pre["eval"], "from_scratch": scratch["eval"]},
-        "machine": {"cpu_threads": torch.get_num_threads(), "torch": torch.__version__,
-                    "processor": platform.processor() or platform.machine()},
+        "mlm_heldout": mlm_final,
+        "fill_in_the_blank": blank,
+        "shuffled_task": {
+            "train_examples": len(data[0]),
+            "test_examples": len(test[0]),
+            "test_positive_rate": test[2].float().mean().item(),
+            "example": {
+                "original": next(t for t, y in zip(test[3], test[2]) if y == 0),
+                "shuffled": next(t for t, y in zip(test[3], test[2]) if y == 1),
+            },
+            "pretrained": pre["eval"],
+            "from_scratch": scratch["eval"],
+        },
+        "machine": {
+            "cpu_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "processor": platform.processor() or platform.machine(),
+        },
         "measured": time.strftime("%Y-%m-%d"),
     }
     (out / "bert_results.json").write_text(json.dumps(results, indent=1))

@@ -23,9 +23,9 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from solutions.ch06_gpt import GPT, GPTConfig, generate  # noqa: E402
-from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text, tiny_shakespeare, train_val_split  # noqa: E402
-from solutions.training import train  # noqa: E402
+from solutions.ch06_gpt import GPT, GPTConfig, generate
+from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text, tiny_shakespeare, train_val_split
+from solutions.training import train
 
 
 def parse_args(argv=None):
@@ -40,8 +40,12 @@ def parse_args(argv=None):
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--eval_interval", type=int, default=250)
     p.add_argument("--eval_iters", type=int, default=50)
-    p.add_argument("--data", choices=["python-docs", "shakespeare"], default="python-docs",
-                   help="python-docs needs no download; shakespeare downloads 1.1 MB once (sha256-verified)")
+    p.add_argument(
+        "--data",
+        choices=["python-docs", "shakespeare"],
+        default="python-docs",
+        help="python-docs needs no download; shakespeare downloads 1.1 MB once (sha256-verified)",
+    )
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (needs a C++ compiler on CPU)")
     p.add_argument("--seed", type=int, default=1337)
@@ -62,13 +66,23 @@ def main(argv=None) -> dict:
     tok = CharTokenizer.from_text(text)
     data = torch.tensor(tok.encode(text), dtype=torch.long)
     train_data, val_data = train_val_split(data, 0.1)
-    config = GPTConfig(vocab_size=tok.vocab_size, context_length=args.context_length, n_layers=args.n_layers,
-                       n_heads=args.n_heads, d_model=args.d_model, dropout=args.dropout)
+    config = GPTConfig(
+        vocab_size=tok.vocab_size,
+        context_length=args.context_length,
+        n_layers=args.n_layers,
+        n_heads=args.n_heads,
+        d_model=args.d_model,
+        dropout=args.dropout,
+    )
     model = GPT(config).to(device)
-    print(f"{args.data}: {len(text):,} characters, vocabulary {tok.vocab_size}; "
-          f"train {len(train_data):,} / val {len(val_data):,} tokens")
-    print(f"GPT: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
-          f"without the position table)")
+    print(
+        f"{args.data}: {len(text):,} characters, vocabulary {tok.vocab_size}; "
+        f"train {len(train_data):,} / val {len(val_data):,} tokens"
+    )
+    print(
+        f"GPT: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
+        f"without the position table)"
+    )
 
     g_train = torch.Generator().manual_seed(args.seed)
 
@@ -90,21 +104,34 @@ def main(argv=None) -> dict:
         return out
 
     t0 = time.time()
-    history = train(model, loss_fn, max_iters=args.max_iters, lr=args.lr, eval_fn=eval_fn,
-                    eval_interval=args.eval_interval, device=device, compile=args.compile,
-                    progress=not args.no_progress)
+    history = train(
+        model,
+        loss_fn,
+        max_iters=args.max_iters,
+        lr=args.lr,
+        eval_fn=eval_fn,
+        eval_interval=args.eval_interval,
+        device=device,
+        compile=args.compile,
+        progress=not args.no_progress,
+    )
     wall = time.time() - t0
     final = history["eval"][-1][1]
-    print(f"tokens/s {history['tokens_per_s']:,.0f}   train loss {final['train']:.3f}   "
-          f"val loss {final['val']:.3f}   ({wall:.0f} s wall)")
+    print(
+        f"tokens/s {history['tokens_per_s']:,.0f}   train loss {final['train']:.3f}   "
+        f"val loss {final['val']:.3f}   ({wall:.0f} s wall)"
+    )
 
     model.eval()
-    prompt = "The \"with\" statement"
+    prompt = 'The "with" statement'
     idx = torch.tensor([tok.encode(prompt)], device=device)
     samples = {}
-    for name, kw in {"greedy": dict(temperature=0.0), "T=1.0": dict(temperature=1.0),
-                     "T=0.8, top_k=10": dict(temperature=0.8, top_k=10),
-                     "T=1.0, top_p=0.9": dict(temperature=1.0, top_p=0.9)}.items():
+    for name, kw in {
+        "greedy": dict(temperature=0.0),
+        "T=1.0": dict(temperature=1.0),
+        "T=0.8, top_k=10": dict(temperature=0.8, top_k=10),
+        "T=1.0, top_p=0.9": dict(temperature=1.0, top_p=0.9),
+    }.items():
         g = torch.Generator(device=device).manual_seed(args.seed)
         out = generate(model, idx, args.sample_tokens, generator=g, **kw)
         samples[name] = tok.decode(out[0].tolist())
@@ -115,14 +142,26 @@ def main(argv=None) -> dict:
     stem = "gpt_char" if args.data == "python-docs" else "gpt_char_shakespeare"
     torch.save({"config": vars(config), "alphabet": tok.alphabet, "model": model.state_dict()}, out_dir / f"{stem}.pt")
     results = {
-        "args": vars(args), "config": vars(config), "parameters": model.num_parameters(),
-        "train_curve": history["train"][::10], "eval_curve": history["eval"],
-        "tokens_per_s": history["tokens_per_s"], "train_seconds": history["seconds"], "wall_seconds": wall,
-        "final": final, "samples": samples, "prompt": prompt,
-        "machine": {"device": str(device), "cpu_threads": torch.get_num_threads(), "torch": torch.__version__,
-                    "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpu_count": os.cpu_count(),
-                    "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None},
+        "args": vars(args),
+        "config": vars(config),
+        "parameters": model.num_parameters(),
+        "train_curve": history["train"][::10],
+        "eval_curve": history["eval"],
+        "tokens_per_s": history["tokens_per_s"],
+        "train_seconds": history["seconds"],
+        "wall_seconds": wall,
+        "final": final,
+        "samples": samples,
+        "prompt": prompt,
+        "machine": {
+            "device": str(device),
+            "cpu_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
+        },
         "measured": time.strftime("%Y-%m-%d"),
     }
     (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1))

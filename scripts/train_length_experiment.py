@@ -30,11 +30,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from solutions.ch01_seq2seq import (Seq2Seq, evaluate_by_length, pick_device, save_checkpoint,  # noqa: E402
-                                    train_model, translate)
-from solutions.ch02_bahdanau_attention import AttentionSeq2Seq  # noqa: E402
-from solutions.training import count_parameters, run_log  # noqa: E402
-from solutions.translation_data import TranslationData, infinite_batches, make_number_splits  # noqa: E402
+from solutions.ch01_seq2seq import Seq2Seq, evaluate_by_length, pick_device, save_checkpoint, train_model, translate
+from solutions.ch02_bahdanau_attention import AttentionSeq2Seq
+from solutions.training import count_parameters, run_log
+from solutions.translation_data import TranslationData, infinite_batches, make_number_splits
 
 DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
 EDGES = (8, 12, 16, 20, 24, 28)
@@ -51,8 +50,12 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0, help="seed for model initialisation and batch order")
     ap.add_argument("--out", default="checkpoints")
     ap.add_argument("--models", default="seq2seq,seq2seq_reversed,attention")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="CPU threads for torch (1 is robust on a shared 2-core machine; ignored on GPU)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads for torch (1 is robust on a shared 2-core machine; ignored on GPU)",
+    )
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
 
@@ -64,7 +67,9 @@ def main(argv=None) -> None:
     log = run_log(out / "length_experiment.log", device)
     t0 = time.time()
     data = TranslationData(make_number_splits(**{k: v for k, v in DATA_ARGS.items()}))
-    log(f"data: {DATA_ARGS}, src vocab {len(data.src_vocab)}, tgt vocab {len(data.tgt_vocab)}, built in {time.time() - t0:.1f}s")
+    log(
+        f"data: {DATA_ARGS}, src vocab {len(data.src_vocab)}, tgt vocab {len(data.tgt_vocab)}, built in {time.time() - t0:.1f}s"
+    )
 
     test = data.encoded["test"]
     refs = [t for _, t in data.tokens["test"]]
@@ -73,13 +78,26 @@ def main(argv=None) -> None:
 
     factories = {
         "seq2seq": lambda: Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), **PLAIN_ARGS),
-        "seq2seq_reversed": lambda: Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), reverse_source=True, **PLAIN_ARGS),
+        "seq2seq_reversed": lambda: Seq2Seq(
+            len(data.src_vocab), len(data.tgt_vocab), reverse_source=True, **PLAIN_ARGS
+        ),
         "attention": lambda: AttentionSeq2Seq(len(data.src_vocab), len(data.tgt_vocab), **ATTN_ARGS),
     }
     results = {
-        "config": {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed, "device": str(device),
-                   "data": DATA_ARGS, "edges": list(EDGES), "plain": PLAIN_ARGS, "attention": ATTN_ARGS,
-                   "torch": torch.__version__, "decoding": "greedy", "max_new_tokens": max_new_tokens},
+        "config": {
+            "steps": args.steps,
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+            "seed": args.seed,
+            "device": str(device),
+            "data": DATA_ARGS,
+            "edges": list(EDGES),
+            "plain": PLAIN_ARGS,
+            "attention": ATTN_ARGS,
+            "torch": torch.__version__,
+            "decoding": "greedy",
+            "max_new_tokens": max_new_tokens,
+        },
         "models": {},
     }
     rows = []
@@ -89,25 +107,50 @@ def main(argv=None) -> None:
         n_params = count_parameters(model, trainable_only=True)
         log(f"{name}: {n_params} parameters")
         t1 = time.time()
-        losses = train_model(model, infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed), args.steps,
-                             lr=args.lr, device=device, desc=name, log=log, log_every=100, progress=not args.no_progress)
+        losses = train_model(
+            model,
+            infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed),
+            args.steps,
+            lr=args.lr,
+            device=device,
+            desc=name,
+            log=log,
+            log_every=100,
+            progress=not args.no_progress,
+        )
         train_s = time.time() - t1
         t2 = time.time()
         hyps = translate(model, test, data.tgt_vocab, max_new_tokens=max_new_tokens)
         buckets = evaluate_by_length(hyps, refs, src_lengths, EDGES)
         eval_s = time.time() - t2
-        log(f"{name}: trained {train_s:.0f}s, evaluated {eval_s:.0f}s, final loss {sum(losses[-50:]) / len(losses[-50:]):.4f}")
+        log(
+            f"{name}: trained {train_s:.0f}s, evaluated {eval_s:.0f}s, final loss {sum(losses[-50:]) / len(losses[-50:]):.4f}"
+        )
         for r in buckets:
             log(f"  {name:17s} {r['bucket']:>6s} n={r['n']:4d} BLEU={r['bleu']:6.2f} exact={r['exact_match']:.3f}")
             rows.append({"model": name, **r})
         curve = [round(sum(losses[i : i + 25]) / len(losses[i : i + 25]), 4) for i in range(0, len(losses), 25)]
-        results["models"][name] = {"parameters": n_params, "train_seconds": round(train_s, 1), "eval_seconds": round(eval_s, 1),
-                                   "loss_curve_every_25": curve, "buckets": buckets,
-                                   "examples": [{"src": " ".join(data.tokens["test"][i][0]), "ref": " ".join(refs[i]),
-                                                 "hyp": " ".join(hyps[i])} for i in range(0, len(hyps), 150)]}
+        results["models"][name] = {
+            "parameters": n_params,
+            "train_seconds": round(train_s, 1),
+            "eval_seconds": round(eval_s, 1),
+            "loss_curve_every_25": curve,
+            "buckets": buckets,
+            "examples": [
+                {"src": " ".join(data.tokens["test"][i][0]), "ref": " ".join(refs[i]), "hyp": " ".join(hyps[i])}
+                for i in range(0, len(hyps), 150)
+            ],
+        }
         if name in ("seq2seq", "attention"):
-            save_checkpoint(model.cpu(), out / f"{name}.pt", src_vocab=data.src_vocab.itos, tgt_vocab=data.tgt_vocab.itos,
-                            data=DATA_ARGS, steps=args.steps, seed=args.seed)
+            save_checkpoint(
+                model.cpu(),
+                out / f"{name}.pt",
+                src_vocab=data.src_vocab.itos,
+                tgt_vocab=data.tgt_vocab.itos,
+                data=DATA_ARGS,
+                steps=args.steps,
+                seed=args.seed,
+            )
     results["total_seconds"] = round(time.time() - t0, 1)
     (out / "length_experiment.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
     with open(out / "length_experiment.csv", "w", newline="") as f:

@@ -36,14 +36,26 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from solutions.ch01_seq2seq import (evaluate_by_length, pick_device, save_checkpoint,  # noqa: E402
-                                    shift_for_teacher_forcing, train_model, translate)
-from solutions.ch02_bahdanau_attention import AttentionSeq2Seq  # noqa: E402
-from solutions.ch05_transformer import (Transformer, beam_search, greedy_decode,  # noqa: E402
-                                        label_smoothed_loss, noam_lr)
-from solutions.training import autocast_for, count_parameters, run_log  # noqa: E402
-from solutions.translation_data import (BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches,  # noqa: E402
-                                        iterate_batches, make_number_splits)
+from solutions.ch01_seq2seq import (
+    evaluate_by_length,
+    pick_device,
+    save_checkpoint,
+    shift_for_teacher_forcing,
+    train_model,
+    translate,
+)
+from solutions.ch02_bahdanau_attention import AttentionSeq2Seq
+from solutions.ch05_transformer import Transformer, beam_search, greedy_decode, label_smoothed_loss, noam_lr
+from solutions.training import autocast_for, count_parameters, run_log
+from solutions.translation_data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    TranslationData,
+    infinite_batches,
+    iterate_batches,
+    make_number_splits,
+)
 
 DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
 EDGES = (8, 12, 16, 20, 24, 28)
@@ -51,8 +63,18 @@ TRANSFORMER_ARGS = dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0
 ATTN_ARGS = dict(emb_dim=64, enc_hidden_size=128, dec_hidden_size=192, attn_dim=128, dropout=0.0)
 
 
-def train_transformer(model: Transformer, batches, steps: int, warmup: int, factor: float, smoothing: float,
-                      device: torch.device, desc: str, log, progress: bool) -> list[float]:
+def train_transformer(
+    model: Transformer,
+    batches,
+    steps: int,
+    warmup: int,
+    factor: float,
+    smoothing: float,
+    device: torch.device,
+    desc: str,
+    log,
+    progress: bool,
+) -> list[float]:
     """Teacher forcing, Adam(β=(0.9, 0.98), ε=1e-9) and the eq. 3 schedule (Vaswani et al. 2017, section 5.3)."""
     from tqdm.auto import tqdm
 
@@ -76,8 +98,10 @@ def train_transformer(model: Transformer, batches, steps: int, warmup: int, fact
         if step % 100 == 0 or step == steps:
             recent = losses[-100:]
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
-            log(f"{desc} step {step}/{steps} loss {sum(recent) / len(recent):.4f} lr {sched.get_last_lr()[0]:.2e} "
-                f"elapsed {time.time() - t0:.1f}s")
+            log(
+                f"{desc} step {step}/{steps} loss {sum(recent) / len(recent):.4f} lr {sched.get_last_lr()[0]:.2e} "
+                f"elapsed {time.time() - t0:.1f}s"
+            )
     bar.close()
     return losses
 
@@ -110,8 +134,12 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="checkpoints")
     ap.add_argument("--models", default="transformer,transformer_preln,bahdanau")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); 1 is fastest "
-                    "on a machine shared with other jobs")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch CPU threads (0: torch's default); 1 is fastest on a machine shared with other jobs",
+    )
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     if args.threads:
@@ -129,13 +157,27 @@ def main(argv=None) -> None:
     V_src, V_tgt = len(data.src_vocab), len(data.tgt_vocab)
     log(f"data {DATA_ARGS}: src vocab {V_src}, tgt vocab {V_tgt}, max_new_tokens {max_new_tokens}")
 
-    results = {"config": {"steps": args.steps, "batch_size": args.batch_size, "warmup": args.warmup,
-                          "lr_factor": args.lr_factor, "smoothing": args.smoothing, "seed": args.seed,
-                          "device": str(device), "threads": torch.get_num_threads(), "data": DATA_ARGS,
-                          "edges": list(EDGES), "transformer": TRANSFORMER_ARGS, "bahdanau": ATTN_ARGS,
-                          "torch": torch.__version__, "max_new_tokens": max_new_tokens, "beam_subset": args.beam_subset,
-                          "measured": time.strftime("%Y-%m-%d")},
-               "models": {}}
+    results = {
+        "config": {
+            "steps": args.steps,
+            "batch_size": args.batch_size,
+            "warmup": args.warmup,
+            "lr_factor": args.lr_factor,
+            "smoothing": args.smoothing,
+            "seed": args.seed,
+            "device": str(device),
+            "threads": torch.get_num_threads(),
+            "data": DATA_ARGS,
+            "edges": list(EDGES),
+            "transformer": TRANSFORMER_ARGS,
+            "bahdanau": ATTN_ARGS,
+            "torch": torch.__version__,
+            "max_new_tokens": max_new_tokens,
+            "beam_subset": args.beam_subset,
+            "measured": time.strftime("%Y-%m-%d"),
+        },
+        "models": {},
+    }
     rows = []
 
     def record(name, decoding, hyps, idx):
@@ -151,13 +193,28 @@ def main(argv=None) -> None:
         entry = {}
         t1 = time.time()
         if name.startswith("transformer"):
-            model = Transformer(V_src, V_tgt, norm_first=name.endswith("preln"), context_length=max_new_tokens + 2,
-                                pad_id=PAD_ID,
-                                **TRANSFORMER_ARGS)
+            model = Transformer(
+                V_src,
+                V_tgt,
+                norm_first=name.endswith("preln"),
+                context_length=max_new_tokens + 2,
+                pad_id=PAD_ID,
+                **TRANSFORMER_ARGS,
+            )
             entry["parameters"] = count_parameters(model, trainable_only=True)
             log(f"{name}: {entry['parameters']} parameters")
-            losses = train_transformer(model, batches, args.steps, args.warmup, args.lr_factor, args.smoothing, device,
-                                       name, log, not args.no_progress)
+            losses = train_transformer(
+                model,
+                batches,
+                args.steps,
+                args.warmup,
+                args.lr_factor,
+                args.smoothing,
+                device,
+                name,
+                log,
+                not args.no_progress,
+            )
             entry["train_seconds"] = round(time.time() - t1, 1)
             t2 = time.time()
             hyps = transformer_translate(model, test, data.tgt_vocab, max_new_tokens)
@@ -167,28 +224,40 @@ def main(argv=None) -> None:
                 sub = list(range(args.beam_subset))
                 entry["greedy_subset"] = record(name, "greedy_subset", hyps[: args.beam_subset], sub)
                 t3 = time.time()
-                beam_hyps = transformer_translate(model, test[: args.beam_subset], data.tgt_vocab, max_new_tokens,
-                                                  beam=4)
+                beam_hyps = transformer_translate(
+                    model, test[: args.beam_subset], data.tgt_vocab, max_new_tokens, beam=4
+                )
                 entry["beam_subset"] = record(name, "beam4_subset", beam_hyps, sub)
                 entry["beam_seconds"] = round(time.time() - t3, 1)
-                save_checkpoint(model.cpu(), out / "transformer.pt", src_vocab=data.src_vocab.itos,
-                                tgt_vocab=data.tgt_vocab.itos, data=DATA_ARGS, steps=args.steps, seed=args.seed)
+                save_checkpoint(
+                    model.cpu(),
+                    out / "transformer.pt",
+                    src_vocab=data.src_vocab.itos,
+                    tgt_vocab=data.tgt_vocab.itos,
+                    data=DATA_ARGS,
+                    steps=args.steps,
+                    seed=args.seed,
+                )
         else:
             model = AttentionSeq2Seq(V_src, V_tgt, **ATTN_ARGS)
             entry["parameters"] = count_parameters(model)
             log(f"{name}: {entry['parameters']} parameters")
-            losses = train_model(model, batches, args.steps, device=device, desc=name, log=log,
-                                 progress=not args.no_progress)
+            losses = train_model(
+                model, batches, args.steps, device=device, desc=name, log=log, progress=not args.no_progress
+            )
             entry["train_seconds"] = round(time.time() - t1, 1)
             t2 = time.time()
             hyps = translate(model, test, data.tgt_vocab, max_new_tokens=max_new_tokens)
             entry["greedy"] = record(name, "greedy", hyps, range(len(test)))
             entry["eval_seconds"] = round(time.time() - t2, 1)
-        entry["loss_curve_every_25"] = [round(sum(losses[i: i + 25]) / len(losses[i: i + 25]), 4)
-                                        for i in range(0, len(losses), 25)]
+        entry["loss_curve_every_25"] = [
+            round(sum(losses[i : i + 25]) / len(losses[i : i + 25]), 4) for i in range(0, len(losses), 25)
+        ]
         entry["loss_kind"] = "label-smoothed CE" if name.startswith("transformer") else "CE"
-        entry["examples"] = [{"src": " ".join(data.tokens["test"][i][0]), "ref": " ".join(refs[i]),
-                              "hyp": " ".join(hyps[i])} for i in range(0, len(hyps), 250)]
+        entry["examples"] = [
+            {"src": " ".join(data.tokens["test"][i][0]), "ref": " ".join(refs[i]), "hyp": " ".join(hyps[i])}
+            for i in range(0, len(hyps), 250)
+        ]
         log(f"{name}: trained in {entry['train_seconds']}s")
         results["models"][name] = entry
         (out / "transformer_experiment.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
@@ -196,8 +265,10 @@ def main(argv=None) -> None:
         w = csv.DictWriter(f, fieldnames=["model", "decoding", "bucket", "n", "bleu", "exact_match"])
         w.writeheader()
         w.writerows(rows)
-    log(f"retrain: python scripts/train_transformer.py --steps {args.steps} --seed {args.seed} --threads {args.threads} "
-        f"--out {args.out}")
+    log(
+        f"retrain: python scripts/train_transformer.py --steps {args.steps} --seed {args.seed} --threads {args.threads} "
+        f"--out {args.out}"
+    )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn as nn
@@ -56,9 +56,13 @@ def check_tokens(name: str, x: torch.Tensor, lens: torch.Tensor | None = None) -
         raise ValueError(f"{name} must be a (B, T) integer tensor, got shape {tuple(x.shape)} dtype {x.dtype}")
     if lens is not None:
         if lens.shape != (x.shape[0],):
-            raise ValueError(f"{name}_lens must have shape ({x.shape[0]},) to match {name} {tuple(x.shape)}, got {tuple(lens.shape)}")
+            raise ValueError(
+                f"{name}_lens must have shape ({x.shape[0]},) to match {name} {tuple(x.shape)}, got {tuple(lens.shape)}"
+            )
         if len(lens) and (int(lens.min()) < 1 or int(lens.max()) > x.shape[1]):
-            raise ValueError(f"{name}_lens must lie in [1, {x.shape[1]}], got min {int(lens.min())} max {int(lens.max())}")
+            raise ValueError(
+                f"{name}_lens must lie in [1, {x.shape[1]}], got min {int(lens.min())} max {int(lens.max())}"
+            )
 
 
 def reverse_padded(x: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
@@ -105,8 +109,16 @@ class Encoder(nn.Module):
         dropout: dropout between layers (only when ``num_layers > 1``) and on embeddings.
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, num_layers: int = 1, cell: str = "lstm",
-                 bidirectional: bool = False, dropout: float = 0.0):
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        cell: str = "lstm",
+        bidirectional: bool = False,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         rnn_cls = {"lstm": nn.LSTM, "gru": nn.GRU}.get(cell)
         if rnn_cls is None:
@@ -114,8 +126,14 @@ class Encoder(nn.Module):
         self.cell, self.hidden_size, self.num_layers, self.bidirectional = cell, hidden_size, num_layers, bidirectional
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.dropout = nn.Dropout(dropout)
-        self.rnn = rnn_cls(emb_dim, hidden_size, num_layers=num_layers, batch_first=True, bidirectional=bidirectional,
-                           dropout=dropout if num_layers > 1 else 0.0)
+        self.rnn = rnn_cls(
+            emb_dim,
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            bidirectional=bidirectional,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor):
         """Encode a padded batch.
@@ -186,10 +204,14 @@ def sequence_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = PAD
         ValueError: if the shapes do not match.
     """
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
-        raise ValueError(f"logits (B, T, V) and targets (B, T) must match, got {tuple(logits.shape)} and {tuple(targets.shape)}")
+        raise ValueError(
+            f"logits (B, T, V) and targets (B, T) must match, got {tuple(logits.shape)} and {tuple(targets.shape)}"
+        )
     ### BEGIN SOLUTION
     B, T, V = logits.shape
-    loss = F.cross_entropy(logits.reshape(B * T, V).float(), targets.reshape(B * T), ignore_index=pad_id)  # (B*T, V) vs (B*T,)
+    loss = F.cross_entropy(
+        logits.reshape(B * T, V).float(), targets.reshape(B * T), ignore_index=pad_id
+    )  # (B*T, V) vs (B*T,)
     ### END SOLUTION
     return loss
 
@@ -208,8 +230,9 @@ class Decoder(nn.Module):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.dropout = nn.Dropout(dropout)
-        self.rnn = nn.LSTM(emb_dim, hidden_size, num_layers=num_layers, batch_first=True,
-                           dropout=dropout if num_layers > 1 else 0.0)
+        self.rnn = nn.LSTM(
+            emb_dim, hidden_size, num_layers=num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0
+        )
         self.out = nn.Linear(hidden_size, vocab_size)
 
     def forward(self, dec_in: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
@@ -236,11 +259,26 @@ class Seq2Seq(nn.Module):
             the data and the evaluation code stay the same.
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, emb_dim: int = 64, hidden_size: int = 256, num_layers: int = 2,
-                 dropout: float = 0.0, reverse_source: bool = False):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        emb_dim: int = 64,
+        hidden_size: int = 256,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        reverse_source: bool = False,
+    ):
         super().__init__()
-        self.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, emb_dim=emb_dim, hidden_size=hidden_size,
-                           num_layers=num_layers, dropout=dropout, reverse_source=reverse_source)
+        self.config = dict(
+            src_vocab=src_vocab,
+            tgt_vocab=tgt_vocab,
+            emb_dim=emb_dim,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            dropout=dropout,
+            reverse_source=reverse_source,
+        )
         self.reverse_source = reverse_source
         self.encoder = Encoder(src_vocab, emb_dim, hidden_size, num_layers, cell="lstm", dropout=dropout)
         self.decoder = Decoder(tgt_vocab, emb_dim, hidden_size, num_layers, dropout=dropout)
@@ -268,8 +306,15 @@ class Seq2Seq(nn.Module):
 # Greedy decoding (model-agnostic)
 # ----------------------------------------------------------------------------------------------
 @torch.no_grad()
-def greedy_decode(model: nn.Module, src: torch.Tensor, src_lens: torch.Tensor, max_new_tokens: int = 60,
-                  bos_id: int = BOS_ID, eos_id: int = EOS_ID, pad_id: int = PAD_ID):
+def greedy_decode(
+    model: nn.Module,
+    src: torch.Tensor,
+    src_lens: torch.Tensor,
+    max_new_tokens: int = 60,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+):
     """Translate a batch by always taking the most probable next token.
 
     Decoding of a sentence stops at its first ``<eos>`` (which is kept) or after ``max_new_tokens`` tokens;
@@ -319,9 +364,18 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, src_lens: torch.Tensor, m
 # ----------------------------------------------------------------------------------------------
 # Training
 # ----------------------------------------------------------------------------------------------
-def train_model(model: nn.Module, batches: Iterator[Batch], steps: int, lr: float = 2e-3, clip: float = 5.0,
-                device: str | torch.device | None = None, log_every: int = 100, desc: str = "train",
-                progress: bool = True, log=None) -> list[float]:
+def train_model(
+    model: nn.Module,
+    batches: Iterator[Batch],
+    steps: int,
+    lr: float = 2e-3,
+    clip: float = 5.0,
+    device: str | torch.device | None = None,
+    log_every: int = 100,
+    desc: str = "train",
+    progress: bool = True,
+    log=None,
+) -> list[float]:
     """Teacher-forced training with Adam and gradient-norm clipping.
 
     Sutskever et al. trained with plain SGD (lr 0.7, halved each half epoch after 5 epochs) and
@@ -347,6 +401,7 @@ def train_model(model: nn.Module, batches: Iterator[Batch], steps: int, lr: floa
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(total=steps, desc=desc, mininterval=2.0)
     for step in range(1, steps + 1):
         batch = next(batches).to(device)
@@ -377,8 +432,15 @@ def train_model(model: nn.Module, batches: Iterator[Batch], steps: int, lr: floa
 # Evaluation
 # ----------------------------------------------------------------------------------------------
 @torch.no_grad()
-def translate(model: nn.Module, pairs: Sequence[EncodedPair], tgt_vocab: Vocab, batch_size: int = 256,
-              max_new_tokens: int = 60, device: str | torch.device | None = None, return_attention: bool = False):
+def translate(
+    model: nn.Module,
+    pairs: Sequence[EncodedPair],
+    tgt_vocab: Vocab,
+    batch_size: int = 256,
+    max_new_tokens: int = 60,
+    device: str | torch.device | None = None,
+    return_attention: bool = False,
+):
     """Greedy translations of encoded pairs, in order.
 
     Returns:
@@ -403,8 +465,12 @@ def translate(model: nn.Module, pairs: Sequence[EncodedPair], tgt_vocab: Vocab, 
     return (hyps, attns) if return_attention else hyps
 
 
-def evaluate_by_length(hyps: Sequence[Sequence[str]], refs: Sequence[Sequence[str]], src_lengths: Sequence[int],
-                       edges: Sequence[int] = (5, 10, 15, 20, 25, 30)) -> list[dict]:
+def evaluate_by_length(
+    hyps: Sequence[Sequence[str]],
+    refs: Sequence[Sequence[str]],
+    src_lengths: Sequence[int],
+    edges: Sequence[int] = (5, 10, 15, 20, 25, 30),
+) -> list[dict]:
     """Corpus BLEU (sacrebleu) and exact-match accuracy, overall and per source-length bucket.
 
     Bahdanau et al. 2014, Fig. 2 plots BLEU against sentence length; this is the same measurement.
@@ -426,7 +492,9 @@ def evaluate_by_length(hyps: Sequence[Sequence[str]], refs: Sequence[Sequence[st
     from solutions.translation_data import source_length_buckets
 
     if not (len(hyps) == len(refs) == len(src_lengths)):
-        raise ValueError(f"hyps, refs, src_lengths must have equal length, got {len(hyps)}, {len(refs)}, {len(src_lengths)}")
+        raise ValueError(
+            f"hyps, refs, src_lengths must have equal length, got {len(hyps)}, {len(refs)}, {len(src_lengths)}"
+        )
     labels = source_length_buckets(src_lengths, edges)
     order = sorted(set(labels), key=lambda s: int(s.split("-")[0].rstrip("+")))
     rows = []

@@ -55,10 +55,19 @@ def additive_score(s_prev: torch.Tensor, W: torch.Tensor, v: torch.Tensor, U_h: 
         ValueError: if the shapes do not fit together.
     """
     if s_prev.dim() != 2 or W.dim() != 2 or v.dim() != 1 or U_h.dim() != 3:
-        raise ValueError(f"expected s_prev (B, N), W (A, N), v (A,), U_h (B, S, A); got {tuple(s_prev.shape)}, "
-                         f"{tuple(W.shape)}, {tuple(v.shape)}, {tuple(U_h.shape)}")
-    if W.shape[1] != s_prev.shape[1] or W.shape[0] != v.shape[0] or U_h.shape[2] != v.shape[0] or U_h.shape[0] != s_prev.shape[0]:
-        raise ValueError(f"incompatible shapes s_prev {tuple(s_prev.shape)}, W {tuple(W.shape)}, v {tuple(v.shape)}, U_h {tuple(U_h.shape)}")
+        raise ValueError(
+            f"expected s_prev (B, N), W (A, N), v (A,), U_h (B, S, A); got {tuple(s_prev.shape)}, "
+            f"{tuple(W.shape)}, {tuple(v.shape)}, {tuple(U_h.shape)}"
+        )
+    if (
+        W.shape[1] != s_prev.shape[1]
+        or W.shape[0] != v.shape[0]
+        or U_h.shape[2] != v.shape[0]
+        or U_h.shape[0] != s_prev.shape[0]
+    ):
+        raise ValueError(
+            f"incompatible shapes s_prev {tuple(s_prev.shape)}, W {tuple(W.shape)}, v {tuple(v.shape)}, U_h {tuple(U_h.shape)}"
+        )
     ### BEGIN SOLUTION
     W_s = s_prev @ W.T  # (B, N) @ (N, A) -> (B, A)
     hidden = torch.tanh(W_s.unsqueeze(1) + U_h)  # (B, 1, A) + (B, S, A) -> (B, S, A)
@@ -83,8 +92,10 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         ValueError: if the shapes differ or ``mask`` is not bool.
     """
     if scores.shape != mask.shape or mask.dtype != torch.bool:
-        raise ValueError(f"scores and a bool mask must have the same shape, got {tuple(scores.shape)} and "
-                         f"{tuple(mask.shape)} ({mask.dtype})")
+        raise ValueError(
+            f"scores and a bool mask must have the same shape, got {tuple(scores.shape)} and "
+            f"{tuple(mask.shape)} ({mask.dtype})"
+        )
     ### BEGIN SOLUTION
     # a large finite negative (not -inf) keeps a fully masked row from computing -inf - (-inf) = NaN
     scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, S)
@@ -123,7 +134,7 @@ class AdditiveAttention(nn.Module):
         super().__init__()
         self.W = nn.Linear(dec_dim, attn_dim, bias=False)  # W_a
         self.U = nn.Linear(enc_dim, attn_dim, bias=False)  # U_a
-        self.v = nn.Parameter(torch.empty(attn_dim).uniform_(-attn_dim**-0.5, attn_dim**-0.5))  # v_a
+        self.v = nn.Parameter(torch.empty(attn_dim).uniform_(-(attn_dim**-0.5), attn_dim**-0.5))  # v_a
 
     def project(self, h: torch.Tensor) -> torch.Tensor:
         """``h (B, S, D)`` -> ``U_h (B, S, A)``."""
@@ -153,14 +164,30 @@ class AttentionSeq2Seq(nn.Module):
         dropout: on embeddings and before the output layer.
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, emb_dim: int = 64, enc_hidden_size: int = 128,
-                 dec_hidden_size: int = 256, attn_dim: int = 128, dropout: float = 0.0):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        emb_dim: int = 64,
+        enc_hidden_size: int = 128,
+        dec_hidden_size: int = 256,
+        attn_dim: int = 128,
+        dropout: float = 0.0,
+    ):
         super().__init__()
-        self.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, emb_dim=emb_dim, enc_hidden_size=enc_hidden_size,
-                           dec_hidden_size=dec_hidden_size, attn_dim=attn_dim, dropout=dropout)
+        self.config = dict(
+            src_vocab=src_vocab,
+            tgt_vocab=tgt_vocab,
+            emb_dim=emb_dim,
+            enc_hidden_size=enc_hidden_size,
+            dec_hidden_size=dec_hidden_size,
+            attn_dim=attn_dim,
+            dropout=dropout,
+        )
         D = 2 * enc_hidden_size
-        self.encoder = Encoder(src_vocab, emb_dim, enc_hidden_size, num_layers=1, cell="gru", bidirectional=True,
-                               dropout=dropout)
+        self.encoder = Encoder(
+            src_vocab, emb_dim, enc_hidden_size, num_layers=1, cell="gru", bidirectional=True, dropout=dropout
+        )
         self.init_state = nn.Linear(enc_hidden_size, dec_hidden_size)  # W_s: s_0 = tanh(W_s h_bwd_1)
         self.attention = AdditiveAttention(dec_hidden_size, D, attn_dim)
         self.embedding = nn.Embedding(tgt_vocab, emb_dim, padding_idx=PAD_ID)
@@ -177,7 +204,9 @@ class AttentionSeq2Seq(nn.Module):
         after reading the whole source, ending at the first word).
         """
         h, h_n = self.encoder(src, src_lens)  # (B, S, D), (2, B, N_e): [forward final, backward final]
-        mask = torch.arange(src.shape[1], device=src.device).unsqueeze(0) < src_lens.to(src.device).unsqueeze(1)  # (B, S)
+        mask = torch.arange(src.shape[1], device=src.device).unsqueeze(0) < src_lens.to(src.device).unsqueeze(
+            1
+        )  # (B, S)
         s0 = torch.tanh(self.init_state(h_n[-1]))  # backward direction's final state (B, N_e) -> (B, N)
         return {"h": h, "U_h": self.attention.project(h), "mask": mask, "s": s0}
 

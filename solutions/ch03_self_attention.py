@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
@@ -88,8 +87,9 @@ def attention_mask_from_lengths(lengths: torch.Tensor, T_k: int | None = None) -
         ValueError: if ``lengths`` is not 1-D integer, has a negative entry, or an entry larger than ``T_k``.
     """
     if lengths.ndim != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
-        raise ValueError(f"lengths must be a 1-D integer tensor (B,), got shape {tuple(lengths.shape)} "
-                         f"and dtype {lengths.dtype}")
+        raise ValueError(
+            f"lengths must be a 1-D integer tensor (B,), got shape {tuple(lengths.shape)} and dtype {lengths.dtype}"
+        )
     if T_k is None:
         T_k = int(lengths.max()) if lengths.numel() else 0
     if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > T_k):
@@ -112,16 +112,19 @@ def check_qkv_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     (batch) dims, and a bool ``mask`` that broadcasts to ``(..., T_q, T_k)``.
     """
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-        raise ValueError(f"q, k, v need at least 2 dims (..., T, d); got q{tuple(q.shape)}, "
-                         f"k{tuple(k.shape)}, v{tuple(v.shape)}")
+        raise ValueError(
+            f"q, k, v need at least 2 dims (..., T, d); got q{tuple(q.shape)}, k{tuple(k.shape)}, v{tuple(v.shape)}"
+        )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share d_k (last dim): q{tuple(q.shape)} vs k{tuple(k.shape)}")
     if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same number of keys T_k (dim -2): "
-                         f"k{tuple(k.shape)} vs v{tuple(v.shape)}")
+        raise ValueError(
+            f"k and v must have the same number of keys T_k (dim -2): k{tuple(k.shape)} vs v{tuple(v.shape)}"
+        )
     if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        raise ValueError(f"q, k, v must share their leading (batch) dims: q{tuple(q.shape)}, "
-                         f"k{tuple(k.shape)}, v{tuple(v.shape)}")
+        raise ValueError(
+            f"q, k, v must share their leading (batch) dims: q{tuple(q.shape)}, k{tuple(k.shape)}, v{tuple(v.shape)}"
+        )
     if mask is not None:
         if mask.dtype != torch.bool:
             raise ValueError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
@@ -131,8 +134,10 @@ def check_qkv_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         except RuntimeError:
             broadcast = None
         if broadcast != torch.Size(scores_shape):
-            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
-                             f"(..., T_q, T_k) = {scores_shape}")
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+                f"(..., T_q, T_k) = {scores_shape}"
+            )
 
 
 def scaled_dot_product_attention(
@@ -213,4 +218,3 @@ class SelfAttention(nn.Module):
         q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)  # (B, T, d_k), (B, T, d_k), (B, T, d_v)
         return scaled_dot_product_attention(q, k, v, mask)
         ### END SOLUTION
-

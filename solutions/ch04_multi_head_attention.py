@@ -148,15 +148,18 @@ class MultiHeadAttention(nn.Module):
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Attend from ``query`` to ``key``/``value`` with ``h`` heads; returns ``(output, weights)``."""
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.ndim != 3 or t.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must be (B, T, d_model={self.d_model}), got {tuple(t.shape)}")
         if key.shape[:2] != value.shape[:2] or query.shape[0] != key.shape[0]:
-            raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)} "
-                             "must share B, and key/value must share T_k")
+            raise ValueError(
+                f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)} "
+                "must share B, and key/value must share T_k"
+            )
         ### BEGIN SOLUTION
         q = split_heads(self.W_q(query), self.n_heads)  # (B, T_q, d_model) -> (B, H, T_q, d_k)
         k = split_heads(self.W_k(key), self.n_heads)  # (B, H, T_k, d_k)
@@ -204,8 +207,9 @@ class FusedMultiHeadSelfAttention(nn.Module):
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                use_sdpa: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, use_sdpa: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
         q, k, v = self.W_qkv(x).split(self.d_model, dim=-1)  # (B, T, 3·d_model) -> 3 × (B, T, d_model)
@@ -259,8 +263,10 @@ def from_torch_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
     return finite
 
 
-def torch_mha_masks(attention_mask: torch.Tensor | None = None, attn: torch.Tensor | None = None,
-                    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+def torch_mha_masks(
+    attention_mask: torch.Tensor | None = None,
+    attn: torch.Tensor | None = None,
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """Course masks -> ``(key_padding_mask, attn_mask)`` for ``nn.MultiheadAttention``, plus the combined course mask.
 
     PyTorch's ``key_padding_mask`` is True at **padding**; the course's ``attention_mask`` is True at real tokens.
@@ -293,8 +299,11 @@ def copy_mha_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention)
         ValueError: if sizes differ or ``theirs`` has separate k/v dims (``kdim``/``vdim``) or bias_k/v.
     """
     _check_compatible(ours, theirs)
-    for ours_lin, w, b in zip((ours.W_q, ours.W_k, ours.W_v), theirs.in_proj_weight.chunk(3),
-                              theirs.in_proj_bias.chunk(3) if theirs.in_proj_bias is not None else (None,) * 3):
+    for ours_lin, w, b in zip(
+        (ours.W_q, ours.W_k, ours.W_v),
+        theirs.in_proj_weight.chunk(3),
+        theirs.in_proj_bias.chunk(3) if theirs.in_proj_bias is not None else (None,) * 3,
+    ):
         ours_lin.weight.copy_(w)
         if b is not None:
             ours_lin.bias.copy_(b)
@@ -305,8 +314,9 @@ def copy_mha_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention)
 
 
 @torch.no_grad()
-def copy_mha_to_torch(ours: MultiHeadAttention | FusedMultiHeadSelfAttention,
-                      theirs: nn.MultiheadAttention) -> nn.MultiheadAttention:
+def copy_mha_to_torch(
+    ours: MultiHeadAttention | FusedMultiHeadSelfAttention, theirs: nn.MultiheadAttention
+) -> nn.MultiheadAttention:
     """Copy our weights (teaching or fused form) into an ``nn.MultiheadAttention`` (in place; returns ``theirs``)."""
     _check_compatible(ours, theirs)
     if isinstance(ours, FusedMultiHeadSelfAttention):
@@ -325,8 +335,9 @@ def copy_mha_to_torch(ours: MultiHeadAttention | FusedMultiHeadSelfAttention,
 
 
 @torch.no_grad()
-def copy_fused_from_torch(ours: FusedMultiHeadSelfAttention, theirs: nn.MultiheadAttention
-                          ) -> FusedMultiHeadSelfAttention:
+def copy_fused_from_torch(
+    ours: FusedMultiHeadSelfAttention, theirs: nn.MultiheadAttention
+) -> FusedMultiHeadSelfAttention:
     """Copy ``nn.MultiheadAttention`` weights into the fused form: ``W_qkv`` *is* ``in_proj_weight``."""
     _check_compatible(ours, theirs)
     ours.W_qkv.weight.copy_(theirs.in_proj_weight)
@@ -339,17 +350,26 @@ def copy_fused_from_torch(ours: FusedMultiHeadSelfAttention, theirs: nn.Multihea
 
 def torch_mha_like(ours: MultiHeadAttention | FusedMultiHeadSelfAttention) -> nn.MultiheadAttention:
     """A ``nn.MultiheadAttention(batch_first=True)`` with the same sizes, weights, device and dtype as ``ours``."""
-    bias = (ours.W_o.bias is not None)
+    bias = ours.W_o.bias is not None
     ref = ours.W_o.weight
-    theirs = nn.MultiheadAttention(ours.d_model, ours.n_heads, dropout=ours.dropout.p, bias=bias, batch_first=True,
-                                   device=ref.device, dtype=ref.dtype)
+    theirs = nn.MultiheadAttention(
+        ours.d_model,
+        ours.n_heads,
+        dropout=ours.dropout.p,
+        bias=bias,
+        batch_first=True,
+        device=ref.device,
+        dtype=ref.dtype,
+    )
     return copy_mha_to_torch(ours, theirs)
 
 
 def _check_compatible(ours, theirs: nn.MultiheadAttention) -> None:
     if theirs.embed_dim != ours.d_model or theirs.num_heads != ours.n_heads:
-        raise ValueError(f"size mismatch: ours d_model={ours.d_model}, n_heads={ours.n_heads}; nn.MultiheadAttention "
-                         f"embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}")
+        raise ValueError(
+            f"size mismatch: ours d_model={ours.d_model}, n_heads={ours.n_heads}; nn.MultiheadAttention "
+            f"embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
+        )
     if not theirs._qkv_same_embed_dim or theirs.bias_k is not None:
         raise ValueError("nn.MultiheadAttention with kdim/vdim or add_bias_kv has no counterpart here")
     if (theirs.in_proj_bias is None) != (ours.W_o.bias is None):

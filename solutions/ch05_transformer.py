@@ -96,8 +96,10 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.ndim != 3 or x.shape[-1] != self.d_model or x.shape[1] > self.context_length:
-            raise ValueError(f"x must be (B, T <= context_length={self.context_length}, d_model={self.d_model}), "
-                             f"got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must be (B, T <= context_length={self.context_length}, d_model={self.d_model}), "
+                f"got {tuple(x.shape)}"
+            )
         return self.dropout(x + self.pe[: x.shape[1]].to(x.dtype))  # (B, T, d_model) + (T, d_model)
 
 
@@ -202,8 +204,16 @@ class EncoderLayer(nn.Module):
     Transformer Architecture".
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
-                 activation: str = "relu", layer_norm_eps: float = 1e-5):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
@@ -245,8 +255,16 @@ class DecoderLayer(nn.Module):
     Source: Vaswani et al. 2017, sections 3.1 and 3.2.3.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
-                 activation: str = "relu", layer_norm_eps: float = 1e-5):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
@@ -257,8 +275,13 @@ class DecoderLayer(nn.Module):
         self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, tgt_attention_mask: torch.Tensor | None = None,
-                src_attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_attention_mask: torch.Tensor | None = None,
+        src_attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         T = y.shape[1]
         ### BEGIN SOLUTION
         self_mask = causal_mask(T, device=y.device)  # (T, T): no peeking at later target tokens
@@ -291,12 +314,23 @@ class Encoder(nn.Module):
     ``torch.nn.Transformer`` always adds the final LayerNorm, also in post-LN mode; ``final_norm=True`` matches it.
     """
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5,
-                 final_norm: bool | None = None):
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        final_norm: bool | None = None,
+    ):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation,
-                                                 layer_norm_eps) for _ in range(n_layers))
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
+            for _ in range(n_layers)
+        )
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
 
@@ -314,17 +348,33 @@ class Decoder(nn.Module):
     src_attention_mask (B, S) | None) -> (B, T, d_model)``.
     """
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5,
-                 final_norm: bool | None = None):
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        final_norm: bool | None = None,
+    ):
         super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation,
-                                                 layer_norm_eps) for _ in range(n_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
+            for _ in range(n_layers)
+        )
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, tgt_attention_mask: torch.Tensor | None = None,
-                src_attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_attention_mask: torch.Tensor | None = None,
+        src_attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         for layer in self.layers:
             y = layer(y, memory, tgt_attention_mask, src_attention_mask)
         return self.norm(y) if self.norm is not None else y
@@ -351,20 +401,43 @@ class Transformer(nn.Module):
     ``torch.nn.Transformer``.
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 512, n_heads: int = 8, n_layers: int = 6,
-                 d_ff: int = 2048, dropout: float = 0.1, norm_first: bool = False, activation: str = "relu",
-                 context_length: int = 512, pad_id: int = 0, tie_embeddings: bool = False):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        activation: str = "relu",
+        context_length: int = 512,
+        pad_id: int = 0,
+        tie_embeddings: bool = False,
+    ):
         super().__init__()
         self.pad_id, self.d_model = pad_id, d_model
-        self.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model, n_heads=n_heads,
-                           n_layers=n_layers, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
-                           activation=activation, context_length=context_length, pad_id=pad_id,
-                           tie_embeddings=tie_embeddings)
+        self.config = dict(
+            src_vocab=src_vocab,
+            tgt_vocab=tgt_vocab,
+            d_model=d_model,
+            n_heads=n_heads,
+            n_layers=n_layers,
+            d_ff=d_ff,
+            dropout=dropout,
+            norm_first=norm_first,
+            activation=activation,
+            context_length=context_length,
+            pad_id=pad_id,
+            tie_embeddings=tie_embeddings,
+        )
         self.src_embed = TokenEmbedding(src_vocab, d_model, padding_idx=pad_id)
         self.tgt_embed = TokenEmbedding(tgt_vocab, d_model, padding_idx=pad_id)
         self.positions = PositionalEncoding(d_model, context_length, dropout)
-        stack = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
-                     activation=activation)
+        stack = dict(
+            d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm_first=norm_first, activation=activation
+        )
         self.encoder = Encoder(n_layers, **stack)
         self.decoder = Decoder(n_layers, **stack)
         self.generator = nn.Linear(d_model, tgt_vocab)  # the output projection before the softmax
@@ -381,8 +454,7 @@ class Transformer(nn.Module):
 
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_attention_mask: torch.Tensor) -> torch.Tensor:
         tgt_pad = tgt_in != self.pad_id  # (B, T)
-        y = self.decoder(self.positions(self.tgt_embed(tgt_in)), memory, tgt_pad,
-                         src_attention_mask)  # (B, T, d_model)
+        y = self.decoder(self.positions(self.tgt_embed(tgt_in)), memory, tgt_pad, src_attention_mask)  # (B, T, d_model)
         return self.generator(y)  # (B, T, tgt_vocab)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -404,11 +476,12 @@ def noam_lr(step: int, d_model: int, warmup: int = 4000, factor: float = 1.0) ->
     Source: Vaswani et al. 2017, eq. 3 (``warmup_steps = 4000``).
     """
     step = max(step, 1)
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float = 0.1,
-                        pad_id: int = 0) -> torch.Tensor:
+def label_smoothed_loss(
+    logits: torch.Tensor, target: torch.Tensor, smoothing: float = 0.1, pad_id: int = 0
+) -> torch.Tensor:
     r"""Cross-entropy against smoothed targets: :math:`(1-\epsilon_{ls})` on the right token, :math:`\epsilon_{ls}`
     spread uniformly over the vocabulary; positions whose target is ``pad_id`` are ignored (mean over the rest).
 
@@ -417,8 +490,9 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: f
 
     Source: Vaswani et al. 2017, section 5.4 (``ε_ls = 0.1``); Szegedy et al. 2016.
     """
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=pad_id,
-                           label_smoothing=smoothing)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=pad_id, label_smoothing=smoothing
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -453,8 +527,15 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int, bo
 
 
 @torch.no_grad()
-def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int, bos_id: int, eos_id: int,
-                beam_size: int = 4, alpha: float = 0.6) -> list[list[int]]:
+def beam_search(
+    model: Transformer,
+    src: torch.Tensor,
+    max_new_tokens: int,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+) -> list[list[int]]:
     r"""Beam search, one source sentence at a time (the beams are batched).
 
     Keeps the ``beam_size`` best prefixes by total log-probability; a finished hypothesis (ended by ``<eos>``)
@@ -470,7 +551,7 @@ def beam_search(model: Transformer, src: torch.Tensor, max_new_tokens: int, bos_
     """
     results = []
     for b in range(src.shape[0]):
-        s = src[b: b + 1]
+        s = src[b : b + 1]
         s = s[:, : int((s != model.pad_id).sum())] if (s != model.pad_id).any() else s  # drop right padding
         memory, src_pad = model.encode(s)  # (1, S, d_model)
         beams = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (k, t)

@@ -171,9 +171,16 @@ class GPT(nn.Module):
 
 
 @torch.no_grad()
-def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None,
-             generator: torch.Generator | None = None) -> torch.Tensor:
+def generate(
+    model: nn.Module,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Extend ``idx (B, T0)`` by ``max_new_tokens`` sampled tokens; returns ``(B, T0 + max_new_tokens)``.
 
     Each step feeds the model at most its last ``model.context_length`` tokens (the context is cropped), with
@@ -194,7 +201,7 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *, temper
         raise ValueError(f"need temperature >= 0, top_k >= 1, 0 < top_p <= 1; got {temperature}, {top_k}, {top_p}")
     for _ in range(max_new_tokens):
         ### BEGIN SOLUTION
-        idx_cond = idx[:, -model.context_length:]  # (B, T) with T <= context_length
+        idx_cond = idx[:, -model.context_length :]  # (B, T) with T <= context_length
         position_ids = torch.arange(idx_cond.shape[1], device=idx.device)  # the window starts at position 0
         logits = model(idx_cond, position_ids)[:, -1, :].float()  # (B, V): the last position predicts the next
         if temperature == 0:
@@ -231,8 +238,12 @@ def load_hf_gpt2(model: GPT, hf_state_dict: dict[str, torch.Tensor]) -> GPT:
     Returns ``model``; raises KeyError if a tensor is missing and ValueError if a shape differs.
     """
     sd = {k.removeprefix("transformer."): v for k, v in hf_state_dict.items()}
-    ours = {"wte.weight": sd["wte.weight"], "wpe.weight": sd["wpe.weight"],
-            "ln_f.weight": sd["ln_f.weight"], "ln_f.bias": sd["ln_f.bias"]}
+    ours = {
+        "wte.weight": sd["wte.weight"],
+        "wpe.weight": sd["wpe.weight"],
+        "ln_f.weight": sd["ln_f.weight"],
+        "ln_f.bias": sd["ln_f.bias"],
+    }
     conv1d = {"attn.W_qkv": "attn.c_attn", "attn.W_o": "attn.c_proj", "mlp.W_1": "mlp.c_fc", "mlp.W_2": "mlp.c_proj"}
     for i in range(len(model.h)):
         for ln in ("ln_1", "ln_2"):

@@ -26,8 +26,19 @@ from torch import nn
 
 from solutions.ch05_transformer import EncoderLayer
 
-__all__ = ["BertConfig", "SPECIAL_TOKENS", "BertEmbeddings", "Bert", "MLMHead", "BertForMaskedLM",
-           "BertClassifier", "mask_tokens", "mlm_loss", "train_wordpiece", "load_hf_bert"]
+__all__ = [
+    "BertConfig",
+    "SPECIAL_TOKENS",
+    "BertEmbeddings",
+    "Bert",
+    "MLMHead",
+    "BertForMaskedLM",
+    "BertClassifier",
+    "mask_tokens",
+    "mlm_loss",
+    "train_wordpiece",
+    "load_hf_bert",
+]
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4 in the vocabularies trained here
 
@@ -76,9 +87,11 @@ class BertEmbeddings(nn.Module):
             token_type_ids = torch.zeros_like(input_ids)
         ### BEGIN SOLUTION
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
-        x = (self.word_embeddings(input_ids)  # (B, T, d)
-             + self.position_embeddings(positions)  # (T, d), broadcast over the batch
-             + self.token_type_embeddings(token_type_ids))  # (B, T, d)
+        x = (
+            self.word_embeddings(input_ids)  # (B, T, d)
+            + self.position_embeddings(positions)  # (T, d), broadcast over the batch
+            + self.token_type_embeddings(token_type_ids)
+        )  # (B, T, d)
         return self.dropout(self.LayerNorm(x))  # (B, T, d)
         ### END SOLUTION
 
@@ -101,8 +114,17 @@ class Bert(nn.Module):
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.layers = nn.ModuleList(
-            EncoderLayer(config.d_model, config.n_heads, config.d_ff, config.dropout, norm_first=False,
-                         activation="gelu", layer_norm_eps=config.layer_norm_eps) for _ in range(config.n_layers))
+            EncoderLayer(
+                config.d_model,
+                config.n_heads,
+                config.d_ff,
+                config.dropout,
+                norm_first=False,
+                activation="gelu",
+                layer_norm_eps=config.layer_norm_eps,
+            )
+            for _ in range(config.n_layers)
+        )
         self.pooler = nn.Linear(config.d_model, config.d_model)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
@@ -180,8 +202,15 @@ class BertClassifier(nn.Module):
 # --------------------------------------------------------------------------------------------------
 
 
-def mask_tokens(input_ids: torch.Tensor, *, mask_id: int, vocab_size: int, special_ids, mlm_probability: float = 0.15,
-                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(
+    input_ids: torch.Tensor,
+    *,
+    mask_id: int,
+    vocab_size: int,
+    special_ids,
+    mlm_probability: float = 0.15,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's MLM corruption (Devlin et al. 2019, section 3.1 and appendix A.1).
 
     Each token that is not special is *selected* independently with probability ``mlm_probability``. A
@@ -201,6 +230,7 @@ def mask_tokens(input_ids: torch.Tensor, *, mask_id: int, vocab_size: int, speci
         taken only where a token was selected). ``input_ids`` itself is not modified.
     """
     special = torch.isin(input_ids, torch.as_tensor(list(special_ids), device=input_ids.device))
+
     ### BEGIN SOLUTION
     def coin(p):  # independent Bernoulli(p) draws, one per token
         return torch.rand(input_ids.shape, generator=generator, device=input_ids.device) < p
@@ -242,7 +272,8 @@ def train_wordpiece(texts, vocab_size: int = 2000):
     tok.train_from_iterator(texts, trainer)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
     return tok
 
 
@@ -261,13 +292,26 @@ def load_hf_bert(model: BertForMaskedLM | Bert, hf_state_dict: dict[str, torch.T
     """
     sd = {k.removeprefix("bert."): v for k, v in hf_state_dict.items()}
     bert = model.bert if isinstance(model, BertForMaskedLM) else model
-    pairs = {f"embeddings.{n}": f"embeddings.{n}" for n in (
-        "word_embeddings.weight", "position_embeddings.weight", "token_type_embeddings.weight",
-        "LayerNorm.weight", "LayerNorm.bias")}
-    per_layer = {"self_attn.W_q": "attention.self.query", "self_attn.W_k": "attention.self.key",
-                 "self_attn.W_v": "attention.self.value", "self_attn.W_o": "attention.output.dense",
-                 "norm1": "attention.output.LayerNorm", "ffn.W_1": "intermediate.dense",
-                 "ffn.W_2": "output.dense", "norm2": "output.LayerNorm"}
+    pairs = {
+        f"embeddings.{n}": f"embeddings.{n}"
+        for n in (
+            "word_embeddings.weight",
+            "position_embeddings.weight",
+            "token_type_embeddings.weight",
+            "LayerNorm.weight",
+            "LayerNorm.bias",
+        )
+    }
+    per_layer = {
+        "self_attn.W_q": "attention.self.query",
+        "self_attn.W_k": "attention.self.key",
+        "self_attn.W_v": "attention.self.value",
+        "self_attn.W_o": "attention.output.dense",
+        "norm1": "attention.output.LayerNorm",
+        "ffn.W_1": "intermediate.dense",
+        "ffn.W_2": "output.dense",
+        "norm2": "output.LayerNorm",
+    }
     for i in range(len(bert.layers)):
         for mine, theirs in per_layer.items():
             for p in ("weight", "bias"):
@@ -278,9 +322,13 @@ def load_hf_bert(model: BertForMaskedLM | Bert, hf_state_dict: dict[str, torch.T
         if theirs in sd:
             own[mine].copy_(sd[theirs])
     if isinstance(model, BertForMaskedLM) and "cls.predictions.transform.dense.weight" in hf_state_dict:
-        head = {"dense.weight": "transform.dense.weight", "dense.bias": "transform.dense.bias",
-                "LayerNorm.weight": "transform.LayerNorm.weight", "LayerNorm.bias": "transform.LayerNorm.bias",
-                "decoder.bias": "bias"}
+        head = {
+            "dense.weight": "transform.dense.weight",
+            "dense.bias": "transform.dense.bias",
+            "LayerNorm.weight": "transform.LayerNorm.weight",
+            "LayerNorm.bias": "transform.LayerNorm.bias",
+            "decoder.bias": "bias",
+        }
         mlm = model.mlm.state_dict()
         for mine, theirs in head.items():
             mlm[mine].copy_(hf_state_dict[f"cls.predictions.{theirs}"])

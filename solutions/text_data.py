@@ -20,8 +20,16 @@ import re
 
 import torch
 
-__all__ = ["python_docs", "python_docs_text", "CharTokenizer", "train_val_split", "get_lm_batch", "sentences",
-           "tiny_shakespeare", "TINY_SHAKESPEARE_SHA256"]
+__all__ = [
+    "python_docs",
+    "python_docs_text",
+    "CharTokenizer",
+    "train_val_split",
+    "get_lm_batch",
+    "sentences",
+    "tiny_shakespeare",
+    "TINY_SHAKESPEARE_SHA256",
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -29,8 +37,18 @@ __all__ = ["python_docs", "python_docs_text", "CharTokenizer", "train_val_split"
 # --------------------------------------------------------------------------------------------------
 
 
-_ASCII = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-",
-                        "\u2014": "-", "\u2026": "...", "\u00a0": " "})
+_ASCII = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2026": "...",
+        "\u00a0": " ",
+    }
+)
 
 
 def python_docs() -> dict[str, str]:
@@ -79,7 +97,7 @@ class CharTokenizer:
         self.stoi = {c: i for i, c in enumerate(alphabet)}
 
     @classmethod
-    def from_text(cls, text: str) -> "CharTokenizer":
+    def from_text(cls, text: str) -> CharTokenizer:
         return cls("".join(sorted(set(text))))
 
     @property
@@ -110,8 +128,14 @@ def train_val_split(data: torch.Tensor, val_fraction: float = 0.1) -> tuple[torc
     return data[:n], data[n:]
 
 
-def get_lm_batch(data: torch.Tensor, context_length: int, batch_size: int, *, generator: torch.Generator | None = None,
-                 device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def get_lm_batch(
+    data: torch.Tensor,
+    context_length: int,
+    batch_size: int,
+    *,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random windows of a token stream for next-token prediction (因果语言模型).
 
     Returns ``(x, y)``, both ``(batch_size, context_length)`` int64 on ``device``; ``y`` is ``x`` shifted one
@@ -130,6 +154,7 @@ def sentences(text: str, min_words: int = 4) -> list[str]:
     """Split prose into sentences: paragraphs are re-flowed, code-like lines (grammar with ``::=``, prompts,
     indented lines that are not mostly letters) are dropped, then the text is cut after ``.``, ``?`` or ``!`` followed by a space and a capital.
     Sentences shorter than ``min_words`` words are dropped."""
+
     def is_prose(line: str) -> bool:
         s = line.strip()
         if not s or "::=" in s or set(s) <= set("*=-^~") or s.startswith((">>>", "...")):

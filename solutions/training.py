@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -44,10 +44,21 @@ def count_parameters(model: nn.Module, *, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-def train(model: nn.Module, loss_fn: Callable[[nn.Module, int], tuple[torch.Tensor, int]], *, max_iters: int,
-          lr: float = 1e-3, warmup: int = 100, weight_decay: float = 0.1, betas=(0.9, 0.99),
-          eval_fn: Callable[[nn.Module], dict] | None = None, eval_interval: int = 250,
-          device: torch.device | str = "cpu", compile: bool = False, progress: bool = True) -> dict:
+def train(
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, int], tuple[torch.Tensor, int]],
+    *,
+    max_iters: int,
+    lr: float = 1e-3,
+    warmup: int = 100,
+    weight_decay: float = 0.1,
+    betas=(0.9, 0.99),
+    eval_fn: Callable[[nn.Module], dict] | None = None,
+    eval_interval: int = 250,
+    device: torch.device | str = "cpu",
+    compile: bool = False,
+    progress: bool = True,
+) -> dict:
     """Train ``model`` for ``max_iters`` steps.
 
     Args:
@@ -65,8 +76,9 @@ def train(model: nn.Module, loss_fn: Callable[[nn.Module, int], tuple[torch.Tens
     device = torch.device(device)
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas
+    )
     step_model = torch.compile(model) if compile else model
     history = {"train": [], "eval": []}
 
@@ -115,7 +127,7 @@ def run_log(path, device: torch.device) -> Callable[[str], None]:
     import platform
     import sys
 
-    handle = open(path, "w")  # noqa: SIM115 - kept open for the script's lifetime, flushed per line
+    handle = open(path, "w")
 
     def log(msg: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"

@@ -30,9 +30,9 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import torch
 
@@ -82,7 +82,7 @@ class Vocab:
         self.stoi: dict[str, int] = {t: i for i, t in enumerate(itos)}
 
     @classmethod
-    def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1) -> "Vocab":
+    def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1) -> Vocab:
         """Build from tokenised sentences (iterable of token lists); ``min_freq >= 1``."""
         if min_freq < 1:
             raise ValueError(f"min_freq must be >= 1, got {min_freq}")
@@ -109,7 +109,7 @@ class Vocab:
         """Map ids back to tokens; stops at the first ``<eos>`` and drops ``<pad>``/``<bos>`` when
         ``strip_special`` is true.  Accepts a list of ints or a 1-D integer tensor."""
         out = []
-        for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
+        for i in ids.tolist() if isinstance(ids, torch.Tensor) else ids:
             i = int(i)
             if strip_special:
                 if i == EOS_ID:
@@ -244,9 +244,11 @@ class Batch:
     tgt_lens: torch.Tensor
     index: list[int]
 
-    def to(self, device: torch.device | str) -> "Batch":
+    def to(self, device: torch.device | str) -> Batch:
         """Move the tensors to ``device`` (lengths too; packing moves them back to CPU itself)."""
-        return Batch(self.src.to(device), self.src_lens.to(device), self.tgt.to(device), self.tgt_lens.to(device), self.index)
+        return Batch(
+            self.src.to(device), self.src_lens.to(device), self.tgt.to(device), self.tgt_lens.to(device), self.index
+        )
 
 
 class TranslationData:
@@ -268,13 +270,18 @@ class TranslationData:
         self.encoded = {k: [self.encode_pair(s, t) for s, t in v] for k, v in self.tokens.items()}
 
     def encode_pair(self, src_tokens: Sequence[str], tgt_tokens: Sequence[str]) -> EncodedPair:
-        return EncodedPair(self.src_vocab.encode(src_tokens, add_eos=True), self.tgt_vocab.encode(tgt_tokens, add_bos=True, add_eos=True))
+        return EncodedPair(
+            self.src_vocab.encode(src_tokens, add_eos=True),
+            self.tgt_vocab.encode(tgt_tokens, add_bos=True, add_eos=True),
+        )
 
     def encode_source(self, sentence: str) -> list[int]:
         """Raw source string -> ids ending in ``<eos>`` (what a model's encoder reads)."""
         return self.src_vocab.encode(tokenize(sentence), add_eos=True)
 
-    def batches(self, split: str, batch_size: int, shuffle: bool = False, seed: int = 0, drop_last: bool = False) -> Iterator[Batch]:
+    def batches(
+        self, split: str, batch_size: int, shuffle: bool = False, seed: int = 0, drop_last: bool = False
+    ) -> Iterator[Batch]:
         """One pass over ``split`` in mini-batches (see :func:`iterate_batches`)."""
         return iterate_batches(self.encoded[split], batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
 

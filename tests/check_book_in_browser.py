@@ -56,16 +56,27 @@ WINDOW = (1280, 900)  # CSS pixels
 MIN_TEXT_PX = 8  # smallest legible figure text, CSS pixels as displayed
 # (regular expression on the console message, why it is acceptable); anything else fails the check.
 KNOWN_CONSOLE_ERRORS: list[tuple[str, str]] = [
-    (r"Identifier 'THEBE_JS_URL' has already been declared",
-     "sphinx-thebe's inline config script is emitted twice under Sphinx 7.4 (its None file name and the "
-     "builder's '' compare unequal); the second copy only re-declares the same constants, and thebe (live "
-     "code) is not enabled in this book"),
+    (
+        r"Identifier 'THEBE_JS_URL' has already been declared",
+        "sphinx-thebe's inline config script is emitted twice under Sphinx 7.4 (its None file name and the "
+        "builder's '' compare unequal); the second copy only re-declares the same constants, and thebe (live "
+        "code) is not enabled in this book",
+    ),
 ]
 
 # Font sizes a page may pass to matplotlib by name (relative to font.size) that are never below it.
 _LARGE_NAMES = {"medium", "large", "x-large", "xx-large", "larger"}
-_FONT_KEYS = ("font.size", "axes.titlesize", "axes.labelsize", "xtick.labelsize", "ytick.labelsize",
-              "legend.fontsize", "legend.title_fontsize", "figure.titlesize", "figure.labelsize")
+_FONT_KEYS = (
+    "font.size",
+    "axes.titlesize",
+    "axes.labelsize",
+    "xtick.labelsize",
+    "ytick.labelsize",
+    "legend.fontsize",
+    "legend.title_fontsize",
+    "figure.titlesize",
+    "figure.labelsize",
+)
 
 
 def style_text_metrics(style: pathlib.Path = STYLE) -> tuple[float, float]:
@@ -91,21 +102,28 @@ def style_text_metrics(style: pathlib.Path = STYLE) -> tuple[float, float]:
 def lint_page_sources(min_font_pt: float) -> list[str]:
     """Problems in the book pages' code that would make figures smaller than the shared style promises."""
     problems = []
-    font_kw = re.compile(r"\b(fontsize|labelsize|titlesize|title_fontsize|size)\s*=\s*([\w.\"'+-]+)"
-                         r"|\.(set_fontsize|set_size)\(\s*([\w.\"'+-]+)")
+    font_kw = re.compile(
+        r"\b(fontsize|labelsize|titlesize|title_fontsize|size)\s*=\s*([\w.\"'+-]+)"
+        r"|\.(set_fontsize|set_size)\(\s*([\w.\"'+-]+)"
+    )
     for page in sorted((ROOT / "book").glob("*.md")):
         text, name = page.read_text(), page.relative_to(ROOT)
         code = "\n".join(re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, flags=re.S))
         if "matplotlib" in code and not re.search(r"""plt\.style\.use\(\s*["']figures\.mplstyle["']\s*\)""", code):
-            problems.append(f"{name}: uses matplotlib but does not apply the shared style "
-                            f"(plt.style.use(\"figures.mplstyle\") in its first cell)")
-        for pattern, what in [(r"rcParams|\bplt\.rc\(|\bmpl\.rc\(|matplotlib\.rc\(|rc_context", "sets rcParams"),
-                              (r"\bdpi\s*=|set_dpi\(", "sets a dpi"),
-                              (r"InlineBackend", "configures the inline backend"),
-                              (r"""style\.use\(\s*(?!["']figures\.mplstyle["'])""", "applies another style")]:
+            problems.append(
+                f"{name}: uses matplotlib but does not apply the shared style "
+                f'(plt.style.use("figures.mplstyle") in its first cell)'
+            )
+        for pattern, what in [
+            (r"rcParams|\bplt\.rc\(|\bmpl\.rc\(|matplotlib\.rc\(|rc_context", "sets rcParams"),
+            (r"\bdpi\s*=|set_dpi\(", "sets a dpi"),
+            (r"InlineBackend", "configures the inline backend"),
+            (r"""style\.use\(\s*(?!["']figures\.mplstyle["'])""", "applies another style"),
+        ]:
             for match in re.finditer(pattern, code):
-                problems.append(f"{name}: {what} ({match.group(0).strip()}…) — put figure settings in "
-                                f"book/figures.mplstyle")
+                problems.append(
+                    f"{name}: {what} ({match.group(0).strip()}…) — put figure settings in book/figures.mplstyle"
+                )
         for match in font_kw.finditer(code):
             key, value = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
             bare = value.strip("\"'")
@@ -116,8 +134,10 @@ def lint_page_sources(min_font_pt: float) -> list[str]:
                     continue
                 ok = bare in _LARGE_NAMES
             if not ok:
-                problems.append(f"{name}: {key}={value} is smaller than the shared style's smallest text "
-                                f"({min_font_pt:g} pt) or cannot be checked — use the style's sizes")
+                problems.append(
+                    f"{name}: {key}={value} is smaller than the shared style's smallest text "
+                    f"({min_font_pt:g} pt) or cannot be checked — use the style's sizes"
+                )
     return problems
 
 
@@ -199,13 +219,22 @@ def start_browser():
         sys.exit("BROWSER: selenium is not installed: .venv/bin/pip install -r requirements.txt")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--allow-file-access-from-files", "--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--allow-file-access-from-files",
+        "--hide-scrollbars",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": WINDOW[0], "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": WINDOW[0], "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False},
+    )
     driver.set_script_timeout(60)
     return driver
 
@@ -224,8 +253,15 @@ def launch_menu_problems(driver) -> list[str]:
     return []
 
 
-def check_page(driver, page: pathlib.Path, min_font_pt: float, dpi: float, repo: str, branch: str,
-               screenshots: pathlib.Path | None = None) -> list[str]:
+def check_page(
+    driver,
+    page: pathlib.Path,
+    min_font_pt: float,
+    dpi: float,
+    repo: str,
+    branch: str,
+    screenshots: pathlib.Path | None = None,
+) -> list[str]:
     """Load one built page and return its problems, each a line a reader of the log can act on."""
     redirect = re.search(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', page.read_text(), re.I)
     if redirect:  # index.html only forwards to the first page, which is checked in its own right
@@ -235,11 +271,15 @@ def check_page(driver, page: pathlib.Path, min_font_pt: float, dpi: float, repo:
     r = driver.execute_async_script(PAGE_SCRIPT, MIN_TEXT_PX, min_font_pt, dpi)
     if screenshots:
         height = driver.execute_script("return document.documentElement.scrollHeight")
-        shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": WINDOW[0], "height": min(height, 16000), "scale": 1}})
-        (screenshots / f"{page.parent.name}_{page.stem}.png").write_bytes(
-            base64.b64decode(shot["data"]))
+        shot = driver.execute_cdp_cmd(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": WINDOW[0], "height": min(height, 16000), "scale": 1},
+            },
+        )
+        (screenshots / f"{page.parent.name}_{page.stem}.png").write_bytes(base64.b64decode(shot["data"]))
     if "scriptError" in r:
         return [f"the check itself failed in the page: {r['scriptError']}"]
     problems = []
@@ -249,19 +289,25 @@ def check_page(driver, page: pathlib.Path, min_font_pt: float, dpi: float, repo:
     if r["mathjax"] == "ok":
         problems += [f"math not rendered by MathJax: {t!r}" for t in r["unrendered"]]
     problems += [f"MathJax error: {t!r}" for t in r["mathErrors"]]
-    problems += [f"display equation {w['needed']} px wide in a {w['available']} px column: '{w['tex']}'"
-                 for w in r["wideMath"]]
+    problems += [
+        f"display equation {w['needed']} px wide in a {w['available']} px column: '{w['tex']}'" for w in r["wideMath"]
+    ]
     if r["pageScroll"]:
         problems.append(f"page scrolls sideways at {WINDOW[0]} px ({r['pageScroll'][0]} px of content)")
     problems += [f"image did not load: {src}" for src in r["images"]]
-    problems += [f"figure text {t['px']:.1f} px tall as displayed (< {MIN_TEXT_PX} px): {t['src']} "
-                 f"({t['natural']} px wide, shown at {t['shown']} px)" for t in r["tinyText"]]
+    problems += [
+        f"figure text {t['px']:.1f} px tall as displayed (< {MIN_TEXT_PX} px): {t['src']} "
+        f"({t['natural']} px wide, shown at {t['shown']} px)"
+        for t in r["tinyText"]
+    ]
     problems += [f"loads {url} from the network (the book must work offline)" for url in r["remote"]]
 
     stem = page.stem
     own = f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{stem}.ipynb"
-    notebook_link = re.compile(rf"https://colab\.research\.google\.com/github/{re.escape(repo)}/blob/"
-                               rf"{re.escape(branch)}/notebooks/(ch\d\d_\w+\.ipynb)")
+    notebook_link = re.compile(
+        rf"https://colab\.research\.google\.com/github/{re.escape(repo)}/blob/"
+        rf"{re.escape(branch)}/notebooks/(ch\d\d_\w+\.ipynb)"
+    )
     chapter = page.parent.name == "book" and re.fullmatch(r"ch\d\d_\w+", stem)
     launch = [c["href"] for c in r["colab"] if c["launch"]]
     if chapter:
@@ -293,8 +339,9 @@ def main() -> int:
     parser.add_argument("--screenshots", type=pathlib.Path, help="also save a full-page PNG of each page here")
     args = parser.parse_args()
     html = args.html.resolve()
-    pages = sorted(p for p in html.rglob("*.html")
-                   if not any(part.startswith("_") for part in p.relative_to(html).parts))
+    pages = sorted(
+        p for p in html.rglob("*.html") if not any(part.startswith("_") for part in p.relative_to(html).parts)
+    )
     if not pages:
         print(f"BROWSER: no built pages under {os.path.relpath(html)} — run `make book` first")
         return 1
@@ -308,15 +355,18 @@ def main() -> int:
     try:
         for page in pages:
             name = os.path.relpath(page, ROOT)
-            problems += [f"{name}: {p}" for p in check_page(driver, page, min_font_pt, dpi, repo, branch,
-                                                              args.screenshots)]
+            problems += [
+                f"{name}: {p}" for p in check_page(driver, page, min_font_pt, dpi, repo, branch, args.screenshots)
+            ]
     finally:
         driver.quit()
     for p in problems:
         print("BROWSER:", p)
-    print(f"browser check: {len(pages)} pages at {WINDOW[0]}x{WINDOW[1]} in {time.monotonic() - start:.0f} s, "
-          f"figure text >= {MIN_TEXT_PX} px ({min_font_pt:g} pt at {dpi:g} dpi): "
-          f"{len(problems)} problem{'s' * (len(problems) != 1)}")
+    print(
+        f"browser check: {len(pages)} pages at {WINDOW[0]}x{WINDOW[1]} in {time.monotonic() - start:.0f} s, "
+        f"figure text >= {MIN_TEXT_PX} px ({min_font_pt:g} pt at {dpi:g} dpi): "
+        f"{len(problems)} problem{'s' * (len(problems) != 1)}"
+    )
     return 1 if problems else 0
 
 

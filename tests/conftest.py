@@ -5,8 +5,12 @@ import torch
 
 from autograder.core import default_tolerance
 
-DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="no CUDA device")])]
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
+    ),
+]
 
 
 @pytest.fixture(params=DEVICES)

@@ -6,8 +6,19 @@ import pytest
 import torch
 import torch.nn as nn
 
-from solutions.ch01_seq2seq import (Encoder, Seq2Seq, evaluate_by_length, greedy_decode, load_checkpoint, reverse_padded,
-                                    save_checkpoint, sequence_loss, shift_for_teacher_forcing, train_model, translate)
+from solutions.ch01_seq2seq import (
+    Encoder,
+    Seq2Seq,
+    evaluate_by_length,
+    greedy_decode,
+    load_checkpoint,
+    reverse_padded,
+    save_checkpoint,
+    sequence_loss,
+    shift_for_teacher_forcing,
+    train_model,
+    translate,
+)
 from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches, pad_sequences
 
 
@@ -56,7 +67,9 @@ def test_encoder_rejects_bad_shapes():
 
 
 def test_reverse_padded_keeps_eos_and_padding(device):
-    x = torch.tensor([[5, 6, 7, EOS_ID, PAD_ID], [8, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [4, 5, 6, 7, EOS_ID]], device=device)
+    x = torch.tensor(
+        [[5, 6, 7, EOS_ID, PAD_ID], [8, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [4, 5, 6, 7, EOS_ID]], device=device
+    )
     lens = torch.tensor([4, 2, 5], device=device)
     expected = torch.tensor([[7, 6, 5, EOS_ID, PAD_ID], [8, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [7, 6, 5, 4, EOS_ID]])
     assert torch.equal(reverse_padded(x, lens).cpu(), expected)
@@ -82,8 +95,10 @@ def test_sequence_loss_ignores_padding():
     loss = sequence_loss(logits, targets)
     # independent reference: average of -log p(target) over the 4 real positions
     real = [(0, 0), (0, 1), (0, 2), (1, 0)]
-    ref = sum(-math.log(math.exp(logits[b, t, targets[b, t]].item()) / sum(math.exp(v) for v in logits[b, t].tolist()))
-              for b, t in real) / len(real)
+    ref = sum(
+        -math.log(math.exp(logits[b, t, targets[b, t]].item()) / sum(math.exp(v) for v in logits[b, t].tolist()))
+        for b, t in real
+    ) / len(real)
     assert loss.item() == pytest.approx(ref, rel=1e-5)
     # changing logits at padded positions changes nothing
     changed = logits.detach().clone()
@@ -155,16 +170,23 @@ def test_reverse_source_option_equals_reversed_input():
 
 
 def _tiny_pairs():
-    return [("one two three", "un deux trois"), ("three two", "trois deux"), ("two two one", "deux deux un"),
-            ("one", "un"), ("three one two one", "trois un deux un"), ("two", "deux")]
+    return [
+        ("one two three", "un deux trois"),
+        ("three two", "trois deux"),
+        ("two two one", "deux deux un"),
+        ("one", "un"),
+        ("three one two one", "trois un deux un"),
+        ("two", "deux"),
+    ]
 
 
 def test_seq2seq_overfits_a_handful_of_pairs(tmp_path):
     torch.manual_seed(0)
     data = TranslationData({"train": _tiny_pairs()})
     model = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, hidden_size=64, num_layers=1)
-    losses = train_model(model, infinite_batches(data.encoded["train"], 6, seed=0), steps=120, lr=1e-2, device="cpu",
-                         progress=False)
+    losses = train_model(
+        model, infinite_batches(data.encoded["train"], 6, seed=0), steps=120, lr=1e-2, device="cpu", progress=False
+    )
     assert losses[-1] < 0.05 < losses[0]
     hyps = translate(model, data.encoded["train"], data.tgt_vocab, max_new_tokens=10)
     refs = [t for _, t in data.tokens["train"]]

@@ -41,10 +41,12 @@ def test_additive_score_rejects_bad_shapes():
 
 
 def test_masked_softmax_zero_on_padding_and_no_nan(device):
-    scores = torch.tensor([[1.0, 2.0, 3.0, 50.0], [0.5, -1.0, 9.0, 9.0], [1.0, 2.0, 3.0, 4.0]], device=device,
-                          requires_grad=True)
-    mask = torch.tensor([[True, True, True, False], [True, False, False, False], [False, False, False, False]],
-                        device=device)
+    scores = torch.tensor(
+        [[1.0, 2.0, 3.0, 50.0], [0.5, -1.0, 9.0, 9.0], [1.0, 2.0, 3.0, 4.0]], device=device, requires_grad=True
+    )
+    mask = torch.tensor(
+        [[True, True, True, False], [True, False, False, False], [False, False, False, False]], device=device
+    )
     w = masked_softmax(scores, mask)
     assert not torch.isnan(w).any()
     assert torch.all(w[~mask] == 0)
@@ -107,13 +109,21 @@ def test_attention_model_padding_invariance_and_weights():
 
 def test_attention_model_overfits_a_handful_of_pairs():
     torch.manual_seed(0)
-    pairs = [("one two three", "un deux trois"), ("three two", "trois deux"), ("two two one", "deux deux un"),
-             ("one", "un"), ("three one two one", "trois un deux un"), ("two", "deux")]
+    pairs = [
+        ("one two three", "un deux trois"),
+        ("three two", "trois deux"),
+        ("two two one", "deux deux un"),
+        ("one", "un"),
+        ("three one two one", "trois un deux un"),
+        ("two", "deux"),
+    ]
     data = TranslationData({"train": pairs})
-    model = AttentionSeq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, enc_hidden_size=32,
-                             dec_hidden_size=48, attn_dim=32)
-    losses = train_model(model, infinite_batches(data.encoded["train"], 6, seed=0), steps=100, lr=1e-2, device="cpu",
-                         progress=False)
+    model = AttentionSeq2Seq(
+        len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, enc_hidden_size=32, dec_hidden_size=48, attn_dim=32
+    )
+    losses = train_model(
+        model, infinite_batches(data.encoded["train"], 6, seed=0), steps=100, lr=1e-2, device="cpu", progress=False
+    )
     assert losses[-1] < 0.05 < losses[0]
     hyps, attns = translate(model, data.encoded["train"], data.tgt_vocab, max_new_tokens=10, return_attention=True)
     assert hyps == [t for _, t in data.tokens["train"]]

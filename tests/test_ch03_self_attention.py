@@ -4,8 +4,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from solutions.ch03_self_attention import (SelfAttention, attention_mask_from_lengths, causal_mask,
-                                           scaled_dot_product_attention)
+from solutions.ch03_self_attention import (
+    SelfAttention,
+    attention_mask_from_lengths,
+    causal_mask,
+    scaled_dot_product_attention,
+)
 from tests.conftest import tolerance
 
 SIZES = dict(B=2, H=3, T_q=5, T_k=7, d_k=4, d_v=6)  # all different: code that mixes them up fails
@@ -13,7 +17,7 @@ SIZES = dict(B=2, H=3, T_q=5, T_k=7, d_k=4, d_v=6)  # all different: code that m
 
 def _qkv(device, dtype=torch.float32, B=2, H=3, T_q=5, T_k=7, d_k=4, d_v=6, seed=0):
     g = torch.Generator().manual_seed(seed)
-    mk = lambda *s: torch.randn(*s, generator=g, dtype=dtype).to(device)  # noqa: E731
+    mk = lambda *s: torch.randn(*s, generator=g, dtype=dtype).to(device)
     return mk(B, H, T_q, d_k), mk(B, H, T_k, d_k), mk(B, H, T_k, d_v)
 
 
@@ -113,12 +117,15 @@ def test_attention_mask_from_lengths():
         attention_mask_from_lengths(torch.tensor([1, 3]), T_k=2)
 
 
-@pytest.mark.parametrize("shapes, message", [
-    (((2, 5, 4), (2, 7, 3), (2, 7, 6)), "share d_k"),
-    (((2, 5, 4), (2, 7, 4), (2, 6, 6)), "same number of keys"),
-    (((2, 5, 4), (3, 7, 4), (3, 7, 6)), "leading"),
-    (((4,), (7, 4), (7, 6)), "at least 2 dims"),
-])
+@pytest.mark.parametrize(
+    "shapes, message",
+    [
+        (((2, 5, 4), (2, 7, 3), (2, 7, 6)), "share d_k"),
+        (((2, 5, 4), (2, 7, 4), (2, 6, 6)), "same number of keys"),
+        (((2, 5, 4), (3, 7, 4), (3, 7, 6)), "leading"),
+        (((4,), (7, 4), (7, 6)), "at least 2 dims"),
+    ],
+)
 def test_shape_errors_name_the_shapes(shapes, message):
     q, k, v = (torch.zeros(s) for s in shapes)
     with pytest.raises(ValueError, match=message) as err:

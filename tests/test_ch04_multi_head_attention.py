@@ -6,10 +6,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from solutions.ch03_self_attention import attention_mask_from_lengths, causal_mask
-from solutions.ch04_multi_head_attention import (FusedMultiHeadSelfAttention, MultiHeadAttention,
-                                                 copy_fused_from_torch, copy_mha_from_torch, from_torch_mask,
-                                                 merge_heads, split_heads, to_torch_mask, torch_mha_like,
-                                                 torch_mha_masks)
+from solutions.ch04_multi_head_attention import (
+    FusedMultiHeadSelfAttention,
+    MultiHeadAttention,
+    copy_fused_from_torch,
+    copy_mha_from_torch,
+    from_torch_mask,
+    merge_heads,
+    split_heads,
+    to_torch_mask,
+    torch_mha_like,
+    torch_mha_masks,
+)
 from tests.conftest import tolerance
 
 D, H = 24, 4  # d_k = 6; B = 3, T_q = 5, T_k = 7 below: all different
@@ -17,7 +25,7 @@ D, H = 24, 4  # d_k = 6; B = 3, T_q = 5, T_k = 7 below: all different
 
 def _inputs(device, dtype=torch.float32, B=3, T_q=5, T_k=7, seed=0):
     g = torch.Generator().manual_seed(seed)
-    mk = lambda *s: torch.randn(*s, generator=g, dtype=dtype).to(device)  # noqa: E731
+    mk = lambda *s: torch.randn(*s, generator=g, dtype=dtype).to(device)
     return mk(B, T_q, D), mk(B, T_k, D), mk(B, T_k, D)
 
 
@@ -47,14 +55,14 @@ def test_matches_nn_multihead_attention(device, dtype, masks, average):
     theirs = _torch_mha(device, dtype)
     ours = copy_mha_from_torch(MultiHeadAttention(D, H).to(device, dtype), theirs)
     q, k, v = _inputs(device, dtype)
-    kp = (attention_mask_from_lengths(torch.tensor([7, 3, 5], device=device)) if masks in ("padding", "both")
-          else None)
+    kp = attention_mask_from_lengths(torch.tensor([7, 3, 5], device=device)) if masks in ("padding", "both") else None
     am = causal_mask(5, 7, device=device) if masks in ("attn", "both") else None
     torch_kp, torch_am, course = torch_mha_masks(kp, am)
     out, w = ours(q, k, v, course)
     # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
-    ref_out, ref_w = theirs(q, k, v, key_padding_mask=torch_kp, attn_mask=torch_am, need_weights=True,
-                            average_attn_weights=average)
+    ref_out, ref_w = theirs(
+        q, k, v, key_padding_mask=torch_kp, attn_mask=torch_am, need_weights=True, average_attn_weights=average
+    )
     torch.testing.assert_close(out, ref_out, **tolerance(dtype))
     torch.testing.assert_close(w.mean(1) if average else w, ref_w, **tolerance(dtype))
 
@@ -81,7 +89,7 @@ def test_gradients_match(device):
     # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
     theirs(q, k, v, key_padding_mask=~kp)[0].square().sum().backward()
     torch.testing.assert_close(ours.W_q.weight.grad, theirs.in_proj_weight.grad[:D], **tolerance(torch.float64))
-    torch.testing.assert_close(ours.W_v.weight.grad, theirs.in_proj_weight.grad[2 * D:], **tolerance(torch.float64))
+    torch.testing.assert_close(ours.W_v.weight.grad, theirs.in_proj_weight.grad[2 * D :], **tolerance(torch.float64))
     torch.testing.assert_close(ours.W_o.weight.grad, theirs.out_proj.weight.grad, **tolerance(torch.float64))
 
 
@@ -118,7 +126,7 @@ def test_split_without_transpose_is_a_different_function():
     ours = copy_mha_from_torch(MultiHeadAttention(D, H), theirs)
     x = _inputs("cpu")[0]
     B, T, _ = x.shape
-    bad = lambda t: t.reshape(B, H, T, D // H)  # noqa: E731
+    bad = lambda t: t.reshape(B, H, T, D // H)
     q, k, v = bad(ours.W_q(x)), bad(ours.W_k(x)), bad(ours.W_v(x))
     wrong = ours.W_o(merge_heads(F.scaled_dot_product_attention(q, k, v)))
     assert wrong.shape == theirs(x, x, x)[0].shape

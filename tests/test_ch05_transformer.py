@@ -8,10 +8,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from solutions.ch03_self_attention import attention_mask_from_lengths
-from solutions.ch05_transformer import (Decoder, DecoderLayer, Encoder, EncoderLayer, PositionalEncoding,
-                                        PositionwiseFeedForward, TokenEmbedding, Transformer, beam_search,
-                                        copy_decoder_layer_from_torch, copy_encoder_layer_from_torch,
-                                        copy_stacks_to_torch, greedy_decode, label_smoothed_loss, noam_lr)
+from solutions.ch05_transformer import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    PositionalEncoding,
+    PositionwiseFeedForward,
+    TokenEmbedding,
+    Transformer,
+    beam_search,
+    copy_decoder_layer_from_torch,
+    copy_encoder_layer_from_torch,
+    copy_stacks_to_torch,
+    greedy_decode,
+    label_smoothed_loss,
+    noam_lr,
+)
 from tests.conftest import tolerance
 
 D, H, D_FF, N = 24, 4, 40, 2  # d_k = 6
@@ -54,8 +67,10 @@ def test_positional_encoding_relative_positions_are_linear_maps():
     k = 5
     for i in range(8):
         w = 1 / 10000 ** (2 * i / 16)
-        rot = torch.tensor([[math.cos(k * w), -math.sin(k * w)], [math.sin(k * w), math.cos(k * w)]], dtype=torch.float64)
-        pair = pe[:, 2 * i: 2 * i + 2]  # (pos, [sin, cos])
+        rot = torch.tensor(
+            [[math.cos(k * w), -math.sin(k * w)], [math.sin(k * w), math.cos(k * w)]], dtype=torch.float64
+        )
+        pair = pe[:, 2 * i : 2 * i + 2]  # (pos, [sin, cos])
         torch.testing.assert_close(pair[:-k] @ rot, pair[k:], atol=1e-5, rtol=0)
 
 
@@ -66,8 +81,10 @@ def test_token_embedding_scale():
     assert (emb(tokens)[0, 0] == 0).all()
 
 
-@pytest.mark.parametrize("activation, torch_activation", [
-    ("relu", F.relu), ("gelu", F.gelu), ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"))])
+@pytest.mark.parametrize(
+    "activation, torch_activation",
+    [("relu", F.relu), ("gelu", F.gelu), ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"))],
+)
 def test_ffn_activations(activation, torch_activation):
     ffn = PositionwiseFeedForward(D, D_FF, activation=activation)
     x = torch.randn(2, 3, D)
@@ -80,16 +97,22 @@ def test_ffn_activations(activation, torch_activation):
 @pytest.mark.parametrize("activation, eps", [("relu", 1e-5), ("gelu", 1e-12), ("gelu_tanh", 1e-5)])
 def test_encoder_layer_matches_torch(device, norm_first, activation, eps):
     act = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}[activation]
-    theirs = _randomise(nn.TransformerEncoderLayer(D, H, D_FF, dropout=0.0, activation=act, layer_norm_eps=eps,
-                                                   batch_first=True, norm_first=norm_first)).to(device)
+    theirs = _randomise(
+        nn.TransformerEncoderLayer(
+            D, H, D_FF, dropout=0.0, activation=act, layer_norm_eps=eps, batch_first=True, norm_first=norm_first
+        )
+    ).to(device)
     ours = copy_encoder_layer_from_torch(EncoderLayer(D, H, D_FF, 0.0, norm_first, activation, eps), theirs.cpu())
     ours, theirs = ours.to(device), theirs.to(device)
     src, _, src_pad, _ = _batch(device)
     causal = torch.ones(7, 7, dtype=torch.bool, device=device).tril()
     got = ours(src, src_pad[:, None, None, :] & causal)
-    ref = theirs(src, src_mask=nn.Transformer.generate_square_subsequent_mask(7, device=device),
-                 # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
-                 src_key_padding_mask=~src_pad)
+    ref = theirs(
+        src,
+        src_mask=nn.Transformer.generate_square_subsequent_mask(7, device=device),
+        # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
+        src_key_padding_mask=~src_pad,
+    )
     torch.testing.assert_close(got, ref, **tolerance(torch.float32))
 
 
@@ -100,9 +123,15 @@ def test_decoder_layer_matches_torch(device, norm_first):
     theirs = theirs.to(device)
     memory, tgt, src_pad, tgt_pad = _batch(device)
     got = ours(tgt, memory, tgt_pad, src_pad)
-    ref = theirs(tgt, memory, tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, device=device),
-                 # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
-                 tgt_is_causal=True, tgt_key_padding_mask=~tgt_pad, memory_key_padding_mask=~src_pad)
+    ref = theirs(
+        tgt,
+        memory,
+        tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, device=device),
+        # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
+        tgt_is_causal=True,
+        tgt_key_padding_mask=~tgt_pad,
+        memory_key_padding_mask=~src_pad,
+    )
     torch.testing.assert_close(got, ref, **tolerance(torch.float32))
 
 
@@ -118,9 +147,15 @@ def test_stacks_match_nn_transformer(device, norm_first, final_norm):
     src, tgt, src_pad, tgt_pad = _batch(device)
     got = dec(tgt, enc(src, src_pad), tgt_pad, src_pad)
     # PyTorch's key_padding_mask is True at padding: the inverse of the course's attention_mask
-    ref = theirs(src, tgt, src_key_padding_mask=~src_pad, memory_key_padding_mask=~src_pad,
-                 tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, device=device), tgt_is_causal=True,
-                 tgt_key_padding_mask=~tgt_pad)
+    ref = theirs(
+        src,
+        tgt,
+        src_key_padding_mask=~src_pad,
+        memory_key_padding_mask=~src_pad,
+        tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, device=device),
+        tgt_is_causal=True,
+        tgt_key_padding_mask=~tgt_pad,
+    )
     torch.testing.assert_close(got, ref, **tolerance(torch.float32))
     if final_norm is None and not norm_first:
         assert theirs.encoder.norm is None  # the paper's post-LN stacks have no final LayerNorm
@@ -139,7 +174,7 @@ def test_transformer_no_future_leak_and_padding_invariance():
     assert logits.shape == (2, 5, 11)
     for t in range(4):  # changing tokens after t leaves the logits at <= t unchanged
         changed = tgt.clone()
-        changed[:, t + 1:] = 10
+        changed[:, t + 1 :] = 10
         torch.testing.assert_close(model(src, changed)[:, : t + 1], logits[:, : t + 1])
     # extra source padding changes nothing
     torch.testing.assert_close(model(torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], 1), tgt), logits)
@@ -156,7 +191,7 @@ def test_tied_embeddings():
 
 def test_noam_schedule_eq3():
     d, w = 512, 4000
-    assert noam_lr(w, d, w) == pytest.approx(d ** -0.5 * w ** -0.5)  # the peak, reached at step = warmup
+    assert noam_lr(w, d, w) == pytest.approx(d**-0.5 * w**-0.5)  # the peak, reached at step = warmup
     assert noam_lr(w // 2, d, w) == pytest.approx(noam_lr(w, d, w) / 2)  # linear warm-up
     assert noam_lr(4 * w, d, w) == pytest.approx(noam_lr(w, d, w) / 2)  # 1/sqrt(step) decay
     assert max(noam_lr(s, d, w) for s in range(1, 3 * w, 97)) <= noam_lr(w, d, w)
@@ -190,12 +225,14 @@ def test_greedy_and_beam_search_agree_with_brute_force():
     assert greedy[: len(ys) - 1] == ys[1:]
     beam1 = beam_search(model, src, 4, bos, eos, beam_size=1, alpha=0.0)[0]
     assert beam1 == ys[1:] or beam1[: len(ys) - 1] == ys[1:]
+
     # beam search never scores worse than greedy (length-normalised log-prob, alpha = 0.6)
     def score(seq):
         inp = torch.tensor([[bos] + seq[:-1]])
         logp = model(src, inp)[0].log_softmax(-1)
         total = sum(logp[i, t].item() for i, t in enumerate(seq))
         return total / ((5 + len(seq)) / 6) ** 0.6 if seq[-1] == eos else -math.inf
+
     beam = beam_search(model, src, 4, bos, eos, beam_size=8)[0]
     if greedy[-1] == eos or eos in greedy:
         g = greedy[: greedy.index(eos) + 1]

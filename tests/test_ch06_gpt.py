@@ -19,8 +19,19 @@ SMALL = dict(vocab_size=61, context_length=24, n_layers=3, n_heads=4, d_model=48
 def _hf_pair(device, seed=0):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(seed)
-    hc = transformers.GPT2Config(vocab_size=61, n_positions=24, n_embd=48, n_layer=3, n_head=4, resid_pdrop=0.0,
-                                 embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    hc = transformers.GPT2Config(
+        vocab_size=61,
+        n_positions=24,
+        n_embd=48,
+        n_layer=3,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
     hf = transformers.GPT2LMHeadModel(hc).eval()
     with torch.no_grad():  # random layer norms and biases too, so a swapped or missing one shows
         for name, p in hf.named_parameters():
@@ -102,7 +113,7 @@ def test_generation_crops_context_and_restarts_positions(device):
 
 
 def test_top_k_top_p_agree_with_hugging_face_warpers():
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
     logits = torch.randn(1, 40, generator=torch.Generator().manual_seed(0)) * 2
@@ -113,17 +124,27 @@ def test_top_k_top_p_agree_with_hugging_face_warpers():
         def forward(self, idx, position_ids=None):
             return logits.expand(idx.shape[0], idx.shape[1], -1)
 
-    for kw, warper in (({"top_k": 5}, TopKLogitsWarper(5)), ({"top_p": 0.7}, TopPLogitsWarper(0.7)),
-                       ({"top_k": 1}, TopKLogitsWarper(1))):
+    for kw, warper in (
+        ({"top_k": 5}, TopKLogitsWarper(5)),
+        ({"top_p": 0.7}, TopPLogitsWarper(0.7)),
+        ({"top_k": 1}, TopKLogitsWarper(1)),
+    ):
         allowed = torch.isfinite(warper(None, logits.clone() / 0.9))[0]
-        out = generate(Fixed(), torch.zeros(4000, 1, dtype=torch.long), 1, temperature=0.9,
-                       generator=torch.Generator().manual_seed(1), **kw)[:, 1]
+        out = generate(
+            Fixed(),
+            torch.zeros(4000, 1, dtype=torch.long),
+            1,
+            temperature=0.9,
+            generator=torch.Generator().manual_seed(1),
+            **kw,
+        )[:, 1]
         seen = torch.zeros(40, dtype=torch.bool)
         seen[out] = True
         assert torch.equal(seen, allowed), kw
     # temperature scales the logits: frequencies follow softmax(logits / T)
-    out = generate(Fixed(), torch.zeros(20000, 1, dtype=torch.long), 1, temperature=0.5,
-                   generator=torch.Generator().manual_seed(2))[:, 1]
+    out = generate(
+        Fixed(), torch.zeros(20000, 1, dtype=torch.long), 1, temperature=0.5, generator=torch.Generator().manual_seed(2)
+    )[:, 1]
     freq = torch.bincount(out, minlength=40).float() / 20000
     assert (freq - torch.softmax(logits[0] / 0.5, -1)).abs().max() < 0.015
 
@@ -156,7 +177,7 @@ def test_a_few_steps_lower_the_loss():
         return F.cross_entropy(model(x).flatten(0, 1), y.flatten()), x.numel()
 
     hist = train(m, loss_fn, max_iters=60, lr=3e-3, warmup=5, progress=False)
-    first, last = hist["train"][0][1], sum(l for _, l in hist["train"][-10:]) / 10
+    first, last = hist["train"][0][1], sum(loss for _, loss in hist["train"][-10:]) / 10
     assert first > math.log(tok.vocab_size) - 0.3 and last < first - 0.8
 
 
@@ -170,8 +191,10 @@ def test_committed_checkpoint_reproduces_its_validation_loss():
     _, val = train_val_split(torch.tensor(tok.encode(text)), 0.1)
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        losses = [F.cross_entropy(m(x).flatten(0, 1), y.flatten()).item()
-                  for x, y in (get_lm_batch(val, 64, 12, generator=g) for _ in range(10))]
+        losses = [
+            F.cross_entropy(m(x).flatten(0, 1), y.flatten()).item()
+            for x, y in (get_lm_batch(val, 64, 12, generator=g) for _ in range(10))
+        ]
     assert abs(sum(losses) / len(losses) - results["final"]["val"]) < 0.15
     assert results["config"]["n_layers"] == 4 and results["args"]["max_iters"] == 2000
     assert (ROOT / "results/ch06_gpt/gpt_char.pt").stat().st_size < 5e6
@@ -183,10 +206,33 @@ def test_train_gpt_cli_smoke(tmp_path):
     spec = importlib.util.spec_from_file_location("train_gpt", ROOT / "scripts/train_gpt.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    res = script.main(["--n_layers", "1", "--n_heads", "2", "--d_model", "16", "--context_length", "16",
-                       "--batch_size", "4",
-                       "--max_iters", "12", "--eval_interval", "6", "--eval_iters", "2", "--sample_tokens", "20",
-                       "--out", str(tmp_path), "--no-progress", "--seed", "0"])
+    res = script.main(
+        [
+            "--n_layers",
+            "1",
+            "--n_heads",
+            "2",
+            "--d_model",
+            "16",
+            "--context_length",
+            "16",
+            "--batch_size",
+            "4",
+            "--max_iters",
+            "12",
+            "--eval_interval",
+            "6",
+            "--eval_iters",
+            "2",
+            "--sample_tokens",
+            "20",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+            "--seed",
+            "0",
+        ]
+    )
     saved = json.loads((tmp_path / "gpt_char.json").read_text())
     assert saved["tokens_per_s"] > 0 and len(saved["eval_curve"]) == 3 and set(saved["final"]) == {"train", "val"}
     assert all(len(s) == len(saved["prompt"]) + 20 for s in saved["samples"].values())

@@ -6,10 +6,17 @@ import pathlib
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from solutions.ch07_bert import (SPECIAL_TOKENS, Bert, BertConfig, BertForMaskedLM, load_hf_bert, mask_tokens,
-                                 mlm_loss, train_wordpiece)
+from solutions.ch07_bert import (
+    SPECIAL_TOKENS,
+    Bert,
+    BertConfig,
+    BertForMaskedLM,
+    load_hf_bert,
+    mask_tokens,
+    mlm_loss,
+    train_wordpiece,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SMALL = dict(vocab_size=53, context_length=20, n_layers=2, n_heads=4, d_model=48, d_ff=80)
@@ -18,8 +25,15 @@ SMALL = dict(vocab_size=53, context_length=20, n_layers=2, n_heads=4, d_model=48
 def _hf_config():
     transformers = pytest.importorskip("transformers")
     return transformers, transformers.BertConfig(
-        vocab_size=53, hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=80,
-        max_position_embeddings=20, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        vocab_size=53,
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=80,
+        max_position_embeddings=20,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
 
 
 def _randomise_vectors(model):
@@ -115,15 +129,22 @@ def test_mask_tokens_statistics(device):
 def test_mlm_loss_only_on_selected_positions():
     logits = torch.randn(2, 5, 7, generator=torch.Generator().manual_seed(0))
     labels = torch.tensor([[-100, 3, -100, -100, 1], [6, -100, -100, -100, -100]])
-    by_hand = -(torch.log_softmax(logits[0, 1], -1)[3] + torch.log_softmax(logits[0, 4], -1)[1]
-                + torch.log_softmax(logits[1, 0], -1)[6]) / 3
+    by_hand = (
+        -(
+            torch.log_softmax(logits[0, 1], -1)[3]
+            + torch.log_softmax(logits[0, 4], -1)[1]
+            + torch.log_softmax(logits[1, 0], -1)[6]
+        )
+        / 3
+    )
     torch.testing.assert_close(mlm_loss(logits, labels), by_hand)
 
 
 def test_wordpiece_special_ids_and_segments():
     pytest.importorskip("tokenizers")
-    tok = train_wordpiece(["The quick brown fox jumps over the lazy dog."] * 50 + ["Attention is all you need."] * 50,
-                          vocab_size=120)
+    tok = train_wordpiece(
+        ["The quick brown fox jumps over the lazy dog."] * 50 + ["Attention is all you need."] * 50, vocab_size=120
+    )
     assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
     e = tok.encode("the fox", "attention is")
     assert e.tokens[0] == "[CLS]" and e.tokens.count("[SEP]") == 2

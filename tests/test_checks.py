@@ -40,7 +40,7 @@ def test_stub_fails_visible_checks(chapter, name):
         elif not inside:
             out.append(line)
     namespace = dict(vars(notebooks.solution_module(chapter)))
-    exec(compile("\n".join(out), f"<stub {name}>", "exec"), namespace)  # noqa: S102
+    exec(compile("\n".join(out), f"<stub {name}>", "exec"), namespace)
     with pytest.raises(CheckFailed, match="NotImplementedError"):
         exercises.run(name, namespace[name], verbose=False)
 
@@ -66,8 +66,8 @@ def test_catalogue_size():
 
 def test_hidden_messages_carry_no_values():
     """A hidden check's failure names the property, never the reference numbers."""
-    from autograder.ch03_self_attention import EXERCISES, MUTANTS
     import solutions.ch03_self_attention as sol
+    from autograder.ch03_self_attention import EXERCISES, MUTANTS
 
     buggy = next(m for m in MUTANTS if m.name == "no scaling").build(sol)
     with pytest.raises(CheckFailed) as err:

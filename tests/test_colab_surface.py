@@ -77,9 +77,15 @@ class ColabLike:
         _run([str(self.python), "-m", "pip", "install", "-q", *pins], timeout=900, env=self.env())
         spec = base / "jupyter" / "kernels" / KERNEL
         spec.mkdir(parents=True)
-        (spec / "kernel.json").write_text(json.dumps({
-            "argv": [str(self.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "Colab-like Python", "language": "python"}))
+        (spec / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": [str(self.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": "Colab-like Python",
+                    "language": "python",
+                }
+            )
+        )
         self.jupyter_path = str(base / "jupyter")
         self.repo_url = _snapshot_repo(base / "repo")
 
@@ -101,8 +107,9 @@ class ColabLike:
             nbformat.write(nb, path)
             extra["JPY_SESSION_NAME"] = str(path)
         os.environ["JUPYTER_PATH"] = self.jupyter_path  # where the harness finds the kernel spec
-        client = NotebookClient(nb, kernel_name=KERNEL, timeout=600, allow_errors=True,
-                                resources={"metadata": {"path": str(self.work)}})
+        client = NotebookClient(
+            nb, kernel_name=KERNEL, timeout=600, allow_errors=True, resources={"metadata": {"path": str(self.work)}}
+        )
         return client.execute(env=self.env(**extra))
 
     def setup_cell_only(self, chapter: str) -> nbformat.NotebookNode:
@@ -119,8 +126,11 @@ def _outputs(cell) -> tuple[str, list[str]]:
 
 
 def _installed_course(colab: ColabLike) -> pathlib.Path:
-    out = _run([str(colab.python), "-c", "import autograder, pathlib; print(pathlib.Path(autograder.__file__).parent)"],
-               env=colab.env(), cwd=colab.work).stdout
+    out = _run(
+        [str(colab.python), "-c", "import autograder, pathlib; print(pathlib.Path(autograder.__file__).parent)"],
+        env=colab.env(),
+        cwd=colab.work,
+    ).stdout
     return pathlib.Path(out.strip())
 
 
@@ -147,8 +157,10 @@ def installed(colab):
     assert "site-packages" in str(package), package  # installed, not read from this checkout
 
     # The student install is the student's: no grading tools, no sample submissions, no attack variants.
-    probe = ("import importlib.util as u; print([m for m in ('nbgrader', 'jupytext', 'autograder.variants') "
-             "if u.find_spec(m)])")
+    probe = (
+        "import importlib.util as u; print([m for m in ('nbgrader', 'jupytext', 'autograder.variants') "
+        "if u.find_spec(m)])"
+    )
     assert _run([str(colab.python), "-c", probe], env=colab.env(), cwd=colab.work).stdout.strip() == "[]"
     assert not (package / "samples").exists()
     assert sorted(p.stem for p in (package / "_release").glob("*.ipynb")) == CHAPTERS
@@ -157,8 +169,11 @@ def installed(colab):
     _run([str(colab.python), "-m", "pip", "uninstall", "-q", "-y", "attention-course"], env=colab.env())
     gone = subprocess.run([str(colab.python), "-c", "import autograder"], env=colab.env(), cwd=colab.work)
     assert gone.returncode != 0, "the course package is still importable after pip uninstall"
-    _run([str(colab.python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(colab.work),
-          str(colab.base / "repo")], timeout=600, env=colab.env())
+    _run(
+        [str(colab.python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(colab.work), str(colab.base / "repo")],
+        timeout=600,
+        env=colab.env(),
+    )
     wheels = list(colab.work.glob("attention_course-*.whl"))
     assert len(wheels) == 1, wheels
     saved, colab.repo_url = colab.repo_url, ""

@@ -3,11 +3,9 @@
 import csv
 import html
 import inspect
+import pathlib
 import re
 import textwrap
-import pathlib
-
-import pytest
 
 from autograder import grading, lms, notebooks
 from autograder.core import CheckFailed
@@ -34,9 +32,8 @@ def _expected_scores(chapter: str, expectation: str) -> dict[str, float]:
     for ex in exercises:
         obj = namespace[ex.name]
         if ex.name != mutant.target:  # re-bind so it sees the buggy function through the namespace
-
             src = textwrap.dedent(inspect.getsource(getattr(module, ex.name)))
-            exec(compile(src, "<rebound>", "exec"), namespace)  # noqa: S102
+            exec(compile(src, "<rebound>", "exec"), namespace)
             obj = namespace[ex.name]
         try:
             exercises.run(ex.name, obj, verbose=False)
@@ -83,8 +80,10 @@ def check_sample_rows(chapter, rows, out: pathlib.Path) -> None:
         canvas = {r["ID"]: r for r in csv.DictReader(f)}
     for row in rows:
         who = lms.parse(row.submission)
-        assert (written[row.submission]["lms_id"], written[row.submission]["late"]) == (who.lms_id,
-                                                                                      lms.late_text(who.late))
+        assert (written[row.submission]["lms_id"], written[row.submission]["late"]) == (
+            who.lms_id,
+            lms.late_text(who.late),
+        )
         assert canvas[who.lms_id]["Student"] == who.name and float(canvas[who.lms_id][chapter]) == row.score
 
 
@@ -92,8 +91,9 @@ def feedback_points(html_text: str) -> dict[str, float]:
     """The points column of the feedback page's table (exercise -> points, and the total)."""
     table = re.search(r"<table class='autograder-points'.*?</table>", html_text, re.S)
     assert table, "the feedback starts with a table of points per exercise"
-    rows = re.findall(r"<tr[^>]*><td>(?:<code>)?([^<]+)(?:</code>)?</td><td[^>]*>([^<]+)</td><td[^>]*>([^<]+)</td>",
-                      table.group(0))
+    rows = re.findall(
+        r"<tr[^>]*><td>(?:<code>)?([^<]+)(?:</code>)?</td><td[^>]*>([^<]+)</td><td[^>]*>([^<]+)</td>", table.group(0)
+    )
     return {html.unescape(name): float(points) for name, points, _ in rows}
 
 
@@ -107,7 +107,9 @@ def check_offline_feedback(html_text: str) -> None:
 def test_student_ids_from_lms_names():
     taken = set()
     assert grading.student_id_from_filename("smithjane_1234_5678_ch03_self_attention.ipynb", taken) == "smithjane_1234"
-    assert grading.student_id_from_filename("smithjane_1234_9999_ch03_self_attention.ipynb", taken) == "smithjane_1234-2"
+    assert (
+        grading.student_id_from_filename("smithjane_1234_9999_ch03_self_attention.ipynb", taken) == "smithjane_1234-2"
+    )
     assert grading.student_id_from_filename("smithjane_LATE_77_1_ch03.ipynb", taken) == "smithjane_77"
     assert grading.student_id_from_filename("My notebook (1).ipynb", taken) == "My-notebook-1"
 
@@ -122,8 +124,18 @@ CANVAS_DOCUMENTED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 # Moodle assignment "Download grading worksheet" (mod/assign/gradingtable.php, downloading, file submissions,
 # feedback comments on, e-mail shown); its importer needs Identifier, Grade, Last modified (grade)
 # (mod/assign/feedback/offline/importgradeslib.php).
-MOODLE_DOCUMENTED = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum grade",
-                     "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
+MOODLE_DOCUMENTED = [
+    "Identifier",
+    "Full name",
+    "Email address",
+    "Status",
+    "Grade",
+    "Maximum grade",
+    "Grade can be changed",
+    "Last modified (submission)",
+    "Last modified (grade)",
+    "Feedback comments",
+]
 
 
 def _rows_from_names(chapter, names_and_expectations):
@@ -132,17 +144,34 @@ def _rows_from_names(chapter, names_and_expectations):
     for i, (name, expectation) in enumerate(names_and_expectations):
         who = lms.parse(name)
         scores = _expected_scores(chapter, expectation)
-        rows.append(grading.Row(name, f"s{i}", chapter, scores, sum(scores.values()), float(exercises.total_points),
-                                "error" if expectation == "invalid" else "graded", "", [], lms=who.lms,
-                                lms_id=who.lms_id, name=who.name, late=who.late, graded_at=1_700_000_000.0))
+        rows.append(
+            grading.Row(
+                name,
+                f"s{i}",
+                chapter,
+                scores,
+                sum(scores.values()),
+                float(exercises.total_points),
+                "error" if expectation == "invalid" else "graded",
+                "",
+                [],
+                lms=who.lms,
+                lms_id=who.lms_id,
+                name=who.name,
+                late=who.late,
+                graded_at=1_700_000_000.0,
+            )
+        )
     return rows
 
 
 def test_lms_files_have_the_documented_columns(tmp_path):
     chapter = "ch03_self_attention"
     samples = notebooks.sample_submissions(chapter, notebooks.build_release(chapter))
-    moodle = [(f"Ada Lovelace_{5000 + i}_assignsubmission_file/{chapter}.ipynb", e)
-              for i, (_, e) in enumerate(samples.values())]
+    moodle = [
+        (f"Ada Lovelace_{5000 + i}_assignsubmission_file/{chapter}.ipynb", e)
+        for i, (_, e) in enumerate(samples.values())
+    ]
     canvas = [(name, e) for name, (_, e) in samples.items()]
     rows = _rows_from_names(chapter, canvas + moodle + [(f"{chapter}.ipynb", "full")])
     points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
@@ -183,9 +212,11 @@ def test_moodle_download_is_expanded(tmp_path):
     files = grading.expand_submissions([z], tmp_path / "unzipped")
     assert len(files) == 3
     labels = grading.submission_labels(files)
-    assert sorted(labels.values()) == ["Ada Lovelace_12345_assignsubmission_file/ch03_self_attention.ipynb",
-                                       "Alan Turing_12346_assignsubmission_file_/ch03_self_attention.ipynb",
-                                       "Grace Hopper_12347_assignsubmission_file_ch03_self_attention.ipynb"]
+    assert sorted(labels.values()) == [
+        "Ada Lovelace_12345_assignsubmission_file/ch03_self_attention.ipynb",
+        "Alan Turing_12346_assignsubmission_file_/ch03_self_attention.ipynb",
+        "Grace Hopper_12347_assignsubmission_file_ch03_self_attention.ipynb",
+    ]
     taken = set()
     ids = [grading.student_id_from_filename(p, taken) for p in files]
     assert sorted(ids) == ["Ada-Lovelace_12345", "Alan-Turing_12346", "Grace-Hopper_12347"]

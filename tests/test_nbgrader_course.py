@@ -42,24 +42,62 @@ def test_config_loads_with_the_course_settings():
     assert "ClearHiddenTests" in [p.__name__ for p in config.GenerateFeedback.preprocessors]
 
 
-@pytest.mark.parametrize("path, lms_name, lms_id, late, file", [
-    ("x/lovelaceada_1001_90001_ch03_self_attention.ipynb", lms.CANVAS, "1001", False, "ch03_self_attention.ipynb"),
-    ("x/babbagecharles_LATE_1004_90004_ch03_self_attention.ipynb", lms.CANVAS, "1004", True,
-     "ch03_self_attention.ipynb"),
-    ("x/lovelaceada_1001_90001_ch03_self_attention-1.ipynb", lms.CANVAS, "1001", False,
-     "ch03_self_attention-1.ipynb"),
-    ("x/Ada Lovelace_12345_assignsubmission_file/ch03_self_attention.ipynb", lms.MOODLE, "12345", None,
-     "ch03_self_attention.ipynb"),
-    ("x/Ada Lovelace_12345_assignsubmission_file_/ch03_self_attention.ipynb", lms.MOODLE, "12345", None,
-     "ch03_self_attention.ipynb"),
-    ("x/Ada Lovelace_12345_assignsubmission_file_ch03_self_attention.ipynb", lms.MOODLE, "12345", None,
-     "ch03_self_attention.ipynb"),
-    ("x/lovelaceada_1001_90001_Copy of ch03_self_attention.ipynb", lms.CANVAS, "1001", False,
-     "Copy of ch03_self_attention.ipynb"),
-    ("x/Ada Lovelace_12345_assignsubmission_file/ch03_self_attention (1).ipynb", lms.MOODLE, "12345", None,
-     "ch03_self_attention (1).ipynb"),
-    ("x/ch03_self_attention.ipynb", "", "", None, "ch03_self_attention.ipynb"),
-])
+@pytest.mark.parametrize(
+    "path, lms_name, lms_id, late, file",
+    [
+        ("x/lovelaceada_1001_90001_ch03_self_attention.ipynb", lms.CANVAS, "1001", False, "ch03_self_attention.ipynb"),
+        (
+            "x/babbagecharles_LATE_1004_90004_ch03_self_attention.ipynb",
+            lms.CANVAS,
+            "1004",
+            True,
+            "ch03_self_attention.ipynb",
+        ),
+        (
+            "x/lovelaceada_1001_90001_ch03_self_attention-1.ipynb",
+            lms.CANVAS,
+            "1001",
+            False,
+            "ch03_self_attention-1.ipynb",
+        ),
+        (
+            "x/Ada Lovelace_12345_assignsubmission_file/ch03_self_attention.ipynb",
+            lms.MOODLE,
+            "12345",
+            None,
+            "ch03_self_attention.ipynb",
+        ),
+        (
+            "x/Ada Lovelace_12345_assignsubmission_file_/ch03_self_attention.ipynb",
+            lms.MOODLE,
+            "12345",
+            None,
+            "ch03_self_attention.ipynb",
+        ),
+        (
+            "x/Ada Lovelace_12345_assignsubmission_file_ch03_self_attention.ipynb",
+            lms.MOODLE,
+            "12345",
+            None,
+            "ch03_self_attention.ipynb",
+        ),
+        (
+            "x/lovelaceada_1001_90001_Copy of ch03_self_attention.ipynb",
+            lms.CANVAS,
+            "1001",
+            False,
+            "Copy of ch03_self_attention.ipynb",
+        ),
+        (
+            "x/Ada Lovelace_12345_assignsubmission_file/ch03_self_attention (1).ipynb",
+            lms.MOODLE,
+            "12345",
+            None,
+            "ch03_self_attention (1).ipynb",
+        ),
+        ("x/ch03_self_attention.ipynb", "", "", None, "ch03_self_attention.ipynb"),
+    ],
+)
 def test_lms_names_and_the_zip_collect_rule_agree(path, lms_name, lms_id, late, file):
     who = lms.parse(path)
     assert (who.lms, who.lms_id, who.late, who.file) == (lms_name, lms_id, late, file)
@@ -84,14 +122,22 @@ def _environment(tmp_path: pathlib.Path) -> dict:
     config = tmp_path / "jupyter-config"
     config.mkdir()
     (tmp_path / "exchange").mkdir(mode=0o777)
-    (config / "nbgrader_config.py").write_text(f"c = get_config()\nc.Exchange.root = {str(tmp_path / 'exchange')!r}\n"
-                                               f"c.CourseDirectory.course_id = {nbgrader_course.COURSE_ID!r}\n")
+    (config / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.Exchange.root = {str(tmp_path / 'exchange')!r}\n"
+        f"c.CourseDirectory.course_id = {nbgrader_course.COURSE_ID!r}\n"
+    )
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     threads = str(max(1, (os.cpu_count() or 1) // workers))
-    return {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-            "PYTHONPATH": str(notebooks.ROOT), "JUPYTER_CONFIG_DIR": str(config),
-            "JUPYTER_DATA_DIR": str(tmp_path / "jupyter-data"), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-            "MPLBACKEND": "Agg"}
+    return {
+        **os.environ,
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+        "PYTHONPATH": str(notebooks.ROOT),
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_DATA_DIR": str(tmp_path / "jupyter-data"),
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "MPLBACKEND": "Agg",
+    }
 
 
 def _submit_through_the_exchange(course, chapter, samples, env, tmp_path) -> None:
@@ -130,7 +176,7 @@ def test_plain_nbgrader_gives_the_course_points(chapter, tmp_path):
 
     release = nbformat.read(course / "release" / chapter / f"{chapter}.ipynb", as_version=4)
     student_notebook = nbformat.read(notebooks.RELEASE_DIR / f"{chapter}.ipynb", as_version=4)
-    cells = lambda nb: [(c.cell_type, c.source, c.metadata.get("nbgrader")) for c in nb.cells]  # noqa: E731
+    cells = lambda nb: [(c.cell_type, c.source, c.metadata.get("nbgrader")) for c in nb.cells]
     assert cells(release) == cells(student_notebook), "the course's student notebook is nbgrader's release"
 
     samples = notebooks.sample_submissions(chapter, student_notebook)
@@ -152,8 +198,18 @@ def test_plain_nbgrader_gives_the_course_points(chapter, tmp_path):
     _run(["export", "--to", "grades.csv"], course, env)
     lms_file = {MOODLE_CHAPTER: "MoodleExport", CANVAS_EXPORT_CHAPTER: "CanvasExport"}.get(chapter)
     if lms_file:  # the LMS's import file from nbgrader's gradebook (autograder/nbgrader_export.py)
-        _run(["export", f"--exporter=autograder.nbgrader_export.{lms_file}", f"--assignment={chapter}",
-              "--CanvasExport.column=Chapter (12345)", "--to", "lms.csv"], course, env)
+        _run(
+            [
+                "export",
+                f"--exporter=autograder.nbgrader_export.{lms_file}",
+                f"--assignment={chapter}",
+                "--CanvasExport.column=Chapter (12345)",
+                "--to",
+                "lms.csv",
+            ],
+            course,
+            env,
+        )
         with open(course / "lms.csv", newline="") as f:
             lms_rows = list(csv.reader(f))
 

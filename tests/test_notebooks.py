@@ -35,8 +35,13 @@ def test_release_is_clean(chapter):
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_four_parts_share_the_stem(chapter):
-    for part in (f"book/{chapter}.md", f"solutions/{chapter}.py", f"autograder/{chapter}.py",
-                 f"notebooks/{chapter}.ipynb", f"tests/test_{chapter}.py"):
+    for part in (
+        f"book/{chapter}.md",
+        f"solutions/{chapter}.py",
+        f"autograder/{chapter}.py",
+        f"notebooks/{chapter}.ipynb",
+        f"tests/test_{chapter}.py",
+    ):
         assert (ROOT / part).exists(), f"{chapter}: {part} is missing"
     assert f"book/{chapter}" in (ROOT / "_toc.yml").read_text()
 
@@ -53,7 +58,22 @@ def test_instructor_notebook_runs_with_nbval(chapter, tmp_path):
     """The instructor notebook (reference + hidden tests) executes top to bottom under nbval."""
     path = tmp_path / f"{chapter}.ipynb"
     nbformat.write(notebooks.build_instructor(chapter), path)
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "--nbval-lax", "-p", "no:cacheprovider",
-                             "--rootdir", str(tmp_path), str(path)], capture_output=True, text=True, cwd=tmp_path,
-                            timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "--nbval-lax",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

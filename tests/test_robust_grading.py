@@ -99,7 +99,7 @@ def test_stubbed_solution_module_keeps_helpers(tmp_path):
     text = (stage / "solutions" / f"{chapter}.py").read_text()
     assert all(line.strip() != notebooks.BEGIN for line in text.splitlines()) and "raise NotImplementedError()" in text
     ns: dict = {}
-    exec(compile(text, "stub", "exec"), ns)  # noqa: S102 - our own file
+    exec(compile(text, "stub", "exec"), ns)
     ns["check_qkv_shapes"]  # helpers outside the solution regions stay usable
     with pytest.raises(NotImplementedError):
         ns["causal_mask"](3)
@@ -122,8 +122,9 @@ def test_selfcheck_command(tmp_path):
     ok_file.write_text(vs["metadata_stripped"].text)
     bad_file = tmp_path / f"me2_{FULL_SET}.ipynb"
     bad_file.write_text(vs["truncated_json"].text)
-    run = lambda p: subprocess.run([sys.executable, "-m", "autograder", "selfcheck", str(p)],  # noqa: E731
-                                   capture_output=True, text=True, timeout=300)
+    run = lambda p: subprocess.run(
+        [sys.executable, "-m", "autograder", "selfcheck", str(p)], capture_output=True, text=True, timeout=300
+    )
     good, bad = run(ok_file), run(bad_file)
     assert good.returncode == 0 and "gradeable" in good.stdout and "metadata missing" in good.stdout
     assert bad.returncode == 1 and "NOT GRADEABLE" in bad.stdout
@@ -211,7 +212,8 @@ def test_notebook_time_limit(tmp_path):
     nb = variants._insert_after_first_answer(release, "import time\ntime.sleep(60)")
     sub = tmp_path / f"slowpoke_1_2_{FULL_SET}.ipynb"
     sub.write_text(nbformat.writes(nb))
-    rows = grading.grade([sub], FULL_SET, tmp_path / "out", cell_timeout=90, notebook_timeout=25, jobs=1,
-                         log=lambda *a: None)
+    rows = grading.grade(
+        [sub], FULL_SET, tmp_path / "out", cell_timeout=90, notebook_timeout=25, jobs=1, log=lambda *a: None
+    )
     assert len(rows) == 1 and rows[0].score == 0 and rows[0].status == "error"
     assert "longer than 25 s in total" in rows[0].reason

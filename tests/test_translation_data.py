@@ -3,9 +3,24 @@
 import pytest
 import torch
 
-from solutions.translation_data import (BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID, TranslationData, Vocab, collate,
-                                        iterate_batches, load_tsv_pairs, make_number_splits, number_pair, pad_sequences,
-                                        sample_numbers, source_length_buckets, tokenize)
+from solutions.translation_data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SPECIALS,
+    UNK_ID,
+    TranslationData,
+    Vocab,
+    collate,
+    iterate_batches,
+    load_tsv_pairs,
+    make_number_splits,
+    number_pair,
+    pad_sequences,
+    sample_numbers,
+    source_length_buckets,
+    tokenize,
+)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +109,11 @@ def test_translation_data_framing_and_batches(small_splits):
         assert batch.tgt.shape == (B, int(batch.tgt_lens.max()))
         for b in range(B):
             n = int(batch.src_lens[b])
-            assert batch.src[b, n - 1] == EOS_ID and (batch.src[b, n:] == PAD_ID).all() and (batch.src[b, :n] != PAD_ID).all()
+            assert (
+                batch.src[b, n - 1] == EOS_ID
+                and (batch.src[b, n:] == PAD_ID).all()
+                and (batch.src[b, :n] != PAD_ID).all()
+            )
             m = int(batch.tgt_lens[b])
             assert batch.tgt[b, 0] == BOS_ID and batch.tgt[b, m - 1] == EOS_ID and (batch.tgt[b, m:] == PAD_ID).all()
         seen += batch.index
@@ -119,10 +138,13 @@ def test_unknown_test_tokens_map_to_unk():
 
 def test_load_tsv_pairs(tmp_path):
     p = tmp_path / "fra.txt"
-    p.write_text("Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272\r\n"
-                 "\n"
-                 "Hi.\tSalut !\n"
-                 "I'm OK.\tÇa va.\tattribution\n", encoding="utf-8")
+    p.write_text(
+        "Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272\r\n"
+        "\n"
+        "Hi.\tSalut !\n"
+        "I'm OK.\tÇa va.\tattribution\n",
+        encoding="utf-8",
+    )
     pairs = load_tsv_pairs(p)
     assert pairs == [("Go.", "Va !"), ("Hi.", "Salut !"), ("I'm OK.", "Ça va.")]
     assert load_tsv_pairs(p, max_pairs=2) == pairs[:2]

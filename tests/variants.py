@@ -63,17 +63,18 @@ def _insert_after_first_answer(nb: nbformat.NotebookNode, source: str, last: boo
 def _answers_calling(hook: str, names: list[str]) -> list[str]:
     """Source lines that define every exercise as something that calls ``hook()`` whenever a check uses it (a
     module for class exercises, a function otherwise) and returns meaningless zeros."""
-    return ["class _Anything(torch.nn.Module):",
-            "    def __init__(self, *a, **k):",
-            "        super().__init__()",
-            f"        {hook}()",
-            "    def forward(self, *a, **k):",
-            f"        {hook}()",
-            "        return torch.zeros(1), torch.zeros(1)",
-            "def _anything(*a, **k):",
-            f"    {hook}()",
-            "    return torch.zeros(1), torch.zeros(1)",
-            ] + [f"{n} = _Anything if {n!r}[:1].isupper() else _anything" for n in names]
+    return [
+        "class _Anything(torch.nn.Module):",
+        "    def __init__(self, *a, **k):",
+        "        super().__init__()",
+        f"        {hook}()",
+        "    def forward(self, *a, **k):",
+        f"        {hook}()",
+        "        return torch.zeros(1), torch.zeros(1)",
+        "def _anything(*a, **k):",
+        f"    {hook}()",
+        "    return torch.zeros(1), torch.zeros(1)",
+    ] + [f"{n} = _Anything if {n!r}[:1].isupper() else _anything" for n in names]
 
 
 def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]:
@@ -106,12 +107,20 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
             c["metadata"]["nbgrader"]["grade_id"] = "cell-" + c["metadata"]["nbgrader"]["grade_id"]
     v["duplicate_null_ids"] = Variant(_dump(d), "full", "damage", "ids")
 
-    for label, meta in {"colab": {"kernelspec": {"name": "python3", "display_name": "Python 3"},
-                                  "accelerator": "TPU", "colab": {"provenance": [{"file_id": "x"}], "gpuType": "V28"},
-                                  "widgets": {"application/vnd.jupyter.widget-state+json": [1, {"odd": None}]}},
-                        "vscode": {"kernelspec": {"name": ".venv", "display_name": ".venv (Python 3.11.7)"},
-                                   "vscode": {"interpreter": {"hash": "abc"}}, "widgets": "odd"},
-                        "no_kernel": {}}.items():
+    for label, meta in {
+        "colab": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3"},
+            "accelerator": "TPU",
+            "colab": {"provenance": [{"file_id": "x"}], "gpuType": "V28"},
+            "widgets": {"application/vnd.jupyter.widget-state+json": [1, {"odd": None}]},
+        },
+        "vscode": {
+            "kernelspec": {"name": ".venv", "display_name": ".venv (Python 3.11.7)"},
+            "vscode": {"interpreter": {"hash": "abc"}},
+            "widgets": "odd",
+        },
+        "no_kernel": {},
+    }.items():
         d = copy.deepcopy(good)
         d["metadata"] = meta
         v[f"editor_metadata_{label}"] = Variant(_dump(d), "full", "damage")
@@ -164,133 +173,159 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     v["imports_reference"] = Variant(_dump(d), "zero", "hostile")
     del stub_imports
 
-    fake = ("class _Pass:\n    def run(self, *a, **k):\n        return None\n"
-            "EXERCISES.run = _Pass().run\nEXERCISES = _Pass()\n"
-            "import torch, builtins\ntorch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
-            "torch.Tensor.__eq__ = lambda *a, **k: True\n"
-            "import autograder.core as _c\nfor _n in ('expect_close', 'expect_equal', 'expect_shape', 'expect_true'):\n"
-            "    setattr(_c, _n, lambda *a, **k: None)\n_c.call = lambda what, fn, *a, **k: None\n"
-            "_c.Exercises.run = lambda *a, **k: None\n")
-    v["patches_grader"] = Variant(nbformat.writes(_insert_after_setup(release, fake)), "zero", "hostile",
-                                  "integrity")
-    v["exits_kernel"] = Variant(nbformat.writes(_insert_after_first_answer(filled, "import os\nos._exit(3)")),
-                                "zero", "hostile", "kernel died")
-    runaway = "\n".join([
-        "import subprocess, socket, os",
-        "_hog = []",
-        "try:",
-        "    while True:",
-        "        _hog.append(bytearray(256 * 2**20))",
-        "except MemoryError:",
-        "    _hog = None",
-        "for _try in (lambda: subprocess.run(['echo', 'hi']), lambda: os.system('echo hi'),",
-        "             lambda: socket.create_connection(('203.0.113.1', 80), timeout=2),",
-        f"             lambda: open({str(notebooks.ROOT / 'solutions' / (chapter + '.py'))!r}).read(),",
-        "             lambda: open('/tmp/../etc/owned-by-a-student', 'w'),",
-        "             lambda: os.remove(os.path.expanduser('~/../../gradebook.db'))):",
-        "    try:",
-        "        _try()",
-        "    except Exception as exc:",
-        "        print(type(exc).__name__, exc)",
-        "import time",
-        "while True:  # endless (sleeping, so that the test suite's other kernels keep the CPU)",
-        "    time.sleep(0.05)",
-    ])
-    v["runaway_and_escapes"] = Variant(nbformat.writes(_insert_after_first_answer(filled, runaway)), "at_most_full",
-                                       "hostile", "blocked")
+    fake = (
+        "class _Pass:\n    def run(self, *a, **k):\n        return None\n"
+        "EXERCISES.run = _Pass().run\nEXERCISES = _Pass()\n"
+        "import torch, builtins\ntorch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
+        "torch.Tensor.__eq__ = lambda *a, **k: True\n"
+        "import autograder.core as _c\nfor _n in ('expect_close', 'expect_equal', 'expect_shape', 'expect_true'):\n"
+        "    setattr(_c, _n, lambda *a, **k: None)\n_c.call = lambda what, fn, *a, **k: None\n"
+        "_c.Exercises.run = lambda *a, **k: None\n"
+    )
+    v["patches_grader"] = Variant(nbformat.writes(_insert_after_setup(release, fake)), "zero", "hostile", "integrity")
+    v["exits_kernel"] = Variant(
+        nbformat.writes(_insert_after_first_answer(filled, "import os\nos._exit(3)")), "zero", "hostile", "kernel died"
+    )
+    runaway = "\n".join(
+        [
+            "import subprocess, socket, os",
+            "_hog = []",
+            "try:",
+            "    while True:",
+            "        _hog.append(bytearray(256 * 2**20))",
+            "except MemoryError:",
+            "    _hog = None",
+            "for _try in (lambda: subprocess.run(['echo', 'hi']), lambda: os.system('echo hi'),",
+            "             lambda: socket.create_connection(('203.0.113.1', 80), timeout=2),",
+            f"             lambda: open({str(notebooks.ROOT / 'solutions' / (chapter + '.py'))!r}).read(),",
+            "             lambda: open('/tmp/../etc/owned-by-a-student', 'w'),",
+            "             lambda: os.remove(os.path.expanduser('~/../../gradebook.db'))):",
+            "    try:",
+            "        _try()",
+            "    except Exception as exc:",
+            "        print(type(exc).__name__, exc)",
+            "import time",
+            "while True:  # endless (sleeping, so that the test suite's other kernels keep the CPU)",
+            "    time.sleep(0.05)",
+        ]
+    )
+    v["runaway_and_escapes"] = Variant(
+        nbformat.writes(_insert_after_first_answer(filled, runaway)), "at_most_full", "hostile", "blocked"
+    )
 
     # Library functions swapped on the stub: builtins and numpy (persistent) -> integrity zero.
-    swap = ("import builtins, numpy\nbuiltins.all = lambda *a, **k: True\nbuiltins.any = lambda *a, **k: False\n"
-            "numpy.allclose = lambda *a, **k: True\nnumpy.testing.assert_allclose = lambda *a, **k: None\n")
-    v["patches_builtins_numpy"] = Variant(nbformat.writes(_insert_after_setup(release, swap)), "zero", "hostile",
-                                          "integrity")
+    swap = (
+        "import builtins, numpy\nbuiltins.all = lambda *a, **k: True\nbuiltins.any = lambda *a, **k: False\n"
+        "numpy.allclose = lambda *a, **k: True\nnumpy.testing.assert_allclose = lambda *a, **k: None\n"
+    )
+    v["patches_builtins_numpy"] = Variant(
+        nbformat.writes(_insert_after_setup(release, swap)), "zero", "hostile", "integrity"
+    )
 
     # Swaps made from inside the checks (the answer's own code runs when a check calls it) that undo themselves
     # on first use, so that nothing is left to see once the verdict is over: caught at the next boundary.
-    restoring = "\n".join([
-        "import sys, torch",
-        "import autograder.core as _core",
-        "def _swap_once():",
-        f"    mods = [torch, _core, sys.modules['autograder.{chapter}']]",
-        "    for owner in mods:",
-        "        for n in ('allclose', 'equal', 'expect_close', 'expect_equal', 'expect_shape', 'expect_true', 'call'):",
-        "            if not hasattr(owner, n):",
-        "                continue",
-        "            orig = getattr(owner, n)",
-        "            def fake(*a, _o=owner, _n=n, _f=orig, **k):",
-        "                setattr(_o, _n, _f)  # restore: the swap lasts one call",
-        "                return True if _n in ('allclose', 'equal') else None",
-        "            setattr(owner, n, fake)",
-    ] + _answers_calling("_swap_once", names))
-    v["self_restoring_swaps"] = Variant(nbformat.writes(_insert_after_first_answer(release, restoring, last=True)),
-                                        "zero", "hostile", "replaced while the checks ran")
+    restoring = "\n".join(
+        [
+            "import sys, torch",
+            "import autograder.core as _core",
+            "def _swap_once():",
+            f"    mods = [torch, _core, sys.modules['autograder.{chapter}']]",
+            "    for owner in mods:",
+            "        for n in ('allclose', 'equal', 'expect_close', 'expect_equal', 'expect_shape', 'expect_true', 'call'):",
+            "            if not hasattr(owner, n):",
+            "                continue",
+            "            orig = getattr(owner, n)",
+            "            def fake(*a, _o=owner, _n=n, _f=orig, **k):",
+            "                setattr(_o, _n, _f)  # restore: the swap lasts one call",
+            "                return True if _n in ('allclose', 'equal') else None",
+            "            setattr(owner, n, fake)",
+        ]
+        + _answers_calling("_swap_once", names)
+    )
+    v["self_restoring_swaps"] = Variant(
+        nbformat.writes(_insert_after_first_answer(release, restoring, last=True)),
+        "zero",
+        "hostile",
+        "replaced while the checks ran",
+    )
 
     # Forging the grader's records: find its socket, reach the engine, silence the verdict in the test cells.
-    forge = "\n".join([
-        "import json, socket, sys",
-        "tries = []",
-        "try:",
-        "    for line in open('/proc/net/unix').read().splitlines():",
-        "        if '@autograder-' in line:",
-        "            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)",
-        "            s.connect('\\0' + line.split('@', 1)[1].strip())",
-        "            s.sendall(json.dumps({'body': json.dumps({'type': 'verdict', 'exercise': 'x', 'passed': True}),",
-        "                                  'mac': '0' * 64}).encode() + b'\\n')",
-        "except Exception as exc:",
-        "    tries.append(repr(exc))",
-        "try:",
-        "    g = sys.modules['autograder.guard']",
-        "    engine = g._ARMED['verdict'].__closure__[0].cell_contents",
-        "    tries.append(str(engine.gi_frame.f_locals))",
-        "except Exception as exc:",
-        "    tries.append(repr(exc))",
-        "try:",
-        "    import _posixsubprocess",
-        "except Exception as exc:",
-        "    tries.append(repr(exc))",
-        "class _Silent:",
-        "    def verdict(self, *a, **k):",
-        "        return None",
-        "    def conclude(self, *a, **k):",
-        "        return None",
-        "    def run(self, *a, **k):",
-        "        return None",
-        "_autograder_guard = _Silent()",
-        "EXERCISES = _Silent()",
-        "print(tries)",
-    ])
+    forge = "\n".join(
+        [
+            "import json, socket, sys",
+            "tries = []",
+            "try:",
+            "    for line in open('/proc/net/unix').read().splitlines():",
+            "        if '@autograder-' in line:",
+            "            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)",
+            "            s.connect('\\0' + line.split('@', 1)[1].strip())",
+            "            s.sendall(json.dumps({'body': json.dumps({'type': 'verdict', 'exercise': 'x', 'passed': True}),",
+            "                                  'mac': '0' * 64}).encode() + b'\\n')",
+            "except Exception as exc:",
+            "    tries.append(repr(exc))",
+            "try:",
+            "    g = sys.modules['autograder.guard']",
+            "    engine = g._ARMED['verdict'].__closure__[0].cell_contents",
+            "    tries.append(str(engine.gi_frame.f_locals))",
+            "except Exception as exc:",
+            "    tries.append(repr(exc))",
+            "try:",
+            "    import _posixsubprocess",
+            "except Exception as exc:",
+            "    tries.append(repr(exc))",
+            "class _Silent:",
+            "    def verdict(self, *a, **k):",
+            "        return None",
+            "    def conclude(self, *a, **k):",
+            "        return None",
+            "    def run(self, *a, **k):",
+            "        return None",
+            "_autograder_guard = _Silent()",
+            "EXERCISES = _Silent()",
+            "print(tries)",
+        ]
+    )
     # Walking up the interpreter's frames from inside a check to the grader's private copies of its helpers.
-    walk = "\n".join([
-        "import sys, inspect, torch",
-        "def _bend():",
-        "    for get in (lambda: sys._getframe(1), lambda: inspect.currentframe().f_back):",
-        "        try:",
-        "            f = get()",
-        "        except PermissionError as exc:",
-        "            print('refused:', exc)",
-        "            continue",
-        "        while f is not None:",
-        "            g = f.f_globals",
-        "            for n in ('expect_close', 'expect_equal', 'expect_shape', 'expect_true'):",
-        "                if n in g:",
-        "                    g[n] = lambda *a, **k: None",
-        "            f = f.f_back",
-    ] + _answers_calling("_bend", names))
-    v["walks_frames"] = Variant(nbformat.writes(_insert_after_first_answer(release, walk, last=True)), "zero",
-                                "hostile", "blocked: frame introspection")
+    walk = "\n".join(
+        [
+            "import sys, inspect, torch",
+            "def _bend():",
+            "    for get in (lambda: sys._getframe(1), lambda: inspect.currentframe().f_back):",
+            "        try:",
+            "            f = get()",
+            "        except PermissionError as exc:",
+            "            print('refused:', exc)",
+            "            continue",
+            "        while f is not None:",
+            "            g = f.f_globals",
+            "            for n in ('expect_close', 'expect_equal', 'expect_shape', 'expect_true'):",
+            "                if n in g:",
+            "                    g[n] = lambda *a, **k: None",
+            "            f = f.f_back",
+        ]
+        + _answers_calling("_bend", names)
+    )
+    v["walks_frames"] = Variant(
+        nbformat.writes(_insert_after_first_answer(release, walk, last=True)),
+        "zero",
+        "hostile",
+        "blocked: frame introspection",
+    )
 
-    v["forges_records"] = Variant(nbformat.writes(_insert_after_setup(release, forge)), "zero", "hostile",
-                                  "blocked")
+    v["forges_records"] = Variant(nbformat.writes(_insert_after_setup(release, forge)), "zero", "hostile", "blocked")
 
     # A replaced function caught by the first verdict, then undone, and every verdict run again: the clean
     # second records do not wash out the first.
-    rerun = "\n".join([
-        "import torch",
-        "_orig = torch.allclose",
-        "torch.allclose = lambda *a, **k: True",
-    ])
-    again = "\n".join(["torch.allclose = _orig", "import autograder.guard as _g"]
-                       + [f"_g.verdict({n!r})" for n in names])
+    rerun = "\n".join(
+        [
+            "import torch",
+            "_orig = torch.allclose",
+            "torch.allclose = lambda *a, **k: True",
+        ]
+    )
+    again = "\n".join(
+        ["torch.allclose = _orig", "import autograder.guard as _g"] + [f"_g.verdict({n!r})" for n in names]
+    )
     nb = _insert_after_setup(filled, rerun)
     last = nbformat.v4.new_code_cell(again)
     last.id = "student-rerun"
@@ -301,44 +336,47 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     # computed from them comes out as zeros (found by a red-team pass on ch03): only chapters whose exercise
     # reads W_q/W_k/W_v from the student's SelfAttention.
     if "SelfAttention" in names:
-        dispatch = "\n".join([
-        'import torch, torch.nn as nn',
-        'from torch.utils._pytree import tree_map',
-        '',
-        'class Z(torch.Tensor):',
-        '    @staticmethod',
-        '    def __new__(cls, inner):',
-        '        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device,',
-        '                                                   requires_grad=False)',
-        '    def __init__(self, inner):',
-        '        self.inner = inner',
-        '    @classmethod',
-        '    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):',
-        '        un = lambda t: t.inner if isinstance(t, Z) else t',
-        '        out = func(*tree_map(un, args), **tree_map(un, kwargs or {}))',
-        '        def wrap(t):',
-        '            if isinstance(t, torch.Tensor) and t.is_floating_point():',
-        '                return Z(torch.zeros_like(t))',
-        '            return t',
-        '        return tree_map(wrap, out)',
-        '',
-        'class FakeLinear:',
-        '    __class__ = property(lambda self: nn.Linear)',
-        '    def __init__(self, i, o):',
-        '        self.weight = Z(torch.zeros(o, i)); self.bias = None',
-        '',
-        'class SelfAttention(nn.Module):',
-        '    def __init__(self, d_model, d_k, d_v=None, bias=False):',
-        '        super().__init__()',
-        '        d_v = d_v or d_k',
-        '        self.d_v = d_v',
-        '        object.__setattr__(self, "W_q", FakeLinear(d_model, d_k))',
-        '        object.__setattr__(self, "W_k", FakeLinear(d_model, d_k))',
-        '        object.__setattr__(self, "W_v", FakeLinear(d_model, d_v))',
-        '    def forward(self, x, mask=None):',
-        '        B, T, _ = x.shape',
-        '        return torch.zeros(B, T, self.d_v), torch.zeros(B, T, T)'
-        ])
+        dispatch = "\n".join(
+            [
+                "import torch, torch.nn as nn",
+                "from torch.utils._pytree import tree_map",
+                "",
+                "class Z(torch.Tensor):",
+                "    @staticmethod",
+                "    def __new__(cls, inner):",
+                "        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device,",
+                "                                                   requires_grad=False)",
+                "    def __init__(self, inner):",
+                "        self.inner = inner",
+                "    @classmethod",
+                "    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):",
+                "        un = lambda t: t.inner if isinstance(t, Z) else t",
+                "        out = func(*tree_map(un, args), **tree_map(un, kwargs or {}))",
+                "        def wrap(t):",
+                "            if isinstance(t, torch.Tensor) and t.is_floating_point():",
+                "                return Z(torch.zeros_like(t))",
+                "            return t",
+                "        return tree_map(wrap, out)",
+                "",
+                "class FakeLinear:",
+                "    __class__ = property(lambda self: nn.Linear)",
+                "    def __init__(self, i, o):",
+                "        self.weight = Z(torch.zeros(o, i)); self.bias = None",
+                "",
+                "class SelfAttention(nn.Module):",
+                "    def __init__(self, d_model, d_k, d_v=None, bias=False):",
+                "        super().__init__()",
+                "        d_v = d_v or d_k",
+                "        self.d_v = d_v",
+                '        object.__setattr__(self, "W_q", FakeLinear(d_model, d_k))',
+                '        object.__setattr__(self, "W_k", FakeLinear(d_model, d_k))',
+                '        object.__setattr__(self, "W_v", FakeLinear(d_model, d_v))',
+                "    def forward(self, x, mask=None):",
+                "        B, T, _ = x.shape",
+                "        return torch.zeros(B, T, self.d_v), torch.zeros(B, T, T)",
+            ]
+        )
         v["dispatch_subclass_weights"] = Variant(
-            nbformat.writes(_insert_after_first_answer(release, dispatch, last=True)), "zero", "hostile")
+            nbformat.writes(_insert_after_first_answer(release, dispatch, last=True)), "zero", "hostile"
+        )
     return v
