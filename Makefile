@@ -3,6 +3,7 @@
 #   make test   - all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book
 #                 build and its check in headless Chromium (needs: apt-get install chromium chromium-driver)
 #   make grade  - grade the shipped sample submissions into grading_out/
+#   make release-check - build the sdist + wheel into dist/ and check them, the workflows and CITATION.cff
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -10,7 +11,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup book test grade notebooks clean
+.PHONY: setup book test grade notebooks release-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +32,18 @@ test: $(STAMP)
 	$(MAKE) book
 	$(PY) tests/check_built_book.py
 	$(PY) tests/check_book_in_browser.py
+	$(MAKE) release-check
+
+# What a release publishes, checked here because the workflows cannot run here: the sdist and the wheel built from
+# it (dist/), twine's metadata check, the workflow files against GitHub's schema and zizmor's audits (offline),
+# and CITATION.cff against the Citation File Format schema.
+release-check: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --no-isolation --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(VENV)/bin/zizmor --offline --no-progress .github/workflows
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.citation-file-format CITATION.cff
 
 grade: $(STAMP)
 	$(PY) -m autograder grade
@@ -39,4 +52,4 @@ notebooks: $(STAMP)
 	$(PY) -m autograder build
 
 clean:
-	rm -rf _build build grading_out
+	rm -rf _build build dist grading_out

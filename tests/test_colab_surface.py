@@ -26,6 +26,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tarfile
 
 import nbformat
 import pytest
@@ -169,13 +170,19 @@ def installed(colab):
     _run([str(colab.python), "-m", "pip", "uninstall", "-q", "-y", "attention-course"], env=colab.env())
     gone = subprocess.run([str(colab.python), "-c", "import autograder"], env=colab.env(), cwd=colab.work)
     assert gone.returncode != 0, "the course package is still importable after pip uninstall"
+    # The wheel a release publishes (`make release-check`, .github/workflows/release.yml): `python -m build` makes
+    # the sdist and builds the wheel from it, so files the sdist leaves out are missing here too.
+    dist = colab.base / "dist"
     _run(
-        [str(colab.python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(colab.work), str(colab.base / "repo")],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(colab.base / "repo")],
         timeout=600,
-        env=colab.env(),
     )
-    wheels = list(colab.work.glob("attention_course-*.whl"))
-    assert len(wheels) == 1, wheels
+    built = sorted(p.name for p in dist.iterdir())
+    assert len(built) == 2 and built[0].endswith(".tar.gz") and built[1].endswith(".whl"), built
+    with tarfile.open(dist / built[0]) as sdist:
+        names = sdist.getnames()
+    assert not [n for n in names if "/samples/" in n], "the sdist carries the sample submissions"
+    wheels = [pathlib.Path(shutil.copy(dist / built[1], colab.work))]
     saved, colab.repo_url = colab.repo_url, ""
     try:
         setup = colab.setup_cell_only(chapter).cells[0]
