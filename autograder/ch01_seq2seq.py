@@ -322,6 +322,12 @@ MUTANTS = [
         (("logits.argmax(dim=-1)", "logits.argmax(dim=0)"),),
         "picks the wrong axis",
     ),
+    Mutant(
+        "finished flags on the CPU",
+        "greedy_decode",
+        (("torch.zeros(B, dtype=torch.bool, device=src.device)", "torch.zeros(B, dtype=torch.bool)"),),
+        "the per-sentence <eos> flags are made without device=: decoding fails on a GPU",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

@@ -159,7 +159,8 @@ def _softmax_hidden(fn):
     )
     scores = scores.clone().requires_grad_()
     out = call("masked_softmax", fn, scores, mask)
-    call("backpropagating through your weights", lambda: (out * torch.arange(9.0, dtype=out.dtype)).sum().backward())
+    ramp = torch.arange(9.0, dtype=out.dtype)
+    call("backpropagating through your weights", lambda: (out * ramp).sum().backward())
     expect_true(
         scores.grad is not None and bool(torch.isfinite(scores.grad).all()),
         "The gradient through your masked softmax is missing or contains NaN.",

@@ -420,6 +420,12 @@ MUTANTS = [
         (("scaled_dot_product_attention(q, k, v, mask)", "scaled_dot_product_attention(q, k, v)"),),
         "the module ignores its mask",
     ),
+    Mutant(
+        "positions on the CPU",
+        "attention_mask_from_lengths",
+        (("torch.arange(T_k, device=lengths.device)", "torch.arange(T_k)"),),
+        "torch.arange without device=: the mask cannot be built for lengths on a GPU",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

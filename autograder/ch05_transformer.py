@@ -441,6 +441,12 @@ MUTANTS = [
         (("if self.norm_first:", "if True:"),),
         "always normalises before the sublayer",
     ),
+    Mutant(
+        "causal mask on the CPU",
+        "DecoderLayer",
+        (("causal_mask(T, device=y.device)", "causal_mask(T)"),),
+        "the look-ahead mask is built on the CPU: the layer fails on a GPU",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

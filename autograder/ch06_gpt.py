@@ -17,7 +17,7 @@ from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
 from solutions.ch06_gpt import GPTConfig  # a plain dataclass of sizes: input plumbing, not a reference
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_seeded, expect_true
 
 EXERCISES = Exercises("ch06_gpt")
 
@@ -362,6 +362,16 @@ def _generate_top_k_edges(fn):
 
 
 @EXERCISES.check("generate", hidden=True)
+def _generate_seeded(fn):
+    """all randomness from `generator`: equal seeds give equal tokens; the global random state is untouched"""
+    model = _ToyLM(V=7, context_length=5, seed=6)
+    idx = torch.randint(7, (3, 2), generator=_gen(14))
+    expect_seeded(
+        "generate(model, idx, 8, top_k=4)", lambda g: call("generate", fn, model, idx, 8, top_k=4, generator=g)
+    )
+
+
+@EXERCISES.check("generate", hidden=True)
 def _generate_long(fn):
     """a one-token prompt grown to three times context_length, batch of 2"""
     model = _ToyLM(V=7, context_length=5, seed=4)
@@ -444,6 +454,18 @@ MUTANTS = [
         "generate",
         (("idx[:, -model.context_length :]", "idx"),),
         "feeds more than context_length tokens",
+    ),
+    Mutant(
+        "sampling ignores the generator",
+        "generate",
+        (("torch.multinomial(probs, num_samples=1, generator=generator)", "torch.multinomial(probs, num_samples=1)"),),
+        "draws from torch's global generator: runs cannot be repeated, and the caller's random state changes",
+    ),
+    Mutant(
+        "position ids on the CPU",
+        "generate",
+        (("torch.arange(idx_cond.shape[1], device=idx.device)", "torch.arange(idx_cond.shape[1])"),),
+        "position ids made without device=: generation fails as soon as the model is on a GPU",
     ),
     Mutant(
         "top-k keeps k+1",

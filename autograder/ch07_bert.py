@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from solutions.ch07_bert import BertConfig  # a plain dataclass of sizes: input plumbing, not a reference
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_true
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_seeded, expect_true
 
 EXERCISES = Exercises("ch07_bert")
 
@@ -119,6 +119,16 @@ def _mask_other_rate(fn):
     expect_true(
         replaced.numel() > 0 and replaced.unique().numel() > 50 and bool((replaced < 500).all()),
         "Random replacements should be uniform token ids in [0, vocab_size).",
+    )
+
+
+@EXERCISES.check("mask_tokens", hidden=True)
+def _mask_seeded(fn):
+    """all randomness from `generator`: equal seeds give equal results; the global random state is untouched"""
+    x = _batch(seed=5)
+    expect_seeded(
+        "mask_tokens",
+        lambda g: call("mask_tokens", fn, x, mask_id=MASK, vocab_size=1000, special_ids=range(5), generator=g),
     )
 
 
@@ -239,6 +249,24 @@ MUTANTS = [
         "mask_tokens",
         (("coin(mlm_probability) & ~special", "coin(mlm_probability) & (input_ids >= 5)"),),
         "assumes the special tokens are ids 0-4",
+    ),
+    Mutant(
+        "global random state",
+        "mask_tokens",
+        (("torch.rand(input_ids.shape, generator=generator, device=", "torch.rand(input_ids.shape, device="),),
+        "the selection ignores `generator` and draws from torch's global generator",
+    ),
+    Mutant(
+        "random ids on the CPU",
+        "mask_tokens",
+        (("generator=generator, device=input_ids.device)\n    inputs", "generator=generator)\n    inputs"),),
+        "torch.randint without device=: the replacement ids stay on the CPU when the batch is on a GPU",
+    ),
+    Mutant(
+        "positions on the CPU",
+        "BertEmbeddings",
+        (("torch.arange(input_ids.shape[1], device=input_ids.device)", "torch.arange(input_ids.shape[1])"),),
+        "position ids made without device=: fails as soon as the model is on a GPU",
     ),
     Mutant(
         "segment embeddings ignored",

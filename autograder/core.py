@@ -35,6 +35,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
+from torch.overrides import TorchFunctionMode
 
 __all__ = [
     "CheckFailed",
@@ -45,7 +47,9 @@ __all__ = [
     "expect_equal",
     "expect_shape",
     "expect_true",
+    "expect_seeded",
     "call",
+    "DeviceMismatch",
 ]
 
 
@@ -95,16 +99,86 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# --------------------------------------------------------------------------------------------------
+# Device mismatches, caught on a CPU-only machine
+# --------------------------------------------------------------------------------------------------
+
+# Factory functions that put their result on the default device (the CPU) unless given ``device=``.
+_FACTORIES = {
+    getattr(torch, name): f"torch.{name}"
+    for name in (
+        "arange", "zeros", "ones", "full", "empty", "rand", "randn", "randint", "randperm", "tensor", "as_tensor",
+        "eye", "linspace", "logspace", "tril_indices", "triu_indices", "bernoulli_",
+    )
+    if hasattr(torch, name)
+}  # fmt: skip
+_MOVES = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.type_as, torch.Tensor.new_tensor}
+
+
+class DeviceMismatch(RuntimeError):
+    """A tensor made without ``device=`` met a tensor on the inputs' device (it would fail on a GPU)."""
+
+
+class _StrayTensors(TorchFunctionMode):
+    """Inside a student's call: remember every tensor (of at least one dimension) that a factory function made
+    without ``device=``, and everything computed from such tensors alone; raise :class:`DeviceMismatch` when one of
+    them meets a tensor that came from elsewhere (the inputs, the module's parameters).
+
+    On a GPU the first would sit on the CPU and the second on the GPU, and PyTorch would raise "Expected all
+    tensors to be on the same device"; grading runs on a CPU, where both are on the CPU and nothing fails. Zero-
+    dimensional tensors are exempt, as PyTorch lets CPU scalars mix with GPU tensors. ``.to(x.device)``,
+    ``.type_as(x)``, ``.cuda()`` and ``x.new_tensor`` count as moving a tensor to the right device.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        # id(tensor) -> (tensor, the factory that made it); strong references, so ids are not reused during the call
+        self.stray: dict[int, tuple[torch.Tensor, str]] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        flat = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        made_by = next((self.stray[id(t)][1] for t in flat if id(t) in self.stray), None)
+        if made_by is not None and func not in _MOVES:
+            other = next((t for t in flat if id(t) not in self.stray and (t.ndim > 0 or t.requires_grad)), None)
+            if other is not None:
+                name = getattr(func, "__name__", str(func))
+                raise DeviceMismatch(
+                    f"a tensor made by {made_by}(...) without device= was combined with the inputs in {name}(). "
+                    'That works on a CPU but fails on a GPU ("Expected all tensors to be on the same device"): '
+                    f"create it on the inputs' device, e.g. {made_by}(..., device=x.device)."
+                )
+        out = func(*args, **kwargs)
+        if func in _FACTORIES and kwargs.get("device") is None:
+            if not (func in (torch.tensor, torch.as_tensor) and args and isinstance(args[0], torch.Tensor)):
+                self._mark(out, _FACTORIES[func])
+        elif made_by is not None and not (func in _MOVES and (len(args) > 1 or "device" in kwargs)):
+            self._mark(out, made_by)
+        return out
+
+    def _mark(self, out: Any, made_by: str) -> None:
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.ndim > 0:
+                self.stray[id(t)] = (t, made_by)
+
+
 def call(what: str, fn: Callable, *args, **kwargs):
     """Call the student's ``fn``; turn an exception inside it into a CheckFailed that says what was called.
 
-    Tensors returned (alone or in a tuple) are converted to plain ``torch.Tensor``.
+    Tensors returned (alone or in a tuple) are converted to plain ``torch.Tensor``. While ``fn`` runs, tensors it
+    makes without ``device=`` are watched (:class:`_StrayTensors`): mixing them with the inputs fails here as it
+    would on a GPU.
     """
     try:
-        result = _plain(fn(*args, **kwargs))
+        with _StrayTensors():
+            result = fn(*args, **kwargs)
+        result = _plain(result)
     except CheckFailed:
         _boundary()
         raise
+    except DeviceMismatch as exc:
+        _boundary()
+        raise CheckFailed(f"{what}: {exc}") from None
     except NotImplementedError:
         _boundary()
         raise CheckFailed(f"{what} raised NotImplementedError: the exercise has not been filled in yet.") from None
@@ -142,6 +216,43 @@ def expect_equal(what: str, got: torch.Tensor, expected: torch.Tensor, *, hidden
     if not torch.equal(got.cpu(), expected.cpu()):
         raise CheckFailed(
             f"{what} has the wrong values.\n  expected: {_fmt(expected, hidden)}\n  you gave: {_fmt(got, hidden)}"
+        )
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def expect_seeded(what: str, draw: Callable[[torch.Generator], Any]) -> None:
+    """Randomness comes from the ``generator`` argument only.
+
+    ``draw(generator)`` (which calls the student's code through :func:`call`) runs twice with generators seeded
+    alike: the two results must be identical, and torch's global random state must be as it was (it is restored
+    either way, so one answer cannot disturb the next check).
+    """
+    _boundary()
+    before = torch.random.get_rng_state()
+    try:
+        first = draw(torch.Generator().manual_seed(20_251_201))
+        second = draw(torch.Generator().manual_seed(20_251_201))
+        after = torch.random.get_rng_state()
+    finally:
+        torch.random.set_rng_state(before)
+    _boundary()
+    if not torch.equal(before, after):
+        raise CheckFailed(
+            f"{what} drew from torch's global random generator: take every random number from the `generator` "
+            "argument (torch.rand(..., generator=generator), torch.multinomial(..., generator=generator)), so that "
+            "a run can be repeated and the caller's random state is left alone."
+        )
+    if not _same(first, second):
+        raise CheckFailed(
+            f"{what} gave different results for two generators seeded alike: all its randomness must come from "
+            "the `generator` argument."
         )
 
 

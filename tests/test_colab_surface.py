@@ -177,12 +177,12 @@ def installed(colab):
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(colab.base / "repo")],
         timeout=600,
     )
-    built = sorted(p.name for p in dist.iterdir())
-    assert len(built) == 2 and built[0].endswith(".tar.gz") and built[1].endswith(".whl"), built
-    with tarfile.open(dist / built[0]) as sdist:
+    sdists, wheels = sorted(dist.glob("*.tar.gz")), sorted(dist.glob("*.whl"))
+    assert len(sdists) == 1 and len(wheels) == 1, sorted(p.name for p in dist.iterdir())
+    with tarfile.open(sdists[0]) as sdist:
         names = sdist.getnames()
     assert not [n for n in names if "/samples/" in n], "the sdist carries the sample submissions"
-    wheels = [pathlib.Path(shutil.copy(dist / built[1], colab.work))]
+    wheels = [pathlib.Path(shutil.copy(wheels[0], colab.work))]
     saved, colab.repo_url = colab.repo_url, ""
     try:
         setup = colab.setup_cell_only(chapter).cells[0]
