@@ -1,6 +1,7 @@
 # One-command set-up: every target creates .venv and installs everything it needs on first use.
 #   make book   - build the HTML book into _build/html (executes every page; cached)
-#   make test   - all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book
+#   make lint   - ruff (lint + format check) on the tree, mypy on solutions/ and autograder/ (pyproject config)
+#   make test   - lint, then all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book
 #                 build and its check in headless Chromium (needs: apt-get install chromium chromium-driver)
 #   make grade  - grade the shipped sample submissions into grading_out/
 #   make release-check - build the sdist + wheel into dist/ and check them, the workflows and CITATION.cff
@@ -11,7 +12,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup book test grade notebooks release-check clean
+.PHONY: setup book lint test grade notebooks release-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,11 +28,18 @@ setup: $(STAMP)
 book: $(STAMP)
 	$(VENV)/bin/jupyter-book build . --all -W --keep-going
 
-test: $(STAMP)
+# Configured in pyproject.toml ([tool.ruff], [tool.mypy]); .pre-commit-config.yaml runs the same three commands.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# lint first: a style or type error fails CI before the long suites run.
+test: $(STAMP) lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup tests
 	$(MAKE) book
-	$(PY) tests/check_built_book.py
-	$(PY) tests/check_book_in_browser.py
+	$(PY) -m tests.check_built_book
+	$(PY) -m tests.check_book_in_browser
 	$(MAKE) release-check
 
 # What a release publishes, checked here because the workflows cannot run here: the sdist and the wheel built from

@@ -125,6 +125,12 @@ def main(argv=None) -> int:
     p.add_argument("notebook")
     p.add_argument("--chapter", help="chapter stem (default: from the file name or its setup cell)")
     p.set_defaults(func=_cmd_selfcheck)
+    sub.add_parser("scaffold", help="write a new chapter's parts from its stem and title (scaffold.py)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["scaffold"]:  # its own options and help: autograder/scaffold.py
+        from . import scaffold
+
+        return scaffold.main(argv[1:])
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,6 +1,6 @@
 """Grading throughput: grade N distinct correct submissions of a chapter, report seconds per submission.
 
-    python benchmarks/bench_grading.py --chapter ch03_self_attention -n 8 --jobs 2
+    python -m benchmarks.bench_grading --chapter ch03_self_attention -n 8 --jobs 2
 
 Appends one line to benchmarks/results/grading_throughput.csv (when, machine cores, chapter, n, jobs, wall
 seconds, seconds per submission, projected minutes for 100 submissions). Each submission runs the full grading
@@ -16,16 +16,14 @@ import csv
 import datetime
 import os
 import pathlib
-import sys
 import tempfile
 import time
 
+import nbformat
+
+from autograder import grading, notebooks
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import nbformat  # noqa: E402
-
-from autograder import grading, notebooks  # noqa: E402
 
 
 def main() -> None:

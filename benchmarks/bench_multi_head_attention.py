@@ -10,8 +10,8 @@ rounds (round r times every variant once), so a machine that gets busier during 
 table gives the median per variant and the ratio to ``torch_mha`` (higher = slower). Writes a CSV under
 ``benchmarks/results/`` that the book page reads.
 
-    python benchmarks/bench_multi_head_attention.py --threads 1               # CPU, scaled-down sizes
-    python benchmarks/bench_multi_head_attention.py --device cuda --sizes 8,1024,768,12 16,1024,768,12
+    python -m benchmarks.bench_multi_head_attention --threads 1               # CPU, scaled-down sizes
+    python -m benchmarks.bench_multi_head_attention --device cuda --sizes 8,1024,768,12 16,1024,768,12
 """
 
 from __future__ import annotations
@@ -19,16 +19,12 @@ from __future__ import annotations
 import argparse
 import pathlib
 import statistics
-import sys
 import time
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-from results_io import write_results
-
+from benchmarks.results_io import write_results
 from solutions.ch03_self_attention import causal_mask
 from solutions.ch04_multi_head_attention import (
     FusedMultiHeadSelfAttention,

@@ -5,8 +5,8 @@ torch.utils.benchmark (which handles warm-up, CUDA synchronisation and repeats).
 ours / PyTorch (higher = the teaching code is slower). Writes a CSV under benchmarks/results/ that the book
 page reads.
 
-    python benchmarks/bench_self_attention.py                 # CPU, default sizes
-    python benchmarks/bench_self_attention.py --device cuda   # on a GPU
+    python -m benchmarks.bench_self_attention                 # CPU, default sizes
+    python -m benchmarks.bench_self_attention --device cuda   # on a GPU
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pathlib
 
 import torch
 import torch.nn.functional as F
-from results_io import write_results
 from torch.utils import benchmark
 
+from benchmarks.results_io import write_results
 from solutions.ch03_self_attention import causal_mask, scaled_dot_product_attention
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"

@@ -6,20 +6,17 @@ from the first step (no eq. 3 warm-up), and records the training loss of every s
 
 Writes ``--out``/layer_norm_comparison.json (config, loss curves, wall time).
 
-    python scripts/compare_layer_norm.py --steps 200 --layers 6 --lr 2e-3 --threads 1 --out checkpoints
+    python -m scripts.compare_layer_norm --steps 200 --layers 6 --lr 2e-3 --threads 1 --out checkpoints
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from solutions.ch01_seq2seq import pick_device, shift_for_teacher_forcing
 from solutions.ch05_transformer import Transformer, label_smoothed_loss

@@ -1,7 +1,7 @@
 """Measure how closely chapters 6 and 7 match Hugging Face, weight for weight; write results/hf_parity.json.
 
     pip install transformers   # a test oracle only: the course's code never imports it
-    python scripts/hf_parity.py
+    python -m scripts.hf_parity
 
 Builds GPT2LMHeadModel, BertForMaskedLM and BertModel from small random configs (no download), randomises
 their layer norms and biases too, copies the weights into ours, and records the largest absolute logit
@@ -11,12 +11,8 @@ continuations agree token for token.
 
 import json
 import pathlib
-import sys
 
 import torch
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
 import transformers
 
 from solutions.ch06_gpt import GPT, GPTConfig, generate, load_hf_gpt2

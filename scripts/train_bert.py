@@ -1,10 +1,10 @@
 """Chapter 7 experiments on the Python docs: WordPiece, BERT pretraining, fine-tuning, BERT vs GPT fill-in.
 
-    python scripts/train_bert.py --part tokenizer     # WordPiece vocabulary (seconds)
-    python scripts/train_bert.py --part bert          # MLM pretraining           } these two can run
-    python scripts/train_bert.py --part gpt           # a GPT of the same size     } in parallel
-    python scripts/train_bert.py --part eval          # MLM accuracy, fine-tuning, fill-in-the-blank
-    python scripts/train_bert.py                      # all four in turn
+    python -m scripts.train_bert --part tokenizer     # WordPiece vocabulary (seconds)
+    python -m scripts.train_bert --part bert          # MLM pretraining           } these two can run
+    python -m scripts.train_bert --part gpt           # a GPT of the same size     } in parallel
+    python -m scripts.train_bert --part eval          # MLM accuracy, fine-tuning, fill-in-the-blank
+    python -m scripts.train_bert                      # all four in turn
 
 Data: the documentation topics of this Python (``solutions.text_data``); every 10th topic is held out, so
 validation sentences come from pages the models never saw. BERT is pretrained on consecutive sentence pairs
@@ -22,13 +22,10 @@ import json
 import pathlib
 import platform
 import random
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from solutions.ch06_gpt import GPT, GPTConfig
 from solutions.ch07_bert import (

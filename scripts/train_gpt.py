@@ -1,12 +1,16 @@
 """Train the chapter 6 GPT as a character-level language model and save a small checkpoint + results.
 
-    python scripts/train_gpt.py                       # yardstick: 4 layers, 4 heads, 128 wide, 64 context,
+    python -m scripts.train_gpt                       # yardstick: 4 layers, 4 heads, 128 wide, 64 context,
                                                       # 2000 iterations of batch 12 on the Python docs
-    python scripts/train_gpt.py --device cuda --compile --data shakespeare   # Colab, opt-in download
+    python -m scripts.train_gpt --device cuda --compile --data shakespeare   # Colab, opt-in download
 
 Writes ``<out>/gpt_char.pt`` (weights, config, alphabet) and ``<out>/gpt_char.json`` (config, loss curves,
-tokens/second, final validation loss, samples, machine). The book page reads these files instead of training.
-Prints tokens/second and the validation loss.
+tokens/second, final validation loss, samples, machine); ``gpt_char_shakespeare.*`` with ``--data shakespeare``.
+The book page reads these files instead of training. Prints tokens/second and the validation loss.
+
+The samples continue ``--prompt`` (by default a phrase of the chosen corpus), which is checked against the
+corpus's alphabet before training starts; the checkpoint and results are written as soon as training ends, and
+the results again once the samples are drawn, so a failure after training never loses the model.
 """
 
 from __future__ import annotations
@@ -16,16 +20,26 @@ import json
 import os
 import pathlib
 import platform
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
 from solutions.ch06_gpt import GPT, GPTConfig, generate
 from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text, tiny_shakespeare, train_val_split
 from solutions.training import train
+
+# A prompt per corpus, made of characters that corpus has (the character tokenizer knows no others).
+DEFAULT_PROMPTS = {"python-docs": 'The "with" statement', "shakespeare": "First Citizen:\n"}
+
+
+def check_prompt(prompt: str, tok: CharTokenizer) -> None:
+    """Raise ``ValueError`` naming the prompt's characters that ``tok``'s alphabet lacks (sorted, repr'd)."""
+    unknown = sorted(set(prompt) - set(tok.alphabet))
+    if unknown:
+        raise ValueError(
+            f"--prompt {prompt!r} has characters the training text does not: {', '.join(map(repr, unknown))}; "
+            "the character tokenizer cannot encode them"
+        )
 
 
 def parse_args(argv=None):
@@ -52,6 +66,7 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: PyTorch's default)")
     p.add_argument("--out", default="results/ch06_gpt")
     p.add_argument("--sample_tokens", type=int, default=300, help="length of each sample written to the results")
+    p.add_argument("--prompt", default=None, help="text the samples continue (default: a phrase of the corpus)")
     p.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
 
@@ -64,6 +79,8 @@ def main(argv=None) -> dict:
     device = torch.device(args.device)
     text = python_docs_text() if args.data == "python-docs" else tiny_shakespeare()
     tok = CharTokenizer.from_text(text)
+    prompt = DEFAULT_PROMPTS[args.data] if args.prompt is None else args.prompt
+    check_prompt(prompt, tok)  # before training: an unusable prompt must not cost a training run
     data = torch.tensor(tok.encode(text), dtype=torch.long)
     train_data, val_data = train_val_split(data, 0.1)
     config = GPTConfig(
@@ -122,21 +139,6 @@ def main(argv=None) -> dict:
         f"val loss {final['val']:.3f}   ({wall:.0f} s wall)"
     )
 
-    model.eval()
-    prompt = 'The "with" statement'
-    idx = torch.tensor([tok.encode(prompt)], device=device)
-    samples = {}
-    for name, kw in {
-        "greedy": dict(temperature=0.0),
-        "T=1.0": dict(temperature=1.0),
-        "T=0.8, top_k=10": dict(temperature=0.8, top_k=10),
-        "T=1.0, top_p=0.9": dict(temperature=1.0, top_p=0.9),
-    }.items():
-        g = torch.Generator(device=device).manual_seed(args.seed)
-        out = generate(model, idx, args.sample_tokens, generator=g, **kw)
-        samples[name] = tok.decode(out[0].tolist())
-        print(f"--- {name}\n{samples[name]}")
-
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = "gpt_char" if args.data == "python-docs" else "gpt_char_shakespeare"
@@ -151,7 +153,7 @@ def main(argv=None) -> dict:
         "train_seconds": history["seconds"],
         "wall_seconds": wall,
         "final": final,
-        "samples": samples,
+        "samples": {},  # filled in below, once drawn
         "prompt": prompt,
         "machine": {
             "device": str(device),
@@ -164,6 +166,23 @@ def main(argv=None) -> dict:
         },
         "measured": time.strftime("%Y-%m-%d"),
     }
+    # Written now, before sampling: whatever fails from here on, the trained model and its curves are kept.
+    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1))
+
+    model.eval()
+    idx = torch.tensor([tok.encode(prompt)], device=device)
+    samples = results["samples"]
+    for name, kw in {
+        "greedy": dict(temperature=0.0),
+        "T=1.0": dict(temperature=1.0),
+        "T=0.8, top_k=10": dict(temperature=0.8, top_k=10),
+        "T=1.0, top_p=0.9": dict(temperature=1.0, top_p=0.9),
+    }.items():
+        g = torch.Generator(device=device).manual_seed(args.seed)
+        out = generate(model, idx, args.sample_tokens, generator=g, **kw)
+        samples[name] = tok.decode(out[0].tolist())
+        print(f"--- {name}\n{samples[name]}")
+
     (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1))
     return results
 

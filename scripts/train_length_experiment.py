@@ -14,7 +14,7 @@ Writes into ``--out`` (default ``checkpoints/``):
   seq2seq.pt, attention.pt float16 weights + vocabularies (the reversed model's weights are not kept)
 
 Retrain (see the log for the measured time; defaults reproduce the committed results):
-    python scripts/train_length_experiment.py --steps 1000 --seed 0 --out checkpoints
+    python -m scripts.train_length_experiment --steps 1000 --seed 0 --out checkpoints
 """
 
 from __future__ import annotations
@@ -22,13 +22,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from solutions.ch01_seq2seq import Seq2Seq, evaluate_by_length, pick_device, save_checkpoint, train_model, translate
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq
@@ -119,6 +116,16 @@ def main(argv=None) -> None:
             progress=not args.no_progress,
         )
         train_s = time.time() - t1
+        if name in ("seq2seq", "attention"):  # saved before decoding: a failure there must not lose the model
+            save_checkpoint(
+                model,
+                out / f"{name}.pt",
+                src_vocab=data.src_vocab.itos,
+                tgt_vocab=data.tgt_vocab.itos,
+                data=DATA_ARGS,
+                steps=args.steps,
+                seed=args.seed,
+            )
         t2 = time.time()
         hyps = translate(model, test, data.tgt_vocab, max_new_tokens=max_new_tokens)
         buckets = evaluate_by_length(hyps, refs, src_lengths, EDGES)
@@ -141,16 +148,6 @@ def main(argv=None) -> None:
                 for i in range(0, len(hyps), 150)
             ],
         }
-        if name in ("seq2seq", "attention"):
-            save_checkpoint(
-                model.cpu(),
-                out / f"{name}.pt",
-                src_vocab=data.src_vocab.itos,
-                tgt_vocab=data.tgt_vocab.itos,
-                data=DATA_ARGS,
-                steps=args.steps,
-                seed=args.seed,
-            )
     results["total_seconds"] = round(time.time() - t0, 1)
     (out / "length_experiment.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
     with open(out / "length_experiment.csv", "w", newline="") as f:
@@ -158,7 +155,7 @@ def main(argv=None) -> None:
         w.writeheader()
         w.writerows(rows)
     log(f"total {results['total_seconds']:.0f}s; results in {out}/length_experiment.json and .csv")
-    log(f"retrain: python scripts/train_length_experiment.py --steps {args.steps} --seed {args.seed} --out {args.out}")
+    log(f"retrain: python -m scripts.train_length_experiment --steps {args.steps} --seed {args.seed} --out {args.out}")
 
 
 if __name__ == "__main__":

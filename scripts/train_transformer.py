@@ -18,7 +18,7 @@ Writes into ``--out`` (default ``checkpoints/``):
   transformer.pt                float16 weights + vocabularies of the post-LN model (for the book pages)
 
 Retrain with the defaults:
-    python scripts/train_transformer.py --steps 1500 --seed 0 --threads 1 --out checkpoints
+    python -m scripts.train_transformer --steps 1500 --seed 0 --threads 1 --out checkpoints
 
 (about 30 minutes on 2 CPU cores shared with other jobs, with --threads 1.)
 """
@@ -28,13 +28,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from solutions.ch01_seq2seq import (
     evaluate_by_length,
@@ -216,6 +213,16 @@ def main(argv=None) -> None:
                 not args.no_progress,
             )
             entry["train_seconds"] = round(time.time() - t1, 1)
+            if name == "transformer":  # saved before decoding: a failure there must not lose the trained model
+                save_checkpoint(
+                    model,
+                    out / "transformer.pt",
+                    src_vocab=data.src_vocab.itos,
+                    tgt_vocab=data.tgt_vocab.itos,
+                    data=DATA_ARGS,
+                    steps=args.steps,
+                    seed=args.seed,
+                )
             t2 = time.time()
             hyps = transformer_translate(model, test, data.tgt_vocab, max_new_tokens)
             entry["greedy"] = record(name, "greedy", hyps, range(len(test)))
@@ -229,15 +236,6 @@ def main(argv=None) -> None:
                 )
                 entry["beam_subset"] = record(name, "beam4_subset", beam_hyps, sub)
                 entry["beam_seconds"] = round(time.time() - t3, 1)
-                save_checkpoint(
-                    model.cpu(),
-                    out / "transformer.pt",
-                    src_vocab=data.src_vocab.itos,
-                    tgt_vocab=data.tgt_vocab.itos,
-                    data=DATA_ARGS,
-                    steps=args.steps,
-                    seed=args.seed,
-                )
         else:
             model = AttentionSeq2Seq(V_src, V_tgt, **ATTN_ARGS)
             entry["parameters"] = count_parameters(model)
@@ -266,7 +264,7 @@ def main(argv=None) -> None:
         w.writeheader()
         w.writerows(rows)
     log(
-        f"retrain: python scripts/train_transformer.py --steps {args.steps} --seed {args.seed} --threads {args.threads} "
+        f"retrain: python -m scripts.train_transformer --steps {args.steps} --seed {args.seed} --threads {args.threads} "
         f"--out {args.out}"
     )
 

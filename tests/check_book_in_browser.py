@@ -1,6 +1,7 @@
 """Open every page of the built book (`_build/html`) in headless Chromium and list what a reader would see broken.
 
-Run by `make test` after the book build; `python tests/check_book_in_browser.py [--screenshots DIR]`.
+Run by `make test` after the book build; `python -m tests.check_book_in_browser [--screenshots DIR]`
+(from the repository root).
 Exit status 0 when every page passes; 1 with one line per problem otherwise, or when Chromium, chromedriver or
 selenium is missing (the message gives the command that installs it).
 
@@ -143,7 +144,6 @@ def lint_page_sources(min_font_pt: float) -> list[str]:
 
 def colab_target() -> tuple[str, str]:
     """(owner/name, branch) of the repository the Colab links must open."""
-    sys.path.insert(0, str(ROOT))
     import autograder
 
     return autograder.REPOSITORY.removeprefix("https://github.com/").strip("/"), autograder.BRANCH

@@ -200,12 +200,56 @@ def test_committed_checkpoint_reproduces_its_validation_loss():
     assert (ROOT / "results/ch06_gpt/gpt_char.pt").stat().st_size < 5e6
 
 
-def test_train_gpt_cli_smoke(tmp_path):
-    import importlib.util
+TINY_ARGS = ["--n_layers", "1", "--n_heads", "2", "--d_model", "16", "--context_length", "16", "--batch_size", "4"]
+TINY_ARGS += ["--max_iters", "4", "--eval_interval", "2", "--eval_iters", "1", "--sample_tokens", "5", "--no-progress"]
+# Two speeches from the opening of Coriolanus, as in tiny Shakespeare: no double quote, no digits, no underscore.
+SHAKESPEARE_LIKE = (
+    "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+    "First Citizen:\nYou are all resolved rather to die than to famish?\n\n"
+) * 20
 
-    spec = importlib.util.spec_from_file_location("train_gpt", ROOT / "scripts/train_gpt.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+
+def test_train_gpt_shakespeare_samples_from_a_prompt_in_its_alphabet(tmp_path, monkeypatch):
+    """`--data shakespeare` (issue 18): the python-docs prompt has characters the corpus lacks; the run must
+    sample from a prompt of its own alphabet (no KeyError after training)."""
+    from scripts import train_gpt
+
+    monkeypatch.setattr(train_gpt, "tiny_shakespeare", lambda: SHAKESPEARE_LIKE)
+    res = train_gpt.main(["--data", "shakespeare", "--out", str(tmp_path), *TINY_ARGS])
+    assert set(res["prompt"]) <= set(SHAKESPEARE_LIKE)
+    saved = json.loads((tmp_path / "gpt_char_shakespeare.json").read_text())
+    assert saved["samples"] == res["samples"] and all(s.startswith(res["prompt"]) for s in saved["samples"].values())
+
+
+def test_train_gpt_refuses_a_prompt_outside_the_alphabet_before_training(tmp_path, monkeypatch):
+    from scripts import train_gpt
+
+    monkeypatch.setattr(train_gpt, "tiny_shakespeare", lambda: SHAKESPEARE_LIKE)
+    monkeypatch.setattr(train_gpt, "train", lambda *a, **k: pytest.fail("trained before checking the prompt"))
+    with pytest.raises(ValueError, match="--prompt") as err:
+        train_gpt.main(["--data", "shakespeare", "--prompt", 'Act 1: "Speak"', "--out", str(tmp_path), *TINY_ARGS])
+    assert all(repr(c) in str(err.value) for c in '"1') and not list(tmp_path.iterdir())
+
+
+def test_train_gpt_saves_the_checkpoint_before_sampling(tmp_path, monkeypatch):
+    """Whatever fails after training must not lose the trained model (issue 18)."""
+    from scripts import train_gpt
+
+    def broken_generate(*args, **kwargs):
+        raise RuntimeError("sampling failed")
+
+    monkeypatch.setattr(train_gpt, "generate", broken_generate)
+    with pytest.raises(RuntimeError, match="sampling failed"):
+        train_gpt.main(["--out", str(tmp_path), *TINY_ARGS])
+    saved = json.loads((tmp_path / "gpt_char.json").read_text())
+    assert set(saved["final"]) == {"train", "val"} and saved["samples"] == {}
+    ck = torch.load(tmp_path / "gpt_char.pt")
+    GPT(GPTConfig(**ck["config"])).load_state_dict(ck["model"])
+
+
+def test_train_gpt_cli_smoke(tmp_path):
+    from scripts import train_gpt as script
+
     res = script.main(
         [
             "--n_layers",

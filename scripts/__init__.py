@@ -1,0 +1,1 @@
+"""Training scripts, run from the repository root as modules: ``python -m scripts.train_gpt --help``."""
