@@ -170,6 +170,31 @@ def _softmax_hidden(fn):
 # ---------------------------------------------------------------- exercise 3: context_vector
 
 
+@EXERCISES.check("masked_softmax", hidden=True)
+def _masked_softmax_half_and_very_negative(fn):
+    """float16 and bfloat16 scores (no overflow); scores all below -1e4 still give masked positions weight 0"""
+    scores = torch.randn(4, 7, generator=_gen(8))
+    mask = torch.rand(4, 7, generator=_gen(9)) < 0.6
+    mask[:, 0] = True
+    expected = _softmax_oracle(scores.double(), mask)
+    for dtype in (torch.float16, torch.bfloat16):
+        try:
+            got = call(f"masked_softmax in {dtype}", fn, scores.to(dtype), mask)
+        except CheckFailed as err:
+            raise CheckFailed(
+                f"{err}\n  Hint: a fixed fill value such as -1e9 does not fit in float16 (largest ≈ 65504); use "
+                "torch.finfo(scores.dtype).min or float('-inf')."
+            ) from None
+        expect_close(f"masked_softmax in {dtype}", got, expected.to(dtype), hidden=True)
+    low = scores * 100 - 3e4  # every score is below -1e4
+    expect_close(
+        "masked_softmax of scores below -1e4",
+        call("masked_softmax", fn, low, mask),
+        _softmax_oracle(low, mask),
+        hidden=True,
+    )
+
+
 @EXERCISES.check("context_vector", points=2)
 def _context_basic(fn):
     """weighted sum of h (2, 5, 3) with alpha (2, 5)"""
@@ -289,6 +314,18 @@ MUTANTS = [
         "context_vector",
         (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "(alpha.unsqueeze(-1) * h).sum(dim=-1)"),),
         "sums over the wrong axis",
+    ),
+    Mutant(
+        "fill -1e9",
+        "masked_softmax",
+        (("torch.finfo(scores.dtype).min)", "-1e9)"),),
+        "a fixed fill value that overflows float16",
+    ),
+    Mutant(
+        "fill -1e4",
+        "masked_softmax",
+        (("torch.finfo(scores.dtype).min)", "-1e4)"),),
+        "a fill value that real scores can go below",
     ),
 ]
 

@@ -154,6 +154,35 @@ def _sdpa_fully_masked(fn):
 
 
 @EXERCISES.check("scaled_dot_product_attention", hidden=True)
+def _sdpa_half_precision(fn):
+    """float16 and bfloat16 (a Colab GPU's types) with padding and causal masks: no overflow, half-precision output"""
+    for dtype in (torch.float16, torch.bfloat16):
+        q, k, v = _qkv(2, 2, 5, 5, 8, 4, seed=10)
+        pad = (torch.arange(5)[None, :] < torch.tensor([5, 3])[:, None])[:, None, None, :]  # (B, 1, 1, T_k)
+        mask = pad & torch.ones(5, 5, dtype=torch.bool).tril()
+        exp_out, exp_w = _oracle(q.double(), k.double(), v.double(), mask)  # float64 reference, then rounded
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+        try:
+            out, weights = call(f"scaled_dot_product_attention in {dtype}", fn, q, k, v, mask)
+        except CheckFailed as err:
+            raise CheckFailed(
+                f"{err}\n  Hint: a fixed fill value such as -1e9 does not fit in float16 (largest ≈ 65504); use "
+                "torch.finfo(scores.dtype).min or float('-inf')."
+            ) from None
+        expect_close(f"weights in {dtype}", weights, exp_w.to(dtype), hidden=True)
+        expect_close(f"output in {dtype}", out, exp_out.to(dtype), hidden=True)
+
+
+@EXERCISES.check("scaled_dot_product_attention", hidden=True)
+def _sdpa_very_negative_scores(fn):
+    """when every allowed score is below -1e4, masked keys still get weight 0 (the fill must be below any score)"""
+    q, k, v = _qkv(1, 2, 3, 6, 4, 5, seed=11)
+    q, k = q.abs() * 60 + 60, -(k.abs() * 60 + 60)  # every score q·k/sqrt(d_k) is below -1e4
+    mask = torch.ones(3, 6, dtype=torch.bool).tril(diagonal=2)
+    _compare_sdpa(fn, q, k, v, mask, hidden=True)
+
+
+@EXERCISES.check("scaled_dot_product_attention", hidden=True)
 def _sdpa_dtype_and_grad(fn):
     """keeps float64 and lets gradients flow to q, k and v"""
     q, k, v = _qkv(2, 3, 4, 5, 6, 7, seed=9, dtype=torch.float64)
@@ -425,6 +454,18 @@ MUTANTS = [
         "attention_mask_from_lengths",
         (("torch.arange(T_k, device=lengths.device)", "torch.arange(T_k)"),),
         "torch.arange without device=: the mask cannot be built for lengths on a GPU",
+    ),
+    Mutant(
+        "fill -1e9",
+        "scaled_dot_product_attention",
+        (("torch.finfo(scores.dtype).min", "-1e9"),),
+        "a fixed fill value that overflows float16",
+    ),
+    Mutant(
+        "fill -1e4",
+        "scaled_dot_product_attention",
+        (("torch.finfo(scores.dtype).min", "-1e4"),),
+        "a fill value that real scores can go below: masked keys then win the softmax",
     ),
 ]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch.nn import MultiheadAttention as _TorchMHA
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_shape, expect_true
 
 EXERCISES = Exercises("ch04_multi_head_attention")
 
@@ -207,6 +207,18 @@ def _mha_float64_grad(cls):
     for name in ("W_q", "W_k", "W_v", "W_o"):
         grad = getattr(m, name).weight.grad
         expect_true(grad is not None and bool(grad.abs().sum() > 0), f"No gradient reaches {name}.")
+
+
+@EXERCISES.check("MultiHeadAttention", hidden=True)
+def _mha_dropout(cls):
+    """dropout on the attention weights: off in eval mode, on in training mode"""
+    g = _gen(6)
+    q, kv = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
+    expect_dropout_modes(
+        "MultiHeadAttention(12, 3, dropout)",
+        lambda p: call(f"MultiHeadAttention(12, 3, dropout={p})", cls, 12, 3, dropout=p),
+        lambda m: call("MultiHeadAttention.forward", m, q, kv, kv, None)[0],
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from torch.nn import Transformer as _TorchTransformer
 from torch.nn import TransformerDecoderLayer as _TorchDecoderLayer
 from torch.nn import TransformerEncoderLayer as _TorchEncoderLayer
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_true
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_true
 
 EXERCISES = Exercises("ch05_transformer")
 
@@ -70,8 +70,8 @@ def _pe_table(cls):
 
 @EXERCISES.check("PositionalEncoding", hidden=True)
 def _pe_long_and_added(cls):
-    """adds the encoding to the input, for longer sequences and other widths"""
-    for d, T in ((12, 40), (6, 17)):
+    """adds the encoding to the input, for longer sequences and other widths (an odd d_model too)"""
+    for d, T in ((12, 40), (6, 17), (7, 9)):
         pe = call(f"PositionalEncoding({d}, context_length=64)", cls, d, 64)
         x = torch.randn(3, T, d, generator=_gen(d))
         expect_close(
@@ -308,6 +308,29 @@ def _decoder_same_lengths(cls):
     _compare_decoder(cls, norm_first=False, hidden=True, seed=5, T=6, S=6)
 
 
+@EXERCISES.check("EncoderLayer", hidden=True)
+def _encoder_dropout(cls):
+    """dropout (attention, feed-forward, residual branches) is off in eval mode and on in training mode"""
+    x = torch.randn(2, 5, 12, generator=_gen(21))
+    expect_dropout_modes(
+        "EncoderLayer",
+        lambda p: call("EncoderLayer", cls, **{**_layer_args(12, 3, 24, False, "relu", 1e-5), "dropout": p}),
+        lambda m: call("EncoderLayer.forward", m, x, None),
+    )
+
+
+@EXERCISES.check("DecoderLayer", hidden=True)
+def _decoder_dropout(cls):
+    """dropout (both attentions, feed-forward, residual branches) is off in eval mode and on in training mode"""
+    g = _gen(22)
+    y, memory = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
+    expect_dropout_modes(
+        "DecoderLayer",
+        lambda p: call("DecoderLayer", cls, **{**_layer_args(12, 3, 24, True, "relu", 1e-5), "dropout": p}),
+        lambda m: call("DecoderLayer.forward", m, y, memory, None, None),
+    )
+
+
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
 # --------------------------------------------------------------------------------------------------
@@ -446,6 +469,23 @@ MUTANTS = [
         "DecoderLayer",
         (("causal_mask(T, device=y.device)", "causal_mask(T)"),),
         "the look-ahead mask is built on the CPU: the layer fails on a GPU",
+    ),
+    Mutant(
+        "odd d_model crashes",
+        "PositionalEncoding",
+        (("torch.cos(angle[:, : d_model // 2])", "torch.cos(angle)"),),
+        "the cosine half is sized for an even d_model: an odd width raises a shape error",
+    ),
+    Mutant(
+        "residual dropout in eval mode",
+        "EncoderLayer",
+        (
+            (
+                "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)[0]))",
+                "x = self.norm1(x + F.dropout(self.self_attn(x, x, x, mask)[0], self.dropout1.p))",
+            ),
+        ),
+        "F.dropout without training=self.training: the layer is random at evaluation time too",
     ),
 ]
 

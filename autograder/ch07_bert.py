@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from solutions.ch07_bert import BertConfig  # a plain dataclass of sizes: input plumbing, not a reference
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_seeded, expect_true
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_seeded, expect_true
 
 EXERCISES = Exercises("ch07_bert")
 
@@ -212,6 +212,19 @@ def _emb_other_sizes(cls):
         )
 
 
+@EXERCISES.check("BertEmbeddings", hidden=True)
+def _emb_dropout(cls):
+    """dropout after the LayerNorm: off in eval mode, on in training mode"""
+    ids = torch.randint(0, 30, (2, 7), generator=_gen(31))
+    expect_dropout_modes(
+        "BertEmbeddings",
+        lambda p: call(
+            "BertEmbeddings(config)", cls, BertConfig(vocab_size=30, context_length=10, d_model=8, dropout=p)
+        ),
+        lambda m: call("embeddings", m, ids),
+    )
+
+
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
 # --------------------------------------------------------------------------------------------------
@@ -285,6 +298,18 @@ MUTANTS = [
         "BertEmbeddings",
         (("self.dropout(self.LayerNorm(x))", "self.dropout(x)"),),
         "the sum is not normalised",
+    ),
+    Mutant(
+        "embedding dropout forgotten",
+        "BertEmbeddings",
+        (("return self.dropout(self.LayerNorm(x))", "return self.LayerNorm(x)"),),
+        "no dropout on the embeddings",
+    ),
+    Mutant(
+        "embedding dropout in eval mode",
+        "BertEmbeddings",
+        (("return self.dropout(self.LayerNorm(x))", "return F.dropout(self.LayerNorm(x), self.dropout.p)"),),
+        "F.dropout without training=self.training: embeddings are random at evaluation time too",
     ),
 ]
 

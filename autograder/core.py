@@ -48,6 +48,7 @@ __all__ = [
     "expect_shape",
     "expect_true",
     "expect_seeded",
+    "expect_dropout_modes",
     "call",
     "DeviceMismatch",
 ]
@@ -186,7 +187,7 @@ def call(what: str, fn: Callable, *args, **kwargs):
         _boundary()
         where = ""
         if _BOUNDARY is None:  # while grading, the guard refuses frame access; the line is shown in the notebook
-            tb = traceback.extract_tb(exc.__traceback__)
+            tb = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename != __file__]
             where = f" (line {tb[-1].lineno}: {tb[-1].line})" if tb and tb[-1].line else ""
         raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}{where}") from None
     _boundary()
@@ -254,6 +255,44 @@ def expect_seeded(what: str, draw: Callable[[torch.Generator], Any]) -> None:
             f"{what} gave different results for two generators seeded alike: all its randomness must come from "
             "the `generator` argument."
         )
+
+
+def expect_dropout_modes(
+    what: str, build: Callable[[float], torch.nn.Module], forward: Callable[[torch.nn.Module], torch.Tensor]
+) -> None:
+    """Dropout follows the module's mode: off in eval mode, on in training mode.
+
+    ``build(p)`` makes the student's module with dropout probability ``p`` (through :func:`call`); ``forward(m)``
+    runs it on fixed inputs. With ``p = 0.5``: in eval mode the output must equal that of the same weights built
+    with ``p = 0`` (``F.dropout(x, p)`` without ``training=self.training`` fails here); in training mode two calls
+    must differ (a forgotten dropout fails here). The global random state is restored afterwards.
+    """
+    _boundary()
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(0)
+        module = build(0.5)
+        plain = build(0.0)
+        call(f"{what}: load_state_dict", plain.load_state_dict, module.state_dict())
+        module.eval(), plain.eval()
+        with torch.no_grad():
+            expected, first, second = forward(plain), forward(module), forward(module)
+            hint = (
+                "dropout must be off in eval mode: use nn.Dropout modules (they follow .train()/.eval()), or "
+                "F.dropout(x, p, training=self.training)."
+            )
+            expect_close(f"{what} with dropout=0.5 in eval mode", first, expected, hidden=True, hint=hint)
+            expect_close(
+                f"{what} with dropout=0.5 in eval mode, called again", second, expected, hidden=True, hint=hint
+            )
+            module.train()
+            third, fourth = forward(module), forward(module)
+    finally:
+        torch.random.set_rng_state(state)
+    expect_true(
+        not torch.allclose(third, fourth),
+        f"{what} with dropout=0.5 in training mode gave the same output twice: the dropout is missing.",
+    )
 
 
 def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
