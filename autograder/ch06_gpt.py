@@ -69,7 +69,7 @@ def _block_hint(block, x, got):
         if torch.allclose(got, post, atol=1e-5):
             return "This is post-LN, LN(x + Sublayer(x)); GPT-2 is pre-LN: x + Sublayer(LN(x))."
         if torch.allclose(got, nomask, atol=1e-5):
-            return "The attention is not causal: pass causal_mask(T) to self.attn."
+            return "The attention is not causal: call self.attn(..., is_causal=True)."
     return ""
 
 
@@ -111,7 +111,7 @@ def _block_causal(cls):
     expect_true(
         torch.allclose(a[:, :4], b[:, :4], atol=1e-6),
         "Changing tokens 4 and 5 changed the output at positions 0-3: the block looks into the future. "
-        "Mask the attention with causal_mask(T, device=x.device) (True = may attend).",
+        "Make the attention causal: self.attn(..., is_causal=True).",
     )
 
 
@@ -394,14 +394,14 @@ MUTANTS = [
         "Block",
         (
             (
-                "x = x + self.attn(self.ln_1(x), mask, use_sdpa=self.use_sdpa)[0]",
-                "x = self.ln_1(x + self.attn(x, mask, use_sdpa=self.use_sdpa)[0])",
+                "x = x + self.attn(self.ln_1(x), use_sdpa=self.use_sdpa, is_causal=True)[0]",
+                "x = self.ln_1(x + self.attn(x, use_sdpa=self.use_sdpa, is_causal=True)[0])",
             ),
             ("x = x + self.mlp(self.ln_2(x))", "x = self.ln_2(x + self.mlp(x))"),
         ),
         "post-LN (Vaswani et al., BERT) where GPT-2's pre-LN is asked",
     ),
-    Mutant("no causal mask", "Block", (("self.ln_1(x), mask,", "self.ln_1(x), None,"),), "attention sees the future"),
+    Mutant("not causal", "Block", (("is_causal=True", "is_causal=False"),), "attention sees the future"),
     Mutant(
         "no residual around the MLP",
         "Block",

@@ -26,12 +26,8 @@ from torch import nn
 
 from benchmarks.results_io import write_results
 from solutions.ch03_self_attention import causal_mask
-from solutions.ch04_multi_head_attention import (
-    FusedMultiHeadSelfAttention,
-    MultiHeadAttention,
-    copy_fused_from_torch,
-    copy_mha_from_torch,
-)
+from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention, MultiHeadAttention
+from solutions.interop import copy_fused_from_torch, copy_mha_from_torch
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 VARIANTS = ("teaching", "fused", "fused_sdpa", "torch_mha")

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import torch
 
-from solutions.ch01_seq2seq import pick_device, shift_for_teacher_forcing
+from solutions.ch01_seq2seq import shift_for_teacher_forcing
 from solutions.ch05_transformer import Transformer, label_smoothed_loss
+from solutions.training import pick_device, train_loop
 from solutions.translation_data import PAD_ID, TranslationData, infinite_batches, make_number_splits
 
 DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
@@ -40,7 +41,6 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    from tqdm.auto import tqdm
 
     device = pick_device(args.device)
     data = TranslationData(make_number_splits(**DATA_ARGS))
@@ -74,15 +74,15 @@ def main(argv=None) -> None:
         )
         opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
         batches = infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed)
-        losses, t0 = [], time.time()
-        for _ in tqdm(range(args.steps), desc=name, disable=args.no_progress, mininterval=2.0):
+
+        def loss_fn(m, it, batches=batches):
             batch = next(batches).to(device)
             tgt_in, tgt_out = shift_for_teacher_forcing(batch.tgt)
-            loss = label_smoothed_loss(model(batch.src, tgt_in), tgt_out, 0.1, PAD_ID)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            losses.append(round(loss.item(), 4))
+            return label_smoothed_loss(m(batch.src, tgt_in), tgt_out, 0.1, PAD_ID), tgt_out.numel()
+
+        t0 = time.time()
+        history = train_loop(model, loss_fn, opt, max_iters=args.steps, desc=name, progress=not args.no_progress)
+        losses = [round(loss, 4) for _, loss in history["train"]]
         result["runs"][name] = {"losses": losses, "seconds": round(time.time() - t0, 1)}
         print(
             f"{name}: final loss (mean of last 20) {sum(losses[-20:]) / 20:.3f} in {time.time() - t0:.0f}s", flush=True

@@ -15,8 +15,9 @@ import pathlib
 import torch
 import transformers
 
-from solutions.ch06_gpt import GPT, GPTConfig, generate, load_hf_gpt2
-from solutions.ch07_bert import Bert, BertConfig, BertForMaskedLM, load_hf_bert
+from solutions.ch06_gpt import GPT, GPTConfig, generate
+from solutions.ch07_bert import Bert, BertConfig, BertForMaskedLM
+from solutions.interop import load_hf_bert, load_hf_gpt2
 
 
 def randomise(model):

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
-from solutions.ch01_seq2seq import Seq2Seq, evaluate_by_length, pick_device, save_checkpoint, train_model, translate
+from solutions.ch01_seq2seq import Seq2Seq, evaluate_by_length, translate
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq
-from solutions.training import count_parameters, run_log
+from solutions.training import count_parameters, pick_device, run_log, save_checkpoint, train_seq2seq
 from solutions.translation_data import TranslationData, infinite_batches, make_number_splits
 
 DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12, src_lang="en", tgt_lang="fr")
@@ -104,7 +104,7 @@ def main(argv=None) -> None:
         n_params = count_parameters(model, trainable_only=True)
         log(f"{name}: {n_params} parameters")
         t1 = time.time()
-        losses = train_model(
+        losses = train_seq2seq(
             model,
             infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed),
             args.steps,

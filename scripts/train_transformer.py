@@ -6,7 +6,7 @@ batch size and number of optimiser steps for every model:
   * ``transformer``        post-LN (the paper), label smoothing 0.1, Adam(0.9, 0.98, 1e-9), eq. 3 warm-up schedule;
   * ``transformer_preln``  the same with ``norm_first=True`` (pre-LN), same schedule;
   * ``bahdanau``           chapter 2's bidirectional GRU + additive attention, trained by chapter 1's
-                           ``train_model`` (its own recipe: Adam 2e-3, clipping 5).
+                           recipe ``solutions.training.train_seq2seq`` (Adam 2e-3, clipping 5).
 
 Then every model translates the test split greedily (corpus BLEU and exact match per source-length bucket),
 and the post-LN Transformer also with beam search (beam 4, α = 0.6) on a subset.
@@ -33,17 +33,10 @@ from pathlib import Path
 
 import torch
 
-from solutions.ch01_seq2seq import (
-    evaluate_by_length,
-    pick_device,
-    save_checkpoint,
-    shift_for_teacher_forcing,
-    train_model,
-    translate,
-)
+from solutions.ch01_seq2seq import evaluate_by_length, shift_for_teacher_forcing, translate
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq
 from solutions.ch05_transformer import Transformer, beam_search, greedy_decode, label_smoothed_loss, noam_lr
-from solutions.training import autocast_for, count_parameters, run_log
+from solutions.training import count_parameters, pick_device, run_log, save_checkpoint, train_loop, train_seq2seq
 from solutions.translation_data import (
     BOS_ID,
     EOS_ID,
@@ -73,34 +66,26 @@ def train_transformer(
     progress: bool,
 ) -> list[float]:
     """Teacher forcing, Adam(β=(0.9, 0.98), ε=1e-9) and the eq. 3 schedule (Vaswani et al. 2017, section 5.3)."""
-    from tqdm.auto import tqdm
+    model.to(device)
 
-    model.to(device).train()
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: noam_lr(s + 1, model.d_model, warmup, factor))
-    losses, t0 = [], time.time()
-    bar = tqdm(total=steps, desc=desc, mininterval=2.0, disable=not progress)
-    for step in range(1, steps + 1):
+    def loss_fn(m, it):
         batch = next(batches).to(device)
         tgt_in, tgt_out = shift_for_teacher_forcing(batch.tgt)  # (B, T-1) each
-        with autocast_for(device):
-            logits = model(batch.src, tgt_in)  # (B, T-1, V)
-        loss = label_smoothed_loss(logits.float(), tgt_out, smoothing, PAD_ID)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        bar.update(1)
-        if step % 100 == 0 or step == steps:
-            recent = losses[-100:]
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-            log(
-                f"{desc} step {step}/{steps} loss {sum(recent) / len(recent):.4f} lr {sched.get_last_lr()[0]:.2e} "
-                f"elapsed {time.time() - t0:.1f}s"
-            )
-    bar.close()
-    return losses
+        logits = m(batch.src, tgt_in)  # (B, T-1, V)
+        return label_smoothed_loss(logits.float(), tgt_out, smoothing, PAD_ID), int((tgt_out != PAD_ID).sum())
+
+    history = train_loop(
+        model,
+        loss_fn,
+        torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9),
+        max_iters=steps,
+        lr_schedule=lambda it: noam_lr(it + 1, model.d_model, warmup, factor),
+        device=device,
+        progress=progress,
+        desc=desc,
+        log=log,
+    )
+    return [loss for _, loss in history["train"]]
 
 
 @torch.no_grad()
@@ -240,7 +225,7 @@ def main(argv=None) -> None:
             model = AttentionSeq2Seq(V_src, V_tgt, **ATTN_ARGS)
             entry["parameters"] = count_parameters(model)
             log(f"{name}: {entry['parameters']} parameters")
-            losses = train_model(
+            losses = train_seq2seq(
                 model, batches, args.steps, device=device, desc=name, log=log, progress=not args.no_progress
             )
             entry["train_seconds"] = round(time.time() - t1, 1)

@@ -12,10 +12,12 @@ Also here, and reused by chapter 2 (and by later chapters where it fits):
   * packing of padded batches for the encoder (:class:`Encoder`),
   * the teacher-forcing shift (:func:`shift_for_teacher_forcing`) and the padding-aware loss
     (:func:`sequence_loss`),
-  * model-agnostic greedy decoding (:func:`greedy_decode`), training (:func:`train_model`),
-    translation of a split and BLEU / exact match by source length (:func:`evaluate_by_length`).
+  * model-agnostic greedy decoding (:func:`greedy_decode`), translation of a split and BLEU / exact match
+    by source length (:func:`evaluate_by_length`).
+The training loop, its teacher-forced recipe (:func:`solutions.training.train_seq2seq`) and checkpoints live in
+:mod:`solutions.training`.
 
-Any model used with those helpers implements
+Any model used with those helpers implements (:class:`EncoderDecoder`)
   ``encode(src, src_lens) -> state`` and ``decode_step(y_prev, state) -> (logits, state, attn)``
 where ``attn`` is ``None`` (no attention) or the ``(B, S)`` attention weights of that step, and
 ``forward(src, src_lens, dec_in) -> logits (B, T, V)`` for teacher-forced training.
@@ -26,29 +28,20 @@ L number of layers, V vocabulary size.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from solutions.training import autocast_for
-from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID, Batch, EncodedPair, Vocab, iterate_batches
+from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID, EncodedPair, Vocab, iterate_batches
 
 
 # ----------------------------------------------------------------------------------------------
 # Small helpers
 # ----------------------------------------------------------------------------------------------
-def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """``device`` if given, else CUDA when available, else CPU."""
-    if device is not None:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def check_tokens(name: str, x: torch.Tensor, lens: torch.Tensor | None = None) -> None:
     """Raise ValueError unless ``x`` is a ``(B, T)`` integer tensor (and ``lens`` a matching
     ``(B,)`` vector with 1 <= lens <= T)."""
@@ -305,9 +298,31 @@ class Seq2Seq(nn.Module):
 # ----------------------------------------------------------------------------------------------
 # Greedy decoding (model-agnostic)
 # ----------------------------------------------------------------------------------------------
+class EncoderDecoder(Protocol):
+    """What :func:`greedy_decode` and :func:`translate` need of a model: :class:`Seq2Seq` here,
+    ``AttentionSeq2Seq`` in chapter 2 (both ``nn.Module`` s, which bring ``training``, ``train``, ``eval`` and
+    ``parameters``).
+
+    ``encode(src (B, S), src_lens (B,)) -> state``; ``decode_step(y_prev (B,), state) -> (logits (B, V), state,
+    attn)`` with ``attn`` the ``(B, S)`` attention weights of that step, or ``None`` for a model without attention.
+    """
+
+    training: bool
+
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> Any: ...
+
+    def decode_step(self, y_prev: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any, torch.Tensor | None]: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
+
+
 @torch.no_grad()
 def greedy_decode(
-    model: nn.Module,
+    model: EncoderDecoder,
     src: torch.Tensor,
     src_lens: torch.Tensor,
     max_new_tokens: int = 60,
@@ -362,78 +377,11 @@ def greedy_decode(
 
 
 # ----------------------------------------------------------------------------------------------
-# Training
-# ----------------------------------------------------------------------------------------------
-def train_model(
-    model: nn.Module,
-    batches: Iterator[Batch],
-    steps: int,
-    lr: float = 2e-3,
-    clip: float = 5.0,
-    device: str | torch.device | None = None,
-    log_every: int = 100,
-    desc: str = "train",
-    progress: bool = True,
-    log=None,
-) -> list[float]:
-    """Teacher-forced training with Adam and gradient-norm clipping.
-
-    Sutskever et al. trained with plain SGD (lr 0.7, halved each half epoch after 5 epochs) and
-    clipped the gradient norm at 5 (sec. 3.4); we keep the clipping but use Adam, which reaches a
-    good model in far fewer steps -- what a CPU budget needs.
-
-    Args:
-        model: a module with ``forward(src, src_lens, dec_in) -> (B, T, V)`` logits.
-        batches: iterator of :class:`~solutions.translation_data.Batch` (e.g. ``infinite_batches``).
-        steps: number of optimiser updates.
-        device: where to train (default: CUDA if available, else CPU); the model is moved there.
-        log: optional callable receiving one progress line (str) every ``log_every`` steps.
-    Returns:
-        the training loss (nats / token) of every step, as Python floats.
-    """
-    device = pick_device(device)
-    model.to(device).train()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    # linear warm-down to 10% over the run: smoother end of training
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - 0.9 * s / max(1, steps))
-    losses: list[float] = []
-    t0 = time.time()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=steps, desc=desc, mininterval=2.0)
-    for step in range(1, steps + 1):
-        batch = next(batches).to(device)
-        dec_in, dec_out = shift_for_teacher_forcing(batch.tgt)  # (B, T-1) each
-        with autocast_for(device):  # bf16 on CUDA (no loss scaling needed), fp32 elsewhere
-            logits = model(batch.src, batch.src_lens, dec_in)  # (B, T-1, V)
-        loss = sequence_loss(logits.float(), dec_out)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if bar is not None:
-            bar.update(1)
-            if step % 20 == 0:
-                bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        if log is not None and (step % log_every == 0 or step == steps):
-            recent = losses[-log_every:]
-            log(f"{desc} step {step}/{steps} loss {sum(recent) / len(recent):.4f} elapsed {time.time() - t0:.1f}s")
-    if bar is not None:
-        bar.close()
-    model.eval()
-    return losses
-
-
-# ----------------------------------------------------------------------------------------------
 # Evaluation
 # ----------------------------------------------------------------------------------------------
 @torch.no_grad()
 def translate(
-    model: nn.Module,
+    model: EncoderDecoder,
     pairs: Sequence[EncodedPair],
     tgt_vocab: Vocab,
     batch_size: int = 256,
@@ -447,8 +395,9 @@ def translate(
         list of hypothesis token lists (specials stripped, cut at <eos>); with
         ``return_attention=True`` also a list of ``(T_out_i, S_i)`` CPU float tensors (or ``None``).
     """
-    device = pick_device(device) if device is not None else next(model.parameters()).device
-    hyps, attns = [], []
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    hyps: list[list[str]] = []
+    attns: list[torch.Tensor | None] = []
     for batch in iterate_batches(pairs, batch_size):
         batch = batch.to(device)
         # (B, T_out), (B, T_out, S)
@@ -506,24 +455,3 @@ def evaluate_by_length(
         em = sum(list(hyps[i]) == list(refs[i]) for i in idx) / len(idx)
         rows.append({"bucket": bucket, "n": len(idx), "bleu": round(bleu, 2), "exact_match": round(em, 4)})
     return rows
-
-
-def save_checkpoint(model: nn.Module, path, half: bool = True, **extra) -> None:
-    """Save ``model.config`` and its weights (as float16 when ``half``, to keep files small) plus
-    any ``extra`` metadata (e.g. vocabularies) with :func:`torch.save`."""
-    state = {k: (v.half() if half and v.is_floating_point() else v).cpu() for k, v in model.state_dict().items()}
-    torch.save({"config": model.config, "state_dict": state, **extra}, path)
-
-
-def load_checkpoint(path, model_cls, device: str | torch.device | None = None):
-    """Rebuild ``model_cls(**config)`` from :func:`save_checkpoint`'s file, weights cast back to
-    float32, in eval mode on ``device`` (default CPU).  Returns ``(model, checkpoint_dict)``."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    model = model_cls(**ckpt["config"])
-    model.load_state_dict({k: (v.float() if v.is_floating_point() else v) for k, v in ckpt["state_dict"].items()})
-    return model.to(device or "cpu").eval(), ckpt
-
-
-def perplexity(loss_nats: float) -> float:
-    """exp(loss) for a per-token loss in nats."""
-    return math.exp(loss_nats)

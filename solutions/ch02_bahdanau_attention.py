@@ -223,12 +223,12 @@ class AttentionSeq2Seq(nn.Module):
         """Teacher-forced logits ``(B, T, V)`` (and attention ``(B, T, S)`` if asked)."""
         check_tokens("dec_in", dec_in)
         state = self.encode(src, src_lens)
-        logits, alphas = [], []
+        steps, alphas = [], []
         for t in range(dec_in.shape[1]):
             step_logits, state, alpha = self.decode_step(dec_in[:, t], state)  # (B, V), _, (B, S)
-            logits.append(step_logits)
+            steps.append(step_logits)
             alphas.append(alpha)
-        logits = torch.stack(logits, dim=1)  # (B, T, V)
+        logits = torch.stack(steps, dim=1)  # (B, T, V)
         if return_attention:
             return logits, torch.stack(alphas, dim=1)  # (B, T, S)
         return logits

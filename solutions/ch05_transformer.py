@@ -12,8 +12,9 @@ Reading order follows the book (and the paper's section 3):
    pre-LN ``x + Sublayer(LayerNorm(x))`` with ``norm_first=True`` (Xiong et al. 2020);
 4. :class:`Encoder`, :class:`Decoder`, :class:`Transformer` (with the output projection);
 5. training pieces: the learning-rate schedule of eq. 3 and label smoothing (section 5.4);
-6. decoding: greedy and beam search;
-7. the boundary with ``torch.nn.Transformer``: weight copying, used by the tests.
+6. decoding: greedy and beam search.
+
+Weight copying to and from ``torch.nn.Transformer`` (used by the tests and the book) is in :mod:`solutions.interop`.
 
 Masks: bool, **True = may attend** (course convention). Padding masks are ``(B, T)``, True at real tokens.
 """
@@ -21,13 +22,14 @@ Masks: bool, **True = may attend** (course convention). Padding masks are ``(B, 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from solutions.ch03_self_attention import causal_mask
-from solutions.ch04_multi_head_attention import MultiHeadAttention, copy_mha_from_torch, copy_mha_to_torch
+from solutions.ch04_multi_head_attention import MultiHeadAttention
 
 __all__ = [
     "PositionalEncoding",
@@ -42,11 +44,6 @@ __all__ = [
     "label_smoothed_loss",
     "greedy_decode",
     "beam_search",
-    "copy_encoder_layer_to_torch",
-    "copy_decoder_layer_to_torch",
-    "copy_encoder_layer_from_torch",
-    "copy_decoder_layer_from_torch",
-    "copy_stacks_to_torch",
 ]
 
 
@@ -79,6 +76,8 @@ class PositionalEncoding(nn.Module):
 
     Source: Vaswani et al. 2017, section 3.5.
     """
+
+    pe: torch.Tensor  # the (context_length, d_model) table, registered in __init__ as a buffer (not a parameter)
 
     def __init__(self, d_model: int, context_length: int = 5000, dropout: float = 0.0):
         super().__init__()
@@ -132,7 +131,7 @@ class TokenEmbedding(nn.Module):
 # Position-wise feed-forward network (逐位置前馈网络)
 # --------------------------------------------------------------------------------------------------
 
-_ACTIVATIONS = {
+_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu,
     "gelu": F.gelu,  # exact: x·Φ(x) (BERT)
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # the tanh approximation (GPT-2)
@@ -435,11 +434,8 @@ class Transformer(nn.Module):
         self.src_embed = TokenEmbedding(src_vocab, d_model, padding_idx=pad_id)
         self.tgt_embed = TokenEmbedding(tgt_vocab, d_model, padding_idx=pad_id)
         self.positions = PositionalEncoding(d_model, context_length, dropout)
-        stack = dict(
-            d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm_first=norm_first, activation=activation
-        )
-        self.encoder = Encoder(n_layers, **stack)
-        self.decoder = Decoder(n_layers, **stack)
+        self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first, activation)
+        self.decoder = Decoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first, activation)
         self.generator = nn.Linear(d_model, tgt_vocab)  # the output projection before the softmax
         for p in self.parameters():
             if p.dim() > 1:
@@ -586,68 +582,3 @@ def beam_search(
             finished.append((scores[0].item(), beams[0].tolist()[1:]))
         results.append(max(finished, key=lambda f: f[0])[1])
     return results
-
-
-# --------------------------------------------------------------------------------------------------
-# The boundary with torch.nn.Transformer: weight copying (used by the tests and the book)
-# --------------------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def _copy_ffn_norms(ours: nn.Module, theirs: nn.Module, n_norms: int, to_torch: bool) -> None:
-    pairs = [(ours.ffn.W_1, theirs.linear1), (ours.ffn.W_2, theirs.linear2)]
-    pairs += [(getattr(ours, f"norm{i}"), getattr(theirs, f"norm{i}")) for i in range(1, n_norms + 1)]
-    for a, b in pairs:
-        src, dst = (a, b) if to_torch else (b, a)
-        dst.weight.copy_(src.weight)
-        dst.bias.copy_(src.bias)
-
-
-def copy_encoder_layer_to_torch(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> nn.TransformerEncoderLayer:
-    """Copy an :class:`EncoderLayer` into ``nn.TransformerEncoderLayer`` (same sizes; in place, returns it)."""
-    copy_mha_to_torch(ours.self_attn, theirs.self_attn)
-    _copy_ffn_norms(ours, theirs, 2, to_torch=True)
-    return theirs
-
-
-def copy_encoder_layer_from_torch(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
-    """Copy ``nn.TransformerEncoderLayer`` weights into an :class:`EncoderLayer` (in place, returns it)."""
-    copy_mha_from_torch(ours.self_attn, theirs.self_attn)
-    _copy_ffn_norms(ours, theirs, 2, to_torch=False)
-    return ours
-
-
-def copy_decoder_layer_to_torch(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -> nn.TransformerDecoderLayer:
-    """Copy a :class:`DecoderLayer` into ``nn.TransformerDecoderLayer`` (``cross_attn`` ↔ ``multihead_attn``)."""
-    copy_mha_to_torch(ours.self_attn, theirs.self_attn)
-    copy_mha_to_torch(ours.cross_attn, theirs.multihead_attn)
-    _copy_ffn_norms(ours, theirs, 3, to_torch=True)
-    return theirs
-
-
-def copy_decoder_layer_from_torch(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -> DecoderLayer:
-    """Copy ``nn.TransformerDecoderLayer`` weights into a :class:`DecoderLayer` (in place, returns it)."""
-    copy_mha_from_torch(ours.self_attn, theirs.self_attn)
-    copy_mha_from_torch(ours.cross_attn, theirs.multihead_attn)
-    _copy_ffn_norms(ours, theirs, 3, to_torch=False)
-    return ours
-
-
-@torch.no_grad()
-def copy_stacks_to_torch(encoder: Encoder, decoder: Decoder, theirs: nn.Transformer) -> nn.Transformer:
-    """Copy our encoder and decoder stacks into ``nn.Transformer(batch_first=True)`` of the same sizes.
-
-    ``nn.Transformer`` always ends both stacks with a LayerNorm. When ours have none (post-LN, as the paper),
-    that LayerNorm is removed from ``theirs`` (set to None) so both compute the same function.
-    """
-    for a, b in zip(encoder.layers, theirs.encoder.layers, strict=True):
-        copy_encoder_layer_to_torch(a, b)
-    for a, b in zip(decoder.layers, theirs.decoder.layers, strict=True):
-        copy_decoder_layer_to_torch(a, b)
-    for ours_stack, their_stack in ((encoder, theirs.encoder), (decoder, theirs.decoder)):
-        if ours_stack.norm is None:
-            their_stack.norm = None
-        else:
-            their_stack.norm.weight.copy_(ours_stack.norm.weight)
-            their_stack.norm.bias.copy_(ours_stack.norm.bias)
-    return theirs

@@ -10,27 +10,27 @@ The GPT-2 arrangement (Radford et al. 2019, "Language Models are Unsupervised Mu
 * an LM head whose weight *is* the token embedding matrix (weight tying, Press & Wolf 2017),
 * GPT-2 initialisation: N(0, 0.02) everywhere, residual output projections scaled by 1/sqrt(2·n_layers).
 
-Reading order follows the book: block, model, generation. The parts are imported, not copied: the causal
-mask from chapter 3, the fused multi-head self-attention (``W_qkv``, ``W_o``) from chapter 4, the
-position-wise feed-forward network (``W_1``, ``W_2``, GELU-tanh) from chapter 5. Weights can be copied from
-Hugging Face's ``GPT2LMHeadModel`` (:func:`load_hf_gpt2`); the chapter's tests check the logits agree.
+Reading order follows the book: block, model, generation. The parts are imported, not copied: the fused
+multi-head self-attention (``W_qkv``, ``W_o``, causal with ``is_causal=True``) from chapter 4, the position-wise feed-forward network (``W_1``, ``W_2``, GELU-tanh) from chapter 5. Weights can be copied from
+Hugging Face's ``GPT2LMHeadModel`` (:func:`solutions.interop.load_hf_gpt2`); the chapter's tests check the logits
+agree.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.ch03_self_attention import causal_mask
 from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention
 from solutions.ch05_transformer import PositionwiseFeedForward
 from solutions.training import count_parameters
 
-__all__ = ["GPTConfig", "Block", "GPT", "generate", "load_hf_gpt2"]
+__all__ = ["GPTConfig", "Block", "GPT", "LanguageModel", "generate"]
 
 
 @dataclasses.dataclass
@@ -43,12 +43,7 @@ class GPTConfig:
     n_heads: int = 4
     d_model: int = 128
     dropout: float = 0.0  # on the embeddings, the attention weights and inside the MLP
-    bias: bool = True  # GPT-2 has biases in every Linear and LayerNorm; chapters 4-5's modules always do
     layer_norm_eps: float = 1e-5
-
-    def __post_init__(self):
-        if not self.bias:
-            raise ValueError("bias=False is not supported: the chapter 4/5 modules always have biases (as GPT-2)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -66,9 +61,14 @@ class Block(nn.Module):
     Sub-layers: ``attn`` is chapter 4's :class:`FusedMultiHeadSelfAttention`, which returns
     ``(output, weights)``; ``mlp`` is chapter 5's :class:`PositionwiseFeedForward` with ``d_ff = 4·C``.
 
-    Shapes: ``forward(x (B, T, C), mask=None) -> (B, T, C)``; position ``t`` of the output depends only on
-    ``x[:, :t+1]``. ``mask``: the ``(T, T)`` causal mask (True = may attend) when the caller already has one —
-    :class:`GPT` builds it once per forward for all its blocks; ``None``: the block builds it.
+    Shapes: ``forward(x (B, T, C)) -> (B, T, C)``; position ``t`` of the output depends only on ``x[:, :t+1]``.
+    The attention is asked to be causal (``is_causal=True``) rather than given a mask: PyTorch's fused kernel
+    then skips the future itself and no ``(T, T)`` mask is built.
+
+    Attributes:
+        use_sdpa: True: attention through ``torch.nn.functional.scaled_dot_product_attention`` (the fast path);
+            False: chapter 3's explicit softmax, which also returns the weights. The tests, the checks and
+            ``scripts/hf_parity.py`` run both paths and compare them.
     """
 
     def __init__(self, config: GPTConfig):
@@ -80,14 +80,11 @@ class Block(nn.Module):
         self.mlp = PositionwiseFeedForward(C, 4 * C, config.dropout, "gelu_tanh")  # chapter 5: W_1, W_2
         self.use_sdpa = True  # PyTorch's fused attention kernel; False: chapter 3's explicit softmax
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.ndim != 3:
             raise ValueError(f"x must be (B, T, C), got {tuple(x.shape)}")
-        T = x.shape[1]
         ### BEGIN SOLUTION
-        if mask is None:  # GPT.forward passes one mask to all its blocks; a lone block builds its own
-            mask = causal_mask(T, device=x.device)  # (T, T), True = may attend: no peeking at the future
-        x = x + self.attn(self.ln_1(x), mask, use_sdpa=self.use_sdpa)[0]  # (B, T, C)
+        x = x + self.attn(self.ln_1(x), use_sdpa=self.use_sdpa, is_causal=True)[0]  # (B, T, C), no peeking ahead
         x = x + self.mlp(self.ln_2(x))  # (B, T, C)
         return x
         ### END SOLUTION
@@ -117,14 +114,15 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(config.vocab_size, config.d_model)  # token embeddings
         self.wpe = nn.Embedding(config.context_length, config.d_model)  # learned position embeddings
         self.drop = nn.Dropout(config.dropout)
-        self.h = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        blocks = [Block(config) for _ in range(config.n_layers)]
+        self.h = nn.ModuleList(blocks)
         self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         ### BEGIN SOLUTION
         self.lm_head.weight = self.wte.weight  # one Parameter, two uses
         ### END SOLUTION
         self.apply(self._init_weights)
-        for block in self.h:  # residual projections: std 0.02 / sqrt(2·n_layers) (Radford et al. 2019, 2.3)
+        for block in blocks:  # residual projections: std 0.02 / sqrt(2·n_layers) (Radford et al. 2019, 2.3)
             for proj in (block.attn.W_o, block.mlp.W_2):
                 nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
 
@@ -152,9 +150,8 @@ class GPT(nn.Module):
             position_ids = torch.arange(T, device=idx.device)  # (T,)
         ### BEGIN SOLUTION
         x = self.drop(self.wte(idx) + self.wpe(position_ids))  # (B, T, C) + (T, C) or (B, T, C)
-        mask = causal_mask(T, device=idx.device)  # (T, T), True = may attend: built once, shared by every block
         for block in self.h:
-            x = block(x, mask)  # (B, T, C)
+            x = block(x)  # (B, T, C), causal
         x = self.ln_f(x)  # (B, T, C): GPT-2's final layer norm
         return self.lm_head(x)  # (B, T, vocab_size)
         ### END SOLUTION
@@ -170,9 +167,18 @@ class GPT(nn.Module):
 # --------------------------------------------------------------------------------------------------
 
 
+class LanguageModel(Protocol):
+    """What :func:`generate` needs of a model (:class:`GPT`, or the checks' toy models): the longest context
+    ``context_length``, and ``model(idx (B, T), position_ids (T,)) -> logits (B, T, vocab)``."""
+
+    context_length: int
+
+    def __call__(self, idx: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor: ...
+
+
 @torch.no_grad()
 def generate(
-    model: nn.Module,
+    model: LanguageModel,
     idx: torch.Tensor,
     max_new_tokens: int,
     *,
@@ -222,39 +228,3 @@ def generate(
         idx = torch.cat([idx, next_id], dim=1)  # (B, T + 1)
         ### END SOLUTION
     return idx
-
-
-# --------------------------------------------------------------------------------------------------
-# Hugging Face interoperability (weights only; transformers is not needed to run this module)
-# --------------------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def load_hf_gpt2(model: GPT, hf_state_dict: dict[str, torch.Tensor]) -> GPT:
-    """Copy the weights of a Hugging Face ``GPT2LMHeadModel`` (its ``state_dict()``) into ``model``.
-
-    HF's GPT-2 stores its linear layers as ``Conv1D`` with weight ``(in, out)`` — the transpose of
-    ``nn.Linear``'s ``(out, in)`` — and fuses q, k, v into ``c_attn`` (our ``W_qkv``, same q|k|v order).
-    Returns ``model``; raises KeyError if a tensor is missing and ValueError if a shape differs.
-    """
-    sd = {k.removeprefix("transformer."): v for k, v in hf_state_dict.items()}
-    ours = {
-        "wte.weight": sd["wte.weight"],
-        "wpe.weight": sd["wpe.weight"],
-        "ln_f.weight": sd["ln_f.weight"],
-        "ln_f.bias": sd["ln_f.bias"],
-    }
-    conv1d = {"attn.W_qkv": "attn.c_attn", "attn.W_o": "attn.c_proj", "mlp.W_1": "mlp.c_fc", "mlp.W_2": "mlp.c_proj"}
-    for i in range(len(model.h)):
-        for ln in ("ln_1", "ln_2"):
-            for p in ("weight", "bias"):
-                ours[f"h.{i}.{ln}.{p}"] = sd[f"h.{i}.{ln}.{p}"]
-        for mine, theirs in conv1d.items():
-            ours[f"h.{i}.{mine}.weight"] = sd[f"h.{i}.{theirs}.weight"].t()  # Conv1D (in, out) -> Linear (out, in)
-            ours[f"h.{i}.{mine}.bias"] = sd[f"h.{i}.{theirs}.bias"]
-    own = model.state_dict()
-    for name, tensor in ours.items():
-        if own[name].shape != tensor.shape:
-            raise ValueError(f"{name}: ours {tuple(own[name].shape)} vs Hugging Face {tuple(tensor.shape)}")
-        own[name].copy_(tensor)
-    return model

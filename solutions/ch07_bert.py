@@ -11,8 +11,8 @@ Devlin et al. 2019, "BERT: Pre-training of Deep Bidirectional Transformers for L
 * the MLM corruption of section 3.1 / appendix A.1: 15% of the (non-special) tokens are selected; of those
   80% become ``[MASK]``, 10% a random token, 10% stay; the loss is taken on the selected positions only.
 
-Weights can be copied from Hugging Face's ``BertForMaskedLM`` / ``BertModel`` (:func:`load_hf_bert`); the tests
-check the logits agree. :func:`train_wordpiece` trains a WordPiece vocabulary (Wu et al. 2016) locally with
+Weights can be copied from Hugging Face's ``BertForMaskedLM`` / ``BertModel``
+(:func:`solutions.interop.load_hf_bert`); the tests check the logits agree. :func:`train_wordpiece` trains a WordPiece vocabulary (Wu et al. 2016) locally with
 the ``tokenizers`` library (imported only there).
 """
 
@@ -37,7 +37,6 @@ __all__ = [
     "mask_tokens",
     "mlm_loss",
     "train_wordpiece",
-    "load_hf_bert",
 ]
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4 in the vocabularies trained here
@@ -275,61 +274,3 @@ def train_wordpiece(texts, vocab_size: int = 2000):
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
     return tok
-
-
-# --------------------------------------------------------------------------------------------------
-# Hugging Face interoperability (weights only)
-# --------------------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def load_hf_bert(model: BertForMaskedLM | Bert, hf_state_dict: dict[str, torch.Tensor]) -> nn.Module:
-    """Copy a Hugging Face ``BertForMaskedLM`` or ``BertModel`` ``state_dict()`` into ``model`` (in place).
-
-    Names map one to one (HF's ``attention.self.query`` is our ``self_attn.W_q`` …, ``attention.output.
-    LayerNorm`` our ``norm1``); all are ``nn.Linear`` in both, so nothing is transposed. Tensors HF does not
-    have (the pooler of ``BertForMaskedLM``) are left as they are. Returns ``model``.
-    """
-    sd = {k.removeprefix("bert."): v for k, v in hf_state_dict.items()}
-    bert = model.bert if isinstance(model, BertForMaskedLM) else model
-    pairs = {
-        f"embeddings.{n}": f"embeddings.{n}"
-        for n in (
-            "word_embeddings.weight",
-            "position_embeddings.weight",
-            "token_type_embeddings.weight",
-            "LayerNorm.weight",
-            "LayerNorm.bias",
-        )
-    }
-    per_layer = {
-        "self_attn.W_q": "attention.self.query",
-        "self_attn.W_k": "attention.self.key",
-        "self_attn.W_v": "attention.self.value",
-        "self_attn.W_o": "attention.output.dense",
-        "norm1": "attention.output.LayerNorm",
-        "ffn.W_1": "intermediate.dense",
-        "ffn.W_2": "output.dense",
-        "norm2": "output.LayerNorm",
-    }
-    for i in range(len(bert.layers)):
-        for mine, theirs in per_layer.items():
-            for p in ("weight", "bias"):
-                pairs[f"layers.{i}.{mine}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
-    pairs.update({"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"})
-    own = bert.state_dict()
-    for mine, theirs in pairs.items():
-        if theirs in sd:
-            own[mine].copy_(sd[theirs])
-    if isinstance(model, BertForMaskedLM) and "cls.predictions.transform.dense.weight" in hf_state_dict:
-        head = {
-            "dense.weight": "transform.dense.weight",
-            "dense.bias": "transform.dense.bias",
-            "LayerNorm.weight": "transform.LayerNorm.weight",
-            "LayerNorm.bias": "transform.LayerNorm.bias",
-            "decoder.bias": "bias",
-        }
-        mlm = model.mlm.state_dict()
-        for mine, theirs in head.items():
-            mlm[mine].copy_(hf_state_dict[f"cls.predictions.{theirs}"])
-    return model

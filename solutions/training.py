@@ -1,9 +1,12 @@
-"""Training helpers shared across chapters: bf16 autocast (chapters 1, 5, 6, 7), parameter counting and the
-small training loop of chapters 6 and 7 (GPT and BERT pretraining, fine-tuning).
+"""Training plumbing shared by the chapters and the scripts (not a chapter's idea).
 
-AdamW with linear warm-up and cosine decay (Loshchilov & Hutter 2019; the schedule of GPT-2/nanoGPT),
-gradient clipping at 1.0, bf16 autocast on CUDA (CPU runs stay in fp32: CPU autocast is slower on most
-machines), optional ``torch.compile``. Prints nothing itself except a tqdm bar; returns a history.
+* :func:`pick_device`, :func:`autocast_for` (bf16 on CUDA; CPU runs stay in fp32: CPU autocast is slower on
+  most machines), :func:`count_parameters`;
+* :func:`train_loop` — the one training loop: a per-batch loss callback, an optimiser, a per-iteration learning
+  rate, optional gradient clipping, periodic evaluation, ``torch.compile``, a tqdm bar and a log;
+* two recipes on top of it: :func:`train` (AdamW with linear warm-up and cosine decay, clipping at 1.0: GPT and
+  BERT, chapters 6–7) and :func:`train_seq2seq` (chapter 1's teacher-forced Adam recipe, also used for chapter 2);
+* :func:`save_checkpoint` / :func:`load_checkpoint` (float16 weights + config) and :func:`run_log` for scripts.
 """
 
 from __future__ import annotations
@@ -11,23 +14,44 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, TypedDict, cast
 
 import torch
 from torch import nn
 
-__all__ = ["lr_at", "autocast_for", "count_parameters", "train", "run_log"]
+from solutions.ch01_seq2seq import sequence_loss, shift_for_teacher_forcing
+from solutions.translation_data import PAD_ID, Batch
+
+__all__ = [
+    "pick_device",
+    "autocast_for",
+    "count_parameters",
+    "lr_at",
+    "History",
+    "train_loop",
+    "train",
+    "train_seq2seq",
+    "save_checkpoint",
+    "load_checkpoint",
+    "run_log",
+]
+
+LossFn = Callable[[nn.Module, int], tuple[torch.Tensor, int]]
+"""``loss_fn(model, it) -> (loss, n_tokens)``: draws batch ``it``, returns its mean loss and how many tokens it
+held (for the tokens/second figure)."""
 
 
-def lr_at(it: int, *, lr: float, warmup: int, max_iters: int, min_lr_ratio: float = 0.1) -> float:
-    """Linear warm-up over ``warmup`` iterations, then cosine decay to ``lr·min_lr_ratio`` at ``max_iters``."""
-    if it < warmup:
-        return lr * (it + 1) / warmup
-    progress = min(1.0, (it - warmup) / max(1, max_iters - warmup))
-    return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """``device`` if given, else CUDA when available, else CPU."""
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def autocast_for(device: torch.device):
+def autocast_for(device: torch.device) -> AbstractContextManager[Any]:
     """bf16 autocast where the device supports it well (CUDA with bf16), a no-op context otherwise."""
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.autocast("cuda", dtype=torch.bfloat16)
@@ -44,45 +68,72 @@ def count_parameters(model: nn.Module, *, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-def train(
+def lr_at(it: int, *, lr: float, warmup: int, max_iters: int, min_lr_ratio: float = 0.1) -> float:
+    """Linear warm-up over ``warmup`` iterations, then cosine decay to ``lr·min_lr_ratio`` at ``max_iters``."""
+    if it < warmup:
+        return lr * (it + 1) / warmup
+    progress = min(1.0, (it - warmup) / max(1, max_iters - warmup))
+    return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+class History(TypedDict):
+    """What :func:`train_loop` returns (and the scripts save as JSON)."""
+
+    train: list[tuple[int, float]]  # (iteration, loss of that batch)
+    eval: list[tuple[int, dict[str, float]]]  # (iteration, eval_fn's result)
+    tokens_per_s: float  # training throughput, the first iterations (allocation, compilation) left out
+    seconds: float  # time those timed iterations took
+
+
+# --------------------------------------------------------------------------------------------------
+# The training loop
+# --------------------------------------------------------------------------------------------------
+
+
+def train_loop(
     model: nn.Module,
-    loss_fn: Callable[[nn.Module, int], tuple[torch.Tensor, int]],
+    loss_fn: LossFn,
+    optimizer: torch.optim.Optimizer,
     *,
     max_iters: int,
-    lr: float = 1e-3,
-    warmup: int = 100,
-    weight_decay: float = 0.1,
-    betas=(0.9, 0.99),
-    eval_fn: Callable[[nn.Module], dict] | None = None,
+    lr_schedule: Callable[[int], float] | None = None,
+    clip: float | None = None,
+    eval_fn: Callable[[nn.Module], dict[str, float]] | None = None,
     eval_interval: int = 250,
-    device: torch.device | str = "cpu",
+    device: torch.device | str | None = None,
     compile: bool = False,
     progress: bool = True,
-) -> dict:
-    """Train ``model`` for ``max_iters`` steps.
+    desc: str | None = None,
+    log: Callable[[str], None] | None = None,
+    log_every: int = 100,
+) -> History:
+    """Train ``model`` in place for ``max_iters`` optimiser steps.
+
+    Each iteration ``it``: set every parameter group's learning rate to ``lr_schedule(it)`` (when given), compute
+    ``loss_fn(model, it)`` under :func:`autocast_for`, back-propagate, clip the gradient norm to ``clip`` (when
+    given) and step ``optimizer``.
 
     Args:
-        loss_fn: ``loss_fn(model, it) -> (loss, n_tokens)`` draws batch ``it`` and returns its mean loss and
-            how many tokens it held (for the tokens/second figure).
+        loss_fn: ``loss_fn(model, it) -> (loss, n_tokens)``, see :data:`LossFn`.
+        optimizer: built on ``model``'s parameters.
+        lr_schedule: ``it -> learning rate`` (absolute, not a factor); None keeps the optimiser's.
         eval_fn: ``eval_fn(model) -> {name: float}``, called (in eval mode, without gradients) every
-            ``eval_interval`` steps and at the end.
+            ``eval_interval`` iterations and at the end.
+        device: where ``model`` lives (default: the device of its parameters); it decides autocast.
+        compile: run ``loss_fn`` on ``torch.compile(model)``.
+        log: called with one line (mean loss of the last ``log_every`` iterations, learning rate, elapsed time)
+            every ``log_every`` iterations and at the last one.
 
     Returns:
-        ``{"train": [(it, loss)], "eval": [(it, {..})], "tokens_per_s": float, "seconds": float}``.
-        Weight decay applies to matrices only (biases, norms and embeddings' 1-D params are not decayed).
+        :class:`History`. The model is left in training mode.
     """
     from tqdm.auto import tqdm
 
-    device = torch.device(device)
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas
-    )
-    step_model = torch.compile(model) if compile else model
-    history = {"train": [], "eval": []}
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    step_model = cast(nn.Module, torch.compile(model)) if compile else model  # an OptimizedModule
+    history: History = {"train": [], "eval": [], "tokens_per_s": float("nan"), "seconds": 0.0}
 
-    def evaluate(it):
+    def evaluate(it: int) -> None:
         if eval_fn is None:
             return
         model.eval()
@@ -91,34 +142,166 @@ def train(
         model.train()
 
     model.train()
-    tokens, seconds = 0, 0.0
-    bar = tqdm(range(max_iters), disable=not progress, mininterval=2.0)
+    tokens, seconds, start = 0, 0.0, time.time()
+    bar = tqdm(range(max_iters), desc=desc, disable=not progress, mininterval=2.0)
     for it in bar:
         if it % eval_interval == 0:
             evaluate(it)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(it, lr=lr, warmup=warmup, max_iters=max_iters)
+        if lr_schedule is not None:
+            for group in optimizer.param_groups:
+                group["lr"] = lr_schedule(it)
         t0 = time.perf_counter()
         with autocast_for(device):
             loss, n = loss_fn(step_model, it)
-        opt.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
         if it >= min(10, max_iters // 10):  # leave out the first steps (allocation, compilation)
             seconds += time.perf_counter() - t0
             tokens += n
         history["train"].append((it, loss.item()))
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        bar.set_postfix(loss=f"{history['train'][-1][1]:.3f}")
+        if log is not None and ((it + 1) % log_every == 0 or it + 1 == max_iters):
+            recent = [value for _, value in history["train"][-log_every:]]
+            log(
+                f"{desc or 'train'} step {it + 1}/{max_iters} loss {sum(recent) / len(recent):.4f} "
+                f"lr {optimizer.param_groups[0]['lr']:.2e} elapsed {time.time() - start:.1f}s"
+            )
+    bar.close()
     evaluate(max_iters)
     history["tokens_per_s"] = tokens / seconds if seconds else float("nan")
     history["seconds"] = seconds
     return history
 
 
-def run_log(path, device: torch.device) -> Callable[[str], None]:
+# --------------------------------------------------------------------------------------------------
+# Recipes
+# --------------------------------------------------------------------------------------------------
+
+
+def train(
+    model: nn.Module,
+    loss_fn: LossFn,
+    *,
+    max_iters: int,
+    lr: float = 1e-3,
+    warmup: int = 100,
+    weight_decay: float = 0.1,
+    betas: tuple[float, float] = (0.9, 0.99),
+    eval_fn: Callable[[nn.Module], dict[str, float]] | None = None,
+    eval_interval: int = 250,
+    device: torch.device | str | None = None,
+    compile: bool = False,
+    progress: bool = True,
+) -> History:
+    """GPT/BERT pretraining and fine-tuning (chapters 6–7): :func:`train_loop` with AdamW, :func:`lr_at`'s warm-up
+    and cosine decay (Loshchilov & Hutter 2019; the schedule of GPT-2/nanoGPT) and gradient clipping at 1.0.
+
+    Weight decay applies to matrices only (biases, norms and other 1-D parameters are not decayed). Arguments as
+    :func:`train_loop`.
+    """
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas
+    )
+    return train_loop(
+        model,
+        loss_fn,
+        opt,
+        max_iters=max_iters,
+        lr_schedule=lambda it: lr_at(it, lr=lr, warmup=warmup, max_iters=max_iters),
+        clip=1.0,
+        eval_fn=eval_fn,
+        eval_interval=eval_interval,
+        device=device,
+        compile=compile,
+        progress=progress,
+    )
+
+
+def train_seq2seq(
+    model: nn.Module,
+    batches: Iterator[Batch],
+    steps: int,
+    lr: float = 2e-3,
+    clip: float = 5.0,
+    device: str | torch.device | None = None,
+    log_every: int = 100,
+    desc: str = "train",
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> list[float]:
+    """Teacher-forced training of a translation model (chapters 1–2) with Adam and gradient-norm clipping.
+
+    Sutskever et al. trained with plain SGD (lr 0.7, halved each half epoch after 5 epochs) and clipped the
+    gradient norm at 5 (sec. 3.4); we keep the clipping but use Adam, which reaches a good model in far fewer
+    steps — what a CPU budget needs — with a linear warm-down of the learning rate to 10% over the run.
+
+    Args:
+        model: a module with ``forward(src, src_lens, dec_in) -> (B, T, V)`` logits.
+        batches: iterator of :class:`~solutions.translation_data.Batch` (e.g. ``infinite_batches``).
+        steps: number of optimiser updates.
+        device: where to train (default: CUDA if available, else CPU); the model is moved there.
+        log: optional callable receiving one progress line (str) every ``log_every`` steps.
+
+    Returns:
+        the training loss (nats / token) of every step, as Python floats; the model is left in eval mode.
+    """
+    device = pick_device(device)
+    model.to(device)
+
+    def loss_fn(m: nn.Module, it: int) -> tuple[torch.Tensor, int]:
+        batch = next(batches).to(device)
+        dec_in, dec_out = shift_for_teacher_forcing(batch.tgt)  # (B, T-1) each
+        logits = m(batch.src, batch.src_lens, dec_in)  # (B, T-1, V)
+        return sequence_loss(logits.float(), dec_out), int((dec_out != PAD_ID).sum())
+
+    history = train_loop(
+        model,
+        loss_fn,
+        torch.optim.Adam(model.parameters(), lr=lr),
+        max_iters=steps,
+        lr_schedule=lambda it: lr * (1.0 - 0.9 * it / max(1, steps)),
+        clip=clip,
+        device=device,
+        progress=progress,
+        desc=desc,
+        log=log,
+        log_every=log_every,
+    )
+    model.eval()
+    return [value for _, value in history["train"]]
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints and logs
+# --------------------------------------------------------------------------------------------------
+
+
+def save_checkpoint(model: nn.Module, path: str | Path, half: bool = True, **extra: Any) -> None:
+    """Save ``model.config`` and its weights (as float16 when ``half``, to keep files small) plus
+    any ``extra`` metadata (e.g. vocabularies) with :func:`torch.save`."""
+    state = {k: (v.half() if half and v.is_floating_point() else v).cpu() for k, v in model.state_dict().items()}
+    torch.save({"config": model.config, "state_dict": state, **extra}, path)
+
+
+def load_checkpoint(
+    path: str | Path, model_cls: Callable[..., nn.Module], device: str | torch.device | None = None
+) -> tuple[nn.Module, dict[str, Any]]:
+    """Rebuild ``model_cls(**config)`` from :func:`save_checkpoint`'s file, weights cast back to
+    float32, in eval mode on ``device`` (default CPU).  Returns ``(model, checkpoint_dict)``."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    model = model_cls(**ckpt["config"])
+    model.load_state_dict({k: (v.float() if v.is_floating_point() else v) for k, v in ckpt["state_dict"].items()})
+    return model.to(device or "cpu").eval(), ckpt
+
+
+def run_log(path: str | Path, device: torch.device) -> Callable[[str], None]:
     """A logger for training scripts: prints each message with a time stamp and appends it to ``path``.
 
     Starts the log with the command line and the environment (torch version, device, threads, platform), so a

@@ -11,14 +11,12 @@ from solutions.ch01_seq2seq import (
     Seq2Seq,
     evaluate_by_length,
     greedy_decode,
-    load_checkpoint,
     reverse_padded,
-    save_checkpoint,
     sequence_loss,
     shift_for_teacher_forcing,
-    train_model,
     translate,
 )
+from solutions.training import load_checkpoint, save_checkpoint, train_seq2seq
 from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches, pad_sequences
 
 
@@ -184,7 +182,7 @@ def test_seq2seq_overfits_a_handful_of_pairs(tmp_path):
     torch.manual_seed(0)
     data = TranslationData({"train": _tiny_pairs()})
     model = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, hidden_size=64, num_layers=1)
-    losses = train_model(
+    losses = train_seq2seq(
         model, infinite_batches(data.encoded["train"], 6, seed=0), steps=120, lr=1e-2, device="cpu", progress=False
     )
     assert losses[-1] < 0.05 < losses[0]

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from solutions.ch01_seq2seq import greedy_decode, train_model, translate
+from solutions.ch01_seq2seq import greedy_decode, translate
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq, additive_score, context_vector, masked_softmax
+from solutions.training import train_seq2seq
 from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches
 
 
@@ -121,7 +122,7 @@ def test_attention_model_overfits_a_handful_of_pairs():
     model = AttentionSeq2Seq(
         len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, enc_hidden_size=32, dec_hidden_size=48, attn_dim=32
     )
-    losses = train_model(
+    losses = train_seq2seq(
         model, infinite_batches(data.encoded["train"], 6, seed=0), steps=100, lr=1e-2, device="cpu", progress=False
     )
     assert losses[-1] < 0.05 < losses[0]

@@ -9,11 +9,13 @@ from solutions.ch03_self_attention import attention_mask_from_lengths, causal_ma
 from solutions.ch04_multi_head_attention import (
     FusedMultiHeadSelfAttention,
     MultiHeadAttention,
+    merge_heads,
+    split_heads,
+)
+from solutions.interop import (
     copy_fused_from_torch,
     copy_mha_from_torch,
     from_torch_mask,
-    merge_heads,
-    split_heads,
     to_torch_mask,
     torch_mha_like,
     torch_mha_masks,
@@ -107,6 +109,34 @@ def test_fused_form_matches(device, use_sdpa, bias):
         assert w is None
     else:
         torch.testing.assert_close(w, ref_w)
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+def test_fused_is_causal_is_nn_multihead_attention_with_a_causal_mask(device, use_sdpa):
+    theirs = _torch_mha(device)
+    fused = copy_fused_from_torch(FusedMultiHeadSelfAttention(D, H).to(device), theirs)
+    x = _inputs(device, T_q=6)[0]
+    # PyTorch's bool attn_mask is True where attention is NOT allowed: above the diagonal
+    future = torch.ones(6, 6, dtype=torch.bool, device=device).triu(1)
+    torch.testing.assert_close(fused(x, use_sdpa=use_sdpa, is_causal=True)[0], theirs(x, x, x, attn_mask=future)[0])
+    # another mask given: combined with the causal one (a key padding mask here)
+    pad = attention_mask_from_lengths(torch.tensor([6, 2, 4]), 6).to(device)  # (B, T), True at real tokens
+    got = fused(x, pad[:, None, None, :], use_sdpa=use_sdpa, is_causal=True)[0]
+    ref = theirs(x, x, x, attn_mask=future, key_padding_mask=~pad)[0]  # PyTorch's key_padding_mask: True = padding
+    torch.testing.assert_close(got, ref)
+
+
+def test_fused_is_causal_without_a_mask_takes_the_kernel_causal_path(monkeypatch):
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    FusedMultiHeadSelfAttention(D, H)(_inputs("cpu")[0], use_sdpa=True, is_causal=True)
+    assert calls == [{"attn_mask": None, "dropout_p": 0.0, "is_causal": True}]  # no (T, T) mask was built
 
 
 def test_teaching_and_fused_forms_agree_and_round_trip(device):

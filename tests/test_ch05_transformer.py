@@ -18,13 +18,11 @@ from solutions.ch05_transformer import (
     TokenEmbedding,
     Transformer,
     beam_search,
-    copy_decoder_layer_from_torch,
-    copy_encoder_layer_from_torch,
-    copy_stacks_to_torch,
     greedy_decode,
     label_smoothed_loss,
     noam_lr,
 )
+from solutions.interop import copy_layer_from_torch, copy_stacks_to_torch
 from tests.conftest import tolerance
 
 D, H, D_FF, N = 24, 4, 40, 2  # d_k = 6
@@ -102,7 +100,7 @@ def test_encoder_layer_matches_torch(device, norm_first, activation, eps):
             D, H, D_FF, dropout=0.0, activation=act, layer_norm_eps=eps, batch_first=True, norm_first=norm_first
         )
     ).to(device)
-    ours = copy_encoder_layer_from_torch(EncoderLayer(D, H, D_FF, 0.0, norm_first, activation, eps), theirs.cpu())
+    ours = copy_layer_from_torch(EncoderLayer(D, H, D_FF, 0.0, norm_first, activation, eps), theirs.cpu())
     ours, theirs = ours.to(device), theirs.to(device)
     src, _, src_pad, _ = _batch(device)
     causal = torch.ones(7, 7, dtype=torch.bool, device=device).tril()
@@ -119,7 +117,7 @@ def test_encoder_layer_matches_torch(device, norm_first, activation, eps):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_matches_torch(device, norm_first):
     theirs = _randomise(nn.TransformerDecoderLayer(D, H, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first))
-    ours = copy_decoder_layer_from_torch(DecoderLayer(D, H, D_FF, norm_first=norm_first), theirs).to(device)
+    ours = copy_layer_from_torch(DecoderLayer(D, H, D_FF, norm_first=norm_first), theirs).to(device)
     theirs = theirs.to(device)
     memory, tgt, src_pad, tgt_pad = _batch(device)
     got = ours(tgt, memory, tgt_pad, src_pad)
@@ -257,3 +255,8 @@ def test_training_step_reduces_loss():
     finally:
         torch.set_num_threads(threads)
     assert losses[-1] < 0.7 * losses[0]
+
+
+def test_layer_copy_refuses_a_layer_of_the_other_kind():
+    with pytest.raises(ValueError, match="DecoderLayer and TransformerEncoderLayer"):
+        copy_layer_from_torch(DecoderLayer(D, H, D_FF), nn.TransformerEncoderLayer(D, H, D_FF, batch_first=True))

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from solutions.ch06_gpt import GPT, GPTConfig, generate, load_hf_gpt2
+from solutions.ch06_gpt import GPT, GPTConfig, generate
+from solutions.interop import load_hf_gpt2
 from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text, sentences, train_val_split
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

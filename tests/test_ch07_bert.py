@@ -12,11 +12,11 @@ from solutions.ch07_bert import (
     Bert,
     BertConfig,
     BertForMaskedLM,
-    load_hf_bert,
     mask_tokens,
     mlm_loss,
     train_wordpiece,
 )
+from solutions.interop import load_hf_bert
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SMALL = dict(vocab_size=53, context_length=20, n_layers=2, n_heads=4, d_model=48, d_ff=80)

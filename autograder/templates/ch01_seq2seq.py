@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from solutions.ch01_seq2seq import EncoderDecoder  # what greedy_decode needs of a model: encode, decode_step
 from solutions.ch01_seq2seq import check_tokens  # raises ValueError for token batches of the wrong shape
 from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID
 

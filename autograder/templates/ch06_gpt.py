@@ -12,9 +12,9 @@
 # Write your code where it says `# YOUR CODE HERE` (delete the `raise NotImplementedError()` line), then run the
 # cell below it. The grader runs more (hidden) checks of the same kind.
 #
-# The parts you build on come from earlier chapters and are imported below: `causal_mask` (chapter 3, True =
-# may attend), `FusedMultiHeadSelfAttention` (chapter 4: `attn(x, mask, use_sdpa=...)` returns
-# `(output, weights)`), `PositionwiseFeedForward` (chapter 5).
+# The parts you build on come from earlier chapters and are imported below: `FusedMultiHeadSelfAttention`
+# (chapter 4: `attn(x, use_sdpa=..., is_causal=True)` returns `(output, weights)`; `is_causal=True` applies
+# chapter 3's causal mask), `PositionwiseFeedForward` (chapter 5).
 
 # %%
 import math
@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.ch03_self_attention import causal_mask
 from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention
 from solutions.ch05_transformer import PositionwiseFeedForward
 from solutions.ch06_gpt import GPTConfig  # vocab_size, context_length, n_layers, n_heads, d_model, dropout, ...
+from solutions.ch06_gpt import LanguageModel  # generate's model: context_length, model(idx, position_ids)
 from solutions.training import count_parameters  # each distinct parameter once (used by GPT.num_parameters)
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -40,9 +40,9 @@ print("running on", device)
 #
 # $$x \leftarrow x + \mathrm{Attn}(\mathrm{LN}_1(x)) \qquad x \leftarrow x + \mathrm{MLP}(\mathrm{LN}_2(x))$$
 #
-# The attention must be causal: position $t$ may attend to positions $\le t$ only. `GPT.forward` builds the
-# causal mask once and passes it to every block as `mask`; when `mask` is `None`, build it yourself with
-# `causal_mask(T, device=x.device)`. Pass `use_sdpa=self.use_sdpa` to the attention and keep its first return value.
+# The attention must be causal: position $t$ may attend to positions $\le t$ only. Ask for it with
+# `is_causal=True` instead of building a mask: PyTorch's fused kernel then skips the future itself. Pass
+# `use_sdpa=self.use_sdpa` to the attention too, and keep its first return value.
 
 # %% exercise="Block"
 
