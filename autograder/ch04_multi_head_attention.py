@@ -296,6 +296,21 @@ MUTANTS = [
         (("return self.W_o(merge_heads(heads)), weights", "return self.W_o(merge_heads(heads)), weights.mean(1)"),),
         "returns (B, T_q, T_k) instead of per-head weights",
     ),
+    Mutant(
+        "attention dropout in eval mode",
+        "MultiHeadAttention",
+        (
+            ("if self.training and self.dropout.p > 0:", "if self.dropout.p > 0:"),
+            ("heads = self.dropout(weights) @ v", "heads = F.dropout(weights, self.dropout.p) @ v"),
+        ),
+        "F.dropout without training=self.training: attention is random at evaluation time too",
+    ),
+    Mutant(
+        "attention dropout forgotten",
+        "MultiHeadAttention",
+        (("heads = self.dropout(weights) @ v", "pass"),),
+        "the dropout argument is accepted and ignored",
+    ),
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

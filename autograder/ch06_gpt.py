@@ -17,7 +17,17 @@ from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
 from solutions.ch06_gpt import GPTConfig  # a plain dataclass of sizes: input plumbing, not a reference
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_seeded, expect_true
+from .core import (
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_dropout_modes,
+    expect_equal,
+    expect_seeded,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch06_gpt")
 
@@ -247,6 +257,19 @@ def _greedy_oracle(model, idx, n):
         nxt = model(window, torch.arange(window.shape[1]))[:, -1].argmax(-1, keepdim=True)
         idx = torch.cat([idx, nxt], 1)
     return idx
+
+
+@EXERCISES.check("GPT", hidden=True)
+def _gpt_dropout(cls):
+    """dropout (embeddings, attention, MLP) is off in eval mode and on in training mode"""
+    idx = torch.randint(13, (2, 6), generator=_gen(16))
+    expect_dropout_modes(
+        "GPT",
+        lambda p: call(
+            "GPT(config)", cls, GPTConfig(vocab_size=13, context_length=8, n_layers=1, n_heads=2, d_model=8, dropout=p)
+        ),
+        lambda m: call("GPT.forward", m, idx),
+    )
 
 
 class _FixedLM(nn.Module):
@@ -493,6 +516,17 @@ MUTANTS = [
         "generate",
         (("cum - torch.softmax(sorted_logits, dim=-1) >= top_p", "cum > top_p"),),
         "keeps only tokens strictly below p: one token too few",
+    ),
+    Mutant(
+        "embedding dropout in eval mode",
+        "GPT",
+        (
+            (
+                "x = self.drop(self.wte(idx) + self.wpe(position_ids))",
+                "x = F.dropout(self.wte(idx) + self.wpe(position_ids), self.drop.p)",
+            ),
+        ),
+        "F.dropout without training=self.training: the model is random at evaluation time too",
     ),
 ]
 
