@@ -2,7 +2,7 @@
 
 Imported by the setup cell of the *grading* notebook (never by the students' notebooks), before any student
 code runs, with ``arm(chapter)``; each test cell ends with ``verdict(name)``. The worker that started the kernel
-(``autograder/sandbox.py``) gives an exercise its points only when it received a passing *record* for it.
+(``autograder/grading/worker.py``) gives an exercise its points only when it received a passing *record* for it.
 
 How a record is made, and why student code cannot make one:
 
@@ -129,7 +129,7 @@ def _watched(chapter: str):
     import torch
     import torch.nn.functional as F
 
-    from . import core
+    from .. import core
 
     mods = {
         "builtins": builtins,
@@ -142,7 +142,7 @@ def _watched(chapter: str):
         "torch.nn.init": torch.nn.init,
         "torch.nn": torch.nn,
         "autograder.core": core,
-        "autograder.guard": sys.modules[__name__],
+        "autograder.grading.guard": sys.modules[__name__],
         f"autograder.{chapter}": sys.modules[f"autograder.{chapter}"],
         "os": os,
     }
@@ -283,7 +283,7 @@ def _arm(chapter: str) -> None:
     import torch
     import torch._dynamo
 
-    from . import core
+    from .. import core
 
     checks_mod = sys.modules[f"autograder.{chapter}"]
     user_ns = sys.modules["__main__"].__dict__
@@ -643,10 +643,10 @@ def _arm(chapter: str) -> None:
     for mod in list(sys.modules.values()):
         if getattr(mod, "_posixsubprocess", None) is sys.modules.get("_posixsubprocess"):
             try:
-                mod._posixsubprocess = None
+                setattr(mod, "_posixsubprocess", None)  # noqa: B010 - a module attribute mypy does not know
             except Exception:
                 pass
-    sys.modules["_posixsubprocess"] = None  # a fresh import of it now fails
+    sys.modules["_posixsubprocess"] = None  # type: ignore[assignment]  # a fresh import of it now fails
 
     sys.addaudithook(hook)
 
