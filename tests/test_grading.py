@@ -7,9 +7,11 @@ import pathlib
 import re
 import textwrap
 
+import pytest
+
 from autograder import notebooks, releases
 from autograder.core import CheckFailed
-from autograder.grading import batch, lms, report, results
+from autograder.grading import batch, lms, report, results, scoring
 
 CHAPTERS = notebooks.chapters()
 
@@ -244,3 +246,73 @@ def test_feedback_page(tmp_path):
     check_offline_feedback(text)
     assert "<math" in text and "$$" not in text and "mathrm{Attention}" not in text, "formulas rendered as MathML"
     assert "a note" in text
+
+
+# ------------------------------------------------------------------------------------------------ the scoring rule
+
+
+def _verdict(exercise, passed=True, violations=(), threads=0):
+    failures = [] if passed or violations else [f"{exercise}: wrong"]
+    return {
+        "type": "verdict",
+        "exercise": exercise,
+        "passed": passed,
+        "failures": failures,
+        "violations": list(violations),
+        "threads": threads,
+    }
+
+
+ARMED = {"type": "armed", "chapter": "ch03_self_attention"}
+
+
+def test_scoring_gives_nbgrader_points_only_with_a_passing_verdict():
+    nbgrader = {"a": 2.0, "b": 3.0, "c": 1.0, "d": 0.0}
+    records = [ARMED, _verdict("a"), _verdict("b", passed=False), _verdict("d", passed=False)]
+    scored = scoring.score(nbgrader, records, 0, ["d: check failed"])
+    assert scored.status == "graded"
+    assert scored.scores == {"a": nbgrader["a"], "b": 0.0, "c": 0.0, "d": 0.0}
+    assert scored.reasons[0] == "d: check failed", "the test cells' own reasons first"
+    assert [r.split(":")[0] for r in scored.reasons[1:]] == ["b", "c"]
+    assert "no signed verdict" in scored.reasons[2]
+
+
+def test_scoring_reruns_do_not_wash_out_a_failure():
+    records = [ARMED, _verdict("a", passed=False), _verdict("a")]
+    scored = scoring.score({"a": 2.0}, records, 0, [])
+    assert scored.scores == {"a": 0.0} and any("ran the grader's verdict itself (a)" in w for w in scored.warnings)
+
+
+@pytest.mark.parametrize(
+    "records, forged, why",
+    [
+        ([ARMED, _verdict("a"), _verdict("b", passed=False, violations=["torch.allclose was replaced"])], 0, "torch"),
+        ([ARMED, _verdict("a"), _verdict("b")], 1, "1 forged or corrupted guard record(s)"),
+        ([_verdict("a"), _verdict("b")], 0, "the grading guard did not start"),
+    ],
+)
+def test_scoring_integrity_zeroes_everything(records, forged, why):
+    scored = scoring.score({"a": 2.0, "b": 3.0}, records, forged, [])
+    assert scored.status == "integrity" and scored.scores == {"a": 0.0, "b": 0.0}
+    assert scored.reasons[0].startswith("integrity: ") and why in scored.reasons[0]
+
+
+def test_scoring_flags_threads_and_blocked_actions():
+    records = [
+        ARMED,
+        _verdict("a", threads=1),
+        {"type": "blocked", "event": "open", "what": "reading the grader's files"},
+    ]
+    scored = scoring.score({"a": 2.0}, records, 0, [])
+    assert scored.scores == {"a": 2.0} and any("threads" in w for w in scored.warnings)
+    assert scoring.blocked_warnings(records) == ["blocked: reading the grader's files (open)"]
+
+
+def test_result_files_round_trip(tmp_path):
+    result = results.Result("a.ipynb", "00", "ada_1", "graded", "", {"x": 1.0}, ["w"], log="tail")
+    path = tmp_path / "r.json"
+    results.write_result(path, result)
+    assert results.read_result(path) == result and not path.with_suffix(".tmp").exists()
+    path.write_text("[]")
+    with pytest.raises(ValueError):
+        results.read_result(path)

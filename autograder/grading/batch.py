@@ -38,7 +38,7 @@ from collections.abc import Iterable
 
 import nbformat
 
-from .. import canonical, notebooks
+from .. import canonical, notebooks, releases
 from . import jail, lms, nbgrader_adapter, report
 from .results import Result, read_result, write_feedback, write_result
 from .worker import Job
@@ -375,13 +375,26 @@ def _grade_todo(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _worker_env() -> dict[str, str]:
+    """The worker's environment: in a checkout, the checkout first on PYTHONPATH, so that the worker and its kernel
+    run this grader's code even where another copy of the course package is installed (e.g. an editable install
+    of another checkout)."""
+    env = dict(os.environ)
+    root = releases.PACKAGE_DIR.parent
+    if (root / "pyproject.toml").exists():
+        env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
 def _run_worker(cmd: list[str], job: Job, cwd: pathlib.Path, timeout: int) -> Result:
     """Run the worker process of ``job``; its result, or an "error" result when it wrote none (crashed, killed,
     or ran longer than ``timeout`` seconds: then its whole process group is killed)."""
     result_path = pathlib.Path(job.result)
     if result_path.exists():
         result_path.unlink()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env=_worker_env()
+    )
     try:
         output, _ = proc.communicate(timeout=timeout)
         why = f"the grading worker ended with exit code {proc.returncode}"
