@@ -1,8 +1,11 @@
 """Autograder for the course "Attention in NLP": per-chapter checks, notebook builder and batch grader.
 
-``autograder.chNN_<name>`` holds a chapter's checks (used by the notebooks' test cells and by pytest),
-``autograder.notebooks`` builds the release notebooks from their sources, ``autograder.grading`` grades a
-folder of submissions with nbgrader. Command line: ``python -m autograder --help``.
+What a student's notebook imports (no nbgrader): ``autograder.core`` and ``autograder.chNN_<name>`` (a
+chapter's checks, used by the notebooks' test cells and by pytest), ``autograder.canonical`` and
+``autograder.releases`` (the self-check). ``autograder.notebooks`` and ``autograder.nbgrader_course`` build the
+release notebooks and the nbgrader course directory from their sources. ``autograder.grading`` is the
+instructors' grading machinery (nbgrader, sandboxed workers, the in-kernel guard, reports): see its docstring and
+docs/grading-design.md. Command line: ``python -m autograder --help``.
 """
 
 # The course's version, the one place it is written: pyproject.toml reads it ([tool.setuptools.dynamic]),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from typing import Any
 
 import nbformat
 
@@ -75,6 +76,7 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
         )
         raise Ungradeable(f"not a readable notebook: not valid JSON ({where}) — was the download cut short?") from None
     warnings: list[str] = []
+    cells: Any
     if not isinstance(nb, dict):
         raise Ungradeable("not a notebook: the JSON is not an object with cells")
     if "cells" not in nb and isinstance(nb.get("worksheets"), list):  # nbformat 3
@@ -87,7 +89,8 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
     cells = [c for c in cells if isinstance(c, dict)]
     if not cells:
         raise Ungradeable("not a notebook: it has no cells")
-    meta = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
+    meta = nb.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     minor = nb.get("nbformat_minor")
     if nb.get("nbformat") == 4 and isinstance(minor, int) and minor < 5:
         warnings.append(f"old nbformat 4.{minor} file: cell ids added")
@@ -109,8 +112,8 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
     rel_code_src = {_norm(c.source): c.id for c in rel_cells if c.cell_type == "code"}
     rel_md_src = {_norm(c.source): c.id for c in rel_cells if c.cell_type != "code"}
 
-    # 1. classify every submitted cell: ("solution", X) / ("release", id) / ("inserted", None) / ("drop", None)
-    kinds: list[tuple[str, str | None]] = []
+    # 1. classify every submitted cell: ("solution", X) / ("release", id) / ("inserted", "") / ("drop", "")
+    kinds: list[tuple[str, str]] = []
     notes: dict[str, set] = {}
 
     def note(key, what):
@@ -119,46 +122,49 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
     big = 0
     for cell in cells:
         src, ctype = _source(cell), cell.get("cell_type", "code")
-        cmeta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
-        nbg = cmeta.get("nbgrader") if isinstance(cmeta.get("nbgrader"), dict) else {}
+        cmeta = cell.get("metadata")
+        cmeta = cmeta if isinstance(cmeta, dict) else {}
+        nbg = cmeta.get("nbgrader")
+        nbg = nbg if isinstance(nbg, dict) else {}
         gid, cid = nbg.get("grade_id"), cell.get("id")
         big += len(json.dumps(cell.get("outputs", []))) if ctype == "code" else 0
         defined = _exercise_defined(src, solutions)
+        kind: tuple[str, str]
         if gid in solutions:
-            kind = ("solution", gid)
+            kind = ("solution", str(gid))
             if not nbg.get("solution"):
                 note("altered", gid)
         elif cid in solutions and not (gid and gid in rel_by_id):
-            kind = ("solution", cid)
+            kind = ("solution", str(cid))
             note("stripped" if not nbg else "altered", cid)
         elif gid in rel_by_id or (cid in rel_by_id and not defined):
             rid = gid if gid in rel_by_id else cid
-            kind = ("release", rid)
+            kind = ("release", str(rid))
             if rid in tests and _norm(src) != _norm(tests[rid].source):
                 note("test edited", rid)
         elif ctype == "code" and _norm(src) in rel_code_src:
             kind = ("release", rel_code_src[_norm(src)])
         elif ctype != "code" and _norm(src) in rel_md_src:
             kind = ("release", rel_md_src[_norm(src)])
-        elif re.search(r"EXERCISES\.run\(\s*[\"'](\w+)", src) and not defined:
-            name = re.search(r"EXERCISES\.run\(\s*[\"'](\w+)", src).group(1)
-            kind = ("release", f"test_{name}") if f"test_{name}" in tests else ("drop", None)
+        elif (run := re.search(r"EXERCISES\.run\(\s*[\"'](\w+)", src)) and not defined:
+            name = run.group(1)
+            kind = ("release", f"test_{name}") if f"test_{name}" in tests else ("drop", "")
             note("test edited", f"test_{name}")
         elif defined:
             kind = ("solution", defined[0])
             note("matched by content", defined[0])
         elif ctype == "code":
-            kind = ("inserted", None) if _norm(src) else ("drop", None)
+            kind = ("inserted", "") if _norm(src) else ("drop", "")
         else:
-            kind = ("drop", None)  # the student's own prose: not graded
+            kind = ("drop", "")  # the student's own prose: not graded
         if kind[0] == "solution" and ctype != "code":
             note("type changed", kind[1])
         kinds.append(kind)
 
     # 2. position: an unclassified code cell right before an exercise's test cell answers that exercise
     answered = {k[1] for k in kinds if k[0] == "solution"}
-    for i, (kind, _) in enumerate(kinds):
-        if kind != "inserted":
+    for i, (what, _) in enumerate(kinds):
+        if what != "inserted":
             continue
         nxt = next((k for k in kinds[i + 1 :] if k[0] != "drop"), None)
         if nxt and nxt[0] == "release" and nxt[1] in tests:
@@ -177,37 +183,37 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
         next(c.id for c in rel_cells if c.cell_type == "code"),
     )
     anchor = setup
-    for cell, (kind, ref) in zip(cells, kinds):
-        if kind == "solution":
-            answers[ref].append(_source(cell))
+    for submitted, (what, ref) in zip(cells, kinds):
+        if what == "solution":
+            answers[ref].append(_source(submitted))
             anchor = ref
-        elif kind == "release":
+        elif what == "release":
             if order.index(ref) >= order.index(setup):
                 anchor = ref
-        elif kind == "inserted":
-            inserted.setdefault(anchor, []).append(_source(cell))
+        elif what == "inserted":
+            inserted.setdefault(anchor, []).append(_source(submitted))
 
     # 4. build the notebook with the release's structure
     out = copy.deepcopy(release)
     out.cells = []
     n_ins = 0
     for rc in rel_cells:
-        cell = copy.deepcopy(rc)
+        new_cell = copy.deepcopy(rc)
         if rc.id in answers:
             parts = answers[rc.id]
             if not parts:
                 note("missing", rc.id)
             else:
-                cell.source = parts[0]
-            out.cells.append(cell)
-            for j, extra in enumerate(parts[1:], start=2):
-                part = nbformat.v4.new_code_cell(extra)
+                new_cell.source = parts[0]
+            out.cells.append(new_cell)
+            for j, more in enumerate(parts[1:], start=2):
+                part = nbformat.v4.new_code_cell(more)
                 part.id = f"{rc.id}-part{j}"
                 out.cells.append(part)
             if len(parts) > 1:
                 note("split", rc.id)
         else:
-            out.cells.append(cell)
+            out.cells.append(new_cell)
         for src in inserted.get(rc.id, []):
             n_ins += 1
             ins = nbformat.v4.new_code_cell(src)
@@ -240,7 +246,8 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
         warnings.append(f"{n_ins} code cell(s) added by the student: kept in place")
     if big > 1_000_000:
         warnings.append(f"outputs of {big / 1e6:.1f} MB dropped")
-    ks = meta.get("kernelspec") if isinstance(meta.get("kernelspec"), dict) else {}
+    ks = meta.get("kernelspec")
+    ks = ks if isinstance(ks, dict) else {}
     if ks.get("name") != releases.KERNELSPEC["name"]:
         warnings.append(f"kernel {ks.get('name')!r} replaced by the grader's {releases.KERNELSPEC['name']!r}")
     extra = sorted(set(meta) - set(release.metadata) - {"widgets", "vscode", "toc", "varInspector"})
@@ -317,7 +324,7 @@ def selfcheck_here(chapter: str) -> bool:
         return True
     text = None
     try:
-        from google.colab import _message  # type: ignore[import-not-found]
+        from google.colab import _message
 
         text = json.dumps(_message.blocking_request("get_ipynb", timeout_sec=30)["ipynb"])
     except Exception:

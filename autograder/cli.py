@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import pathlib
 import sys
 
@@ -39,7 +40,8 @@ def _cmd_grade(args) -> int:
             file=sys.stderr,
         )
         return 2
-    from . import grading, lms
+    from . import releases
+    from .grading import batch, lms, report
 
     if not args.submissions:  # the default run: every chapter's shipped samples
         jobs = [(c, sorted((notebooks.SAMPLES / c).glob("*.ipynb"))) for c in notebooks.chapters()]
@@ -48,13 +50,13 @@ def _cmd_grade(args) -> int:
         if missing:
             print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
             return 2
-        files = grading.expand_submissions(args.submissions, pathlib.Path(args.out) / "_unzipped")
+        files = batch.expand_submissions(args.submissions, pathlib.Path(args.out) / "_unzipped")
         if args.chapter:
             jobs = [(args.chapter, files)]
         else:
             by_chapter: dict[str, list] = {}
             for f in files:
-                chapter = grading.chapter_from_filename(f.name)
+                chapter = releases.chapter_from_filename(f.name)
                 if chapter is None:
                     print(f"error: cannot tell the chapter of {f.name}; pass --chapter", file=sys.stderr)
                     return 2
@@ -70,7 +72,7 @@ def _cmd_grade(args) -> int:
     for chapter, files in jobs:
         out = pathlib.Path(args.out) / chapter
         print(f"Grading {len(files)} submission(s) of {chapter} -> {out}")
-        rows = grading.grade(
+        rows = batch.grade(
             files,
             chapter,
             out,
@@ -81,7 +83,7 @@ def _cmd_grade(args) -> int:
             force=args.force,
             lms_assignment=args.lms_assignment,
         )
-        print(f"  wrote {out / grading.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
+        print(f"  wrote {out / report.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
         for system, name in ((lms.CANVAS, lms.CANVAS_FILE), (lms.MOODLE, lms.MOODLE_FILE)):
             if any(r.lms == system for r in rows):
                 print(f"  wrote {out / name} (to import into {system.capitalize()}: README, 'Grades into the LMS')")
@@ -94,6 +96,17 @@ def _cmd_selfcheck(args) -> int:
     ok, lines = canonical.selfcheck(args.notebook, args.chapter)
     print("\n".join(lines))
     return 0 if ok else 1
+
+
+def _show_progress() -> None:
+    """The grader reports progress through ``logging`` (loggers under ``autograder``): show it as plain lines."""
+    log = logging.getLogger("autograder")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
 
 
 def main(argv=None) -> int:
@@ -132,6 +145,7 @@ def main(argv=None) -> int:
 
         return scaffold.main(argv[1:])
     args = parser.parse_args(argv)
+    _show_progress()
     return args.func(args)
 
 

@@ -24,9 +24,10 @@ import pathlib
 
 import nbformat
 
-from . import lms, notebooks
+from . import releases
+from .grading import lms
 
-COURSE_DIR = notebooks.ROOT / "nbgrader_course"
+COURSE_DIR = releases.PACKAGE_DIR.parent / "nbgrader_course"
 COURSE_ID = "attention-in-nlp"
 CELL_TIMEOUT = 120  # seconds per cell; the reference runs a whole chapter in about a minute on 2 CPU cores
 
@@ -36,9 +37,10 @@ NOTE = (
 )
 
 
-def source_notebook(chapter: str, instructor: nbformat.NotebookNode | None = None) -> nbformat.NotebookNode:
-    """The nbgrader source notebook of ``chapter``: the instructor notebook whose first test cell prints NOTE."""
-    nb = copy.deepcopy(instructor if instructor is not None else notebooks.build_instructor(chapter))
+def source_notebook(instructor: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The nbgrader source notebook of a chapter: its ``instructor`` notebook (``notebooks.build_instructor``) with
+    a first test cell that prints NOTE."""
+    nb = copy.deepcopy(instructor)
     first = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
     first.source = f"### BEGIN HIDDEN TESTS\nprint({NOTE!r})\n### END HIDDEN TESTS\n" + first.source
     return nb
@@ -74,7 +76,7 @@ c.CourseDirectory.course_id = {COURSE_ID!r}
 # c.Exchange.root = "/srv/nbgrader/exchange"
 
 # generate_assignment: the exercise stubs of the course's student notebooks (notebooks/*.ipynb).
-c.ClearSolutions.code_stub = {{"python": {notebooks.CODE_STUB!r}}}
+c.ClearSolutions.code_stub = {{"python": {releases.CODE_STUB!r}}}
 
 # autograde: a time limit per cell; test cells a student deleted are put back and run (as the course's own
 # grader does); a failed test shows only the check's message (tracebacks without source lines, so the hidden
@@ -121,9 +123,9 @@ nbgrader collect ch03_self_attention               # or: put the LMS's zip in do
 nbgrader autograde ch03_self_attention
 nbgrader generate_feedback ch03_self_attention
 nbgrader export                                    # grades.csv (nbgrader's columns)
-nbgrader export --exporter=autograder.nbgrader_export.CanvasExport --assignment=ch03_self_attention \\
+nbgrader export --exporter=autograder.grading.nbgrader_adapter.CanvasExport --assignment=ch03_self_attention \\
     --CanvasExport.column="Chapter 3 (12345)" --to canvas_import.csv    # Canvas: Grades > Import
-nbgrader export --exporter=autograder.nbgrader_export.MoodleExport --assignment=ch03_self_attention \\
+nbgrader export --exporter=autograder.grading.nbgrader_adapter.MoodleExport --assignment=ch03_self_attention \\
     --to moodle_grading_worksheet.csv                                   # Moodle: Upload grading worksheet
 ```
 
@@ -146,9 +148,9 @@ note, so nbgrader's feedback says it too:
 """
 
 
-def chapter_files(chapter: str, instructor: nbformat.NotebookNode | None = None) -> dict[pathlib.Path, str]:
-    """The chapter's files in the course directory, with their expected text."""
-    return {source_path(chapter): nbformat.writes(source_notebook(chapter, instructor)) + "\n"}
+def chapter_files(chapter: str, instructor: nbformat.NotebookNode) -> dict[pathlib.Path, str]:
+    """The chapter's files in the course directory (from its ``instructor`` notebook), with their expected text."""
+    return {source_path(chapter): nbformat.writes(source_notebook(instructor)) + "\n"}
 
 
 def course_files() -> dict[pathlib.Path, str]:

@@ -26,16 +26,14 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
-import os
 import pathlib
-import sys
 import tempfile
 import textwrap
 
 import nbformat
 
 from . import BRANCH, PACKAGE_SOURCE, REPOSITORY
-from .releases import KERNELSPEC
+from .releases import CODE_STUB, KERNELSPEC, checks_module  # noqa: F401 - CODE_STUB, checks_module: re-exported
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
@@ -45,16 +43,11 @@ RELEASE_DIR = ROOT / "notebooks"
 INSTRUCTOR_DIR = ROOT / "build" / "instructor"
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 
 
 def chapters() -> list[str]:
     """Chapter stems that have a notebook template, in course order."""
     return sorted(p.stem for p in TEMPLATES.glob("ch[0-9][0-9]_*.py"))
-
-
-def checks_module(chapter: str):
-    return importlib.import_module(f"autograder.{chapter}")
 
 
 def solution_module(chapter: str):
@@ -155,27 +148,9 @@ def build_instructor(chapter: str) -> nbformat.NotebookNode:
     return nb
 
 
-def _course_config(course: pathlib.Path):
-    """nbgrader configuration for a course directory at ``course`` (its gradebook is ``gradebook.db`` there)."""
-    from traitlets.config import Config
-
-    # nbgrader runs the `alembic` script by name: make the scripts of this Python's environment findable
-    # even when the environment is not activated (python -m autograder from .venv/bin/python).
-    scripts = os.path.dirname(sys.executable)
-    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
-
-    c = Config()
-    c.CourseDirectory.root = str(course)
-    c.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
-    c.ClearSolutions.code_stub = {"python": CODE_STUB}
-    c.Execute.timeout = 120
-    return c
-
-
 def build_release(chapter: str, instructor: nbformat.NotebookNode | None = None) -> nbformat.NotebookNode:
     """Run nbgrader's generate_assignment on the instructor notebook, then tidy the result for Colab."""
-    from nbgrader.apps import NbGraderAPI
+    from .grading import nbgrader_adapter  # the builder's only use of nbgrader
 
     instructor = instructor if instructor is not None else build_instructor(chapter)
     with tempfile.TemporaryDirectory() as tmp:
@@ -183,11 +158,7 @@ def build_release(chapter: str, instructor: nbformat.NotebookNode | None = None)
         source = course / "source" / chapter / f"{chapter}.ipynb"
         source.parent.mkdir(parents=True)
         nbformat.write(instructor, source)
-        result = NbGraderAPI(config=_course_config(course)).generate_assignment(chapter, force=True, create=True)
-        if not result["success"]:
-            raise RuntimeError(
-                f"nbgrader generate_assignment failed for {chapter}:\n{result.get('error')}\n{result.get('log')}"
-            )
+        nbgrader_adapter.generate_assignment(course, chapter)
         release = nbformat.read(course / "release" / chapter / f"{chapter}.ipynb", as_version=4)
     for cell in release.cells:
         if cell.cell_type == "code":

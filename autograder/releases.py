@@ -14,7 +14,9 @@ Where the release notebooks are:
 from __future__ import annotations
 
 import functools
+import importlib
 import pathlib
+import types
 
 import nbformat
 
@@ -24,6 +26,13 @@ PACKAGED_DIR = PACKAGE_DIR / "_release"
 
 # The kernel every course notebook names (the grader replaces any other with this one).
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+# What an exercise cell of a release notebook holds in place of the student's answer (nbgrader's code stub).
+CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+
+
+def checks_module(chapter: str) -> types.ModuleType:
+    """The checks of ``chapter``: the module ``autograder.<chapter>`` (``EXERCISES``, ``MUTANTS``)."""
+    return importlib.import_module(f"autograder.{chapter}")
 
 
 def release_dir() -> pathlib.Path:

@@ -6,7 +6,7 @@ Appends one line to benchmarks/results/grading_throughput.csv (when, machine cor
 seconds, seconds per submission, projected minutes for 100 submissions). Each submission runs the full grading
 path: canonicalisation, its own sandboxed worker and kernel, nbgrader autograde, guard verdicts, feedback HTML.
 The copies of the correct sample differ by one added cell, so none shares another's run (identical notebooks
-are graded once: see autograder/grading.py).
+are graded once: see autograder/grading/batch.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import time
 
 import nbformat
 
-from autograder import grading, notebooks
+from autograder import notebooks
+from autograder.grading import batch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -41,9 +42,7 @@ def main() -> None:
             nb.cells.append(nbformat.v4.new_code_cell(f"student_number = {i}  # makes this submission distinct"))
             nbformat.write(nb, subs / f"student{i:03d}_{1000 + i}_{5000 + i}_{args.chapter}.ipynb")
         t0 = time.perf_counter()
-        rows = grading.grade(
-            sorted(subs.glob("*.ipynb")), args.chapter, pathlib.Path(tmp) / "out", jobs=args.jobs, log=lambda *a: None
-        )
+        rows = batch.grade(sorted(subs.glob("*.ipynb")), args.chapter, pathlib.Path(tmp) / "out", jobs=args.jobs)
         wall = time.perf_counter() - t0
     assert all(r.score == r.max_score for r in rows), [r.reason for r in rows]
     per = wall / args.n

@@ -7,8 +7,11 @@ import pathlib
 import re
 import textwrap
 
-from autograder import grading, lms, notebooks
+import pytest
+
+from autograder import notebooks, releases
 from autograder.core import CheckFailed
+from autograder.grading import batch, lms, report, results, scoring
 
 CHAPTERS = notebooks.chapters()
 
@@ -74,7 +77,7 @@ def check_sample_rows(chapter, rows, out: pathlib.Path) -> None:
             assert row.reason, f"{row.submission}: a score below the maximum needs a reason"
     bug_rows = [r for r in rows if samples[r.submission][1].startswith("bug:")]
     assert bug_rows and all(0 < r.score < total for r in bug_rows), "a typical bug should cost some points, not all"
-    with open(out / grading.CSV_NAME, newline="") as f:
+    with open(out / report.CSV_NAME, newline="") as f:
         written = {r["submission"]: r for r in csv.DictReader(f)}
     with open(out / lms.CANVAS_FILE, newline="") as f:
         canvas = {r["ID"]: r for r in csv.DictReader(f)}
@@ -106,12 +109,10 @@ def check_offline_feedback(html_text: str) -> None:
 
 def test_student_ids_from_lms_names():
     taken = set()
-    assert grading.student_id_from_filename("smithjane_1234_5678_ch03_self_attention.ipynb", taken) == "smithjane_1234"
-    assert (
-        grading.student_id_from_filename("smithjane_1234_9999_ch03_self_attention.ipynb", taken) == "smithjane_1234-2"
-    )
-    assert grading.student_id_from_filename("smithjane_LATE_77_1_ch03.ipynb", taken) == "smithjane_77"
-    assert grading.student_id_from_filename("My notebook (1).ipynb", taken) == "My-notebook-1"
+    assert batch.student_id_from_filename("smithjane_1234_5678_ch03_self_attention.ipynb", taken) == "smithjane_1234"
+    assert batch.student_id_from_filename("smithjane_1234_9999_ch03_self_attention.ipynb", taken) == "smithjane_1234-2"
+    assert batch.student_id_from_filename("smithjane_LATE_77_1_ch03.ipynb", taken) == "smithjane_77"
+    assert batch.student_id_from_filename("My notebook (1).ipynb", taken) == "My-notebook-1"
 
 
 # ------------------------------------------------------------------------------------------------ LMS files
@@ -145,7 +146,7 @@ def _rows_from_names(chapter, names_and_expectations):
         who = lms.parse(name)
         scores = _expected_scores(chapter, expectation)
         rows.append(
-            grading.Row(
+            report.Row(
                 name,
                 f"s{i}",
                 chapter,
@@ -175,7 +176,7 @@ def test_lms_files_have_the_documented_columns(tmp_path):
     canvas = [(name, e) for name, (_, e) in samples.items()]
     rows = _rows_from_names(chapter, canvas + moodle + [(f"{chapter}.ipynb", "full")])
     points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
-    written = lms.write_exports(rows, tmp_path, points, assignment="Chapter 3 (12345)", log=lambda *a: None)
+    written = lms.write_exports(rows, tmp_path, points, assignment="Chapter 3 (12345)")
     assert sorted(p.name for p in written) == sorted([lms.CANVAS_FILE, lms.MOODLE_FILE])
 
     with open(tmp_path / lms.CANVAS_FILE, newline="") as f:
@@ -209,20 +210,20 @@ def test_moodle_download_is_expanded(tmp_path):
         f.writestr("Alan Turing_12346_assignsubmission_file_/ch03_self_attention.ipynb", "{}")
         f.writestr("Grace Hopper_12347_assignsubmission_file_ch03_self_attention.ipynb", "{}")
         f.writestr("Ada Lovelace_12345_assignsubmission_onlinetext/onlinetext.html", "x")
-    files = grading.expand_submissions([z], tmp_path / "unzipped")
+    files = batch.expand_submissions([z], tmp_path / "unzipped")
     assert len(files) == 3
-    labels = grading.submission_labels(files)
+    labels = batch.submission_labels(files)
     assert sorted(labels.values()) == [
         "Ada Lovelace_12345_assignsubmission_file/ch03_self_attention.ipynb",
         "Alan Turing_12346_assignsubmission_file_/ch03_self_attention.ipynb",
         "Grace Hopper_12347_assignsubmission_file_ch03_self_attention.ipynb",
     ]
     taken = set()
-    ids = [grading.student_id_from_filename(p, taken) for p in files]
+    ids = [batch.student_id_from_filename(p, taken) for p in files]
     assert sorted(ids) == ["Ada-Lovelace_12345", "Alan-Turing_12346", "Grace-Hopper_12347"]
     assert sorted(lms.parse(p).lms_id for p in files) == ["12345", "12346", "12347"]
     assert {lms.parse(p).lms for p in files} == {lms.MOODLE}
-    assert grading.chapter_from_filename(files[0].name) == "ch03_self_attention"
+    assert releases.chapter_from_filename(files[0].name) == "ch03_self_attention"
 
 
 def test_feedback_page(tmp_path):
@@ -238,10 +239,80 @@ def test_feedback_page(tmp_path):
     scores = _expected_scores(chapter, bug)
     points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
     page = tmp_path / "feedback.html"
-    grading._write_feedback(nb, page, "lovelaceada_1001", chapter, scores, points, warnings=["a note"])
+    results.write_feedback(page, nb, "lovelaceada_1001", chapter, scores, points, warnings=["a note"])
     text = page.read_text()
     assert feedback_points(text) == {**scores, "total": sum(scores.values())}
     assert f"<b>{sum(scores.values()):g} / {sum(points.values()):g}</b>" in text
     check_offline_feedback(text)
     assert "<math" in text and "$$" not in text and "mathrm{Attention}" not in text, "formulas rendered as MathML"
     assert "a note" in text
+
+
+# ------------------------------------------------------------------------------------------------ the scoring rule
+
+
+def _verdict(exercise, passed=True, violations=(), threads=0):
+    failures = [] if passed or violations else [f"{exercise}: wrong"]
+    return {
+        "type": "verdict",
+        "exercise": exercise,
+        "passed": passed,
+        "failures": failures,
+        "violations": list(violations),
+        "threads": threads,
+    }
+
+
+ARMED = {"type": "armed", "chapter": "ch03_self_attention"}
+
+
+def test_scoring_gives_nbgrader_points_only_with_a_passing_verdict():
+    nbgrader = {"a": 2.0, "b": 3.0, "c": 1.0, "d": 0.0}
+    records = [ARMED, _verdict("a"), _verdict("b", passed=False), _verdict("d", passed=False)]
+    scored = scoring.score(nbgrader, records, 0, ["d: check failed"])
+    assert scored.status == "graded"
+    assert scored.scores == {"a": nbgrader["a"], "b": 0.0, "c": 0.0, "d": 0.0}
+    assert scored.reasons[0] == "d: check failed", "the test cells' own reasons first"
+    assert [r.split(":")[0] for r in scored.reasons[1:]] == ["b", "c"]
+    assert "no signed verdict" in scored.reasons[2]
+
+
+def test_scoring_reruns_do_not_wash_out_a_failure():
+    records = [ARMED, _verdict("a", passed=False), _verdict("a")]
+    scored = scoring.score({"a": 2.0}, records, 0, [])
+    assert scored.scores == {"a": 0.0} and any("ran the grader's verdict itself (a)" in w for w in scored.warnings)
+
+
+@pytest.mark.parametrize(
+    "records, forged, why",
+    [
+        ([ARMED, _verdict("a"), _verdict("b", passed=False, violations=["torch.allclose was replaced"])], 0, "torch"),
+        ([ARMED, _verdict("a"), _verdict("b")], 1, "1 forged or corrupted guard record(s)"),
+        ([_verdict("a"), _verdict("b")], 0, "the grading guard did not start"),
+    ],
+)
+def test_scoring_integrity_zeroes_everything(records, forged, why):
+    scored = scoring.score({"a": 2.0, "b": 3.0}, records, forged, [])
+    assert scored.status == "integrity" and scored.scores == {"a": 0.0, "b": 0.0}
+    assert scored.reasons[0].startswith("integrity: ") and why in scored.reasons[0]
+
+
+def test_scoring_flags_threads_and_blocked_actions():
+    records = [
+        ARMED,
+        _verdict("a", threads=1),
+        {"type": "blocked", "event": "open", "what": "reading the grader's files"},
+    ]
+    scored = scoring.score({"a": 2.0}, records, 0, [])
+    assert scored.scores == {"a": 2.0} and any("threads" in w for w in scored.warnings)
+    assert scoring.blocked_warnings(records) == ["blocked: reading the grader's files (open)"]
+
+
+def test_result_files_round_trip(tmp_path):
+    result = results.Result("a.ipynb", "00", "ada_1", "graded", "", {"x": 1.0}, ["w"], log="tail")
+    path = tmp_path / "r.json"
+    results.write_result(path, result)
+    assert results.read_result(path) == result and not path.with_suffix(".tmp").exists()
+    path.write_text("[]")
+    with pytest.raises(ValueError):
+        results.read_result(path)

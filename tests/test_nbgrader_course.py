@@ -207,11 +207,11 @@ def test_plain_nbgrader_gives_the_course_points(chapter, tmp_path):
     _run(["generate_feedback", chapter], course, env)
     _run(["export", "--to", "grades.csv"], course, env)
     lms_file = {MOODLE_CHAPTER: "MoodleExport", CANVAS_EXPORT_CHAPTER: "CanvasExport"}.get(chapter)
-    if lms_file:  # the LMS's import file from nbgrader's gradebook (autograder/nbgrader_export.py)
+    if lms_file:  # the LMS's import file from nbgrader's gradebook (autograder/grading/nbgrader_adapter.py)
         _run(
             [
                 "export",
-                f"--exporter=autograder.nbgrader_export.{lms_file}",
+                f"--exporter=autograder.grading.nbgrader_adapter.{lms_file}",
                 f"--assignment={chapter}",
                 "--CanvasExport.column=Chapter (12345)",
                 "--to",

@@ -22,7 +22,8 @@ import zipfile
 import nbformat
 import pytest
 
-from autograder import canonical, grading, notebooks, releases, sandbox
+from autograder import canonical, notebooks, releases
+from autograder.grading import batch, jail, report
 from tests import variants
 from tests.test_grading import check_sample_rows
 
@@ -95,7 +96,7 @@ def test_canonicalisation_of_every_variant(chapter):
 
 def test_stubbed_solution_module_keeps_helpers(tmp_path):
     chapter = FULL_SET
-    stage = sandbox.stage_solutions(chapter, tmp_path / "stage")
+    stage = jail.stage_solutions(chapter, tmp_path / "stage")
     text = (stage / "solutions" / f"{chapter}.py").read_text()
     assert all(line.strip() != notebooks.BEGIN for line in text.splitlines()) and "raise NotImplementedError()" in text
     ns: dict = {}
@@ -103,7 +104,7 @@ def test_stubbed_solution_module_keeps_helpers(tmp_path):
     ns["check_qkv_shapes"]  # helpers outside the solution regions stay usable
     with pytest.raises(NotImplementedError):
         ns["causal_mask"](3)
-    assert any(p.endswith(f"solutions/{chapter}.py") for p in sandbox.hidden_files(chapter))
+    assert any(p.endswith(f"solutions/{chapter}.py") for p in jail.hidden_files(chapter))
 
 
 def test_lms_zip_is_expanded(tmp_path):
@@ -111,7 +112,7 @@ def test_lms_zip_is_expanded(tmp_path):
     with zipfile.ZipFile(z, "w") as f:
         f.writestr("folder/smithjane_1_2_ch03_self_attention.ipynb", "{}")
         f.writestr("readme.txt", "x")
-    files = grading.expand_submissions([z], tmp_path / "unzipped")
+    files = batch.expand_submissions([z], tmp_path / "unzipped")
     assert [p.name for p in files] == ["smithjane_1_2_ch03_self_attention.ipynb"]
 
 
@@ -165,12 +166,12 @@ def test_variants_grade_as_expected(chapter, tmp_path):
     for sample in sorted((notebooks.SAMPLES / chapter).glob("*.ipynb")):  # the shipped samples, same batch
         (folder / sample.name).write_bytes(sample.read_bytes())
     out = tmp_path / "out"
-    kwargs = dict(cell_timeout=30, notebook_timeout=300, memory_mb=3072, jobs=2, log=lambda *a: None)
-    rows = grading.grade(sorted(folder.glob("*.ipynb")), chapter, out, **kwargs)
+    kwargs = dict(cell_timeout=30, notebook_timeout=300, memory_mb=3072, jobs=2)
+    rows = batch.grade(sorted(folder.glob("*.ipynb")), chapter, out, **kwargs)
 
     n_files = len(list(folder.glob("*.ipynb")))
     assert len(rows) == n_files and len({r.submission for r in rows}) == n_files, "exactly one row per file"
-    with open(out / grading.CSV_NAME) as f:
+    with open(out / report.CSV_NAME) as f:
         assert len(list(csv.DictReader(f))) == n_files
     check_sample_rows(chapter, rows, out)
     all_rows, rows = rows, [r for r in rows if r.submission in files]
@@ -197,11 +198,11 @@ def test_variants_grade_as_expected(chapter, tmp_path):
             assert "_autograder_guard" not in feedback
 
     # Resumable and deterministic: a rerun skips every graded file and gives the same table.
-    before = (out / grading.CSV_NAME).read_text()
+    before = (out / report.CSV_NAME).read_text()
     results = {p.name: json.loads(p.read_text()) for p in (out / "results").glob("*.json")}
-    again = grading.grade(sorted(folder.glob("*.ipynb")), chapter, out, **kwargs)
+    again = batch.grade(sorted(folder.glob("*.ipynb")), chapter, out, **kwargs)
     assert [(r.submission, r.scores) for r in again] == [(r.submission, r.scores) for r in all_rows]
-    assert (out / grading.CSV_NAME).read_text() == before
+    assert (out / report.CSV_NAME).read_text() == before
     assert {p.name: json.loads(p.read_text()) for p in (out / "results").glob("*.json")} == results
 
 
@@ -212,8 +213,6 @@ def test_notebook_time_limit(tmp_path):
     nb = variants._insert_after_first_answer(release, "import time\ntime.sleep(60)")
     sub = tmp_path / f"slowpoke_1_2_{FULL_SET}.ipynb"
     sub.write_text(nbformat.writes(nb))
-    rows = grading.grade(
-        [sub], FULL_SET, tmp_path / "out", cell_timeout=90, notebook_timeout=25, jobs=1, log=lambda *a: None
-    )
+    rows = batch.grade([sub], FULL_SET, tmp_path / "out", cell_timeout=90, notebook_timeout=25, jobs=1)
     assert len(rows) == 1 and rows[0].score == 0 and rows[0].status == "error"
     assert "longer than 25 s in total" in rows[0].reason

@@ -9,7 +9,7 @@ must give:
   and a reason or warning.
 
 Every variant of every chapter is canonicalised (tests/test_robust_grading.py) and graded with nbgrader's real
-gradebook and kernels; submissions whose canonical form is identical share one kernel run (grading.py), so the
+gradebook and kernels; submissions whose canonical form is identical share one kernel run (grading/batch.py), so the
 harmless-damage variants cost little.
 """
 
@@ -264,7 +264,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
             "except Exception as exc:",
             "    tries.append(repr(exc))",
             "try:",
-            "    g = sys.modules['autograder.guard']",
+            "    g = sys.modules['autograder.grading.guard']",
             "    engine = g._ARMED['verdict'].__closure__[0].cell_contents",
             "    tries.append(str(engine.gi_frame.f_locals))",
             "except Exception as exc:",
@@ -324,7 +324,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         ]
     )
     again = "\n".join(
-        ["torch.allclose = _orig", "import autograder.guard as _g"] + [f"_g.verdict({n!r})" for n in names]
+        ["torch.allclose = _orig", "import autograder.grading.guard as _g"] + [f"_g.verdict({n!r})" for n in names]
     )
     nb = _insert_after_setup(filled, rerun)
     last = nbformat.v4.new_code_cell(again)

@@ -33,8 +33,12 @@ import collections
 import csv
 import dataclasses
 import datetime
+import logging
 import pathlib
 import re
+from collections.abc import Mapping
+
+logger = logging.getLogger(__name__)
 
 CANVAS = "canvas"
 MOODLE = "moodle"
@@ -101,16 +105,16 @@ MOODLE_PARTICIPANT = "Participant "  # Moodle's string 'hiddenuser': the Identif
 MOODLE_DATE = "%A, %d %B %Y, %I:%M %p"  # Moodle's 'strftimedaydatetime' (English), which its importer parses back
 
 
-def feedback_comment(row, points: dict[str, int]) -> str:
+def feedback_comment(row, points: Mapping[str, float]) -> str:
     """One line for the LMS's feedback box: points per exercise, then why points were lost."""
     parts = ", ".join(f"{name} {row.scores[name]:g}/{top:g}" for name, top in points.items())
     return f"{row.score:g}/{row.max_score:g} ({parts})" + (f". {row.reason}" if row.reason else "")
 
 
-def write_exports(rows, out: pathlib.Path, points: dict[str, int], *, assignment: str, log=print) -> list[pathlib.Path]:
+def write_exports(rows, out: pathlib.Path, points: Mapping[str, float], *, assignment: str) -> list[pathlib.Path]:
     """Write the grade file of every LMS whose names the batch's submissions carry. Returns the files written.
 
-    ``rows`` are grading.Row objects (``lms``, ``lms_id``, ``name``, ``score``, ``graded_at`` …); ``assignment`` is
+    ``rows`` are report.Row objects (``lms``, ``lms_id``, ``name``, ``score``, ``graded_at`` …); ``assignment`` is
     the Canvas column ("ch03 (12345)": name and Canvas assignment id)."""
     written = []
     for system, name in ((CANVAS, CANVAS_FILE), (MOODLE, MOODLE_FILE)):
@@ -120,17 +124,17 @@ def write_exports(rows, out: pathlib.Path, points: dict[str, int], *, assignment
             continue
         others = len([r for r in rows if r.lms != system])
         if others:
-            log(f"  note: {name}: {others} submission(s) whose names carry no {system} id are not in it")
-        write(system, out / name, mine, points, assignment=assignment, log=log)
+            logger.warning(f"  note: {name}: {others} submission(s) whose names carry no {system} id are not in it")
+        write(system, out / name, mine, points, assignment=assignment)
         written.append(out / name)
     return written
 
 
-def write(system: str, path: pathlib.Path, rows, points: dict[str, int], *, assignment: str, log=print) -> None:
+def write(system: str, path: pathlib.Path, rows, points: Mapping[str, float], *, assignment: str) -> None:
     """Write ``rows`` (with ``lms_id``) as ``system``'s import file at ``path``."""
     twice = sorted(i for i, n in collections.Counter(r.lms_id for r in rows).items() if n > 1)
     if twice:
-        log(
+        logger.warning(
             f"  warning: {path.name}: several rows for the same {system} user ({', '.join(twice)}); the LMS keeps "
             "the last one"
         )

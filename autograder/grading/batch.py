@@ -1,0 +1,412 @@
+"""Grade a folder of submitted notebooks with nbgrader, one row per submission.
+
+``grade(paths, chapter, out)``:
+
+1. canonicalises every file against the release notebook (``autograder/canonical.py``): a file that is not a
+   notebook gets a zero with the reason at once, and the batch goes on; files whose canonical form is identical
+   are grouped;
+2. builds the grading notebook for ``chapter`` (the instructor notebook plus the guard's lines) and runs
+   nbgrader's ``generate_assignment`` in a fresh course directory under ``out/course`` (this records every test
+   cell, hidden tests included, and its points in nbgrader's sqlite gradebook);
+3. runs each distinct canonical notebook once, ``jobs`` at a time, in its own worker process (``worker.py``, under
+   the limits of ``jail.py``): nbgrader's real ``autograde`` in a fresh kernel, which restores every test cell
+   from the gradebook; the worker gives points only with the guard's passing records (``guard.py``,
+   ``scoring.py``) and writes the result file and the feedback (``results.py``);
+4. writes ``out/grades.csv``, ``out/summary.*`` and the LMS's grade files from the result files (``report.py``).
+
+Progress goes to the ``logging`` logger of this module (the command line shows it).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import hashlib
+import logging
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterable
+
+import nbformat
+
+from .. import canonical, notebooks, releases
+from . import jail, lms, nbgrader_adapter, report
+from .results import Result, read_result, write_feedback, write_result
+from .worker import Job
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Submission:
+    """One submitted file of the batch and where its result goes."""
+
+    path: pathlib.Path
+    label: str  # its name in grades.csv
+    student_id: str  # its id in the gradebook and the feedback's file name
+    result: pathlib.Path  # its result file
+    sha256: str
+
+
+def student_id_from_filename(path, taken: set[str]) -> str:
+    """A gradebook id from an LMS download name, unique in ``taken``: name and LMS id
+    ('smithjane_1234_5678_ch03_x.ipynb' -> 'smithjane_1234'; Moodle's 'Jane Smith_77_assignsubmission_file/x.ipynb'
+    -> 'Jane-Smith_77'), else the file's stem."""
+    who = lms.parse(path)
+    base = f"{who.name}_{who.lms_id}" if who.lms else pathlib.PurePath(path).stem
+    base = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-") or "student"
+    sid, n = base, 1
+    while sid in taken:
+        n += 1
+        sid = f"{base}-{n}"
+    taken.add(sid)
+    return sid
+
+
+def grading_instructor(chapter: str):
+    """The instructor notebook nbgrader grades with: the setup cell arms the guard; each test cell starts with the
+    guard's verdict (run before the notebook's own check runs, so nothing they do comes between) and ends with
+    its conclusion (raises when the verdict failed), both in hidden regions so the feedback never shows them."""
+    nb = notebooks.build_instructor(chapter)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == "setup":
+            cell.source += (
+                f"\nimport autograder.grading.guard as _autograder_guard  # grading only: see autograder/grading/guard.py\n"
+                f'_autograder_guard.arm("{chapter}")'
+            )
+        elif meta.get("grade") and "### END HIDDEN TESTS" in cell.source:
+            # first, so that neither the notebook's own check runs nor a failure in them can come between
+            name = meta["grade_id"].removeprefix("test_")
+            cell.source = (
+                f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}", defer=True)\n'
+                f"### END HIDDEN TESTS\n"
+                + cell.source.replace(
+                    "### END HIDDEN TESTS", f'_autograder_guard.conclude("{name}")\n### END HIDDEN TESTS'
+                )
+            )
+    return nb
+
+
+def _sha256(path: pathlib.Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"unreadable:{exc.errno}"
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def _safe_part(part: str) -> str:
+    """A file or folder name from a zip, kept readable (Moodle's folders carry the student's full name)."""
+    part = re.sub(r"[^\w .()@+-]+", "_", part).strip()
+    return part if part.strip(".") else "_"
+
+
+def expand_submissions(paths, unzip_dir: pathlib.Path) -> list[pathlib.Path]:
+    """.ipynb files from files, folders and LMS zip downloads (extracted under ``unzip_dir``, keeping the folder
+    each file is in: Moodle names the student in the folder)."""
+    files = []
+    for p in map(pathlib.Path, paths):
+        if p.is_dir():
+            files += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts)
+        elif p.suffix == ".zip":
+            dest = unzip_dir / _safe_name(p.stem)
+            with zipfile.ZipFile(p) as z:
+                for info in z.infolist():
+                    name = pathlib.PurePosixPath(info.filename.replace("\\", "/"))
+                    if name.suffix == ".ipynb" and not info.is_dir() and ".ipynb_checkpoints" not in name.parts:
+                        target = dest.joinpath(*(_safe_part(q) for q in name.parts if q not in ("", "/")))
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(z.read(info))
+            files += sorted(dest.rglob("*.ipynb"))
+        else:
+            files.append(p)
+    return files
+
+
+def submission_labels(paths) -> dict[pathlib.Path, str]:
+    """How grades.csv names each file: its name, with its folder in front where the folder names the student
+    (Moodle) or where two files of the batch share a name."""
+    shared = {n for n, k in collections.Counter(p.name for p in paths).items() if k > 1}
+    labels, seen = {}, set()
+    for p in paths:
+        who = lms.parse(p)
+        folder = p.name in shared or (who.lms == lms.MOODLE and who.file == p.name)
+        label = f"{p.parent.name}/{p.name}" if folder else p.name
+        base, n = label, 1
+        while label in seen:
+            n += 1
+            label = f"{base} ({n})"
+        seen.add(label)
+        labels[p] = label
+    return labels
+
+
+def _submissions(paths: list[pathlib.Path], out: pathlib.Path) -> list[Submission]:
+    labels = submission_labels(paths)
+    taken: set[str] = set()
+    return [
+        Submission(
+            path,
+            labels[path],
+            student_id_from_filename(path, taken),
+            out / "results" / f"{_safe_name(labels[path])}.json",
+            _sha256(path),
+        )
+        for path in paths
+    ]
+
+
+def _already_graded(sub: Submission) -> bool:
+    try:
+        return sub.result.exists() and read_result(sub.result).sha256 == sub.sha256
+    except (OSError, ValueError):
+        return False
+
+
+def grade(
+    paths: Iterable[pathlib.Path],
+    chapter: str,
+    out: pathlib.Path,
+    *,
+    cell_timeout: int = 120,
+    notebook_timeout: int = 900,
+    memory_mb: int = 6144,
+    jobs: int | None = None,
+    force: bool = False,
+    lms_assignment: str | None = None,
+) -> list[report.Row]:
+    """Grade ``paths`` (submitted .ipynb files) for ``chapter``, each in its own sandboxed worker, ``jobs`` at a
+    time. Results are kept per submission under ``out/results``: a rerun skips files already graded (same
+    contents) unless ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
+    grade files of the LMS whose download names the files have (``lms.py``; ``lms_assignment`` is the Canvas
+    column, e.g. "ch03 (12345)"; default: the chapter)."""
+    out = pathlib.Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.chmod(out, 0o700)  # the kernels (other uids) cannot reach results, feedback or the gradebook
+    for sub in ("results", "feedback", "graded"):
+        (out / sub).mkdir(exist_ok=True)
+    points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
+    submissions = _submissions(sorted(pathlib.Path(p) for p in paths), out)
+    todo = [s for s in submissions if force or not _already_graded(s)]
+    if todo:
+        _grade_todo(
+            todo,
+            chapter,
+            out,
+            points,
+            cell_timeout=cell_timeout,
+            notebook_timeout=notebook_timeout,
+            memory_mb=memory_mb,
+            jobs=jobs,
+        )
+    rows = [
+        report.row_from_result(
+            dataclasses.replace(read_result(s.result), submission=s.label, student_id=s.student_id),
+            s.path,
+            chapter,
+            points,
+            graded_at=s.result.stat().st_mtime,
+        )
+        for s in submissions
+    ]
+    report.write_reports(rows, out, points, assignment=lms_assignment or chapter)
+    return rows
+
+
+def _log_row(label: str, result: Result, max_score: float, note: str = "") -> None:
+    note = note or result.reason[:120]
+    logger.info(f"  {label}: {result.score:g}/{max_score:g}" + (f" — {note}" if note else ""))
+
+
+def _canonicalise(
+    todo: list[Submission], chapter: str, out: pathlib.Path, points: dict[str, int]
+) -> tuple[dict[str, list[Submission]], dict[str, str], dict[str, list[str]]]:
+    """Canonicalise every file (an unreadable one is recorded at once): (canonical text's hash -> the submissions
+    with that text, hash -> text, student id -> the canonicalisation's warnings)."""
+    release = notebooks.build_release(chapter)
+    groups: dict[str, list[Submission]] = {}
+    texts: dict[str, str] = {}
+    warns: dict[str, list[str]] = {}
+    for sub in todo:
+        try:
+            nb, warns[sub.student_id] = canonical.canonicalise(sub.path.read_bytes(), release)
+        except Exception as exc:
+            if isinstance(exc, canonical.Ungradeable):
+                why = str(exc)
+            elif isinstance(exc, OSError):
+                why = f"unreadable file: {exc.strerror}"
+            else:
+                why = f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})"
+            result = Result(sub.label, sub.sha256, sub.student_id, "error", why)
+            write_result(sub.result, result)
+            write_feedback(
+                out / "feedback" / f"{sub.student_id}.html", None, sub.student_id, chapter, {}, points, reasons=[why]
+            )
+            _log_row(sub.label, result, sum(points.values()))
+            continue
+        text = nbformat.writes(nb)
+        key = hashlib.sha256(text.encode()).hexdigest()
+        groups.setdefault(key, []).append(sub)
+        texts[key] = text
+    return groups, texts, warns
+
+
+def _grade_todo(
+    todo: list[Submission],
+    chapter: str,
+    out: pathlib.Path,
+    points: dict[str, int],
+    *,
+    cell_timeout: int,
+    notebook_timeout: int,
+    memory_mb: int,
+    jobs: int | None,
+) -> None:
+    """Grade each distinct canonical notebook once in a sandboxed worker, and give identical submissions that one
+    result (own warnings, own feedback)."""
+    groups, texts, warns = _canonicalise(todo, chapter, out, points)
+    if not groups:
+        return
+    max_score = float(sum(points.values()))
+    course = out / "course"
+    if course.exists():
+        shutil.rmtree(course)
+    (course / "source" / chapter).mkdir(parents=True)
+    nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
+    nbgrader_adapter.generate_assignment(course, chapter)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
+    scratch.chmod(0o711)
+    jobs_dir = scratch / "jobs"  # every submission's canonical notebook: hidden from every kernel
+    jobs_dir.mkdir(mode=0o700)
+    stage = jail.stage_solutions(chapter, scratch / "stage")
+    prefix = jail.unshare_prefix()
+    drop_uid = jail.uid_drop_possible()
+    hidden = jail.hidden_files(chapter) + [str(out), str(jobs_dir)]
+    jobs = jobs or os.cpu_count() or 1
+    copies = sum(len(g) - 1 for g in groups.values())
+    logger.info(
+        f"  {len(groups)} distinct notebooks to run"
+        + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
+        + f", {jobs} at a time"
+        + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
+        + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)")
+    )
+
+    def run_one(key: str) -> None:
+        first, *others = groups[key]
+        sid = first.student_id
+        canonical_path = jobs_dir / f"{_safe_name(sid)}.canonical.ipynb"
+        canonical_path.write_text(texts[key])
+        job = Job(
+            canonical=str(canonical_path),
+            warnings=warns[sid],
+            submission_name=first.label,
+            sha256=first.sha256,
+            chapter=chapter,
+            student_id=sid,
+            course_template=str(course),
+            stage=str(stage),
+            sandbox=str(scratch / _safe_name(sid)),
+            result=str(first.result),
+            feedback=str(out / "feedback" / f"{sid}.html"),
+            keep=str(out / "graded"),
+            cell_timeout=cell_timeout,
+            memory_mb=memory_mb,
+            max_score=max_score,
+            points=points,
+            hidden_files=hidden,
+            netns=bool(prefix),
+            uid=100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1,
+            # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
+            threads=max(1, (os.cpu_count() or 1) // jobs),
+        )
+        job_path = jobs_dir / f"{_safe_name(sid)}.job.json"
+        job.write(job_path)
+        result = _run_worker(
+            prefix + [sys.executable, "-m", "autograder.grading.worker", str(job_path)], job, scratch, notebook_timeout
+        )
+        shutil.rmtree(scratch / _safe_name(sid), ignore_errors=True)
+        _log_row(first.label, result, max_score)
+        shared = [w for w in result.warnings if w not in warns[sid]]  # from running the code: same for every copy
+        graded = out / "graded" / f"{sid}.ipynb"
+        for other in others:
+            same = f"identical code to {first.label} (graded once for both)"
+            o_sid = other.student_id
+            copy = dataclasses.replace(
+                result,
+                submission=other.label,
+                sha256=other.sha256,
+                student_id=o_sid,
+                warnings=warns[o_sid] + shared + [same],
+            )
+            write_result(other.result, copy)
+            if graded.exists():
+                # The feedback goes to the student: it must not name the other student (grades.csv does).
+                write_feedback(
+                    out / "feedback" / f"{o_sid}.html",
+                    nbformat.read(graded, as_version=4),
+                    o_sid,
+                    chapter,
+                    result.scores,
+                    points,
+                    warnings=warns[o_sid] + shared,
+                    reasons=result.reason.split("; "),
+                )
+                shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
+            _log_row(other.label, copy, max_score, same)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(run_one, list(groups)))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _worker_env() -> dict[str, str]:
+    """The worker's environment: in a checkout, the checkout first on PYTHONPATH, so that the worker and its kernel
+    run this grader's code even where another copy of the course package is installed (e.g. an editable install
+    of another checkout)."""
+    env = dict(os.environ)
+    root = releases.PACKAGE_DIR.parent
+    if (root / "pyproject.toml").exists():
+        env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def _run_worker(cmd: list[str], job: Job, cwd: pathlib.Path, timeout: int) -> Result:
+    """Run the worker process of ``job``; its result, or an "error" result when it wrote none (crashed, killed,
+    or ran longer than ``timeout`` seconds: then its whole process group is killed)."""
+    result_path = pathlib.Path(job.result)
+    if result_path.exists():
+        result_path.unlink()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env=_worker_env()
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        why = f"the grading worker ended with exit code {proc.returncode}"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        why = f"the notebook ran longer than {timeout} s in total"
+    if not result_path.exists():
+        tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
+        reason = why + (f" ({tail[0][:150]})" if tail and proc.returncode else "")
+        write_result(
+            result_path,
+            Result(job.submission_name, job.sha256, job.student_id, "error", reason, warnings=job.warnings),
+        )
+    return read_result(result_path)

@@ -1,0 +1,164 @@
+"""The batch's reports: ``grades.csv`` (one row per submission file), ``summary.md/.csv/.png`` (per exercise:
+how many scored full, partial, zero) and the LMS's import files (``lms.py``), all from the result files."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import logging
+import pathlib
+
+from . import lms
+from .results import Result
+
+logger = logging.getLogger(__name__)
+
+CSV_NAME = "grades.csv"
+
+
+@dataclasses.dataclass
+class Row:
+    submission: str
+    student_id: str
+    chapter: str
+    scores: dict[str, float]
+    score: float
+    max_score: float
+    status: str  # "graded", "error" (not gradeable: zero) or "integrity" (grading machinery changed: zero)
+    reason: str
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    lms: str = ""  # "canvas", "moodle" or "": whose download name the file has (autograder/lms.py)
+    lms_id: str = ""  # Canvas user id / Moodle participant id from the name
+    name: str = ""  # the student's name as the LMS wrote it
+    late: bool | None = None  # Canvas's LATE marker; None when the name does not say
+    graded_at: float = 0.0  # when the result was recorded (seconds since the epoch)
+
+
+def row_from_result(
+    result: Result,
+    path: pathlib.Path,
+    chapter: str,
+    points: dict[str, int],
+    graded_at: float,
+) -> Row:
+    """The grades.csv row of submission file ``path`` (its LMS download name says whose it is) from its result."""
+    scores = {name: float(result.scores.get(name, 0.0)) for name in points}
+    max_score = float(sum(points.values()))
+    reason = result.reason or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
+    who = lms.parse(path)
+    return Row(
+        result.submission,
+        result.student_id,
+        chapter,
+        scores,
+        sum(scores.values()),
+        max_score,
+        result.status,
+        reason,
+        list(result.warnings),
+        lms=who.lms,
+        lms_id=who.lms_id,
+        name=who.name,
+        late=who.late,
+        graded_at=graded_at,
+    )
+
+
+def write_reports(rows: list[Row], out: pathlib.Path, points: dict[str, int], *, assignment: str) -> None:
+    """grades.csv, summary.md/.csv/.png and the LMS files under ``out``."""
+    names = list(points)
+    write_csv(rows, out / CSV_NAME, names)
+    write_summary(rows, out, names, points)
+    lms.write_exports(rows, out, points, assignment=assignment)
+
+
+def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            [
+                "submission",
+                "student_id",
+                "lms",
+                "lms_id",
+                "late",
+                "chapter",
+                *exercise_names,
+                "score",
+                "max_score",
+                "status",
+                "reason",
+                "warnings",
+            ]
+        )
+        for r in rows:
+            w.writerow(
+                [
+                    r.submission,
+                    r.student_id,
+                    r.lms,
+                    r.lms_id,
+                    lms.late_text(r.late),
+                    r.chapter,
+                    *(f"{r.scores[n]:g}" for n in exercise_names),
+                    f"{r.score:g}",
+                    f"{r.max_score:g}",
+                    r.status,
+                    r.reason,
+                    "; ".join(r.warnings),
+                ]
+            )
+
+
+def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: dict[str, int]) -> None:
+    """summary.csv / summary.md (per exercise: how many scored full, partial, zero; mean) and summary.png."""
+    table = []
+    for n in names + ["total"]:
+        vals = [r.score if n == "total" else r.scores[n] for r in rows]
+        top = float(sum(points.values()) if n == "total" else points[n])
+        table.append(
+            {
+                "exercise": n,
+                "max": top,
+                "full": sum(v == top for v in vals),
+                "partial": sum(0 < v < top for v in vals),
+                "zero": sum(v == 0 for v in vals),
+                "mean": round(sum(vals) / len(vals), 2) if vals else 0.0,
+            }
+        )
+    with open(out / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(table[0]))
+        w.writeheader()
+        w.writerows(table)
+    status = {s: sum(r.status == s for r in rows) for s in ("graded", "error", "integrity")}
+    md = [
+        f"# {rows[0].chapter if rows else ''}: {len(rows)} submissions "
+        f"({status['graded']} graded, {status['error']} not gradeable, {status['integrity']} integrity zero)",
+        "",
+        "| exercise | max | full | partial | zero | mean |",
+        "|---|---|---|---|---|---|",
+    ]
+    md += [
+        f"| {t['exercise']} | {t['max']:g} | {t['full']} | {t['partial']} | {t['zero']} | {t['mean']:g} |"
+        for t in table
+    ]
+    (out / "summary.md").write_text("\n".join(md) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, len(names) + 1, figsize=(2.6 * (len(names) + 1), 2.6), squeeze=False)
+    for ax, n in zip(axes[0], names + ["total"]):
+        vals = [r.score if n == "total" else r.scores[n] for r in rows]
+        top = sum(points.values()) if n == "total" else points[n]
+        ax.hist(vals, bins=[x - 0.5 for x in range(int(top) + 2)], color="#4a7", edgecolor="black")
+        ax.set_title(n if len(n) < 22 else n[:20] + "…", fontsize=8)
+        ax.set_xlabel(f"points (of {top:g})", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # points and counts are whole numbers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0][0].set_ylabel("submissions")
+    fig.tight_layout()
+    fig.savefig(out / "summary.png", dpi=80)
+    plt.close(fig)

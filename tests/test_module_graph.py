@@ -1,0 +1,115 @@
+"""The autograder package's import graph: no cycles, and the student side never reaches the grading machinery.
+
+Every ``import`` statement counts, at module level or inside a function (a lazy import is still a dependency)."""
+
+import ast
+import pathlib
+
+import pytest
+
+import autograder
+
+PACKAGE = pathlib.Path(autograder.__file__).parent
+# What a student's notebook (and the self-check) imports; none of it may reach nbgrader or autograder.grading.
+STUDENT_SIDE = ["autograder.core", "autograder.canonical", "autograder.releases"] + sorted(
+    f"autograder.{p.stem}" for p in PACKAGE.glob("ch[0-9][0-9]_*.py")
+)
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    skip = {"templates", "samples", "_release"}
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if not skip & set(p.relative_to(PACKAGE).parts)}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules it imports (autograder's own, by full name; others by their top-level name)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                edges |= {a.name if a.name in modules else a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    target = f"{base}.{node.module}" if node.module else base
+                else:
+                    target = node.module or ""
+                # `from pkg import submodule` depends on the submodule; `from mod import name` on the module
+                subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in modules]
+                edges |= (
+                    set(subs)
+                    if len(subs) == len(node.names)
+                    else {*subs, target if target in modules else target.split(".")[0]}
+                )
+        graph[name] = edges - {name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt in graph and nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        for nxt in graph.get(node, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_cycle_finder_finds_cycles():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "x"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_graph_sees_lazy_and_relative_imports():
+    graph = import_graph()
+    assert "autograder.grading.nbgrader_adapter" in graph["autograder.notebooks"], "a function-level import"
+    assert "autograder.core" in graph["autograder.grading.guard"], "a function-level `from .. import core`"
+    assert {"autograder.grading.worker", "autograder.grading.report"} <= graph["autograder.grading.batch"]
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize("module", STUDENT_SIDE)
+def test_student_side_needs_no_grading_machinery(module):
+    """The student install has no nbgrader: what its notebooks import must not reach it."""
+    reached = reachable(import_graph(), module)
+    assert not {m for m in reached if m.startswith("autograder.grading")} and "nbgrader" not in reached, reached
