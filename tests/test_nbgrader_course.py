@@ -21,7 +21,8 @@ import zipfile
 import nbformat
 import pytest
 
-from autograder import lms, nbgrader_course, notebooks
+from autograder import nbgrader_course, notebooks
+from autograder.grading import lms
 from tests.test_grading import _expected_scores
 
 CHAPTERS = notebooks.chapters()
