@@ -31,6 +31,7 @@ from chapter 4, the GPT and ``generate`` from chapter 6. Masks are True = may at
 from __future__ import annotations
 
 import copy
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -38,7 +39,7 @@ from torch import nn
 
 from solutions.ch03_self_attention import causal_mask, scaled_dot_product_attention
 from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention, merge_heads, split_heads
-from solutions.ch06_gpt import GPT, generate
+from solutions.ch06_gpt import GPT, Block, generate
 
 __all__ = [
     "KVCache",
@@ -238,12 +239,13 @@ def gpt_forward_with_cache(model: GPT, idx: torch.Tensor, cache: KVCache) -> tor
     position_ids = torch.arange(T_past, T_past + T_new, device=idx.device)  # (T_new,): continue after the cache
     x = model.drop(model.wte(idx) + model.wpe(position_ids))  # (B, T_new, C)
     for layer, block in enumerate(model.h):
+        block = cast(Block, block)
         x = x + _attention_with_cache(block.attn, block.ln_1(x), cache, layer)  # pre-LN, as chapter 6's Block
         x = x + block.mlp(block.ln_2(x))  # (B, T_new, C)
     return model.lm_head(model.ln_f(x))  # (B, T_new, vocab_size)
 
 
-class CachedGPT:
+class CachedGPT(nn.Module):
     """Wrap a chapter 6 GPT so that chapter 6's :func:`~solutions.ch06_gpt.generate` decodes with a KV cache.
 
     ``generate`` calls ``model(window, position_ids)`` with the last ``≤ context_length`` tokens and positions
@@ -259,7 +261,7 @@ class CachedGPT:
     ``generate`` without a cache computes — the two give the same tokens. Counters ``prefills`` and
     ``decode_steps`` say which path each call took.
 
-    Shapes: ``__call__(idx (B, T), position_ids (T,) = 0…T-1 | None) -> logits (B, T_new, vocab_size)`` with
+    Shapes: ``forward(idx (B, T), position_ids (T,) = 0…T-1 | None) -> logits (B, T_new, vocab_size)`` with
     ``T_new = 1`` on a decode step, ``T`` on a prefill.
 
     Raises:
@@ -267,6 +269,7 @@ class CachedGPT:
     """
 
     def __init__(self, model: GPT):
+        super().__init__()
         self.model = model
         self.context_length = model.context_length
         self.cache = KVCache()
@@ -274,7 +277,7 @@ class CachedGPT:
         self.prefills = 0
         self.decode_steps = 0
 
-    def __call__(self, idx: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         T = idx.shape[1]
         if position_ids is not None and not torch.equal(position_ids.cpu(), torch.arange(T)):
             raise ValueError("CachedGPT expects position ids 0 … T-1 for every window")
@@ -475,6 +478,8 @@ def convert_to_gqa(model: GPT, n_kv_heads: int) -> GPT:
     new = copy.deepcopy(model)
     for block in new.h:
         old = block.attn
+        if not isinstance(old, FusedMultiHeadSelfAttention):
+            raise ValueError(f"convert_to_gqa needs chapter 6's multi-head attention, found {type(old).__name__}")
         gqa = GroupedQueryAttention(C, H, n_kv_heads, rope_theta=None, bias=True).to(old.W_o.weight)
         W_q, W_k, W_v = old.W_qkv.weight.split(C)  # 3 × (C, C): rows are output features, head by head
         b_q, b_k, b_v = old.W_qkv.bias.split(C)
