@@ -13,8 +13,8 @@ Both paths produce the same tokens (asserted here too). Each round times every (
 a machine that gets busier slows them alike; the CSV gives the median tokens/s of the rounds and the ratio
 cached / uncached. Also: the cache's bytes at the end of generation, measured from the tensors.
 
-    python benchmarks/bench_kv_cache.py --threads 1                  # ~5 min on a laptop core
-    python benchmarks/bench_kv_cache.py --device cuda --rounds 5
+    python -m benchmarks.bench_kv_cache --threads 1                  # ~5 min on a laptop core
+    python -m benchmarks.bench_kv_cache --device cuda --rounds 5
 """
 
 from __future__ import annotations
@@ -22,15 +22,11 @@ from __future__ import annotations
 import argparse
 import pathlib
 import statistics
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-from results_io import write_results
-
+from benchmarks.results_io import write_results
 from solutions.ch06_gpt import GPT, GPTConfig, generate
 from solutions.ch08_kv_cache import CachedGPT
 

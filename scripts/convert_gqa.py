@@ -1,7 +1,7 @@
 """Convert the trained chapter 6 GPT to grouped-query / multi-query attention by mean-pooling key/value heads
 (Ainslie et al. 2023, section 2.1), then uptrain each converted model briefly; record validation losses.
 
-    python scripts/convert_gqa.py            # ~2-4 min on 2 CPU cores; writes results/ch08_kv_cache/gqa_conversion.json
+    python -m scripts.convert_gqa            # ~2-4 min on 2 CPU cores; writes results/ch08_kv_cache/gqa_conversion.json
 
 Reads ``results/ch06_gpt/gpt_char.pt`` (written by ``scripts/train_gpt.py``). The validation loss is the mean
 next-token cross-entropy over the same 50 seeded batches of 12 × 64 characters that ``train_gpt.py`` uses, on the
@@ -15,13 +15,10 @@ import argparse
 import json
 import pathlib
 import platform
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from solutions.ch06_gpt import GPT, GPTConfig
 from solutions.ch08_kv_cache import convert_to_gqa, kv_cache_bytes

@@ -382,12 +382,13 @@ class GroupedQueryAttention(nn.Module):
         bias: biases in the four projections (Llama: False; chapter 6's GPT: True).
 
     Shapes:
-        ``forward(x (B, T, d_model), mask=None, use_sdpa=False, *, cache=None, layer=0) -> (output (B, T,
-        d_model), None)``. Without ``mask`` the attention is causal, through :func:`attend_with_cache` (with
-        ``cache``: positions continue after the cached ones; without: a throw-away cache). With ``mask``
-        (bool, True = may attend, broadcastable to ``(B, H, T, T)``; chapter 6's ``Block`` passes its causal
-        mask) that mask is used instead, by chapter 3's attention or, with ``use_sdpa``, PyTorch's
-        ``F.scaled_dot_product_attention(..., enable_gqa=True)``. The second output (no weights) keeps
+        ``forward(x (B, T, d_model), mask=None, use_sdpa=False, is_causal=True, *, cache=None, layer=0) ->
+        (output (B, T, d_model), None)``. Without ``mask`` the attention is causal, through
+        :func:`attend_with_cache` (with ``cache``: positions continue after the cached ones; without: a throw-away
+        cache); chapter 6's ``Block`` calls it so, with ``is_causal=True``. With ``mask`` (bool, True = may attend,
+        broadcastable to ``(B, H, T, T)``), combined with the causal mask unless ``is_causal=False``, chapter 3's
+        attention is used or, with ``use_sdpa``, PyTorch's ``F.scaled_dot_product_attention(...,
+        enable_gqa=True)``. The second output (no weights) keeps
         chapter 4's ``(output, weights)`` interface.
 
     Raises:
@@ -436,12 +437,15 @@ class GroupedQueryAttention(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         use_sdpa: bool = False,
+        is_causal: bool = True,
         *,
         cache: KVCache | None = None,
         layer: int = 0,
     ) -> tuple[torch.Tensor, None]:
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
+        if mask is not None and is_causal:  # chapter 6's Block asks for is_causal=True: the mask then joins it
+            mask = mask & causal_mask(x.shape[1], device=x.device)
         if mask is not None and cache is not None:
             raise ValueError("give a mask or a cache, not both: with a cache the mask is the causal one")
         T_past = cache.length(layer) if cache is not None else 0

@@ -337,7 +337,7 @@ def test_cache_size_formulas_scale_with_kv_heads_and_latent_width():
 def test_committed_conversion_results_are_consistent():
     path = ROOT / "results/ch08_kv_cache/gqa_conversion.json"
     if not path.exists():
-        pytest.skip("results/ch08_kv_cache/gqa_conversion.json not written yet (scripts/convert_gqa.py)")
+        pytest.skip("results/ch08_kv_cache/gqa_conversion.json not written yet (python -m scripts.convert_gqa)")
     record = json.loads(path.read_text())
     rows = {row["n_kv_heads"]: row for row in record["rows"]}
     n_heads = record["config"]["n_heads"]
