@@ -185,10 +185,10 @@ def test_bad_inputs_raise_value_errors():
 
 
 @pytest.mark.parametrize("kind", ["none", "causal", "padding", "both"])
-def test_gradcheck_float64(kind):
+def test_gradcheck_float64(device, kind):
     """Finite differences (an oracle that knows nothing of attention), small shapes, ragged blocks."""
-    q, k, v = (t.requires_grad_() for t in _qkv("cpu", torch.float64, B=2, H=1, T_q=5, T_k=7, d_k=3, d_v=2))
-    causal, attention_mask, _ = _masks(kind, "cpu", T_q=5, T_k=7, lengths=(7, 3))
+    q, k, v = (t.requires_grad_() for t in _qkv(device, torch.float64, B=2, H=1, T_q=5, T_k=7, d_k=3, d_v=2))
+    causal, attention_mask, _ = _masks(kind, device, T_q=5, T_k=7, lengths=(7, 3))
     fn = lambda q, k, v: flash_attention(q, k, v, causal=causal, attention_mask=attention_mask, block_q=2, block_k=3)
     assert torch.autograd.gradcheck(fn, (q, k, v))
 
