@@ -1,0 +1,486 @@
+"""Checks for chapter 10, FlashAttention (notebook ``notebooks/ch10_flash_attention.ipynb``).
+
+The references are computed independently of the course's solution: ``torch.logsumexp`` and ``amax`` for the
+online softmax; PyTorch's ``torch.nn.functional.scaled_dot_product_attention`` (its output), ``torch.logsumexp``
+of the masked scores (the log-sum-exp) and ``torch.autograd.grad`` through PyTorch's kernel (the gradients) for
+the tiled forward and backward passes. They are bound here, at import time, so that a student cell that later
+rebinds them does not change the reference.
+
+Sizes are chosen so that batch, heads, T_q, T_k, d_k and d_v all differ, and so that T is not a multiple of the
+block sizes (the last block is ragged).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
+
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_true
+
+EXERCISES = Exercises("ch10_flash_attention")
+
+_logsumexp = torch.logsumexp
+_grad = torch.autograd.grad
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(*shape, seed, dtype=torch.float32):
+    return torch.randn(*shape, generator=_gen(seed), dtype=torch.float64).to(dtype)
+
+
+# ---------------------------------------------------------------- exercise 1: online_softmax_update
+
+
+def _fold(fn, x, splits, what):
+    """Run the student's update over the blocks of x (cut at ``splits``), from m = -inf, ell = 0."""
+    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)
+    ell = torch.zeros(x.shape[:-1], dtype=x.dtype)
+    edges = [0, *splits, x.shape[-1]]
+    for a, b in zip(edges[:-1], edges[1:]):
+        result = call(what, fn, m, ell, x[..., a:b])
+        expect_true(
+            isinstance(result, tuple) and len(result) == 2,
+            f"online_softmax_update should return a tuple (m, ell); you returned {type(result).__name__}.",
+        )
+        m, ell = result
+    return m, ell
+
+
+def _expect_fold(fn, x, splits, *, hidden=False, hint=""):
+    """The folded (m, ell) must be the max of all entries and the sum of exp(x - max)."""
+    what = f"online_softmax_update over blocks {[0, *splits, x.shape[-1]]} of x {tuple(x.shape)}"
+    m, ell = _fold(fn, x, splits, what)
+    m_exp = x.amax(dim=-1)
+    ell_exp = torch.exp(_logsumexp(x, dim=-1) - m_exp)
+    expect_close(f"{what}: m", m, m_exp, hidden=hidden, hint="m is the largest entry seen so far.")
+    expect_close(f"{what}: ell", ell, ell_exp, hidden=hidden, hint=hint)
+
+
+@EXERCISES.check("online_softmax_update", points=2)
+def _update_one_block(fn):
+    """from m = -inf, ell = 0, one block x (3, 7) gives m = max(x) and ell = sum(exp(x - m))"""
+    _expect_fold(fn, _randn(3, 7, seed=1) * 4, [], hint="ell = sum over the block of exp(x - m_new).")
+
+
+@EXERCISES.check("online_softmax_update")
+def _update_several_blocks(fn):
+    """folding blocks of 3, 5 and 2 entries one after the other, where the max grows in a later block"""
+    x = _randn(4, 10, seed=2) * 4
+    x[:, 8] += 12  # the largest entry arrives in the last block: the running sum must be rescaled
+    _expect_fold(
+        fn,
+        x,
+        [3, 8],
+        hint="when the max grows from m to m_new, what was summed so far must be multiplied by exp(m - m_new).",
+    )
+
+
+@EXERCISES.check("online_softmax_update", hidden=True)
+def _update_large_values(fn):
+    """stays finite for entries of several hundreds (exp would overflow without the running max)"""
+    x = _randn(2, 3, 12, seed=3) * 300
+    _expect_fold(fn, x, [4, 5, 11], hidden=True)
+
+
+@EXERCISES.check("online_softmax_update", hidden=True)
+def _update_masked_block(fn):
+    """a first block of -inf entries (masked scores) leaves m = -inf and ell = 0, never NaN"""
+    x = _randn(3, 9, seed=4)
+    x[:, :4] = -math.inf
+    x[1, 4:7] = -math.inf
+    m, ell = _fold(fn, x[:, :4], [], "online_softmax_update on a block of -inf")
+    expect_true(
+        bool((m == -math.inf).all()) and bool((ell == 0).all()),
+        "After a block where every entry is -inf, m should still be -inf and ell 0 (no NaN): "
+        "exp(-inf - (-inf)) is NaN, so shift by a finite value where the new max is -inf.",
+    )
+    _expect_fold(fn, x, [4, 7], hidden=True)
+
+
+@EXERCISES.check("online_softmax_update", hidden=True)
+def _update_float64(fn):
+    """keeps float64"""
+    _expect_fold(fn, _randn(5, 8, seed=5, dtype=torch.float64) * 10, [2, 6], hidden=True)
+
+
+# ---------------------------------------------------------------- exercise 2: flash_attention_forward
+
+
+def _qkv(B, H, T_q, T_k, d_k, d_v, seed, dtype=torch.float32):
+    return (
+        _randn(B, H, T_q, d_k, seed=seed, dtype=dtype),
+        _randn(B, H, T_k, d_k, seed=seed + 100, dtype=dtype),
+        _randn(B, H, T_k, d_v, seed=seed + 200, dtype=dtype),
+    )
+
+
+def _full_mask(T_q, T_k, causal, attention_mask):
+    """The (B | 1, 1, T_q, T_k) mask (True = may attend) built directly, or None."""
+    mask = torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal=T_k - T_q) if causal else None
+    if attention_mask is not None:
+        pad = attention_mask[:, None, None, :]
+        mask = pad if mask is None else mask & pad
+    return mask
+
+
+def _forward_oracle(q, k, v, mask):
+    """(output, lse) from PyTorch; queries with no allowed key get 0 and -inf."""
+    scores = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    lse = _logsumexp(scores, dim=-1)
+    out = _torch_sdpa(q, k, v, attn_mask=mask)
+    out = torch.where((lse > -math.inf)[..., None], out, torch.zeros((), dtype=out.dtype))
+    return out, lse
+
+
+def _lengths_mask(lengths, T_k):
+    return torch.arange(T_k)[None, :] < torch.tensor(lengths)[:, None]  # (B, T_k)
+
+
+def _compare_forward(fn, q, k, v, *, causal=False, attention_mask=None, block_q, block_k, hidden=False, hint=""):
+    args = f"causal={causal}, attention_mask={'None' if attention_mask is None else 'given'}"
+    what = f"flash_attention_forward(q {tuple(q.shape)}, k, v, {args}, block_q={block_q}, block_k={block_k})"
+    result = call(what, fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+    expect_true(
+        isinstance(result, tuple) and len(result) == 2,
+        f"flash_attention_forward should return a tuple (o, lse); you returned {type(result).__name__}.",
+    )
+    o, lse = result
+    exp_o, exp_lse = _forward_oracle(q, k, v, _full_mask(q.shape[-2], k.shape[-2], causal, attention_mask))
+    expect_close(f"{what}: o", o, exp_o, hidden=hidden, hint=hint)
+    expect_true(isinstance(lse, torch.Tensor), "lse should be a tensor (B, H, T_q).")
+    expect_close(
+        f"{what}: lse",
+        lse,
+        exp_lse.to(torch.promote_types(q.dtype, torch.float32)),
+        hidden=hidden,
+        hint=hint or "lse = m_i + log(l_i) with the final running max and sum of each query.",
+    )
+
+
+_FORWARD_HINT = (
+    "for each key block: mask the scores (-inf) before taking the max; m_new = max(m_i, rowmax(s)); "
+    "rescale both l_i and o_i by exp(m_i - m_new) before adding the new block."
+)
+
+
+@EXERCISES.check("flash_attention_forward", points=4)
+def _forward_no_mask(fn):
+    """equals softmax(QK^T/sqrt(d_k))V without a mask: q (2, 3, 10, 4), k (2, 3, 14, 4), v (2, 3, 14, 6), blocks 4 × 5"""
+    _compare_forward(fn, *_qkv(2, 3, 10, 14, 4, 6, seed=10), block_q=4, block_k=5, hint=_FORWARD_HINT)
+
+
+@EXERCISES.check("flash_attention_forward")
+def _forward_causal(fn):
+    """causal with T_q = 9 < T_k = 12 (bottom-right aligned), blocks 4 × 5"""
+    _compare_forward(
+        fn,
+        *_qkv(2, 3, 9, 12, 4, 6, seed=11),
+        causal=True,
+        block_q=4,
+        block_k=5,
+        hint="query i sees keys j <= i + T_k - T_q; skip only key blocks that lie entirely after the query "
+        "block's last position (the block holding the diagonal must still be computed).",
+    )
+
+
+@EXERCISES.check("flash_attention_forward")
+def _forward_padding(fn):
+    """a padding mask attention_mask (B, T_k), True at real keys, blocks 3 × 4"""
+    q, k, v = _qkv(2, 3, 7, 11, 5, 4, seed=12)
+    _compare_forward(fn, q, k, v, attention_mask=_lengths_mask([11, 5], 11), block_q=3, block_k=4, hint=_FORWARD_HINT)
+
+
+@EXERCISES.check("flash_attention_forward", hidden=True)
+def _forward_both_masks_and_blocks(fn):
+    """both masks together, for blocks 1 × 1, 64 × 64 and 3 × 7"""
+    q, k, v = _qkv(3, 2, 11, 13, 6, 5, seed=13)
+    am = _lengths_mask([13, 9, 12], 13)
+    for block_q, block_k in ((1, 1), (64, 64), (3, 7)):
+        _compare_forward(fn, q, k, v, causal=True, attention_mask=am, block_q=block_q, block_k=block_k, hidden=True)
+
+
+@EXERCISES.check("flash_attention_forward", hidden=True)
+def _forward_fully_masked(fn):
+    """a query that may attend to no key gets a zero output and lse = -inf, not NaN"""
+    q, k, v = _qkv(2, 2, 6, 6, 3, 4, seed=14)
+    am = _lengths_mask([6, 0], 6)
+    o, lse = call("flash_attention_forward", fn, q, k, v, causal=True, attention_mask=am, block_q=4, block_k=4)
+    expect_true(
+        bool(torch.isfinite(o).all()) and bool((o[1] == 0).all()),
+        "A query that may attend to no key should get a zero output, never NaN: keep the running max's shift "
+        "finite while it is -inf, and divide by l_i only where it is not 0.",
+    )
+    expect_true(bool((lse[1] == -math.inf).all()), "The log-sum-exp of a query with no allowed key is -inf.")
+    _compare_forward(fn, q, k, v, causal=True, attention_mask=am, block_q=4, block_k=4, hidden=True)
+
+
+@EXERCISES.check("flash_attention_forward", hidden=True)
+def _forward_masked_keys_with_huge_scores(fn):
+    """padded keys whose scores dwarf the real ones do not disturb the result (mask before the max)"""
+    q, k, v = _qkv(2, 2, 5, 9, 4, 3, seed=15)
+    q = q.abs()
+    k[:, :, 6:] = 1000.0  # padding keys with scores of several thousands
+    _compare_forward(fn, q, k, v, attention_mask=_lengths_mask([6, 6], 9), block_q=2, block_k=4, hidden=True)
+    _compare_forward(
+        fn, q, k, v, causal=True, attention_mask=_lengths_mask([6, 6], 9), block_q=3, block_k=3, hidden=True
+    )
+
+
+@EXERCISES.check("flash_attention_forward", hidden=True)
+def _forward_float64_large_scores(fn):
+    """keeps float64 and stays exact for scores of several thousands"""
+    q, k, v = _qkv(2, 1, 7, 8, 4, 5, seed=16, dtype=torch.float64)
+    _compare_forward(fn, q * 40, k * 40, v, causal=True, block_q=3, block_k=2, hidden=True)
+
+
+# ---------------------------------------------------------------- exercise 3: flash_attention_backward
+
+
+def _compare_backward(fn, q, k, v, *, causal=False, attention_mask=None, block_q, block_k, hidden=False, hint=""):
+    mask = _full_mask(q.shape[-2], k.shape[-2], causal, attention_mask)
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out = _torch_sdpa(qg, kg, vg, attn_mask=mask)
+    do = _randn(*out.shape, seed=99, dtype=q.dtype)
+    expected = _grad(out, (qg, kg, vg), do)
+    o, lse = _forward_oracle(q, k, v, mask)
+    lse = lse.to(torch.promote_types(q.dtype, torch.float32))
+    args = f"causal={causal}, attention_mask={'None' if attention_mask is None else 'given'}"
+    what = (
+        f"flash_attention_backward(do, q {tuple(q.shape)}, k, v, o, lse, {args}, block_q={block_q}, block_k={block_k})"
+    )
+    result = call(
+        what, fn, do, q, k, v, o, lse, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k
+    )
+    expect_true(
+        isinstance(result, tuple) and len(result) == 3,
+        f"flash_attention_backward should return a tuple (dq, dk, dv); you returned {type(result).__name__}.",
+    )
+    for name, got, exp in zip(("dq", "dk", "dv"), result, expected):
+        expect_close(f"{what}: {name}", got, exp, hidden=hidden, hint=hint)
+
+
+_BACKWARD_HINT = (
+    "recompute s_ij = q_i k_j^T / sqrt(d_k) (masked with -inf), p_ij = exp(s_ij - lse_i); then "
+    "dv_j += p_ij^T do_i, dp_ij = do_i v_j^T, ds_ij = p_ij * (dp_ij - D_i), "
+    "dq_i += ds_ij k_j / sqrt(d_k), dk_j += ds_ij^T q_i / sqrt(d_k)."
+)
+
+
+@EXERCISES.check("flash_attention_backward", points=4)
+def _backward_no_mask(fn):
+    """dq, dk, dv equal autograd through softmax(QK^T/sqrt(d_k))V: q (2, 3, 10, 4), k (2, 3, 14, 4), v (2, 3, 14, 6)"""
+    _compare_backward(fn, *_qkv(2, 3, 10, 14, 4, 6, seed=20), block_q=4, block_k=5, hint=_BACKWARD_HINT)
+
+
+@EXERCISES.check("flash_attention_backward")
+def _backward_causal(fn):
+    """causal with T_q = 9 < T_k = 12, blocks 4 × 5"""
+    _compare_backward(
+        fn,
+        *_qkv(2, 3, 9, 12, 4, 6, seed=21),
+        causal=True,
+        block_q=4,
+        block_k=5,
+        hint="mask the recomputed scores exactly as in the forward pass; skip only query blocks whose every query "
+        "comes before the key block's first key. " + _BACKWARD_HINT,
+    )
+
+
+@EXERCISES.check("flash_attention_backward", hidden=True)
+def _backward_masks_and_blocks(fn):
+    """padding and causal masks, for blocks 1 × 1, 64 × 64 and 3 × 4"""
+    q, k, v = _qkv(3, 2, 8, 11, 5, 3, seed=22)
+    am = _lengths_mask([11, 4, 9], 11)
+    for causal in (False, True):
+        for block_q, block_k in ((1, 1), (64, 64), (3, 4)):
+            _compare_backward(
+                fn, q, k, v, causal=causal, attention_mask=am, block_q=block_q, block_k=block_k, hidden=True
+            )
+
+
+@EXERCISES.check("flash_attention_backward", hidden=True)
+def _backward_fully_masked(fn):
+    """a query that may attend to no key (lse = -inf) gives finite, zero gradients"""
+    q, k, v = _qkv(2, 2, 5, 5, 3, 4, seed=23)
+    am = _lengths_mask([5, 0], 5)
+    o, lse = _forward_oracle(q, k, v, _full_mask(5, 5, True, am))
+    do = _randn(2, 2, 5, 4, seed=24)
+    result = call(
+        "flash_attention_backward",
+        fn,
+        do,
+        q,
+        k,
+        v,
+        o,
+        lse.float(),
+        causal=True,
+        attention_mask=am,
+        block_q=2,
+        block_k=3,
+    )
+    expect_true(isinstance(result, tuple) and len(result) == 3, "flash_attention_backward should return (dq, dk, dv).")
+    expect_true(
+        all(bool(torch.isfinite(g).all()) and bool((g[1] == 0).all()) for g in result),
+        "Where a query may attend to no key its lse is -inf: the gradients must be finite and zero there "
+        "(shift by a finite value instead of -inf when you recompute p_ij).",
+    )
+    _compare_backward(fn, q[:1], k[:1], v[:1], causal=True, block_q=2, block_k=3, hidden=True)
+
+
+@EXERCISES.check("flash_attention_backward", hidden=True)
+def _backward_float64(fn):
+    """keeps float64 and matches to float64 precision"""
+    q, k, v = _qkv(1, 2, 7, 9, 4, 5, seed=25, dtype=torch.float64)
+    _compare_backward(fn, q, k, v, causal=True, attention_mask=_lengths_mask([8], 9), block_q=3, block_k=2, hidden=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
+# --------------------------------------------------------------------------------------------------
+
+_MASK_LINES = (
+    "            if allowed is not None:\n"
+    "                s_ij = s_ij.masked_fill(~allowed, -math.inf)  # mask before the max\n"
+)
+_MAX_LINE = "            m_new = torch.maximum(m_i, s_ij.amax(dim=-1))  # (B, H, n_q)\n"
+
+MUTANTS = [
+    # online_softmax_update
+    Mutant(
+        "running sum not rescaled",
+        "online_softmax_update",
+        (("ell * torch.exp(m - m_safe)", "ell"),),
+        "adds the new block's sum without rescaling the old one to the new max",
+    ),
+    Mutant(
+        "rescaled the wrong way",
+        "online_softmax_update",
+        (("torch.exp(m - m_safe)", "torch.exp(m_safe - m)"),),
+        "multiplies by exp(m_new - m) instead of exp(m - m_new)",
+    ),
+    Mutant(
+        "max of the block only",
+        "online_softmax_update",
+        (("torch.maximum(m, x_block.amax(dim=-1))", "x_block.amax(dim=-1)"),),
+        "forgets the running max: m is the max of the last block",
+    ),
+    Mutant(
+        "-inf minus -inf",
+        "online_softmax_update",
+        (("m_new.masked_fill(m_new == -math.inf, 0.0)", "m_new"),),
+        "a block of masked entries makes the state NaN",
+    ),
+    # flash_attention_forward
+    Mutant(
+        "accumulator not rescaled",
+        "flash_attention_forward",
+        (("o_i = alpha[..., None] * o_i + ", "o_i = o_i + "),),
+        "the running max grows but the output accumulated so far is not rescaled",
+    ),
+    Mutant(
+        "running sum not rescaled (forward)",
+        "flash_attention_forward",
+        (("l_i = alpha * l_i + ", "l_i = l_i + "),),
+        "the running sum is not rescaled when the max grows",
+    ),
+    Mutant(
+        "masking applied after the max",
+        "flash_attention_forward",
+        ((_MASK_LINES + _MAX_LINE, _MAX_LINE + _MASK_LINES),),
+        "the max includes masked scores: large masked scores underflow every allowed one",
+    ),
+    Mutant(
+        "causal blocks skipped one too many",
+        "flash_attention_forward",
+        (("min(T_k, q_end + offset) if causal", "min(T_k, q_start + offset) if causal"),),
+        "skips the key block that holds the diagonal",
+    ),
+    Mutant(
+        "causal mask top-left aligned",
+        "flash_attention_forward",
+        (("k_stop = min(T_k, q_end + offset) if causal", "k_stop = min(T_k, q_end) if causal"),),
+        "stops at key q_end, as if T_k were T_q: wrong when T_k > T_q",
+    ),
+    Mutant(
+        "log-sum-exp of the wrong block",
+        "flash_attention_forward",
+        (
+            (
+                "lse[:, :, q_start:q_end] = m_i + torch.log(l_i)",
+                "lse[:, :, q_start:q_end] = s_ij.amax(-1) + torch.log(l_i)",
+            ),
+        ),
+        "uses the last key block's max instead of the running max",
+    ),
+    Mutant(
+        "fully masked rows divide by zero",
+        "flash_attention_forward",
+        (("o_i / l_safe[..., None]", "o_i / l_i[..., None]"),),
+        "a query with no allowed key gets 0 / 0 = NaN",
+    ),
+    Mutant(
+        "no scaling",
+        "flash_attention_forward",
+        ((".transpose(-2, -1) * scale", ".transpose(-2, -1)"),),
+        "forgets 1/sqrt(d_k)",
+    ),
+    Mutant(
+        "last block not clipped",
+        "flash_attention_forward",
+        (("k_end = min(k_start + block_k, T_k)", "k_end = k_start + block_k"),),
+        "assumes T_k is a multiple of block_k",
+    ),
+    # flash_attention_backward
+    Mutant(
+        "D not subtracted",
+        "flash_attention_backward",
+        (("p_ij * (dp_ij - D[:, :, q_start:q_end, None])", "p_ij * dp_ij"),),
+        "softmax backward without the rowsum(dO ∘ O) term",
+    ),
+    Mutant(
+        "log-sum-exp of the wrong block (backward)",
+        "flash_attention_backward",
+        (("lse_safe[:, :, q_start:q_end, None]", "lse_safe[:, :, k_start : k_start + q_end - q_start, None]"),),
+        "recomputes P with the log-sum-exp of other queries",
+    ),
+    Mutant(
+        "recomputed scores not masked",
+        "flash_attention_backward",
+        (("                s_ij = s_ij.masked_fill(~allowed, -math.inf)\n", "                pass\n"),),
+        "masked keys get probability exp(s - lse) > 0 in the backward pass",
+    ),
+    Mutant(
+        "causal query blocks skipped one too many",
+        "flash_attention_backward",
+        (("// block_q) * block_q if causal", "// block_q + 1) * block_q if causal"),),
+        "skips the query block that holds the diagonal",
+    ),
+    Mutant(
+        "dK without the scale",
+        "flash_attention_backward",
+        (("dk_j += ds_ij.transpose(-2, -1) @ q_i * scale", "dk_j += ds_ij.transpose(-2, -1) @ q_i"),),
+        "forgets the 1/sqrt(d_k) of the chain rule for K",
+    ),
+    Mutant(
+        "dV from unnormalised scores",
+        "flash_attention_backward",
+        (("p_ij = torch.exp(s_ij - lse_safe[:, :, q_start:q_end, None])", "p_ij = torch.softmax(s_ij, dim=-1)"),),
+        "normalises P within the key block instead of with the saved log-sum-exp",
+    ),
+    Mutant(
+        "dK overwritten per query block",
+        "flash_attention_backward",
+        (("dk_j += ds_ij", "dk_j = ds_ij"),),
+        "keeps only the last query block's contribution to dK",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
