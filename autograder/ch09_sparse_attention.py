@@ -180,9 +180,9 @@ def _qkv(lead, T, d_k, d_v, seed, dtype=torch.float32):
     )
 
 
-def _compare_window_attention(fn, q, k, v, window, causal, block_size=None, *, hidden=False):
+def _compare_window_attention(fn, q, k, v, window, causal, block_len=None, *, hidden=False):
     T = q.shape[-2]
-    kwargs = {"causal": causal} if block_size is None else {"causal": causal, "block_size": block_size}
+    kwargs = {"causal": causal} if block_len is None else {"causal": causal, "block_len": block_len}
     what = f"sliding_window_attention(q {tuple(q.shape)}, ..., window={window}, " + ", ".join(
         f"{k}={v}" for k, v in kwargs.items()
     )
@@ -210,7 +210,7 @@ def _attention_causal(fn):
 
 @EXERCISES.check("sliding_window_attention")
 def _attention_bidirectional(fn):
-    """bidirectional, window 2, block_size 5 (T = 11 is not a multiple of the block)"""
+    """bidirectional, window 2, block_len 5 (T = 11 is not a multiple of the block)"""
     _compare_window_attention(fn, *_qkv((2, 3), 11, 4, 6, seed=4), 2, False, 5)
 
 
@@ -245,7 +245,7 @@ def _attention_memory(fn):
 
 @EXERCISES.check("sliding_window_attention", hidden=True)
 def _attention_many_sizes(fn):
-    """many (T, window, block_size) combinations, 3-D and 5-D inputs, d_v != d_k"""
+    """many (T, window, block_len) combinations, 3-D and 5-D inputs, d_v != d_k"""
     cases = [((3,), 1, 0, True, None), ((2,), 9, 0, False, 4), ((1, 2), 7, 10, True, 3), ((2, 1, 2), 17, 3, False, 1)]
     cases += [((2,), 16, 4, True, 4), ((2,), 16, 4, False, 8), ((3,), 10, 1, True, 7)]
     for seed, (lead, T, window, causal, block) in enumerate(cases):

@@ -157,7 +157,7 @@ def global_token_mask(mask: torch.Tensor, is_global: torch.Tensor, *, causal: bo
 
 def random_block_mask(
     T: int,
-    block_size: int,
+    block_len: int,
     n_random: int,
     *,
     generator: torch.Generator | None = None,
@@ -165,39 +165,39 @@ def random_block_mask(
 ) -> torch.Tensor:
     """BigBird's random attention (随机注意力): each block of queries sees ``n_random`` random blocks of keys.
 
-    The sequence is cut into ``T / block_size`` blocks; for each query block, ``n_random`` *other* key blocks are
+    The sequence is cut into ``T / block_len`` blocks; for each query block, ``n_random`` *other* key blocks are
     drawn uniformly without replacement. The draw uses ``generator`` (a CPU ``torch.Generator``): the same seed
     gives the same mask on every device.
 
     Args:
-        T: sequence length, a multiple of ``block_size``. block_size: tokens per block (≥ 1).
-        n_random: random key blocks per query block, ``0 <= n_random < T / block_size``.
+        T: sequence length, a multiple of ``block_len``. block_len: tokens per block (≥ 1).
+        n_random: random key blocks per query block, ``0 <= n_random < T / block_len``.
         generator: CPU generator for the draw (None: torch's global one). device: where to put the mask.
 
     Returns:
-        ``(T, T)`` bool tensor, constant on each ``block_size × block_size`` tile, False on the diagonal tiles.
+        ``(T, T)`` bool tensor, constant on each ``block_len × block_len`` tile, False on the diagonal tiles.
 
     Raises:
-        ValueError: if ``T`` is not a positive multiple of ``block_size`` or ``n_random`` is out of range.
+        ValueError: if ``T`` is not a positive multiple of ``block_len`` or ``n_random`` is out of range.
 
     Source: Zaheer et al. 2020, section 2 ("random attention"), appendix D (blocked form).
     """
-    if block_size < 1 or T < 1 or T % block_size:
-        raise ValueError(f"random_block_mask needs T a positive multiple of block_size, got T={T}, block={block_size}")
-    n_blocks = T // block_size
+    if block_len < 1 or T < 1 or T % block_len:
+        raise ValueError(f"random_block_mask needs T a positive multiple of block_len, got T={T}, block={block_len}")
+    n_blocks = T // block_len
     if not 0 <= n_random < n_blocks:
         raise ValueError(f"n_random must lie in [0, {n_blocks - 1}] for {n_blocks} blocks, got {n_random}")
     draw = torch.rand(n_blocks, n_blocks, generator=generator)  # (n_blocks, n_blocks), on the CPU
     draw.fill_diagonal_(-1.0)  # a query block never draws itself
     chosen = draw.topk(n_random, dim=-1).indices  # (n_blocks, n_random): the largest draws, a uniform subset
     blocks = torch.zeros(n_blocks, n_blocks, dtype=torch.bool).scatter_(1, chosen, True)
-    mask = blocks.repeat_interleave(block_size, 0).repeat_interleave(block_size, 1)  # (T, T)
+    mask = blocks.repeat_interleave(block_len, 0).repeat_interleave(block_len, 1)  # (T, T)
     return mask.to(device) if device is not None else mask
 
 
 def bigbird_mask(
     T: int,
-    block_size: int,
+    block_len: int,
     *,
     window_blocks: int = 1,
     n_global_blocks: int = 1,
@@ -219,13 +219,13 @@ def bigbird_mask(
 
     Source: Zaheer et al. 2020, section 2 and appendix D (``r`` random, ``w`` window, ``g`` global blocks).
     """
-    random = random_block_mask(T, block_size, n_random, generator=generator, device=device)
-    n_blocks = T // block_size
+    random = random_block_mask(T, block_len, n_random, generator=generator, device=device)
+    n_blocks = T // block_len
     if not 0 <= n_global_blocks <= n_blocks:
         raise ValueError(f"n_global_blocks must lie in [0, {n_blocks}], got {n_global_blocks}")
     block_window = sliding_window_mask(n_blocks, window_blocks, causal=False, device=device)
-    window = block_window.repeat_interleave(block_size, 0).repeat_interleave(block_size, 1)  # (T, T)
-    is_global = torch.arange(T, device=device) < n_global_blocks * block_size  # (T,)
+    window = block_window.repeat_interleave(block_len, 0).repeat_interleave(block_len, 1)  # (T, T)
+    is_global = torch.arange(T, device=device) < n_global_blocks * block_len  # (T,)
     return global_token_mask(window | random, is_global)
 
 
@@ -241,7 +241,7 @@ def sliding_window_attention(
     window: int,
     *,
     causal: bool = True,
-    block_size: int | None = None,
+    block_len: int | None = None,
 ) -> torch.Tensor:
     r"""Sliding-window attention computed block by block: memory ``O(T·w)``, never a ``T × T`` tensor.
 
@@ -257,14 +257,14 @@ def sliding_window_attention(
             the same ``T``; any leading dims, e.g. ``(B, H, T, d_k)``).
         window: one-sided width ``w`` (≥ 0), as in :func:`sliding_window_mask`.
         causal: hide keys after the query.
-        block_size: queries per block ``b`` (default ``max(w, 1)``: memory ``≈ 3·T·w`` scores, ``2·T·w`` causal).
+        block_len: queries per block ``b`` (default ``max(w, 1)``: memory ``≈ 3·T·w`` scores, ``2·T·w`` causal).
 
     Returns:
         ``(..., T, d_v)``, equal (to the dtype's tolerance) to
         ``scaled_dot_product_attention(q, k, v, sliding_window_mask(T, window, causal=causal))[0]``.
 
     Raises:
-        ValueError: if the shapes do not fit, ``T_q != T_k``, ``window < 0`` or ``block_size < 1``.
+        ValueError: if the shapes do not fit, ``T_q != T_k``, ``window < 0`` or ``block_len < 1``.
 
     Source: Beltagy et al. 2020, section 3.1 and their "sliding chunks" implementation; Vaswani et al. 2017, eq. 1.
     """
@@ -276,9 +276,9 @@ def sliding_window_attention(
     T = q.shape[-2]
     if T < 1 or window < 0:
         raise ValueError(f"sliding_window_attention needs T >= 1 and window >= 0, got T={T}, window={window}")
-    b = max(window, 1) if block_size is None else block_size
+    b = max(window, 1) if block_len is None else block_len
     if b < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
+        raise ValueError(f"block_len must be >= 1, got {block_len}")
     ### BEGIN SOLUTION
     n_blocks = math.ceil(T / b)
     pad_end = n_blocks * b - T  # queries padded to whole blocks

@@ -111,7 +111,7 @@ def test_bigbird_mask_holds_its_three_parts():
 def test_bad_arguments_raise_value_error():
     with pytest.raises(ValueError, match="window"):
         sliding_window_mask(4, -1)
-    with pytest.raises(ValueError, match="multiple of block_size"):
+    with pytest.raises(ValueError, match="multiple of block_len"):
         random_block_mask(10, 3, 1)
     with pytest.raises(ValueError, match="n_random"):
         random_block_mask(12, 3, 4)
@@ -135,7 +135,7 @@ def _torch_reference(q, k, v, mask):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(
-    "T, window, causal, block_size",
+    "T, window, causal, block_len",
     [
         (1, 0, True, None),
         (9, 0, False, None),
@@ -147,9 +147,9 @@ def _torch_reference(q, k, v, mask):
         (31, 2, False, 8),
     ],
 )
-def test_blocked_window_attention_equals_dense_under_the_mask(T, window, causal, block_size, dtype, device):
+def test_blocked_window_attention_equals_dense_under_the_mask(T, window, causal, block_len, dtype, device):
     q, k, v = _qkv((2, 3), T, 8, 5, device, dtype, seed=T + window)
-    got = sliding_window_attention(q, k, v, window, causal=causal, block_size=block_size)
+    got = sliding_window_attention(q, k, v, window, causal=causal, block_len=block_len)
     expected = _torch_reference(q, k, v, sliding_window_mask(T, window, causal=causal, device=device))
     torch.testing.assert_close(got, expected, **tolerance(dtype))
 
@@ -158,7 +158,7 @@ def test_blocked_window_attention_gradients_equal_dense(device):
     q, k, v = (t.requires_grad_() for t in _qkv((2,), 19, 4, 3, device, torch.float64, seed=3))
     grads = []
     for fn in (
-        lambda: sliding_window_attention(q, k, v, 3, causal=True, block_size=4),
+        lambda: sliding_window_attention(q, k, v, 3, causal=True, block_len=4),
         lambda: scaled_dot_product_attention(q, k, v, sliding_window_mask(19, 3, device=device))[0],
     ):
         out = fn()
@@ -233,7 +233,7 @@ def _course_sliding_window(module, query, key, value, attention_mask, scaling, d
     assert abs(scaling - query.shape[-1] ** -0.5) < 1e-12 and dropout == 0.0
     groups = query.shape[1] // key.shape[1]
     key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)  # (B, H, T, d_k)
-    out = sliding_window_attention(query, key, value, sliding_window - 1, causal=True, block_size=3)
+    out = sliding_window_attention(query, key, value, sliding_window - 1, causal=True, block_len=3)
     return out.transpose(1, 2), None  # HF wants (B, T, H, d_v)
 
 
