@@ -391,6 +391,9 @@ class OnlineKMeans(nn.Module):
     Source: Roy et al. 2021, section 4.1 (eq. for the centroid update); Sculley 2010 (mini-batch k-means).
     """
 
+    centroids: torch.Tensor
+    seeded: torch.Tensor
+
     def __init__(self, n_clusters: int, d_k: int, decay: float = 0.999, generator: torch.Generator | None = None):
         super().__init__()
         if n_clusters < 1 or d_k < 1 or not 0.0 <= decay < 1.0:
