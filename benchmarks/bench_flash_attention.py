@@ -16,8 +16,8 @@ wall-clock time for the one forward + backward (after one small warm-up call), s
 
 Also checks, for the smaller lengths, that both give the same output (largest absolute difference).
 
-    python benchmarks/bench_flash_attention.py                          # CPU, T = 1k ... 16k
-    python benchmarks/bench_flash_attention.py --lengths 1024 2048      # quicker
+    python -m benchmarks.bench_flash_attention                          # CPU, T = 1k ... 16k
+    python -m benchmarks.bench_flash_attention --lengths 1024 2048      # quicker
 
 Writes ``benchmarks/results/ch10_flash_attention_cpu.json``, which the book page reads.
 """
@@ -78,7 +78,17 @@ def child(impl: str, T: int, d_k: int, block: int, compare: bool) -> None:
 
 def measure(impl: str, T: int, d_k: int, block: int, compare: bool) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, __file__, "--child", impl, str(T), str(d_k), str(block), str(int(compare))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_flash_attention",
+        "--child",
+        impl,
+        str(T),
+        str(d_k),
+        str(block),
+        str(int(compare)),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
     stdout, stderr = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
     _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage: ru_maxrss is its peak RSS (KiB on Linux)

@@ -1,0 +1,451 @@
+"""Checks for chapter 9, sparse attention (notebook ``notebooks/ch09_sparse_attention.ipynb``).
+
+The references are computed independently of the course's solution: window masks from ``torch.tril``/``torch.triu``
+(a band is the lower triangle above one diagonal and the upper below another), global-token and routing masks
+from plain Python loops over (query, key) pairs, and window attention from PyTorch's own
+``torch.nn.functional.scaled_dot_product_attention`` under that band. The functions are bound here, at import
+time, so that a student cell that later rebinds them does not change the reference.
+
+Whether blocked window attention really avoids a ``T × T`` tensor is checked with
+``torch.autograd.graph.saved_tensors_hooks``: every tensor the computation saves for its backward pass is seen, and
+a dense softmax over ``T × T`` scores always saves one.
+
+Sizes are chosen so that batch, heads, T, window, block size, d_k and d_v all differ.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd.graph import saved_tensors_hooks as _saved_tensors_hooks
+from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
+
+from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
+
+EXERCISES = Exercises("ch09_sparse_attention")
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _band(T: int, window: int, causal: bool) -> torch.Tensor:
+    """True where |i - j| <= window (and j <= i if causal): tril keeps j - i <= window, triu keeps j - i >= -window."""
+    band = torch.ones(T, T, dtype=torch.bool).tril(window).triu(-window)
+    return band.tril(0) if causal else band
+
+
+def _window_hint(got, T, window, causal) -> str:
+    if not isinstance(got, torch.Tensor) or got.shape != (T, T) or got.dtype != torch.bool:
+        return ""
+    guesses = {
+        "Your window is one too narrow: a query may attend to keys at distance exactly `window` too (use <=).": _band(
+            T, window - 1, causal
+        )
+        if window > 0
+        else None,
+        "Your window is one too wide: `window` is the farthest distance, not the number of keys behind the query.": (
+            _band(T, window + 1, causal)
+        ),
+        "With causal=True no query may see a key after it: combine the band with causal_mask(T).": _band(
+            T, window, False
+        )
+        if causal
+        else None,
+        "Your mask keeps the future instead of the past: True = may attend, and a causal query sees j <= i.": _band(
+            T, window, False
+        ).triu(0)
+        if causal
+        else None,
+        "Your mask polarity is inverted: in this course True means 'may attend'.": ~_band(T, window, causal),
+    }
+    return next((text for text, m in guesses.items() if m is not None and torch.equal(got.cpu(), m)), "")
+
+
+# ---------------------------------------------------------------- exercise 1: sliding_window_mask
+
+
+def _compare_window_mask(fn, T, window, causal, *, hidden=False):
+    what = f"sliding_window_mask({T}, {window}, causal={causal})"
+    got = call(what, fn, T, window, causal=causal)
+    expected = _band(T, window, causal)
+    hint = "" if hidden else _window_hint(got, T, window, causal)
+    try:
+        expect_equal(what, got, expected, hidden=hidden)
+    except CheckFailed as err:
+        raise CheckFailed(f"{err}\n  Hint: {hint}" if hint else str(err)) from None
+
+
+@EXERCISES.check("sliding_window_mask", points=2)
+def _window_causal(fn):
+    """sliding_window_mask(7, 2) (causal): each query sees itself and the 2 keys before it"""
+    _compare_window_mask(fn, 7, 2, True)
+
+
+@EXERCISES.check("sliding_window_mask")
+def _window_bidirectional(fn):
+    """sliding_window_mask(6, 1, causal=False): each query sees one key on each side"""
+    _compare_window_mask(fn, 6, 1, False)
+
+
+@EXERCISES.check("sliding_window_mask", hidden=True)
+def _window_edges(fn):
+    """window 0, a window wider than the sequence, T = 1, both directions"""
+    for T, window in ((5, 0), (4, 9), (1, 3), (11, 4)):
+        for causal in (True, False):
+            _compare_window_mask(fn, T, window, causal, hidden=True)
+
+
+@EXERCISES.check("sliding_window_mask", hidden=True)
+def _window_device(fn):
+    """creates the mask on the requested device"""
+    m = call("sliding_window_mask(4, 1, device='meta')", fn, 4, 1, device="meta")
+    expect_true(
+        isinstance(m, torch.Tensor) and m.device.type == "meta",
+        "sliding_window_mask(..., device=d) should create the mask on device d (pass device= to torch.arange).",
+    )
+
+
+# ---------------------------------------------------------------- exercise 2: global_token_mask
+
+
+def _global_oracle(mask: torch.Tensor, is_global: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Pair by pair: allowed if the base mask allows it or either end is global (and j <= i when causal)."""
+    shape = torch.broadcast_shapes(mask.shape, (*is_global.shape[:-1], 1, 1))
+    m, g = mask.expand(shape).reshape(-1, *shape[-2:]), is_global.expand(*shape[:-2], shape[-1]).reshape(-1, shape[-1])
+    out = torch.zeros(m.shape, dtype=torch.bool)
+    T = shape[-1]
+    for n in range(m.shape[0]):
+        for i in range(T):
+            for j in range(T):
+                out[n, i, j] = bool(m[n, i, j] or g[n, i] or g[n, j]) and (j <= i or not causal)
+    return out.reshape(shape)
+
+
+def _compare_global(fn, mask, is_global, causal, *, hidden=False):
+    what = f"global_token_mask(mask {tuple(mask.shape)}, is_global {tuple(is_global.shape)}, causal={causal})"
+    got = call(what, fn, mask, is_global, causal=causal)
+    expected = _global_oracle(mask, is_global, causal)
+    hint = ""
+    if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == torch.bool:
+        rows = is_global[..., :, None].expand(expected.shape)
+        cols = is_global[..., None, :].expand(expected.shape)
+        if not causal and not bool(got[rows].all()):
+            hint = "A global token must attend to every token: set its whole row to True."
+        elif not causal and not bool(got[cols].all()):
+            hint = "Every token must attend to a global token: set its whole column to True."
+        elif causal and bool((got & ~torch.ones(expected.shape[-2:], dtype=torch.bool).tril()).any()):
+            hint = "With causal=True no query may see a later key, not even a global one."
+        elif not bool((got | ~mask.expand(expected.shape)).all()):
+            hint = "Keep what the base mask allows: the global rows and columns are added to it, not put in its place."
+    try:
+        expect_equal(what, got, expected, hidden=hidden)
+    except CheckFailed as err:
+        raise CheckFailed(f"{err}\n  Hint: {hint}" if hint else str(err)) from None
+
+
+@EXERCISES.check("global_token_mask", points=2)
+def _global_basic(fn):
+    """a (7, 7) window of width 1 with global tokens 0 and 4: their rows and columns become True"""
+    is_global = torch.zeros(7, dtype=torch.bool)
+    is_global[[0, 4]] = True
+    _compare_global(fn, _band(7, 1, False), is_global, False)
+
+
+@EXERCISES.check("global_token_mask")
+def _global_causal(fn):
+    """causal=True: global tokens see and are seen by all, but never across the future"""
+    is_global = torch.zeros(6, dtype=torch.bool)
+    is_global[[1, 3]] = True
+    _compare_global(fn, _band(6, 1, True), is_global, True)
+
+
+@EXERCISES.check("global_token_mask", hidden=True)
+def _global_batched(fn):
+    """per-sequence global tokens (B, T) with a shared (T, T) mask and a batched (B, T, T) mask"""
+    is_global = torch.rand(3, 9, generator=_gen(1)) < 0.25
+    is_global[0] = False  # a sequence without global tokens keeps its mask
+    _compare_global(fn, _band(9, 2, False), is_global, False, hidden=True)
+    _compare_global(fn, torch.rand(3, 9, 9, generator=_gen(2)) < 0.3, is_global, True, hidden=True)
+
+
+# ---------------------------------------------------------------- exercise 3: sliding_window_attention
+
+
+def _qkv(lead, T, d_k, d_v, seed, dtype=torch.float32):
+    g = _gen(seed)
+    return (
+        torch.randn(*lead, T, d_k, generator=g, dtype=dtype),
+        torch.randn(*lead, T, d_k, generator=g, dtype=dtype),
+        torch.randn(*lead, T, d_v, generator=g, dtype=dtype),
+    )
+
+
+def _compare_window_attention(fn, q, k, v, window, causal, block_len=None, *, hidden=False):
+    T = q.shape[-2]
+    kwargs = {"causal": causal} if block_len is None else {"causal": causal, "block_len": block_len}
+    what = f"sliding_window_attention(q {tuple(q.shape)}, ..., window={window}, " + ", ".join(
+        f"{k}={v}" for k, v in kwargs.items()
+    )
+    got = call(what + ")", fn, q, k, v, window, **kwargs)
+    expected = _torch_sdpa(q, k, v, attn_mask=_band(T, window, causal))
+    hint = ""
+    if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape:
+        if causal and torch.allclose(got, _torch_sdpa(q, k, v, attn_mask=_band(T, window, False)), atol=1e-5):
+            hint = "Your causal output uses keys after the query: a causal slab ends at the block's last query."
+        elif torch.allclose(got, _torch_sdpa(q, k, v, attn_mask=_band(T, window, causal), scale=1.0), atol=1e-5):
+            hint = "Scale the scores by 1/sqrt(d_k)."
+        else:
+            hint = (
+                "Check the slab's mask: inside a slab, key column c of block n is position n*b - window + c; it is "
+                "allowed when it lies in the band and is not padding (0 <= position < T)."
+            )
+    expect_close(what + ")", got, expected, hidden=hidden, hint=hint)
+
+
+@EXERCISES.check("sliding_window_attention", points=4)
+def _attention_causal(fn):
+    """causal, q (2, 3, 13, 4), v (2, 3, 13, 6), window 3: equals dense attention under the window mask"""
+    _compare_window_attention(fn, *_qkv((2, 3), 13, 4, 6, seed=3), 3, True)
+
+
+@EXERCISES.check("sliding_window_attention")
+def _attention_bidirectional(fn):
+    """bidirectional, window 2, block_len 5 (T = 11 is not a multiple of the block)"""
+    _compare_window_attention(fn, *_qkv((2, 3), 11, 4, 6, seed=4), 2, False, 5)
+
+
+def _largest_saved(fn, q, k, v, window, causal) -> int:
+    """Largest number of elements among the tensors the computation saves for backward."""
+    sizes = [0]
+
+    def pack(t):
+        sizes.append(t.numel())
+        return t
+
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    with _saved_tensors_hooks(pack, lambda t: t):
+        call(f"sliding_window_attention(q {tuple(q.shape)}, ..., window={window})", fn, q, k, v, window, causal=causal)
+    return max(sizes)
+
+
+@EXERCISES.check("sliding_window_attention")
+def _attention_memory(fn):
+    """T = 512, window 4: no T x T tensor is kept (scores stay about T x 3·window)"""
+    T = 512
+    q, k, v = _qkv((1,), T, 8, 8, seed=5)
+    for causal in (True, False):
+        largest = _largest_saved(fn, q, k, v, 4, causal)
+        expect_true(
+            largest < T * T // 8,
+            f"Your sliding_window_attention keeps a tensor of {largest} elements for T = {T}, window = 4 "
+            f"(causal={causal}): that is T x T-sized. Compute scores only between each block of queries and its "
+            f"slab of keys ((..., T/b, b, b + 2·window) numbers, not (..., T, T)).",
+        )
+
+
+@EXERCISES.check("sliding_window_attention", hidden=True)
+def _attention_many_sizes(fn):
+    """many (T, window, block_len) combinations, 3-D and 5-D inputs, d_v != d_k"""
+    cases = [((3,), 1, 0, True, None), ((2,), 9, 0, False, 4), ((1, 2), 7, 10, True, 3), ((2, 1, 2), 17, 3, False, 1)]
+    cases += [((2,), 16, 4, True, 4), ((2,), 16, 4, False, 8), ((3,), 10, 1, True, 7)]
+    for seed, (lead, T, window, causal, block) in enumerate(cases):
+        _compare_window_attention(fn, *_qkv(lead, T, 5, 3, seed=10 + seed), window, causal, block, hidden=True)
+
+
+@EXERCISES.check("sliding_window_attention", hidden=True)
+def _attention_dtype_and_grad(fn):
+    """keeps float64 and lets gradients flow to q, k and v"""
+    q, k, v = (t.requires_grad_() for t in _qkv((2,), 9, 4, 3, seed=20, dtype=torch.float64))
+    out = call("sliding_window_attention (float64)", fn, q, k, v, 2, causal=True)
+    expect_true(
+        isinstance(out, torch.Tensor) and out.dtype == torch.float64,
+        "float64 inputs should give a float64 output.",
+    )
+    call("backpropagating through your output", lambda: out.sum().backward())
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        expect_true(
+            t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
+            f"No (finite, non-zero) gradient reaches {name}.",
+        )
+
+
+# ---------------------------------------------------------------- exercise 4: routing_mask
+
+
+def _routing_oracle(qc: torch.Tensor, kc: torch.Tensor, causal: bool) -> torch.Tensor:
+    lead, T_q, T_k = qc.shape[:-1], qc.shape[-1], kc.shape[-1]
+    qf, kf = qc.reshape(-1, T_q), kc.reshape(-1, T_k)
+    out = torch.zeros(qf.shape[0], T_q, T_k, dtype=torch.bool)
+    for n in range(qf.shape[0]):
+        for i in range(T_q):
+            for j in range(T_k):
+                # query i sits at position T_k - T_q + i (queries are the last T_q positions, as chapter 3)
+                out[n, i, j] = bool(qf[n, i] == kf[n, j]) and (j <= T_k - T_q + i or not causal)
+    return out.reshape(*lead, T_q, T_k)
+
+
+def _compare_routing(fn, qc, kc, causal, *, hidden=False):
+    what = f"routing_mask(query_clusters {tuple(qc.shape)}, key_clusters {tuple(kc.shape)}, causal={causal})"
+    got = call(what, fn, qc, kc, causal=causal)
+    expected = _routing_oracle(qc, kc, causal)
+    hint = ""
+    if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape:
+        if causal and torch.equal(got, _routing_oracle(qc, kc, False)):
+            hint = "With causal=True a query may not attend to later keys, even in its own cluster."
+    try:
+        expect_equal(what, got, expected, hidden=hidden)
+    except CheckFailed as err:
+        raise CheckFailed(f"{err}\n  Hint: {hint}" if hint else str(err)) from None
+
+
+@EXERCISES.check("routing_mask", points=2)
+def _routing_basic(fn):
+    """clusters (2, 7) of queries and keys, causal: same cluster and not in the future"""
+    g = _gen(30)
+    _compare_routing(fn, torch.randint(3, (2, 7), generator=g), torch.randint(3, (2, 7), generator=g), True)
+
+
+@EXERCISES.check("routing_mask")
+def _routing_bidirectional(fn):
+    """causal=False: same cluster is enough"""
+    g = _gen(31)
+    _compare_routing(fn, torch.randint(2, (3, 5), generator=g), torch.randint(2, (3, 5), generator=g), False)
+
+
+@EXERCISES.check("routing_mask", hidden=True)
+def _routing_heads_and_cache(fn):
+    """(B, H, T) clusters, and T_k > T_q (queries are the last positions, as chapter 3's causal_mask)"""
+    g = _gen(32)
+    qc, kc = torch.randint(4, (2, 3, 6), generator=g), torch.randint(4, (2, 3, 6), generator=g)
+    for causal in (True, False):
+        _compare_routing(fn, qc, kc, causal, hidden=True)
+    _compare_routing(
+        fn, torch.randint(3, (2, 4), generator=g), torch.randint(3, (2, 9), generator=g), True, hidden=True
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
+# --------------------------------------------------------------------------------------------------
+
+MUTANTS = [
+    Mutant(
+        "window one too narrow",
+        "sliding_window_mask",
+        (("(i - j).abs() <= window", "(i - j).abs() < window"),),
+        "off by one: the key at distance exactly `window` is hidden",
+    ),
+    Mutant(
+        "window counts keys",
+        "sliding_window_mask",
+        (("(i - j).abs() <= window", "(i - j).abs() <= window + 1"),),
+        "off by one the other way: one key too many on each side",
+    ),
+    Mutant(
+        "window causal ignored",
+        "sliding_window_mask",
+        (("if causal:", "if False:"),),
+        "a causal window that still sees the future",
+    ),
+    Mutant(
+        "window keeps the future",
+        "sliding_window_mask",
+        (("band & causal_mask(T, device=device)", "band & causal_mask(T, device=device).T"),),
+        "the upper band instead of the lower one",
+    ),
+    Mutant(
+        "window ignores device",
+        "sliding_window_mask",
+        (
+            ("torch.arange(T, device=device)[:, None]", "torch.arange(T)[:, None]"),
+            ("torch.arange(T, device=device)[None, :]", "torch.arange(T)[None, :]"),
+            ("causal_mask(T, device=device)", "causal_mask(T)"),
+        ),
+        "always builds the mask on the CPU",
+    ),
+    Mutant(
+        "global tokens do not attend to everything",
+        "global_token_mask",
+        (("mask | is_global[..., :, None] | ", "mask | "),),
+        "only the columns of the global tokens are added",
+    ),
+    Mutant(
+        "global tokens not attended to",
+        "global_token_mask",
+        ((" | is_global[..., None, :]", ""),),
+        "only the rows of the global tokens are added",
+    ),
+    Mutant(
+        "global causal leaks the future",
+        "global_token_mask",
+        (("if causal:", "if False:"),),
+        "global tokens see (and are seen from) the future in the causal case",
+    ),
+    Mutant(
+        "global replaces the mask",
+        "global_token_mask",
+        (("merged = mask | ", "merged = torch.zeros_like(mask) | "),),
+        "drops the base (window) mask",
+    ),
+    Mutant(
+        "slab looks ahead in the causal case",
+        "sliding_window_attention",
+        (("left, right = window, 0 if causal else window", "left, right = window, window"),),
+        "future keys leak into causal window attention",
+    ),
+    Mutant(
+        "padding keys attended",
+        "sliding_window_attention",
+        (
+            (
+                "allowed = in_band[None, :, :] & real_key[:, None, :]",
+                "allowed = in_band[None, :, :].expand(n_blocks, b, S)",
+            ),
+        ),
+        "the zero keys padded in front of the sequence get weight",
+    ),
+    Mutant(
+        "band one too narrow",
+        "sliding_window_attention",
+        (("(offset <= left)", "(offset < left)"),),
+        "the key at distance exactly `window` is dropped",
+    ),
+    Mutant(
+        "window attention not scaled",
+        "sliding_window_attention",
+        ((" / math.sqrt(q.shape[-1])", ""),),
+        "missing 1/sqrt(d_k)",
+    ),
+    Mutant(
+        "dense attention under the mask",
+        "sliding_window_attention",
+        (
+            (
+                "n_blocks = math.ceil(T / b)",
+                "return scaled_dot_product_attention(q, k, v, sliding_window_mask(T, window, causal=causal,"
+                " device=q.device))[0]",
+            ),
+        ),
+        "the right output, but T x T scores: no memory saved",
+    ),
+    Mutant(
+        "routing ignores causality",
+        "routing_mask",
+        (("if causal:", "if False:"),),
+        "queries see future keys of their cluster",
+    ),
+    Mutant(
+        "routing compares queries with queries",
+        "routing_mask",
+        (("key_clusters[..., None, :]", "query_clusters[..., None, :]"),),
+        "uses the queries' clusters for the keys",
+    ),
+    Mutant(
+        "routing causal top-left aligned",
+        "routing_mask",
+        (("causal_mask(query_clusters.shape[-1], key_clusters.shape[-1],", "causal_mask(key_clusters.shape[-1],"),),
+        "wrong when T_k > T_q (decoding with a cache)",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]

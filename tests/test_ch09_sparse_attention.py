@@ -1,0 +1,353 @@
+"""Chapter 9 (sparse attention): the solution against independent oracles — Hugging Face's mask functions, Mistral's
+and Longformer's attention (small random configs, no downloads), PyTorch's scaled_dot_product_attention under the
+mask, brute-force loops over (query, key) pairs — and a record of every tensor the blocked window attention creates."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from solutions.ch03_self_attention import scaled_dot_product_attention
+from solutions.ch09_sparse_attention import (
+    OnlineKMeans,
+    bigbird_mask,
+    dilated_window_mask,
+    global_token_mask,
+    longformer_attention,
+    random_block_mask,
+    routing_attention,
+    routing_mask,
+    sliding_window_attention,
+    sliding_window_mask,
+)
+from tests.conftest import tolerance
+
+transformers = pytest.importorskip("transformers")
+from transformers import masking_utils  # noqa: E402
+
+
+def _pairs(T, device="cpu"):
+    i = torch.arange(T, device=device)
+    return i[:, None], i[None, :]
+
+
+def _qkv(lead, T, d_k, d_v, device, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(*lead, T, d, generator=g, dtype=dtype).to(device) for d in (d_k, d_k, d_v))
+
+
+# ------------------------------------------------------------------------------------------------ masks
+
+
+@pytest.mark.parametrize("T, window", [(1, 0), (7, 0), (9, 2), (12, 5), (4, 10)])
+def test_sliding_window_mask_matches_hugging_face(T, window, device):
+    """HF's mask functions: Mistral's causal window counts keys (sliding_window = window + 1), the bidirectional
+    one is one-sided like ours."""
+    i, j = _pairs(T)
+    causal = masking_utils.sliding_window_causal_mask_function(window + 1)(0, 0, i, j)
+    both = masking_utils.sliding_window_bidirectional_overlay(window)(0, 0, i, j)
+    got_causal = sliding_window_mask(T, window, device=device)
+    assert got_causal.device.type == device.type and got_causal.dtype == torch.bool
+    assert torch.equal(got_causal.cpu(), causal.expand(T, T))
+    assert torch.equal(sliding_window_mask(T, window, causal=False, device=device).cpu(), both.expand(T, T))
+    assert int(got_causal.sum(-1).max()) == min(window + 1, T)  # window + 1 keys, the query included
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_dilated_window_mask_by_hand(causal):
+    T, window, dilation = 13, 2, 3
+    got = dilated_window_mask(T, window, dilation, causal=causal)
+    for i in range(T):
+        keys = {i + dilation * n for n in range(-window, window + 1)}
+        keys = {j for j in keys if 0 <= j < T and (j <= i or not causal)}
+        assert set(got[i].nonzero().flatten().tolist()) == keys
+    assert torch.equal(dilated_window_mask(T, window, 1, causal=causal), sliding_window_mask(T, window, causal=causal))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_global_token_mask_by_hand(causal):
+    g = torch.Generator().manual_seed(1)
+    base = torch.rand(3, 8, 8, generator=g) < 0.3
+    is_global = torch.rand(3, 8, generator=g) < 0.3
+    got = global_token_mask(base, is_global, causal=causal)
+    for b in range(3):
+        for i in range(8):
+            for j in range(8):
+                allowed = bool(base[b, i, j] or is_global[b, i] or is_global[b, j]) and (j <= i or not causal)
+                assert bool(got[b, i, j]) == allowed
+    assert global_token_mask(base[0], is_global, causal=causal).shape == (3, 8, 8)  # (T, T) with (B, T) broadcasts
+
+
+def test_random_block_mask_is_seeded_blocked_and_uniform_in_count():
+    T, block, n_random = 24, 3, 2
+    a = random_block_mask(T, block, n_random, generator=torch.Generator().manual_seed(0))
+    b = random_block_mask(T, block, n_random, generator=torch.Generator().manual_seed(0))
+    c = random_block_mask(T, block, n_random, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    blocks = a[::block, ::block]  # one entry per tile
+    assert torch.equal(a, blocks.repeat_interleave(block, 0).repeat_interleave(block, 1))
+    assert (blocks.sum(-1) == n_random).all() and not blocks.diagonal().any()
+    # every other block is drawn about equally often over many draws
+    g = torch.Generator().manual_seed(2)
+    counts = sum(random_block_mask(T, block, n_random, generator=g)[::block, ::block].int() for _ in range(700))
+    off_diagonal = counts[~torch.eye(T // block, dtype=torch.bool)].float()
+    expected = 700 * n_random / (T // block - 1)
+    assert (off_diagonal - expected).abs().max() < 5 * expected**0.5
+
+
+def test_bigbird_mask_holds_its_three_parts():
+    T, block = 32, 4
+    mask = bigbird_mask(T, block, window_blocks=1, n_global_blocks=1, n_random=1, generator=torch.Generator())
+    blocks = mask[::block, ::block]
+    n = T // block
+    bi, bj = _pairs(n)
+    assert blocks[(bi - bj).abs() <= 1].all()  # window
+    assert blocks[0].all() and blocks[:, 0].all()  # the global block
+    extra = blocks & ~((bi - bj).abs() <= 1) & (bi > 0) & (bj > 0)
+    assert (extra.sum(-1)[1:] <= 1).all()  # at most the one random block beyond window and global
+
+
+def test_bad_arguments_raise_value_error():
+    with pytest.raises(ValueError, match="window"):
+        sliding_window_mask(4, -1)
+    with pytest.raises(ValueError, match="multiple of block_len"):
+        random_block_mask(10, 3, 1)
+    with pytest.raises(ValueError, match="n_random"):
+        random_block_mask(12, 3, 4)
+    with pytest.raises(ValueError, match=r"\(8, 8\)"):
+        global_token_mask(torch.ones(8, 8, dtype=torch.bool), torch.ones(7, dtype=torch.bool))
+    q = torch.randn(2, 5, 4)
+    with pytest.raises(ValueError, match="T_q must equal T_k"):
+        sliding_window_attention(q, torch.randn(2, 6, 4), torch.randn(2, 6, 3), 1)
+    with pytest.raises(ValueError, match="integer"):
+        routing_mask(torch.zeros(2, 3), torch.zeros(2, 3))
+
+
+# ------------------------------------------------------------------------------------------------ attention under a mask
+
+
+def _torch_reference(q, k, v, mask):
+    """PyTorch's kernel under the mask; rows with no allowed key are zero (as chapter 3's attention returns)."""
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return torch.where(mask.any(-1, keepdim=True), out, torch.zeros_like(out))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "T, window, causal, block_len",
+    [
+        (1, 0, True, None),
+        (9, 0, False, None),
+        (13, 3, True, None),
+        (13, 3, False, 5),
+        (16, 4, True, 4),
+        (17, 20, False, 3),
+        (30, 7, True, 1),
+        (31, 2, False, 8),
+    ],
+)
+def test_blocked_window_attention_equals_dense_under_the_mask(T, window, causal, block_len, dtype, device):
+    q, k, v = _qkv((2, 3), T, 8, 5, device, dtype, seed=T + window)
+    got = sliding_window_attention(q, k, v, window, causal=causal, block_len=block_len)
+    expected = _torch_reference(q, k, v, sliding_window_mask(T, window, causal=causal, device=device))
+    torch.testing.assert_close(got, expected, **tolerance(dtype))
+
+
+def test_blocked_window_attention_gradients_equal_dense(device):
+    q, k, v = (t.requires_grad_() for t in _qkv((2,), 19, 4, 3, device, torch.float64, seed=3))
+    grads = []
+    for fn in (
+        lambda: sliding_window_attention(q, k, v, 3, causal=True, block_len=4),
+        lambda: scaled_dot_product_attention(q, k, v, sliding_window_mask(19, 3, device=device))[0],
+    ):
+        out = fn()
+        grads.append(
+            torch.autograd.grad((out * torch.arange(out.numel(), device=device).view_as(out)).sum(), (q, k, v))
+        )
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, **tolerance(torch.float64))
+
+
+class _CreatedShapes(TorchDispatchMode):
+    """Records the shape of every tensor any operation creates (views included) while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.numels: list[int] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.numels += [t.numel() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        return out
+
+
+def _largest_created(fn, T, window, causal):
+    q, k, v = (t.requires_grad_() for t in _qkv((1, 1), T, 16, 16, "cpu", seed=T))
+    with _CreatedShapes() as record:
+        fn(q, k, v, window, causal).sum().backward()
+    return max(record.numels)
+
+
+def _dense(q, k, v, window, causal):
+    return scaled_dot_product_attention(q, k, v, sliding_window_mask(q.shape[-2], window, causal=causal))[0]
+
+
+def _blocked(q, k, v, window, causal):
+    return sliding_window_attention(q, k, v, window, causal=causal)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_blocked_window_attention_never_creates_a_T_by_T_tensor(causal):
+    """Forward and backward: no tensor (scores, mask, weights, gradients) with T·T elements, and the largest grows
+    linearly in T. The same record catches the dense form."""
+    window = 8
+    small, large = (_largest_created(_blocked, T, window, causal) for T in (512, 1024))
+    assert large < 1024 * 1024 // 16
+    assert large <= 2 * small  # linear in T, not quadratic
+    assert small <= 512 * (window + 2 * window) * 2  # about T x (b + 2w) scores, or T x d_k inputs
+    assert _largest_created(_dense, 512, window, causal) >= 512 * 512  # the record can fail
+
+
+# ------------------------------------------------------------------------------------------------ Mistral
+
+
+def _mistral(sliding_window, seed=0):
+    torch.manual_seed(seed)
+    cfg = transformers.MistralConfig(
+        vocab_size=53,
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,  # grouped-query attention: 3 query heads share each key/value head
+        max_position_embeddings=64,
+        sliding_window=sliding_window,
+        attn_implementation="eager",
+    )
+    return transformers.MistralForCausalLM(cfg).eval()
+
+
+def _course_sliding_window(module, query, key, value, attention_mask, scaling, dropout=0.0, sliding_window=None, **_):
+    """Hugging Face's attention interface, computed by the course's blocked window attention (no mask used)."""
+    assert abs(scaling - query.shape[-1] ** -0.5) < 1e-12 and dropout == 0.0
+    groups = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)  # (B, H, T, d_k)
+    out = sliding_window_attention(query, key, value, sliding_window - 1, causal=True, block_len=3)
+    return out.transpose(1, 2), None  # HF wants (B, T, H, d_v)
+
+
+def test_mistral_sliding_window_logits_match_hugging_face(device):
+    transformers.AttentionInterface.register("course_sliding_window", _course_sliding_window)
+    model = _mistral(sliding_window=5).to(device)
+    idx = torch.randint(53, (2, 21), generator=torch.Generator().manual_seed(1)).to(device)
+    with torch.no_grad():
+        expected = model(idx).logits
+        model.set_attn_implementation("course_sliding_window")
+        got = model(idx).logits
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=2e-5)
+        model.set_attn_implementation("eager")
+        model.config.sliding_window = None  # the window matters: full causal attention gives other logits
+        assert not torch.allclose(model(idx).logits[:, 6:], expected[:, 6:], atol=1e-3)
+
+
+# ------------------------------------------------------------------------------------------------ Longformer
+
+
+def test_longformer_self_attention_matches_hugging_face(device):
+    from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
+
+    torch.manual_seed(0)
+    B, T, C, H, window = 2, 24, 40, 4, 3
+    config = transformers.LongformerConfig(
+        hidden_size=C, num_attention_heads=H, attention_window=[2 * window], attention_probs_dropout_prob=0.0
+    )
+    layer = LongformerSelfAttention(config, layer_id=0).eval().to(device)
+    with torch.no_grad():  # random biases too, so a swapped projection shows
+        for p in layer.parameters():
+            p.normal_(0.0, 0.3)
+    x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(2)).to(device)
+    is_global = torch.zeros(B, T, dtype=torch.bool, device=device)
+    is_global[0, [0, 9]] = True
+    is_global[1, 3] = True
+    real = torch.ones(B, T, dtype=torch.bool, device=device)
+    real[1, 19:] = False
+    # LongformerModel hands its layers: 0 = local, +max = global, min = padding
+    hf_mask = torch.zeros(B, T, device=device)
+    hf_mask[~real], hf_mask[is_global] = torch.finfo(torch.float32).min, torch.finfo(torch.float32).max
+    with torch.no_grad():
+        expected = layer(
+            x, attention_mask=hf_mask, is_index_masked=~real, is_index_global_attn=is_global, is_global_attn=True
+        )[0]
+
+        def heads(linear):  # (B, T, C) -> (B, H, T, d_k)
+            return linear(x).view(B, T, H, C // H).transpose(1, 2)
+
+        got = (
+            longformer_attention(
+                heads(layer.query),
+                heads(layer.key),
+                heads(layer.value),
+                is_global,
+                window,
+                q_global=heads(layer.query_global),
+                k_global=heads(layer.key_global),
+                v_global=heads(layer.value_global),
+                attention_mask=real,
+            )
+            .transpose(1, 2)
+            .reshape(B, T, C)
+        )
+    torch.testing.assert_close(got[real], expected[real], rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ routing
+
+
+def test_online_kmeans_update_is_the_ema_of_cluster_means():
+    km = OnlineKMeans(3, 4, decay=0.9, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(2, 11, 4, generator=torch.Generator().manual_seed(1))
+    km.update(x[:, :5])  # the first update seeds the centroids from its vectors
+    unit = x / x.norm(dim=-1, keepdim=True)
+    before = km.centroids.clone()
+    clusters = km.update(x)
+    for c in range(3):
+        members = unit[clusters == c]
+        expected = before[c] if len(members) == 0 else 0.9 * before[c] + 0.1 * members.mean(0)
+        torch.testing.assert_close(km.centroids[c], expected)
+    # assignment: the centroid with the largest cosine similarity
+    cos = unit @ (before / before.norm(dim=-1, keepdim=True)).T
+    assert torch.equal(clusters, cos.argmax(-1))
+
+
+def test_online_kmeans_finds_separated_directions():
+    g = torch.Generator().manual_seed(3)
+    centres = F.normalize(torch.randn(4, 16, generator=g), dim=-1) * 5
+    km = OnlineKMeans(4, 16, decay=0.8, generator=g)
+    for _ in range(30):
+        labels = torch.randint(4, (64,), generator=g)
+        km.update(centres[labels] + 0.3 * torch.randn(64, 16, generator=g))
+    labels = torch.randint(4, (200,), generator=g)
+    found = km.assign(centres[labels] + 0.3 * torch.randn(200, 16, generator=g))
+    # one cluster per true direction, up to relabelling: labels and clusters determine each other
+    pairs = set(zip(labels.tolist(), found.tolist()))
+    assert len(pairs) == 4 and len({a for a, _ in pairs}) == 4 and len({b for _, b in pairs}) == 4
+
+
+def test_routing_mask_by_hand():
+    g = torch.Generator().manual_seed(4)
+    qc, kc = torch.randint(3, (2, 3, 5), generator=g), torch.randint(3, (2, 3, 8), generator=g)
+    got = routing_mask(qc, kc)
+    for idx in torch.cartesian_prod(torch.arange(2), torch.arange(3), torch.arange(5), torch.arange(8)).tolist():
+        b, h, i, j = idx
+        assert bool(got[b, h, i, j]) == (bool(qc[b, h, i] == kc[b, h, j]) and j <= i + 3)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_routing_attention_equals_dense_under_the_induced_mask(causal, device):
+    q, k, v = _qkv((2, 3), 17, 8, 5, device, torch.float64, seed=5)
+    km = OnlineKMeans(4, 8, generator=torch.Generator().manual_seed(6)).to(device)
+    qc, kc = km.assign(q), km.assign(k)
+    got = routing_attention(q, k, v, qc, kc, causal=causal)
+    expected = _torch_reference(q, k, v, routing_mask(qc, kc, causal=causal))
+    torch.testing.assert_close(got, expected, **tolerance(torch.float64))
