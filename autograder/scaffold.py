@@ -239,6 +239,8 @@ ax.set_ylabel("weight")
 ax.set_title("TODO: a figure drawn by this page's code")
 fig.tight_layout()
 ```
+
+**References, terms and notation.** Every paper cited on this page, with links, is in the [bibliography](bibliography.md); its terms, with their Chinese names, are in the [glossary](glossary.md) (术语表); the symbols and shape letters are in the [notation](notation.md) table.
 """
 
 TESTS = '''"""The {stem} solution against independent oracles, on every device. TODO: the chapter's real oracles."""
