@@ -32,6 +32,9 @@ path, so nothing is downloaded). Pages are opened from disk (`file://`), as the 
   notebook, `https://colab.research.google.com/github/<repository>/blob/<branch>/notebooks/chNN_name.ipynb`
   (repository and branch from `autograder/__init__.py`), and that notebook must exist; every other Colab link on
   any page must open an existing `notebooks/*.ipynb` of the same repository and branch;
+* **Chinese search** — the built search page, asked for each query in `SEARCHES` (a Chinese term), must list the
+  chapter page that introduces it: Sphinx indexes Chinese words only with `html_search_language: zh` and jieba,
+  and only the glossary's terms as whole words (`book/_ext/chinese_search.py`);
 * **console errors** — any browser console message of level SEVERE (JavaScript errors, failed loads) except
   those listed in `KNOWN_CONSOLE_ERRORS` with their reason; and any resource fetched from the network instead
   of the built book (the book must work offline: MathJax and every other script, style and font are bundled).
@@ -46,6 +49,7 @@ import pathlib
 import re
 import sys
 import time
+import urllib.parse
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
@@ -64,6 +68,15 @@ KNOWN_CONSOLE_ERRORS: list[tuple[str, str]] = [
         "code) is not enabled in this book",
     ),
 ]
+# (query typed into the book's search box, page that must be among the results)
+SEARCHES: list[tuple[str, str]] = [
+    ("自注意力", "book/ch03_self_attention.html"),
+    ("滑动窗口注意力", "book/ch09_sparse_attention.html"),
+    ("掩码语言模型", "book/ch07_bert.html"),
+]
+SEARCH_TIMEOUT_S = 30
+# Sphinx's search page writes this summary line only once every result is listed.
+SEARCH_STATUS = "const s = document.querySelector('#search-results .search-summary'); return s && s.innerText || null"
 
 # Font sizes a page may pass to matplotlib by name (relative to font.size) that are never below it.
 _LARGE_NAMES = {"medium", "large", "x-large", "xx-large", "larger"}
@@ -333,6 +346,38 @@ def check_page(
     return problems
 
 
+def search_problems(driver, html: pathlib.Path) -> list[str]:
+    """Search the built book for each of `SEARCHES` as a reader would (search.html?q=...) and list what is missing.
+
+    The result list is complete when Sphinx writes its summary line ("Search finished ..." or "Your search did not
+    match ..."). Pages opened from disk cannot fetch the result pages' text for the snippets under each result
+    (Chromium refuses `fetch` of file:// URLs); those console errors are the search page's, not the book's, and are
+    dropped here.
+    """
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = html / "search.html"
+    if not page.exists():
+        return ["search.html was not built"]
+    problems = []
+    for query, expected in SEARCHES:
+        driver.get(f"{page.as_uri()}?q={urllib.parse.quote(query)}")
+        try:
+            status = WebDriverWait(driver, SEARCH_TIMEOUT_S).until(lambda d: d.execute_script(SEARCH_STATUS))
+        except TimeoutException:
+            problems.append(f"search for {query} did not finish within {SEARCH_TIMEOUT_S} s")
+            continue
+        hrefs = driver.execute_script(
+            "return [...document.querySelectorAll('#search-results ul.search li > a')].map(a => a.getAttribute('href'))"
+        )
+        found = sorted({h.split("#")[0].split("?")[0] for h in hrefs})
+        if expected not in found:
+            problems.append(f"search for {query} does not find {expected} ({status!r}; found {found})")
+        driver.get_log("browser")  # the snippet fetches' file:// errors, see above
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--html", type=pathlib.Path, default=HTML, help="the built book (default: _build/html)")
@@ -358,6 +403,7 @@ def main() -> int:
             problems += [
                 f"{name}: {p}" for p in check_page(driver, page, min_font_pt, dpi, repo, branch, args.screenshots)
             ]
+        problems += [f"search: {p}" for p in search_problems(driver, html)]
     finally:
         driver.quit()
     for p in problems:

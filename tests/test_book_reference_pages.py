@@ -3,12 +3,21 @@
 * chapters 1–7 and the intro draw an architecture diagram with the shared helper `book/diagrams.py`, in a
   cell whose input is hidden and which carries a figure caption; every such diagram, drawn here, fits the text
   column 1:1 and has no text smaller than the shared style's smallest size;
-* every chapter page links the bibliography, and every citation "Author et al. YEAR" / "Author & Author YEAR"
-  on any page is listed in `book/bibliography.md`; the reference pages are in `_toc.yml`.
+* every chapter page links the bibliography, the glossary and the notation page, and every citation
+  "Author et al. YEAR" / "Author & Author YEAR" on any page is listed in `book/bibliography.md`, whose entries are
+  sorted and link well-formed arXiv identifiers or DOIs; the reference pages and the outlook are in `_toc.yml`;
+* the glossary is sorted, every entry has its Chinese name and links (a MyST label) the chapter section that
+  introduces it, that chapter's page writes the Chinese name, and jieba — with the glossary's terms added, as
+  `book/_ext/chinese_search.py` does in the build — cuts it out of that page as one search word; every chapter
+  has entries;
+* when a built book is present (`_build/html`, after `make book`), its search index maps each glossary term's
+  Chinese name to the chapter page that introduces it (skipped without a build).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import pathlib
 import re
@@ -18,6 +27,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
+HTML = ROOT / "_build" / "html"
 CHAPTERS = sorted(BOOK.glob("ch[0-9][0-9]_*.md"))
 # Chapters 8-10 draw their diagrams (cache steps, sparse masks, tiles) from their solution modules' own masks.
 DIAGRAM_PAGES = [p for p in CHAPTERS if int(p.name[2:4]) <= 7] + [BOOK / "intro.md"]
@@ -86,8 +96,10 @@ def test_diagrams_fit_the_column_and_are_legible(page, monkeypatch):
 
 
 @pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.stem)
-def test_chapter_links_the_bibliography(page):
-    assert "](bibliography.md)" in page.read_text(), f"{page.name} does not link book/bibliography.md"
+def test_chapter_links_the_reference_pages(page):
+    text = page.read_text()
+    for name in ("bibliography", "glossary", "notation"):
+        assert f"]({name}.md)" in text, f"{page.name} does not link book/{name}.md"
 
 
 def test_every_citation_is_in_the_bibliography():
@@ -110,11 +122,177 @@ def test_citation_pattern_finds_the_forms_the_pages_use():
 
 def test_reference_pages_are_in_the_table_of_contents():
     toc = (ROOT / "_toc.yml").read_text()
-    for name in ("glossary", "notation", "bibliography"):
+    for name in ("glossary", "notation", "bibliography", "outlook"):
         assert f"file: book/{name}\n" in toc
+    files = re.findall(r"file: book/(\w+)", toc)
+    last_chapter = max(i for i, f in enumerate(files) if re.fullmatch(r"ch\d\d_\w+", f))
+    assert files.index("outlook") == last_chapter + 1, "the outlook comes right after the last chapter"
+
+
+def test_outlook_links_every_chapter():
+    text = (BOOK / "outlook.md").read_text()
+    missing = [p.name for p in CHAPTERS if f"]({p.name})" not in text]
+    assert not missing, f"book/outlook.md does not link {missing}"
+    assert "](bibliography.md)" in text and "](glossary.md)" in text
 
 
 def test_chapter_titles_share_one_style():
     for page in CHAPTERS:
         title = re.search(r"^# (.*)$", page.read_text(), re.M).group(1)
         assert re.fullmatch(rf"{int(page.name[2:4])}\. [^()]+ \([^()]*[\u4e00-\u9fff][^()]*\)", title), title
+
+
+# --- bibliography entries ------------------------------------------------------------------------------------------
+
+ARXIV = re.compile(r"\[arXiv:([^\]]+)\]\(https://arxiv\.org/abs/([^)]+)\)")
+DOI = re.compile(r"\[doi:([^\]]+)\]\(https://doi\.org/([^)]+)\)")
+PDF = re.compile(r"\[PDF\]\((https://[^)\s]+\.pdf)\)")
+
+
+def bibliography_entries() -> list[str]:
+    return (BOOK / "bibliography.md").read_text().split("\n* ")[1:]
+
+
+def test_bibliography_entries_link_well_formed_identifiers():
+    problems = []
+    for entry in bibliography_entries():
+        head = re.match(r"\*\*(.+?)\*\*", entry).group(1)
+        arxiv, doi, pdf = ARXIV.findall(entry), DOI.findall(entry), PDF.findall(entry)
+        if not (arxiv or doi or pdf):
+            problems.append(f"{head}: no arXiv, DOI or PDF link")
+        for label, target in arxiv:
+            if label != target or not re.fullmatch(r"\d{4}\.\d{4,5}", target):
+                problems.append(f"{head}: arXiv link [{label}] -> {target}")
+            elif not 1 <= int(target[2:4]) <= 12:
+                problems.append(f"{head}: arXiv identifier {target} has no month {target[2:4]}")
+        for label, target in doi:
+            if label != target or not re.fullmatch(r"10\.\d{4,9}/\S+", target):
+                problems.append(f"{head}: DOI link [{label}] -> {target}")
+        stray = len(re.findall(r"\]\(https?://", entry)) - len(arxiv) - len(doi) - len(pdf)
+        if stray:
+            problems.append(f"{head}: {stray} link(s) that are neither arXiv, DOI nor PDF")
+        year = re.search(r"(?:19|20)\d\d", head).group(0)
+        for _, target in arxiv:  # an arXiv identifier starts with the last two digits of its year
+            if int(target[:2]) > int(year[2:]):
+                problems.append(f"{head}: arXiv {target} is later than the cited year {year}")
+    assert not problems, "; ".join(problems)
+
+
+def test_bibliography_is_sorted_and_links_existing_pages():
+    keys = []
+    for entry in bibliography_entries():
+        head = re.match(r"\*\*(.+?)\*\*", entry).group(1)
+        keys.append((head.split()[0].lower(), re.search(r"(?:19|20)\d\d", head).group(0)))
+        for page in re.findall(r"\]\((\w+\.md)\)", entry):
+            assert (BOOK / page).exists(), f"{head} links book/{page}, which does not exist"
+    assert keys == sorted(keys), "bibliography entries are not sorted by first author, then year"
+    assert len(set(keys)) == len(keys), "a paper is listed twice"
+
+
+# --- glossary ------------------------------------------------------------------------------------------------------
+
+
+def _chinese_search():
+    spec = importlib.util.spec_from_file_location("chinese_search", BOOK / "_ext" / "chinese_search.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REF = re.compile(r"^\{ref\}`(\d+) · [^<>`]+ <(ch(\d\d)-[\w-]+)>`$")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def sort_key(term: str) -> str:
+    """How the glossary is sorted: case, punctuation and code marks ignored, hyphens read as spaces."""
+    return re.sub(r"[^a-z0-9 ]", "", term.lower().replace("-", " "))
+
+
+def glossary() -> list[list[str]]:
+    return _chinese_search().glossary_rows((BOOK / "glossary.md").read_text())
+
+
+def chapter_page(number: str) -> pathlib.Path:
+    (page,) = BOOK.glob(f"ch{number}_*.md")
+    return page
+
+
+def test_glossary_is_sorted_and_complete():
+    rows = glossary()
+    assert len(rows) >= 60
+    terms = [row[0] for row in rows]
+    assert terms == sorted(terms, key=sort_key), "glossary entries are not in alphabetical order"
+    assert len({sort_key(t) for t in terms}) == len(terms), "a term is listed twice"
+    per_chapter: dict[int, int] = {}
+    for row in rows:
+        assert len(row) == 4, f"glossary row {row[0]!r} does not have 4 cells (term, 中文, meaning, link)"
+        term, chinese, meaning, link = row
+        assert CJK.search(chinese), f"{term!r} has no Chinese name"
+        assert meaning, f"{term!r} has no meaning"
+        m = REF.match(link)
+        assert m, f"{term!r}: the last cell must be {{ref}}`N · Section <chNN-label>`, not {link!r}"
+        assert int(m[1]) == int(m[3]), f"{term!r}: link text says chapter {m[1]}, label is {m[2]}"
+        per_chapter[int(m[1])] = per_chapter.get(int(m[1]), 0) + 1
+    chapters = sorted(int(p.name[2:4]) for p in CHAPTERS)
+    thin = [n for n in chapters if per_chapter.get(n, 0) < 3]
+    assert not thin, f"chapters with fewer than 3 glossary terms: {thin}"
+
+
+def test_glossary_links_a_labelled_section_whose_page_writes_the_chinese_name():
+    problems = []
+    for term, chinese, _, link in glossary():
+        m = REF.match(link)
+        page = chapter_page(m[3])
+        text = page.read_text()
+        if not re.search(rf"^\({re.escape(m[2])}\)=\n#+ ", text, re.M):
+            problems.append(f"{term!r}: no label ({m[2]})= before a heading in {page.name}")
+        if chinese.replace(" ", "") not in text.replace(" ", ""):
+            problems.append(f"{term!r}: {page.name} does not write {chinese}")
+    assert not problems, "; ".join(problems)
+
+
+def test_glossary_terms_are_search_words_on_their_pages():
+    jieba = pytest.importorskip("jieba")
+    search = _chinese_search()
+    search.add_terms_to_jieba(search.glossary_terms())
+    words_of = {}
+    problems = []
+    for term, chinese, _, link in glossary():
+        page = chapter_page(REF.match(link)[3])
+        if page not in words_of:
+            words_of[page] = set(jieba.cut_for_search(page.read_text()))
+        problems += [f"{term!r}: {w} in {page.name}" for w in search.chinese_words(chinese) if w not in words_of[page]]
+    assert not problems, "not one search word: " + "; ".join(problems)
+
+
+def test_chinese_search_is_configured():
+    config = (ROOT / "_config.yml").read_text()
+    assert re.search(r"^\s+html_search_language: zh\b", config, re.M)
+    assert re.search(r"^\s+chinese_search: book/_ext\b", config, re.M)
+    assert re.search(r"^jieba\b", (ROOT / "requirements.txt").read_text(), re.M)
+    words = _chinese_search().glossary_terms()
+    assert "自注意力" in words and all(len(w) >= 2 and CJK.search(w) for w in words)
+
+
+def built_search_index() -> dict:
+    index = HTML / "searchindex.js"
+    if not index.exists():
+        pytest.skip("no built book (_build/html/searchindex.js): run `make book` first")
+    text = index.read_text(encoding="utf-8")
+    return json.loads(text[text.index("(") + 1 : text.rindex(")")])
+
+
+def test_built_search_index_finds_chinese_terms_on_chapter_pages():
+    index = built_search_index()
+    docs = index["docnames"]
+    problems = []
+    for term, chinese, _, link in glossary():
+        doc = f"book/{chapter_page(REF.match(link)[3]).stem}"
+        for word in _chinese_search().chinese_words(chinese):
+            found = []
+            for table in ("terms", "titleterms"):
+                hits = index[table].get(word, [])
+                found += [docs[i] for i in ([hits] if isinstance(hits, int) else hits)]
+            if doc not in found:
+                problems.append(f"{word} ({term}) -> {sorted(set(found))}, not {doc}")
+    assert not problems, "the search index misses: " + "; ".join(problems)
