@@ -68,7 +68,7 @@ def train_transformer(
     """Teacher forcing, Adam(β=(0.9, 0.98), ε=1e-9) and the eq. 3 schedule (Vaswani et al. 2017, section 5.3)."""
     model.to(device)
 
-    def loss_fn(m, it):
+    def loss_fn(m, it, part):  # one process: part is the whole batch
         batch = next(batches).to(device)
         tgt_in, tgt_out = shift_for_teacher_forcing(batch.tgt)  # (B, T-1) each
         logits = m(batch.src, tgt_in)  # (B, T-1, V)
