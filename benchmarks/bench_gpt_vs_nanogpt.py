@@ -158,6 +158,8 @@ def main(argv=None) -> list[dict]:
         f"{args.iters} interleaved iterations each, batch {B}, context {T}, 4x4x128, python docs, "
         f"median step time after 10; device {device}; load average {os.getloadavg()[0]:.1f}"
     )
+    out = RESULTS / f"gpt_vs_nanogpt_{device.type}.csv"
+    write_results(out, rows, device.type, how)  # now: the DDP runs below take minutes and may be cut short
     if args.ddp:
         for nproc in (1, 2):
             tps = ddp_tokens_per_s(nproc, args.ddp_iters)
@@ -171,7 +173,7 @@ def main(argv=None) -> list[dict]:
                 }
             )
             print(rows[-1])
-    write_results(RESULTS / f"gpt_vs_nanogpt_{device.type}.csv", rows, device.type, how)
+        write_results(out, rows, device.type, how + f"; train_gpt_ddp rows: {args.ddp_iters} iterations each")
     return rows
 
 
