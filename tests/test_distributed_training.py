@@ -111,3 +111,28 @@ def test_train_gpt_on_two_processes_matches_one(tmp_path):
     ref = torch.load(tmp_path / "one" / "gpt_char.pt")["model"]
     for name, value in model.state_dict().items():
         torch.testing.assert_close(value, ref[name], atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.slow
+def test_train_bert_on_two_processes_matches_one(tmp_path):
+    """BERT's masked-LM pretraining under torchrun (2 gloo processes × 2 micro-steps) against one process, dropout
+    off: the parts' losses are weighted by their share of the selected positions, so the curves agree too."""
+    import shutil
+
+    from scripts import train_bert
+
+    args = ["--n_layers", "1", "--n_heads", "2", "--d_model", "32", "--seq_len", "32", "--batch_size", "8"]
+    args += ["--max_iters", "4", "--eval_interval", "4", "--vocab_size", "500", "--dropout", "0", "--threads", "1"]
+    args += ["--no-progress"]
+    train_bert.main(["--part", "tokenizer", *args, "--out", str(tmp_path / "one")])
+    (tmp_path / "two").mkdir()
+    shutil.copy(tmp_path / "one" / "wordpiece.json", tmp_path / "two" / "wordpiece.json")
+    train_bert.main(["--part", "bert", *args, "--out", str(tmp_path / "one")])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    cmd += ["-m", "scripts.train_bert", "--part", "bert", *args, "--grad_accum", "2", "--out", str(tmp_path / "two")]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one, two = (json.loads((tmp_path / d / "bert_history.json").read_text()) for d in ("one", "two"))
+    assert [loss for _, loss in two["train"]] == pytest.approx([loss for _, loss in one["train"]], abs=TOL)
+    assert two["eval"][-1][1]["loss"] == pytest.approx(one["eval"][-1][1]["loss"], abs=TOL)
