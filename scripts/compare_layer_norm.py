@@ -75,7 +75,7 @@ def main(argv=None) -> None:
         opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
         batches = infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed)
 
-        def loss_fn(m, it, batches=batches):
+        def loss_fn(m, it, part, batches=batches):  # one process: part is the whole batch
             batch = next(batches).to(device)
             tgt_in, tgt_out = shift_for_teacher_forcing(batch.tgt)
             return label_smoothed_loss(m(batch.src, tgt_in), tgt_out, 0.1, PAD_ID), tgt_out.numel()

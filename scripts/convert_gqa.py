@@ -72,7 +72,7 @@ def main(argv=None) -> dict:
         converted = val_loss(model)
         g = torch.Generator().manual_seed(args.seed)
 
-        def loss_fn(m, it, g=g):
+        def loss_fn(m, it, part, g=g):  # one process: part is the whole batch
             x, y = get_lm_batch(train_data, T, args.batch_size, generator=g)
             return F.cross_entropy(m(x).flatten(0, 1), y.flatten()), x.numel()
 

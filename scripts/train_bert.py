@@ -13,6 +13,11 @@ as one stream ``[CLS] s1 [SEP] [CLS] s2 [SEP] …``; both with the same sizes, s
 
 Writes into ``--out``: ``wordpiece.json``, ``bert_mlm.pt``, ``gpt_wordpiece.pt`` and ``bert_results.json`` (the
 book reads the JSON and the BERT checkpoint).
+
+Runs unchanged under ``torchrun --nproc_per_node N -m scripts.train_bert`` (DistributedDataParallel with gloo, on
+CPU): ``--batch_size`` is the global batch of one optimiser step, cut into ``N × --grad_accum`` equal parts; every
+rank draws (and masks) the same global batch and trains on its own parts; rank 0 alone trains the tokenizer, prints
+and writes files.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch import distributed as torch_distributed
 
 from solutions.ch06_gpt import GPT, GPTConfig
 from solutions.ch07_bert import (
@@ -39,9 +45,15 @@ from solutions.ch07_bert import (
     train_wordpiece,
 )
 from solutions.text_data import python_docs, sentences
-from solutions.training import count_parameters, train
+from solutions.training import Part, close_distributed, count_parameters, init_distributed, once_per_iteration, train
 
 PAD, UNK, CLS, SEP, MASK = range(len(SPECIAL_TOKENS))
+MAIN = True  # rank 0 (or the only process): the one that prints and writes files
+
+
+def say(*args) -> None:
+    if MAIN:
+        print(*args)
 
 
 def split_sentences() -> tuple[list[list[str]], list[list[str]]]:
@@ -77,10 +89,12 @@ def encode_stream(tok, topics) -> torch.Tensor:
 
 
 def part_tokenizer(args, out):
+    if not MAIN:
+        return  # the other ranks wait at the barrier in main(), then read rank 0's file
     train_t, _ = split_sentences()
     tok = train_wordpiece([s for t in train_t for s in t], vocab_size=args.vocab_size)
     tok.save(str(out / "wordpiece.json"))
-    print(f"WordPiece: {tok.get_vocab_size()} tokens; e.g. {tok.encode('Decorators wrap functions.').tokens}")
+    say(f"WordPiece: {tok.get_vocab_size()} tokens; e.g. {tok.encode('Decorators wrap functions.').tokens}")
 
 
 def part_bert(args, out):
@@ -101,15 +115,28 @@ def part_bert(args, out):
     g = torch.Generator().manual_seed(args.seed)
     v_ids, v_types, v_att = encode_pairs(tok, val_t, args.seq_len)
 
-    def loss_fn(m, it):
+    def draw(it):  # the global batch, the same on every rank: rows, then their masking
         ix = torch.randint(len(ids), (args.batch_size,), generator=g)
         x, labels = mask_tokens(ids[ix], mask_id=MASK, vocab_size=config.vocab_size, special_ids=range(5), generator=g)
-        return mlm_loss(m(x, types[ix], att[ix]), labels), int(att[ix].sum())
+        return ix, x, labels
+
+    global_batch = once_per_iteration(draw)
+
+    def loss_fn(m, it, part: Part):
+        ix_all, x_all, labels_all = global_batch(it)
+        rows = part.rows(args.batch_size)
+        ix, x, labels = ix_all[rows], x_all[rows], labels_all[rows]  # this rank's part
+        # mlm_loss is a mean over the selected positions, whose number varies between parts: sum this part's
+        # losses and divide by its even share of the global batch's selected positions, so the mean over the
+        # parts is the global batch's mlm_loss (and a part with no selected position adds 0, not 0/0).
+        logits = m(x, types[ix], att[ix])
+        total = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100, reduction="sum")
+        return total * part.count / (labels_all != -100).sum().clamp(min=1), int(att[ix].sum())
 
     def eval_fn(m):
         return mlm_eval(m, v_ids, v_types, v_att, config.vocab_size)
 
-    print(f"BERT: {count_parameters(model):,} parameters, {len(ids):,} training pairs")
+    say(f"BERT: {count_parameters(model):,} parameters, {len(ids):,} training pairs")
     hist = train(
         model,
         loss_fn,
@@ -119,10 +146,13 @@ def part_bert(args, out):
         eval_fn=eval_fn,
         eval_interval=args.eval_interval,
         progress=not args.no_progress,
+        grad_accum=args.grad_accum,
+        find_unused_parameters=True,  # the pooler gets no gradient from the masked-LM loss
     )
-    print("BERT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
-    torch.save({"config": vars(config), "model": model.state_dict()}, out / "bert_mlm.pt")
-    (out / "bert_history.json").write_text(json.dumps(hist))
+    if MAIN:
+        print("BERT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
+        torch.save({"config": vars(config), "model": model.state_dict()}, out / "bert_mlm.pt")
+        (out / "bert_history.json").write_text(json.dumps(hist))
 
 
 @torch.no_grad()
@@ -157,8 +187,10 @@ def part_gpt(args, out):
     g = torch.Generator().manual_seed(args.seed)
     from solutions.text_data import get_lm_batch
 
-    def loss_fn(m, it):
-        x, y = get_lm_batch(stream, args.seq_len, args.batch_size, generator=g)
+    global_batch = once_per_iteration(lambda it: get_lm_batch(stream, args.seq_len, args.batch_size, generator=g))
+
+    def loss_fn(m, it, part: Part):
+        x, y = (t[part.rows(args.batch_size)] for t in global_batch(it))
         return F.cross_entropy(m(x).flatten(0, 1), y.flatten()), x.numel()
 
     def eval_fn(m):
@@ -166,7 +198,7 @@ def part_gpt(args, out):
         x, y = get_lm_batch(v_stream, args.seq_len, 256, generator=gv)
         return {"loss": F.cross_entropy(m(x).flatten(0, 1), y.flatten()).item()}
 
-    print(f"GPT: {model.num_parameters():,} parameters, {len(stream):,} training tokens")
+    say(f"GPT: {model.num_parameters():,} parameters, {len(stream):,} training tokens")
     hist = train(
         model,
         loss_fn,
@@ -176,10 +208,12 @@ def part_gpt(args, out):
         eval_fn=eval_fn,
         eval_interval=args.eval_interval,
         progress=not args.no_progress,
+        grad_accum=args.grad_accum,
     )
-    print("GPT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
-    torch.save({"config": vars(config), "model": model.state_dict()}, out / "gpt_wordpiece.pt")
-    (out / "gpt_history.json").write_text(json.dumps(hist))
+    if MAIN:
+        print("GPT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
+        torch.save({"config": vars(config), "model": model.state_dict()}, out / "gpt_wordpiece.pt")
+        (out / "gpt_history.json").write_text(json.dumps(hist))
 
 
 def shuffled_task(tok, topics, T, seed):
@@ -214,8 +248,10 @@ def fine_tune(bert, data, test, args, seed):
     ids, att, y, _ = data
     g = torch.Generator().manual_seed(seed)
 
-    def loss_fn(m, it):
-        ix = torch.randint(len(ids), (args.batch_size,), generator=g)
+    global_rows = once_per_iteration(lambda it: torch.randint(len(ids), (args.batch_size,), generator=g))
+
+    def loss_fn(m, it, part: Part):
+        ix = global_rows(it)[part.rows(args.batch_size)]
         return F.cross_entropy(m(ids[ix], None, att[ix]), y[ix]), int(att[ix].sum())
 
     def eval_fn(m):
@@ -235,6 +271,7 @@ def fine_tune(bert, data, test, args, seed):
         eval_fn=eval_fn,
         eval_interval=max(1, args.ft_iters // 4),
         progress=not args.no_progress,
+        grad_accum=args.grad_accum,
     )
     return hist
 
@@ -298,14 +335,16 @@ def part_eval(args, out):
     gpt.eval()
     v_ids, v_types, v_att = encode_pairs(tok, val_t, args.seq_len)
     mlm_final = mlm_eval(mlm, v_ids, v_types, v_att, config.vocab_size, n=len(v_ids))
-    print("MLM on held-out topics:", mlm_final)
+    say("MLM on held-out topics:", mlm_final)
     blank = fill_in_the_blank(mlm, gpt, tok, val_t, 1000, args.seed)
-    print("fill in the blank:", {k: v for k, v in blank.items() if k != "examples"})
+    say("fill in the blank:", {k: v for k, v in blank.items() if k != "examples"})
 
     data = shuffled_task(tok, train_t, args.seq_len, args.seed)
     test = shuffled_task(tok, val_t, args.seq_len, args.seed + 1)
     pre = fine_tune(mlm.bert, data, test, args, args.seed)
     scratch = fine_tune(Bert(config).apply(_bert_init()), data, test, args, args.seed)
+    if not MAIN:
+        return  # rank 0 evaluated the fine-tuned models and writes the results
     print("fine-tuned:", pre["eval"][-1], " from scratch:", scratch["eval"][-1])
     results = {
         "args": vars(args),
@@ -352,7 +391,8 @@ def main(argv=None):
     p.add_argument("--n_heads", type=int, default=4)
     p.add_argument("--d_model", type=int, default=128)
     p.add_argument("--seq_len", type=int, default=64)
-    p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--batch_size", type=int, default=32, help="global batch of one optimiser step (all ranks)")
+    p.add_argument("--grad_accum", type=int, default=1, help="micro-steps per optimiser step on each rank")
     p.add_argument("--max_iters", type=int, default=900)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -366,13 +406,20 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    global MAIN
+    dist, _ = init_distributed("cpu")  # this script trains on the CPU: gloo under torchrun
+    MAIN = dist.is_main
+    Part(0, dist.world_size * args.grad_accum).rows(args.batch_size)  # ValueError now if the parts can't be equal
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     parts = ["tokenizer", "bert", "gpt", "eval"] if args.part == "all" else [args.part]
     for part in parts:
         t0 = time.time()
         globals()[f"part_{part}"](args, out)
-        print(f"[{part}: {time.time() - t0:.0f} s]")
+        if dist.world_size > 1:
+            torch_distributed.barrier()  # e.g. the tokenizer file exists before any rank reads it
+        say(f"[{part}: {time.time() - t0:.0f} s]")
+    close_distributed()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
     python -m scripts.train_gpt                       # yardstick: 4 layers, 4 heads, 128 wide, 64 context,
                                                       # 2000 iterations of batch 12 on the Python docs
     python -m scripts.train_gpt --device cuda --compile --data shakespeare   # Colab, opt-in download
+    torchrun --nproc_per_node 2 -m scripts.train_gpt  # DistributedDataParallel: 2 processes (gloo on CPU,
+                                                      # NCCL on GPUs), the same global batch of 12
 
 Writes ``<out>/gpt_char.pt`` (weights, config, alphabet) and ``<out>/gpt_char.json`` (config, loss curves,
 tokens/second, final validation loss, samples, machine); ``gpt_char_shakespeare.*`` with ``--data shakespeare``.
@@ -11,6 +13,11 @@ The book page reads these files instead of training. Prints tokens/second and th
 The samples continue ``--prompt`` (by default a phrase of the chosen corpus), which is checked against the
 corpus's alphabet before training starts; the checkpoint and results are written as soon as training ends, and
 the results again once the samples are drawn, so a failure after training never loses the model.
+
+Under ``torchrun`` (``--nproc_per_node N``, and ``--nnodes``/``--node_rank``/``--rdzv_endpoint`` across machines)
+the script runs unchanged with ``DistributedDataParallel``: ``--batch_size`` stays the *global* batch of one
+optimiser step, cut into ``world_size × --grad_accum`` equal parts; every rank draws the same window starts and
+computes its own parts; only rank 0 prints, samples and writes files.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import torch
 
 from solutions.ch06_gpt import GPT, GPTConfig, generate
 from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text, tiny_shakespeare, train_val_split
-from solutions.training import train
+from solutions.training import Part, close_distributed, init_distributed, once_per_iteration, train
 
 # A prompt per corpus, made of characters that corpus has (the character tokenizer knows no others).
 DEFAULT_PROMPTS = {"python-docs": 'The "with" statement', "shakespeare": "First Citizen:\n"}
@@ -34,12 +41,10 @@ DEFAULT_PROMPTS = {"python-docs": 'The "with" statement', "shakespeare": "First 
 
 def check_prompt(prompt: str, tok: CharTokenizer) -> None:
     """Raise ``ValueError`` naming the prompt's characters that ``tok``'s alphabet lacks (sorted, repr'd)."""
-    unknown = sorted(set(prompt) - set(tok.alphabet))
-    if unknown:
-        raise ValueError(
-            f"--prompt {prompt!r} has characters the training text does not: {', '.join(map(repr, unknown))}; "
-            "the character tokenizer cannot encode them"
-        )
+    try:
+        tok.encode(prompt)
+    except ValueError as err:
+        raise ValueError(f"--prompt: {err}; the training text has no such characters") from None
 
 
 def parse_args(argv=None):
@@ -48,7 +53,8 @@ def parse_args(argv=None):
     p.add_argument("--n_heads", type=int, default=4)
     p.add_argument("--d_model", type=int, default=128)
     p.add_argument("--context_length", type=int, default=64)
-    p.add_argument("--batch_size", type=int, default=12)
+    p.add_argument("--batch_size", type=int, default=12, help="global batch of one optimiser step (all ranks)")
+    p.add_argument("--grad_accum", type=int, default=1, help="micro-steps per optimiser step on each rank")
     p.add_argument("--max_iters", type=int, default=2000)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--dropout", type=float, default=0.0)
@@ -67,6 +73,7 @@ def parse_args(argv=None):
     p.add_argument("--out", default="results/ch06_gpt")
     p.add_argument("--sample_tokens", type=int, default=300, help="length of each sample written to the results")
     p.add_argument("--prompt", default=None, help="text the samples continue (default: a phrase of the corpus)")
+    p.add_argument("--curve_every", type=int, default=10, help="keep every n-th training loss in the results")
     p.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
 
@@ -75,8 +82,10 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    device = torch.device(args.device)
+    dist, device = init_distributed(args.device)  # one process, or this rank of a torchrun job
+    Part(0, dist.world_size * args.grad_accum).rows(args.batch_size)  # ValueError now if the parts can't be equal
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
+    say = print if dist.is_main else (lambda *a, **k: None)
     text = python_docs_text() if args.data == "python-docs" else tiny_shakespeare()
     tok = CharTokenizer.from_text(text)
     prompt = DEFAULT_PROMPTS[args.data] if args.prompt is None else args.prompt
@@ -92,19 +101,22 @@ def main(argv=None) -> dict:
         dropout=args.dropout,
     )
     model = GPT(config).to(device)
-    print(
+    say(
         f"{args.data}: {len(text):,} characters, vocabulary {tok.vocab_size}; "
         f"train {len(train_data):,} / val {len(val_data):,} tokens"
     )
-    print(
+    say(
         f"GPT: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
         f"without the position table)"
     )
 
-    g_train = torch.Generator().manual_seed(args.seed)
+    g_train = torch.Generator().manual_seed(args.seed)  # every rank draws the same global batches...
+    global_batch = once_per_iteration(
+        lambda it: get_lm_batch(train_data, args.context_length, args.batch_size, generator=g_train)
+    )
 
-    def loss_fn(m, it):
-        x, y = get_lm_batch(train_data, args.context_length, args.batch_size, generator=g_train, device=device)
+    def loss_fn(m, it, part: Part):
+        x, y = (t[part.rows(args.batch_size)].to(device) for t in global_batch(it))  # ...and keeps its part
         logits = m(x)
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten()), x.numel()
 
@@ -131,8 +143,12 @@ def main(argv=None) -> dict:
         device=device,
         compile=args.compile,
         progress=not args.no_progress,
+        grad_accum=args.grad_accum,
     )
     wall = time.time() - t0
+    if not dist.is_main:  # rank 0 evaluates, samples and writes; the others are done
+        close_distributed()
+        return {}
     final = history["eval"][-1][1]
     print(
         f"tokens/s {history['tokens_per_s']:,.0f}   train loss {final['train']:.3f}   "
@@ -147,7 +163,7 @@ def main(argv=None) -> dict:
         "args": vars(args),
         "config": vars(config),
         "parameters": model.num_parameters(),
-        "train_curve": history["train"][::10],
+        "train_curve": history["train"][:: args.curve_every],
         "eval_curve": history["eval"],
         "tokens_per_s": history["tokens_per_s"],
         "train_seconds": history["seconds"],
@@ -158,6 +174,7 @@ def main(argv=None) -> dict:
         "machine": {
             "device": str(device),
             "cpu_threads": torch.get_num_threads(),
+            "world_size": dist.world_size,
             "torch": torch.__version__,
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
@@ -168,6 +185,7 @@ def main(argv=None) -> dict:
     }
     # Written now, before sampling: whatever fails from here on, the trained model and its curves are kept.
     (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1))
+    close_distributed()  # sampling is rank 0's alone
 
     model.eval()
     idx = torch.tensor([tok.encode(prompt)], device=device)

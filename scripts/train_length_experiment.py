@@ -126,6 +126,14 @@ def main(argv=None) -> None:
                 steps=args.steps,
                 seed=args.seed,
             )
+        curve = [round(sum(losses[i : i + 25]) / len(losses[i : i + 25]), 4) for i in range(0, len(losses), 25)]
+        results["models"][name] = {
+            "parameters": n_params,
+            "train_seconds": round(train_s, 1),
+            "loss_curve_every_25": curve,
+        }
+        # written now: a failure while decoding keeps every trained model's curve (and the checkpoints above)
+        (out / "length_experiment.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
         t2 = time.time()
         hyps = translate(model, test, data.tgt_vocab, max_new_tokens=max_new_tokens)
         buckets = evaluate_by_length(hyps, refs, src_lengths, EDGES)
@@ -136,12 +144,8 @@ def main(argv=None) -> None:
         for r in buckets:
             log(f"  {name:17s} {r['bucket']:>6s} n={r['n']:4d} BLEU={r['bleu']:6.2f} exact={r['exact_match']:.3f}")
             rows.append({"model": name, **r})
-        curve = [round(sum(losses[i : i + 25]) / len(losses[i : i + 25]), 4) for i in range(0, len(losses), 25)]
-        results["models"][name] = {
-            "parameters": n_params,
-            "train_seconds": round(train_s, 1),
+        results["models"][name] |= {
             "eval_seconds": round(eval_s, 1),
-            "loss_curve_every_25": curve,
             "buckets": buckets,
             "examples": [
                 {"src": " ".join(data.tokens["test"][i][0]), "ref": " ".join(refs[i]), "hyp": " ".join(hyps[i])}

@@ -68,7 +68,7 @@ def train_transformer(
     """Teacher forcing, Adam(β=(0.9, 0.98), ε=1e-9) and the eq. 3 schedule (Vaswani et al. 2017, section 5.3)."""
     model.to(device)
 
-    def loss_fn(m, it):
+    def loss_fn(m, it, part):  # one process: part is the whole batch
         batch = next(batches).to(device)
         tgt_in, tgt_out = shift_for_teacher_forcing(batch.tgt)  # (B, T-1) each
         logits = m(batch.src, tgt_in)  # (B, T-1, V)
@@ -169,6 +169,15 @@ def main(argv=None) -> None:
         log(f"{name} {decoding}: " + ", ".join(f"{r['bucket']}: {r['bleu']:.1f}" for r in buckets))
         return buckets
 
+    def keep_training(name: str, entry: dict, losses: list[float]) -> None:
+        """Record the loss curve and write the results so far: a failure while decoding keeps them."""
+        entry["loss_curve_every_25"] = [
+            round(sum(losses[i : i + 25]) / len(losses[i : i + 25]), 4) for i in range(0, len(losses), 25)
+        ]
+        entry["loss_kind"] = "label-smoothed CE" if name.startswith("transformer") else "CE"
+        results["models"][name] = entry
+        (out / "transformer_experiment.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
+
     for name in args.models.split(","):
         torch.manual_seed(args.seed)
         batches = infinite_batches(data.encoded["train"], args.batch_size, seed=args.seed)
@@ -208,6 +217,7 @@ def main(argv=None) -> None:
                     steps=args.steps,
                     seed=args.seed,
                 )
+            keep_training(name, entry, losses)
             t2 = time.time()
             hyps = transformer_translate(model, test, data.tgt_vocab, max_new_tokens)
             entry["greedy"] = record(name, "greedy", hyps, range(len(test)))
@@ -229,14 +239,11 @@ def main(argv=None) -> None:
                 model, batches, args.steps, device=device, desc=name, log=log, progress=not args.no_progress
             )
             entry["train_seconds"] = round(time.time() - t1, 1)
+            keep_training(name, entry, losses)
             t2 = time.time()
             hyps = translate(model, test, data.tgt_vocab, max_new_tokens=max_new_tokens)
             entry["greedy"] = record(name, "greedy", hyps, range(len(test)))
             entry["eval_seconds"] = round(time.time() - t2, 1)
-        entry["loss_curve_every_25"] = [
-            round(sum(losses[i : i + 25]) / len(losses[i : i + 25]), 4) for i in range(0, len(losses), 25)
-        ]
-        entry["loss_kind"] = "label-smoothed CE" if name.startswith("transformer") else "CE"
         entry["examples"] = [
             {"src": " ".join(data.tokens["test"][i][0]), "ref": " ".join(refs[i]), "hyp": " ".join(hyps[i])}
             for i in range(0, len(hyps), 250)

@@ -87,7 +87,8 @@ class CharTokenizer:
             characters. For the Python docs corpus that is the printable ASCII characters present plus
             ``\\n`` (about 96).
 
-    Unknown characters raise ``KeyError`` in :meth:`encode` (the corpus is cleaned so this does not happen).
+    :meth:`encode` raises ``ValueError`` naming every character of its input that the alphabet lacks (a prompt
+    typed for one corpus may hold characters another corpus never uses).
     """
 
     def __init__(self, alphabet: str):
@@ -105,7 +106,16 @@ class CharTokenizer:
         return len(self.alphabet)
 
     def encode(self, text: str) -> list[int]:
-        return [self.stoi[c] for c in text]
+        """The ids of ``text``'s characters. Raises ``ValueError`` naming (sorted, repr'd) those not in the
+        alphabet."""
+        try:
+            return [self.stoi[c] for c in text]
+        except KeyError:
+            unknown = sorted(set(text) - set(self.stoi))
+            raise ValueError(
+                f"{text[:40]!r}{'...' if len(text) > 40 else ''} has characters outside the tokenizer's alphabet "
+                f"of {self.vocab_size}: {', '.join(map(repr, unknown))}"
+            ) from None
 
     def decode(self, ids) -> str:
         return "".join(self.alphabet[int(i)] for i in ids)

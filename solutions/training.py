@@ -6,18 +6,24 @@
   rate, optional gradient clipping, periodic evaluation, ``torch.compile``, a tqdm bar and a log;
 * two recipes on top of it: :func:`train` (AdamW with linear warm-up and cosine decay, clipping at 1.0: GPT and
   BERT, chapters 6–7) and :func:`train_seq2seq` (chapter 1's teacher-forced Adam recipe, also used for chapter 2);
-* :func:`save_checkpoint` / :func:`load_checkpoint` (float16 weights + config) and :func:`run_log` for scripts.
+* :func:`save_checkpoint` / :func:`load_checkpoint` (float16 weights + config) and :func:`run_log` for scripts;
+* past one machine: :func:`init_distributed` (the process group ``torchrun`` describes, or none), :class:`Part`
+  (which rows of an iteration's global batch one rank computes in one micro-step) and :func:`once_per_iteration`;
+  :func:`train_loop` wraps the model in ``DistributedDataParallel`` when a process group is up and accumulates
+  gradients over ``grad_accum`` micro-steps, so the global batch is the same at every world size.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict, TypeVar, cast
 
 import torch
 from torch import nn
@@ -37,11 +43,119 @@ __all__ = [
     "save_checkpoint",
     "load_checkpoint",
     "run_log",
+    "Part",
+    "Distributed",
+    "init_distributed",
+    "close_distributed",
+    "once_per_iteration",
 ]
 
-LossFn = Callable[[nn.Module, int], tuple[torch.Tensor, int]]
-"""``loss_fn(model, it) -> (loss, n_tokens)``: draws batch ``it``, returns its mean loss and how many tokens it
-held (for the tokens/second figure)."""
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """Which share of an iteration's global batch one call of the loss function computes.
+
+    An iteration's global batch is cut into ``count = world_size · grad_accum`` equal parts; rank ``r`` computes
+    parts ``r·grad_accum … r·grad_accum + grad_accum - 1``, one per micro-step. One process without accumulation
+    gets ``Part(0, 1)``: the whole batch.
+    """
+
+    index: int = 0
+    count: int = 1
+
+    def rows(self, n: int) -> slice:
+        """The rows of a global batch of ``n`` rows that are this part's (a slice along dim 0).
+
+        Raises:
+            ValueError: if ``n`` is not a multiple of ``count`` (the parts would differ in size, so their mean
+                losses would not average to the global batch's mean loss).
+        """
+        if n % self.count:
+            raise ValueError(
+                f"a global batch of {n} rows cannot be cut into {self.count} equal parts "
+                "(world_size × grad_accum must divide the batch size)"
+            )
+        k = n // self.count
+        return slice(self.index * k, (self.index + 1) * k)
+
+
+LossFn = Callable[[nn.Module, int, Part], tuple[torch.Tensor, int]]
+"""``loss_fn(model, it, part) -> (loss, n_tokens)``: the mean loss of ``part`` of iteration ``it``'s global batch
+(``part.rows(batch_size)``) and how many tokens that part held (for the tokens/second figure). Every rank must
+draw the same global batch for ``it`` (same seed) and keep only its part; :func:`once_per_iteration` draws it once
+for all of a rank's micro-steps."""
+
+T = TypeVar("T")
+
+
+def once_per_iteration(draw: Callable[[int], T]) -> Callable[[int], T]:
+    """Wrap ``draw(it) -> global batch`` so that the micro-steps of one iteration share one draw.
+
+    ``draw`` is called once per new ``it`` (in the order the iterations come), so a batch stream drawn from a
+    seeded generator is the same whatever the world size or the number of micro-steps.
+    """
+    last: dict[str, Any] = {}
+
+    def get(it: int) -> T:
+        if last.get("it") != it:
+            last["it"], last["batch"] = it, draw(it)
+        return cast(T, last["batch"])
+
+    return get
+
+
+@dataclasses.dataclass(frozen=True)
+class Distributed:
+    """This process's place in a ``torchrun`` job (one process, rank 0 of 1, when not launched by it)."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the one process that writes checkpoints, logs and results."""
+        return self.rank == 0
+
+
+def init_distributed(device: str | torch.device | None = None) -> tuple[Distributed, torch.device]:
+    """Join the process group that ``torchrun`` describes in the environment (``RANK``, ``LOCAL_RANK``,
+    ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), if any, and pick this process's device.
+
+    Backend: NCCL for CUDA, gloo for CPU. On CUDA, local rank ``i`` uses GPU ``i`` of its node. Without
+    ``WORLD_SIZE`` (or with 1) nothing is initialised and the result is ``(Distributed(), pick_device(device))``,
+    so one script runs unchanged on one process or many.
+    """
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Distributed(), pick_device(device)
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    dev = pick_device(device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", local_rank)
+        torch.cuda.set_device(dev)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    return Distributed(rank, local_rank, world), dev
+
+
+def close_distributed() -> None:
+    """Leave the process group, if one is up (call at the end of a script)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _world() -> tuple[int, int]:
+    """(rank, world_size) of the process group, (0, 1) when there is none."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
@@ -106,15 +220,25 @@ def train_loop(
     desc: str | None = None,
     log: Callable[[str], None] | None = None,
     log_every: int = 100,
+    grad_accum: int = 1,
+    find_unused_parameters: bool = False,
 ) -> History:
     """Train ``model`` in place for ``max_iters`` optimiser steps.
 
-    Each iteration ``it``: set every parameter group's learning rate to ``lr_schedule(it)`` (when given), compute
-    ``loss_fn(model, it)`` under :func:`autocast_for`, back-propagate, clip the gradient norm to ``clip`` (when
-    given) and step ``optimizer``.
+    Each iteration ``it``: set every parameter group's learning rate to ``lr_schedule(it)`` (when given); for
+    each of ``grad_accum`` micro-steps compute ``loss_fn(model, it, part)`` under :func:`autocast_for` and
+    back-propagate it divided by ``grad_accum``; clip the gradient norm to ``clip`` (when given) and step
+    ``optimizer``.
+
+    Past one process: when a ``torch.distributed`` process group is up (:func:`init_distributed`), the model is
+    wrapped in ``DistributedDataParallel`` (Li et al. 2020), which averages the gradients over the ranks during
+    the last micro-step's backward pass (the others run under ``no_sync``). The ``world_size · grad_accum``
+    parts are equal shares of one global batch, so the update equals one process's on the whole batch (up to
+    float rounding). The logged loss is averaged over all parts; evaluation, the progress bar and ``log`` run on
+    rank 0 only (the other ranks record no evaluations).
 
     Args:
-        loss_fn: ``loss_fn(model, it) -> (loss, n_tokens)``, see :data:`LossFn`.
+        loss_fn: ``loss_fn(model, it, part) -> (loss, n_tokens)``, see :data:`LossFn` and :class:`Part`.
         optimizer: built on ``model``'s parameters.
         lr_schedule: ``it -> learning rate`` (absolute, not a factor); None keeps the optimiser's.
         eval_fn: ``eval_fn(model) -> {name: float}``, called (in eval mode, without gradients) every
@@ -123,27 +247,52 @@ def train_loop(
         compile: run ``loss_fn`` on ``torch.compile(model)``.
         log: called with one line (mean loss of the last ``log_every`` iterations, learning rate, elapsed time)
             every ``log_every`` iterations and at the last one.
+        grad_accum: micro-steps per iteration on each rank (>= 1).
+        find_unused_parameters: passed to ``DistributedDataParallel``: True when some parameters get no gradient
+            (e.g. BERT's pooler during masked-LM pretraining); costs a graph traversal per step.
 
     Returns:
-        :class:`History`. The model is left in training mode.
+        :class:`History`; ``tokens_per_s`` counts the tokens of all ranks. The model is left in training mode.
+
+    Raises:
+        ValueError: if ``grad_accum < 1``.
     """
     from tqdm.auto import tqdm
 
+    if grad_accum < 1:
+        raise ValueError(f"grad_accum must be >= 1, got {grad_accum}")
     device = torch.device(device) if device is not None else next(model.parameters()).device
-    step_model = cast(nn.Module, torch.compile(model)) if compile else model  # an OptimizedModule
+    rank, world = _world()
+    net: nn.Module = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        net = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=find_unused_parameters,
+        )
+    step_model = cast(nn.Module, torch.compile(net)) if compile else net  # an OptimizedModule
+    eval_model = cast(nn.Module, torch.compile(model)) if compile and world > 1 else step_model
     history: History = {"train": [], "eval": [], "tokens_per_s": float("nan"), "seconds": 0.0}
 
     def evaluate(it: int) -> None:
-        if eval_fn is None:
+        if eval_fn is None or rank != 0:
             return
         model.eval()
         with torch.no_grad(), autocast_for(device):
-            history["eval"].append((it, eval_fn(step_model)))
+            history["eval"].append((it, eval_fn(eval_model)))  # the bare model: no collectives on one rank
         model.train()
+
+    def micro_steps() -> Iterator[tuple[Part, AbstractContextManager[Any]]]:
+        for micro in range(grad_accum):
+            last = micro == grad_accum - 1
+            sync = net.no_sync() if world > 1 and not last else contextlib.nullcontext()  # type: ignore[operator]
+            yield Part(rank * grad_accum + micro, world * grad_accum), sync
 
     model.train()
     tokens, seconds, start = 0, 0.0, time.time()
-    bar = tqdm(range(max_iters), desc=desc, disable=not progress, mininterval=2.0)
+    bar = tqdm(range(max_iters), desc=desc, disable=not progress or rank != 0, mininterval=2.0)
     for it in bar:
         if it % eval_interval == 0:
             evaluate(it)
@@ -151,10 +300,20 @@ def train_loop(
             for group in optimizer.param_groups:
                 group["lr"] = lr_schedule(it)
         t0 = time.perf_counter()
-        with autocast_for(device):
-            loss, n = loss_fn(step_model, it)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        total, n = torch.zeros((), device=device), 0
+        for part, sync in micro_steps():
+            with sync:
+                with autocast_for(device):
+                    loss, n_part = loss_fn(step_model, it, part)
+                (loss / grad_accum).backward()
+            total += loss.detach().float()
+            n += n_part
+        if world > 1:  # the mean loss over every rank's parts, for the log
+            import torch.distributed as dist
+
+            dist.all_reduce(total)
+            total /= world
         if clip is not None:
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
@@ -162,10 +321,10 @@ def train_loop(
             torch.cuda.synchronize()
         if it >= min(10, max_iters // 10):  # leave out the first steps (allocation, compilation)
             seconds += time.perf_counter() - t0
-            tokens += n
-        history["train"].append((it, loss.item()))
+            tokens += n * world
+        history["train"].append((it, total.item() / grad_accum))
         bar.set_postfix(loss=f"{history['train'][-1][1]:.3f}")
-        if log is not None and ((it + 1) % log_every == 0 or it + 1 == max_iters):
+        if log is not None and rank == 0 and ((it + 1) % log_every == 0 or it + 1 == max_iters):
             recent = [value for _, value in history["train"][-log_every:]]
             log(
                 f"{desc or 'train'} step {it + 1}/{max_iters} loss {sum(recent) / len(recent):.4f} "
@@ -197,6 +356,8 @@ def train(
     device: torch.device | str | None = None,
     compile: bool = False,
     progress: bool = True,
+    grad_accum: int = 1,
+    find_unused_parameters: bool = False,
 ) -> History:
     """GPT/BERT pretraining and fine-tuning (chapters 6–7): :func:`train_loop` with AdamW, :func:`lr_at`'s warm-up
     and cosine decay (Loshchilov & Hutter 2019; the schedule of GPT-2/nanoGPT) and gradient clipping at 1.0.
@@ -221,6 +382,8 @@ def train(
         device=device,
         compile=compile,
         progress=progress,
+        grad_accum=grad_accum,
+        find_unused_parameters=find_unused_parameters,
     )
 
 
@@ -255,8 +418,8 @@ def train_seq2seq(
     device = pick_device(device)
     model.to(device)
 
-    def loss_fn(m: nn.Module, it: int) -> tuple[torch.Tensor, int]:
-        batch = next(batches).to(device)
+    def loss_fn(m: nn.Module, it: int, part: Part) -> tuple[torch.Tensor, int]:
+        batch = next(batches).to(device)  # one process: part is always the whole batch
         dec_in, dec_out = shift_for_teacher_forcing(batch.tgt)  # (B, T-1) each
         logits = m(batch.src, batch.src_lens, dec_in)  # (B, T-1, V)
         return sequence_loss(logits.float(), dec_out), int((dec_out != PAD_ID).sum())

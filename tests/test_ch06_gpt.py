@@ -173,7 +173,7 @@ def test_a_few_steps_lower_the_loss():
     m = GPT(GPTConfig(vocab_size=tok.vocab_size, context_length=16, n_layers=1, n_heads=2, d_model=32))
     g = torch.Generator().manual_seed(0)
 
-    def loss_fn(model, it):
+    def loss_fn(model, it, part):
         x, y = get_lm_batch(data, 16, 8, generator=g)
         return F.cross_entropy(model(x).flatten(0, 1), y.flatten()), x.numel()
 
