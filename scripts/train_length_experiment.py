@@ -54,6 +54,11 @@ def main(argv=None) -> None:
         help="CPU threads for torch (1 is robust on a shared 2-core machine; ignored on GPU)",
     )
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="keep only the json/csv/log (the extra seeds of the book's spread: results/length_seeds/)",
+    )
     args = ap.parse_args(argv)
 
     out = Path(args.out)
@@ -116,7 +121,8 @@ def main(argv=None) -> None:
             progress=not args.no_progress,
         )
         train_s = time.time() - t1
-        if name in ("seq2seq", "attention"):  # saved before decoding: a failure there must not lose the model
+        # saved before decoding: a failure there must not lose the model
+        if name in ("seq2seq", "attention") and not args.no_checkpoints:
             save_checkpoint(
                 model,
                 out / f"{name}.pt",

@@ -8,6 +8,10 @@ hidden and cell states -- one fixed-size vector per layer, whatever the source l
 a decoder LSTM that models p(y_1..y_T | x) = prod_t p(y_t | v, y_1..y_{t-1}).  That fixed-size
 summary ``v`` is the bottleneck that chapter 2 (Bahdanau attention) removes.
 
+Before the model, the recurrence itself: an LSTM cell written from its equations (:class:`LSTMCell`,
+Hochreiter & Schmidhuber 1997 with the forget gate of Gers et al. 2000) and the measured vanishing gradient
+(:func:`gradient_norm_by_distance`).
+
 Also here, and reused by chapter 2 (and by later chapters where it fits):
   * packing of padded batches for the encoder (:class:`Encoder`),
   * the teacher-forcing shift (:func:`shift_for_teacher_forcing`) and the padding-aware loss
@@ -80,6 +84,109 @@ def reverse_padded(x: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
     # position p < n reads from n-1-p; <eos> (p = n) and padding (p > n) stay where they are
     src_pos = torch.where(pos < n, n - 1 - pos, pos)  # (B, S)
     return x.gather(1, src_pos)
+
+
+# ----------------------------------------------------------------------------------------------
+# Recurrence and the LSTM cell (循环神经网络, 长短期记忆网络)
+# ----------------------------------------------------------------------------------------------
+class LSTMCell(nn.Module):
+    r"""One step of a long short-term memory cell, written from its equations.
+
+    Hochreiter & Schmidhuber 1997 (input gate, output gate, the cell state as a "constant error
+    carousel") with the forget gate of Gers et al. 2000, in the form ``torch.nn.LSTMCell`` computes::
+
+        i_t = sigmoid(W_i x_t + b_i + U_i h_{t-1} + c_i)      input gate  (输入门)
+        f_t = sigmoid(W_f x_t + b_f + U_f h_{t-1} + c_f)      forget gate (遗忘门), Gers et al. 2000
+        g_t = tanh   (W_g x_t + b_g + U_g h_{t-1} + c_g)      candidate cell input
+        o_t = sigmoid(W_o x_t + b_o + U_o h_{t-1} + c_o)      output gate (输出门)
+        c_t = f_t * c_{t-1} + i_t * g_t                       cell state: a gated sum, no squashing
+        h_t = o_t * tanh(c_t)
+
+    The parameters have ``nn.LSTMCell``'s names, shapes and gate order (i, f, g, o stacked along the first
+    axis), so ``cell.load_state_dict(torch_cell.state_dict())`` gives the same function:
+    ``weight_ih`` ``(4N, E)`` = [W_i; W_f; W_g; W_o], ``weight_hh`` ``(4N, N)`` = [U_i; ...], ``bias_ih`` and
+    ``bias_hh`` ``(4N,)``.
+
+    Args:
+        input_size: E, the width of x_t.
+        hidden_size: N, the width of h_t and c_t.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        if input_size < 1 or hidden_size < 1:
+            raise ValueError(f"input_size and hidden_size must be >= 1, got {input_size}, {hidden_size}")
+        self.input_size, self.hidden_size = input_size, hidden_size
+        bound = hidden_size**-0.5  # nn.LSTMCell's initialisation: U(-1/sqrt(N), 1/sqrt(N))
+        self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size).uniform_(-bound, bound))
+        self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size).uniform_(-bound, bound))
+        self.bias_ih = nn.Parameter(torch.empty(4 * hidden_size).uniform_(-bound, bound))
+        self.bias_hh = nn.Parameter(torch.empty(4 * hidden_size).uniform_(-bound, bound))
+
+    def forward(
+        self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One time step.
+
+        Args:
+            x: ``(B, E)`` float input x_t.
+            state: ``(h_{t-1}, c_{t-1})``, each ``(B, N)``, same dtype and device as ``x``; zeros when None.
+        Returns:
+            ``(h_t, c_t)``, each ``(B, N)``.
+        Raises:
+            ValueError: if ``x`` is not ``(B, E)`` or the state is not a pair of ``(B, N)`` tensors.
+        """
+        if x.dim() != 2 or x.shape[1] != self.input_size:
+            raise ValueError(f"x must be (B, E) = (B, {self.input_size}), got {tuple(x.shape)}")
+        B, N = x.shape[0], self.hidden_size
+        if state is None:
+            zeros = x.new_zeros(B, N)
+            state = (zeros, zeros)
+        h_prev, c_prev = state
+        if h_prev.shape != (B, N) or c_prev.shape != (B, N):
+            raise ValueError(
+                f"state must be two (B, N) = ({B}, {N}) tensors, got {tuple(h_prev.shape)} and {tuple(c_prev.shape)}"
+            )
+        z = x @ self.weight_ih.T + self.bias_ih + h_prev @ self.weight_hh.T + self.bias_hh  # (B, 4N)
+        i, f, g, o = z.chunk(4, dim=1)  # four (B, N) pre-activations, PyTorch's gate order
+        i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+        c = f * c_prev + i * g  # (B, N): the only path from c_{t-1} to c_t is the product with f_t
+        h = o * torch.tanh(c)  # (B, N)
+        return h, c
+
+
+def gradient_norm_by_distance(rnn: nn.Module, x: torch.Tensor, readout: torch.Tensor) -> torch.Tensor:
+    r"""How much the last step's output still depends on each earlier input: the vanishing gradient, measured.
+
+    Runs ``rnn`` (a batch-first ``nn.RNN``, ``nn.LSTM`` or ``nn.GRU``, or any module returning
+    ``(outputs (B, T, N), state)``) over ``x``, takes the scalar loss :math:`L = \sum_b w^\top h_T^{(b)}` of its
+    last output (a fixed readout ``w``; the sum over examples keeps each example's gradient independent of B),
+    and returns, for every distance d = 0, ..., T-1, the norm of :math:`\partial L / \partial x_{T-d}` averaged
+    over the batch. For a plain tanh RNN the chain rule multiplies d Jacobians
+    :math:`\mathrm{diag}(1-h_t^2)\,W_{hh}`, so the norm shrinks geometrically when they are contractions
+    (Bengio et al. 1994; Hochreiter & Schmidhuber 1997, section 3).
+
+    Args:
+        rnn: the recurrent module (batch_first=True).
+        x: ``(B, T, E)`` float inputs.
+        readout: ``(N,)`` the vector w, N the module's output width.
+    Returns:
+        ``(T,)`` float tensor on ``x``'s device; entry d is the mean over the batch of
+        :math:`\|\partial L/\partial x_{T-d}\|_2` (d = 0 is the last input).
+    Raises:
+        ValueError: if ``x`` is not 3-D or ``readout`` does not match the output width.
+    """
+    if x.dim() != 3:
+        raise ValueError(f"x must be (B, T, E), got {tuple(x.shape)}")
+    x = x.detach().requires_grad_(True)
+    outputs, _ = rnn(x)  # (B, T, N)
+    if readout.shape != (outputs.shape[-1],):
+        raise ValueError(
+            f"readout must have shape ({outputs.shape[-1]},) to match the outputs, got {tuple(readout.shape)}"
+        )
+    loss = (outputs[:, -1] @ readout).sum()  # (B, N) @ (N,) -> (B,) -> scalar
+    (grad,) = torch.autograd.grad(loss, x)  # (B, T, E)
+    return grad.norm(dim=-1).mean(0).flip(0)  # (T,), index = distance from the last step
 
 
 # ----------------------------------------------------------------------------------------------

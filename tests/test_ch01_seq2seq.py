@@ -8,8 +8,10 @@ import torch.nn as nn
 
 from solutions.ch01_seq2seq import (
     Encoder,
+    LSTMCell,
     Seq2Seq,
     evaluate_by_length,
+    gradient_norm_by_distance,
     greedy_decode,
     reverse_padded,
     sequence_loss,
@@ -217,3 +219,72 @@ def test_greedy_decode_on_device_matches_cpu(device):
     out, _ = greedy_decode(model.to(device), src.to(device), lens.to(device), max_new_tokens=5)
     assert out.device.type == device.type
     assert torch.equal(out.cpu(), cpu_out)
+
+
+# ----------------------------------------------------------------------------------------------
+# The LSTM cell from its equations, and the vanishing gradient measurement
+# ----------------------------------------------------------------------------------------------
+def test_lstm_cell_matches_torch_lstm_cell(device):
+    torch.manual_seed(0)
+    ref = nn.LSTMCell(5, 7).to(device)
+    cell = LSTMCell(5, 7).to(device)
+    cell.load_state_dict(ref.state_dict())  # same names, shapes and gate order as nn.LSTMCell
+    xs = torch.randn(6, 3, 5, device=device)  # six steps of a batch of 3
+    state_ref = state = None
+    for x in xs:  # unrolled over time, each step's state fed to the next
+        state_ref = ref(x, state_ref)
+        state = cell(x, state)
+        torch.testing.assert_close(state[0], state_ref[0], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(state[1], state_ref[1], atol=1e-6, rtol=1e-5)
+    (state[0].sum() + state[1].square().sum()).backward()
+    (state_ref[0].sum() + state_ref[1].square().sum()).backward()
+    for name, p in cell.named_parameters():
+        torch.testing.assert_close(p.grad, dict(ref.named_parameters())[name].grad, atol=1e-5, rtol=1e-4)
+
+
+def test_lstm_cell_rejects_bad_shapes():
+    cell = LSTMCell(5, 7)
+    with pytest.raises(ValueError, match=r"\(B, E\)"):
+        cell(torch.randn(3, 4))
+    with pytest.raises(ValueError, match=r"\(B, N\)"):
+        cell(torch.randn(3, 5), (torch.zeros(3, 7), torch.zeros(2, 7)))
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm"])
+def test_gradient_norm_by_distance_matches_finite_differences(kind):
+    torch.manual_seed(0)
+    rnn = (nn.RNN if kind == "rnn" else nn.LSTM)(3, 4, batch_first=True).double()
+    x = torch.randn(2, 5, 3, dtype=torch.float64)
+    w = torch.randn(4, dtype=torch.float64)
+    got = gradient_norm_by_distance(rnn, x, w)
+
+    def loss(x):
+        with torch.no_grad():
+            return float((rnn(x)[0][:, -1] @ w).sum())
+
+    eps = 1e-6
+    grad = torch.zeros_like(x)
+    for idx in torch.cartesian_prod(*(torch.arange(n) for n in x.shape)).tolist():  # central differences
+        e = torch.zeros_like(x)
+        e[tuple(idx)] = eps
+        grad[tuple(idx)] = (loss(x + e) - loss(x - e)) / (2 * eps)
+    expected = grad.norm(dim=-1).mean(0).flip(0)  # distance 0 = the last input
+    torch.testing.assert_close(got, expected, atol=1e-7, rtol=1e-6)
+
+
+def test_gradient_norm_by_distance_last_step_of_a_tanh_rnn_by_hand():
+    torch.manual_seed(1)
+    rnn = nn.RNN(3, 4, batch_first=True)
+    x, w = torch.randn(2, 6, 3), torch.randn(4)
+    h_T = rnn(x)[0][:, -1].detach()  # (B, N)
+    # d = 0: dL/dx_T = W_ih^T ((1 - h_T^2) * w), since h_T = tanh(W_ih x_T + W_hh h_{T-1} + b)
+    by_hand = (((1 - h_T**2) * w) @ rnn.weight_ih_l0).norm(dim=-1).mean()
+    got = gradient_norm_by_distance(rnn, x, w)
+    torch.testing.assert_close(got[0], by_hand)
+    with torch.no_grad():
+        rnn.weight_hh_l0.zero_()  # no recurrence: earlier inputs cannot reach the last output
+    assert torch.all(gradient_norm_by_distance(rnn, x, w)[1:] == 0)
+    with pytest.raises(ValueError, match="readout"):
+        gradient_norm_by_distance(rnn, x, torch.randn(5))
+    with pytest.raises(ValueError, match=r"\(B, T, E\)"):
+        gradient_norm_by_distance(rnn, x[0], w)
