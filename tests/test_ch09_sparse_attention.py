@@ -442,7 +442,7 @@ def _nsa(seed=0, **kw):
     return NativeSparseAttention(24, 4, 6, **cfg)
 
 
-def _dense(q, k, v, mask):
+def _dense_under(q, k, v, mask):
     """PyTorch's kernel under a bool mask (True = may attend), zero rows where nothing is allowed."""
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     return torch.where(mask.any(-1, keepdim=True), out, torch.zeros_like(out))
@@ -470,17 +470,17 @@ def test_nsa_branches_equal_dense_attention_on_the_keys_they_select(device):
         k_cmp = torch.stack([model.phi_k(k[..., s : s + 4, :]) for s in starts], -2)
         v_cmp = torch.stack([model.phi_v(v[..., s : s + 4, :]) for s in starts], -2)
         seen = torch.tensor([[s + 3 <= t for s in starts] for t in range(T)], device=device)
-        torch.testing.assert_close(br["cmp"], _dense(q, k_cmp, v_cmp, seen))
+        torch.testing.assert_close(br["cmp"], _dense_under(q, k_cmp, v_cmp, seen))
         # selection: raw keys of the selected blocks (block of 4 positions), never after the query
         k, v = kv("slc")
         token_mask = br["block_mask"].repeat_interleave(4, -1)[..., :T].repeat_interleave(H // G, 1)
         token_mask = token_mask & (pos[None, :] <= pos[:, None])
         assert int(br["block_mask"].sum(-1).max()) == 3
-        torch.testing.assert_close(br["slc"], _dense(q, k, v, token_mask))
+        torch.testing.assert_close(br["slc"], _dense_under(q, k, v, token_mask))
         # sliding window: keys t - 5 .. t
         k, v = kv("win")
         band = (pos[:, None] - pos[None, :] >= 0) & (pos[:, None] - pos[None, :] <= 5)
-        torch.testing.assert_close(br["win"], _dense(q, k, v, band))
+        torch.testing.assert_close(br["win"], _dense_under(q, k, v, band))
         # gated sum, then the output projection
         g = torch.sigmoid(model.W_gate(x)).view(B, T, H, 3).transpose(1, 2)
         mixed = g[..., :1] * br["cmp"] + g[..., 1:2] * br["slc"] + g[..., 2:] * br["win"]
@@ -561,9 +561,11 @@ def test_bigbird_block_sparse_attention_matches_hugging_face(device):
     np = pytest.importorskip("numpy")
     from transformers.models.big_bird.modeling_big_bird import BigBirdBlockSparseAttention, BigBirdModel
 
-    B, T, C, H, block, r, seed = 2, 48, 32, 2, 4, 2, 3
+    B, C, H, r, seed = 2, 32, 2, 2, 3
+    block = 64  # the library's default block length (BigBirdConfig default), so the config need not name it
+    T = 12 * block  # 12 blocks: enough for 2 random blocks besides window and global ones
     config = transformers.BigBirdConfig(
-        hidden_size=C, num_attention_heads=H, block_size=block, num_random_blocks=r, max_position_embeddings=256,
+        hidden_size=C, num_attention_heads=H, num_random_blocks=r, max_position_embeddings=1024,
         attention_type="block_sparse", use_bias=True,
     )  # fmt: skip
     torch.manual_seed(0)
