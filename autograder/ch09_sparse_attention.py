@@ -324,6 +324,88 @@ def _routing_heads_and_cache(fn):
     )
 
 
+# ---------------------------------------------------------------- exercise 5: topk_block_mask
+
+
+def _topk_oracle(scores, n_selected, block_len, causal, n_initial, n_local) -> torch.Tensor:
+    """Query by query with Python lists: visible blocks, forced ones first, then the rest by decreasing score."""
+    T_q, n_blocks = scores.shape[-2:]
+    flat = scores.reshape(-1, T_q, n_blocks).double()
+    out = torch.zeros(flat.shape, dtype=torch.bool)
+    for row in range(flat.shape[0]):
+        for t in range(T_q):
+            own = t // block_len
+            visible = [j for j in range(n_blocks) if j <= own or not causal]
+            forced = [j for j in visible if j < n_initial or own - n_local < j <= own]
+            rest = sorted((j for j in visible if j not in forced), key=lambda j: -float(flat[row, t, j]))
+            for j in forced + rest[: n_selected - len(forced)]:
+                out[row, t, j] = True
+    return out.reshape(scores.shape)
+
+
+def _compare_topk(fn, scores, n_selected, block_len, causal=True, n_initial=1, n_local=2, *, hidden=False):
+    what = (
+        f"topk_block_mask(block_scores {tuple(scores.shape)}, n_selected={n_selected}, block_len={block_len}, "
+        f"causal={causal}, n_initial={n_initial}, n_local={n_local})"
+    )
+    got = call(what, fn, scores, n_selected, block_len, causal=causal, n_initial=n_initial, n_local=n_local)
+    expected = _topk_oracle(scores, n_selected, block_len, causal, n_initial, n_local)
+    hint = ""
+    if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == torch.bool:
+        T_q, n_blocks = scores.shape[-2:]
+        future = torch.arange(n_blocks)[None, :] > (torch.arange(T_q) // block_len)[:, None]  # (T_q, n_blocks)
+        forced = _topk_oracle(torch.zeros(T_q, n_blocks), n_initial + n_local, block_len, causal, n_initial, n_local)
+        if causal and bool((got.cpu() & future).any()):
+            hint = "A query selected a future block: with causal=True only blocks j <= t // block_len are visible."
+        elif not bool((got.cpu() | ~forced).all()):
+            hint = (
+                "The initial block(s) and the local blocks (the query's own and the ones before) are always selected."
+            )
+        elif not torch.equal(got.sum(-1).cpu(), expected.sum(-1)):
+            hint = "Each row selects min(n_selected, visible blocks) blocks, the forced ones included."
+        else:
+            hint = "Fill the remaining places with the visible blocks of highest score (topk over the last dim)."
+    try:
+        expect_equal(what, got, expected, hidden=hidden)
+    except CheckFailed as err:
+        raise CheckFailed(f"{err}\n  Hint: {hint}" if hint else str(err)) from None
+
+
+@EXERCISES.check("topk_block_mask", points=3)
+def _topk_causal(fn):
+    """scores (2, 13, 5), blocks of 3, n = 3 with the initial and 2 local blocks forced: equals a brute-force loop"""
+    _compare_topk(fn, torch.randn(2, 13, 5, generator=_gen(40)), 3, 3)
+
+
+@EXERCISES.check("topk_block_mask")
+def _topk_future_scores_high(fn):
+    """causal: future blocks get the highest scores, and still are never selected"""
+    scores = torch.randn(11, 6, generator=_gen(41)) + 10.0 * torch.arange(6.0)  # later blocks score higher
+    _compare_topk(fn, scores, 4, 2, n_initial=1, n_local=1)
+
+
+@EXERCISES.check("topk_block_mask")
+def _topk_bidirectional(fn):
+    """causal=False, nothing forced but the query's own block: every block may be chosen"""
+    _compare_topk(fn, torch.randn(3, 8, 4, generator=_gen(42)), 2, 2, causal=False, n_initial=0, n_local=1)
+
+
+@EXERCISES.check("topk_block_mask", hidden=True)
+def _topk_many_shapes(fn):
+    """(B, H, T, n_blocks) scores, n larger than the blocks, no forced blocks, T not a multiple of the block"""
+    cases = [
+        ((2, 3, 10, 4), 2, 3, True, 1, 1),
+        ((2, 9, 3), 5, 4, True, 1, 2),
+        ((1, 16, 8), 3, 2, True, 0, 0),
+        ((2, 2, 7, 7), 4, 1, False, 2, 1),
+        ((5, 6), 6, 1, True, 2, 3),
+        ((3, 20, 10), 5, 2, True, 1, 2),
+    ]
+    for seed, (shape, n, block_len, causal, n_initial, n_local) in enumerate(cases):
+        scores = torch.randn(*shape, generator=_gen(50 + seed), dtype=torch.float64)
+        _compare_topk(fn, scores, n, block_len, causal, n_initial, n_local, hidden=True)
+
+
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
 # --------------------------------------------------------------------------------------------------
@@ -445,6 +527,60 @@ MUTANTS = [
         "routing_mask",
         (("causal_mask(query_clusters.shape[-1], key_clusters.shape[-1],", "causal_mask(key_clusters.shape[-1],"),),
         "wrong when T_k > T_q (decoding with a cache)",
+    ),
+    Mutant(
+        "selection leaks a future block",
+        "topk_block_mask",
+        (("visible = j <= own if causal", "visible = j <= own + 1 if causal"),),
+        "the block after the query's own block can be selected (it holds only future keys)",
+    ),
+    Mutant(
+        "selection ignores causality",
+        "topk_block_mask",
+        (("visible = j <= own if causal", "visible = j <= own if False"),),
+        "every block is visible, also in the causal case",
+    ),
+    Mutant(
+        "own block off by one",
+        "topk_block_mask",
+        (("own = t // block_len", "own = (t + 1) // block_len"),),
+        "the last query of a block takes the next block as its own",
+    ),
+    Mutant(
+        "top-k over the queries",
+        "topk_block_mask",
+        (("dim=-1).indices", "dim=-2).indices"),),
+        "ranks the queries of a block instead of the blocks of a query",
+    ),
+    Mutant(
+        "forced blocks not forced",
+        "topk_block_mask",
+        ((".masked_fill(forced, math.inf)", ""),),
+        "the initial and local blocks compete on score",
+    ),
+    Mutant(
+        "lowest scores selected",
+        "topk_block_mask",
+        (("dim=-1).indices", "dim=-1, largest=False).indices"),),
+        "topk(largest=False)",
+    ),
+    Mutant(
+        "forced blocks on top of n",
+        "topk_block_mask",
+        (("min(n_selected, n_blocks)", "min(n_selected + n_initial + n_local, n_blocks)"),),
+        "n counts only the blocks chosen by score, so rows select too many",
+    ),
+    Mutant(
+        "invisible blocks fill the row",
+        "topk_block_mask",
+        (("return chosen & visible", "return chosen"),),
+        "an early query with fewer visible blocks than n gets future blocks",
+    ),
+    Mutant(
+        "one local block too many",
+        "topk_block_mask",
+        (("(j > own - n_local)", "(j >= own - n_local)"),),
+        "n_local + 1 local blocks forced",
     ),
 ]
 

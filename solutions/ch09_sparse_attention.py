@@ -32,6 +32,7 @@ Transformers* (section 4); Jiang et al. 2023, *Mistral 7B* (section 2, sliding w
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -50,6 +51,14 @@ __all__ = [
     "OnlineKMeans",
     "routing_mask",
     "routing_attention",
+    "topk_block_mask",
+    "compress_blocks",
+    "BlockCompressor",
+    "compressed_causal_mask",
+    "selection_block_scores",
+    "selected_blocks_attention",
+    "NativeSparseAttention",
+    "lightning_indexer_scores",
 ]
 
 
@@ -521,3 +530,353 @@ def routing_attention(
             mask = kj[None, :] <= qi[:, None] if causal else None  # (|Q_c|, |K_c|) by original positions
             out[n, qi], _ = scaled_dot_product_attention(qf[n, qi], kf[n, kj], vf[n, kj], mask)
     return out.reshape(*q.shape[:-1], v.shape[-1])
+
+
+# --------------------------------------------------------------------------------------------------
+# Learned selection: top-k blocks (块选择) and native sparse attention (原生稀疏注意力, NSA)
+# --------------------------------------------------------------------------------------------------
+
+
+def topk_block_mask(
+    block_scores: torch.Tensor,
+    n_selected: int,
+    block_len: int,
+    *,
+    causal: bool = True,
+    n_initial: int = 1,
+    n_local: int = 2,
+) -> torch.Tensor:
+    """Top-``n`` block selection (块选择): which key blocks each query attends to, from a score per block.
+
+    The keys are cut into blocks of ``block_len`` positions (block ``j`` holds keys ``j·l' … j·l' + l' - 1``);
+    query ``t`` sits at position ``t`` (self-attention), so its own block is ``t // block_len``. For every query:
+
+    * with ``causal``, only blocks that start at or before the query are *visible* (``j <= t // block_len``): a
+      future block is never selected, whatever its score. Its own block is visible (the keys after ``t`` inside
+      it are hidden later, token by token);
+    * the first ``n_initial`` blocks and the ``n_local`` blocks ending with the query's own block are always
+      selected (NSA's "fixed activating the 1 initial block and 2 local blocks"), when visible;
+    * the remaining places, up to ``n_selected`` blocks in all, go to the visible blocks with the highest scores.
+
+    So every row selects ``min(n_selected, number of visible blocks)`` blocks.
+
+    Args:
+        block_scores: float ``(..., T_q, n_blocks)``, the importance of each key block for each query (NSA:
+            the compressed attention scores summed per selection block, :func:`selection_block_scores`).
+        n_selected: blocks per query ``n``, forced ones included (``>= n_initial + n_local``).
+        block_len: positions per key block ``l'`` (≥ 1).
+        causal: hide the blocks after the query's own block.
+        n_initial, n_local: always-selected leading blocks and local blocks (≥ 0 each).
+
+    Returns:
+        bool ``(..., T_q, n_blocks)``, True = the query may attend to (the keys of) that block.
+
+    Raises:
+        ValueError: if ``block_scores`` is not floating point with at least 2 dims, or the counts are out of range.
+
+    Source: Yuan et al. 2025, *Native Sparse Attention*, section 3.3.2 (eq. 11, "top-n sparse blocks") and
+    section 4.1 (forced initial and local blocks).
+    """
+    if block_scores.ndim < 2 or not block_scores.dtype.is_floating_point:
+        raise ValueError(
+            f"block_scores must be float (..., T_q, n_blocks), got {tuple(block_scores.shape)} {block_scores.dtype}"
+        )
+    if block_len < 1 or n_initial < 0 or n_local < 0 or n_selected < max(n_initial + n_local, 1):
+        raise ValueError(
+            f"need block_len >= 1, n_initial >= 0, n_local >= 0 and n_selected >= max(n_initial + n_local, 1), got "
+            f"block_len={block_len}, n_initial={n_initial}, n_local={n_local}, n_selected={n_selected}"
+        )
+    ### BEGIN SOLUTION
+    T_q, n_blocks = block_scores.shape[-2:]
+    t = torch.arange(T_q, device=block_scores.device)[:, None]  # (T_q, 1) query positions
+    j = torch.arange(n_blocks, device=block_scores.device)[None, :]  # (1, n_blocks) block indices
+    own = t // block_len  # (T_q, 1): the block holding the query
+    visible = j <= own if causal else torch.ones(T_q, n_blocks, dtype=torch.bool, device=block_scores.device)
+    forced = ((j < n_initial) | ((j <= own) & (j > own - n_local))) & visible  # (T_q, n_blocks)
+    ranked = block_scores.masked_fill(forced, math.inf).masked_fill(~visible, -math.inf)
+    top = ranked.topk(min(n_selected, n_blocks), dim=-1).indices  # (..., T_q, n)
+    chosen = torch.zeros(ranked.shape, dtype=torch.bool, device=block_scores.device).scatter(-1, top, True)
+    return chosen & visible  # a row with fewer visible blocks than n keeps only those
+    ### END SOLUTION
+
+
+def compress_blocks(
+    x: torch.Tensor, block_len: int, stride: int, phi: Callable[[torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    r"""NSA's token compression: one vector per block of ``block_len`` positions, blocks ``stride`` apart.
+
+    Compressed block ``i`` summarises positions ``i·d … i·d + l - 1``
+    (:math:`\tilde K^{cmp} = \{\varphi(k_{id:id+l})\}`); only whole blocks are made, so there are
+    ``(T - l) // d + 1`` of them (none when ``T < l``).
+
+    Args:
+        x: keys or values ``(..., T, d)``.
+        block_len: ``l`` (≥ 1). stride: ``d``, with ``1 <= d <= l`` (``d < l``: overlapping blocks).
+        phi: maps ``(..., n_cmp, l, d)`` to ``(..., n_cmp, d)`` (e.g. :class:`BlockCompressor`).
+
+    Returns:
+        ``(..., n_cmp, d)``.
+
+    Raises:
+        ValueError: if ``block_len``/``stride`` are out of range.
+
+    Source: Yuan et al. 2025, section 3.3.1, eq. 7.
+    """
+    if block_len < 1 or not 1 <= stride <= block_len:
+        raise ValueError(f"need block_len >= 1 and 1 <= stride <= block_len, got {block_len}, {stride}")
+    T = x.shape[-2]
+    if T < block_len:
+        return x.new_zeros(*x.shape[:-2], 0, x.shape[-1])
+    blocks = x.unfold(-2, block_len, stride).transpose(-1, -2)  # (..., n_cmp, l, d)
+    return phi(blocks)
+
+
+class BlockCompressor(nn.Module):
+    r"""NSA's :math:`\varphi`: a learnable MLP with an intra-block position encoding, ``(l, d) -> d``.
+
+    A learned position vector is added to each of the ``l`` vectors of a block, the block is flattened to
+    ``l·d`` numbers and an MLP (``l·d → hidden → d``, GELU) maps it to one vector.
+
+    Shapes: ``forward(blocks (..., n_cmp, l, d)) -> (..., n_cmp, d)``.
+
+    Source: Yuan et al. 2025, section 3.3.1 ("φ is a learnable MLP with intra-block position encoding").
+    """
+
+    def __init__(self, block_len: int, d: int, hidden: int | None = None):
+        super().__init__()
+        self.block_len, self.d = block_len, d
+        self.position = nn.Parameter(torch.zeros(block_len, d))
+        hidden = hidden or 2 * d
+        self.mlp = nn.Sequential(nn.Linear(block_len * d, hidden), nn.GELU(), nn.Linear(hidden, d))
+
+    def forward(self, blocks: torch.Tensor) -> torch.Tensor:
+        """Compress each block. Raises ValueError if ``blocks`` is not ``(..., l, d)``."""
+        if blocks.shape[-2:] != (self.block_len, self.d):
+            raise ValueError(f"blocks must be (..., l={self.block_len}, d={self.d}), got {tuple(blocks.shape)}")
+        return self.mlp((blocks + self.position).flatten(-2))  # (..., n_cmp, l·d) -> (..., n_cmp, d)
+
+
+def compressed_causal_mask(
+    T: int, n_cmp: int, block_len: int, stride: int, *, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Which compressed blocks query ``t`` may see: those whose last position ``i·d + l - 1`` is ``<= t``.
+
+    Returns:
+        bool ``(T, n_cmp)``, True = may attend. A query before the end of the first block sees none.
+
+    Source: Yuan et al. 2025, eq. 7 (blocks made of ``k_{:t}`` only).
+    """
+    t = torch.arange(T, device=device)[:, None]  # (T, 1)
+    last = torch.arange(n_cmp, device=device)[None, :] * stride + block_len - 1  # (1, n_cmp)
+    return last <= t
+
+
+def selection_block_scores(
+    p_cmp: torch.Tensor, T: int, block_len: int, stride: int, select_len: int, n_groups: int
+) -> torch.Tensor:
+    r"""Importance of each selection block from the compression branch's attention weights.
+
+    A selection block ``j`` (positions ``j·l' … j·l' + l' - 1``) gets the weights of the compressed blocks that
+    overlap it, each counted once per stride of ``d`` positions they share (eq. 9's double sum gives each
+    compressed block that weight); then the heads that share keys (a GQA group) add their scores (eq. 10).
+
+    Args:
+        p_cmp: ``(B, H, T, n_cmp)`` compression-branch attention weights.
+        T: sequence length. block_len, stride: ``l``, ``d`` of the compression. select_len: ``l'``.
+        n_groups: key/value groups ``G`` (``H`` divisible by ``G``).
+
+    Returns:
+        ``(B, G, T, ceil(T / l'))`` float.
+
+    Raises:
+        ValueError: if ``d`` does not divide ``l`` and ``l'``, or ``H`` is not a multiple of ``G``.
+
+    Source: Yuan et al. 2025, section 3.3.2, eqs. 8–10.
+    """
+    B, H, _, n_cmp = p_cmp.shape
+    if block_len % stride or select_len % stride or H % n_groups:
+        raise ValueError(
+            f"need stride | block_len, stride | select_len and n_groups | H, got l={block_len}, d={stride}, "
+            f"l'={select_len}, H={H}, G={n_groups}"
+        )
+    n_slc = math.ceil(T / select_len)
+    start = torch.arange(n_cmp, device=p_cmp.device)[:, None] * stride  # (n_cmp, 1) first position
+    lo = torch.arange(n_slc, device=p_cmp.device)[None, :] * select_len  # (1, n_slc)
+    overlap = (torch.minimum(start + block_len, lo + select_len) - torch.maximum(start, lo)).clamp(min=0)
+    weight = (overlap // stride).to(p_cmp.dtype)  # (n_cmp, n_slc): shared strides
+    p_slc = p_cmp @ weight  # (B, H, T, n_slc)
+    return p_slc.unflatten(1, (n_groups, H // n_groups)).sum(2)  # (B, G, T, n_slc)
+
+
+def selected_blocks_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask: torch.Tensor, select_len: int, n_selected: int
+) -> torch.Tensor:
+    """Attention of each query to the keys of its selected blocks only, gathered: ``T·n·l'`` scores, not ``T²``.
+
+    Args:
+        q: ``(B, G, h, T, d_k)`` (``h`` query heads share each key/value group). k: ``(B, G, T, d_k)``.
+            v: ``(B, G, T, d_v)``.
+        block_mask: bool ``(B, G, T, n_slc)`` from :func:`topk_block_mask`, at most ``n_selected`` per row.
+        select_len: ``l'``. n_selected: ``n``.
+
+    Returns:
+        ``(B, G, h, T, d_v)``, equal to dense causal attention under the block mask expanded to positions.
+
+    Source: Yuan et al. 2025, section 3.3.2, eq. 12; Vaswani et al. 2017, eq. 1.
+    """
+    B, G, h, T, d_k = q.shape
+    n_slc = block_mask.shape[-1]
+    n = min(n_selected, n_slc)
+    idx = block_mask.to(q.dtype).topk(n, dim=-1).indices  # (B, G, T, n): the selected blocks (and filler)
+    valid = block_mask.gather(-1, idx)  # (B, G, T, n)
+    pad = n_slc * select_len - T
+    k_blocks = F.pad(k, (0, 0, 0, pad)).unflatten(-2, (n_slc, select_len))  # (B, G, n_slc, l', d_k)
+    v_blocks = F.pad(v, (0, 0, 0, pad)).unflatten(-2, (n_slc, select_len))  # (B, G, n_slc, l', d_v)
+    flat = idx.flatten(-2)  # (B, G, T·n)
+    k_sel = k_blocks.gather(2, flat[..., None, None].expand(-1, -1, -1, select_len, d_k))
+    v_sel = v_blocks.gather(2, flat[..., None, None].expand(-1, -1, -1, select_len, v.shape[-1]))
+    k_sel = k_sel.view(B, G, T, n * select_len, d_k)  # (B, G, T, n·l', d_k)
+    v_sel = v_sel.view(B, G, T, n * select_len, -1)  # (B, G, T, n·l', d_v)
+    pos = (idx[..., None] * select_len + torch.arange(select_len, device=q.device)).flatten(-2)  # (B, G, T, n·l')
+    t = torch.arange(T, device=q.device)[:, None]  # (T, 1)
+    allowed = (pos <= t) & valid.repeat_interleave(select_len, -1)  # (B, G, T, n·l'): causal, selected
+    scores = torch.einsum("bghtd,bgtsd->bghts", q, k_sel) / math.sqrt(d_k)  # (B, G, h, T, n·l')
+    scores = scores.masked_fill(~allowed[:, :, None], torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1).masked_fill(~allowed[:, :, None], 0.0)
+    return torch.einsum("bghts,bgtsd->bghtd", weights, v_sel)  # (B, G, h, T, d_v)
+
+
+class NativeSparseAttention(nn.Module):
+    r"""Native sparse attention (原生稀疏注意力, NSA): compressed, selected and sliding-window branches, gated.
+
+    For each query ``t`` and head: :math:`o_t = \sum_{c \in \{cmp, slc, win\}} g_t^c\,
+    \mathrm{Attn}(q_t, \tilde K_t^c, \tilde V_t^c)` with gates :math:`g_t^c = \sigma(\cdot) \in [0, 1]` from the
+    input (eq. 5). Each branch has its own keys and values (section 3.3.3):
+
+    * **compression** (压缩): keys/values of blocks of ``l = block_len`` positions, ``d = stride`` apart, mapped
+      to one vector each by :class:`BlockCompressor`; a query sees the blocks that end at or before it;
+    * **selection** (选择): the compression branch's weights, summed per selection block of ``l' = select_len``
+      positions and over the heads of a group (eqs. 8–10), pick ``n_selected`` blocks per query with
+      :func:`topk_block_mask` (the first and the ``n_local`` most recent blocks forced); the query attends
+      causally to their raw keys (:func:`selected_blocks_attention`);
+    * **sliding window** (滑动窗口): chapter's :func:`sliding_window_attention` with one-sided width ``window``.
+
+    Args:
+        d_model, n_heads, d_k: as in chapter 4; ``n_kv_heads`` key/value groups ``G`` (GQA, divides ``n_heads``).
+        block_len, stride, select_len, n_selected, window: NSA's ``l, d, l', n, w``.
+        n_initial, n_local: blocks always selected.
+
+    Shapes:
+        ``forward(x (B, T, d_model), return_branches=False) -> (B, T, d_model)``; with ``return_branches`` also a
+        dict of the three branch outputs ``(B, H, T, d_k)``, the gates ``(B, H, T, 3)`` and the block mask.
+
+    Source: Yuan et al. 2025, *Native Sparse Attention: Hardware-Aligned and Natively Trainable Sparse
+    Attention*, section 3 (eqs. 5–12).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_k: int,
+        *,
+        n_kv_heads: int = 1,
+        block_len: int = 8,
+        stride: int = 4,
+        select_len: int = 8,
+        n_selected: int = 4,
+        window: int = 16,
+        n_initial: int = 1,
+        n_local: int = 2,
+    ):
+        super().__init__()
+        if n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads}")
+        if block_len % stride or select_len % stride:
+            raise ValueError(f"stride={stride} must divide block_len={block_len} and select_len={select_len}")
+        self.d_model, self.n_heads, self.d_k, self.n_kv_heads = d_model, n_heads, d_k, n_kv_heads
+        self.block_len, self.stride, self.select_len = block_len, stride, select_len
+        self.n_selected, self.window, self.n_initial, self.n_local = n_selected, window, n_initial, n_local
+        self.W_q = nn.Linear(d_model, n_heads * d_k, bias=False)
+        kv = n_kv_heads * d_k
+        self.W_kv = nn.ModuleDict({c: nn.Linear(d_model, 2 * kv, bias=False) for c in ("cmp", "slc", "win")})
+        self.phi_k = BlockCompressor(block_len, d_k)
+        self.phi_v = BlockCompressor(block_len, d_k)
+        self.W_gate = nn.Linear(d_model, 3 * n_heads)
+        self.W_o = nn.Linear(n_heads * d_k, d_model, bias=False)
+
+    def _kv(self, branch: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of one branch, ``(B, G, T, d_k)`` each."""
+        k, v = self.W_kv[branch](x).chunk(2, dim=-1)  # (B, T, G·d_k) each
+        return (t.unflatten(-1, (self.n_kv_heads, self.d_k)).transpose(1, 2) for t in (k, v))  # type: ignore[return-value]
+
+    def forward(self, x: torch.Tensor, return_branches: bool = False):
+        """NSA self-attention over ``x (B, T, d_model)``, causal. Raises ValueError on a wrong shape."""
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
+        B, T, _ = x.shape
+        H, G = self.n_heads, self.n_kv_heads
+        q = self.W_q(x).unflatten(-1, (H, self.d_k)).transpose(1, 2)  # (B, H, T, d_k)
+        # compression branch: attend to the compressed blocks that have ended (eqs. 7-8)
+        k_c, v_c = self._kv("cmp", x)
+        k_cmp = compress_blocks(k_c, self.block_len, self.stride, self.phi_k)  # (B, G, n_cmp, d_k)
+        v_cmp = compress_blocks(v_c, self.block_len, self.stride, self.phi_v)
+        seen = compressed_causal_mask(T, k_cmp.shape[-2], self.block_len, self.stride, device=x.device)
+        rep = H // G
+        o_cmp, p_cmp = scaled_dot_product_attention(
+            q, k_cmp.repeat_interleave(rep, 1), v_cmp.repeat_interleave(rep, 1), seen
+        )  # (B, H, T, d_k), (B, H, T, n_cmp)
+        # selection branch: blocks ranked by the compression weights (eqs. 9-12)
+        p_slc = selection_block_scores(p_cmp, T, self.block_len, self.stride, self.select_len, G)
+        block_mask = topk_block_mask(
+            p_slc, self.n_selected, self.select_len, n_initial=self.n_initial, n_local=self.n_local
+        )  # (B, G, T, n_slc)
+        k_s, v_s = self._kv("slc", x)
+        o_slc = selected_blocks_attention(
+            q.unflatten(1, (G, rep)), k_s, v_s, block_mask, self.select_len, self.n_selected
+        ).flatten(1, 2)  # (B, H, T, d_k)
+        # sliding-window branch
+        k_w, v_w = self._kv("win", x)
+        o_win = sliding_window_attention(q, k_w.repeat_interleave(rep, 1), v_w.repeat_interleave(rep, 1), self.window)
+        # gated sum (eq. 5)
+        gates = torch.sigmoid(self.W_gate(x)).unflatten(-1, (H, 3)).transpose(1, 2)  # (B, H, T, 3)
+        mixed = gates[..., 0:1] * o_cmp + gates[..., 1:2] * o_slc + gates[..., 2:3] * o_win  # (B, H, T, d_k)
+        out = self.W_o(mixed.transpose(1, 2).flatten(-2))  # (B, T, d_model)
+        if not return_branches:
+            return out
+        return out, {"cmp": o_cmp, "slc": o_slc, "win": o_win, "gates": gates, "block_mask": block_mask}
+
+
+def lightning_indexer_scores(q_index: torch.Tensor, k_index: torch.Tensor, head_weights: torch.Tensor) -> torch.Tensor:
+    r"""DeepSeek-V3.2's lightning indexer (闪电索引器): a cheap score for every (query, key) pair.
+
+    :math:`I_{t,s} = \sum_j w_{t,j}\,\mathrm{ReLU}(q_{t,j} \cdot k_s)`: a few small indexer heads ``j`` (one shared
+    key per token) whose ReLU'd dot products are mixed by per-query head weights. Each query then keeps its top-``k``
+    keys (in a decoder, among the keys not after it): that is :func:`topk_block_mask` with ``block_len = 1`` and no
+    forced blocks, and the main attention runs on those keys only.
+
+    Args:
+        q_index: ``(B, T_q, H_I, d_I)`` indexer queries. k_index: ``(B, T_k, d_I)`` indexer keys.
+        head_weights: ``(B, T_q, H_I)``, the weight of each indexer head for each query.
+
+    Returns:
+        ``(B, T_q, T_k)`` float scores (no mask applied).
+
+    Raises:
+        ValueError: if the shapes do not fit.
+
+    Source: DeepSeek-AI 2025, *DeepSeek-V3.2-Exp* technical report, section 2.1, eq. 1.
+    """
+    if (
+        q_index.ndim != 4
+        or k_index.ndim != 3
+        or k_index.shape[0] != q_index.shape[0]
+        or k_index.shape[-1] != q_index.shape[-1]
+        or head_weights.shape != q_index.shape[:3]
+    ):
+        raise ValueError(
+            f"need q_index (B, T_q, H_I, d_I), k_index (B, T_k, d_I), head_weights (B, T_q, H_I), got "
+            f"{tuple(q_index.shape)}, {tuple(k_index.shape)}, {tuple(head_weights.shape)}"
+        )
+    per_head = torch.relu(torch.einsum("bthd,bsd->bths", q_index, k_index))  # (B, T_q, H_I, T_k)
+    return (head_weights[..., None] * per_head).sum(-2)  # (B, T_q, T_k)

@@ -10,16 +10,21 @@ from torch.utils._pytree import tree_flatten
 
 from solutions.ch03_self_attention import scaled_dot_product_attention
 from solutions.ch09_sparse_attention import (
+    NativeSparseAttention,
     OnlineKMeans,
     bigbird_mask,
+    compress_blocks,
     dilated_window_mask,
     global_token_mask,
+    lightning_indexer_scores,
     longformer_attention,
     random_block_mask,
     routing_attention,
     routing_mask,
+    selection_block_scores,
     sliding_window_attention,
     sliding_window_mask,
+    topk_block_mask,
 )
 from tests.conftest import tolerance
 
@@ -351,3 +356,250 @@ def test_routing_attention_equals_dense_under_the_induced_mask(causal, device):
     got = routing_attention(q, k, v, qc, kc, causal=causal)
     expected = _torch_reference(q, k, v, routing_mask(qc, kc, causal=causal))
     torch.testing.assert_close(got, expected, **tolerance(torch.float64))
+
+
+# ------------------------------------------------------------------------------------------------ top-n block selection
+
+
+def _topk_by_loops(scores, n, block_len, causal, n_initial, n_local):
+    """Brute force: per query, the visible blocks; the forced ones, then the others by decreasing score."""
+    T_q, n_blocks = scores.shape[-2:]
+    flat = scores.reshape(-1, T_q, n_blocks).cpu()
+    out = torch.zeros(flat.shape, dtype=torch.bool)
+    for r in range(flat.shape[0]):
+        for t in range(T_q):
+            own = t // block_len
+            visible = [j for j in range(n_blocks) if not causal or j <= own]
+            forced = [j for j in visible if j < n_initial or own - n_local < j <= own]
+            others = sorted(set(visible) - set(forced), key=lambda j: float(flat[r, t, j]), reverse=True)
+            out[r, t, forced + others[: n - len(forced)]] = True
+    return out.reshape(scores.shape)
+
+
+@pytest.mark.parametrize(
+    "shape, n, block_len, causal, n_initial, n_local",
+    [
+        ((2, 3, 17, 6), 3, 3, True, 1, 2),
+        ((2, 17, 6), 3, 3, False, 1, 2),
+        ((4, 9, 9), 9, 1, True, 0, 0),
+        ((1, 2, 32, 8), 4, 4, True, 2, 1),
+        ((12, 3), 2, 5, True, 1, 1),
+    ],
+)
+def test_topk_block_mask_matches_brute_force(shape, n, block_len, causal, n_initial, n_local, device):
+    scores = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))).to(device)
+    got = topk_block_mask(scores, n, block_len, causal=causal, n_initial=n_initial, n_local=n_local)
+    assert got.device.type == device.type and got.dtype == torch.bool
+    assert torch.equal(got.cpu(), _topk_by_loops(scores, n, block_len, causal, n_initial, n_local))
+    T_q, n_blocks = shape[-2:]
+    own = torch.arange(T_q) // block_len
+    visible = (torch.arange(n_blocks)[None, :] <= own[:, None]) | (not causal)
+    assert not (got.cpu() & ~visible).any()  # never a future block
+    assert torch.equal(got.sum(-1).cpu(), visible.sum(-1).clamp(max=n).expand(shape[:-1]))
+
+
+def test_topk_block_mask_rejects_bad_counts():
+    with pytest.raises(ValueError, match="n_selected"):
+        topk_block_mask(torch.randn(4, 3), 2, 2, n_initial=1, n_local=2)
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        topk_block_mask(torch.randn(4), 3, 2)
+
+
+# ------------------------------------------------------------------------------------------------ NSA
+
+
+def test_compress_blocks_by_hand():
+    x = torch.randn(2, 3, 19, 4, generator=torch.Generator().manual_seed(7))
+    phi = lambda blocks: blocks.sum(-2) + blocks[..., 0, :]
+    got = compress_blocks(x, 6, 3, phi)
+    starts = range(0, 19 - 6 + 1, 3)
+    expected = torch.stack([x[..., s : s + 6, :].sum(-2) + x[..., s, :] for s in starts], dim=-2)
+    torch.testing.assert_close(got, expected)
+    assert compress_blocks(x[..., :5, :], 6, 3, phi).shape == (2, 3, 0, 4)
+
+
+def test_selection_block_scores_count_shared_positions():
+    """Eq. 9-10 by loops: each compressed block adds its weight once per stride it shares with a selection block;
+    the heads of a group add up."""
+    B, H, G, T, l_cmp, d, l_sel = 2, 4, 2, 23, 4, 2, 8
+    n_cmp = (T - l_cmp) // d + 1
+    p = torch.rand(B, H, T, n_cmp, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    got = selection_block_scores(p, T, l_cmp, d, l_sel, G)
+    n_slc = -(-T // l_sel)
+    expected = torch.zeros(B, G, T, n_slc, dtype=torch.float64)
+    for i in range(n_cmp):
+        for j in range(n_slc):
+            shared = len(set(range(i * d, i * d + l_cmp)) & set(range(j * l_sel, (j + 1) * l_sel)))
+            for h in range(H):
+                expected[:, h // (H // G), :, j] += p[:, h, :, i] * (shared // d)
+    torch.testing.assert_close(got, expected)
+
+
+def _nsa(seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = dict(n_kv_heads=2, block_len=4, stride=2, select_len=4, n_selected=3, window=5)
+    cfg.update(kw)
+    return NativeSparseAttention(24, 4, 6, **cfg)
+
+
+def _dense_under(q, k, v, mask):
+    """PyTorch's kernel under a bool mask (True = may attend), zero rows where nothing is allowed."""
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return torch.where(mask.any(-1, keepdim=True), out, torch.zeros_like(out))
+
+
+def test_nsa_branches_equal_dense_attention_on_the_keys_they_select(device):
+    """Each branch against F.scaled_dot_product_attention restricted, by a mask built here, to the keys it may
+    see; and the output against the gated sum of those oracles (eq. 5)."""
+    model = _nsa().to(device).double()
+    B, T = 2, 29
+    x = torch.randn(B, T, 24, generator=torch.Generator().manual_seed(9), dtype=torch.float64).to(device)
+    with torch.no_grad():
+        out, br = model(x, return_branches=True)
+        H, G, d_k = 4, 2, 6
+        q = model.W_q(x).view(B, T, H, d_k).transpose(1, 2)
+
+        def kv(branch):  # (B, H, T, d_k): each group's keys/values repeated for its heads
+            k, v = model.W_kv[branch](x).chunk(2, -1)
+            return [t.view(B, T, G, d_k).transpose(1, 2).repeat_interleave(H // G, 1) for t in (k, v)]
+
+        pos = torch.arange(T, device=device)
+        # compression: block i = positions 2i .. 2i + 3, visible once it has ended
+        k, v = kv("cmp")
+        starts = range(0, T - 4 + 1, 2)
+        k_cmp = torch.stack([model.phi_k(k[..., s : s + 4, :]) for s in starts], -2)
+        v_cmp = torch.stack([model.phi_v(v[..., s : s + 4, :]) for s in starts], -2)
+        seen = torch.tensor([[s + 3 <= t for s in starts] for t in range(T)], device=device)
+        torch.testing.assert_close(br["cmp"], _dense_under(q, k_cmp, v_cmp, seen))
+        # selection: raw keys of the selected blocks (block of 4 positions), never after the query
+        k, v = kv("slc")
+        token_mask = br["block_mask"].repeat_interleave(4, -1)[..., :T].repeat_interleave(H // G, 1)
+        token_mask = token_mask & (pos[None, :] <= pos[:, None])
+        assert int(br["block_mask"].sum(-1).max()) == 3
+        torch.testing.assert_close(br["slc"], _dense_under(q, k, v, token_mask))
+        # sliding window: keys t - 5 .. t
+        k, v = kv("win")
+        band = (pos[:, None] - pos[None, :] >= 0) & (pos[:, None] - pos[None, :] <= 5)
+        torch.testing.assert_close(br["win"], _dense_under(q, k, v, band))
+        # gated sum, then the output projection
+        g = torch.sigmoid(model.W_gate(x)).view(B, T, H, 3).transpose(1, 2)
+        mixed = g[..., :1] * br["cmp"] + g[..., 1:2] * br["slc"] + g[..., 2:] * br["win"]
+        torch.testing.assert_close(out, model.W_o(mixed.transpose(1, 2).reshape(B, T, H * d_k)))
+
+
+def test_nsa_is_causal(device):
+    """The output at t does not change when any token after t changes, and no gradient flows back from t to them."""
+    model = _nsa(seed=1).to(device).double()
+    x = torch.randn(1, 33, 24, generator=torch.Generator().manual_seed(10), dtype=torch.float64).to(device)
+    t = 17
+    y = x.clone()
+    y[:, t + 1 :] = torch.randn(1, 33 - t - 1, 24, dtype=torch.float64).to(device) * 3
+    with torch.no_grad():
+        a, b = model(x), model(y)
+    torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1])
+    assert not torch.allclose(a[:, t + 1 :], b[:, t + 1 :])
+    x.requires_grad_()
+    model(x)[:, t].sum().backward()
+    assert x.grad[:, t + 1 :].abs().max() == 0 and x.grad[:, : t + 1].abs().max() > 0
+
+
+# ------------------------------------------------------------------------------------------------ DeepSeek-V3.2
+
+
+def test_lightning_indexer_top_k_matches_hugging_face(device):
+    """HF's DeepseekV32Indexer (random weights) against the course's scores and top-k selection (topk_block_mask
+    with blocks of one key, nothing forced). HF scales q by d_I^-1/2 and the head weights by H_I^-1/2; ReLU commutes
+    with a positive scale, so the course gets the same scaled inputs. Ties (all heads' ReLU zero) may be broken
+    differently, so the selected *scores* are compared, and the sets of keys wherever the k-th and (k+1)-th differ."""
+    from transformers.models.deepseek_v32 import modeling_deepseek_v32 as ds
+
+    torch.manual_seed(0)
+    config = transformers.DeepseekV32Config(
+        hidden_size=32, q_lora_rank=16, qk_rope_head_dim=4, index_head_dim=8, index_n_heads=3, index_topk=5,
+        num_attention_heads=2, num_key_value_heads=2, qk_nope_head_dim=4, v_head_dim=4, kv_lora_rank=8,
+    )  # fmt: skip
+    indexer = ds.DeepseekV32Indexer(config, layer_idx=0).to(device).eval()
+    rope = ds.DeepseekV32RotaryEmbedding(config).to(device)
+    B, T = 2, 19
+    g = torch.Generator().manual_seed(11)
+    x, q_resid = torch.randn(B, T, 32, generator=g).to(device), torch.randn(B, T, 16, generator=g).to(device)
+    position_ids = torch.arange(T, device=device)[None].expand(B, T)
+    cos, sin = rope(x, position_ids)
+    causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()[None].expand(B, T, T)
+    with torch.no_grad():
+        hf_idx = indexer(x, q_resid, (cos, sin), causal, position_ids).long()  # (B, T, 5)
+        q = indexer.wq_b(q_resid).view(B, T, 3, 8)
+        k = indexer.k_norm(indexer.wk(x))[:, :, None]  # (B, T, 1, 8)
+        q_rot, k_rot = ds.apply_rotary_pos_emb(q[..., :4], k[..., :4], cos, sin, unsqueeze_dim=2)
+        q, k = torch.cat([q_rot, q[..., 4:]], -1) * 8**-0.5, torch.cat([k_rot, k[..., 4:]], -1)[:, :, 0]
+        w = indexer.weights_proj(x) * 3**-0.5
+        scores = lightning_indexer_scores(q, k, w)  # (B, T, T)
+    chosen = topk_block_mask(scores, 5, 1, n_initial=0, n_local=0)  # (B, T, T), never a future key
+    ref = scores.masked_fill(~causal, -torch.inf)
+    hf_mask = torch.zeros_like(chosen).scatter(-1, hf_idx, True) & causal  # HF pads short rows with masked keys
+    torch.testing.assert_close(
+        ref.masked_fill(~chosen, -torch.inf).sort(-1).values, ref.masked_fill(~hf_mask, -torch.inf).sort(-1).values
+    )
+    top = ref.sort(-1, descending=True).values
+    clear = (top[..., 4] > top[..., 5]) | ~torch.isfinite(top[..., 5])  # no tie at the cut
+    assert clear.float().mean() > 0.5 and torch.equal(chosen[clear], hf_mask[clear])
+    assert torch.equal(chosen.sum(-1), causal.sum(-1).clamp(max=5))
+
+
+# ------------------------------------------------------------------------------------------------ BigBird
+
+
+def test_bigbird_block_sparse_attention_matches_hugging_face(device):
+    """HF's BigBirdBlockSparseAttention (ITC: first and last block global, a window of 3 blocks, r random blocks per
+    query block and head) against chapter 3's attention under the mask built from the course's window and global
+    masks plus HF's random blocks.
+
+    Randomness: HF draws the random blocks with NumPy's *global* generator, seeded with the layer's `seed` (its
+    layer index) at every forward pass, and only in training mode (in eval mode it uses no random blocks at all:
+    a constant adjacency list of zeros). The test runs the layer in train() (block-sparse attention has no dropout)
+    and re-draws the same adjacency list by seeding NumPy with the same seed and calling HF's own plan functions."""
+    np = pytest.importorskip("numpy")
+    from transformers.models.big_bird.modeling_big_bird import BigBirdBlockSparseAttention, BigBirdModel
+
+    B, C, H, r, seed = 2, 32, 2, 2, 3
+    block = 64  # the library's default block length (BigBirdConfig default), so the config need not name it
+    T = 12 * block  # 12 blocks: enough for 2 random blocks besides window and global ones
+    config = transformers.BigBirdConfig(
+        hidden_size=C, num_attention_heads=H, num_random_blocks=r, max_position_embeddings=1024,
+        attention_type="block_sparse", use_bias=True,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    layer = BigBirdBlockSparseAttention(config, seed=seed).to(device).train()
+    x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(12)).to(device)
+    blocked, band, from_mask, to_mask = BigBirdModel.create_masks_for_block_sparse_attn(
+        torch.ones(B, T, device=device), block
+    )
+    with torch.no_grad():
+        expected = layer(x, band_mask=band, from_mask=from_mask, to_mask=to_mask, from_blocked_mask=blocked,
+                         to_blocked_mask=blocked)[0]  # fmt: skip
+        np.random.seed(seed)
+        plan_len, plan_r = layer._get_rand_attn_plan(T, block, r)
+        rand = layer._bigbird_block_rand_mask_with_head(
+            from_seq_length=T, to_seq_length=T, from_block_size=block, to_block_size=block, num_heads=H,
+            plan_from_length=plan_len, plan_num_rand_blocks=plan_r,
+        )  # fmt: skip  # per head: (n_blocks - 2, r) random key blocks of query blocks 1 .. n_blocks - 2
+        n = T // block
+        random = torch.zeros(H, n, n, dtype=torch.bool)
+        for h in range(H):
+            random[h, 1:-1].scatter_(-1, torch.as_tensor(np.asarray(rand[h]), dtype=torch.long), True)
+        is_global = torch.zeros(n, dtype=torch.bool)
+        is_global[[0, -1]] = True
+        blocks = global_token_mask(sliding_window_mask(n, 1, causal=False) | random, is_global)  # (H, n, n)
+        mask = blocks.repeat_interleave(block, -1).repeat_interleave(block, -2).to(device)  # (H, T, T)
+
+        def heads(linear):  # (B, T, C) -> (B, H, T, d_k)
+            return linear(x).view(B, T, H, C // H).transpose(1, 2)
+
+        q, k, v = heads(layer.query), heads(layer.key), heads(layer.value)
+        got, _ = scaled_dot_product_attention(q, k, v, mask)
+        plain = global_token_mask(sliding_window_mask(n, 1, causal=False), is_global)  # without the random blocks
+        without, _ = scaled_dot_product_attention(
+            q, k, v, plain.repeat_interleave(block, -1).repeat_interleave(block, -2).to(device)
+        )
+    torch.testing.assert_close(got.transpose(1, 2).reshape(B, T, C), expected, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(without.transpose(1, 2).reshape(B, T, C), expected, atol=1e-3)  # the draw matters

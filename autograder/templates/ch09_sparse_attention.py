@@ -11,6 +11,7 @@
 # | 2 | `global_token_mask(mask, is_global, causal=...)` — add global tokens (全局注意力) | 2 |
 # | 3 | `sliding_window_attention(q, k, v, window, ...)` — blocked window attention, $O(T\cdot w)$ memory | 4 |
 # | 4 | `routing_mask(query_clusters, key_clusters, causal=...)` — routing attention's mask (路由注意力) | 2 |
+# | 5 | `topk_block_mask(block_scores, n_selected, block_len, ...)` — NSA's top-$n$ block selection (块选择) | 3 |
 #
 # Write your code where it says `# YOUR CODE HERE` (delete the `raise NotImplementedError()` line), then run the
 # cell below it: it runs the visible checks and tells you what it expected and what you gave. The grader runs
@@ -82,6 +83,23 @@ print("running on", device)
 # queries are the last `T_q` positions).
 
 # %% exercise="routing_mask"
+
+# %% [markdown]
+# ## Exercise 5 — top-$n$ block selection (3 points)
+#
+# Native sparse attention (原生稀疏注意力, NSA) cuts the keys into blocks of `block_len` positions and lets each
+# query attend to only `n_selected` of them, chosen from a score per block (`block_scores`, `(..., T_q, n_blocks)`).
+# Query `t` sits at position `t`, so its own block is `t // block_len`. Return the `(..., T_q, n_blocks)` bool mask
+# (True = may attend to that block):
+#
+# 1. with `causal=True` only blocks `j <= t // block_len` are *visible* — a future block is never selected,
+#    however high its score;
+# 2. the first `n_initial` blocks and the `n_local` blocks ending with the query's own block are always selected;
+# 3. the remaining places (up to `n_selected` in all, the forced ones included) go to the visible blocks with the
+#    highest scores: `tensor.topk(..., dim=-1)`, after setting forced scores to `+inf` and invisible ones to `-inf`;
+# 4. a query with fewer visible blocks than `n_selected` selects just those.
+
+# %% exercise="topk_block_mask"
 
 # %% [markdown]
 # ## Try it
