@@ -1,22 +1,30 @@
 """Chapter 7 experiments on the Python docs: WordPiece, BERT pretraining, fine-tuning, BERT vs GPT fill-in.
 
-    python -m scripts.train_bert --part tokenizer     # WordPiece vocabulary (seconds)
-    python -m scripts.train_bert --part sweep         # learning rates, judged on the validation topics
-    python -m scripts.train_bert --part bert          # MLM pretraining (dynamic masking)  } these can run
-    python -m scripts.train_bert --part bert_static   # the same with static masking       } in parallel
-    python -m scripts.train_bert --part gpt           # a GPT of the same size             }
-    python -m scripts.train_bert --part eval          # MLM accuracy, fine-tuning, fill-in-the-blank
-    python -m scripts.train_bert                      # all of them in turn
+The committed 900-step runs (the split without validation topics; ``--lr 1e-3`` fixed in advance):
+
+    python -m scripts.train_bert --part tokenizer                 # both WordPiece vocabularies (seconds)
+    python -m scripts.train_bert --part bert --n_layers 4 --d_model 128 --max_iters 900 --eval_interval 150
+    python -m scripts.train_bert --part gpt  --n_layers 4 --d_model 128 --max_iters 900 --eval_interval 150
+    python -m scripts.train_bert --part eval --n_layers 4 --d_model 128 --max_iters 900   # fine-tuning, fill-in
+    python -m scripts.train_bert --part analysis                  # why BERT loses fill-in (inference only)
+
+With validation topics (the default sizes: 2 layers, 64 wide):
+
+    python -m scripts.train_bert --part sweep_bert                # learning rates judged on validation topics
+    python -m scripts.train_bert --part sweep_gpt
+    python -m scripts.train_bert --part masking_dynamic --eval_interval 40   # RoBERTa's dynamic masking vs
+    python -m scripts.train_bert --part masking_static  --eval_interval 40   # static, on 256 pairs
 
 Data: the documentation topics of this Python (``solutions.text_data``), split by topic (sorted by name): every
-10th topic (index 9, 19, ...) is the **test** set, every 10th from index 4 on the **validation** set used to
-choose the learning rates (``--part sweep``), the rest trains; test sentences come from pages the models never
-saw and no choice was made on them. BERT is pretrained on consecutive sentence pairs
-``[CLS] A [SEP] B [SEP]`` (segments 0/1, no next-sentence loss: see the book), the GPT on the same sentences
-as one stream ``[CLS] s1 [SEP] [CLS] s2 [SEP] …``; both with the same sizes, steps, batch and sequence length.
+10th topic (index 9, 19, ...) is the **test** set; in the three-way split every 10th from index 4 on is the
+**validation** set used to choose learning rates; the rest trains. Test sentences come from pages the models never
+saw. BERT is pretrained on consecutive sentence pairs ``[CLS] A [SEP] B [SEP]`` (segments 0/1, no next-sentence
+loss: see the book), the GPT on the same sentences as one stream ``[CLS] s1 [SEP] [CLS] s2 [SEP] …``; both with
+the same sizes, steps, batch and sequence length.
 
-Writes into ``--out``: ``wordpiece.json``, ``bert_mlm.pt``, ``gpt_wordpiece.pt`` and ``bert_results.json`` (the
-book reads the JSON and the BERT checkpoint).
+Writes into ``--out``: ``wordpiece.json`` / ``wordpiece_validation_split.json``, ``bert_mlm.pt``,
+``gpt_wordpiece.pt``, ``bert_results.json``, ``analysis.json``, ``sweep_{bert,gpt}.json``,
+``masking_{dynamic,static}.json`` (the book reads the JSON files and the BERT checkpoint).
 """
 
 from __future__ import annotations
