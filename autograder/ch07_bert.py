@@ -3,7 +3,8 @@
 References are independent of the course's solution: the MLM corruption is checked by its statistical
 properties on 16,384 tokens with fixed seeds (selection rate 15% of ordinary tokens, 80/10/10 among the
 selected, specials never selected, labels -100 off the selection, unselected inputs untouched); the embedding
-sum is recomputed with ``F.embedding`` and ``F.layer_norm`` from the student's parameters.
+sum is recomputed with ``F.embedding`` and ``F.layer_norm`` from the student's parameters; ALBERT's factorised
+embedding (Lan et al. 2020, section 3.1) likewise, then ``F.linear`` with the student's projection.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from solutions.ch07_bert import BertConfig  # a plain dataclass of sizes: input plumbing, not a reference
+from solutions.ch07_bert import AlbertConfig, BertConfig  # plain dataclasses of sizes: input plumbing, not a reference
 
 from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_seeded, expect_true
 
@@ -225,6 +226,82 @@ def _emb_dropout(cls):
     )
 
 
+# ---------------------------------------------------------------- exercise 3: AlbertEmbeddings (factorised)
+
+
+def _albert_oracle(m, ids, types):
+    x = _emb_oracle(m, ids, types)  # LayerNorm(token + position + segment) in the small space E
+    return F.linear(x, m.projection.weight, m.projection.bias)  # then E -> d_model
+
+
+def _build_albert(cls, config, seed=0):
+    torch.manual_seed(seed)
+    m = call(f"AlbertEmbeddings({config})", cls, config)
+    g = _gen(seed + 200)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn(p.shape, generator=g))
+    return m.eval()
+
+
+@EXERCISES.check("AlbertEmbeddings", points=3)
+def _albert_basic(cls):
+    """LayerNorm(token + position + segment) in width E = 6, then the projection to d_model = 10; ids (2, 7)"""
+    m = _build_albert(cls, AlbertConfig(vocab_size=20, context_length=10, embedding_size=6, d_model=10))
+    ids = torch.randint(20, (2, 7), generator=_gen(15))
+    types = torch.tensor([[0, 0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        got = call("embeddings(ids, token_type_ids)", m, ids, types)
+    hint = ""
+    if isinstance(got, torch.Tensor) and got.shape == (2, 7, 6):
+        hint = "The output has width E = embedding_size: project it to d_model with self.projection."
+    elif isinstance(got, torch.Tensor) and got.shape == (2, 7, 10):
+        if torch.allclose(got, _albert_oracle(m, ids, torch.zeros_like(types)), atol=1e-5):
+            hint = "token_type_ids are ignored: add the segment embeddings."
+    expect_close("embeddings(ids, token_type_ids)", got, _albert_oracle(m, ids, types), hint=hint)
+
+
+@EXERCISES.check("AlbertEmbeddings")
+def _albert_default_types(cls):
+    """without token_type_ids every token is in segment 0"""
+    m = _build_albert(cls, AlbertConfig(vocab_size=20, context_length=10, embedding_size=4, d_model=12), seed=1)
+    ids = torch.randint(20, (3, 5), generator=_gen(16))
+    with torch.no_grad():
+        expect_close("embeddings(ids)", call("embeddings(ids)", m, ids), _albert_oracle(m, ids, torch.zeros_like(ids)))
+
+
+@EXERCISES.check("AlbertEmbeddings", hidden=True)
+def _albert_other_sizes(cls):
+    """other sizes (E larger than d_model too), random segments"""
+    m = _build_albert(
+        cls, AlbertConfig(vocab_size=31, context_length=16, embedding_size=14, d_model=8, type_vocab_size=3), seed=2
+    )
+    ids = torch.randint(31, (4, 11), generator=_gen(17))
+    types = torch.randint(3, (4, 11), generator=_gen(18))
+    with torch.no_grad():
+        expect_close(
+            "embeddings(ids, token_type_ids)",
+            call("embeddings", m, ids, types),
+            _albert_oracle(m, ids, types),
+            hidden=True,
+        )
+
+
+@EXERCISES.check("AlbertEmbeddings", hidden=True)
+def _albert_dropout(cls):
+    """dropout after the LayerNorm: off in eval mode, on in training mode"""
+    ids = torch.randint(0, 30, (2, 7), generator=_gen(32))
+    expect_dropout_modes(
+        "AlbertEmbeddings",
+        lambda p: call(
+            "AlbertEmbeddings(config)",
+            cls,
+            AlbertConfig(vocab_size=30, context_length=10, embedding_size=4, d_model=8, dropout=p),
+        ),
+        lambda m: call("embeddings", m, ids),
+    )
+
+
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
 # --------------------------------------------------------------------------------------------------
@@ -310,6 +387,42 @@ MUTANTS = [
         "BertEmbeddings",
         (("return self.dropout(self.LayerNorm(x))", "return F.dropout(self.LayerNorm(x), self.dropout.p)"),),
         "F.dropout without training=self.training: embeddings are random at evaluation time too",
+    ),
+    Mutant(
+        "no projection to d_model",
+        "AlbertEmbeddings",
+        (("return self.projection(x)  # (B, T, d_model)", "return x  # (B, T, d_model)"),),
+        "the factorised embedding stays in width E: the encoder expects d_model",
+    ),
+    Mutant(
+        "ALBERT: segment embeddings ignored",
+        "AlbertEmbeddings",
+        (("+ self.token_type_embeddings(token_type_ids)\n", "+ 0\n"),),
+        "no token type embeddings",
+    ),
+    Mutant(
+        "ALBERT: no LayerNorm",
+        "AlbertEmbeddings",
+        (("x = self.dropout(self.LayerNorm(x))", "x = self.dropout(x)"),),
+        "the sum is not normalised before the projection",
+    ),
+    Mutant(
+        "ALBERT: LayerNorm in width d_model after the projection",
+        "AlbertEmbeddings",
+        (
+            ("x = self.dropout(self.LayerNorm(x))", "x = self.dropout(x)"),
+            (
+                "return self.projection(x)  # (B, T, d_model)",
+                "return F.layer_norm(self.projection(x), (self.projection.out_features,))  # (B, T, d_model)",
+            ),
+        ),
+        "normalises after projecting (BERT's place for it) instead of in the small space E",
+    ),
+    Mutant(
+        "ALBERT: position embeddings missing",
+        "AlbertEmbeddings",
+        (("+ self.position_embeddings(positions)  # (T, E), broadcast over the batch", ""),),
+        "no position information",
     ),
 ]
 

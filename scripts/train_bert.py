@@ -1,23 +1,35 @@
 """Chapter 7 experiments on the Python docs: WordPiece, BERT pretraining, fine-tuning, BERT vs GPT fill-in.
 
-    python -m scripts.train_bert --part tokenizer     # WordPiece vocabulary (seconds)
-    python -m scripts.train_bert --part bert          # MLM pretraining           } these two can run
-    python -m scripts.train_bert --part gpt           # a GPT of the same size     } in parallel
-    python -m scripts.train_bert --part eval          # MLM accuracy, fine-tuning, fill-in-the-blank
-    python -m scripts.train_bert                      # all four in turn
+The committed 900-step runs (the split without validation topics; ``--lr 1e-3`` fixed in advance):
 
-Data: the documentation topics of this Python (``solutions.text_data``); every 10th topic is held out, so
-validation sentences come from pages the models never saw. BERT is pretrained on consecutive sentence pairs
-``[CLS] A [SEP] B [SEP]`` (segments 0/1, no next-sentence loss: see the book), the GPT on the same sentences
-as one stream ``[CLS] s1 [SEP] [CLS] s2 [SEP] …``; both with the same sizes, steps, batch and sequence length.
+    python -m scripts.train_bert --part tokenizer                 # both WordPiece vocabularies (seconds)
+    python -m scripts.train_bert --part bert --n_layers 4 --d_model 128 --max_iters 900 --eval_interval 150
+    python -m scripts.train_bert --part gpt  --n_layers 4 --d_model 128 --max_iters 900 --eval_interval 150
+    python -m scripts.train_bert --part eval --n_layers 4 --d_model 128 --max_iters 900   # fine-tuning, fill-in
+    python -m scripts.train_bert --part analysis                  # why BERT loses fill-in (inference only)
 
-Writes into ``--out``: ``wordpiece.json``, ``bert_mlm.pt``, ``gpt_wordpiece.pt`` and ``bert_results.json`` (the
-book reads the JSON and the BERT checkpoint).
+With validation topics (the default sizes: 2 layers, 64 wide):
+
+    python -m scripts.train_bert --part sweep_bert                # learning rates judged on validation topics
+    python -m scripts.train_bert --part sweep_gpt
+    python -m scripts.train_bert --part masking_dynamic --eval_interval 40   # RoBERTa's dynamic masking vs
+    python -m scripts.train_bert --part masking_static  --eval_interval 40   # static, on 256 pairs
+
+Data: the documentation topics of this Python (``solutions.text_data``), split by topic (sorted by name): every
+10th topic (index 9, 19, ...) is the **test** set; in the three-way split every 10th from index 4 on is the
+**validation** set used to choose learning rates; the rest trains. Test sentences come from pages the models never
+saw. BERT is pretrained on consecutive sentence pairs ``[CLS] A [SEP] B [SEP]`` (segments 0/1, no next-sentence
+loss: see the book), the GPT on the same sentences as one stream ``[CLS] s1 [SEP] [CLS] s2 [SEP] …``; both with
+the same sizes, steps, batch and sequence length.
 
 Runs unchanged under ``torchrun --nproc_per_node N -m scripts.train_bert`` (DistributedDataParallel with gloo, on
 CPU): ``--batch_size`` is the global batch of one optimiser step, cut into ``N × --grad_accum`` equal parts; every
 rank draws (and masks) the same global batch and trains on its own parts; rank 0 alone trains the tokenizer, prints
 and writes files.
+
+Writes into ``--out``: ``wordpiece.json`` / ``wordpiece_validation_split.json``, ``bert_mlm.pt``,
+``gpt_wordpiece.pt``, ``bert_results.json``, ``analysis.json``, ``sweep_{bert,gpt}.json``,
+``masking_{dynamic,static}.json`` (the book reads the JSON files and the BERT checkpoint).
 """
 
 from __future__ import annotations
@@ -56,19 +68,28 @@ def say(*args) -> None:
         print(*args)
 
 
-def split_sentences() -> tuple[list[list[str]], list[list[str]]]:
-    """Sentences per topic: (train topics, held-out topics); every 10th topic (sorted by name) is held out."""
+def split_sentences(three_way: bool = True) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
+    """Sentences per topic: (train, validation, test) topics; topic ``i`` (sorted by name) is test when
+    ``i % 10 == 9``, validation when ``i % 10 == 4``, training otherwise. With ``three_way=False`` (the split of
+    the committed 900-step runs, which had no validation topics) validation is empty and those topics train."""
     topics = list(python_docs().values())
     per_topic = [sentences(t) for t in topics]
-    train_t = [s for i, s in enumerate(per_topic) if i % 10 != 9 and s]
-    val_t = [s for i, s in enumerate(per_topic) if i % 10 == 9 and s]
-    return train_t, val_t
+    held = (4, 9) if three_way else (9,)
+    train_t = [s for i, s in enumerate(per_topic) if i % 10 not in held and s]
+    val_t = [s for i, s in enumerate(per_topic) if i % 10 == 4 and s] if three_way else []
+    test_t = [s for i, s in enumerate(per_topic) if i % 10 == 9 and s]
+    return train_t, val_t, test_t
 
 
-def load_tokenizer(out: pathlib.Path):
+def tokenizer_file(out: pathlib.Path, three_way: bool) -> pathlib.Path:
+    """Each split has its own WordPiece vocabulary, trained on its training topics only."""
+    return out / ("wordpiece_validation_split.json" if three_way else "wordpiece.json")
+
+
+def load_tokenizer(out: pathlib.Path, three_way: bool = False):
     from tokenizers import Tokenizer
 
-    return Tokenizer.from_file(str(out / "wordpiece.json"))
+    return Tokenizer.from_file(str(tokenizer_file(out, three_way)))
 
 
 def encode_pairs(tok, topics, T: int):
@@ -90,18 +111,29 @@ def encode_stream(tok, topics) -> torch.Tensor:
 
 def part_tokenizer(args, out):
     if not MAIN:
-        return  # the other ranks wait at the barrier in main(), then read rank 0's file
-    train_t, _ = split_sentences()
-    tok = train_wordpiece([s for t in train_t for s in t], vocab_size=args.vocab_size)
-    tok.save(str(out / "wordpiece.json"))
-    say(f"WordPiece: {tok.get_vocab_size()} tokens; e.g. {tok.encode('Decorators wrap functions.').tokens}")
+        return  # the other ranks wait at the barrier in main(), then read rank 0's files
+    for three_way in (False, True):
+        train_t, _, _ = split_sentences(three_way)
+        tok = train_wordpiece([s for t in train_t for s in t], vocab_size=args.vocab_size)
+        tok.save(str(tokenizer_file(out, three_way)))
+    print(f"WordPiece: {tok.get_vocab_size()} tokens; e.g. {tok.encode('Decorators wrap functions.').tokens}")
 
 
-def part_bert(args, out):
+def pretrain_bert(
+    args, out, *, lr: float, masking: str, eval_on: str, max_iters: int, three_way: bool, train_pairs: int = 0
+):
+    """MLM pretraining of a BertForMaskedLM; ``masking`` is ``"dynamic"`` (a new corruption each time a pair
+    is drawn: RoBERTa, Liu et al. 2019, section 4.1) or ``"static"`` (one corruption per pair, drawn once before
+    training, as in BERT's data preparation). Evaluates on the ``eval_on`` topics (validation or test).
+    ``train_pairs``: if > 0, train on that many pairs only (chosen with the seed), so the budget covers many
+    passes over them."""
     torch.manual_seed(args.seed)
-    tok = load_tokenizer(out)
-    train_t, val_t = split_sentences()
+    tok = load_tokenizer(out, three_way)
+    train_t, val_t, test_t = split_sentences(three_way)
     ids, types, att = encode_pairs(tok, train_t, args.seq_len)
+    if train_pairs:
+        keep = torch.randperm(len(ids), generator=torch.Generator().manual_seed(args.seed))[:train_pairs]
+        ids, types, att = ids[keep], types[keep], att[keep]
     config = BertConfig(
         vocab_size=tok.get_vocab_size(),
         context_length=args.seq_len,
@@ -113,11 +145,17 @@ def part_bert(args, out):
     )
     model = BertForMaskedLM(config)
     g = torch.Generator().manual_seed(args.seed)
-    v_ids, v_types, v_att = encode_pairs(tok, val_t, args.seq_len)
+    v_ids, v_types, v_att = encode_pairs(tok, val_t if eval_on == "validation" else test_t, args.seq_len)
+    corrupt = dict(mask_id=MASK, vocab_size=config.vocab_size, special_ids=range(5))
+    if masking == "static":
+        static_x, static_labels = mask_tokens(ids, **corrupt, generator=torch.Generator().manual_seed(args.seed + 1))
 
     def draw(it):  # the global batch, the same on every rank: rows, then their masking
         ix = torch.randint(len(ids), (args.batch_size,), generator=g)
-        x, labels = mask_tokens(ids[ix], mask_id=MASK, vocab_size=config.vocab_size, special_ids=range(5), generator=g)
+        if masking == "static":
+            x, labels = static_x[ix], static_labels[ix]
+        else:
+            x, labels = mask_tokens(ids[ix], **corrupt, generator=g)
         return ix, x, labels
 
     global_batch = once_per_iteration(draw)
@@ -126,33 +164,115 @@ def part_bert(args, out):
         ix_all, x_all, labels_all = global_batch(it)
         rows = part.rows(args.batch_size)
         ix, x, labels = ix_all[rows], x_all[rows], labels_all[rows]  # this rank's part
+        sel = labels != -100  # the MLM head only at the selected positions: same loss, less work
+        hidden = m.bert(x, types[ix], att[ix])  # (B, T, d_model)
         # mlm_loss is a mean over the selected positions, whose number varies between parts: sum this part's
         # losses and divide by its even share of the global batch's selected positions, so the mean over the
         # parts is the global batch's mlm_loss (and a part with no selected position adds 0, not 0/0).
-        logits = m(x, types[ix], att[ix])
-        total = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100, reduction="sum")
+        logits = m.mlm(hidden[sel])  # (n_selected, V)
+        total = F.cross_entropy(logits.float(), labels[sel], reduction="sum")
         return total * part.count / (labels_all != -100).sum().clamp(min=1), int(att[ix].sum())
 
     def eval_fn(m):
         return mlm_eval(m, v_ids, v_types, v_att, config.vocab_size)
 
-    say(f"BERT: {count_parameters(model):,} parameters, {len(ids):,} training pairs")
+    say(f"BERT ({masking} masking, lr {lr}): {count_parameters(model):,} parameters, {len(ids):,} training pairs")
     hist = train(
         model,
         loss_fn,
-        max_iters=args.max_iters,
-        lr=args.lr,
-        warmup=50,
+        max_iters=max_iters,
+        lr=lr,
+        warmup=args.warmup,
         eval_fn=eval_fn,
         eval_interval=args.eval_interval,
         progress=not args.no_progress,
         grad_accum=args.grad_accum,
         find_unused_parameters=True,  # the pooler gets no gradient from the masked-LM loss
     )
+    say(f"BERT ({masking}) final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
+    return model, config, hist
+
+
+def part_bert(args, out):
+    """The committed 900-step BERT (``--lr 1e-3 --n_layers 4 --d_model 128 --max_iters 900 --eval_interval 150``,
+    the split without validation topics)."""
+    model, config, hist = pretrain_bert(
+        args, out, lr=args.lr, masking="dynamic", eval_on="test", max_iters=args.max_iters, three_way=False
+    )
     if MAIN:
-        print("BERT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
         torch.save({"config": vars(config), "model": model.state_dict()}, out / "bert_mlm.pt")
         (out / "bert_history.json").write_text(json.dumps(hist))
+
+
+def _masking(args, out, kind: str) -> None:
+    """Static vs dynamic masking (RoBERTa, Liu et al. 2019, section 4.1): the same BERT, budget and learning rate
+    (``--lr``), trained on ``--masking_pairs`` pairs so that the budget makes many passes
+    over them; held-out MLM on the test topics. Writes ``masking_<kind>.json``."""
+    lr = args.lr
+    _, _, hist = pretrain_bert(
+        args,
+        out,
+        lr=lr,
+        masking=kind,
+        eval_on="test",
+        max_iters=args.masking_iters,
+        three_way=True,
+        train_pairs=args.masking_pairs,
+    )
+    result = {
+        "lr": lr,
+        "train_pairs": args.masking_pairs,
+        "iters": args.masking_iters,
+        "batch_size": args.batch_size,
+        "model": {k: getattr(args, k) for k in ("n_layers", "n_heads", "d_model", "seq_len")},
+        "history": hist,
+    }
+    if MAIN:
+        (out / f"masking_{kind}.json").write_text(json.dumps(result))
+
+
+def part_masking_static(args, out):
+    _masking(args, out, "static")
+
+
+def part_masking_dynamic(args, out):
+    _masking(args, out, "dynamic")
+
+
+def _sweep(args, out, model: str, run) -> None:
+    losses = {lr: run(lr)["eval"][-1][1]["loss"] for lr in args.sweep_lrs}
+    result = {
+        "iters": args.sweep_iters,
+        "model": {k: getattr(args, k) for k in ("n_layers", "n_heads", "d_model", "seq_len", "batch_size")},
+        "validation_loss": {str(k): v for k, v in losses.items()},
+        "chosen_lr": min(losses, key=losses.__getitem__),
+    }
+    say(model, result)
+    if MAIN:
+        (out / f"sweep_{model}.json").write_text(json.dumps(result, indent=1))
+
+
+def part_sweep_bert(args, out):
+    """BERT: each learning rate of ``--sweep_lrs`` for ``--sweep_iters`` steps, judged by the MLM loss on the
+    validation topics (never the test topics); writes ``sweep_bert.json``."""
+    _sweep(
+        args,
+        out,
+        "bert",
+        lambda lr: pretrain_bert(
+            args, out, lr=lr, masking="dynamic", eval_on="validation", max_iters=args.sweep_iters, three_way=True
+        )[2],
+    )
+
+
+def part_sweep_gpt(args, out):
+    """The GPT's learning rate, chosen the same way (next-token loss on the validation topics)."""
+    _sweep(
+        args,
+        out,
+        "gpt",
+        lambda lr: pretrain_gpt(args, out, lr=lr, eval_on="validation", max_iters=args.sweep_iters, three_way=True)[2],
+    )
 
 
 @torch.no_grad()
@@ -170,11 +290,13 @@ def mlm_eval(m, ids, types, att, vocab_size, n=512):
     }
 
 
-def part_gpt(args, out):
+def pretrain_gpt(args, out, *, lr: float, eval_on: str, max_iters: int, three_way: bool):
+    """The GPT of the same size on the same training sentences as one stream; evaluated on ``eval_on``."""
     torch.manual_seed(args.seed)
-    tok = load_tokenizer(out)
-    train_t, val_t = split_sentences()
-    stream, v_stream = encode_stream(tok, train_t), encode_stream(tok, val_t)
+    tok = load_tokenizer(out, three_way)
+    train_t, val_t, test_t = split_sentences(three_way)
+    stream = encode_stream(tok, train_t)
+    v_stream = encode_stream(tok, val_t if eval_on == "validation" else test_t)
     config = GPTConfig(
         vocab_size=tok.get_vocab_size(),
         context_length=args.seq_len,
@@ -198,20 +320,26 @@ def part_gpt(args, out):
         x, y = get_lm_batch(v_stream, args.seq_len, 256, generator=gv)
         return {"loss": F.cross_entropy(m(x).flatten(0, 1), y.flatten()).item()}
 
-    say(f"GPT: {model.num_parameters():,} parameters, {len(stream):,} training tokens")
+    say(f"GPT (lr {lr}): {model.num_parameters():,} parameters, {len(stream):,} training tokens")
     hist = train(
         model,
         loss_fn,
-        max_iters=args.max_iters,
-        lr=args.lr,
-        warmup=50,
+        max_iters=max_iters,
+        lr=lr,
+        warmup=args.warmup,
         eval_fn=eval_fn,
         eval_interval=args.eval_interval,
         progress=not args.no_progress,
         grad_accum=args.grad_accum,
     )
+    say("GPT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
+    return model, config, hist
+
+
+def part_gpt(args, out):
+    """The committed 900-step GPT (same options and split as :func:`part_bert`)."""
+    model, config, hist = pretrain_gpt(args, out, lr=args.lr, eval_on="test", max_iters=args.max_iters, three_way=False)
     if MAIN:
-        print("GPT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
         torch.save({"config": vars(config), "model": model.state_dict()}, out / "gpt_wordpiece.pt")
         (out / "gpt_history.json").write_text(json.dumps(hist))
 
@@ -277,10 +405,9 @@ def fine_tune(bert, data, test, args, seed):
 
 
 @torch.no_grad()
-def fill_in_the_blank(bert, gpt, tok, topics, n_max, seed):
-    """Blank one whole-word token with >= 3 tokens on each side (up to three different blanks per held-out
-    sentence, each on its own); top-1 accuracy of
-    BERT (both sides), BERT given only the left side, and the GPT (left side, by construction)."""
+def blank_cases(tok, topics, n_max, seed):
+    """``(ids, k)`` pairs: a held-out sentence's token ids and the position of one whole-word alphabetic token with
+    >= 3 tokens on each side (up to three different blanks per sentence, each on its own), shuffled, ``n_max``."""
     rng = random.Random(seed)
     cases = []
     for s in (s for t in topics for s in t):
@@ -296,7 +423,13 @@ def fill_in_the_blank(bert, gpt, tok, topics, n_max, seed):
         for k in rng.sample(ok, min(3, len(ok))):  # up to three blanks per sentence, one at a time
             cases.append((ids, k))
     rng.shuffle(cases)
-    cases = cases[:n_max]
+    return cases[:n_max]
+
+
+def fill_in_the_blank(bert, gpt, tok, topics, n_max, seed):
+    """Top-1 accuracy on :func:`blank_cases` of BERT (both sides), BERT given only the left side, and the GPT
+    (left side, by construction)."""
+    cases = blank_cases(tok, topics, n_max, seed)
     hits = {"bert_both_sides": 0, "bert_left_only": 0, "gpt_left_only": 0}
     examples = []
     for ids, k in cases:
@@ -321,26 +454,115 @@ def fill_in_the_blank(bert, gpt, tok, topics, n_max, seed):
     return {"n": len(cases), **{k: v / len(cases) for k, v in hits.items()}, "examples": examples}
 
 
-def part_eval(args, out):
-    tok = load_tokenizer(out)
-    train_t, val_t = split_sentences()
+def load_models(out):
+    """The committed BERT and GPT checkpoints, in eval mode, with their saved configs."""
     ck = torch.load(out / "bert_mlm.pt")
-    config = BertConfig(**ck["config"])
-    mlm = BertForMaskedLM(config)
+    mlm = BertForMaskedLM(BertConfig(**ck["config"]))
     mlm.load_state_dict(ck["model"])
-    mlm.eval()
     gk = torch.load(out / "gpt_wordpiece.pt")
     gpt = GPT(GPTConfig(**gk["config"]))
     gpt.load_state_dict(gk["model"])
-    gpt.eval()
-    v_ids, v_types, v_att = encode_pairs(tok, val_t, args.seq_len)
+    return mlm.eval(), gpt.eval(), ck, gk
+
+
+@torch.no_grad()
+def part_analysis(args, out):
+    """Where and why the committed BERT loses the fill-in-the-blank comparison (inference only, seconds).
+
+    Compares both models with the unigram baseline (the training text's token frequencies, no context at all):
+    the MLM loss and accuracy at the masked test positions, and fill-in accuracy split into blanks whose answer is
+    one of the 50 most frequent training words and the rest; and counts what BERT predicts. Writes
+    ``analysis.json``."""
+    tok = load_tokenizer(out)
+    train_t, _, test_t = split_sentences(three_way=False)
+    mlm, gpt, ck, _ = load_models(out)
+    V = ck["config"]["vocab_size"]
+    counts = torch.bincount(encode_stream(tok, train_t), minlength=V).float()
+    counts[:5] = 0  # specials are never targets
+    p_uni = counts / counts.sum()
+    v_ids, v_types, v_att = encode_pairs(tok, test_t, args.seq_len)
+    x, labels = mask_tokens(
+        v_ids, mask_id=MASK, vocab_size=V, special_ids=range(5), generator=torch.Generator().manual_seed(0)
+    )
+    sel = labels != -100
+    at_mask = sel & (x == MASK)
+    logits = mlm(x, v_types, v_att)
+    unigram = {
+        "mlm_loss": -p_uni[labels[sel]].clamp_min(1e-12).log().mean().item(),
+        "accuracy_at_mask": (labels[at_mask] == p_uni.argmax()).float().mean().item(),
+    }
+    bert_mlm = {
+        "mlm_loss": mlm_loss(logits, labels).item(),
+        "accuracy_at_mask": (logits.argmax(-1)[at_mask] == labels[at_mask]).float().mean().item(),
+    }
+    words = [i for i in counts.argsort(descending=True).tolist() if tok.id_to_token(i).isalpha()]
+    frequent = set(words[:50])
+    top_word = words[0]
+    is_word = torch.tensor([tok.id_to_token(i).isalpha() for i in range(V)])  # whole-word alphabetic tokens
+    rows = []
+    for ids, k in blank_cases(tok, test_t, 1000, args.seed):
+        s_both = mlm(torch.tensor([ids[:k] + [MASK] + ids[k + 1 :]]))[0, k]
+        s_gpt = gpt(torch.tensor([ids[:k]]))[0, -1]
+        s_both[:5], s_gpt[:5] = -torch.inf, -torch.inf  # never a special token
+        words_only = [int(sc.masked_fill(~is_word, -torch.inf).argmax()) for sc in (s_both, s_gpt)]
+        rows.append((ids[k], int(s_both.argmax()), int(s_gpt.argmax()), *words_only))
+
+    def acc(subset, j):
+        return sum(r[j] == r[0] for r in subset) / max(len(subset), 1)
+
+    groups = {
+        "all": rows,
+        "frequent": [r for r in rows if r[0] in frequent],
+        "rare": [r for r in rows if r[0] not in frequent],
+    }
+    fill = {
+        name: {
+            "n": len(g),
+            "bert_both_sides": acc(g, 1),
+            "gpt_left_only": acc(g, 2),
+            "bert_both_sides_words_only": acc(g, 3),
+            "gpt_left_only_words_only": acc(g, 4),
+            "unigram": sum(r[0] == top_word for r in g) / max(len(g), 1),
+        }
+        for name, g in groups.items()
+    }
+    from collections import Counter
+
+    def top(j):
+        return [(tok.id_to_token(i), n) for i, n in Counter(r[j] for r in rows).most_common(5)]
+
+    result = {
+        "unigram": unigram,
+        "bert": bert_mlm,
+        "masked_positions": int(at_mask.sum()),
+        "fill_in_the_blank": fill,
+        "frequent_words": 50,
+        "unigram_word": tok.id_to_token(top_word),
+        "distinct_predictions": {
+            "bert": len({r[1] for r in rows}),
+            "gpt": len({r[2] for r in rows}),
+            "answers": len({r[0] for r in rows}),
+        },
+        "most_common_predictions": {"bert": top(1), "gpt": top(2), "answers": top(0)},
+    }
+    say(json.dumps(result, indent=1))
+    if MAIN:
+        (out / "analysis.json").write_text(json.dumps(result, indent=1))
+
+
+def part_eval(args, out):
+    tok = load_tokenizer(out)
+    train_t, _, test_t = split_sentences(three_way=False)
+    mlm, gpt, ck, gk = load_models(out)
+    config = BertConfig(**ck["config"])
+    v_ids, v_types, v_att = encode_pairs(tok, test_t, args.seq_len)
     mlm_final = mlm_eval(mlm, v_ids, v_types, v_att, config.vocab_size, n=len(v_ids))
     say("MLM on held-out topics:", mlm_final)
-    blank = fill_in_the_blank(mlm, gpt, tok, val_t, 1000, args.seed)
+    blank = fill_in_the_blank(mlm, gpt, tok, test_t, 1000, args.seed)
     say("fill in the blank:", {k: v for k, v in blank.items() if k != "examples"})
 
     data = shuffled_task(tok, train_t, args.seq_len, args.seed)
-    test = shuffled_task(tok, val_t, args.seq_len, args.seed + 1)
+    test = shuffled_task(tok, test_t, args.seq_len, args.seed + 1)
     pre = fine_tune(mlm.bert, data, test, args, args.seed)
     scratch = fine_tune(Bert(config).apply(_bert_init()), data, test, args, args.seed)
     if not MAIN:
@@ -385,18 +607,34 @@ def _bert_init():
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=["all", "tokenizer", "bert", "gpt", "eval"], default="all")
+    parts = [
+        "tokenizer",
+        "bert",
+        "gpt",
+        "eval",
+        "analysis",
+        "sweep_bert",
+        "sweep_gpt",
+        "masking_dynamic",
+        "masking_static",
+    ]
+    p.add_argument("--part", choices=["all", *parts], default="all")
     p.add_argument("--vocab_size", type=int, default=2000)
-    p.add_argument("--n_layers", type=int, default=4)
+    p.add_argument("--n_layers", type=int, default=2)
     p.add_argument("--n_heads", type=int, default=4)
-    p.add_argument("--d_model", type=int, default=128)
+    p.add_argument("--d_model", type=int, default=64)
     p.add_argument("--seq_len", type=int, default=64)
     p.add_argument("--batch_size", type=int, default=32, help="global batch of one optimiser step (all ranks)")
     p.add_argument("--grad_accum", type=int, default=1, help="micro-steps per optimiser step on each rank")
-    p.add_argument("--max_iters", type=int, default=900)
+    p.add_argument("--max_iters", type=int, default=1500)
     p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--eval_interval", type=int, default=150)
+    p.add_argument("--lr", type=float, default=1e-3, help="of the committed runs (bert, gpt)")
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--sweep_lrs", type=float, nargs="+", default=[1e-3, 3e-3])
+    p.add_argument("--sweep_iters", type=int, default=200)
+    p.add_argument("--eval_interval", type=int, default=250)
+    p.add_argument("--masking_pairs", type=int, default=256)
+    p.add_argument("--masking_iters", type=int, default=240)
     p.add_argument("--ft_iters", type=int, default=300)
     p.add_argument("--ft_lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
@@ -412,8 +650,7 @@ def main(argv=None):
     Part(0, dist.world_size * args.grad_accum).rows(args.batch_size)  # ValueError now if the parts can't be equal
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts = ["tokenizer", "bert", "gpt", "eval"] if args.part == "all" else [args.part]
-    for part in parts:
+    for part in parts if args.part == "all" else [args.part]:
         t0 = time.time()
         globals()[f"part_{part}"](args, out)
         if dist.world_size > 1:

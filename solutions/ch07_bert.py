@@ -12,8 +12,15 @@ Devlin et al. 2019, "BERT: Pre-training of Deep Bidirectional Transformers for L
   80% become ``[MASK]``, 10% a random token, 10% stay; the loss is taken on the selected positions only.
 
 Weights can be copied from Hugging Face's ``BertForMaskedLM`` / ``BertModel``
-(:func:`solutions.interop.load_hf_bert`); the tests check the logits agree. :func:`train_wordpiece` trains a WordPiece vocabulary (Wu et al. 2016) locally with
-the ``tokenizers`` library (imported only there).
+(:func:`solutions.interop.load_hf_bert`); the tests check the logits agree. :func:`train_wordpiece` trains a
+WordPiece vocabulary locally with the ``tokenizers`` library (imported only there; its trainer merges by
+frequency, see the function).
+
+ALBERT (Lan et al. 2020, "ALBERT: A Lite BERT for Self-supervised Learning of Language Representations") is
+built on the same pieces: a factorised embedding (因式分解嵌入参数化, section 3.1: ``V x E`` then ``E x d_model``),
+one encoder layer shared by every depth (跨层参数共享, cross-layer parameter sharing), and sentence-order
+prediction (句子顺序预测, SOP) instead of next-sentence prediction; weights from Hugging Face's ``AlbertModel`` /
+``AlbertForPreTraining`` via :func:`solutions.interop.load_hf_albert`.
 """
 
 from __future__ import annotations
@@ -37,6 +44,12 @@ __all__ = [
     "mask_tokens",
     "mlm_loss",
     "train_wordpiece",
+    "AlbertConfig",
+    "AlbertEmbeddings",
+    "Albert",
+    "AlbertMLMHead",
+    "AlbertForPreTraining",
+    "sentence_order_pairs",
 ]
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4 in the vocabularies trained here
@@ -258,6 +271,11 @@ def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def train_wordpiece(texts, vocab_size: int = 2000):
     """Train an uncased WordPiece tokenizer (BERT's normaliser and pre-tokeniser) on ``texts``.
 
+    The vocabulary is chosen by ``tokenizers``' ``WordPieceTrainer``, which runs byte-pair encoding (merge the
+    most *frequent* adjacent pair; Sennrich et al. 2016) and keeps the vocabulary with the ``##`` prefix — not the
+    likelihood-based merges of Schuster & Nakajima 2012 / Wu et al. 2016. Encoding is WordPiece's greedy
+    longest-match-first.
+
     Returns a ``tokenizers.Tokenizer`` whose ids 0–4 are :data:`SPECIAL_TOKENS` and which encodes a pair as
     ``[CLS] A [SEP] B [SEP]`` with type ids 0 for ``[CLS] A [SEP]`` and 1 for ``B [SEP]``.
     """
@@ -274,3 +292,143 @@ def train_wordpiece(texts, vocab_size: int = 2000):
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
     return tok
+
+
+# --------------------------------------------------------------------------------------------------
+# ALBERT (Lan et al. 2020): factorised embeddings, one shared layer, sentence-order prediction
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class AlbertConfig(BertConfig):
+    """A :class:`BertConfig` plus the embedding width ``embedding_size`` (``E``, Lan et al. 2020, section 3.1).
+
+    ALBERT-base: vocab_size 30000, E 128, d_model 768, 12 layers (one set of weights), 12 heads, d_ff 3072.
+    """
+
+    embedding_size: int = 32
+
+
+class AlbertEmbeddings(nn.Module):
+    r"""Factorised embedding parameterisation (因式分解嵌入参数化; Lan et al. 2020, section 3.1).
+
+    Token, position and segment embeddings live in a small space of width ``E = embedding_size``; their sum is
+    normalised there and then projected to ``d_model``:
+
+    :math:`E = \mathrm{LayerNorm}(E_\text{token}[x_t] + E_\text{position}[t] + E_\text{segment}[s_t]) \, W + b`,
+    with ``E_token`` of shape ``(V, E)`` and ``W`` of shape ``(E, d_model)`` (``projection``, an ``nn.Linear``),
+    so the vocabulary costs ``V E + E d_model`` parameters instead of BERT's ``V d_model``. Dropout comes after
+    the LayerNorm, before the projection (as Hugging Face's ``AlbertModel``).
+
+    Shapes: ``forward(input_ids (B, T) int64, token_type_ids (B, T) int64 | None) -> (B, T, d_model)``;
+    ``token_type_ids`` default to 0. Raises ``ValueError`` if ``input_ids`` is not 2-D.
+    """
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        E = config.embedding_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_id)  # (V, E)
+        self.position_embeddings = nn.Embedding(config.context_length, E)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
+        self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.projection = nn.Linear(E, config.d_model)  # (E -> d_model)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be (B, T), got {tuple(input_ids.shape)}")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        ### BEGIN SOLUTION
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
+        x = (
+            self.word_embeddings(input_ids)  # (B, T, E)
+            + self.position_embeddings(positions)  # (T, E), broadcast over the batch
+            + self.token_type_embeddings(token_type_ids)
+        )  # (B, T, E)
+        x = self.dropout(self.LayerNorm(x))  # normalised in the small space
+        return self.projection(x)  # (B, T, d_model)
+        ### END SOLUTION
+
+
+class Albert(nn.Module):
+    """ALBERT's encoder: :class:`AlbertEmbeddings`, then **one** post-LN :class:`EncoderLayer` (chapter 5) applied
+    ``n_layers`` times (跨层参数共享, cross-layer parameter sharing; Lan et al. 2020, section 3.1), then BERT's
+    pooler (:meth:`Bert.pool`).
+
+    ALBERT uses the tanh approximation of GELU (``gelu_tanh``; Hugging Face's ``gelu_new``). Shapes and masks as
+    :class:`Bert`: ``forward(input_ids (B, T), token_type_ids | None, attention_mask (B, T) | None)
+    -> (B, T, d_model)``, ``attention_mask`` True/1 at real tokens.
+    """
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = AlbertEmbeddings(config)
+        self.layer = EncoderLayer(
+            config.d_model,
+            config.n_heads,
+            config.d_ff,
+            config.dropout,
+            norm_first=False,
+            activation="gelu_tanh",
+            layer_norm_eps=config.layer_norm_eps,
+        )
+        self.pooler = nn.Linear(config.d_model, config.d_model)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, d_model)
+        mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+        for _ in range(self.config.n_layers):
+            x = self.layer(x, mask)  # the same weights at every depth
+        return x
+
+    pool = Bert.pool  # tanh(W h_[CLS] + b), as BERT
+
+
+class AlbertMLMHead(nn.Module):
+    """ALBERT's masked-LM head: ``LayerNorm(GELU(dense(h)))`` down to width ``E``, then scores with the (tied)
+    ``(V, E)`` token embeddings plus a bias. ``(B, T, d_model) -> (B, T, vocab_size)``."""
+
+    def __init__(self, config: AlbertConfig, word_embeddings: nn.Embedding):
+        super().__init__()
+        self.dense = nn.Linear(config.d_model, config.embedding_size)
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.embedding_size, config.vocab_size)
+        self.decoder.weight = word_embeddings.weight  # tied
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.LayerNorm(F.gelu(self.dense(h), approximate="tanh")))
+
+
+class AlbertForPreTraining(nn.Module):
+    """:class:`Albert` with its two pretraining heads: :class:`AlbertMLMHead` and the sentence-order prediction
+    classifier (句子顺序预测, SOP; Lan et al. 2020, section 3.1) on the pooled ``[CLS]`` vector.
+
+    ``forward(...) -> (mlm_logits (B, T, vocab_size), sop_logits (B, 2))``; SOP class 0 = the two segments are in
+    their original order, 1 = swapped (:func:`sentence_order_pairs`).
+    """
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = Albert(config)
+        self.mlm = AlbertMLMHead(config, self.albert.embeddings.word_embeddings)
+        self.sop = nn.Linear(config.d_model, 2)
+        self.apply(_init_bert)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.albert(input_ids, token_type_ids, attention_mask)  # (B, T, d_model)
+        return self.mlm(h), self.sop(self.albert.pool(h))
+
+
+def sentence_order_pairs(sentences_in_order, generator: torch.Generator | None = None):
+    """SOP examples (Lan et al. 2020, section 3.1) from one document's sentences in order: each consecutive
+    pair ``(s_i, s_{i+1})`` is kept (label 0) or swapped to ``(s_{i+1}, s_i)`` (label 1) with probability 1/2.
+
+    Unlike NSP's negatives (B from another document), both orders share a topic, so the task cannot be solved by
+    topic alone: it is about coherence. Returns a list of ``((first, second), label)``.
+    """
+    s = list(sentences_in_order)
+    swap = torch.rand(max(len(s) - 1, 0), generator=generator) < 0.5
+    return [((s[i + 1], s[i]), 1) if swap[i] else ((s[i], s[i + 1]), 0) for i in range(len(s) - 1)]

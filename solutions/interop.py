@@ -8,8 +8,8 @@ needs lives here, so that a chapter module reads like its page:
    the course's True = may attend — and weight copying for :class:`MultiHeadAttention` and
    :class:`FusedMultiHeadSelfAttention`;
 2. ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer`` / ``Transformer`` (chapter 5);
-3. Hugging Face ``GPT2LMHeadModel`` (chapter 6) and ``BertForMaskedLM`` / ``BertModel`` (chapter 7), from their
-   ``state_dict()`` — ``transformers`` is not needed to run this module.
+3. Hugging Face ``GPT2LMHeadModel`` (chapter 6), ``BertForMaskedLM`` / ``BertModel`` and ``AlbertModel`` /
+   ``AlbertForPreTraining`` (chapter 7), from their ``state_dict()`` — ``transformers`` is not needed to run this module.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from torch import nn
 from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention, MultiHeadAttention
 from solutions.ch05_transformer import Decoder, DecoderLayer, Encoder, EncoderLayer
 from solutions.ch06_gpt import GPT
-from solutions.ch07_bert import Bert, BertForMaskedLM
+from solutions.ch07_bert import Albert, AlbertForPreTraining, Bert, BertForMaskedLM
 
 Layer = TypeVar("Layer", EncoderLayer, DecoderLayer)
 TorchLayer = TypeVar("TorchLayer", nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
 
 __all__ = [
+    "load_hf_albert",
     "to_torch_mask",
     "from_torch_mask",
     "torch_mha_masks",
@@ -355,4 +356,67 @@ def load_hf_bert(model: BertForMaskedLM | Bert, hf_state_dict: dict[str, torch.T
         mlm = model.mlm.state_dict()
         for mine, theirs in head.items():
             mlm[mine].copy_(hf_state_dict[f"cls.predictions.{theirs}"])
+    return model
+
+
+def load_hf_albert(model: AlbertForPreTraining | Albert, hf_state_dict: dict[str, torch.Tensor]) -> nn.Module:
+    """Copy a Hugging Face ``AlbertForPreTraining`` or ``AlbertModel`` ``state_dict()`` into ``model`` (in place).
+
+    Only the all-shared configuration (``num_hidden_groups = inner_group_num = 1``, ALBERT's default): HF's one
+    layer ``encoder.albert_layer_groups.0.albert_layers.0`` is our ``layer``; HF's ``encoder.embedding_hidden_
+    mapping_in`` is our ``embeddings.projection``; the SOP head ``sop_classifier.classifier`` is our ``sop``.
+    Everything is ``nn.Linear`` in both, nothing is transposed. Returns ``model``.
+
+    Raises ``ValueError`` if the state dict has more than one layer group or layer.
+    """
+    sd = {k.removeprefix("albert."): v for k, v in hf_state_dict.items()}
+    if any(
+        k.startswith(("encoder.albert_layer_groups.1.", "encoder.albert_layer_groups.0.albert_layers.1.")) for k in sd
+    ):
+        raise ValueError("only ALBERT with one shared layer (num_hidden_groups = inner_group_num = 1) is supported")
+    albert = model.albert if isinstance(model, AlbertForPreTraining) else model
+    pairs = {
+        f"embeddings.{n}": f"embeddings.{n}"
+        for n in (
+            "word_embeddings.weight",
+            "position_embeddings.weight",
+            "token_type_embeddings.weight",
+            "LayerNorm.weight",
+            "LayerNorm.bias",
+        )
+    }
+    hf_layer = "encoder.albert_layer_groups.0.albert_layers.0"
+    per_layer = {
+        "self_attn.W_q": "attention.query",
+        "self_attn.W_k": "attention.key",
+        "self_attn.W_v": "attention.value",
+        "self_attn.W_o": "attention.dense",
+        "norm1": "attention.LayerNorm",
+        "ffn.W_1": "ffn",
+        "ffn.W_2": "ffn_output",
+        "norm2": "full_layer_layer_norm",
+    }
+    for p in ("weight", "bias"):
+        pairs[f"embeddings.projection.{p}"] = f"encoder.embedding_hidden_mapping_in.{p}"
+        pairs[f"pooler.{p}"] = f"pooler.{p}"
+        for mine, theirs in per_layer.items():
+            pairs[f"layer.{mine}.{p}"] = f"{hf_layer}.{theirs}.{p}"
+    own = albert.state_dict()
+    for mine, theirs in pairs.items():
+        if theirs in sd:
+            own[mine].copy_(sd[theirs])
+    if isinstance(model, AlbertForPreTraining) and "predictions.dense.weight" in hf_state_dict:
+        head = {
+            "dense.weight": "dense.weight",
+            "dense.bias": "dense.bias",
+            "LayerNorm.weight": "LayerNorm.weight",
+            "LayerNorm.bias": "LayerNorm.bias",
+            "decoder.bias": "bias",
+        }
+        mlm = model.mlm.state_dict()
+        for mine, theirs in head.items():
+            mlm[mine].copy_(hf_state_dict[f"predictions.{theirs}"])
+        sop = model.sop.state_dict()
+        for p in ("weight", "bias"):
+            sop[p].copy_(hf_state_dict[f"sop_classifier.classifier.{p}"])
     return model

@@ -9,14 +9,18 @@ import torch
 
 from solutions.ch07_bert import (
     SPECIAL_TOKENS,
+    Albert,
+    AlbertConfig,
+    AlbertForPreTraining,
     Bert,
     BertConfig,
     BertForMaskedLM,
     mask_tokens,
     mlm_loss,
+    sentence_order_pairs,
     train_wordpiece,
 )
-from solutions.interop import load_hf_bert
+from solutions.interop import load_hf_albert, load_hf_bert
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SMALL = dict(vocab_size=53, context_length=20, n_layers=2, n_heads=4, d_model=48, d_ff=80)
@@ -161,3 +165,121 @@ def test_committed_results_are_consistent():
     assert results["bert_config"]["d_model"] == results["gpt_config"]["d_model"]
     assert 0.0 < results["mlm_heldout"]["accuracy"] < 1.0
     assert (ROOT / "results/ch07_bert/bert_mlm.pt").stat().st_size < 6e6
+
+
+# ------------------------------------------------------------------ ALBERT (Lan et al. 2020)
+
+ALBERT_SMALL = dict(SMALL, embedding_size=24, n_layers=3)
+
+
+def _hf_albert_config():
+    transformers = pytest.importorskip("transformers")
+    return transformers, transformers.AlbertConfig(
+        vocab_size=53,
+        embedding_size=24,
+        hidden_size=48,
+        num_hidden_layers=3,
+        num_hidden_groups=1,
+        inner_group_num=1,
+        num_attention_heads=4,
+        intermediate_size=80,
+        max_position_embeddings=20,
+        hidden_act="gelu_new",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout_prob=0.0,
+        layer_norm_eps=1e-12,
+    )
+
+
+def test_albert_hidden_states_and_pooler_match_hugging_face(device):
+    transformers, hc = _hf_albert_config()
+    torch.manual_seed(2)
+    hf = _randomise_vectors(transformers.AlbertModel(hc)).eval().to(device)
+    ours = load_hf_albert(Albert(AlbertConfig(**ALBERT_SMALL)), hf.state_dict()).eval().to(device)
+    ids, types, att = _inputs(device)
+    with torch.no_grad():
+        h = ours(ids, types, att)
+        out = hf(input_ids=ids, token_type_ids=types, attention_mask=att)
+    torch.testing.assert_close(h, out.last_hidden_state, rtol=1e-5, atol=2e-5)
+    torch.testing.assert_close(ours.pool(h), out.pooler_output, rtol=1e-5, atol=2e-5)
+
+
+def test_albert_pretraining_heads_match_hugging_face(device):
+    transformers, hc = _hf_albert_config()
+    torch.manual_seed(3)
+    hf = _randomise_vectors(transformers.AlbertForPreTraining(hc)).eval().to(device)
+    ours = load_hf_albert(AlbertForPreTraining(AlbertConfig(**ALBERT_SMALL)), hf.state_dict()).eval().to(device)
+    assert ours.mlm.decoder.weight is ours.albert.embeddings.word_embeddings.weight
+    ids, types, att = _inputs(device)
+    with torch.no_grad():
+        mlm, sop = ours(ids, types, att)
+        out = hf(input_ids=ids, token_type_ids=types, attention_mask=att)
+    torch.testing.assert_close(mlm, out.prediction_logits, rtol=1e-5, atol=2e-5)
+    torch.testing.assert_close(sop, out.sop_logits, rtol=1e-5, atol=2e-5)
+
+
+def test_parameter_counts_match_hugging_face():
+    """Our BERT and ALBERT have exactly as many parameters as Hugging Face's at the same sizes (the page's table
+    counts ours)."""
+    transformers, hc = _hf_albert_config()
+    _, bc = _hf_config()
+    assert (
+        sum(p.numel() for p in Albert(AlbertConfig(**ALBERT_SMALL)).parameters())
+        == transformers.AlbertModel(hc).num_parameters()
+    )
+    assert sum(p.numel() for p in Bert(BertConfig(**SMALL)).parameters()) == transformers.BertModel(bc).num_parameters()
+    # sharing: the encoder's parameters do not grow with depth
+    deeper = Albert(AlbertConfig(**dict(ALBERT_SMALL, n_layers=12)))
+    assert sum(p.numel() for p in deeper.parameters()) == sum(
+        p.numel() for p in Albert(AlbertConfig(**ALBERT_SMALL)).parameters()
+    )
+
+
+def test_albert_rejects_bad_input_and_unshared_checkpoints():
+    m = Albert(AlbertConfig(**ALBERT_SMALL))
+    with pytest.raises(ValueError, match=r"\(B, T\)"):
+        m(torch.zeros(5, dtype=torch.long))
+    with pytest.raises(ValueError, match="one shared layer"):
+        load_hf_albert(m, {"encoder.albert_layer_groups.1.albert_layers.0.ffn.weight": torch.zeros(1)})
+
+
+def test_sentence_order_pairs():
+    s = [f"sentence {i}" for i in range(400)]
+    pairs = sentence_order_pairs(s, torch.Generator().manual_seed(0))
+    assert len(pairs) == 399
+    for i, ((a, b), label) in enumerate(pairs):
+        assert (a, b) == ((s[i], s[i + 1]) if label == 0 else (s[i + 1], s[i]))
+    assert 0.4 < sum(label for _, label in pairs) / len(pairs) < 0.6
+
+
+def test_page_claims_agree_with_committed_results():
+    """The BERT page's prose states these comparisons; its numbers are printed from the same files."""
+    res = json.loads((ROOT / "results/ch07_bert/bert_results.json").read_text())
+    an = json.loads((ROOT / "results/ch07_bert/analysis.json").read_text())
+    fill = an["fill_in_the_blank"]["all"]
+    assert fill["n"] == res["fill_in_the_blank"]["n"]
+    assert fill["bert_both_sides"] == pytest.approx(res["fill_in_the_blank"]["bert_both_sides"])
+    assert fill["gpt_left_only"] == pytest.approx(res["fill_in_the_blank"]["gpt_left_only"])
+    # "BERT's MLM loss is only a little below the unigram baseline", the GPT's far below it
+    assert an["bert"]["mlm_loss"] < an["unigram"]["mlm_loss"] < an["bert"]["mlm_loss"] + 1.0
+    assert res["gpt_history"]["eval"][-1][1]["loss"] < an["bert"]["mlm_loss"] - 1.0
+    # "BERT does worse than always saying the most frequent word"; words only helps BERT more, but not enough
+    assert fill["bert_both_sides"] < fill["unigram"] and fill["bert_both_sides_words_only"] < fill["unigram"]
+    gain_bert = fill["bert_both_sides_words_only"] - fill["bert_both_sides"]
+    assert gain_bert > fill["gpt_left_only_words_only"] - fill["gpt_left_only"] > 0
+    assert fill["bert_both_sides_words_only"] < fill["gpt_left_only_words_only"]
+    assert (
+        an["distinct_predictions"]["bert"] < an["distinct_predictions"]["gpt"] < an["distinct_predictions"]["answers"]
+    )
+    # "the held-out loss of the static run ends higher"
+    final = {
+        k: json.loads((ROOT / f"results/ch07_bert/masking_{k}.json").read_text())["history"]["eval"][-1][1]["loss"]
+        for k in ("dynamic", "static")
+    }
+    assert final["static"] > final["dynamic"]
+    # the sweep: "BERT was indifferent between the two rates and the GPT preferred the larger one"
+    sweep_b = json.loads((ROOT / "results/ch07_bert/sweep_bert.json").read_text())
+    sweep_g = json.loads((ROOT / "results/ch07_bert/sweep_gpt.json").read_text())
+    assert max(sweep_b["validation_loss"].values()) - min(sweep_b["validation_loss"].values()) < 0.01
+    assert sweep_g["chosen_lr"] == max(float(k) for k in sweep_g["validation_loss"])

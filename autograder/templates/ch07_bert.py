@@ -5,6 +5,7 @@
 # |---|----------|--------|
 # | 1 | `mask_tokens` — BERT's masked-language-model corruption (15%, then 80/10/10) | 4 |
 # | 2 | `BertEmbeddings` — token + position + segment embeddings, then LayerNorm | 3 |
+# | 3 | `AlbertEmbeddings` — ALBERT's factorised embedding (因式分解嵌入): width E, then a projection to d_model | 3 |
 #
 # Write your code where it says `# YOUR CODE HERE` (delete the `raise NotImplementedError()` line), then run the
 # cell below it. The grader runs more (hidden) checks of the same kind.
@@ -14,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solutions.ch07_bert import BertConfig  # vocab_size, context_length, type_vocab_size, d_model, ...
+from solutions.ch07_bert import AlbertConfig, BertConfig  # vocab_size, context_length, d_model, embedding_size, ...
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
@@ -42,6 +43,21 @@ print("running on", device)
 # %% exercise="BertEmbeddings"
 
 # %% [markdown]
+# ## Exercise 3 — ALBERT's factorised embedding (3 points)
+#
+# ALBERT (Lan et al. 2020, section 3.1) keeps the three embedding tables in a small width $E$
+# (`config.embedding_size`), sums and normalises there, and only then maps to `d_model` with one linear layer:
+#
+# $$E = \mathrm{LayerNorm}\big(E_\text{token}[x_t] + E_\text{position}[t] + E_\text{segment}[s_t]\big)\,W + b,
+# \qquad E_\text{token} \in \mathbb{R}^{V\times E},\; W \in \mathbb{R}^{E\times d_\text{model}}$$
+#
+# Apply dropout after the LayerNorm (before the projection). The tables and `self.projection` are made for you in
+# `__init__`; write `forward`. With $V = 30000$, $E = 128$, $d_\text{model} = 768$ the vocabulary costs
+# $V E + E d_\text{model} \approx 3.9$ M parameters instead of BERT's $V d_\text{model} \approx 23$ M.
+
+# %% exercise="AlbertEmbeddings"
+
+# %% [markdown]
 # ## Try it
 #
 # A word-level vocabulary from a few sentences of Python's documentation, and one corrupted batch. Count how
@@ -57,19 +73,36 @@ stoi = {w: i for i, w in enumerate(vocab)}
 batch = [[2] + [stoi[w] for w in s.split()][:30] + [3] for s in sents]
 T = max(map(len, batch))
 ids = torch.tensor([b + [0] * (T - len(b)) for b in batch])
-inputs, labels = mask_tokens(ids, mask_id=4, vocab_size=len(vocab), special_ids=range(5),
-                             generator=torch.Generator().manual_seed(0))
+inputs, labels = mask_tokens(
+    ids, mask_id=4, vocab_size=len(vocab), special_ids=range(5), generator=torch.Generator().manual_seed(0)
+)
 sel = labels != -100
-print(f"{sel.sum().item()} of {(ids >= 5).sum().item()} ordinary tokens selected;",
-      f"[MASK] {(inputs[sel] == 4).float().mean():.0%}, kept {(inputs[sel] == ids[sel]).float().mean():.0%}")
+print(
+    f"{sel.sum().item()} of {(ids >= 5).sum().item()} ordinary tokens selected;",
+    f"[MASK] {(inputs[sel] == 4).float().mean():.0%}, kept {(inputs[sel] == ids[sel]).float().mean():.0%}",
+)
 print(" ".join(vocab[i] for i in inputs[0].tolist() if i != 0))
 
 # %%
 emb = BertEmbeddings(BertConfig(vocab_size=len(vocab), context_length=T, d_model=32))
 types = torch.zeros_like(ids)
-types[:, T // 2:] = 1
+types[:, T // 2 :] = 1
 e = emb(ids, types)
 print(tuple(e.shape), "mean", e.mean().item(), "std", e.std().item())
+
+# %%
+config = AlbertConfig(vocab_size=len(vocab), context_length=T, embedding_size=16, d_model=64)
+albert_emb = AlbertEmbeddings(config)
+print(
+    tuple(albert_emb(ids, types).shape),
+    "from",
+    sum(p.numel() for p in albert_emb.parameters()),
+    "parameters;",
+    "BERT's embeddings at d_model = 64:",
+    sum(
+        p.numel() for p in BertEmbeddings(BertConfig(vocab_size=len(vocab), context_length=T, d_model=64)).parameters()
+    ),
+)
 
 # %% [markdown]
 # ## Before you submit
