@@ -34,8 +34,8 @@ import sys
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import nbformat
 
@@ -44,8 +44,17 @@ from . import jail, lms, nbgrader_adapter, report
 from .results import Result, read_result, write_feedback, write_result
 from .worker import Job
 
-if TYPE_CHECKING:
-    from .executors import Executor
+
+class Executor(Protocol):
+    """Runs worker jobs elsewhere (``executors.py``: a Dask cluster) and calls ``finish(job, result)`` here, once
+    per job, as each ends; ``job`` is as the batch built it, ``text`` the canonical notebook it grades."""
+
+    def describe(self) -> str: ...
+
+    def grade(
+        self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int, finish: Callable[[Job, Result], None]
+    ) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 

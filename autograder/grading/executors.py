@@ -36,24 +36,16 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from .. import notebooks
-from . import jail
+from . import batch, jail
 from .results import Result, write_feedback, write_result
 from .worker import Job
 
 logger = logging.getLogger(__name__)
 
 Finish = Callable[[Job, Result], None]
-
-
-class Executor(Protocol):
-    """Runs worker jobs somewhere and calls ``finish(job, result)`` in the batch's process for each, once."""
-
-    def describe(self) -> str: ...
-
-    def grade(self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int, finish: Finish) -> None: ...
 
 
 class GraderMismatch(RuntimeError):
@@ -114,8 +106,6 @@ def grade_task(
     """One Dask task: grade one canonical notebook on this worker's machine with the batch's worker, in a private
     scratch folder removed afterwards. Returns the result (as a dict), the feedback page and the graded notebook
     (bytes, or None), and where it ran."""
-    from . import batch  # the worker command, uid and the timeout/kill logic are the batch's own
-
     if _local_fingerprint() != fingerprint:
         raise GraderMismatch(
             f"{socket.gethostname()} runs other course code than the batch (grader fingerprint "
