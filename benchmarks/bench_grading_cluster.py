@@ -10,8 +10,8 @@ Two measurements, each appended as one line per path to benchmarks/results/gradi
   bench_grading.py) graded by ``batch.grade`` with the local pool (``jobs`` at a time) and with a local Dask
   cluster of ``jobs`` single-threaded worker processes (``executors.DaskCluster``, started inside the timing:
   an instructor pays for it once per command), each path in its own output folder;
-* the engine alone: N tasks that carry what a grading task carries (the zipped course directory as a shared
-  dependency, one canonical notebook each) and return a result of the same size, without running a worker:
+* the engine alone: N tasks that carry what a grading task carries (the zipped course directory and one canonical
+  notebook each) and return a result of the same size, without running a worker:
   the time Dask adds per submission, and the cluster's start-up.
 
 Sizing a cluster (README, "Grading on a cluster"): wall time ≈ submissions × seconds per submission on one
@@ -58,9 +58,8 @@ def engine_only(n: int, jobs: int, chapter: str) -> list[dict]:
     t0 = time.perf_counter()
     with executors.DaskCluster(workers=jobs) as cluster:
         start = time.perf_counter() - t0
-        shared = cluster.client.submit(executors._course_bytes, course, key="bench-course")
         t1 = time.perf_counter()
-        futures = [cluster.client.submit(_echo, shared, text + str(i), key=f"bench-{i}") for i in range(n)]
+        futures = [cluster.client.submit(_echo, course, text + str(i), key=f"bench-{i}") for i in range(n)]
         cluster.client.gather(futures)
         per = (time.perf_counter() - t1) / n
     return [

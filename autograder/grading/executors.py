@@ -74,12 +74,6 @@ def _zip_folder(folder: pathlib.Path) -> bytes:
     return buf.getvalue()
 
 
-def _course_bytes(course: bytes) -> bytes:
-    """The batch's zipped course directory, as a task of its own (the scheduler keeps it, so that a worker that
-    dies does not lose it)."""
-    return course
-
-
 @functools.cache
 def _machine() -> tuple[list[str], bool]:
     """This machine's worker prefix (``unshare`` when it works; the worker dies with its Dask worker process:
@@ -173,11 +167,7 @@ def _task_key(job: Job, text: str, course_hash: str, notebook_timeout: int) -> s
     h = hashlib.sha256()
     for part in (repr(sorted(dataclasses.asdict(job).items())), text, course_hash, str(notebook_timeout)):
         h.update(part.encode() + b"\0")
-    return f"autograder-grade-{_task_name(job.student_id)}-{h.hexdigest()[:24]}"
-
-
-def _task_name(student_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "_-" else "_" for c in student_id)[:40]
+    return f"autograder-grade-{h.hexdigest()[:32]}"  # one task group: the scheduler queues them, hands out by load
 
 
 def write_task_output(job: Job, output: dict[str, Any]) -> Result:
@@ -229,15 +219,19 @@ class DaskCluster:
                 "grading on a Dask cluster needs the `cluster` extra: pip install 'attention-course[cluster]'"
             ) from None
         if self.scheduler is None:
-            self.cluster = LocalCluster(
-                n_workers=self.workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                security=Security.temporary(),
-                memory_limit=0,  # each kernel has its own address-space limit (jail.py)
-                silence_logs=logging.ERROR,
-            )
+            import dask
+
+            # one task per single-threaded worker at a time: the next notebook goes to whichever worker frees up
+            with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+                self.cluster = LocalCluster(
+                    n_workers=self.workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    security=Security.temporary(),
+                    memory_limit=0,  # each kernel has its own address-space limit (jail.py)
+                    silence_logs=logging.ERROR,
+                )
             self.client = Client(self.cluster)
         else:
             self.client = Client(self.scheduler)
@@ -283,7 +277,6 @@ class DaskCluster:
         template = pathlib.Path(jobs[0][0].course_template)
         course_zip = _zip_folder(template)
         course_hash = hashlib.sha256(course_zip).hexdigest()
-        course = self.client.submit(_course_bytes, course_zip, key=f"autograder-course-{course_hash[:24]}")
         by_future: dict[Any, Job] = {}
         for job, text in jobs:
             pathlib.Path(job.result).unlink(missing_ok=True)  # as on one machine: a started job has no old result
@@ -291,7 +284,7 @@ class DaskCluster:
                 grade_task,
                 dataclasses.asdict(job),
                 text,
-                course,
+                course_zip,  # in each task, not a shared dependency: Dask would run every task where that lives
                 notebook_timeout,
                 per_host,
                 fingerprint,
