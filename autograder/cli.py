@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import pathlib
 import sys
@@ -69,24 +70,35 @@ def _cmd_grade(args) -> int:
             file=sys.stderr,
         )
         return 2
-    for chapter, files in jobs:
-        out = pathlib.Path(args.out) / chapter
-        print(f"Grading {len(files)} submission(s) of {chapter} -> {out}")
-        rows = batch.grade(
-            files,
-            chapter,
-            out,
-            cell_timeout=args.cell_timeout,
-            notebook_timeout=args.timeout,
-            memory_mb=args.memory_mb,
-            jobs=args.jobs,
-            force=args.force,
-            lms_assignment=args.lms_assignment,
-        )
-        print(f"  wrote {out / report.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
-        for system, name in ((lms.CANVAS, lms.CANVAS_FILE), (lms.MOODLE, lms.MOODLE_FILE)):
-            if any(r.lms == system for r in rows):
-                print(f"  wrote {out / name} (to import into {system.capitalize()}: README, 'Grades into the LMS')")
+    with contextlib.ExitStack() as stack:
+        executor = None
+        if args.executor == "dask" or args.scheduler:  # grading/executors.py
+            from .grading import executors
+
+            try:
+                executor = stack.enter_context(executors.DaskCluster(args.scheduler, workers=args.jobs))
+            except RuntimeError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+        for chapter, files in jobs:
+            out = pathlib.Path(args.out) / chapter
+            print(f"Grading {len(files)} submission(s) of {chapter} -> {out}")
+            rows = batch.grade(
+                files,
+                chapter,
+                out,
+                cell_timeout=args.cell_timeout,
+                notebook_timeout=args.timeout,
+                memory_mb=args.memory_mb,
+                jobs=args.jobs,
+                force=args.force,
+                lms_assignment=args.lms_assignment,
+                executor=executor,
+            )
+            print(f"  wrote {out / report.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
+            for system, name in ((lms.CANVAS, lms.CANVAS_FILE), (lms.MOODLE, lms.MOODLE_FILE)):
+                if any(r.lms == system for r in rows):
+                    print(f"  wrote {out / name} (to import into {system.capitalize()}: README, 'Grades into the LMS')")
     return 0
 
 
@@ -127,6 +139,16 @@ def main(argv=None) -> int:
     p.add_argument("--memory-mb", type=int, default=6144, help="address-space limit of a kernel (default: 6144)")
     p.add_argument("--jobs", "-j", type=int, default=None, help="submissions graded at once (default: cores)")
     p.add_argument("--force", action="store_true", help="regrade files already graded (default: skip them)")
+    p.add_argument(
+        "--executor",
+        choices=["local", "dask"],
+        default="local",
+        help="where the workers run: processes on this machine (default), or a Dask cluster (a local one, "
+        "--jobs workers, unless --scheduler is given; needs the `cluster` extra)",
+    )
+    p.add_argument(
+        "--scheduler", metavar="ADDRESS", help="grade on the running Dask cluster at ADDRESS, e.g. tls://host:8786"
+    )
     p.add_argument(
         "--lms-assignment",
         metavar="NAME",

@@ -4,9 +4,12 @@ no nbgrader). Imports point one way, from the batch down to the reports::
     batch  ─▶ worker ─▶ results ◀─ report ─▶ lms
       │         ├─▶ jail, guard (RecordServer), scoring
       └─────────┴─▶ nbgrader_adapter ─▶ report
+    executors ─▶ batch, jail (optional: the batch's workers on a Dask cluster)
 
 * ``batch`` — collect submissions (files, folders, LMS zips), canonicalise them, run one worker per distinct
   notebook, write the reports: :func:`autograder.grading.batch.grade`;
+* ``executors`` — optional: run the batch's workers on a Dask cluster instead of this machine's processes
+  (``--executor dask``, ``--scheduler ADDRESS``); it plugs into ``batch`` (``batch.Executor``);
 * ``worker`` — one submission: stage a private course directory, run nbgrader's autograde in a kernel armed with
   the guard, score it (``python -m autograder.grading.worker JOB.json``);
 * ``jail`` — the kernel's process limits and what it may see (``python -m autograder.grading.jail kernel ...``);

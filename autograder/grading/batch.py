@@ -34,7 +34,8 @@ import sys
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import nbformat
 
@@ -42,6 +43,18 @@ from .. import canonical, notebooks, releases
 from . import jail, lms, nbgrader_adapter, report
 from .results import Result, read_result, write_feedback, write_result
 from .worker import Job
+
+
+class Executor(Protocol):
+    """Runs worker jobs elsewhere (``executors.py``: a Dask cluster) and calls ``finish(job, result)`` here, once
+    per job, as each ends; ``job`` is as the batch built it, ``text`` the canonical notebook it grades."""
+
+    def describe(self) -> str: ...
+
+    def grade(
+        self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int, finish: Callable[[Job, Result], None]
+    ) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -187,12 +200,14 @@ def grade(
     jobs: int | None = None,
     force: bool = False,
     lms_assignment: str | None = None,
+    executor: Executor | None = None,
 ) -> list[report.Row]:
     """Grade ``paths`` (submitted .ipynb files) for ``chapter``, each in its own sandboxed worker, ``jobs`` at a
     time. Results are kept per submission under ``out/results``: a rerun skips files already graded (same
     contents) unless ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
     grade files of the LMS whose download names the files have (``lms.py``; ``lms_assignment`` is the Canvas
-    column, e.g. "ch03 (12345)"; default: the chapter)."""
+    column, e.g. "ch03 (12345)"; default: the chapter). ``executor``: where the workers run (``executors.py``,
+    e.g. a Dask cluster); default: processes on this machine, ``jobs`` at a time."""
     out = pathlib.Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the kernels (other uids) cannot reach results, feedback or the gradebook
@@ -211,6 +226,7 @@ def grade(
             notebook_timeout=notebook_timeout,
             memory_mb=memory_mb,
             jobs=jobs,
+            executor=executor,
         )
     rows = [
         report.row_from_result(
@@ -274,6 +290,7 @@ def _grade_todo(
     notebook_timeout: int,
     memory_mb: int,
     jobs: int | None,
+    executor: Executor | None = None,
 ) -> None:
     """Grade each distinct canonical notebook once in a sandboxed worker, and give identical submissions that one
     result (own warnings, own feedback)."""
@@ -300,27 +317,24 @@ def _grade_todo(
     logger.info(
         f"  {len(groups)} distinct notebooks to run"
         + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
-        + f", {jobs} at a time"
+        + (f", {jobs} at a time" if executor is None else f", {executor.describe()}")
         + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
         + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)")
     )
 
-    def run_one(key: str) -> None:
-        first, *others = groups[key]
-        sid = first.student_id
-        canonical_path = jobs_dir / f"{_safe_name(sid)}.canonical.ipynb"
-        canonical_path.write_text(texts[key])
-        job = Job(
-            canonical=str(canonical_path),
+    def job_for(key: str) -> Job:
+        sid = groups[key][0].student_id
+        return Job(
+            canonical=str(jobs_dir / f"{_safe_name(sid)}.canonical.ipynb"),
             warnings=warns[sid],
-            submission_name=first.label,
-            sha256=first.sha256,
+            submission_name=groups[key][0].label,
+            sha256=groups[key][0].sha256,
             chapter=chapter,
             student_id=sid,
             course_template=str(course),
             stage=str(stage),
             sandbox=str(scratch / _safe_name(sid)),
-            result=str(first.result),
+            result=str(groups[key][0].result),
             feedback=str(out / "feedback" / f"{sid}.html"),
             keep=str(out / "graded"),
             cell_timeout=cell_timeout,
@@ -329,16 +343,24 @@ def _grade_todo(
             points=points,
             hidden_files=hidden,
             netns=bool(prefix),
-            uid=100000 + zlib.crc32(sid.encode()) % 100000 if drop_uid else -1,
+            uid=kernel_uid(sid, drop_uid),
             # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
             threads=max(1, (os.cpu_count() or 1) // jobs),
         )
-        job_path = jobs_dir / f"{_safe_name(sid)}.job.json"
+
+    def run_one(key: str) -> None:
+        job = job_for(key)
+        pathlib.Path(job.canonical).write_text(texts[key])
+        job_path = jobs_dir / f"{_safe_name(job.student_id)}.job.json"
         job.write(job_path)
-        result = _run_worker(
-            prefix + [sys.executable, "-m", "autograder.grading.worker", str(job_path)], job, scratch, notebook_timeout
-        )
-        shutil.rmtree(scratch / _safe_name(sid), ignore_errors=True)
+        result = _run_worker(worker_command(prefix, job_path), job, scratch, notebook_timeout)
+        shutil.rmtree(job.sandbox, ignore_errors=True)
+        share(key, result)
+
+    def share(key: str, result: Result) -> None:
+        """Log the row of ``key``'s first submission and give its result to the identical others."""
+        first, *others = groups[key]
+        sid = first.student_id
         _log_row(first.label, result, max_score)
         shared = [w for w in result.warnings if w not in warns[sid]]  # from running the code: same for every copy
         graded = out / "graded" / f"{sid}.ipynb"
@@ -368,11 +390,29 @@ def _grade_todo(
                 shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
             _log_row(other.label, copy, max_score, same)
 
+    key_of = {groups[key][0].student_id: key for key in groups}
+
+    def share_by_job(job: Job, result: Result) -> None:
+        share(key_of[job.student_id], result)
+
     try:
-        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(run_one, list(groups)))
+        if executor is None:
+            with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+                list(pool.map(run_one, list(groups)))
+        else:  # e.g. a Dask cluster: runs the same worker elsewhere, the results come back here
+            executor.grade([(job_for(key), texts[key]) for key in groups], notebook_timeout, share_by_job)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def kernel_uid(student_id: str, drop_uid: bool) -> int:
+    """The kernel's own unprivileged uid for ``student_id`` (``jail.uid_drop_possible()``), else -1."""
+    return 100000 + zlib.crc32(student_id.encode()) % 100000 if drop_uid else -1
+
+
+def worker_command(prefix: list[str], job_path: pathlib.Path) -> list[str]:
+    """The command that grades the job at ``job_path`` (``prefix``: ``jail.unshare_prefix()``)."""
+    return prefix + [sys.executable, "-m", "autograder.grading.worker", str(job_path)]
 
 
 def _worker_env() -> dict[str, str]:

@@ -1,0 +1,322 @@
+"""Where a batch's workers run: this machine (the default, in ``batch.py``) or a Dask distributed cluster.
+
+The batch (``batch.py``) canonicalises the files, builds the gradebook and decides what to run; an executor only
+runs :mod:`worker` jobs and hands each result back to the batch, which writes the reports. :class:`DaskCluster`
+sends each distinct notebook to a Dask worker as one task (https://distributed.dask.org): the task receives the
+canonical notebook, the job and the batch's nbgrader course directory (zipped once per batch), builds a private
+scratch folder on its machine, runs today's sandboxed worker there (``python -m autograder.grading.worker``
+under ``jail.py``'s limits, the same command as on one machine) and returns the result, the feedback page and the
+graded notebook; the batch writes them into its output folder. So:
+
+* grades.csv, the feedback and the summary are the local path's (the same worker, the same files written);
+* a rerun skips what is done: each result is written as soon as its task ends, the result file last;
+* a worker process or machine that dies mid-task loses nothing: the scheduler runs the task again elsewhere
+  (a task is keyed by its inputs, so the same notebook is not graded twice), and after
+  ``distributed.scheduler.allowed-failures`` losses (default 3) the submission gets an "error" row saying so;
+* every worker must run the same course code as the batch (checked: :func:`grader_fingerprint`).
+
+``DaskCluster()`` starts a local cluster (one single-threaded worker process per core, TLS with a throw-away
+certificate authority, so that a kernel, which may reach loopback when it has no network namespace, cannot talk
+to the scheduler); ``DaskCluster("tls://host:8786")`` joins a running one (its TLS settings come from Dask's
+configuration: README, "Grading on a cluster"). Needs ``pip install 'attention-course[cluster]'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import io
+import logging
+import os
+import pathlib
+import shutil
+import socket
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import notebooks
+from . import batch, jail
+from .results import Result, write_feedback, write_result
+from .worker import Job
+
+logger = logging.getLogger(__name__)
+
+Finish = Callable[[Job, Result], None]
+
+
+class GraderMismatch(RuntimeError):
+    """A worker runs different course code from the batch's (its grades could differ from the checks'): raised
+    before anything is graded there."""
+
+
+def grader_fingerprint() -> str:
+    """A hash of the course code that grading runs (``autograder/`` and ``solutions/`` Python files), to check that
+    every worker grades with the batch's checks."""
+    root = notebooks.ROOT
+    h = hashlib.sha256()
+    for folder in ("autograder", "solutions"):
+        for p in sorted((root / folder).rglob("*.py")):
+            if "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _zip_folder(folder: pathlib.Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                z.write(p, p.relative_to(folder).as_posix())
+    return buf.getvalue()
+
+
+@functools.cache
+def _machine() -> tuple[list[str], bool]:
+    """This machine's worker prefix (``unshare`` when it works; the worker dies with its Dask worker process:
+    ``setpriv --pdeathsig``) and whether kernels can run as their own uid."""
+    prefix = jail.unshare_prefix()
+    if shutil.which("setpriv") and sys.platform.startswith("linux"):
+        prefix = ["setpriv", "--pdeathsig", "KILL", "--", *prefix]
+    return prefix, jail.uid_drop_possible()
+
+
+@functools.cache
+def _local_fingerprint() -> str:
+    return grader_fingerprint()
+
+
+def grade_task(
+    job_fields: dict[str, Any],
+    text: str,
+    course: bytes,
+    notebook_timeout: int,
+    kernels_per_host: dict[str, int],
+    fingerprint: str,
+) -> dict[str, Any]:
+    """One Dask task: grade one canonical notebook on this worker's machine with the batch's worker, in a private
+    scratch folder removed afterwards. Returns the result (as a dict), the feedback page and the graded notebook
+    (bytes, or None), and where it ran."""
+    if _local_fingerprint() != fingerprint:
+        raise GraderMismatch(
+            f"{socket.gethostname()} runs other course code than the batch (grader fingerprint "
+            f"{_local_fingerprint()[:12]} vs {fingerprint[:12]}): install the batch's version on every worker"
+        )
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        where, local_dir = worker.address, str(worker.local_directory)
+        threads = max(1, (os.cpu_count() or 1) // max(1, kernels_per_host.get(_host(where), worker.state.nthreads)))
+    except (ImportError, ValueError):  # called outside a Dask worker (tests, debugging)
+        where, local_dir, threads = socket.gethostname(), "", 1
+    prefix, drop_uid = _machine()
+    job = Job(**job_fields)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-task-"))
+    try:
+        scratch.chmod(0o711)
+        private = scratch / "jobs"  # the notebook, the job and the gradebook's template: hidden from the kernel
+        private.mkdir(mode=0o700)
+        with zipfile.ZipFile(io.BytesIO(course)) as z:
+            z.extractall(private / "course")
+        canonical = private / "canonical.ipynb"
+        canonical.write_text(text)
+        sid = job.student_id
+        here = dataclasses.replace(
+            job,
+            canonical=str(canonical),
+            course_template=str(private / "course"),
+            stage=str(jail.stage_solutions(job.chapter, scratch / "stage")),
+            sandbox=str(scratch / "sandbox"),
+            result=str(private / "result.json"),
+            feedback=str(private / "feedback.html"),
+            keep=str(private / "graded"),
+            # the batch's own hidden files (its output folder, on a local cluster), this machine's copies of the
+            # reference, this task's private folder, and the Dask worker's folder (other tasks' spilled data)
+            hidden_files=sorted(
+                {*job.hidden_files, *jail.hidden_files(job.chapter), str(private), *([local_dir] if local_dir else [])}
+            ),
+            netns="unshare" in prefix,
+            uid=batch.kernel_uid(sid, drop_uid),
+            threads=threads,
+        )
+        job_path = private / "job.json"
+        here.write(job_path)
+        result = batch._run_worker(batch.worker_command(prefix, job_path), here, scratch, notebook_timeout)
+        feedback, graded = pathlib.Path(here.feedback), pathlib.Path(here.keep) / f"{sid}.ipynb"
+        return {
+            "result": dataclasses.asdict(result),
+            "feedback": feedback.read_bytes() if feedback.exists() else None,
+            "graded": graded.read_bytes() if graded.exists() else None,
+            "where": where,
+        }
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _host(address: str) -> str:
+    """'tls://10.0.0.5:40123' -> '10.0.0.5'."""
+    return address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+def _task_key(job: Job, text: str, course_hash: str, notebook_timeout: int) -> str:
+    """The same inputs give the same key: the scheduler then runs that notebook once, however often it is sent."""
+    h = hashlib.sha256()
+    for part in (repr(sorted(dataclasses.asdict(job).items())), text, course_hash, str(notebook_timeout)):
+        h.update(part.encode() + b"\0")
+    return f"autograder-grade-{h.hexdigest()[:32]}"  # one task group: the scheduler queues them, hands out by load
+
+
+def write_task_output(job: Job, output: dict[str, Any]) -> Result:
+    """Write what a task returned into the batch's output folder, the result file last (a rerun skips a
+    submission only when its result is there)."""
+    feedback, graded = output.get("feedback"), output.get("graded")
+    if feedback is not None:
+        pathlib.Path(job.feedback).write_bytes(feedback)
+    if graded is not None:
+        keep = pathlib.Path(job.keep)
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / f"{job.student_id}.ipynb").write_bytes(graded)
+    result = Result(**output["result"])
+    write_result(pathlib.Path(job.result), result)
+    return result
+
+
+def write_lost(job: Job, reason: str) -> Result:
+    """The "error" row of a submission the cluster could not grade (its worker lost too often, a task error)."""
+    result = Result(job.submission_name, job.sha256, job.student_id, "error", reason, warnings=list(job.warnings))
+    write_feedback(
+        pathlib.Path(job.feedback), None, job.student_id, job.chapter, {}, job.points, warnings=job.warnings,
+        reasons=[reason], unreadable=False,
+    )  # fmt: skip
+    write_result(pathlib.Path(job.result), result)
+    return result
+
+
+class DaskCluster:
+    """Grade on a Dask distributed cluster: ``DaskCluster()`` starts a local one (``workers`` processes, default one
+    per core, each one task at a time), ``DaskCluster("tls://scheduler:8786")`` joins a running one. Use as a
+    context manager (``with DaskCluster() as cluster: batch.grade(..., executor=cluster)``); ``retries``: how often
+    a task that raised (not a lost worker: the scheduler retries those itself) is run again."""
+
+    def __init__(self, scheduler: str | None = None, *, workers: int | None = None, retries: int = 1) -> None:
+        self.scheduler = scheduler
+        self.workers = workers or os.cpu_count() or 1
+        self.retries = retries
+        self.client: Any = None
+        self.cluster: Any = None
+        self.ran_on: dict[str, str] = {}  # student id -> the worker address whose result was used
+
+    def __enter__(self) -> DaskCluster:
+        try:
+            from distributed import Client, LocalCluster
+            from distributed.security import Security
+        except ImportError:
+            raise RuntimeError(
+                "grading on a Dask cluster needs the `cluster` extra: pip install 'attention-course[cluster]'"
+            ) from None
+        if self.scheduler is None:
+            import dask
+
+            # one task per single-threaded worker at a time: the next notebook goes to whichever worker frees up
+            with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+                self.cluster = LocalCluster(
+                    n_workers=self.workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    security=Security.temporary(),
+                    memory_limit=0,  # each kernel has its own address-space limit (jail.py)
+                    silence_logs=logging.ERROR,
+                )
+            self.client = Client(self.cluster)
+        else:
+            self.client = Client(self.scheduler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        self.client = self.cluster = None
+
+    def describe(self) -> str:
+        where = self.scheduler or "a local Dask cluster"
+        return f"on {where} ({self._kernels()} workers)" if self.client else f"on {where}"
+
+    def _kernels(self) -> int:
+        return sum(w["nthreads"] for w in self.client.scheduler_info(n_workers=-1)["workers"].values())
+
+    def _check_workers(self, fingerprint: str) -> None:
+        theirs = self.client.run(_local_fingerprint)
+        wrong = sorted(addr for addr, fp in theirs.items() if fp != fingerprint)
+        if wrong:
+            raise GraderMismatch(
+                f"workers {', '.join(wrong)} run other course code than this batch: install the same version of the "
+                "course on every worker (the grades would otherwise come from other checks)"
+            )
+
+    def grade(self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int, finish: Finish) -> None:
+        """Send every job to the cluster; as each ends, write its files and call ``finish`` (in this process)."""
+        from distributed import as_completed
+
+        if self.client is None:
+            raise RuntimeError("use DaskCluster as a context manager: with DaskCluster() as cluster: ...")
+        if not jobs:
+            return
+        fingerprint = _local_fingerprint()
+        self._check_workers(fingerprint)
+        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        per_host: dict[str, int] = {}
+        for addr, info in workers.items():
+            per_host[_host(addr)] = per_host.get(_host(addr), 0) + int(info["nthreads"])
+        template = pathlib.Path(jobs[0][0].course_template)
+        course_zip = _zip_folder(template)
+        course_hash = hashlib.sha256(course_zip).hexdigest()
+        by_future: dict[Any, Job] = {}
+        for job, text in jobs:
+            pathlib.Path(job.result).unlink(missing_ok=True)  # as on one machine: a started job has no old result
+            future = self.client.submit(
+                grade_task,
+                dataclasses.asdict(job),
+                text,
+                course_zip,  # in each task, not a shared dependency: Dask would run every task where that lives
+                notebook_timeout,
+                per_host,
+                fingerprint,
+                key=_task_key(job, text, course_hash, notebook_timeout),
+                retries=self.retries,
+            )
+            by_future[future] = job
+        try:
+            for future in as_completed(list(by_future)):
+                job = by_future[future]
+                if future.status == "finished":
+                    output = future.result()
+                    self.ran_on[job.student_id] = output["where"]
+                    result = write_task_output(job, output)
+                else:
+                    error = future.exception()
+                    if isinstance(error, GraderMismatch):
+                        raise error
+                    result = write_lost(job, _lost_reason(error))
+                finish(job, result)
+        finally:  # interrupted (or a worker with other code): nothing is left running for this batch
+            unfinished = [f for f in by_future if not f.done()]
+            if unfinished:
+                self.client.cancel(unfinished)
+
+
+def _lost_reason(error: BaseException | None) -> str:
+    from distributed import KilledWorker
+
+    if isinstance(error, KilledWorker):
+        return (
+            "the grading cluster lost the worker running this notebook too often (a crashed machine or worker "
+            "process); regrade it with --force"
+        )
+    return f"the grading cluster could not run this notebook ({type(error).__name__}: {str(error)[:150]}); regrade it"
