@@ -18,7 +18,17 @@ from torch import nn
 from torch.nn.functional import log_softmax as _log_softmax
 from torch.nn.functional import one_hot as _one_hot
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_shape, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_equal,
+    expect_shape,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch01_seq2seq")
 
@@ -330,4 +340,57 @@ MUTANTS = [
     ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "narrow instead of slicing",
+        "shift_for_teacher_forcing",
+        (("tgt[:, :-1]", "tgt.narrow(1, 0, tgt.shape[1] - 1)"), ("tgt[:, 1:]", "tgt.narrow(1, 1, tgt.shape[1] - 1)")),
+        "Tensor.narrow gives the same views as slicing",
+    ),
+    Alternative(
+        "classes on dim 1",
+        "sequence_loss",
+        (("logits.reshape(B * T, V).float(), targets.reshape(B * T),", "logits.transpose(1, 2).float(), targets,"),),
+        "F.cross_entropy on (B, V, T) logits and (B, T) targets, without flattening",
+    ),
+    Alternative(
+        "log_softmax, gather and a masked mean",
+        "sequence_loss",
+        (
+            (
+                "loss = F.cross_entropy(\n"
+                "        logits.reshape(B * T, V).float(), targets.reshape(B * T), ignore_index=pad_id\n"
+                "    )",
+                "real = targets != pad_id  # (B, T)\n"
+                "    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)\n"
+                "    nll = -logp.gather(-1, targets.clamp(0, V - 1)[..., None])[..., 0]  # (B, T)\n"
+                "    loss = torch.where(real, nll, 0.0).sum() / real.sum()",
+            ),
+        ),
+        "the cross-entropy written out by hand, padding excluded from sum and count",
+    ),
+    Alternative(
+        "F.dropout with the module's mode",
+        "Encoder",
+        (("self.dropout(self.embedding(src))", "F.dropout(self.embedding(src), self.dropout.p, self.training)"),),
+        "functional dropout that follows .train()/.eval()",
+    ),
+    Alternative(
+        "masked_fill for finished rows",
+        "greedy_decode",
+        (("torch.where(finished, torch.full_like(y, pad_id), y)", "y.masked_fill(finished, pad_id)"),),
+        "masked_fill instead of torch.where",
+    ),
+    Alternative(
+        "new_full and zeros_like",
+        "greedy_decode",
+        (
+            ("torch.full((B,), bos_id, dtype=torch.long, device=src.device)", "src.new_full((B,), bos_id)"),
+            ("torch.zeros(B, dtype=torch.bool, device=src.device)", "torch.zeros_like(src[:, 0], dtype=torch.bool)"),
+        ),
+        "tensors made from src, so on its device without device=",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch.nn.functional import linear as _linear
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
+from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
 
 EXERCISES = Exercises("ch02_bahdanau_attention")
 
@@ -72,7 +72,8 @@ def _score_basic(fn):
         "additive_score(s_prev, W, v, U_h)",
         got,
         _score_oracle(*args),
-        hint="W s_{i-1} is one vector per sentence: add it to every source position j of U_h.",
+        hint="e_ij = v^T tanh(W s_{i-1} + U h_j): W s_{i-1} (one vector per sentence) is added to every source "
+        "position of U_h, then tanh, then the dot product with v.",
     )
 
 
@@ -329,4 +330,67 @@ MUTANTS = [
     ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "einsum for the scores",
+        "additive_score",
+        (("scores = hidden @ v", 'scores = torch.einsum("bsa,a->bs", hidden, v)'),),
+        "torch.einsum instead of matmul",
+    ),
+    Alternative(
+        "F.linear for W s",
+        "additive_score",
+        (("W_s = s_prev @ W.T", "W_s = torch.nn.functional.linear(s_prev, W)"),),
+        "F.linear(s, W) computes s W^T",
+    ),
+    Alternative(
+        "torch.where instead of masked_fill",
+        "masked_softmax",
+        (
+            (
+                "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
+                "torch.where(mask, scores, torch.finfo(scores.dtype).min)",
+            ),
+        ),
+        "torch.where with a scalar fill",
+    ),
+    Alternative(
+        "-inf, then NaN re-zeroed",
+        "masked_softmax",
+        (
+            ("torch.finfo(scores.dtype).min)  # (B, S)", 'float("-inf"))  # (B, S)'),
+            ("torch.softmax(scores, dim=-1) * mask", "torch.softmax(scores, dim=-1).nan_to_num(0.0) * mask"),
+        ),
+        "fills with -inf and turns the NaN of fully masked rows into zeros",
+    ),
+    Alternative(
+        "float64 inside",
+        "masked_softmax",
+        (
+            (
+                "weights = torch.softmax(scores, dim=-1) * mask",
+                "weights = torch.softmax(scores.double(), dim=-1) * mask",
+            ),
+            (
+                "weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)",
+                "weights = (weights / weights.sum(dim=-1, keepdim=True).clamp_min(1e-300)).to(scores.dtype)",
+            ),
+        ),
+        "computes the softmax in float64 and casts back",
+    ),
+    Alternative(
+        "einsum context",
+        "context_vector",
+        (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", 'torch.einsum("bs,bsd->bd", alpha, h)'),),
+        "torch.einsum instead of bmm",
+    ),
+    Alternative(
+        "broadcast and sum",
+        "context_vector",
+        (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "(alpha.unsqueeze(-1) * h).sum(dim=1)"),),
+        "weighted sum by broadcasting",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

@@ -17,7 +17,17 @@ from __future__ import annotations
 import torch
 from torch.nn import MultiheadAttention as _TorchMHA
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_shape, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_dropout_modes,
+    expect_shape,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch04_multi_head_attention")
 
@@ -313,4 +323,44 @@ MUTANTS = [
     ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "reshape and permute",
+        "split_heads",
+        (("x.view(B, T, n_heads, d_k).transpose(1, 2)", "x.reshape(B, T, n_heads, d_k).permute(0, 2, 1, 3)"),),
+        "reshape/permute instead of view/transpose",
+    ),
+    Alternative(
+        "unflatten",
+        "split_heads",
+        (("x.view(B, T, n_heads, d_k).transpose(1, 2)", "x.unflatten(-1, (n_heads, d_k)).transpose(-3, -2)"),),
+        "Tensor.unflatten, negative dims",
+    ),
+    Alternative(
+        "permute and flatten",
+        "merge_heads",
+        (("x.transpose(1, 2).reshape(B, T, H * d_k)", "x.permute(0, 2, 1, 3).flatten(2)"),),
+        "permute then flatten",
+    ),
+    Alternative(
+        "contiguous view",
+        "merge_heads",
+        (("x.transpose(1, 2).reshape(B, T, H * d_k)", "x.transpose(1, 2).contiguous().view(B, T, H * d_k)"),),
+        "the classic .contiguous().view(...)",
+    ),
+    Alternative(
+        "F.dropout with the module's mode",
+        "MultiHeadAttention",
+        (("self.dropout(weights) @ v", "F.dropout(weights, self.dropout.p, training=self.training) @ v"),),
+        "functional dropout on the weights that follows .train()/.eval()",
+    ),
+    Alternative(
+        "dropout branch without the p > 0 test",
+        "MultiHeadAttention",
+        (("if self.training and self.dropout.p > 0:", "if self.training:"),),
+        "recomputes the heads through dropout whenever training",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

@@ -13,7 +13,17 @@ import torch.nn.functional as F
 
 from solutions.ch07_bert import BertConfig  # a plain dataclass of sizes: input plumbing, not a reference
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_seeded, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_dropout_modes,
+    expect_seeded,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch07_bert")
 
@@ -313,4 +323,69 @@ MUTANTS = [
     ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "index assignment for random tokens",
+        "mask_tokens",
+        (
+            (
+                "inputs = torch.where(to_random, random_ids, inputs)",
+                "inputs = inputs.clone()\n    inputs[to_random] = random_ids[to_random]",
+            ),
+        ),
+        "boolean-index assignment instead of torch.where",
+    ),
+    Alternative(
+        "labels by torch.where",
+        "mask_tokens",
+        (("input_ids.masked_fill(~selected, -100)", "torch.where(selected, input_ids, -100)"),),
+        "torch.where instead of masked_fill",
+    ),
+    Alternative(
+        "torch.bernoulli draws",
+        "mask_tokens",
+        (
+            (
+                "torch.rand(input_ids.shape, generator=generator, device=input_ids.device) < p",
+                "torch.bernoulli(torch.full(input_ids.shape, p, device=input_ids.device), generator=generator).bool()",
+            ),
+        ),
+        "Bernoulli draws from the same generator",
+    ),
+    Alternative(
+        "positions expanded over the batch",
+        "BertEmbeddings",
+        (
+            (
+                "torch.arange(input_ids.shape[1], device=input_ids.device)",
+                "torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)",
+            ),
+        ),
+        "(B, T) position ids, as Hugging Face",
+    ),
+    Alternative(
+        "F.dropout with the module's mode",
+        "BertEmbeddings",
+        (
+            (
+                "return self.dropout(self.LayerNorm(x))",
+                "return F.dropout(self.LayerNorm(x), self.dropout.p, self.training)",
+            ),
+        ),
+        "functional dropout that follows .train()/.eval()",
+    ),
+    Alternative(
+        "functional layer norm",
+        "BertEmbeddings",
+        (
+            (
+                "self.LayerNorm(x)",
+                "F.layer_norm(x, x.shape[-1:], self.LayerNorm.weight, self.LayerNorm.bias, self.LayerNorm.eps)",
+            ),
+        ),
+        "F.layer_norm with the module's parameters",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

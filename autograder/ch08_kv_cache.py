@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from solutions.ch08_kv_cache import KVCache  # the cache container (a list of tensors per layer): plumbing
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_true
+from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_true
 
 EXERCISES = Exercises("ch08_kv_cache")
 
@@ -336,4 +336,54 @@ MUTANTS = [
     ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "repeat_interleave",
+        "repeat_kv",
+        (("x = x[:, :, None].expand(B, H_kv, n_rep, T, d)", "return x.repeat_interleave(n_rep, dim=1)"),),
+        "Tensor.repeat_interleave (a copy) instead of expand and reshape",
+    ),
+    Alternative(
+        "no shortcut for n_rep = 1",
+        "repeat_kv",
+        (("if n_rep == 1:", "if False:"),),
+        "always expands (a view of the same values when n_rep is 1)",
+    ),
+    Alternative(
+        "repeat_interleave in the attention",
+        "attend_with_cache",
+        (
+            (
+                "repeat_kv(k, n_rep), repeat_kv(v, n_rep)",
+                "k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)",
+            ),
+        ),
+        "repeats the key/value heads inline",
+    ),
+    Alternative(
+        "mask by tril",
+        "attend_with_cache",
+        (
+            (
+                "causal_mask(T_q, T_k, device=q.device)",
+                "torch.ones(T_q, T_k, dtype=torch.bool, device=q.device).tril(diagonal=T_k - T_q)",
+            ),
+        ),
+        "a bottom-right aligned mask from tril",
+    ),
+    Alternative(
+        "rotary key repeated",
+        "MultiHeadLatentAttention",
+        (("k_r.expand(-1, self.n_heads, -1, -1)", "k_r.repeat(1, self.n_heads, 1, 1)"),),
+        "Tensor.repeat (a copy) instead of expand",
+    ),
+    Alternative(
+        "squeeze instead of indexing",
+        "MultiHeadLatentAttention",
+        (("c_kv[:, 0]", "c_kv.squeeze(1)"),),
+        "drops the head axis of the latent with squeeze",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

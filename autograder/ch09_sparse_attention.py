@@ -19,7 +19,7 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks as _saved_tensors_hooks
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
+from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
 
 EXERCISES = Exercises("ch09_sparse_attention")
 
@@ -448,4 +448,51 @@ MUTANTS = [
     ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "band by two comparisons",
+        "sliding_window_mask",
+        (("(i - j).abs() <= window", "(j >= i - window) & (j <= i + window)"),),
+        "two one-sided comparisons instead of abs",
+    ),
+    Alternative(
+        "causal by comparing positions",
+        "sliding_window_mask",
+        (("band & causal_mask(T, device=device)", "band & (j <= i)"),),
+        "j <= i instead of causal_mask",
+    ),
+    Alternative(
+        "logical_or and unsqueeze",
+        "global_token_mask",
+        (
+            (
+                "mask | is_global[..., :, None] | is_global[..., None, :]",
+                "torch.logical_or(mask, is_global.unsqueeze(-1) | is_global.unsqueeze(-2))",
+            ),
+        ),
+        "torch.logical_or and unsqueeze instead of | and None-indexing",
+    ),
+    Alternative(
+        "eq and unsqueeze",
+        "routing_mask",
+        (
+            (
+                "query_clusters[..., :, None] == key_clusters[..., None, :]",
+                "query_clusters.unsqueeze(-1).eq(key_clusters.unsqueeze(-2))",
+            ),
+        ),
+        "Tensor.eq with unsqueeze",
+    ),
+    Alternative(
+        "einsum and -inf",
+        "sliding_window_attention",
+        (
+            ("q_blocks @ k_slabs", 'torch.einsum("...nbd,...nds->...nbs", q_blocks, k_slabs)'),
+            ("torch.finfo(scores.dtype).min", 'float("-inf")'),
+        ),
+        "torch.einsum for the block scores and -inf for the fill (every query sees itself)",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

@@ -17,7 +17,7 @@ import math
 import torch
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_true
+from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_true
 
 EXERCISES = Exercises("ch10_flash_attention")
 
@@ -483,4 +483,49 @@ MUTANTS = [
     ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "torch.where for the safe max",
+        "online_softmax_update",
+        (("m_new.masked_fill(m_new == -math.inf, 0.0)", "torch.where(torch.isneginf(m_new), 0.0, m_new)"),),
+        "torch.where and isneginf instead of masked_fill",
+    ),
+    Alternative(
+        "max(...).values",
+        "online_softmax_update",
+        (("x_block.amax(dim=-1)", "x_block.max(dim=-1).values"),),
+        "Tensor.max instead of amax",
+    ),
+    Alternative(
+        "einsum tile scores",
+        "flash_attention_forward",
+        (
+            (
+                "q_i @ k[:, :, k_start:k_end].to(acc).transpose(-2, -1) * scale",
+                'torch.einsum("bhqd,bhkd->bhqk", q_i, k[:, :, k_start:k_end].to(acc)) * scale',
+            ),
+        ),
+        "torch.einsum instead of matmul with a transpose",
+    ),
+    Alternative(
+        "clamped denominator",
+        "flash_attention_forward",
+        (("l_i.masked_fill(l_i == 0, 1.0)", "l_i.clamp_min(torch.finfo(l_i.dtype).tiny)"),),
+        "clamps the sum instead of replacing zeros (the output is 0 there either way)",
+    ),
+    Alternative(
+        "einsum for dV",
+        "flash_attention_backward",
+        (("p_ij.transpose(-2, -1) @ do_i", 'torch.einsum("bhqk,bhqd->bhkd", p_ij, do_i)'),),
+        "torch.einsum instead of matmul with a transpose",
+    ),
+    Alternative(
+        "out-of-place dK",
+        "flash_attention_backward",
+        (("dk_j += ds_ij.transpose(-2, -1) @ q_i * scale", "dk_j = dk_j + scale * (ds_ij.transpose(-2, -1) @ q_i)"),),
+        "accumulates out of place, scale applied last",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

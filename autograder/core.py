@@ -43,6 +43,8 @@ __all__ = [
     "Exercises",
     "Exercise",
     "Mutant",
+    "Alternative",
+    "check_failures",
     "expect_close",
     "expect_equal",
     "expect_shape",
@@ -368,12 +370,7 @@ class Mutant:
 
     def build(self, module) -> Any:
         """Return the mutated object: the target's source, edited, executed in a copy of ``module``'s namespace."""
-        import inspect
-
-        source = textwrap.dedent(inspect.getsource(getattr(module, self.target)))
-        namespace = dict(vars(module))
-        exec(compile(self.apply(source), f"<mutant {self.name}>", "exec"), namespace)
-        return namespace[self.target]
+        return _build_edited(self, module, "mutant")
 
     def apply(self, source: str) -> str:
         for old, new in self.edits:
@@ -381,6 +378,57 @@ class Mutant:
                 raise ValueError(f"mutant {self.name!r}: {old!r} not found in the source of {self.target}")
             source = source.replace(old, new)
         return source
+
+
+@dataclasses.dataclass(frozen=True)
+class Alternative:
+    """A valid way to write an exercise that differs from the reference: it must get full marks.
+
+    Written like a :class:`Mutant` (text edits of the reference source of ``target``; every ``old`` must occur),
+    e.g. ``torch.einsum`` instead of ``@``, ``torch.where`` instead of ``masked_fill``, float64 inside. The
+    catalogue of alternatives keeps the checks from rejecting correct answers that merely look different.
+    """
+
+    name: str
+    target: str
+    edits: tuple[tuple[str, str], ...]
+    description: str
+
+    def build(self, module) -> Any:
+        """Return the variant: the target's source, edited, executed in a copy of ``module``'s namespace."""
+        return _build_edited(self, module, "alternative")
+
+    def apply(self, source: str) -> str:
+        for old, new in self.edits:
+            if old not in source:
+                raise ValueError(f"alternative {self.name!r}: {old!r} not found in the source of {self.target}")
+            source = source.replace(old, new)
+        return source
+
+
+def _build_edited(entry: Mutant | Alternative, module, kind: str) -> Any:
+    import inspect
+
+    source = textwrap.dedent(inspect.getsource(getattr(module, entry.target)))
+    namespace = dict(vars(module))
+    exec(compile(entry.apply(source), f"<{kind} {entry.name}>", "exec"), namespace)
+    return namespace[entry.target]
+
+
+def check_failures(exercises: Exercises, entry: Mutant | Alternative, module) -> list[str]:
+    """Run every check (visible, then hidden) of ``entry.target`` on ``entry`` built from ``module``.
+
+    Returns the failure messages: a caught mutant gives at least one, a valid alternative none. Used by
+    ``tests/test_checks.py`` and ``python -m autograder catalogue``.
+    """
+    obj = entry.build(module)
+    failures = []
+    for hidden in (False, True):
+        try:
+            exercises.run(entry.target, obj, hidden=hidden, verbose=False)
+        except CheckFailed as err:
+            failures.append(str(err))
+    return failures
 
 
 class Exercises:
