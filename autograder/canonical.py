@@ -159,6 +159,11 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
             kind = ("drop", "")  # the student's own prose: not graded
         if kind[0] == "solution" and ctype != "code":
             note("type changed", kind[1])
+        if kind[0] == "release" and kind[1] in tests:
+            if ctype != "code":
+                note("test not code", kind[1])
+            if any(k == kind for k in kinds):
+                note("test duplicated", kind[1])
         kinds.append(kind)
 
     # 2. position: an unclassified code cell right before an exercise's test cell answers that exercise
@@ -237,6 +242,8 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
         "split": "answer of {} spread over several cells: all of them run, in order",
         "missing": "no answer found for {}: graded as not attempted",
         "test edited": "test cell {} was edited: restored from the release",
+        "test not code": "test cell {} was not a code cell: restored from the release",
+        "test duplicated": "test cell {} appears more than once (duplicated or pasted): run once, from the release",
         "test deleted": "test cell {} was deleted: restored from the release",
     }
     for key, label in labels.items():

@@ -28,7 +28,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import os
+import signal
 import textwrap
+import threading
 import traceback
 import warnings
 from collections.abc import Callable
@@ -53,6 +56,8 @@ __all__ = [
     "expect_dropout_modes",
     "call",
     "DeviceMismatch",
+    "ExerciseTimeout",
+    "time_limit",
 ]
 
 
@@ -165,6 +170,66 @@ class _StrayTensors(TorchFunctionMode):
                 self.stray[id(t)] = (t, made_by)
 
 
+# --------------------------------------------------------------------------------------------------
+# The per-exercise time limit (set while grading: one endless loop costs only its own exercise)
+# --------------------------------------------------------------------------------------------------
+
+
+class ExerciseTimeout(BaseException):
+    """An exercise's checks ran longer than the grader's time limit (raised by the timer of :func:`time_limit`).
+
+    A ``BaseException``, so that an answer's ``except Exception`` does not swallow it; it rings again every half
+    second until the check run stops, so that a bare ``except:`` in an endless loop does not either."""
+
+
+def exercise_time_limit() -> float | None:
+    """Seconds one exercise's check run may take: ``AUTOGRADER_EXERCISE_TIMEOUT`` (set by the grader), else None."""
+    try:
+        seconds = float(os.environ.get("AUTOGRADER_EXERCISE_TIMEOUT", ""))
+    except ValueError:
+        return None
+    return seconds if seconds > 0 else None
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise :class:`ExerciseTimeout` in the block once it has run ``seconds``, and every half second after (no
+    limit for None, off the main thread, or where there is no ``SIGALRM``). Yields a list whose first item turns
+    True at the first ring: code that swallowed the exception can still tell."""
+    expired = [False]
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield expired
+        return
+    armed = [True]
+
+    def ring(signum, frame):
+        if armed[0]:
+            expired[0] = True
+            raise ExerciseTimeout(seconds)
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)
+    try:
+        yield expired
+    finally:
+        for _ in range(100):  # a last ring may interrupt the disarming itself: disarm again
+            try:
+                armed[0] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+                break
+            except ExerciseTimeout:
+                continue
+
+
+def timeout_message(name: str, seconds: float) -> str:
+    """The student's explanation of a time-out in exercise ``name``'s checks."""
+    return (
+        f"{name} timed out after {seconds:g} s: its checks did not finish (an endless loop, or a loop whose stop "
+        "condition is never reached?). The remaining checks of this exercise were not run."
+    )
+
+
 def call(what: str, fn: Callable, *args, **kwargs):
     """Call the student's ``fn``; turn an exception inside it into a CheckFailed that says what was called.
 
@@ -185,6 +250,12 @@ def call(what: str, fn: Callable, *args, **kwargs):
     except NotImplementedError:
         _boundary()
         raise CheckFailed(f"{what} raised NotImplementedError: the exercise has not been filled in yet.") from None
+    except SystemExit as exc:
+        _boundary()
+        raise CheckFailed(
+            f"{what} exited (SystemExit: {exc.code!r}): an answer must return its result, not end the program "
+            "(sys.exit, exit() or quit() in the answer?)."
+        ) from None
     except Exception as exc:
         _boundary()
         where = ""
@@ -476,20 +547,27 @@ class Exercises:
         ex = self._by_name[name]
         checks = ex.hidden if hidden else ex.visible
         failures, passed = [], 0
-        for fn in checks:
-            label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-            try:
-                with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
-                    warnings.simplefilter("ignore")
-                    fn(obj)
-            except CheckFailed as err:
-                failures.append(f"✘ {label}\n{textwrap.indent(str(err), '    ')}")
-            except Exception as err:
-                failures.append(f"✘ {label}\n    the check crashed: {type(err).__name__}: {err}")
-            else:
-                passed += 1
-                if verbose:
-                    print(f"✔ {label}")
+        limit = exercise_time_limit()
+        try:
+            with time_limit(limit) as expired:
+                for fn in checks:
+                    label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+                    try:
+                        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+                            warnings.simplefilter("ignore")
+                            fn(obj)
+                    except CheckFailed as err:
+                        failures.append(f"✘ {label}\n{textwrap.indent(str(err), '    ')}")
+                    except Exception as err:
+                        failures.append(f"✘ {label}\n    {crash_message(err)}")
+                    else:
+                        passed += 1
+                        if verbose:
+                            print(f"✔ {label}")
+                    if expired[0]:  # the answer swallowed the time-out (a bare except): stop all the same
+                        raise ExerciseTimeout(limit)
+        except ExerciseTimeout:
+            failures.append(f"✘ {timeout_message(name, limit or 0)}")
         kind = "hidden" if hidden else "visible"
         if failures:
             raise CheckFailed(
@@ -497,3 +575,12 @@ class Exercises:
             )
         if verbose:
             print(f"All {len(checks)} {kind} checks passed for {name}.")
+
+
+def crash_message(err: BaseException) -> str:
+    """A check that raised something other than CheckFailed: almost always an answer whose output has another
+    shape or type than the docstring says (the check indexed or combined it), said so for the student."""
+    return (
+        f"your answer's result could not be checked ({type(err).__name__}: {str(err)[:200]}): compare the shapes, "
+        "dtypes and types it returns with the docstring."
+    )

@@ -316,3 +316,181 @@ def test_result_files_round_trip(tmp_path):
     path.write_text("[]")
     with pytest.raises(ValueError):
         results.read_result(path)
+
+
+# ------------------------------------------------------------------------------------------------ every zero explained
+
+
+def _exercises_with(*checks):
+    from autograder.core import Exercises
+
+    ex = Exercises("chXX_test")
+    for i, fn in enumerate(checks):
+        ex.check("f", points=1 if i == 0 else None)(fn)
+    return ex
+
+
+def test_an_answer_that_never_returns_is_stopped_by_the_exercise_time_limit(monkeypatch):
+    """The check run stops at the first time-out (even through a bare except in the answer), says so, and does not
+    call the answer again; without the grader's limit (a student's notebook) nothing changes."""
+    import time
+
+    from autograder.core import call
+
+    calls = []
+
+    def endless(x):
+        calls.append(x)
+        end = time.monotonic() + 6  # "endless": long past the limit (bounded, so that a regression fails, not hangs)
+        while time.monotonic() < end:
+            try:
+                time.sleep(0.01)
+            except:  # noqa: E722 - a student's bare except must not swallow the time limit
+                pass
+        return x
+
+    def first(fn):
+        """first check"""
+        call("f(1)", fn, 1)
+
+    def second(fn):
+        """second check"""
+        call("f(2)", fn, 2)
+
+    monkeypatch.setenv("AUTOGRADER_EXERCISE_TIMEOUT", "0.5")
+    start = time.monotonic()
+    with pytest.raises(CheckFailed, match=r"f timed out after 0\.5 s"):
+        _exercises_with(first, second).run("f", endless, verbose=False)
+    assert time.monotonic() - start < 8 and calls == [1], "stopped at the first time-out, the answer not called again"
+    monkeypatch.delenv("AUTOGRADER_EXERCISE_TIMEOUT")
+    _exercises_with(first).run("f", lambda x: x, verbose=False)  # no limit: a quick answer passes as before
+
+
+def test_exits_and_crashed_checks_are_explained():
+    import sys
+
+    from autograder.core import call
+
+    def exits(x):
+        sys.exit(0)
+
+    def passes_on_anything(fn):
+        """indexes the answer's output"""
+        call("f(1)", fn, 1)[5]  # a check that trusts the answer's shape
+
+    with pytest.raises(CheckFailed, match=r"exited \(SystemExit: 0\)"):
+        _exercises_with(passes_on_anything).run("f", exits, verbose=False)
+    with pytest.raises(CheckFailed) as err:
+        _exercises_with(passes_on_anything).run("f", lambda x: [x], verbose=False)
+    assert "crashed" not in str(err.value) and "could not be checked (IndexError" in str(err.value)
+    assert "docstring" in str(err.value)
+
+
+def _cell(source, *, grade_id=None, solution=False, grade=False, error=None, cid=None):
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(source)
+    cell.id = cid or grade_id or f"cell-{abs(hash(source)) % 10**8}"
+    if grade_id:
+        cell.metadata["nbgrader"] = {"grade_id": grade_id, "solution": solution, "grade": grade}
+    if error:
+        cell.outputs = [nbformat.v4.new_output("error", ename=error[0], evalue=error[1], traceback=[])]
+    return cell
+
+
+def test_failure_reasons_say_what_happened():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        _cell("def f(): ...\nimport sys; sys.exit(3)", grade_id="f", solution=True, error=("SystemExit", "3")),
+        _cell("EXERCISES.run('f', f)", grade_id="test_f", grade=True, error=("NameError", "name 'f' is not defined")),
+        _cell("while True: pass", grade_id="g", solution=True, error=("KeyboardInterrupt", "")),
+        _cell("EXERCISES.run('g', g)", grade_id="test_g", grade=True, error=("NameError", "name 'g' is not defined")),
+        _cell("x = [0] * 10**12", grade_id="h", solution=True, error=("MemoryError", "")),
+        _cell("EXERCISES.run('h', h)", grade_id="test_h", grade=True, error=("NameError", "name 'h' is not defined")),
+        _cell("def k(): ...", grade_id="k", solution=True),
+        _cell("EXERCISES.run('k', k)", grade_id="test_k", grade=True, error=("SystemExit", "0")),
+        _cell("m = 1", grade_id="m", solution=True),
+        _cell("EXERCISES.run('m', m)", grade_id="test_m", grade=True, error=("NameError", "name 'm' is not defined")),
+    ]
+    reasons = results.failure_reasons(nb, cell_timeout=30)
+    assert reasons[0].startswith("f: the answer cell of f exited (SystemExit: 3)") and "never defined" in reasons[0]
+    assert reasons[1].startswith("g: the answer cell of g timed out") and "30 s" in reasons[1]
+    assert reasons[2].startswith("h: the answer cell of h ran out of memory")
+    assert reasons[3].startswith("k: the checks of k exited (SystemExit: 0)"), "not the bare 'k: 0'"
+    assert reasons[4] == "m: name 'm' is not defined (was the exercise cell deleted or renamed?)"
+    assert not any("not defined" in r for r in reasons[:4])
+
+
+def test_errors_in_ungraded_cells_are_flagged():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        _cell("def f(): ...", grade_id="f", solution=True),
+        _cell("f(torch.ones(2, 3))", error=("ValueError", "mask of shape (2, 3) cannot broadcast\nmore")),
+        _cell("EXERCISES.run('f', f)", grade_id="test_f", grade=True),
+        _cell("selfcheck_here('x')", error=("RuntimeError", "not here")),
+    ]
+    warnings = results.ungraded_cell_errors(nb)
+    assert warnings == [
+        "a cell after the answer of f raised ValueError: mask of shape (2, 3) cannot broadcast "
+        "(that cell is not graded: see the feedback)"
+    ]
+
+
+def test_feedback_never_shows_grader_code(tmp_path):
+    import nbformat
+
+    chapter = "ch03_self_attention"
+    nb = batch.grading_instructor(chapter)
+    setup = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
+    test = next(c for c in nb.cells if "### END HIDDEN TESTS" in c.source)
+    printed = nbformat.v4.new_code_cell("print(In[1]); In")
+    printed.outputs = [
+        nbformat.v4.new_output("stream", text=setup.source + "\n" + test.source),
+        nbformat.v4.new_output("execute_result", data={"text/plain": repr([setup.source, test.source])}),
+    ]
+    nb.cells.append(printed)
+    page = tmp_path / "feedback.html"
+    points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
+    results.write_feedback(page, nb, "s", chapter, {}, points)
+    text = page.read_text()
+    assert "_autograder_guard" not in text and "autograder.grading" not in text and "hidden=True" not in text
+
+
+def test_rows_that_could_not_be_run_get_feedback(tmp_path):
+    from autograder.grading import worker
+
+    why = worker._autograde_failure(
+        "nbclient DeadKernelError: Kernel died", 30, 3072, [{"type": "verdict", "exercise": "b"}], ["a", "b", "c"]
+    )
+    assert "kernel died after the checks of b" in why and "3072 MB" in why
+    page = tmp_path / "f.html"
+    results.write_feedback(page, None, "s", "ch", {}, {"a": 1}, warnings=["a note"], reasons=[why], unreadable=False)
+    text = page.read_text()
+    assert "kernel died" in text and "a note" in text and "Download the notebook again" not in text
+
+
+def test_silent_repairs_are_warnings():
+    import copy
+    import json
+
+    from autograder import canonical
+
+    release = releases.release_notebook("ch02_bahdanau_attention")
+    filled = json.loads(__import__("nbformat").writes(notebooks.fill_release(release, "ch02_bahdanau_attention")))
+    tests = [i for i, c in enumerate(filled["cells"]) if c["metadata"].get("nbgrader", {}).get("grade")]
+    d = copy.deepcopy(filled)
+    d["cells"].insert(tests[0] + 1, copy.deepcopy(d["cells"][tests[0]]))  # a duplicated test cell
+    pasted = copy.deepcopy(d["cells"][tests[-1] + 1])
+    pasted["metadata"], pasted["id"] = {}, "pasted"
+    d["cells"].append(pasted)  # a pasted copy of a test cell
+    d["cells"][tests[1] + 1]["cell_type"] = "markdown"  # a test cell turned into markdown
+    d["cells"][tests[1] + 1].pop("outputs"), d["cells"][tests[1] + 1].pop("execution_count")
+    _, warnings = canonical.canonicalise(json.dumps(d), release)
+    text = "; ".join(warnings)
+    first, second, last = (d["cells"][i]["id"] for i in (tests[0], tests[1] + 1, tests[-1] + 1))
+    assert "more than once" in text and first in text and last in text, warnings
+    assert f"test cell {second} was not a code cell" in text, warnings

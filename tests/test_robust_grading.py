@@ -186,6 +186,8 @@ def test_variants_grade_as_expected(chapter, tmp_path):
             assert row.scores == full, explain
         elif var.expect == "zero":
             assert row.score == 0 and row.reason, explain
+        elif var.expect == "one_zero":
+            assert row.status == "graded" and row.scores == {**full, var.target: 0.0}, explain
         else:
             assert all(row.scores[n] <= full[n] for n in full) and (row.reason or row.warnings), explain
         if var.reason:

@@ -6,7 +6,8 @@ must give:
 * ``expect="full"`` — harmless damage (editor round trips): the reference's score;
 * ``expect="zero"`` — nothing earned (the stub, hostile code on the stub, an unreadable file, a killed kernel);
 * ``expect="at_most_full"`` — runaway code next to a correct answer: any score up to the reference's, always a row
-  and a reason or warning.
+  and a reason or warning;
+* ``expect="one_zero"`` — one answer (``target``) never returns: that exercise scores zero, every other one full.
 
 Every variant of every chapter is canonicalised (tests/test_robust_grading.py) and graded with nbgrader's real
 gradebook and kernels; submissions whose canonical form is identical share one kernel run (grading/batch.py), so the
@@ -29,8 +30,24 @@ from autograder import notebooks
 class Variant:
     text: str
     expect: str  # "full", "zero", "at_most_full"
-    kind: str  # "damage" (harmless), "hostile", "invalid"
+    kind: str  # "damage" (harmless), "runaway" (an answer that never returns), "hostile", "invalid"
     reason: str = ""  # a substring the row's reason or warnings must contain
+    target: str = ""  # expect="one_zero": the exercise that scores zero
+
+
+def _loop_first_in(source: str, name: str) -> str:
+    """``source`` with an endless (sleeping) loop as the first statement of ``name`` (a function), or of the first
+    method of ``name`` (a class)."""
+    import ast
+
+    node = next(n for n in ast.walk(ast.parse(source)) if getattr(n, "name", None) == name)
+    if isinstance(node, ast.ClassDef):
+        node = next(n for n in node.body if isinstance(n, ast.FunctionDef))
+    first = node.body[0]
+    lines = source.splitlines()
+    lines.insert(first.lineno - 1, " " * first.col_offset + "while True:  # a loop that never ends")
+    lines.insert(first.lineno, " " * (first.col_offset + 4) + "__import__('time').sleep(0.05)")
+    return "\n".join(lines)
 
 
 def _solution_ids(nb) -> list[str]:
@@ -159,6 +176,21 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     cell = next(c for c in d["cells"] if c["cell_type"] == "code")
     cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * 5_000_000}]
     v["huge_outputs"] = Variant(_dump(d), "full", "damage", "dropped")
+
+    # An answer that never returns costs only its own exercise (the check run's time limit stops it).
+    slow = {"ch02_bahdanau_attention": "masked_softmax"}.get(chapter, names[-1])
+    nb = copy.deepcopy(filled)
+    cell = next(c for c in nb.cells if c.id == slow)
+    cell.source = _loop_first_in(cell.source, slow)
+    v["endless_answer"] = Variant(nbformat.writes(nb), "one_zero", "runaway", "timed out after", target=slow)
+    if chapter == "ch01_seq2seq":  # the realistic form: no max_new_tokens bound, hangs only in a hidden check
+        nb = copy.deepcopy(filled)
+        cell = next(c for c in nb.cells if c.id == "greedy_decode")
+        assert "for _ in range(max_new_tokens):" in cell.source
+        cell.source = cell.source.replace("for _ in range(max_new_tokens):", "while True:")
+        v["decode_without_bound"] = Variant(
+            nbformat.writes(nb), "one_zero", "runaway", "greedy_decode timed out after", target="greedy_decode"
+        )
 
     text = nbformat.writes(filled)
     v["truncated_json"] = Variant(text[: len(text) // 3], "zero", "invalid", "not valid JSON")

@@ -409,4 +409,8 @@ def _run_worker(cmd: list[str], job: Job, cwd: pathlib.Path, timeout: int) -> Re
             result_path,
             Result(job.submission_name, job.sha256, job.student_id, "error", reason, warnings=job.warnings),
         )
+        write_feedback(
+            pathlib.Path(job.feedback), None, job.student_id, job.chapter, {}, job.points, warnings=job.warnings,
+            reasons=[reason], unreadable=False,
+        )  # fmt: skip
     return read_result(result_path)

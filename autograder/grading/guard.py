@@ -550,7 +550,8 @@ def _arm(chapter: str) -> None:
     len_function_modes = torch._C._len_torch_function_stack
     len_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
     get_ident, thread_count, getframe = threading.get_ident, _thread._count, sys._getframe
-    check_failed = core.CheckFailed
+    check_failed, timeout_error = core.CheckFailed, core.ExerciseTimeout
+    exercise_seconds = config.get("exercise_timeout") or None  # one exercise's whole verdict, in seconds
     AF_UNIX, SOCK_STREAM, new_socket = socket.AF_UNIX, socket.SOCK_STREAM, socket.socket
     gc_enable, gc_disable, gc_isenabled, gc_collect = gc.enable, gc.disable, gc.isenabled, gc.collect
     gettrace, getprofile, getpid, path_like = sys.gettrace, sys.getprofile, os.getpid, os.PathLike
@@ -581,6 +582,11 @@ def _arm(chapter: str) -> None:
             raise integrity_error("a torch mode or trace hook was installed")
 
     core_g, checks_g = _private_world(core, checks_mod, boundary)
+    time_limit, timeout_message, crash_message = (
+        core_g["time_limit"],
+        core_g["timeout_message"],
+        core_g["crash_message"],
+    )
     private_dicts = (core_g, checks_g)
     exercises = checks_mod.EXERCISES
     checks = {
@@ -636,18 +642,27 @@ def _arm(chapter: str) -> None:
             else:
                 active[0] = True
                 try:
-                    for fn in fns:
-                        try:
-                            with disable_subclasses(), disable_dispatch():
-                                fn(obj)
-                        except check_failed as err:
-                            failures.append(str(err).splitlines()[0][:200])
-                        except integrity_error:
-                            failures.append("the grading machinery was changed while the checks ran")
-                        except Exception as err:
-                            failures.append(f"the check crashed: {type(err).__name__}")
-                        except BaseException as err:
-                            failures.append(f"the student's code raised {type(err).__name__}")
+                    with time_limit(exercise_seconds) as expired:
+                        for fn in fns:
+                            try:
+                                with disable_subclasses(), disable_dispatch():
+                                    fn(obj)
+                            except check_failed as err:
+                                failures.append(str(err).splitlines()[0][:200])
+                            except integrity_error:
+                                failures.append("the grading machinery was changed while the checks ran")
+                            except Exception as err:
+                                failures.append(crash_message(err)[:200])
+                            except (timeout_error, KeyboardInterrupt):
+                                raise  # the time limit (or the cell's): stop, do not call the answer again
+                            except BaseException as err:
+                                failures.append(f"the student's code raised {type(err).__name__}")
+                            if expired[0]:  # the answer swallowed the time-out: stop all the same
+                                raise timeout_error(exercise_seconds)
+                except timeout_error:
+                    failures.append(timeout_message(name, exercise_seconds))
+                except KeyboardInterrupt:
+                    failures.append(f"{name}: the checks were interrupted (the cell ran past its time limit)")
                 finally:
                     active[0] = False
             try:
@@ -812,13 +827,15 @@ def verdict(name: str, *, defer: bool = False) -> None:
     """Run exercise ``name``'s private checks on the notebook's object; the engine records the result. Raises on
     failure (so nbgrader's own score of the test cell agrees) — at once, or with ``defer=True`` only when
     :func:`conclude` is called at the end of the test cell, so that the notebook's own check messages (which say
-    what was expected) still appear in the feedback."""
+    what was expected) still appear in the feedback. A verdict stopped by the time limit raises at once, even with
+    ``defer=True``: the notebook's own check runs would call the endless answer again."""
     entry = _ARMED.get("verdict")
     if entry is None:
         raise GradingIntegrityError("the grading guard is not armed")
     passed, failures, violations = entry(name)
     _ARMED.setdefault("pending", {})[name] = (passed, failures, violations)
-    if not defer:
+    stopped = any(" timed out after " in f or "checks were interrupted" in f for f in failures)
+    if not defer or stopped:  # after a time-out, the notebook's own check runs would only hang again
         conclude(name)
 
 

@@ -82,27 +82,116 @@ def sanitize_feedback(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         for out in cell.get("outputs", []):
             if out.output_type == "error":
                 out.traceback = [f"{out.ename}: {out.evalue}"]
+            _strip_grader_code(out)
     return nb
 
 
-def failure_reasons(nb: nbformat.NotebookNode) -> list[str]:
-    """One short line per failed test cell, taken from the check's message."""
+_HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS.*?(### END HIDDEN TESTS|\Z)", re.S)
+
+
+def _strip_grader_text(text: str) -> str:
+    text = _HIDDEN_REGION.sub("# (hidden tests)", text)
+    return "\n".join(ln for ln in text.split("\n") if "_autograder_guard" not in ln and "autograder.grading" not in ln)
+
+
+def _strip_grader_code(out) -> None:
+    """Remove the grader's private lines (the guard's setup lines, hidden tests) from a cell's output: a cell that
+    prints the notebook's input history (``In``, ``_ih``) or a repr of it would show them to the student."""
+    if "text" in out:
+        out.text = _strip_grader_text("".join(out.text) if isinstance(out.text, list) else out.text)
+    if out.get("output_type") == "error":
+        out.evalue = _strip_grader_text(out.get("evalue") or "")
+        out.traceback = [_strip_grader_text(t) for t in out.get("traceback", [])]
+    for mime, value in (out.get("data") or {}).items():
+        if mime.startswith("text/") or mime in ("application/json",):
+            if isinstance(value, list):
+                value = "".join(value)
+            if isinstance(value, str):
+                out.data[mime] = _strip_grader_text(value)
+
+
+def what_happened(ename: str, evalue: str, cell_timeout: int | None = None) -> str | None:
+    """A student-readable account of an error that is not a check's message (an exit, a time-out, the memory
+    limit), or None."""
+    limit = f" ({cell_timeout} s)" if cell_timeout else ""
+    if ename == "SystemExit":
+        return f"exited (SystemExit: {evalue or 'None'}): an answer must return its result, not end the program"
+    if ename in ("KeyboardInterrupt", "CellTimeoutError", "ExerciseTimeout"):
+        return f"timed out: ran longer than the grader's time limit{limit} and was stopped (an endless loop?)"
+    if ename == "MemoryError" or "can't allocate memory" in evalue or "not enough memory" in evalue:
+        return "ran out of memory: it needed more than the grader's memory limit (a runaway allocation?)"
+    return None
+
+
+def _answer_cells(nb: nbformat.NotebookNode, name: str) -> list:
+    return [
+        c
+        for c in nb.cells
+        if c.cell_type == "code"
+        and (c.metadata.get("nbgrader", {}).get("grade_id") == name or c.get("id", "").startswith(f"{name}-part"))
+    ]
+
+
+def _first_error(cell) -> dict | None:
+    return next((o for o in cell.get("outputs", []) if o.output_type == "error"), None)
+
+
+def failure_reasons(nb: nbformat.NotebookNode, cell_timeout: int | None = None) -> list[str]:
+    """One short line per failed test cell, taken from the check's message; an exit, a time-out or the memory
+    limit (in the test cell, or in the answer cell that therefore never defined the exercise) is said as such."""
     reasons = []
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if not meta.get("grade") or cell.cell_type != "code":
             continue
-        for out in cell.get("outputs", []):
-            if out.output_type == "error":
-                lines = [ln.strip() for ln in (out.evalue or out.ename or "").strip().splitlines()]
-                # "k of n checks failed for X:" / "✘ <check>" / "<what was wrong>": keep the last two.
-                first = " — ".join(lines[1:3]) if len(lines) >= 3 and lines[1].startswith("✘") else (lines or [""])[0]
-                first += "".join(f" {ln}" for ln in lines[3:6] if ln.startswith("Hint:"))
-                if out.ename == "NameError":
-                    first = f"{out.evalue} (was the exercise cell deleted or renamed?)"
-                reasons.append(f"{meta['grade_id'].removeprefix('test_')}: {first}")
-                break
+        name = meta["grade_id"].removeprefix("test_")
+        out = _first_error(cell)
+        if out is None:
+            continue
+        ename, evalue = out.get("ename") or "", out.get("evalue") or ""
+        lines = [ln.strip() for ln in (evalue or ename).strip().splitlines()]
+        # "k of n checks failed for X:" / "✘ <check>" / "<what was wrong>": keep the last two.
+        first = " — ".join(lines[1:3]) if len(lines) >= 3 and lines[1].startswith("✘") else (lines or [""])[0]
+        first += "".join(f" {ln}" for ln in lines[3:6] if ln.startswith("Hint:"))
+        happened = what_happened(ename, evalue, cell_timeout)
+        if happened:
+            first = f"the checks of {name} {happened}"
+        elif ename == "NameError":
+            first = f"{evalue} (was the exercise cell deleted or renamed?)"
+            for answer in _answer_cells(nb, name):
+                err = _first_error(answer)
+                if err is not None:
+                    why = what_happened(err.get("ename", ""), err.get("evalue", ""), cell_timeout)
+                    first = f"the answer cell of {name} " + (
+                        why or f"raised {err.get('ename')}: {str(err.get('evalue', ''))[:150]}"
+                    )
+                    first += f", so {name} was never defined"
+                    break
+        reasons.append(f"{name}: {first}")
     return reasons
+
+
+def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = None) -> list[str]:
+    """One warning per ungraded code cell (a demo "try it" cell, a cell the student added, an answer cell after
+    its definitions) that ended in an error: no check scores it, but it often shows a bug the checks missed."""
+    warnings, after = [], "the setup"
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        if meta.get("solution"):
+            after = f"the answer of {meta.get('grade_id')}"
+        if meta.get("grade") or "selfcheck_here(" in cell.source:
+            continue
+        err = _first_error(cell)
+        if err is None:
+            continue
+        ename, evalue = err.get("ename") or "", str(err.get("evalue") or "")
+        where = f"the answer cell of {meta.get('grade_id')}" if meta.get("solution") else f"a cell after {after}"
+        first_line = (evalue.strip().splitlines() or [""])[0][:150]
+        how = what_happened(ename, evalue, cell_timeout) or f"raised {ename}: {first_line}"
+        warnings.append(f"{where} {how} (that cell is not graded: see the feedback)")
+    return warnings
 
 
 # The feedback page works offline: no MathJax, require.js or mermaid from a CDN (nbconvert's lab template loads
@@ -173,15 +262,25 @@ def write_feedback(
     *,
     warnings: Iterable[str] = (),
     reasons: Iterable[str] = (),
+    unreadable: bool = True,
 ) -> None:
     """The student's feedback page at ``path``, readable offline.
 
     For a graded notebook: points per exercise and the grader's notes at the top, then the notebook (hidden tests
     removed, tracebacks cut to the check's message, no self-check output; ``graded`` is not changed). With
-    ``graded=None`` (a file that could not be read as a notebook): zero points and why (``reasons``), and how to
-    resubmit — the student needs to know, e.g. to download the notebook again."""
+    ``graded=None`` (a file that could not be read as a notebook, or, with ``unreadable=False``, a notebook whose run
+    could not be completed: an exit, a crash, the time or memory limit): zero points and why (``reasons``,
+    ``warnings``), and how to resubmit — the student needs to know, e.g. to download the notebook again."""
     if graded is None:
         why = "; ".join(reasons)
+        notes = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
+        advice = (
+            "<p>Download the notebook again (File &gt; Download &gt; .ipynb), check it with <code>python -m "
+            "autograder selfcheck</code> or the notebook's last cell, and submit it again.</p>"
+            if unreadable
+            else "<p>Run the whole notebook (Runtime &gt; Restart and run all) and make every cell finish "
+            "without exiting the program, then submit it again.</p>"
+        )
         path.write_text(
             "<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
             + html.escape(f"{chapter} — {sid}")
@@ -190,8 +289,9 @@ def write_feedback(
             + f"</b> — {html.escape(sid)}: <b>0 / {sum(points.values()):g}</b> points"
             + _points_table({}, points)
             + f"<p>Your file could not be graded: {html.escape(why)}</p>"
-            "<p>Download the notebook again (File &gt; Download &gt; .ipynb), check it with <code>python -m "
-            "autograder selfcheck</code> or the notebook's last cell, and submit it again.</p></div></body></html>\n"
+            + (f"Notes from the grader:<ul>{notes}</ul>" if notes else "")
+            + advice
+            + "</div></body></html>\n"
         )
         return
     import copy

@@ -19,11 +19,12 @@ import shutil
 import subprocess
 import sys
 import traceback
+from collections.abc import Sequence
 
 import nbformat
 
 from . import guard, jail, nbgrader_adapter, scoring
-from .results import Result, failure_reasons, write_feedback, write_result
+from .results import Result, failure_reasons, ungraded_cell_errors, write_feedback, write_result
 
 
 @dataclasses.dataclass
@@ -100,6 +101,7 @@ def _kernel_environment(job: Job, sandbox: pathlib.Path, home: pathlib.Path, con
         "AUTOGRADER_SANDBOX": str(sandbox),
         "AUTOGRADER_UID": str(job.uid),
         "AUTOGRADER_MEMORY_MB": str(job.memory_mb),
+        "AUTOGRADER_EXERCISE_TIMEOUT": str(exercise_timeout(job.cell_timeout)),
         "JUPYTER_PATH": str(kernels),
         "HOME": str(home),
         "MPLCONFIGDIR": str(home),
@@ -113,14 +115,35 @@ def _kernel_environment(job: Job, sandbox: pathlib.Path, home: pathlib.Path, con
     }
 
 
-def _autograde_failure(log_text: str, cell_timeout: int) -> str:
-    """Why nbgrader's autograde failed, in one line, from its log."""
+def exercise_timeout(cell_timeout: int) -> int:
+    """Seconds one exercise's check run may take in the kernel (``core.time_limit``): half the cell's limit, so that
+    an answer that never returns costs its own exercise, stopped by the check run, before nbgrader's cell limit
+    interrupts the kernel (after which nbgrader abandons the notebook)."""
+    return max(1, cell_timeout // 2)
+
+
+def _autograde_failure(
+    log_text: str, cell_timeout: int, memory_mb: int = 0, records: Sequence[dict] = (), order: Sequence[str] = ()
+) -> str:
+    """Why nbgrader's autograde failed, in one line, from its log (and, for a kernel that died, the guard's
+    records: the exercises graded before it died)."""
     if "DeadKernelError" in log_text or "Kernel died" in log_text or "kernel died" in log_text.lower():
-        return "the kernel died (the notebook exited, crashed or ran out of memory)"
+        done = {r.get("exercise") for r in records if r.get("type") == "verdict"}
+        last = [n for n in order if n in done]
+        where = (
+            f" after the checks of {last[-1]}: the answer of the next exercise, or a cell before its test, ended it"
+            if last
+            else " before any exercise was checked"
+        )
+        limit = f" {memory_mb} MB" if memory_mb else ""
+        return (
+            f"the kernel died{where} (an exit such as os._exit, a crash, or the{limit} memory limit); "
+            "nothing after that point could be graded"
+        )
     if "CellTimeoutError" in log_text or "timed out" in log_text.lower():
         return f"a cell ran longer than {cell_timeout} s"
-    last = [ln for ln in log_text.strip().splitlines() if ln.strip()]
-    return "autograde failed" + (f": {last[-1][:200]}" if last else "")
+    last_line = [ln for ln in log_text.strip().splitlines() if ln.strip()]
+    return "autograde failed" + (f": {last_line[-1][:200]}" if last_line else "")
 
 
 def grade_one(job: Job) -> Result:
@@ -148,6 +171,7 @@ def grade_one(job: Job) -> Result:
                 "key": key.hex(),
                 "address": records.address,
                 "sandbox": str(home),
+                "exercise_timeout": exercise_timeout(job.cell_timeout),
                 "hidden_files": job.hidden_files
                 + [str(course / "source"), str(course / "gradebook.db"), str(sandbox / "kernel.pid")],
             }
@@ -171,12 +195,20 @@ def grade_one(job: Job) -> Result:
     entries, forged = records.records(kernel_pid, key)
     warnings += scoring.blocked_warnings(entries)
     if not success or not graded_path.exists():
-        reason = _autograde_failure(log_text, job.cell_timeout)
+        reason = _autograde_failure(log_text, job.cell_timeout, job.memory_mb, entries, list(job.points))
+        write_feedback(
+            pathlib.Path(job.feedback), None, sid, chapter, {}, job.points, warnings=warnings, reasons=[reason],
+            unreadable=False,
+        )  # fmt: skip
         return Result(job.submission_name, job.sha256, sid, "error", reason, warnings=warnings, log=log_text[-4000:])
 
     graded = nbformat.read(graded_path, as_version=4)
+    warnings += ungraded_cell_errors(graded, job.cell_timeout)
     scored = scoring.score(
-        nbgrader_adapter.gradebook_scores(course, chapter, sid), entries, forged, failure_reasons(graded)
+        nbgrader_adapter.gradebook_scores(course, chapter, sid),
+        entries,
+        forged,
+        failure_reasons(graded, job.cell_timeout),
     )
     warnings += scored.warnings
     write_feedback(
@@ -208,6 +240,11 @@ _SUSPICIOUS = [
         "introspection tricks",
     ),
     (r"solutions\.{chapter}|solutions import {chapter}", "imports this chapter's reference solution"),
+    (
+        r"excepthook|set_custom_exc|showtraceback|showsyntaxerror|InteractiveTB|tracebacklimit|__tracebackhide__|"
+        r"%xmode|\bxmode\b|_render_traceback_",
+        "hides tracebacks or replaces the exception hook (error messages may be missing from the feedback)",
+    ),
 ]
 
 

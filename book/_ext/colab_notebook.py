@@ -1,7 +1,8 @@
 """Point each chapter page's "Colab" launch button at the chapter's exercise notebook.
 
 The book pages are MyST Markdown, which Colab cannot open; the theme would link the `.md` file. A page
-`book/chNN_name` whose student notebook `notebooks/chNN_name.ipynb` exists gets that notebook instead.
+`book/chNN_name` whose student notebook `notebooks/chNN_name.ipynb` exists gets that notebook instead; any other
+page that executes code (the intro draws its roadmap) loses the Colab button, which could only open its `.md` file.
 """
 
 from __future__ import annotations
@@ -17,10 +18,25 @@ def _rewrite(buttons, url):
             button["url"] = url
 
 
+def _drop(buttons):
+    kept = []
+    for button in buttons:
+        if "buttons" in button:
+            button["buttons"] = _drop(button["buttons"])
+            if not button["buttons"]:
+                continue
+        elif "colab.research.google.com" in str(button.get("url", "")):
+            continue
+        kept.append(button)
+    return kept
+
+
 def _on_page_context(app, pagename, templatename, context, doctree):
     stem = pathlib.PurePosixPath(pagename).name
     root = pathlib.Path(app.srcdir)
     if not (root / "notebooks" / f"{stem}.ipynb").exists():
+        if "header_buttons" in context:
+            context["header_buttons"] = _drop(context["header_buttons"])
         return
     theme = app.config.html_theme_options
     repo = theme.get("repository_url", "").removeprefix("https://github.com/").strip("/")
