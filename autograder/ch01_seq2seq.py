@@ -25,7 +25,9 @@ from .core import (
     Mutant,
     call,
     expect_close,
+    expect_dropout_modes,
     expect_equal,
+    expect_half_precision,
     expect_shape,
     expect_true,
 )
@@ -115,6 +117,18 @@ def _loss_ignores_pad(fn):
     )
 
 
+@EXERCISES.check("sequence_loss", hidden=True)
+def _loss_half(fn):
+    """float16 logits (a Colab GPU's dtype) with a wide spread: a finite float32 loss, as in float32"""
+    logits = 12 * torch.randn(2, 4, 9, generator=_gen(4))  # probabilities down to ~1e-10: below float16's range
+    targets = torch.tensor([[3, 5, EOS, PAD], [8, 2, 7, EOS]])
+    expect_half_precision(
+        "sequence_loss",
+        lambda dtype: call(f"sequence_loss on {dtype} logits", fn, logits.to(dtype), targets),
+        float32_results=(0,),
+    )
+
+
 # ---------------------------------------------------------------- exercise 3: Encoder
 
 
@@ -184,6 +198,17 @@ def _encoder_gru_bidirectional(cls):
         dict(vocab_size=17, emb_dim=5, hidden_size=4, num_layers=1, cell="gru", bidirectional=True),
         [1, 3, 4, 8, 8],
         hidden=True,
+    )
+
+
+@EXERCISES.check("Encoder", hidden=True)
+def _encoder_dropout(cls):
+    """dropout on the embeddings (a 1-layer encoder has no other): off in eval mode, on in training mode"""
+    _, src, lens = _batch([4, 2, 5], 13, seed=5)
+    expect_dropout_modes(
+        "Encoder(13, 5, 4, dropout)",
+        lambda p: call(f"Encoder(13, 5, 4, dropout={p})", cls, 13, 5, 4, dropout=p),
+        lambda enc: call("Encoder.forward(src, src_lens)", enc, src, lens)[0],
     )
 
 
@@ -337,6 +362,33 @@ MUTANTS = [
         "greedy_decode",
         (("torch.zeros(B, dtype=torch.bool, device=src.device)", "torch.zeros(B, dtype=torch.bool)"),),
         "the per-sentence <eos> flags are made without device=: decoding fails on a GPU",
+    ),
+    Mutant(
+        "embedding dropout in eval mode",
+        "Encoder",
+        (("self.dropout(self.embedding(src))", "F.dropout(self.embedding(src), self.dropout.p)"),),
+        "F.dropout without training=self.training: dropout stays on after .eval()",
+    ),
+    Mutant(
+        "embedding dropout forgotten",
+        "Encoder",
+        (("self.dropout(self.embedding(src))", "self.embedding(src)"),),
+        "the embeddings are never dropped out (and a 1-layer encoder has no dropout at all)",
+    ),
+    Mutant(
+        "log of the softmax in half precision",
+        "sequence_loss",
+        (
+            (
+                "loss = F.cross_entropy(\n"
+                "        logits.reshape(B * T, V).float(), targets.reshape(B * T), ignore_index=pad_id\n"
+                "    )",
+                "real = targets != pad_id  # (B, T)\n"
+                "    p = torch.softmax(logits, dim=-1).gather(-1, targets.clamp(0, V - 1)[..., None])[..., 0]\n"
+                "    loss = -torch.where(real, torch.log(p), 0.0).sum() / real.sum()",
+            ),
+        ),
+        "log(softmax) in the logits' dtype: small probabilities underflow to 0 in float16, the loss is inf",
     ),
 ]
 

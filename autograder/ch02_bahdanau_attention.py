@@ -116,12 +116,13 @@ def _softmax_basic(fn):
     scores = torch.randn(3, 6, generator=_gen(4)) * 3
     mask = _lengths_mask([6, 2, 4], 6)
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
-    expect_close(
-        "masked_softmax(scores, mask)",
-        got,
-        _softmax_oracle(scores, mask),
-        hint="mask the scores *before* the softmax (True = real source word) and normalise over the last axis.",
-    )
+    hint = "mask the scores *before* the softmax (True = real source word) and normalise over the last axis."
+    rows = (~mask).any(-1)  # rows where the inverted mask still allows a position
+    if isinstance(got, torch.Tensor) and got.shape == scores.shape:
+        flipped = _softmax_oracle(scores[rows], ~mask[rows])
+        if torch.allclose(got[rows].detach().nan_to_num(0.0), flipped, atol=1e-5):
+            hint = "your mask polarity is inverted: True marks a real source word (may attend), False the padding."
+    expect_close("masked_softmax(scores, mask)", got, _softmax_oracle(scores, mask), hint=hint)
 
 
 @EXERCISES.check("masked_softmax")
@@ -130,8 +131,9 @@ def _softmax_fully_masked(fn):
     scores = torch.randn(2, 4, generator=_gen(5))
     mask = torch.tensor([[True, True, False, False], [False, False, False, False]])
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
+    expect_shape("masked_softmax(scores, mask)", got, (2, 4))
     expect_true(
-        isinstance(got, torch.Tensor) and bool(torch.isfinite(got).all()),
+        bool(torch.isfinite(got).all()),
         "With a fully masked row your weights contain NaN or inf. Fill masked scores with a large finite "
         "negative number (torch.finfo(scores.dtype).min), not -inf, and zero the masked weights.",
     )

@@ -19,7 +19,17 @@ from torch.nn.functional import linear as _torch_linear
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 from torch.nn.utils.rnn import pad_sequence as _pad_sequence
 
-from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_equal,
+    expect_shape,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch03_self_attention")
 
@@ -149,7 +159,13 @@ def _sdpa_fully_masked(fn):
     q, k, v = _qkv(2, 0, 4, 5, 3, 6, seed=8)
     mask = torch.ones(2, 4, 5, dtype=torch.bool)
     mask[1, 2, :] = False
-    out, weights = call("scaled_dot_product_attention", fn, q, k, v, mask)
+    result = call("scaled_dot_product_attention", fn, q, k, v, mask)
+    expect_true(
+        isinstance(result, tuple) and len(result) == 2, "scaled_dot_product_attention should return (output, weights)."
+    )
+    out, weights = result
+    expect_shape("output", out, (2, 4, 6))
+    expect_shape("weights", weights, (2, 4, 5))
     expect_true(
         bool(torch.isfinite(out).all() and torch.isfinite(weights).all()),
         "With a fully masked query row your output contains NaN or inf. Fill masked scores with a large "
@@ -205,6 +221,18 @@ def _sdpa_dtype_and_grad(fn):
         )
 
 
+@EXERCISES.reference("scaled_dot_product_attention")
+def _sdpa_reference(q, k, v, mask=None):
+    """The course's scaled_dot_product_attention, used while checking SelfAttention (which calls it): PyTorch's
+    kernel, with the all-zero rows of fully masked queries the docstring asks for where the kernel gives NaN."""
+    out = _torch_sdpa(q, k, v, attn_mask=mask)
+    eye = torch.eye(k.shape[-2], dtype=q.dtype, device=q.device).expand(*k.shape[:-1], k.shape[-2])
+    weights = _torch_sdpa(q, k, eye, attn_mask=mask)
+    if mask is not None:
+        out, weights = out.nan_to_num(0.0), weights.nan_to_num(0.0).masked_fill(~mask, 0.0)
+    return out, weights
+
+
 # ---------------------------------------------------------------- exercise 2: causal_mask
 
 
@@ -253,9 +281,17 @@ def _pad_oracle(lengths, T_k=None):
 def _padding_basic(fn):
     """attention_mask_from_lengths(torch.tensor([3, 1, 4])) marks the real tokens True"""
     lengths = torch.tensor([3, 1, 4])
-    expect_equal(
-        "attention_mask_from_lengths([3, 1, 4])", call("attention_mask_from_lengths", fn, lengths), _pad_oracle(lengths)
-    )
+    got = call("attention_mask_from_lengths", fn, lengths)
+    if (
+        isinstance(got, torch.Tensor)
+        and got.shape == _pad_oracle(lengths).shape
+        and torch.equal(got, ~_pad_oracle(lengths))
+    ):
+        raise CheckFailed(
+            "attention_mask_from_lengths([3, 1, 4]) has the wrong values.\n  Hint: your mask polarity is inverted: in "
+            "this course True means 'may attend' (a real token), False the padding."
+        )
+    expect_equal("attention_mask_from_lengths([3, 1, 4])", got, _pad_oracle(lengths))
 
 
 @EXERCISES.check("attention_mask_from_lengths", hidden=True)

@@ -25,6 +25,7 @@ from .core import (
     call,
     expect_close,
     expect_dropout_modes,
+    expect_half_precision,
     expect_shape,
     expect_true,
 )
@@ -96,6 +97,18 @@ def _merge_other_sizes(fn):
     for shape in ((3, 2, 7, 5), (1, 6, 2, 3), (2, 1, 4, 9)):
         x = torch.randn(*shape, generator=_gen(sum(shape)))
         expect_close(f"merge_heads(x {shape})", call("merge_heads", fn, x), _merge_oracle(x), hidden=True)
+
+
+@EXERCISES.reference("split_heads")
+def _split_reference(x, n_heads):
+    """The course's split_heads, used while checking MultiHeadAttention (which calls it)."""
+    return _split_oracle(x, n_heads)
+
+
+@EXERCISES.reference("merge_heads")
+def _merge_reference(x):
+    """The course's merge_heads, used while checking MultiHeadAttention (which calls it)."""
+    return _merge_oracle(x)
 
 
 # ---------------------------------------------------------------- exercise 3: MultiHeadAttention
@@ -220,6 +233,22 @@ def _mha_float64_grad(cls):
 
 
 @EXERCISES.check("MultiHeadAttention", hidden=True)
+def _mha_half(cls):
+    """float16 (a Colab GPU's dtype), with a key padding mask: float16 results, as in float32"""
+    g = _gen(7)
+    q, kv = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
+    mask = (torch.arange(6)[None, :] < torch.tensor([6, 3])[:, None])[:, None, None, :]  # (B, 1, 1, T_k)
+    m = _build(cls, 12, 3).eval()
+
+    def run(dtype):
+        with torch.no_grad():
+            model = m.to(dtype)
+            return call(f"MultiHeadAttention.forward in {dtype}", model, q.to(dtype), kv.to(dtype), kv.to(dtype), mask)
+
+    expect_half_precision("MultiHeadAttention", run)
+
+
+@EXERCISES.check("MultiHeadAttention", hidden=True)
 def _mha_dropout(cls):
     """dropout on the attention weights: off in eval mode, on in training mode"""
     g = _gen(6)
@@ -320,6 +349,21 @@ MUTANTS = [
         "MultiHeadAttention",
         (("heads = self.dropout(weights) @ v", "pass"),),
         "the dropout argument is accepted and ignored",
+    ),
+    Mutant(
+        "masked scores filled with -1e9",
+        "MultiHeadAttention",
+        (
+            (
+                "heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+                "scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+                "        if mask is not None:\n"
+                "            scores = scores.masked_fill(~mask, -1e9)\n"
+                "        weights = torch.softmax(scores, dim=-1)\n"
+                "        heads = weights @ v",
+            ),
+        ),
+        "attention written out with a -1e9 fill, which overflows float16",
     ),
 ]
 

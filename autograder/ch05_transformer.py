@@ -22,7 +22,17 @@ from torch.nn import Transformer as _TorchTransformer
 from torch.nn import TransformerDecoderLayer as _TorchDecoderLayer
 from torch.nn import TransformerEncoderLayer as _TorchEncoderLayer
 
-from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_dropout_modes,
+    expect_half_precision,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch05_transformer")
 
@@ -103,6 +113,17 @@ def _pe_dropout(cls):
         x + _pe_oracle(20, 16),
         hidden=True,
     )
+
+
+@EXERCISES.check("PositionalEncoding", hidden=True)
+def _pe_half(cls):
+    """float16 x (a Colab GPU's dtype): the sum keeps x's dtype and values, with or without .half() on the module"""
+    x = torch.randn(2, 7, 10, generator=_gen(8))
+    pe = call("PositionalEncoding(10, context_length=16)", cls, 10, 16)
+    pe.eval()
+    expect_half_precision("PositionalEncoding", lambda dtype: call("PositionalEncoding.forward", pe, x.to(dtype)))
+    pe.half()
+    expect_half_precision("PositionalEncoding after .half()", lambda dtype: call("forward", pe, x.to(dtype)))
 
 
 # ---------------------------------------------------------------- exercise 2: TokenEmbedding
@@ -328,6 +349,24 @@ def _encoder_dropout(cls):
 
 
 @EXERCISES.check("DecoderLayer", hidden=True)
+def _decoder_half(cls):
+    """float16 (a Colab GPU's dtype) with target and source padding: float16 results, as in float32"""
+    layer = call("DecoderLayer", cls, **_layer_args(12, 3, 24, True, "relu", 1e-5)).eval()
+    g = _gen(23)
+    y, memory = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
+    tgt, src = (
+        torch.tensor([[True] * 4, [True, True, False, False]]),
+        torch.tensor([[True] * 6, [True] * 3 + [False] * 3]),
+    )
+
+    def run(dtype):
+        with torch.no_grad():
+            return call(f"DecoderLayer.forward in {dtype}", layer.to(dtype), y.to(dtype), memory.to(dtype), tgt, src)
+
+    expect_half_precision("DecoderLayer", run)
+
+
+@EXERCISES.check("DecoderLayer", hidden=True)
 def _decoder_dropout(cls):
     """dropout (both attentions, feed-forward, residual branches) is off in eval mode and on in training mode"""
     g = _gen(22)
@@ -494,6 +533,12 @@ MUTANTS = [
             ),
         ),
         "F.dropout without training=self.training: the layer is random at evaluation time too",
+    ),
+    Mutant(
+        "table added in float32",
+        "PositionalEncoding",
+        (("x + self.pe[: x.shape[1]].to(x.dtype)", "x + self.pe[: x.shape[1]]"),),
+        "the float32 table promotes float16 inputs to float32",
     ),
 ]
 

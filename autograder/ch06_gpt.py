@@ -26,6 +26,7 @@ from .core import (
     expect_close,
     expect_dropout_modes,
     expect_equal,
+    expect_half_precision,
     expect_seeded,
     expect_true,
 )
@@ -258,6 +259,19 @@ def _greedy_oracle(model, idx, n):
         nxt = model(window, torch.arange(window.shape[1]))[:, -1].argmax(-1, keepdim=True)
         idx = torch.cat([idx, nxt], 1)
     return idx
+
+
+@EXERCISES.check("GPT", hidden=True)
+def _gpt_half(cls):
+    """after model.half() (a Colab GPU's dtype): float16 logits, as in float32"""
+    model = _build_gpt(cls, GPTConfig(vocab_size=13, context_length=8, n_layers=2, n_heads=2, d_model=8))
+    idx = torch.randint(13, (2, 7), generator=_gen(17))
+
+    def run(dtype):
+        with torch.no_grad():
+            return call(f"GPT.forward after .to({dtype})", model.to(dtype), idx)
+
+    expect_half_precision("GPT", run)
 
 
 @EXERCISES.check("GPT", hidden=True)
@@ -528,6 +542,12 @@ MUTANTS = [
             ),
         ),
         "F.dropout without training=self.training: the model is random at evaluation time too",
+    ),
+    Mutant(
+        "logits cast to float32",
+        "GPT",
+        (("return self.lm_head(x)", "return self.lm_head(x).float()"),),
+        "the logits leave the model's dtype: a float16 model returns float32",
     ),
 ]
 

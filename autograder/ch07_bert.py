@@ -21,7 +21,9 @@ from .core import (
     call,
     expect_close,
     expect_dropout_modes,
+    expect_half_precision,
     expect_seeded,
+    expect_shape,
     expect_true,
 )
 
@@ -148,7 +150,10 @@ def _mask_other_specials(fn):
     x = torch.randint(0, 300, (40, 200), generator=_gen(3))
     specials = (0, 17, 250)
     result = call("mask_tokens", fn, x, mask_id=299, vocab_size=300, special_ids=specials, generator=_gen(4))
+    expect_true(isinstance(result, tuple) and len(result) == 2, "mask_tokens should return (inputs, labels).")
     inputs, labels = result
+    expect_shape("inputs", inputs, tuple(x.shape))
+    expect_shape("labels", labels, tuple(x.shape))
     selected = labels != -100
     is_special = (x == 0) | (x == 17) | (x == 250)
     expect_true(not bool((selected & is_special).any()), "A token listed in special_ids was selected.")
@@ -233,6 +238,21 @@ def _emb_dropout(cls):
         ),
         lambda m: call("embeddings", m, ids),
     )
+
+
+@EXERCISES.check("BertEmbeddings", hidden=True)
+def _emb_half(cls):
+    """after .half() (a Colab GPU's dtype), with and without segments: float16 results, as in float32"""
+    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8), seed=3).eval()
+    ids = torch.randint(20, (2, 6), generator=_gen(32))
+    types = torch.tensor([[0, 0, 0, 1, 1, 1], [0, 1, 1, 1, 1, 1]])
+
+    def run(dtype):
+        with torch.no_grad():
+            model = m.to(dtype)
+            return call(f"embeddings in {dtype}", model, ids, types), call(f"embeddings in {dtype}", model, ids)
+
+    expect_half_precision("BertEmbeddings", run)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -320,6 +340,17 @@ MUTANTS = [
         "BertEmbeddings",
         (("return self.dropout(self.LayerNorm(x))", "return F.dropout(self.LayerNorm(x), self.dropout.p)"),),
         "F.dropout without training=self.training: embeddings are random at evaluation time too",
+    ),
+    Mutant(
+        "LayerNorm upcast and not cast back",
+        "BertEmbeddings",
+        (
+            (
+                "self.dropout(self.LayerNorm(x))",
+                "self.dropout(self.LayerNorm.float()(x.float()))",
+            ),
+        ),
+        "LayerNorm in float32 for stability, result left in float32 (and the module's LayerNorm turned float32)",
     ),
 ]
 

@@ -19,7 +19,17 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks as _saved_tensors_hooks
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
-from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_equal,
+    expect_half_precision,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch09_sparse_attention")
 
@@ -253,6 +263,19 @@ def _attention_many_sizes(fn):
 
 
 @EXERCISES.check("sliding_window_attention", hidden=True)
+def _attention_half(fn):
+    """float16 (a Colab GPU's dtype), causal and bidirectional: float16 results, as in float32"""
+    q, k, v = _qkv((2, 2), 11, 4, 6, seed=21)
+    for causal in (True, False):
+        expect_half_precision(
+            f"sliding_window_attention(..., window=3, causal={causal})",
+            lambda dtype, causal=causal: call(
+                f"sliding_window_attention in {dtype}", fn, q.to(dtype), k.to(dtype), v.to(dtype), 3, causal=causal
+            ),
+        )
+
+
+@EXERCISES.check("sliding_window_attention", hidden=True)
 def _attention_dtype_and_grad(fn):
     """keeps float64 and lets gradients flow to q, k and v"""
     q, k, v = (t.requires_grad_() for t in _qkv((2,), 9, 4, 3, seed=20, dtype=torch.float64))
@@ -445,6 +468,12 @@ MUTANTS = [
         "routing_mask",
         (("causal_mask(query_clusters.shape[-1], key_clusters.shape[-1],", "causal_mask(key_clusters.shape[-1],"),),
         "wrong when T_k > T_q (decoding with a cache)",
+    ),
+    Mutant(
+        "masked scores filled with -1e9",
+        "sliding_window_attention",
+        (("scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)", "scores.masked_fill(~allowed, -1e9)"),),
+        "a -1e9 fill, which overflows float16",
     ),
 ]
 
