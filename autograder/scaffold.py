@@ -139,6 +139,9 @@ def _module_other_width(cls):
     _module_case(cls, 6, seed=1, hidden=True)
 
 
+# TODO checks for the blind-spot classes (CONTRIBUTING.md): expect_dropout_modes, expect_seeded (generator=),
+# expect_half_precision (float16/bfloat16), every input form the docstring allows; tensors made without device= are
+# caught by call() itself. An exercise that calls another one needs @EXERCISES.reference("that one").
 # The bug catalogue: typical mistakes, each caught by some check (tests/test_checks.py). TODO: at least 12, covering
 # dropout, generator=, device, half precision and inputs the docstring allows where the exercises have them; the
 # first is the bug of the sample submissions, which must cost some points but not all.
