@@ -865,6 +865,6 @@ def conclude(name: str) -> None:
     if violations:
         raise GradingIntegrityError("the grading machinery was changed by the notebook: " + "; ".join(violations))
     if not passed:
-        from .core import CheckFailed
+        from autograder.core import CheckFailed  # absolute: this module is autograder.grading.guard
 
         raise CheckFailed(f"{len(failures)} check(s) failed for {name}:\n" + "\n".join(f"✘ {f}" for f in failures))
