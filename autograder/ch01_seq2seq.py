@@ -18,7 +18,19 @@ from torch import nn
 from torch.nn.functional import log_softmax as _log_softmax
 from torch.nn.functional import one_hot as _one_hot
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_shape, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_dropout_modes,
+    expect_equal,
+    expect_half_precision,
+    expect_shape,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch01_seq2seq")
 
@@ -105,6 +117,18 @@ def _loss_ignores_pad(fn):
     )
 
 
+@EXERCISES.check("sequence_loss", hidden=True)
+def _loss_half(fn):
+    """float16 logits (a Colab GPU's dtype) with a wide spread: a finite float32 loss, as in float32"""
+    logits = 12 * torch.randn(2, 4, 9, generator=_gen(4))  # probabilities down to ~1e-10: below float16's range
+    targets = torch.tensor([[3, 5, EOS, PAD], [8, 2, 7, EOS]])
+    expect_half_precision(
+        "sequence_loss",
+        lambda dtype: call(f"sequence_loss on {dtype} logits", fn, logits.to(dtype), targets),
+        float32_results=(0,),
+    )
+
+
 # ---------------------------------------------------------------- exercise 3: Encoder
 
 
@@ -174,6 +198,17 @@ def _encoder_gru_bidirectional(cls):
         dict(vocab_size=17, emb_dim=5, hidden_size=4, num_layers=1, cell="gru", bidirectional=True),
         [1, 3, 4, 8, 8],
         hidden=True,
+    )
+
+
+@EXERCISES.check("Encoder", hidden=True)
+def _encoder_dropout(cls):
+    """dropout on the embeddings (a 1-layer encoder has no other): off in eval mode, on in training mode"""
+    _, src, lens = _batch([4, 2, 5], 13, seed=5)
+    expect_dropout_modes(
+        "Encoder(13, 5, 4, dropout)",
+        lambda p: call(f"Encoder(13, 5, 4, dropout={p})", cls, 13, 5, 4, dropout=p),
+        lambda enc: call("Encoder.forward(src, src_lens)", enc, src, lens)[0],
     )
 
 
@@ -328,6 +363,86 @@ MUTANTS = [
         (("torch.zeros(B, dtype=torch.bool, device=src.device)", "torch.zeros(B, dtype=torch.bool)"),),
         "the per-sentence <eos> flags are made without device=: decoding fails on a GPU",
     ),
+    Mutant(
+        "embedding dropout in eval mode",
+        "Encoder",
+        (("self.dropout(self.embedding(src))", "F.dropout(self.embedding(src), self.dropout.p)"),),
+        "F.dropout without training=self.training: dropout stays on after .eval()",
+    ),
+    Mutant(
+        "embedding dropout forgotten",
+        "Encoder",
+        (("self.dropout(self.embedding(src))", "self.embedding(src)"),),
+        "the embeddings are never dropped out (and a 1-layer encoder has no dropout at all)",
+    ),
+    Mutant(
+        "log of the softmax in half precision",
+        "sequence_loss",
+        (
+            (
+                "loss = F.cross_entropy(\n"
+                "        logits.reshape(B * T, V).float(), targets.reshape(B * T), ignore_index=pad_id\n"
+                "    )",
+                "real = targets != pad_id  # (B, T)\n"
+                "    p = torch.softmax(logits, dim=-1).gather(-1, targets.clamp(0, V - 1)[..., None])[..., 0]\n"
+                "    loss = -torch.where(real, torch.log(p), 0.0).sum() / real.sum()",
+            ),
+        ),
+        "log(softmax) in the logits' dtype: small probabilities underflow to 0 in float16, the loss is inf",
+    ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "narrow instead of slicing",
+        "shift_for_teacher_forcing",
+        (("tgt[:, :-1]", "tgt.narrow(1, 0, tgt.shape[1] - 1)"), ("tgt[:, 1:]", "tgt.narrow(1, 1, tgt.shape[1] - 1)")),
+        "Tensor.narrow gives the same views as slicing",
+    ),
+    Alternative(
+        "classes on dim 1",
+        "sequence_loss",
+        (("logits.reshape(B * T, V).float(), targets.reshape(B * T),", "logits.transpose(1, 2).float(), targets,"),),
+        "F.cross_entropy on (B, V, T) logits and (B, T) targets, without flattening",
+    ),
+    Alternative(
+        "log_softmax, gather and a masked mean",
+        "sequence_loss",
+        (
+            (
+                "loss = F.cross_entropy(\n"
+                "        logits.reshape(B * T, V).float(), targets.reshape(B * T), ignore_index=pad_id\n"
+                "    )",
+                "real = targets != pad_id  # (B, T)\n"
+                "    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)\n"
+                "    nll = -logp.gather(-1, targets.clamp(0, V - 1)[..., None])[..., 0]  # (B, T)\n"
+                "    loss = torch.where(real, nll, 0.0).sum() / real.sum()",
+            ),
+        ),
+        "the cross-entropy written out by hand, padding excluded from sum and count",
+    ),
+    Alternative(
+        "F.dropout with the module's mode",
+        "Encoder",
+        (("self.dropout(self.embedding(src))", "F.dropout(self.embedding(src), self.dropout.p, self.training)"),),
+        "functional dropout that follows .train()/.eval()",
+    ),
+    Alternative(
+        "masked_fill for finished rows",
+        "greedy_decode",
+        (("torch.where(finished, torch.full_like(y, pad_id), y)", "y.masked_fill(finished, pad_id)"),),
+        "masked_fill instead of torch.where",
+    ),
+    Alternative(
+        "new_full and zeros_like",
+        "greedy_decode",
+        (
+            ("torch.full((B,), bos_id, dtype=torch.long, device=src.device)", "src.new_full((B,), bos_id)"),
+            ("torch.zeros(B, dtype=torch.bool, device=src.device)", "torch.zeros_like(src[:, 0], dtype=torch.bool)"),
+        ),
+        "tensors made from src, so on its device without device=",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch.nn.functional import linear as _linear
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
+from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
 
 EXERCISES = Exercises("ch02_bahdanau_attention")
 
@@ -72,7 +72,8 @@ def _score_basic(fn):
         "additive_score(s_prev, W, v, U_h)",
         got,
         _score_oracle(*args),
-        hint="W s_{i-1} is one vector per sentence: add it to every source position j of U_h.",
+        hint="e_ij = v^T tanh(W s_{i-1} + U h_j): W s_{i-1} (one vector per sentence) is added to every source "
+        "position of U_h, then tanh, then the dot product with v.",
     )
 
 
@@ -115,12 +116,13 @@ def _softmax_basic(fn):
     scores = torch.randn(3, 6, generator=_gen(4)) * 3
     mask = _lengths_mask([6, 2, 4], 6)
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
-    expect_close(
-        "masked_softmax(scores, mask)",
-        got,
-        _softmax_oracle(scores, mask),
-        hint="mask the scores *before* the softmax (True = real source word) and normalise over the last axis.",
-    )
+    hint = "mask the scores *before* the softmax (True = real source word) and normalise over the last axis."
+    rows = (~mask).any(-1)  # rows where the inverted mask still allows a position
+    if isinstance(got, torch.Tensor) and got.shape == scores.shape:
+        flipped = _softmax_oracle(scores[rows], ~mask[rows])
+        if torch.allclose(got[rows].detach().nan_to_num(0.0), flipped, atol=1e-5):
+            hint = "your mask polarity is inverted: True marks a real source word (may attend), False the padding."
+    expect_close("masked_softmax(scores, mask)", got, _softmax_oracle(scores, mask), hint=hint)
 
 
 @EXERCISES.check("masked_softmax")
@@ -129,8 +131,9 @@ def _softmax_fully_masked(fn):
     scores = torch.randn(2, 4, generator=_gen(5))
     mask = torch.tensor([[True, True, False, False], [False, False, False, False]])
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
+    expect_shape("masked_softmax(scores, mask)", got, (2, 4))
     expect_true(
-        isinstance(got, torch.Tensor) and bool(torch.isfinite(got).all()),
+        bool(torch.isfinite(got).all()),
         "With a fully masked row your weights contain NaN or inf. Fill masked scores with a large finite "
         "negative number (torch.finfo(scores.dtype).min), not -inf, and zero the masked weights.",
     )
@@ -329,4 +332,67 @@ MUTANTS = [
     ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "einsum for the scores",
+        "additive_score",
+        (("scores = hidden @ v", 'scores = torch.einsum("bsa,a->bs", hidden, v)'),),
+        "torch.einsum instead of matmul",
+    ),
+    Alternative(
+        "F.linear for W s",
+        "additive_score",
+        (("W_s = s_prev @ W.T", "W_s = torch.nn.functional.linear(s_prev, W)"),),
+        "F.linear(s, W) computes s W^T",
+    ),
+    Alternative(
+        "torch.where instead of masked_fill",
+        "masked_softmax",
+        (
+            (
+                "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
+                "torch.where(mask, scores, torch.finfo(scores.dtype).min)",
+            ),
+        ),
+        "torch.where with a scalar fill",
+    ),
+    Alternative(
+        "-inf, then NaN re-zeroed",
+        "masked_softmax",
+        (
+            ("torch.finfo(scores.dtype).min)  # (B, S)", 'float("-inf"))  # (B, S)'),
+            ("torch.softmax(scores, dim=-1) * mask", "torch.softmax(scores, dim=-1).nan_to_num(0.0) * mask"),
+        ),
+        "fills with -inf and turns the NaN of fully masked rows into zeros",
+    ),
+    Alternative(
+        "float64 inside",
+        "masked_softmax",
+        (
+            (
+                "weights = torch.softmax(scores, dim=-1) * mask",
+                "weights = torch.softmax(scores.double(), dim=-1) * mask",
+            ),
+            (
+                "weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)",
+                "weights = (weights / weights.sum(dim=-1, keepdim=True).clamp_min(1e-300)).to(scores.dtype)",
+            ),
+        ),
+        "computes the softmax in float64 and casts back",
+    ),
+    Alternative(
+        "einsum context",
+        "context_vector",
+        (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", 'torch.einsum("bs,bsd->bd", alpha, h)'),),
+        "torch.einsum instead of bmm",
+    ),
+    Alternative(
+        "broadcast and sum",
+        "context_vector",
+        (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "(alpha.unsqueeze(-1) * h).sum(dim=1)"),),
+        "weighted sum by broadcasting",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

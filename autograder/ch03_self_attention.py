@@ -15,10 +15,21 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.nn.functional import linear as _torch_linear
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 from torch.nn.utils.rnn import pad_sequence as _pad_sequence
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_equal,
+    expect_shape,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch03_self_attention")
 
@@ -44,8 +55,11 @@ def _oracle(q, k, v, mask=None):
     return out, weights
 
 
-def _sdpa_hint(q, k, v, mask, got_w) -> str:
-    """Name a known mistake if the student's weights match it."""
+def _sdpa_hint(q, k, v, mask, got_w, *, d_model: int | None = None) -> str:
+    """Name a known mistake if the student's weights match it ("" when none does: no guessing).
+
+    ``d_model`` (the module check) adds the guess "scaled by sqrt(d_model)".
+    """
     d_k = q.shape[-1]
     raw = q @ k.transpose(-2, -1)
     neg = torch.finfo(q.dtype).min
@@ -60,17 +74,21 @@ def _sdpa_hint(q, k, v, mask, got_w) -> str:
             raw / math.sqrt(d_k), -2
         ),
     }
+    if d_model is not None and d_model != d_k:
+        guesses[
+            "The scores are divided by sqrt(d_model); the scale is 1/sqrt(d_k), the width of the queries and keys."
+        ] = softmax(raw / math.sqrt(d_model))
     if mask is not None:
-        guesses["Your mask polarity is inverted: in this course True means 'may attend'."] = softmax(
-            raw / math.sqrt(d_k), m=~mask
-        )
+        polarity = "Your mask polarity is inverted: in this course True means 'may attend' (masked_fill(~mask, ...))."
+        guesses[polarity] = softmax(raw / math.sqrt(d_k), m=~mask)
+        guesses[polarity + " "] = softmax(raw / math.sqrt(d_k), m=~mask).masked_fill(mask, 0.0)  # re-zeroed too
         guesses["The mask was ignored: masked keys must get weight 0."] = softmax(raw / math.sqrt(d_k), m=None)
         guesses["The mask is applied after the softmax, so rows no longer sum to 1: mask the scores first."] = softmax(
             raw / math.sqrt(d_k), m=None
         ).masked_fill(~mask, 0.0)
     for text, w in guesses.items():
         if isinstance(got_w, torch.Tensor) and got_w.shape == w.shape and torch.allclose(got_w, w, atol=1e-5):
-            return text
+            return text.strip()
     return ""
 
 
@@ -141,7 +159,13 @@ def _sdpa_fully_masked(fn):
     q, k, v = _qkv(2, 0, 4, 5, 3, 6, seed=8)
     mask = torch.ones(2, 4, 5, dtype=torch.bool)
     mask[1, 2, :] = False
-    out, weights = call("scaled_dot_product_attention", fn, q, k, v, mask)
+    result = call("scaled_dot_product_attention", fn, q, k, v, mask)
+    expect_true(
+        isinstance(result, tuple) and len(result) == 2, "scaled_dot_product_attention should return (output, weights)."
+    )
+    out, weights = result
+    expect_shape("output", out, (2, 4, 6))
+    expect_shape("weights", weights, (2, 4, 5))
     expect_true(
         bool(torch.isfinite(out).all() and torch.isfinite(weights).all()),
         "With a fully masked query row your output contains NaN or inf. Fill masked scores with a large "
@@ -197,6 +221,18 @@ def _sdpa_dtype_and_grad(fn):
         )
 
 
+@EXERCISES.reference("scaled_dot_product_attention")
+def _sdpa_reference(q, k, v, mask=None):
+    """The course's scaled_dot_product_attention, used while checking SelfAttention (which calls it): PyTorch's
+    kernel, with the all-zero rows of fully masked queries the docstring asks for where the kernel gives NaN."""
+    out = _torch_sdpa(q, k, v, attn_mask=mask)
+    eye = torch.eye(k.shape[-2], dtype=q.dtype, device=q.device).expand(*k.shape[:-1], k.shape[-2])
+    weights = _torch_sdpa(q, k, eye, attn_mask=mask)
+    if mask is not None:
+        out, weights = out.nan_to_num(0.0), weights.nan_to_num(0.0).masked_fill(~mask, 0.0)
+    return out, weights
+
+
 # ---------------------------------------------------------------- exercise 2: causal_mask
 
 
@@ -245,9 +281,17 @@ def _pad_oracle(lengths, T_k=None):
 def _padding_basic(fn):
     """attention_mask_from_lengths(torch.tensor([3, 1, 4])) marks the real tokens True"""
     lengths = torch.tensor([3, 1, 4])
-    expect_equal(
-        "attention_mask_from_lengths([3, 1, 4])", call("attention_mask_from_lengths", fn, lengths), _pad_oracle(lengths)
-    )
+    got = call("attention_mask_from_lengths", fn, lengths)
+    if (
+        isinstance(got, torch.Tensor)
+        and got.shape == _pad_oracle(lengths).shape
+        and torch.equal(got, ~_pad_oracle(lengths))
+    ):
+        raise CheckFailed(
+            "attention_mask_from_lengths([3, 1, 4]) has the wrong values.\n  Hint: your mask polarity is inverted: in "
+            "this course True means 'may attend' (a real token), False the padding."
+        )
+    expect_equal("attention_mask_from_lengths([3, 1, 4])", got, _pad_oracle(lengths))
 
 
 @EXERCISES.check("attention_mask_from_lengths", hidden=True)
@@ -295,16 +339,15 @@ def _compare_module(cls, args, x, mask=None, *, hidden=False):
             isinstance(result, tuple) and len(result) == 2, "SelfAttention.forward should return (output, weights)."
         )
         exp_out, exp_w = _module_oracle(module, x, mask)
-    expect_close(
-        "SelfAttention: weights",
-        result[1],
-        exp_w,
-        hidden=hidden,
-        hint=""
-        if hidden
-        else "queries come from W_q, keys from W_k, values from W_v, all applied to x. "
-        "SelfAttention calls your scaled_dot_product_attention: if its checks fail, fix that first.",
-    )
+        hint = ""
+        if not hidden:  # name the cause only when the weights match a known mistake; otherwise stay generic
+            q, k, v = (_torch_linear(x, W.weight, W.bias) for W in (module.W_q, module.W_k, module.W_v))
+            hint = _sdpa_hint(q, k, v, mask, result[1], d_model=x.shape[-1]) or (
+                "compare your forward with the recipe: queries from W_q, keys from W_k, values from W_v, all "
+                "applied to x, then scaled dot-product attention with 1/sqrt(d_k) and the mask. If your "
+                "scaled_dot_product_attention fails its own checks, fix that first."
+            )
+    expect_close("SelfAttention: weights", result[1], exp_w, hidden=hidden, hint=hint)
     expect_close("SelfAttention: output", result[0], exp_out, hidden=hidden)
 
 
@@ -469,4 +512,70 @@ MUTANTS = [
     ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "einsum scores",
+        "scaled_dot_product_attention",
+        (("q @ k.transpose(-2, -1)", 'torch.einsum("...qd,...kd->...qk", q, k)'),),
+        "torch.einsum instead of matmul with a transpose",
+    ),
+    Alternative(
+        "-inf, then NaN re-zeroed",
+        "scaled_dot_product_attention",
+        (
+            ("torch.finfo(scores.dtype).min", 'float("-inf")'),
+            ("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-1).nan_to_num(0.0)"),
+        ),
+        "fills with -inf and turns the NaN of fully masked rows into zeros",
+    ),
+    Alternative(
+        "torch.where instead of masked_fill",
+        "scaled_dot_product_attention",
+        (
+            (
+                "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
+                "torch.where(mask, scores, torch.finfo(scores.dtype).min)",
+            ),
+            ("weights.masked_fill(~mask, 0.0)", "torch.where(mask, weights, 0.0)"),
+        ),
+        "torch.where with scalar fills",
+    ),
+    Alternative(
+        "float64 softmax",
+        "scaled_dot_product_attention",
+        (("torch.softmax(scores, dim=-1)", "torch.softmax(scores.double(), dim=-1).to(scores.dtype)"),),
+        "the softmax in float64, cast back to the inputs' dtype",
+    ),
+    Alternative(
+        "queries scaled first",
+        "scaled_dot_product_attention",
+        (("q @ k.transpose(-2, -1) / math.sqrt(d_k)", "(q * d_k**-0.5) @ k.transpose(-2, -1)"),),
+        "scales q before the product",
+    ),
+    Alternative(
+        "causal mask by tril",
+        "causal_mask",
+        (("return j <= i", "return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(diagonal=T_k - T_q)"),),
+        "Tensor.tril with an offset instead of comparing positions",
+    ),
+    Alternative(
+        "padding mask by expand",
+        "attention_mask_from_lengths",
+        (("positions[None, :] < lengths[:, None]", "positions.expand(len(lengths), T_k) < lengths.unsqueeze(1)"),),
+        "explicit expand and unsqueeze instead of None-indexing",
+    ),
+    Alternative(
+        "F.linear projections",
+        "SelfAttention",
+        (
+            (
+                "self.W_q(x), self.W_k(x), self.W_v(x)",
+                "(torch.nn.functional.linear(x, W.weight, W.bias) for W in (self.W_q, self.W_k, self.W_v))",
+            ),
+        ),
+        "the projections through F.linear",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

@@ -17,7 +17,18 @@ from __future__ import annotations
 import torch
 from torch.nn import MultiheadAttention as _TorchMHA
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_shape, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_dropout_modes,
+    expect_half_precision,
+    expect_shape,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch04_multi_head_attention")
 
@@ -86,6 +97,18 @@ def _merge_other_sizes(fn):
     for shape in ((3, 2, 7, 5), (1, 6, 2, 3), (2, 1, 4, 9)):
         x = torch.randn(*shape, generator=_gen(sum(shape)))
         expect_close(f"merge_heads(x {shape})", call("merge_heads", fn, x), _merge_oracle(x), hidden=True)
+
+
+@EXERCISES.reference("split_heads")
+def _split_reference(x, n_heads):
+    """The course's split_heads, used while checking MultiHeadAttention (which calls it)."""
+    return _split_oracle(x, n_heads)
+
+
+@EXERCISES.reference("merge_heads")
+def _merge_reference(x):
+    """The course's merge_heads, used while checking MultiHeadAttention (which calls it)."""
+    return _merge_oracle(x)
 
 
 # ---------------------------------------------------------------- exercise 3: MultiHeadAttention
@@ -210,6 +233,22 @@ def _mha_float64_grad(cls):
 
 
 @EXERCISES.check("MultiHeadAttention", hidden=True)
+def _mha_half(cls):
+    """float16 (a Colab GPU's dtype), with a key padding mask: float16 results, as in float32"""
+    g = _gen(7)
+    q, kv = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
+    mask = (torch.arange(6)[None, :] < torch.tensor([6, 3])[:, None])[:, None, None, :]  # (B, 1, 1, T_k)
+    m = _build(cls, 12, 3).eval()
+
+    def run(dtype):
+        with torch.no_grad():
+            model = m.to(dtype)
+            return call(f"MultiHeadAttention.forward in {dtype}", model, q.to(dtype), kv.to(dtype), kv.to(dtype), mask)
+
+    expect_half_precision("MultiHeadAttention", run)
+
+
+@EXERCISES.check("MultiHeadAttention", hidden=True)
 def _mha_dropout(cls):
     """dropout on the attention weights: off in eval mode, on in training mode"""
     g = _gen(6)
@@ -311,6 +350,61 @@ MUTANTS = [
         (("heads = self.dropout(weights) @ v", "pass"),),
         "the dropout argument is accepted and ignored",
     ),
+    Mutant(
+        "masked scores filled with -1e9",
+        "MultiHeadAttention",
+        (
+            (
+                "heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+                "scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+                "        if mask is not None:\n"
+                "            scores = scores.masked_fill(~mask, -1e9)\n"
+                "        weights = torch.softmax(scores, dim=-1)\n"
+                "        heads = weights @ v",
+            ),
+        ),
+        "attention written out with a -1e9 fill, which overflows float16",
+    ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "reshape and permute",
+        "split_heads",
+        (("x.view(B, T, n_heads, d_k).transpose(1, 2)", "x.reshape(B, T, n_heads, d_k).permute(0, 2, 1, 3)"),),
+        "reshape/permute instead of view/transpose",
+    ),
+    Alternative(
+        "unflatten",
+        "split_heads",
+        (("x.view(B, T, n_heads, d_k).transpose(1, 2)", "x.unflatten(-1, (n_heads, d_k)).transpose(-3, -2)"),),
+        "Tensor.unflatten, negative dims",
+    ),
+    Alternative(
+        "permute and flatten",
+        "merge_heads",
+        (("x.transpose(1, 2).reshape(B, T, H * d_k)", "x.permute(0, 2, 1, 3).flatten(2)"),),
+        "permute then flatten",
+    ),
+    Alternative(
+        "contiguous view",
+        "merge_heads",
+        (("x.transpose(1, 2).reshape(B, T, H * d_k)", "x.transpose(1, 2).contiguous().view(B, T, H * d_k)"),),
+        "the classic .contiguous().view(...)",
+    ),
+    Alternative(
+        "F.dropout with the module's mode",
+        "MultiHeadAttention",
+        (("self.dropout(weights) @ v", "F.dropout(weights, self.dropout.p, training=self.training) @ v"),),
+        "functional dropout on the weights that follows .train()/.eval()",
+    ),
+    Alternative(
+        "dropout branch without the p > 0 test",
+        "MultiHeadAttention",
+        (("if self.training and self.dropout.p > 0:", "if self.training:"),),
+        "recomputes the heads through dropout whenever training",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

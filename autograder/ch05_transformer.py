@@ -22,7 +22,17 @@ from torch.nn import Transformer as _TorchTransformer
 from torch.nn import TransformerDecoderLayer as _TorchDecoderLayer
 from torch.nn import TransformerEncoderLayer as _TorchEncoderLayer
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_dropout_modes,
+    expect_half_precision,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch05_transformer")
 
@@ -54,10 +64,14 @@ def _pe_oracle(T: int, d: int) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.float32)
 
 
-_PE_HINT = (
-    "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) on the even dims and PE(pos, 2i+1) = cos(same angle) on the "
-    "odd dims: interleaved (pe[:, 0::2], pe[:, 1::2]), not sin-block then cos-block."
-)
+def _pe_hint(got, T: int, d: int) -> str:
+    """The formula; and the cause, when the table is the sin-block-then-cos-block one."""
+    hint = "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) on the even dims, PE(pos, 2i+1) = cos(same angle) on the odd."
+    table = _pe_oracle(T, d)
+    blocks = torch.cat([table[:, 0::2], table[:, 1::2]], dim=-1)  # sin of every frequency, then cos
+    if isinstance(got, torch.Tensor) and got.shape[-2:] == blocks.shape and torch.allclose(got[0], blocks, atol=1e-4):
+        hint += " Yours puts all sines first, then all cosines: interleave them (pe[:, 0::2], pe[:, 1::2])."
+    return hint
 
 
 @EXERCISES.check("PositionalEncoding", points=2)
@@ -65,7 +79,8 @@ def _pe_table(cls):
     """PositionalEncoding(d_model=8) adds sin(pos/10000^(2i/8)) to even dims and cos to odd dims (x = 0, T = 6)"""
     pe = call("PositionalEncoding(8, context_length=50)", cls, 8, 50)
     got = call("PositionalEncoding.forward", pe, torch.zeros(2, 6, 8))
-    expect_close("PositionalEncoding()(zeros (2, 6, 8))", got, _pe_oracle(6, 8).expand(2, 6, 8), hint=_PE_HINT)
+    expected = _pe_oracle(6, 8).expand(2, 6, 8)
+    expect_close("PositionalEncoding()(zeros (2, 6, 8))", got, expected, hint=_pe_hint(got, 6, 8))
 
 
 @EXERCISES.check("PositionalEncoding", hidden=True)
@@ -98,6 +113,17 @@ def _pe_dropout(cls):
         x + _pe_oracle(20, 16),
         hidden=True,
     )
+
+
+@EXERCISES.check("PositionalEncoding", hidden=True)
+def _pe_half(cls):
+    """float16 x (a Colab GPU's dtype): the sum keeps x's dtype and values, with or without .half() on the module"""
+    x = torch.randn(2, 7, 10, generator=_gen(8))
+    pe = call("PositionalEncoding(10, context_length=16)", cls, 10, 16)
+    pe.eval()
+    expect_half_precision("PositionalEncoding", lambda dtype: call("PositionalEncoding.forward", pe, x.to(dtype)))
+    pe.half()
+    expect_half_precision("PositionalEncoding after .half()", lambda dtype: call("forward", pe, x.to(dtype)))
 
 
 # ---------------------------------------------------------------- exercise 2: TokenEmbedding
@@ -193,18 +219,21 @@ def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=No
         kw["src_mask"] = _torch_causal(T)
     got = call("EncoderLayer.forward", layer, x, mask)
     expected = twin(x, **kw)
-    hint = (
-        ""
-        if hidden
-        else (
-            f"{kind}: "
-            + (
+    hint = ""
+    if not hidden:
+        if (
+            kw
+            and isinstance(got, torch.Tensor)
+            and got.shape == expected.shape
+            and torch.allclose(got, twin(x), atol=1e-5)
+        ):
+            hint = "your output is that of the layer without a mask: pass the mask on to self_attn."
+        else:
+            hint = f"{kind}: " + (
                 "x + Sublayer(LayerNorm(x)) for both sublayers."
                 if norm_first
                 else "LayerNorm(x + Sublayer(x)) for both sublayers (the paper)."
             )
-        )
-    )
     expect_close(f"EncoderLayer ({kind}) output", got, expected, hidden=hidden, hint=hint)
 
 
@@ -317,6 +346,24 @@ def _encoder_dropout(cls):
         lambda p: call("EncoderLayer", cls, **{**_layer_args(12, 3, 24, False, "relu", 1e-5), "dropout": p}),
         lambda m: call("EncoderLayer.forward", m, x, None),
     )
+
+
+@EXERCISES.check("DecoderLayer", hidden=True)
+def _decoder_half(cls):
+    """float16 (a Colab GPU's dtype) with target and source padding: float16 results, as in float32"""
+    layer = call("DecoderLayer", cls, **_layer_args(12, 3, 24, True, "relu", 1e-5)).eval()
+    g = _gen(23)
+    y, memory = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
+    tgt, src = (
+        torch.tensor([[True] * 4, [True, True, False, False]]),
+        torch.tensor([[True] * 6, [True] * 3 + [False] * 3]),
+    )
+
+    def run(dtype):
+        with torch.no_grad():
+            return call(f"DecoderLayer.forward in {dtype}", layer.to(dtype), y.to(dtype), memory.to(dtype), tgt, src)
+
+    expect_half_precision("DecoderLayer", run)
 
 
 @EXERCISES.check("DecoderLayer", hidden=True)
@@ -487,6 +534,65 @@ MUTANTS = [
         ),
         "F.dropout without training=self.training: the layer is random at evaluation time too",
     ),
+    Mutant(
+        "table added in float32",
+        "PositionalEncoding",
+        (("x + self.pe[: x.shape[1]].to(x.dtype)", "x + self.pe[: x.shape[1]]"),),
+        "the float32 table promotes float16 inputs to float32",
+    ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "exp-log frequencies",
+        "PositionalEncoding",
+        (("pos / 10000 ** (two_i / d_model)", "pos * torch.exp(two_i * (-math.log(10000.0) / d_model))"),),
+        "the frequencies as exp(-2i ln(10000)/d_model), as the Annotated Transformer",
+    ),
+    Alternative(
+        "float32 table",
+        "PositionalEncoding",
+        (("dtype=torch.float64", "dtype=torch.float32"),),
+        "builds the table in float32 instead of float64",
+    ),
+    Alternative(
+        "F.embedding",
+        "TokenEmbedding",
+        (
+            (
+                "self.embedding(tokens) * math.sqrt(self.d_model)",
+                "F.embedding(tokens, self.embedding.weight, self.embedding.padding_idx) * self.d_model**0.5",
+            ),
+        ),
+        "functional embedding lookup and d_model**0.5",
+    ),
+    Alternative(
+        "one dropout module for both sublayers",
+        "EncoderLayer",
+        (("self.dropout2(", "self.dropout1("),),
+        "reuses dropout1 (same p) after the feed-forward sublayer",
+    ),
+    Alternative(
+        "causal mask by tril, masks by unsqueeze",
+        "DecoderLayer",
+        (
+            ("causal_mask(T, device=y.device)", "torch.ones(T, T, dtype=torch.bool, device=y.device).tril()"),
+            ("src_attention_mask[:, None, None, :]", "src_attention_mask.unsqueeze(1).unsqueeze(2)"),
+        ),
+        "builds the masks with tril and unsqueeze",
+    ),
+    Alternative(
+        "torch.logical_and for the target mask",
+        "DecoderLayer",
+        (
+            (
+                "self_mask & tgt_attention_mask[:, None, None, :]",
+                "torch.logical_and(self_mask, tgt_attention_mask.view(-1, 1, 1, T))",
+            ),
+        ),
+        "logical_and and view instead of & and None-indexing",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

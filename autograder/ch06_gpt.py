@@ -18,6 +18,7 @@ from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 from solutions.ch06_gpt import GPTConfig  # a plain dataclass of sizes: input plumbing, not a reference
 
 from .core import (
+    Alternative,
     CheckFailed,
     Exercises,
     Mutant,
@@ -25,6 +26,7 @@ from .core import (
     expect_close,
     expect_dropout_modes,
     expect_equal,
+    expect_half_precision,
     expect_seeded,
     expect_true,
 )
@@ -257,6 +259,19 @@ def _greedy_oracle(model, idx, n):
         nxt = model(window, torch.arange(window.shape[1]))[:, -1].argmax(-1, keepdim=True)
         idx = torch.cat([idx, nxt], 1)
     return idx
+
+
+@EXERCISES.check("GPT", hidden=True)
+def _gpt_half(cls):
+    """after model.half() (a Colab GPU's dtype): float16 logits, as in float32"""
+    model = _build_gpt(cls, GPTConfig(vocab_size=13, context_length=8, n_layers=2, n_heads=2, d_model=8))
+    idx = torch.randint(13, (2, 7), generator=_gen(17))
+
+    def run(dtype):
+        with torch.no_grad():
+            return call(f"GPT.forward after .to({dtype})", model.to(dtype), idx)
+
+    expect_half_precision("GPT", run)
 
 
 @EXERCISES.check("GPT", hidden=True)
@@ -528,6 +543,61 @@ MUTANTS = [
         ),
         "F.dropout without training=self.training: the model is random at evaluation time too",
     ),
+    Mutant(
+        "logits cast to float32",
+        "GPT",
+        (("return self.lm_head(x)", "return self.lm_head(x).float()"),),
+        "the logits leave the model's dtype: a float16 model returns float32",
+    ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "explicit causal mask",
+        "Block",
+        (
+            (
+                "self.attn(self.ln_1(x), use_sdpa=self.use_sdpa, is_causal=True)",
+                "self.attn(self.ln_1(x), mask=torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, "
+                "device=x.device).tril(), use_sdpa=self.use_sdpa)",
+            ),
+        ),
+        "passes a lower-triangular mask instead of is_causal=True",
+    ),
+    Alternative(
+        "tied the other way",
+        "GPT",
+        (("self.lm_head.weight = self.wte.weight", "self.wte.weight = self.lm_head.weight"),),
+        "the embedding takes the head's Parameter (one Parameter either way)",
+    ),
+    Alternative(
+        "head as F.linear on the embedding",
+        "GPT",
+        (("return self.lm_head(x)", "return F.linear(x, self.wte.weight)"),),
+        "uses the tied matrix directly",
+    ),
+    Alternative(
+        "functional layer norm",
+        "GPT",
+        (("x = self.ln_f(x)", "x = F.layer_norm(x, x.shape[-1:], self.ln_f.weight, self.ln_f.bias, self.ln_f.eps)"),),
+        "F.layer_norm with ln_f's parameters",
+    ),
+    Alternative(
+        "top-k by torch.where and slicing",
+        "generate",
+        (
+            ("values[:, [-1]]", "values[:, -1:]"),
+            ('logits.masked_fill(logits < kth, float("-inf"))', 'torch.where(logits < kth, float("-inf"), logits)'),
+        ),
+        "torch.where and a slice instead of masked_fill and a list index",
+    ),
+    Alternative(
+        "cat on the last dim",
+        "generate",
+        (("torch.cat([idx, next_id], dim=1)", "torch.cat((idx, next_id), dim=-1)"),),
+        "appends along dim -1",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

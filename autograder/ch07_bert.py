@@ -14,7 +14,19 @@ import torch.nn.functional as F
 
 from solutions.ch07_bert import AlbertConfig, BertConfig  # plain dataclasses of sizes: input plumbing, not a reference
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_dropout_modes, expect_seeded, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_dropout_modes,
+    expect_half_precision,
+    expect_seeded,
+    expect_shape,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch07_bert")
 
@@ -139,7 +151,10 @@ def _mask_other_specials(fn):
     x = torch.randint(0, 300, (40, 200), generator=_gen(3))
     specials = (0, 17, 250)
     result = call("mask_tokens", fn, x, mask_id=299, vocab_size=300, special_ids=specials, generator=_gen(4))
+    expect_true(isinstance(result, tuple) and len(result) == 2, "mask_tokens should return (inputs, labels).")
     inputs, labels = result
+    expect_shape("inputs", inputs, tuple(x.shape))
+    expect_shape("labels", labels, tuple(x.shape))
     selected = labels != -100
     is_special = (x == 0) | (x == 17) | (x == 250)
     expect_true(not bool((selected & is_special).any()), "A token listed in special_ids was selected.")
@@ -302,6 +317,21 @@ def _albert_dropout(cls):
     )
 
 
+@EXERCISES.check("BertEmbeddings", hidden=True)
+def _emb_half(cls):
+    """after .half() (a Colab GPU's dtype), with and without segments: float16 results, as in float32"""
+    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8), seed=3).eval()
+    ids = torch.randint(20, (2, 6), generator=_gen(32))
+    types = torch.tensor([[0, 0, 0, 1, 1, 1], [0, 1, 1, 1, 1, 1]])
+
+    def run(dtype):
+        with torch.no_grad():
+            model = m.to(dtype)
+            return call(f"embeddings in {dtype}", model, ids, types), call(f"embeddings in {dtype}", model, ids)
+
+    expect_half_precision("BertEmbeddings", run)
+
+
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
 # --------------------------------------------------------------------------------------------------
@@ -424,6 +454,82 @@ MUTANTS = [
         (("+ self.position_embeddings(positions)  # (T, E), broadcast over the batch", ""),),
         "no position information",
     ),
+    Mutant(
+        "LayerNorm upcast and not cast back",
+        "BertEmbeddings",
+        (
+            (
+                "self.dropout(self.LayerNorm(x))",
+                "self.dropout(self.LayerNorm.float()(x.float()))",
+            ),
+        ),
+        "LayerNorm in float32 for stability, result left in float32 (and the module's LayerNorm turned float32)",
+    ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "index assignment for random tokens",
+        "mask_tokens",
+        (
+            (
+                "inputs = torch.where(to_random, random_ids, inputs)",
+                "inputs = inputs.clone()\n    inputs[to_random] = random_ids[to_random]",
+            ),
+        ),
+        "boolean-index assignment instead of torch.where",
+    ),
+    Alternative(
+        "labels by torch.where",
+        "mask_tokens",
+        (("input_ids.masked_fill(~selected, -100)", "torch.where(selected, input_ids, -100)"),),
+        "torch.where instead of masked_fill",
+    ),
+    Alternative(
+        "torch.bernoulli draws",
+        "mask_tokens",
+        (
+            (
+                "torch.rand(input_ids.shape, generator=generator, device=input_ids.device) < p",
+                "torch.bernoulli(torch.full(input_ids.shape, p, device=input_ids.device), generator=generator).bool()",
+            ),
+        ),
+        "Bernoulli draws from the same generator",
+    ),
+    Alternative(
+        "positions expanded over the batch",
+        "BertEmbeddings",
+        (
+            (
+                "torch.arange(input_ids.shape[1], device=input_ids.device)",
+                "torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)",
+            ),
+        ),
+        "(B, T) position ids, as Hugging Face",
+    ),
+    Alternative(
+        "F.dropout with the module's mode",
+        "BertEmbeddings",
+        (
+            (
+                "return self.dropout(self.LayerNorm(x))",
+                "return F.dropout(self.LayerNorm(x), self.dropout.p, self.training)",
+            ),
+        ),
+        "functional dropout that follows .train()/.eval()",
+    ),
+    Alternative(
+        "functional layer norm",
+        "BertEmbeddings",
+        (
+            (
+                "self.LayerNorm(x)",
+                "F.layer_norm(x, x.shape[-1:], self.LayerNorm.weight, self.LayerNorm.bias, self.LayerNorm.eps)",
+            ),
+        ),
+        "F.layer_norm with the module's parameters",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from solutions.ch08_kv_cache import KVCache  # the cache container (a list of tensors per layer): plumbing
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_true
+from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_half_precision, expect_true
 
 EXERCISES = Exercises("ch08_kv_cache")
 
@@ -58,6 +58,13 @@ def _repeat_other(fn):
     """MQA (one key/value head for 6 query heads) and groups of 3"""
     _check_repeat(fn, 3, 1, 4, 2, 6, seed=3, hidden=True)
     _check_repeat(fn, 1, 2, 7, 3, 3, seed=4, hidden=True)
+
+
+@EXERCISES.reference("repeat_kv")
+def _repeat_kv_reference(x, n_rep):
+    """The course's repeat_kv, used while checking attend_with_cache (which calls it): head j·n_rep + r is kv head
+    j."""
+    return x.repeat_interleave(n_rep, dim=1)
 
 
 # ---------------------------------------------------------------- exercise 2: attend_with_cache
@@ -152,6 +159,17 @@ def _chunks_and_layers(fn):
                 hidden=True,
             )
         expect_true(cache.length(1) == 9 and cache.length(0) == 2, "each layer keeps its own cache (cache, layer)")
+
+
+@EXERCISES.check("attend_with_cache", hidden=True)
+def _cache_half(fn):
+    """float16 (a Colab GPU's dtype): a prefill of 3 then 2 new tokens give float16 results, as in float32"""
+    q, k, v = _qkv(2, 4, 2, 5, 6, 7, seed=9)
+
+    def run(dtype):
+        return tuple(_run_steps(fn, q.to(dtype), k.to(dtype), v.to(dtype), [3, 2])[0])
+
+    expect_half_precision("attend_with_cache", run)
 
 
 # ---------------------------------------------------------------- exercise 3: MultiHeadLatentAttention
@@ -334,6 +352,80 @@ MUTANTS = [
         (("causal_mask(T, T_k, device=x.device)", "causal_mask(T, device=x.device)"),),
         "the (T, T) mask of the new tokens only",
     ),
+    Mutant(
+        "masked scores filled with -1e9",
+        "attend_with_cache",
+        (
+            (
+                "heads, _ = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask)",
+                "scores = q @ repeat_kv(k, n_rep).transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+                "    heads = torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1) @ repeat_kv(v, n_rep)",
+            ),
+        ),
+        "attention written out with a -1e9 fill, which overflows float16",
+    ),
+    Mutant(
+        "cache mask on the CPU",
+        "attend_with_cache",
+        (("causal_mask(T_q, T_k, device=q.device)", "causal_mask(T_q, T_k)"),),
+        "the causal mask is made on the default device: fails on a GPU",
+    ),
+    Mutant(
+        "latent mask on the CPU",
+        "MultiHeadLatentAttention",
+        (("causal_mask(T, T_k, device=x.device)", "causal_mask(T, T_k)"),),
+        "the causal mask is made on the default device: fails on a GPU",
+    ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "repeat_interleave",
+        "repeat_kv",
+        (("x = x[:, :, None].expand(B, H_kv, n_rep, T, d)", "return x.repeat_interleave(n_rep, dim=1)"),),
+        "Tensor.repeat_interleave (a copy) instead of expand and reshape",
+    ),
+    Alternative(
+        "no shortcut for n_rep = 1",
+        "repeat_kv",
+        (("if n_rep == 1:", "if False:"),),
+        "always expands (a view of the same values when n_rep is 1)",
+    ),
+    Alternative(
+        "repeat_interleave in the attention",
+        "attend_with_cache",
+        (
+            (
+                "repeat_kv(k, n_rep), repeat_kv(v, n_rep)",
+                "k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)",
+            ),
+        ),
+        "repeats the key/value heads inline",
+    ),
+    Alternative(
+        "mask by tril",
+        "attend_with_cache",
+        (
+            (
+                "causal_mask(T_q, T_k, device=q.device)",
+                "torch.ones(T_q, T_k, dtype=torch.bool, device=q.device).tril(diagonal=T_k - T_q)",
+            ),
+        ),
+        "a bottom-right aligned mask from tril",
+    ),
+    Alternative(
+        "rotary key repeated",
+        "MultiHeadLatentAttention",
+        (("k_r.expand(-1, self.n_heads, -1, -1)", "k_r.repeat(1, self.n_heads, 1, 1)"),),
+        "Tensor.repeat (a copy) instead of expand",
+    ),
+    Alternative(
+        "squeeze instead of indexing",
+        "MultiHeadLatentAttention",
+        (("c_kv[:, 0]", "c_kv.squeeze(1)"),),
+        "drops the head axis of the latent with squeeze",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

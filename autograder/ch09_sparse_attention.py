@@ -19,7 +19,17 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks as _saved_tensors_hooks
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_equal, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_equal,
+    expect_half_precision,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch09_sparse_attention")
 
@@ -250,6 +260,19 @@ def _attention_many_sizes(fn):
     cases += [((2,), 16, 4, True, 4), ((2,), 16, 4, False, 8), ((3,), 10, 1, True, 7)]
     for seed, (lead, T, window, causal, block) in enumerate(cases):
         _compare_window_attention(fn, *_qkv(lead, T, 5, 3, seed=10 + seed), window, causal, block, hidden=True)
+
+
+@EXERCISES.check("sliding_window_attention", hidden=True)
+def _attention_half(fn):
+    """float16 (a Colab GPU's dtype), causal and bidirectional: float16 results, as in float32"""
+    q, k, v = _qkv((2, 2), 11, 4, 6, seed=21)
+    for causal in (True, False):
+        expect_half_precision(
+            f"sliding_window_attention(..., window=3, causal={causal})",
+            lambda dtype, causal=causal: call(
+                f"sliding_window_attention in {dtype}", fn, q.to(dtype), k.to(dtype), v.to(dtype), 3, causal=causal
+            ),
+        )
 
 
 @EXERCISES.check("sliding_window_attention", hidden=True)
@@ -582,6 +605,59 @@ MUTANTS = [
         (("(j > own - n_local)", "(j >= own - n_local)"),),
         "n_local + 1 local blocks forced",
     ),
+    Mutant(
+        "masked scores filled with -1e9",
+        "sliding_window_attention",
+        (("scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)", "scores.masked_fill(~allowed, -1e9)"),),
+        "a -1e9 fill, which overflows float16",
+    ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "band by two comparisons",
+        "sliding_window_mask",
+        (("(i - j).abs() <= window", "(j >= i - window) & (j <= i + window)"),),
+        "two one-sided comparisons instead of abs",
+    ),
+    Alternative(
+        "causal by comparing positions",
+        "sliding_window_mask",
+        (("band & causal_mask(T, device=device)", "band & (j <= i)"),),
+        "j <= i instead of causal_mask",
+    ),
+    Alternative(
+        "logical_or and unsqueeze",
+        "global_token_mask",
+        (
+            (
+                "mask | is_global[..., :, None] | is_global[..., None, :]",
+                "torch.logical_or(mask, is_global.unsqueeze(-1) | is_global.unsqueeze(-2))",
+            ),
+        ),
+        "torch.logical_or and unsqueeze instead of | and None-indexing",
+    ),
+    Alternative(
+        "eq and unsqueeze",
+        "routing_mask",
+        (
+            (
+                "query_clusters[..., :, None] == key_clusters[..., None, :]",
+                "query_clusters.unsqueeze(-1).eq(key_clusters.unsqueeze(-2))",
+            ),
+        ),
+        "Tensor.eq with unsqueeze",
+    ),
+    Alternative(
+        "einsum and -inf",
+        "sliding_window_attention",
+        (
+            ("q_blocks @ k_slabs", 'torch.einsum("...nbd,...nds->...nbs", q_blocks, k_slabs)'),
+            ("torch.finfo(scores.dtype).min", 'float("-inf")'),
+        ),
+        "torch.einsum for the block scores and -inf for the fill (every query sees itself)",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

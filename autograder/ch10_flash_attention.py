@@ -17,7 +17,17 @@ import math
 import torch
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
-from .core import CheckFailed, Exercises, Mutant, call, expect_close, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_half_precision,
+    expect_shape,
+    expect_true,
+)
 
 EXERCISES = Exercises("ch10_flash_attention")
 
@@ -211,7 +221,11 @@ def _forward_fully_masked(fn):
     """a query that may attend to no key gets a zero output and lse = -inf, not NaN"""
     q, k, v = _qkv(2, 2, 6, 6, 3, 4, seed=14)
     am = _lengths_mask([6, 0], 6)
-    o, lse = call("flash_attention_forward", fn, q, k, v, causal=True, attention_mask=am, block_q=4, block_k=4)
+    result = call("flash_attention_forward", fn, q, k, v, causal=True, attention_mask=am, block_q=4, block_k=4)
+    expect_true(isinstance(result, tuple) and len(result) == 2, "flash_attention_forward should return (o, lse).")
+    o, lse = result
+    expect_shape("o", o, (2, 2, 6, 4))
+    expect_shape("lse", lse, (2, 2, 6))
     expect_true(
         bool(torch.isfinite(o).all()) and bool((o[1] == 0).all()),
         "A query that may attend to no key should get a zero output, never NaN: keep the running max's shift "
@@ -238,6 +252,21 @@ def _forward_float64_large_scores(fn):
     """keeps float64 and stays exact for scores of several thousands"""
     q, k, v = _qkv(2, 1, 7, 8, 4, 5, seed=16, dtype=torch.float64)
     _compare_forward(fn, q * 40, k * 40, v, causal=True, block_q=3, block_k=2, hidden=True)
+
+
+@EXERCISES.check("flash_attention_forward", hidden=True)
+def _forward_half(fn):
+    """float16 inputs (a Colab GPU's dtype), causal with padding: o in float16 and lse in float32, as in float32"""
+    q, k, v = _qkv(2, 2, 6, 9, 4, 5, seed=17)
+    am = _lengths_mask([9, 7], 9)
+
+    def run(dtype):
+        args = (q.to(dtype), k.to(dtype), v.to(dtype))
+        return call(
+            f"flash_attention_forward in {dtype}", fn, *args, causal=True, attention_mask=am, block_q=4, block_k=4
+        )
+
+    expect_half_precision("flash_attention_forward", run, float32_results=(1,))
 
 
 # ---------------------------------------------------------------- exercise 3: flash_attention_backward
@@ -327,6 +356,8 @@ def _backward_fully_masked(fn):
         block_k=3,
     )
     expect_true(isinstance(result, tuple) and len(result) == 3, "flash_attention_backward should return (dq, dk, dv).")
+    for name, g, like in zip(("dq", "dk", "dv"), result, (q, k, v)):
+        expect_shape(name, g, tuple(like.shape))
     expect_true(
         all(bool(torch.isfinite(g).all()) and bool((g[1] == 0).all()) for g in result),
         "Where a query may attend to no key its lse is -inf: the gradients must be finite and zero there "
@@ -481,6 +512,68 @@ MUTANTS = [
         (("dk_j += ds_ij", "dk_j = ds_ij"),),
         "keeps only the last query block's contribution to dK",
     ),
+    Mutant(
+        "accumulators in the inputs' dtype",
+        "flash_attention_forward",
+        (("acc = torch.promote_types(q.dtype, torch.float32)", "acc = q.dtype"),),
+        "running max, sum, output and lse kept in float16 for float16 inputs (lse should be float32)",
+    ),
+    Mutant(
+        "running max on the CPU",
+        "flash_attention_forward",
+        (
+            (
+                "torch.full((B, H, q_end - q_start), -math.inf, dtype=acc, device=q.device)",
+                "torch.full((B, H, q_end - q_start), -math.inf, dtype=acc)",
+            ),
+        ),
+        "the running max is made on the default device: fails on a GPU",
+    ),
 ]
 
-__all__ = ["EXERCISES", "MUTANTS", "CheckFailed"]
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES = [
+    Alternative(
+        "torch.where for the safe max",
+        "online_softmax_update",
+        (("m_new.masked_fill(m_new == -math.inf, 0.0)", "torch.where(torch.isneginf(m_new), 0.0, m_new)"),),
+        "torch.where and isneginf instead of masked_fill",
+    ),
+    Alternative(
+        "max(...).values",
+        "online_softmax_update",
+        (("x_block.amax(dim=-1)", "x_block.max(dim=-1).values"),),
+        "Tensor.max instead of amax",
+    ),
+    Alternative(
+        "einsum tile scores",
+        "flash_attention_forward",
+        (
+            (
+                "q_i @ k[:, :, k_start:k_end].to(acc).transpose(-2, -1) * scale",
+                'torch.einsum("bhqd,bhkd->bhqk", q_i, k[:, :, k_start:k_end].to(acc)) * scale',
+            ),
+        ),
+        "torch.einsum instead of matmul with a transpose",
+    ),
+    Alternative(
+        "clamped denominator",
+        "flash_attention_forward",
+        (("l_i.masked_fill(l_i == 0, 1.0)", "l_i.clamp_min(torch.finfo(l_i.dtype).tiny)"),),
+        "clamps the sum instead of replacing zeros (the output is 0 there either way)",
+    ),
+    Alternative(
+        "einsum for dV",
+        "flash_attention_backward",
+        (("p_ij.transpose(-2, -1) @ do_i", 'torch.einsum("bhqk,bhqd->bhkd", p_ij, do_i)'),),
+        "torch.einsum instead of matmul with a transpose",
+    ),
+    Alternative(
+        "out-of-place dK",
+        "flash_attention_backward",
+        (("dk_j += ds_ij.transpose(-2, -1) @ q_i * scale", "dk_j = dk_j + scale * (ds_ij.transpose(-2, -1) @ q_i)"),),
+        "accumulates out of place, scale applied last",
+    ),
+]
+
+__all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]

@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {build,check,grade,selfcheck}`` (also installed as ``attention-course``)."""
+"""Command line: ``python -m autograder {build,check,grade,selfcheck,catalogue,scaffold}`` (also installed as ``attention-course``)."""
 
 from __future__ import annotations
 
@@ -161,11 +161,16 @@ def main(argv=None) -> int:
     p.add_argument("--chapter", help="chapter stem (default: from the file name or its setup cell)")
     p.set_defaults(func=_cmd_selfcheck)
     sub.add_parser("scaffold", help="write a new chapter's parts from its stem and title (scaffold.py)")
+    sub.add_parser("catalogue", help="bugs caught and valid alternatives passed, per chapter (catalogue.py)")
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["scaffold"]:  # its own options and help: autograder/scaffold.py
         from . import scaffold
 
         return scaffold.main(argv[1:])
+    if argv[:1] == ["catalogue"]:
+        from . import catalogue
+
+        return catalogue.main(argv[1:])
     args = parser.parse_args(argv)
     _show_progress()
     return args.func(args)

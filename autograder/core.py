@@ -33,6 +33,7 @@ import signal
 import textwrap
 import threading
 import traceback
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -46,12 +47,15 @@ __all__ = [
     "Exercises",
     "Exercise",
     "Mutant",
+    "Alternative",
+    "check_failures",
     "expect_close",
     "expect_equal",
     "expect_shape",
     "expect_true",
     "expect_seeded",
     "expect_dropout_modes",
+    "expect_half_precision",
     "call",
     "DeviceMismatch",
     "ExerciseTimeout",
@@ -366,6 +370,52 @@ def expect_dropout_modes(
     )
 
 
+def expect_half_precision(
+    what: str,
+    run: Callable[[torch.dtype], Any],
+    dtype: torch.dtype = torch.float16,
+    *,
+    float32_results: tuple[int, ...] = (),
+) -> None:
+    """The answer works in half precision (the notebooks target a Colab GPU) and agrees with itself in float32.
+
+    ``run(d)`` calls the student's code (through :func:`call`) with every floating input, and the module's weights,
+    in dtype ``d``, and returns a tensor or a tuple of them. Every floating tensor of ``run(dtype)`` must have dtype
+    ``dtype`` and match ``run(torch.float32)`` (cast to ``dtype``) within ``dtype``'s tolerance: a fill of ``-1e9``
+    (which overflows float16), a float32 constant that promotes the result, or an overflowing intermediate fails
+    here. The float32 run is the student's own, so the comparison needs no oracle; other checks compare it with one.
+    Results whose index is in ``float32_results`` (a loss, a log-sum-exp) must stay float32 instead.
+    """
+    _boundary()
+    expected, got = run(torch.float32), run(dtype)
+    pairs = list(zip(*(pytree.tree_leaves(v) for v in (expected, got))))
+    expect_true(
+        len(pairs) == len(pytree.tree_leaves(expected)), f"{what} returns something else in {dtype} than in float32."
+    )
+    for i, (e, g) in enumerate(pairs):
+        if isinstance(e, torch.Tensor) and e.is_floating_point():
+            label = f"{what} in {dtype}" + (f" (result {i})" if len(pairs) > 1 else "")
+            want = torch.float32 if i in float32_results else dtype
+            if isinstance(g, torch.Tensor) and g.dtype != want:
+                raise CheckFailed(
+                    f"{label} should have dtype {want}, yours has {g.dtype}.\n  Hint: "
+                    + (
+                        "this result stays float32 for half-precision inputs (compute it in float32)."
+                        if want == torch.float32
+                        else "keep the inputs' dtype: make new tensors with dtype=x.dtype and cast back any part "
+                        "computed in float32."
+                    )
+                )
+            # a float32 result of half-precision inputs is compared at the half type's tolerance too
+            expect_close(label, _plain(g).to(dtype), e.detach().to(dtype), hidden=True, hint=_HALF_HINT)
+
+
+_HALF_HINT = (
+    "in half precision keep every value in range (fill masked scores with torch.finfo(scores.dtype).min or -inf, "
+    "not -1e9) and make new tensors in the inputs' dtype (dtype=x.dtype), so the result keeps the inputs' dtype."
+)
+
+
 def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     """(rtol, atol) by dtype: fp64 tight, fp32 at single precision, half types loose."""
     return {
@@ -439,12 +489,7 @@ class Mutant:
 
     def build(self, module) -> Any:
         """Return the mutated object: the target's source, edited, executed in a copy of ``module``'s namespace."""
-        import inspect
-
-        source = textwrap.dedent(inspect.getsource(getattr(module, self.target)))
-        namespace = dict(vars(module))
-        exec(compile(self.apply(source), f"<mutant {self.name}>", "exec"), namespace)
-        return namespace[self.target]
+        return _build_edited(self, module, "mutant")
 
     def apply(self, source: str) -> str:
         for old, new in self.edits:
@@ -454,12 +499,64 @@ class Mutant:
         return source
 
 
+@dataclasses.dataclass(frozen=True)
+class Alternative:
+    """A valid way to write an exercise that differs from the reference: it must get full marks.
+
+    Written like a :class:`Mutant` (text edits of the reference source of ``target``; every ``old`` must occur),
+    e.g. ``torch.einsum`` instead of ``@``, ``torch.where`` instead of ``masked_fill``, float64 inside. The
+    catalogue of alternatives keeps the checks from rejecting correct answers that merely look different.
+    """
+
+    name: str
+    target: str
+    edits: tuple[tuple[str, str], ...]
+    description: str
+
+    def build(self, module) -> Any:
+        """Return the variant: the target's source, edited, executed in a copy of ``module``'s namespace."""
+        return _build_edited(self, module, "alternative")
+
+    def apply(self, source: str) -> str:
+        for old, new in self.edits:
+            if old not in source:
+                raise ValueError(f"alternative {self.name!r}: {old!r} not found in the source of {self.target}")
+            source = source.replace(old, new)
+        return source
+
+
+def _build_edited(entry: Mutant | Alternative, module, kind: str) -> Any:
+    import inspect
+
+    source = textwrap.dedent(inspect.getsource(getattr(module, entry.target)))
+    namespace = dict(vars(module))
+    exec(compile(entry.apply(source), f"<{kind} {entry.name}>", "exec"), namespace)
+    return namespace[entry.target]
+
+
+def check_failures(exercises: Exercises, entry: Mutant | Alternative, module) -> list[str]:
+    """Run every check (visible, then hidden) of ``entry.target`` on ``entry`` built from ``module``.
+
+    Returns the failure messages: a caught mutant gives at least one, a valid alternative none. Used by
+    ``tests/test_checks.py`` and ``python -m autograder catalogue``.
+    """
+    obj = entry.build(module)
+    failures = []
+    for hidden in (False, True):
+        try:
+            exercises.run(entry.target, obj, hidden=hidden, verbose=False)
+        except CheckFailed as err:
+            failures.append(str(err))
+    return failures
+
+
 class Exercises:
     """Registry of a chapter's exercises and their checks, in notebook order."""
 
     def __init__(self, chapter: str):
         self.chapter = chapter
         self._by_name: dict[str, Exercise] = {}
+        self._references: dict[str, Callable] = {}
 
     def __iter__(self):
         return iter(self._by_name.values())
@@ -486,6 +583,24 @@ class Exercises:
 
         return register
 
+    def reference(self, name: str):
+        """Decorator: register the course's version of exercise ``name`` (a function), written in the checks module
+        from an oracle. While *another* exercise that calls ``name`` is checked, the student's ``name`` is replaced
+        by it, so that a mistake in ``name`` costs ``name``'s points only (each exercise is graded on its own)."""
+
+        def register(fn: Callable) -> Callable:
+            if name not in self._by_name:
+                raise ValueError(f"register the checks of {name!r} before its reference")
+            self._references[name] = fn
+            return fn
+
+        return register
+
+    @property
+    def references(self) -> dict[str, Callable]:
+        """Exercise name -> the course's version registered with :meth:`reference` (a copy)."""
+        return dict(self._references)
+
     def run(self, name: str, obj: Any, *, hidden: bool = False, verbose: bool = True) -> None:
         """Run the visible (or, with ``hidden=True``, the hidden) checks of exercise ``name`` on ``obj``.
 
@@ -498,35 +613,118 @@ class Exercises:
         __tracebackhide__ = True  # IPython: show the student the message, not this function's frame
         ex = self._by_name[name]
         checks = ex.hidden if hidden else ex.visible
-        failures, passed = [], 0
+        kind = "hidden" if hidden else "visible"
+        deps = dependencies(self._references, name, obj)
         limit = exercise_time_limit()
+        failures: list[str] = []
+        own_failures: list[str] = []
+        sink, completed = failures, False
         try:
             with time_limit(limit) as expired:
-                for fn in checks:
-                    label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-                    try:
-                        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
-                            warnings.simplefilter("ignore")
-                            fn(obj)
-                    except CheckFailed as err:
-                        failures.append(f"✘ {label}\n{textwrap.indent(str(err), '    ')}")
-                    except Exception as err:
-                        failures.append(f"✘ {label}\n    {crash_message(err)}")
-                    else:
-                        passed += 1
-                        if verbose:
-                            print(f"✔ {label}")
-                    if expired[0]:  # the answer swallowed the time-out (a bare except): stop all the same
-                        raise ExerciseTimeout(limit)
+                if not deps:
+                    self._run_checks(checks, obj, failures, verbose, expired, limit)
+                else:  # checked with the reference versions of the exercises it calls, then with the student's own
+                    with _swapped({dep: (g, self._references[dep]) for dep, g in deps.items()}):
+                        self._run_checks(checks, obj, failures, verbose, expired, limit)
+                    sink = own_failures
+                    self._run_checks(checks, obj, own_failures, False, expired, limit)
+                completed = True
         except ExerciseTimeout:
-            failures.append(f"✘ {timeout_message(name, limit or 0)}")
-        kind = "hidden" if hidden else "visible"
+            sink.append(f"✘ {timeout_message(name, limit or 0)}")
+        own = ", ".join(deps)
+        if failures and deps and completed and not own_failures:
+            failures = []  # the student's own versions fit this answer (e.g. an extra argument): full marks
         if failures:
+            note = (
+                f"\n({name} was checked with the course's version of {own} in place of yours, so that a mistake "
+                "there is not charged twice.)"
+                if deps
+                else ""
+            )
             raise CheckFailed(
-                f"{len(failures)} of {len(checks)} {kind} checks failed for {name}:\n" + "\n".join(failures)
+                f"{len(failures)} of {len(checks)} {kind} checks failed for {name}:\n" + "\n".join(failures) + note
+            )
+        if own_failures:
+            print(
+                f"Note: {name} is right, but with your own {own} its results change ({len(own_failures)} of "
+                f"{len(checks)} {kind} checks fail): the mistake is in your {own}, whose own checks say what it "
+                f"is. {name} keeps its points."
             )
         if verbose:
             print(f"All {len(checks)} {kind} checks passed for {name}.")
+
+    @staticmethod
+    def _run_checks(checks, obj, failures: list[str], verbose: bool, expired: list[bool], limit) -> None:
+        """Run ``checks`` on ``obj``, appending a failure line per failed check (so a time-out keeps them)."""
+        for fn in checks:
+            label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+            try:
+                with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+                    warnings.simplefilter("ignore")
+                    fn(obj)
+            except CheckFailed as err:
+                failures.append(f"✘ {label}\n{textwrap.indent(str(err), '    ')}")
+            except Exception as err:
+                failures.append(f"✘ {label}\n    {crash_message(err)}")
+            else:
+                if verbose:
+                    print(f"✔ {label}")
+            if expired[0]:  # the answer swallowed the time-out (a bare except): stop all the same
+                raise ExerciseTimeout(limit)
+
+
+def dependencies(references: dict[str, Callable], name: str, obj: Any) -> dict[str, dict[str, Any]]:
+    """The other exercises in ``references`` that ``obj`` (exercise ``name``: a function or a class) calls by their
+    global name, each with the globals dict it is looked up in (the notebook's namespace while grading)."""
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        for fn in _functions_of(obj):
+            names = _global_names(fn.__code__)
+            for dep in references:
+                if dep != name and dep in names and dep in fn.__globals__:
+                    found[dep] = fn.__globals__
+    except Exception:  # an object too odd to inspect: checked as it is
+        return {}
+    return found
+
+
+def _functions_of(obj: Any) -> list[Any]:
+    """The plain functions that make up ``obj``: itself, or a class's methods (its own and its bases' up to
+    ``torch.nn.Module``)."""
+    if isinstance(obj, type):
+        found = []
+        for klass in obj.__mro__:
+            if klass.__module__.startswith(("torch", "builtins")):
+                continue
+            for value in list(vars(klass).values()):
+                if type(value) in (staticmethod, classmethod):
+                    value = value.__func__
+                if type(value) is types.FunctionType:  # exact types: nothing of the student's code runs here
+                    found.append(value)
+        return found
+    return [obj] if type(obj) is types.FunctionType else []
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    """Names ``code`` (and the functions, lambdas and comprehensions inside it) may look up as globals."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if type(const) is types.CodeType:
+            names |= _global_names(const)
+    return names
+
+
+@contextlib.contextmanager
+def _swapped(entries: dict[str, tuple[dict[str, Any], Any]]):
+    """Set ``globals[name] = value`` for each entry while the block runs; restore the student's afterwards."""
+    saved = {name: g[name] for name, (g, _) in entries.items()}
+    try:
+        for name, (g, value) in entries.items():
+            g[name] = value
+        yield
+    finally:
+        for name, (g, _) in entries.items():
+            g[name] = saved[name]
 
 
 def crash_message(err: BaseException) -> str:

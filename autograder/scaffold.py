@@ -88,7 +88,7 @@ import torch
 from torch import nn
 from torch.nn.functional import linear as _linear
 
-from .core import Exercises, Mutant, call, expect_close, expect_true
+from .core import Alternative, Exercises, Mutant, call, expect_close, expect_true
 
 _softmax = torch.softmax
 
@@ -139,7 +139,11 @@ def _module_other_width(cls):
     _module_case(cls, 6, seed=1, hidden=True)
 
 
-# The bug catalogue: typical mistakes, each caught by some check (tests/test_checks.py). TODO: at least 8; the
+# TODO checks for the blind-spot classes (CONTRIBUTING.md): expect_dropout_modes, expect_seeded (generator=),
+# expect_half_precision (float16/bfloat16), every input form the docstring allows; tensors made without device= are
+# caught by call() itself. An exercise that calls another one needs @EXERCISES.reference("that one").
+# The bug catalogue: typical mistakes, each caught by some check (tests/test_checks.py). TODO: at least 12, covering
+# dropout, generator=, device, half precision and inputs the docstring allows where the exercises have them; the
 # first is the bug of the sample submissions, which must cost some points but not all.
 MUTANTS = [
     Mutant(
@@ -149,6 +153,17 @@ MUTANTS = [
         "normalises over the first dimension instead of the last",
     ),
     Mutant("projection skipped", "ExampleModule", (("return self.proj(x)", "return x"),), "forward ignores proj"),
+]
+
+# Valid answers written differently from the reference, each getting full marks (tests/test_checks.py). TODO: at
+# least 4 (einsum for @, torch.where for masked_fill, float64 inside, other reshapes, functional calls, ...).
+ALTERNATIVES = [
+    Alternative(
+        "softmax by logsumexp",
+        "example_function",
+        (("torch.softmax(x, dim=-1)", "torch.exp(x - x.logsumexp(dim=-1, keepdim=True))"),),
+        "the softmax written out through logsumexp",
+    ),
 ]
 '''
 

@@ -1,14 +1,27 @@
 """The graders are tested too: for every chapter, the reference passes every check (visible and hidden),
-the untouched stub fails every exercise, and every bug in the chapter's catalogue is caught by some check."""
+the untouched stub fails every exercise, every bug in the chapter's catalogue is caught by some check, and every
+catalogued valid alternative passes every check."""
+
+import dataclasses
+import functools
+import inspect
+import pathlib
+import re
+import textwrap
+from typing import Any
 
 import pytest
+import torch
 
-from autograder import notebooks
-from autograder.core import CheckFailed
+from autograder import catalogue, notebooks
+from autograder.core import CheckFailed, check_failures, dependencies
+
+MIN_BUGS, MIN_ALTERNATIVES = 12, 4
 
 CHAPTERS = notebooks.chapters()
 CASES = [(c, ex.name) for c in CHAPTERS for ex in notebooks.checks_module(c).EXERCISES]
 MUTANT_CASES = [(c, m) for c in CHAPTERS for m in notebooks.checks_module(c).MUTANTS]
+ALTERNATIVE_CASES = [(c, a) for c in CHAPTERS for a in getattr(notebooks.checks_module(c), "ALTERNATIVES", [])]
 
 
 def test_there_are_chapters():
@@ -47,21 +60,37 @@ def test_stub_fails_visible_checks(chapter, name):
 
 @pytest.mark.parametrize("chapter, mutant", MUTANT_CASES, ids=lambda x: getattr(x, "name", x))
 def test_every_catalogued_bug_is_caught(chapter, mutant):
-    module = notebooks.solution_module(chapter)
     exercises = notebooks.checks_module(chapter).EXERCISES
-    buggy = mutant.build(module)
-    failures = []
-    for hidden in (False, True):
-        try:
-            exercises.run(mutant.target, buggy, hidden=hidden, verbose=False)
-        except CheckFailed as err:
-            failures.append(str(err))
+    failures = check_failures(exercises, mutant, notebooks.solution_module(chapter))
     assert failures, f"bug '{mutant.name}' ({mutant.description}) passes every check of {mutant.target}"
+
+
+@pytest.mark.parametrize("chapter, alternative", ALTERNATIVE_CASES, ids=lambda x: getattr(x, "name", x))
+def test_every_catalogued_alternative_gets_full_marks(chapter, alternative):
+    """A correct answer written differently from the reference passes every visible and hidden check."""
+    exercises = notebooks.checks_module(chapter).EXERCISES
+    failures = check_failures(exercises, alternative, notebooks.solution_module(chapter))
+    assert not failures, f"valid '{alternative.name}' ({alternative.description}) is rejected:\n" + "\n".join(failures)
 
 
 def test_catalogue_size():
     for chapter in CHAPTERS:
-        assert len(notebooks.checks_module(chapter).MUTANTS) >= 8, f"{chapter}: fewer than 8 catalogued bugs"
+        checks = notebooks.checks_module(chapter)
+        assert len(checks.MUTANTS) >= MIN_BUGS, f"{chapter}: fewer than {MIN_BUGS} catalogued bugs"
+        assert len(getattr(checks, "ALTERNATIVES", [])) >= MIN_ALTERNATIVES, (
+            f"{chapter}: fewer than {MIN_ALTERNATIVES} catalogued valid alternatives"
+        )
+
+
+def test_readme_catalogue_table_is_current():
+    """The README's table is the output of `python -m autograder catalogue` (so it cannot go stale)."""
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^\| chapter \| bugs caught \|.*?(?=\n(?!\|))", readme, re.S | re.M)
+    assert found, "README.md has no catalogue table: paste the output of `python -m autograder catalogue`"
+    # every case is checked on its own above: with all of them green, the command prints catalogue.sizes' table
+    assert found.group(0).strip() == catalogue.table(figures_of=catalogue.sizes), (
+        "README.md's catalogue table is stale: paste the output of `python -m autograder catalogue`"
+    )
 
 
 def test_hidden_messages_carry_no_values():
@@ -73,3 +102,129 @@ def test_hidden_messages_carry_no_values():
     with pytest.raises(CheckFailed) as err:
         EXERCISES.run("scaled_dot_product_attention", buggy, hidden=True, verbose=False)
     assert "tensor(" not in str(err.value) and "expected:" not in str(err.value)
+
+
+# A hint names the real cause when the answer matches a known mistake, and stays generic otherwise.
+HINTS = [
+    ("ch03_self_attention", "scale by sqrt(d_model)", "divided by sqrt(d_model)", "W_q"),
+    ("ch03_self_attention", "mask polarity inverted", "polarity is inverted", None),
+    ("ch05_transformer", "encoder mask not passed", "pass the mask on", "LayerNorm(x"),
+    ("ch05_transformer", "sin and cos concatenated", "all sines first", None),
+    ("ch05_transformer", "frequency 10000^(i/d)", "PE(pos, 2i)", "sines first"),
+    ("ch02_bahdanau_attention", "no tanh", "tanh", None),
+    ("ch02_bahdanau_attention", "mask polarity inverted", "polarity is inverted", "before"),
+    ("ch03_self_attention", "padding mask inverted", "polarity is inverted", None),
+]
+
+
+@pytest.mark.parametrize("chapter, name, says, never", HINTS, ids=[h[1] for h in HINTS])
+def test_hints_name_the_real_cause(chapter, name, says, never):
+    checks = notebooks.checks_module(chapter)
+    mutant = next(m for m in checks.MUTANTS if m.name == name)
+    with pytest.raises(CheckFailed) as err:
+        checks.EXERCISES.run(mutant.target, mutant.build(notebooks.solution_module(chapter)), verbose=False)
+    hints = "\n".join(line for line in str(err.value).splitlines() if "Hint:" in line)
+    assert says in hints, hints
+    assert never is None or never not in hints, hints
+
+
+# Each exercise is graded on its own: an exercise that calls another one (SelfAttention calls
+# scaled_dot_product_attention) is checked with the course's version of the one it calls, so a bug there costs
+# only that exercise's points.
+def _dependent_cases():
+    cases = []
+    for chapter in CHAPTERS:
+        checks, module = notebooks.checks_module(chapter), notebooks.solution_module(chapter)
+        for ex in checks.EXERCISES:
+            deps = dependencies(checks.EXERCISES.references, ex.name, getattr(module, ex.name))
+            cases += [(chapter, ex.name, m) for m in checks.MUTANTS if m.target in deps]
+    return cases
+
+
+DEPENDENT_CASES = _dependent_cases()
+
+
+def _with_buggy_dependency(chapter, name, mutant):
+    """The reference ``name`` defined in a namespace whose ``mutant.target`` is the buggy one (as in a notebook)."""
+    module = notebooks.solution_module(chapter)
+    namespace = dict(vars(module))
+    namespace[mutant.target] = mutant.build(module)
+    source = textwrap.dedent(inspect.getsource(getattr(module, name)))
+    exec(compile(source, f"<{name} with {mutant.name}>", "exec"), namespace)
+    return namespace[name]
+
+
+def test_every_chapter_with_calls_between_exercises_is_covered():
+    assert {c for c, _, _ in DEPENDENT_CASES} >= {"ch03_self_attention", "ch04_multi_head_attention", "ch08_kv_cache"}
+
+
+@pytest.mark.parametrize("chapter, name, mutant", DEPENDENT_CASES, ids=lambda x: getattr(x, "name", x))
+def test_a_buggy_earlier_exercise_costs_only_its_own_points(chapter, name, mutant):
+    exercises = notebooks.checks_module(chapter).EXERCISES
+    obj = _with_buggy_dependency(chapter, name, mutant)
+    for hidden in (False, True):
+        exercises.run(name, obj, hidden=hidden, verbose=False)  # raises CheckFailed if charged
+
+
+def test_selfattention_keeps_its_points_and_names_the_buggy_sdpa(capsys):
+    checks = notebooks.checks_module("ch03_self_attention")
+    mutant = next(m for m in checks.MUTANTS if m.name == "no scaling")
+    assert mutant.target == "scaled_dot_product_attention"
+    obj = _with_buggy_dependency("ch03_self_attention", "SelfAttention", mutant)
+    checks.EXERCISES.run("SelfAttention", obj, verbose=True)
+    out = capsys.readouterr().out
+    assert "All" in out and "checks passed for SelfAttention" in out
+    assert "with your own scaled_dot_product_attention its results change" in out, out
+    # the student's namespace is left as it was
+    assert obj.forward.__globals__["scaled_dot_product_attention"] is not checks._sdpa_reference
+    # and a SelfAttention bug of its own is still charged, with the note that the reference sdpa was used
+    own_bug = next(m for m in checks.MUTANTS if m.name == "keys from W_q")
+    with pytest.raises(CheckFailed) as err:
+        checks.EXERCISES.run("SelfAttention", own_bug.build(notebooks.solution_module("ch03_self_attention")))
+    assert "course's version of scaled_dot_product_attention" in str(err.value)
+
+
+# A check never crashes on a wrong-shaped answer: it says what is wrong (shapes are checked before indexing).
+DISTORTIONS = {
+    "a trailing axis too few": lambda t: t[..., 0] if t.ndim else t.expand(2),
+    "one row too few": lambda t: t[:-1] if t.ndim and len(t) > 1 else t[None],
+    "two axes swapped": lambda t: t.transpose(0, -1) if t.ndim > 1 else t[None, None],
+}
+
+
+def _distort(value, how):
+    if isinstance(value, torch.Tensor):
+        return how(value)
+    if isinstance(value, tuple):
+        return tuple(_distort(v, how) for v in value)
+    return value
+
+
+def _wrong_shaped(obj, how):
+    """``obj`` (the reference function or module class) with every tensor it returns distorted by ``how``."""
+    if isinstance(obj, type):
+        return type(obj.__name__, (obj,), {"forward": lambda self, *a, **k: _distort(obj.forward(self, *a, **k), how)})
+    return functools.wraps(obj)(lambda *a, **k: _distort(obj(*a, **k), how))
+
+
+@pytest.mark.parametrize("chapter, name", CASES, ids=lambda x: x)
+def test_wrong_shaped_answers_fail_with_a_message_not_a_crash(chapter, name):
+    exercises = notebooks.checks_module(chapter).EXERCISES
+    reference = getattr(notebooks.solution_module(chapter), name)
+    for label, how in DISTORTIONS.items():
+        failures = check_failures(exercises, _Wrong(name, reference, how), None)
+        assert failures, f"{name} returning {label} passes every check"
+        crashed = [f for f in failures if "could not be checked" in f]
+        assert not crashed, f"{name} returning {label}: a check crashed instead of explaining:\n{crashed[0]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wrong:
+    """An entry for check_failures: the reference with wrong-shaped results."""
+
+    target: str
+    reference: Any
+    how: Any
+
+    def build(self, module):
+        return _wrong_shaped(self.reference, self.how)

@@ -26,7 +26,8 @@ def _expected_scores(chapter: str, expectation: str) -> dict[str, float]:
     assert expectation.startswith("bug:")
     mutant = next(m for m in notebooks.checks_module(chapter).MUTANTS if m.name == expectation[4:])
     # The bug is in one exercise; any exercise whose checks fail when run on the buggy notebook's objects
-    # scores zero. Exercises that call the buggy one (e.g. a module using the attention function) fail too:
+    # scores zero. Exercises that call the buggy one (e.g. a module using the attention function) are checked with
+    # the course's version of it where the checks register one (Exercises.reference), and are charged otherwise:
     # rebuild the namespace the way the notebook would have it and run every exercise's checks in it.
     module = notebooks.solution_module(chapter)
     namespace = dict(vars(module))

@@ -589,6 +589,12 @@ def _arm(chapter: str) -> None:
     )
     private_dicts = (core_g, checks_g)
     exercises = checks_mod.EXERCISES
+    # each exercise graded on its own: one that calls another exercise also runs with the course's version of it
+    find_dependencies = core_g["dependencies"]
+    references = {
+        dep: checks_g[fn.__name__] if checks_g.get(fn.__name__) is not None else _clone(fn, checks_g)
+        for dep, fn in exercises.references.items()
+    }
     checks = {
         ex.name: tuple(
             checks_g[fn.__name__]
@@ -641,30 +647,45 @@ def _arm(chapter: str) -> None:
                 failures.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
             else:
                 active[0] = True
+                deps = find_dependencies(references, name, obj)
+                own_failures: list = []  # with deps: the same checks on the student's own versions of them
+                runs = ((failures, deps), (own_failures, {})) if deps else ((failures, {}),)
+                sink, completed = failures, False
                 try:
                     with time_limit(exercise_seconds) as expired:
-                        for fn in fns:
+                        for sink, swap in runs:
+                            saved = {dep: g[dep] for dep, g in swap.items()}
                             try:
-                                with disable_subclasses(), disable_dispatch():
-                                    fn(obj)
-                            except check_failed as err:
-                                failures.append(str(err).splitlines()[0][:200])
-                            except integrity_error:
-                                failures.append("the grading machinery was changed while the checks ran")
-                            except Exception as err:
-                                failures.append(crash_message(err)[:200])
-                            except (timeout_error, KeyboardInterrupt):
-                                raise  # the time limit (or the cell's): stop, do not call the answer again
-                            except BaseException as err:
-                                failures.append(f"the student's code raised {type(err).__name__}")
-                            if expired[0]:  # the answer swallowed the time-out: stop all the same
-                                raise timeout_error(exercise_seconds)
+                                for dep, g in swap.items():
+                                    g[dep] = references[dep]
+                                for fn in fns:
+                                    try:
+                                        with disable_subclasses(), disable_dispatch():
+                                            fn(obj)
+                                    except check_failed as err:
+                                        sink.append(str(err).splitlines()[0][:200])
+                                    except integrity_error:
+                                        sink.append("the grading machinery was changed while the checks ran")
+                                    except Exception as err:
+                                        sink.append(crash_message(err)[:200])
+                                    except (timeout_error, KeyboardInterrupt):
+                                        raise  # the time limit (or the cell's): stop, do not call the answer again
+                                    except BaseException as err:
+                                        sink.append(f"the student's code raised {type(err).__name__}")
+                                    if expired[0]:  # the answer swallowed the time-out: stop all the same
+                                        raise timeout_error(exercise_seconds)
+                            finally:
+                                for dep, g in swap.items():
+                                    g[dep] = saved[dep]
+                        completed = True
                 except timeout_error:
-                    failures.append(timeout_message(name, exercise_seconds))
+                    sink.append(timeout_message(name, exercise_seconds))
                 except KeyboardInterrupt:
-                    failures.append(f"{name}: the checks were interrupted (the cell ran past its time limit)")
+                    sink.append(f"{name}: the checks were interrupted (the cell ran past its time limit)")
                 finally:
                     active[0] = False
+                if deps and failures and completed and not own_failures:
+                    failures.clear()  # the student's own versions fit this answer: full marks either way
             try:
                 after = integrity()
             except Exception as err:
@@ -844,6 +865,6 @@ def conclude(name: str) -> None:
     if violations:
         raise GradingIntegrityError("the grading machinery was changed by the notebook: " + "; ".join(violations))
     if not passed:
-        from .core import CheckFailed
+        from autograder.core import CheckFailed  # absolute: this module is autograder.grading.guard
 
         raise CheckFailed(f"{len(failures)} check(s) failed for {name}:\n" + "\n".join(f"✘ {f}" for f in failures))
