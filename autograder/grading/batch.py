@@ -40,7 +40,7 @@ import nbformat
 
 from .. import canonical, notebooks, releases
 from . import jail, lms, nbgrader_adapter, report
-from .results import Result, read_result, write_feedback, write_result
+from .results import Result, grader_secrets, read_result, write_feedback, write_result
 from .worker import Job
 
 logger = logging.getLogger(__name__)
@@ -359,15 +359,17 @@ def _grade_todo(
             write_result(other.result, copy)
             if graded.exists():
                 # The feedback goes to the student: it must not name the other student (grades.csv does).
+                graded_nb = nbformat.read(graded, as_version=4)
                 write_feedback(
                     out / "feedback" / f"{o_sid}.html",
-                    nbformat.read(graded, as_version=4),
+                    graded_nb,
                     o_sid,
                     chapter,
                     result.scores,
                     points,
                     warnings=warns[o_sid] + shared,
                     reasons=result.reason.split("; "),
+                    secrets=grader_secrets(graded_nb, chapter),
                 )
                 shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
             _log_row(other.label, copy, max_score, same)

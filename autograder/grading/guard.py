@@ -25,9 +25,10 @@ How a record is made, and why student code cannot make one:
   the next boundary), and before/after each verdict also code, defaults and closures, ``sys.modules``, torch
   function/dispatch modes and trace hooks. Setting attributes on classes of torch, numpy, builtins or the
   grader, or a function's ``__code__``/``__defaults__``, is refused outright.
-* **containment** — spawning processes, non-loopback network, ctypes, gc introspection, trace/profile hooks,
-  opening the chapter's reference solution or the sample submissions, and writing outside the sandbox are
-  refused; each refusal is a record (shown to the instructor as a warning).
+* **containment** — spawning processes, non-loopback network, ctypes, gc introspection and trace/profile hooks
+  are refused; so are, in fallback mode only (``file_rules`` in the config: a kernel without the bubblewrap jail
+  of ``jail.py``), opening the chapter's reference solution, the sample submissions or the grader's files and
+  writing outside the sandbox. Each refusal is a record (shown to the instructor as a warning).
 
 This is a defence inside one process, not a proof: see README, "What the grader guarantees".
 """

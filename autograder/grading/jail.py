@@ -109,7 +109,8 @@ def kernel_main(connection_file: str) -> None:
             resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
         # the environment's folder by its real path (the jail binds that), the interpreter's own name kept
         python = os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
-        kernel = [python, "-m", "ipykernel_launcher", "-f", connection_file]
+        # no input history file: it would keep the cells run so far (hidden tests included) on disk
+        kernel = [python, "-m", "ipykernel_launcher", "-f", connection_file, "--HistoryManager.enabled=False"]
         sys.exit(_jailed_kernel(view, uid, kernel, sandbox / "kernel.pid"))
     (sandbox / "kernel.pid").write_text(str(os.getpid()))  # the worker accepts guard records from this pid only
     if uid > 0 and os.geteuid() == 0:

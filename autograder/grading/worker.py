@@ -25,7 +25,15 @@ from collections.abc import Sequence
 import nbformat
 
 from . import guard, jail, nbgrader_adapter, scoring
-from .results import Result, failure_reasons, ungraded_cell_errors, write_feedback, write_result
+from .results import (
+    Result,
+    failure_reasons,
+    grader_secrets,
+    secret_output_lines,
+    ungraded_cell_errors,
+    write_feedback,
+    write_result,
+)
 
 
 @dataclasses.dataclass
@@ -237,6 +245,13 @@ def grade_one(job: Job) -> Result:
         failure_reasons(graded, job.cell_timeout),
     )
     warnings += scored.warnings
+    secrets = grader_secrets(graded, chapter)
+    shown = secret_output_lines(graded, secrets)
+    if shown:  # e.g. code that read the grading notebook or a reference solution and printed it
+        warnings.append(
+            f"needs review: {shown} output line(s) showed the hidden tests or the reference solution "
+            "(removed from the feedback)"
+        )
     write_feedback(
         pathlib.Path(job.feedback),
         graded,
@@ -246,6 +261,7 @@ def grade_one(job: Job) -> Result:
         job.points,
         warnings=warnings,
         reasons=scored.reasons,
+        secrets=secrets,
     )
     keep = pathlib.Path(job.keep)
     keep.mkdir(parents=True, exist_ok=True)
