@@ -49,6 +49,7 @@ import threading
 import types
 
 _MISSING = object()
+RECORD_FILE = "autograder-records"  # the name of a record socket file (jailed kernels): only its engine connects
 _ARMED: dict = {}  # "verdict": the engine's entry point (replacing it only loses the student's own records)
 
 
@@ -560,7 +561,7 @@ def _arm(chapter: str) -> None:
     gc_enable, gc_disable, gc_isenabled, gc_collect = gc.enable, gc.disable, gc.isenabled, gc.collect
     gettrace, getprofile, getpid, path_like = sys.gettrace, sys.getprofile, os.getpid, os.PathLike
     deny_always, path_events = dict(_DENY_ALWAYS), frozenset(_PATH_EVENTS)  # private: the module's can be mutated
-    record_prefix = "\0autograder-"
+    record_prefix, record_file = "\0autograder-", RECORD_FILE
     # writable: the sandbox's home and the notebook's own directory
     outside, open_problem = _path_rules((sandbox, os.path.realpath(os.getcwd())), config.get("hidden_files", []))
     file_rules = config.get("file_rules", True)  # jailed kernels: the operating system keeps them to their files
@@ -744,7 +745,7 @@ def _arm(chapter: str) -> None:
             addr = socket_address(args)
             if addr is unreadable:
                 return "writing the grader's records"
-            if isinstance(addr, str) and (addr == address or addr.startswith(record_prefix)):  # ours, or another's
+            if isinstance(addr, str) and (addr.startswith(record_prefix) or record_file in addr):  # any worker's
                 caller = getframe(2)  # 0: this function, 1: the hook, 2: the code that connects
                 ok = addr == address and event == "socket.connect" and caller.f_code in own_codes
                 return None if ok else "writing the grader's records"

@@ -160,7 +160,8 @@ def unshare_prefix() -> list[str]:
     """``unshare --net --pid`` when it works here (root on Linux), else nothing (documented best effort)."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         return []
-    cmd = ["unshare", "--net", "--pid", "--fork", "--kill-child"]
+    # --mount-proc: a /proc of the worker's own PID namespace (bwrap reads the jailed kernel's pid from there)
+    cmd = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
     try:
         ok = subprocess.run(cmd + ["true"], capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.SubprocessError):

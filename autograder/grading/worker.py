@@ -180,7 +180,7 @@ def grade_one(job: Job) -> Result:
     if link is not None:
         link.chmod(0o755)
         (link / "run").mkdir(mode=0o700)
-    records = guard.RecordServer(str(link / "records") if link else None)  # only the guard's engine may write
+    records = guard.RecordServer(str(link / guard.RECORD_FILE) if link else None)  # only the guard's engine may write
     config = home / "guard.json"
     files = {} if job.jail else {"hidden_files": job.hidden_files + [str(course / "source"), str(course / "gradebook.db"), str(sandbox / "kernel.pid")]}  # fmt: skip
     config.write_text(
