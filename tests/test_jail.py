@@ -150,7 +150,7 @@ print('PROBE', _json.dumps({'uid': _os.getuid(), 'time': _time.time(), 'paths': 
 """.strip()
 
 
-def _probe_submission(chapter: str) -> str:
+def _probe_submission(chapter: str, hashes: list[str]) -> str:
     """The chapter's full-score sample with the probe as an extra cell after its last answer; the probe writes
     what it found (paths) to its output, and the file texts it could read go to a file the test reads back."""
     release = notebooks.build_release(chapter)
@@ -159,7 +159,11 @@ def _probe_submission(chapter: str) -> str:
     )
     nb = nbformat.reads(text, as_version=4)
     # the probe's texts: printed as a digest of the secret lines it found (the test gives it the secrets' hashes)
-    return nbformat.writes(variants._insert_after_first_answer(nb, _PROBE + "\n" + _MATCHER, last=True))
+    return nbformat.writes(
+        variants._insert_after_first_answer(
+            nb, _PROBE + "\n" + _MATCHER.replace("SECRET_HASHES", f"set({hashes!r})"), last=True
+        )
+    )
 
 
 _MATCHER = """
@@ -201,7 +205,7 @@ def _grade_probe(tmp_path: pathlib.Path, mode: str) -> dict:
     hashes = sorted(
         hashlib.sha256(s.encode()).hexdigest() for s in _secrets(chapter) | _secrets(other, reference=False)
     )
-    text = _probe_submission(chapter).replace("SECRET_HASHES", "set(" + json.dumps(hashes) + ")")
+    text = _probe_submission(chapter, hashes)
     sub = tmp_path / "subs" / f"probe_1_2_{chapter}.ipynb"
     sub.parent.mkdir()
     sub.write_text(text)
