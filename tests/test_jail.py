@@ -63,6 +63,7 @@ def test_jail_shows_only_its_view(tmp_path):
         f"  'base': sorted(os.listdir({str(tmp_path)!r})), 'ro': sorted(os.listdir({str(tmp_path / 'ro')!r})),\n"
         f"  'secret': os.listdir({str(tmp_path / 'ro' / 'secret')!r}), 'env': sorted(os.environ)}}\n"
         "open('written.txt', 'w').write('x')\n"
+        "open('/tmp/private.txt', 'w').write('x')\n"
         "try:\n"
         "    socket.create_connection(('1.1.1.1', 53), timeout=3); out['net'] = True\n"
         "except OSError:\n"

@@ -231,7 +231,20 @@ def bwrap_argv(view: JailView, uid: int = -1, info_fd: int | None = None) -> lis
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp"]
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+    ]
     made = {"/", "/usr", "/tmp", "/proc", "/dev"}
 
     def parents(path: str) -> list[str]:
