@@ -195,7 +195,8 @@ def _secrets(chapter: str, reference: bool = True) -> set[str]:
     for region in re.finditer(re.escape(notebooks.BEGIN) + r"\n(.*?)" + re.escape(notebooks.END), solution, re.S):
         if reference:
             lines.update(ln.strip() for ln in region.group(1).splitlines())
-    return {ln for ln in lines if len(ln) >= 20 and not ln.startswith("#")}
+    visible = {ln.strip() for ln in jail.stub_solution_source(solution).splitlines()}  # the stub keeps these
+    return {ln for ln in lines - visible if len(ln) >= 20 and not ln.startswith("#")}
 
 
 def _grade_probe(tmp_path: pathlib.Path, mode: str) -> dict:
