@@ -1,6 +1,9 @@
 """Grading throughput: grade N distinct correct submissions of a chapter, report seconds per submission.
 
-    python -m benchmarks.bench_grading --chapter ch03_self_attention -n 8 --jobs 2
+    python -m benchmarks.bench_grading --chapter ch03_self_attention -n 8 --jobs 2 [--mode fallback]
+
+``--mode jailed`` (default: each kernel in its bubblewrap jail where it works here) or ``--mode fallback``
+(``AUTOGRADER_JAIL=off``: today's limits and the guard's file rules), to compare the two on the same machine.
 
 Appends one line to benchmarks/results/grading_throughput.csv (when, machine cores, chapter, n, jobs, wall
 seconds, seconds per submission, projected minutes for 100 submissions). Each submission runs the full grading
@@ -22,7 +25,7 @@ import time
 import nbformat
 
 from autograder import notebooks
-from autograder.grading import batch
+from autograder.grading import batch, jail
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -32,7 +35,15 @@ def main() -> None:
     p.add_argument("--chapter", default="ch03_self_attention")
     p.add_argument("-n", type=int, default=8)
     p.add_argument("--jobs", type=int, default=os.cpu_count())
+    p.add_argument("--mode", choices=("jailed", "fallback"), default="jailed")
     args = p.parse_args()
+    if args.mode == "fallback":
+        os.environ[jail.JAIL_SWITCH] = "off"
+    else:
+        os.environ.pop(jail.JAIL_SWITCH, None)
+        problem = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+        if problem:
+            raise SystemExit(f"no jail here: {problem}")
     sample = next((notebooks.SAMPLES / args.chapter).glob("lovelace*.ipynb"))
     with tempfile.TemporaryDirectory() as tmp:
         subs = pathlib.Path(tmp) / "subs"
@@ -56,9 +67,16 @@ def main() -> None:
         "wall_s": f"{wall:.1f}",
         "s_per_submission": f"{per:.1f}",
         "minutes_per_100": f"{per * 100 / 60:.1f}",
+        "mode": args.mode,
     }
     out = ROOT / "benchmarks" / "results" / "grading_throughput.csv"
     new = not out.exists()
+    if not new and "mode" not in out.read_text().splitlines()[0]:  # lines from before the jail: no mode column
+        old = list(csv.DictReader(out.read_text().splitlines()))
+        with open(out, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(row))
+            w.writeheader()
+            w.writerows(dict(r, mode="before-jail") for r in old)
     with open(out, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(row))
         if new:

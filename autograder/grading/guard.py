@@ -25,9 +25,10 @@ How a record is made, and why student code cannot make one:
   the next boundary), and before/after each verdict also code, defaults and closures, ``sys.modules``, torch
   function/dispatch modes and trace hooks. Setting attributes on classes of torch, numpy, builtins or the
   grader, or a function's ``__code__``/``__defaults__``, is refused outright.
-* **containment** — spawning processes, non-loopback network, ctypes, gc introspection, trace/profile hooks,
-  opening the chapter's reference solution or the sample submissions, and writing outside the sandbox are
-  refused; each refusal is a record (shown to the instructor as a warning).
+* **containment** — spawning processes, non-loopback network, ctypes, gc introspection and trace/profile hooks
+  are refused; so are, in fallback mode only (``file_rules`` in the config: a kernel without the bubblewrap jail
+  of ``jail.py``), opening the chapter's reference solution, the sample submissions or the grader's files and
+  writing outside the sandbox. Each refusal is a record (shown to the instructor as a warning).
 
 This is a defence inside one process, not a proof: see README, "What the grader guarantees".
 """
@@ -48,6 +49,7 @@ import threading
 import types
 
 _MISSING = object()
+RECORD_FILE = "autograder-records"  # the name of a record socket file (jailed kernels): only its engine connects
 _ARMED: dict = {}  # "verdict": the engine's entry point (replacing it only loses the student's own records)
 
 
@@ -61,15 +63,18 @@ class GradingIntegrityError(RuntimeError):
 class RecordServer:
     """The worker's end: collects records sent by the kernel's guard (run in the worker, never in the kernel).
 
-    ``address`` is an abstract Unix socket address. ``records(pid, key)`` returns (verified entries, number of
+    ``address`` is an abstract Unix socket address, or ``path`` (a socket file the jail binds read-only into the
+    kernel's view). ``records(pid, key)`` returns (verified entries, number of
     rejected connections) keeping only connections from process ``pid`` that carried exactly one correctly
     signed line.
     """
 
-    def __init__(self):
-        self.address = "\0autograder-" + os.urandom(12).hex()
+    def __init__(self, path: str | None = None):
+        self.address = path or "\0autograder-" + os.urandom(12).hex()
         self._srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._srv.bind(self.address)
+        if path:  # a socket file (a jailed kernel has its own network namespace, so no abstract address)
+            os.chmod(path, 0o666)
         self._srv.listen(128)
         self._srv.settimeout(0.2)
         self._got: list[tuple[int, bytes]] = []
@@ -556,9 +561,10 @@ def _arm(chapter: str) -> None:
     gc_enable, gc_disable, gc_isenabled, gc_collect = gc.enable, gc.disable, gc.isenabled, gc.collect
     gettrace, getprofile, getpid, path_like = sys.gettrace, sys.getprofile, os.getpid, os.PathLike
     deny_always, path_events = dict(_DENY_ALWAYS), frozenset(_PATH_EVENTS)  # private: the module's can be mutated
-    record_prefix = "\0autograder-"
+    record_prefix, record_file = "\0autograder-", RECORD_FILE
     # writable: the sandbox's home and the notebook's own directory
     outside, open_problem = _path_rules((sandbox, os.path.realpath(os.getcwd())), config.get("hidden_files", []))
+    file_rules = config.get("file_rules", True)  # jailed kernels: the operating system keeps them to their files
 
     active = [False]  # a verdict is running
     seq = [0]
@@ -760,7 +766,7 @@ def _arm(chapter: str) -> None:
             addr = socket_address(args)
             if addr is unreadable:
                 return "writing the grader's records"
-            if isinstance(addr, str) and addr.startswith(record_prefix):  # ours, or another submission's
+            if isinstance(addr, str) and (addr.startswith(record_prefix) or record_file in addr):  # any worker's
                 caller = getframe(2)  # 0: this function, 1: the hook, 2: the code that connects
                 ok = addr == address and event == "socket.connect" and caller.f_code in own_codes
                 return None if ok else "writing the grader's records"
@@ -788,14 +794,14 @@ def _arm(chapter: str) -> None:
             return setattr_problem(args[0], args[1] if len(args) > 1 else "", protected_classes, private_dicts)
         if event == "object.__delattr__" and args and protected_classes.get(id(args[0]), missing) is args[0]:
             return "patching a class the checks use"
-        if event in path_events and args:
+        if event in path_events and args and file_rules:
             for arg in args[:2]:
                 if isinstance(arg, (str, bytes, path_like)) and outside(arg):
                     return "changing files outside the submission's sandbox"
             return None
         if event in ("os.kill", "os.killpg", "signal.pthread_kill") and args and args[0] not in (0, getpid()):
             return "signalling other processes"
-        if event == "open":
+        if event == "open" and file_rules:
             return open_problem(args)
         return None
 

@@ -6,6 +6,11 @@
   sample submissions, ...);
 * :func:`unshare_prefix` — ``unshare --net --pid`` for the worker when it works here (root on Linux): no network,
   and every process the submission starts dies with its worker;
+* :func:`jail_problem`, :func:`bwrap_argv` — the jail (bubblewrap): each kernel in its own mount, PID, network, IPC
+  and UTS namespaces with a filesystem view built for it (:class:`JailView`: the Python installation, the
+  ``autograder`` package and the staged ``solutions`` read-only, its own home and runtime folder writable, a
+  private /tmp, nothing else of the host), as an unprivileged uid; ``jail_problem`` says why it cannot be used
+  here (then the batch falls back to the limits below and the guard's file rules);
 * :func:`uid_drop_possible`, :func:`kernel_main` — ``python -m autograder.grading.jail kernel CONNECTION_FILE`` is
   the grading kernel's launcher (the ``python3`` kernelspec that the worker puts first on ``JUPYTER_PATH``,
   :func:`write_kernelspec`): it sets resource limits (address space, file size, processes, no core dumps), drops
@@ -17,6 +22,7 @@ What these limits do and do not guarantee: docs/grading-design.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -91,6 +97,21 @@ def kernel_main(connection_file: str) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (512 << 20, 512 << 20))
     sandbox = pathlib.Path(os.environ["AUTOGRADER_SANDBOX"])
+    if os.environ.get("AUTOGRADER_JAIL_VIEW"):
+        view = JailView.read(os.environ["AUTOGRADER_JAIL_VIEW"])
+        conn = pathlib.Path(view.workdir) / "kernel-connection.json"  # the jail shows the kernel its workdir only
+        shutil.copyfile(connection_file, conn)
+        connection_file = str(conn)
+        if uid > 0 and os.geteuid() == 0:
+            for folder in view.rw:  # the kernel's own folders (home, the connection's runtime folder)
+                for p in [pathlib.Path(folder), *pathlib.Path(folder).rglob("*")]:
+                    os.chown(p, uid, uid)
+            resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+        # the environment's folder by its real path (the jail binds that), the interpreter's own name kept
+        python = os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+        # no input history file: it would keep the cells run so far (hidden tests included) on disk
+        kernel = [python, "-m", "ipykernel_launcher", "-f", connection_file, "--HistoryManager.enabled=False"]
+        sys.exit(_jailed_kernel(view, uid, kernel, sandbox / "kernel.pid"))
     (sandbox / "kernel.pid").write_text(str(os.getpid()))  # the worker accepts guard records from this pid only
     if uid > 0 and os.geteuid() == 0:
         conn = sandbox / "home" / "kernel-connection.json"
@@ -139,12 +160,176 @@ def unshare_prefix() -> list[str]:
     """``unshare --net --pid`` when it works here (root on Linux), else nothing (documented best effort)."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         return []
-    cmd = ["unshare", "--net", "--pid", "--fork", "--kill-child"]
+    # --mount-proc: a /proc of the worker's own PID namespace (bwrap reads the jailed kernel's pid from there)
+    cmd = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
     try:
         ok = subprocess.run(cmd + ["true"], capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.SubprocessError):
         ok = False
     return cmd if ok else []
+
+
+# ------------------------------------------------------------------------------------------------ the jail
+
+JAIL_SWITCH = "AUTOGRADER_JAIL"  # "off": grade without the jail (the fallback mode), e.g. to compare or to test it
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "fonts", "localtime", "nsswitch.conf", "mime.types")
+_KERNEL_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "PYTHONHASHSEED", "TZ")
+
+
+def python_installation() -> list[str]:
+    """The folders of this Python installation (the environment, its base installation, the interpreter's own
+    folder), each bound read-only into the jail at the same path."""
+    import sysconfig
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.add(str(pathlib.Path(os.path.realpath(sys.executable)).parent.parent))
+    paths.update(p for p in sysconfig.get_paths().values() if p)
+    found = sorted(os.path.realpath(p) for p in paths if os.path.isdir(p))
+    system = ("/usr/", "/bin/", "/lib/", "/lib64/", "/sbin/")  # the system folders are bound as a whole anyway
+    keep = [p for p in found if not (p + "/").startswith(system)]
+    return [p for p in keep if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in keep)]
+
+
+@dataclasses.dataclass
+class JailView:
+    """What one kernel sees: read-only folders (``ro``), writable ones (``rw``), folders replaced by an empty one
+    (``hide``), the working directory and the environment (nothing else of the host's)."""
+
+    ro: list[str]
+    rw: list[str]
+    hide: list[str]
+    workdir: str
+    env: dict[str, str]
+
+    def write(self, path: pathlib.Path) -> None:
+        path.write_text(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def read(cls, path: str | pathlib.Path) -> JailView:
+        return cls(**json.loads(pathlib.Path(path).read_text()))
+
+
+def course_package_view(stage: str) -> tuple[list[str], list[str]]:
+    """(read-only folders, hidden folders) of the course's code a kernel needs: the ``autograder`` package (not
+    its sample submissions) and the staged ``solutions`` (``stage``)."""
+    package = str(notebooks.ROOT / "autograder")
+    samples = notebooks.ROOT / "autograder" / "samples"
+    return [package, stage], [str(samples)] if samples.is_dir() else []
+
+
+def bwrap_argv(view: JailView, uid: int = -1, info_fd: int | None = None) -> list[str]:
+    """The ``bwrap`` command line that starts a command in a jail showing ``view``: new mount, PID, network, IPC
+    and UTS namespaces; /usr (and the /bin, /lib links) and the Python installation read-only, a private /tmp,
+    /proc and /dev; no network at all. When started as root with ``uid`` > 0 the command runs under ``setpriv``
+    as that uid (no groups, no new privileges); bwrap itself then needs no user namespace."""
+    argv = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    argv += ["--die-with-parent", "--as-pid-1", "--clearenv", "--ro-bind", "/usr", "/usr"]
+    if os.geteuid() != 0:
+        argv += ["--unshare-user"]
+    for top in ("/bin", "/lib", "/lib64", "/sbin"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+    ]
+    made = {"/", "/usr", "/tmp", "/proc", "/dev"}
+
+    def parents(path: str) -> list[str]:
+        out = []
+        for parent in reversed(pathlib.PurePosixPath(path).parents):
+            p = str(parent)
+            if p not in made and not any(p.startswith(m.rstrip("/") + "/") for m in ("/usr", "/proc", "/dev")):
+                made.add(p)
+                out += ["--perms", "0755", "--dir", p]  # bwrap would make them 0700: the uid could not pass
+        return out
+
+    for name in _ETC:
+        if os.path.exists(f"/etc/{name}"):
+            argv += parents(f"/etc/{name}") + ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    for path in [*python_installation(), *view.ro]:
+        argv += parents(path) + ["--ro-bind", path, path]
+        made.add(path)
+    for path in view.hide:
+        argv += ["--tmpfs", path]
+    for path in view.rw:
+        argv += parents(path) + ["--bind", path, path]
+        made.add(path)
+    for key, value in view.env.items():
+        argv += ["--setenv", key, value]
+    argv += ["--chdir", view.workdir]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
+    if uid > 0 and os.geteuid() == 0:
+        argv += ["--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
+    else:
+        argv += ["--"]
+    return argv
+
+
+def kernel_env(extra: dict[str, str]) -> dict[str, str]:
+    """The jailed kernel's whole environment: a few of the host's variables (path, locale) and ``extra``."""
+    env = {k: os.environ[k] for k in _KERNEL_ENV if k in os.environ}
+    env.update(extra)
+    return env
+
+
+def jail_problem(uid: int = -1) -> str | None:
+    """Why kernels cannot be jailed here (None: they can): switched off (``AUTOGRADER_JAIL=off``), bubblewrap or
+    ``setpriv`` missing, or namespaces refused. Tried for real: this Python starts in a jail as ``uid``."""
+    if os.environ.get(JAIL_SWITCH, "").lower() in ("0", "off", "no", "false"):
+        return f"the jail is switched off ({JAIL_SWITCH}={os.environ[JAIL_SWITCH]})"
+    if not sys.platform.startswith("linux") or not shutil.which("bwrap"):
+        return "bubblewrap (bwrap) is not installed"
+    if uid > 0 and os.geteuid() == 0 and not shutil.which("setpriv"):
+        return "setpriv (util-linux) is not installed"
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ag-probe-") as tmp:
+        os.chmod(tmp, 0o755)
+        view = JailView(ro=[], rw=[], hide=[], workdir="/tmp", env=kernel_env({}))
+        python = os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+        probe = "import os, sys; sys.exit(0 if os.listdir('/tmp') == [] else 3)"
+        try:
+            run = subprocess.run(bwrap_argv(view, uid) + [python, "-I", "-c", probe], capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"bubblewrap could not start ({type(exc).__name__})"
+    if run.returncode != 0:
+        tail = run.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        return "bubblewrap cannot make namespaces here" + (f" ({tail[0][:150]})" if tail else "")
+    return None
+
+
+def _jailed_kernel(view: JailView, uid: int, argv: list[str], pid_file: pathlib.Path) -> int:
+    """Start ``argv`` (the kernel) in the jail; write its process id (as the worker sees it) to ``pid_file``; wait
+    for it and return its exit status. Interrupts reach the kernel directly (same process group)."""
+    import signal
+
+    signal.signal(signal.SIGINT, lambda *_: None)  # the kernel handles interrupts; this launcher only waits
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen(bwrap_argv(view, uid, info_fd=write_end) + argv, pass_fds=(write_end,))
+    os.close(write_end)
+    info = b""
+    while chunk := os.read(read_end, 4096):
+        info += chunk
+    os.close(read_end)
+    try:
+        pid_file.write_text(str(json.loads(info)["child-pid"]))  # --as-pid-1: the kernel itself
+    except (ValueError, KeyError):
+        pass  # bwrap failed to start: no records will be accepted, the worker reports the dead kernel
+    return proc.wait()
 
 
 if __name__ == "__main__":

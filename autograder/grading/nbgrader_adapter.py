@@ -65,11 +65,17 @@ def generate_assignment(course: pathlib.Path, chapter: str) -> None:
         )
 
 
-def autograde(course: pathlib.Path, chapter: str, student: str, cell_timeout: int) -> tuple[bool, str]:
-    """nbgrader's autograde of ``course/submitted/<student>/<chapter>/``: (success, nbgrader's log and error)."""
-    result = NbGraderAPI(config=course_config(course, cell_timeout)).autograde(
-        chapter, student, force=True, create=True
-    )
+def autograde(
+    course: pathlib.Path, chapter: str, student: str, cell_timeout: int, ipc: str | None = None
+) -> tuple[bool, str]:
+    """nbgrader's autograde of ``course/submitted/<student>/<chapter>/``: (success, nbgrader's log and error).
+    With ``ipc`` (a path prefix), the kernel's channels are socket files ``<ipc>-1`` ... instead of TCP on
+    loopback (a jailed kernel has its own network namespace)."""
+    config = course_config(course, cell_timeout)
+    if ipc:
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = ipc
+    result = NbGraderAPI(config=config).autograde(chapter, student, force=True, create=True)
     return bool(result["success"]), (result.get("log") or "") + (result.get("error") or "")
 
 

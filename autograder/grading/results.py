@@ -5,7 +5,8 @@
   that could not be read, a worker that ended without a result, and identical copies of a graded notebook;
 * :func:`write_feedback` — ``out/feedback/<student>.html``, for a graded notebook (the student's code and the
   check messages; the hidden tests' source removed and a failed test's traceback cut to its message: hidden
-  checks' messages never contain reference values) or for a file that could not be graded (zero and why).
+  checks' messages never contain reference values; any output line showing a line of the hidden tests or of the
+  reference solution removed, :func:`grader_secrets`) or for a file that could not be graded (zero and why).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import html
 import json
 import pathlib
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import nbformat
 
@@ -64,10 +65,11 @@ def read_result(path: pathlib.Path) -> Result:
 # ------------------------------------------------------------------------------------------------ feedback
 
 
-def sanitize_feedback(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+def sanitize_feedback(nb: nbformat.NotebookNode, secrets: Collection[str] = ()) -> nbformat.NotebookNode:
     """Remove hidden-test source, cut tracebacks of test cells down to the check's message, drop the self-check
     cell's output (it reports on the grader's copy, not on the student's file), drop the "Open in Colab" badge (an
-    image from the network: a broken image offline, and no use in feedback)."""
+    image from the network: a broken image offline, and no use in feedback), and remove every output line that
+    contains one of ``secrets`` (:func:`grader_secrets`)."""
     pattern = re.compile(r"\n?### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
     nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown" and "colab-badge.svg" in c.source)]
     for cell in nb.cells:
@@ -83,7 +85,77 @@ def sanitize_feedback(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             if out.output_type == "error":
                 out.traceback = [f"{out.ename}: {out.evalue}"]
             _strip_grader_code(out)
+            redact_output(out, secrets)
     return nb
+
+
+REDACTED = "[removed by the grader: text of the hidden tests or of the reference solution]"
+_MIN_SECRET = 12  # characters (stripped): shorter lines ("return out", "x = 1") are too common to be a secret
+
+
+def grader_secrets(graded: nbformat.NotebookNode, chapter: str) -> list[str]:
+    """The lines no output in the feedback may show: every line of the hidden tests (the graded notebook's test
+    cells) and of the chapter's reference solution (the solution regions of ``solutions/<chapter>.py``, where the
+    course has it), stripped, at least 12 characters long, except lines that are also in the student's own cells
+    (a student may print their own code)."""
+    from .. import notebooks
+
+    found: set[str] = set()
+    own: set[str] = set()
+    for cell in graded.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") or cell.id.startswith("inserted-") or "-part" in cell.id:
+            own.update(ln.strip() for ln in cell.source.splitlines())
+        for region in _HIDDEN_REGION.finditer(cell.source):
+            found.update(ln.strip() for ln in region.group(0).splitlines()[1:])
+    solution = notebooks.ROOT / "solutions" / f"{chapter}.py"
+    if solution.exists():
+        pattern = re.escape(notebooks.BEGIN) + r"\n(.*?)" + re.escape(notebooks.END)
+        for region in re.finditer(pattern, solution.read_text(), re.S):
+            found.update(ln.strip() for ln in region.group(1).splitlines())
+    return sorted(ln for ln in found - own if len(ln) >= _MIN_SECRET and not ln.startswith("###"))
+
+
+def redact_output(out, secrets: Collection[str]) -> int:
+    """Replace every line of a cell output (stream text, text data, error message) that contains one of
+    ``secrets`` by :data:`REDACTED`, in place; the number of lines replaced."""
+    if not secrets:
+        return 0
+    count = [0]
+
+    def clean(text: str) -> str:
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            if any(secret in line for secret in secrets):
+                lines[i] = REDACTED
+                count[0] += 1
+        return "\n".join(lines)
+
+    if "text" in out:
+        out.text = clean("".join(out.text) if isinstance(out.text, list) else out.text)
+    if out.get("output_type") == "error":
+        out.evalue = clean(out.get("evalue") or "")
+        out.traceback = [clean(t) for t in out.get("traceback", [])]
+    for mime, value in (out.get("data") or {}).items():
+        if mime.startswith("text/") or mime == "application/json":
+            value = "".join(value) if isinstance(value, list) else value
+            if isinstance(value, str):
+                out.data[mime] = clean(value)
+    return count[0]
+
+
+def secret_output_lines(graded: nbformat.NotebookNode, secrets: Collection[str]) -> int:
+    """How many output lines of ``graded`` show one of ``secrets`` (``graded`` is not changed)."""
+    import copy
+
+    return sum(
+        redact_output(out, secrets)
+        for cell in copy.deepcopy(graded).cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+    )
 
 
 _HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS.*?(### END HIDDEN TESTS|\Z)", re.S)
@@ -263,6 +335,7 @@ def write_feedback(
     warnings: Iterable[str] = (),
     reasons: Iterable[str] = (),
     unreadable: bool = True,
+    secrets: Collection[str] = (),
 ) -> None:
     """The student's feedback page at ``path``, readable offline.
 
@@ -299,7 +372,7 @@ def write_feedback(
     import jinja2
     from nbconvert import HTMLExporter
 
-    nb = sanitize_feedback(copy.deepcopy(graded))
+    nb = sanitize_feedback(copy.deepcopy(graded), secrets)
     math = _math_to_mathml(nb)
     exporter = HTMLExporter(
         extra_loaders=[jinja2.DictLoader({"feedback.html.j2": _FEEDBACK_TEMPLATE})], template_file="feedback.html.j2"

@@ -18,13 +18,22 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Sequence
 
 import nbformat
 
 from . import guard, jail, nbgrader_adapter, scoring
-from .results import Result, failure_reasons, ungraded_cell_errors, write_feedback, write_result
+from .results import (
+    Result,
+    failure_reasons,
+    grader_secrets,
+    secret_output_lines,
+    ungraded_cell_errors,
+    write_feedback,
+    write_result,
+)
 
 
 @dataclasses.dataclass
@@ -51,6 +60,7 @@ class Job:
     netns: bool  # the worker runs in its own network namespace (bring loopback up)
     uid: int  # the kernel's uid (when the worker is root), or -1: keep this user's
     threads: int  # torch threads per kernel
+    jail: bool = False  # the kernel runs in a bubblewrap jail (jail.py); else the fallback (the guard's file rules)
 
     def write(self, path: pathlib.Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self)))
@@ -163,8 +173,16 @@ def grade_one(job: Job) -> Result:
     course = _stage_course(job, nb, sandbox)
 
     key = os.urandom(32)
-    records = guard.RecordServer()  # the guard's records come here over a socket only its own code may open
+    # Jailed: the kernel has its own network namespace, so the records and the kernel's channels use socket files
+    # in a short folder (Unix socket paths are limited to 107 bytes) that the jail binds: the socket read-only,
+    # the runtime folder (connection file, channels) writable. Else: an abstract address, TCP on loopback.
+    link = pathlib.Path(tempfile.mkdtemp(prefix="ag-")) if job.jail else None
+    if link is not None:
+        link.chmod(0o755)
+        (link / "run").mkdir(mode=0o700)
+    records = guard.RecordServer(str(link / guard.RECORD_FILE) if link else None)  # only the guard's engine may write
     config = home / "guard.json"
+    files = {} if job.jail else {"hidden_files": job.hidden_files + [str(course / "source"), str(course / "gradebook.db"), str(sandbox / "kernel.pid")]}  # fmt: skip
     config.write_text(
         json.dumps(
             {
@@ -172,21 +190,37 @@ def grade_one(job: Job) -> Result:
                 "address": records.address,
                 "sandbox": str(home),
                 "exercise_timeout": exercise_timeout(job.cell_timeout),
-                "hidden_files": job.hidden_files
-                + [str(course / "source"), str(course / "gradebook.db"), str(sandbox / "kernel.pid")],
+                "file_rules": not job.jail,  # jailed, the operating system keeps the kernel to its own files
+                **files,
             }
         )
     )
     if job.uid > 0 and os.geteuid() == 0:
         for p in (home, config):
             os.chown(p, job.uid, job.uid)
-    os.environ.update(_kernel_environment(job, sandbox, home, config))
+    env = _kernel_environment(job, sandbox, home, config)
+    if link is not None:
+        env["JUPYTER_RUNTIME_DIR"] = str(link / "run")
+        view = jail.JailView(
+            ro=[str(link), *jail.course_package_view(job.stage)[0]],
+            rw=[str(home), str(link / "run")],
+            hide=jail.course_package_view(job.stage)[1],
+            workdir=str(home),
+            env=jail.kernel_env({k: v for k, v in env.items() if k != "AUTOGRADER_SANDBOX"}),
+        )
+        view.write(sandbox / "jail.json")
+        env["AUTOGRADER_JAIL_VIEW"] = str(sandbox / "jail.json")
+    os.environ.update(env)
     os.chdir(sandbox)
 
     try:
-        success, log_text = nbgrader_adapter.autograde(course, chapter, sid, job.cell_timeout)
+        success, log_text = nbgrader_adapter.autograde(
+            course, chapter, sid, job.cell_timeout, ipc=f"{link}/run/k" if link else None
+        )
     finally:
         records.close()
+        if link is not None:
+            shutil.rmtree(link, ignore_errors=True)
     graded_path = course / "autograded" / sid / chapter / f"{chapter}.ipynb"
     try:
         kernel_pid = int((sandbox / "kernel.pid").read_text())
@@ -211,6 +245,13 @@ def grade_one(job: Job) -> Result:
         failure_reasons(graded, job.cell_timeout),
     )
     warnings += scored.warnings
+    secrets = grader_secrets(graded, chapter)
+    shown = secret_output_lines(graded, secrets)
+    if shown:  # e.g. code that read the grading notebook or a reference solution and printed it
+        warnings.append(
+            f"needs review: {shown} output line(s) showed the hidden tests or the reference solution "
+            "(removed from the feedback)"
+        )
     write_feedback(
         pathlib.Path(job.feedback),
         graded,
@@ -220,6 +261,7 @@ def grade_one(job: Job) -> Result:
         job.points,
         warnings=warnings,
         reasons=scored.reasons,
+        secrets=secrets,
     )
     keep = pathlib.Path(job.keep)
     keep.mkdir(parents=True, exist_ok=True)
