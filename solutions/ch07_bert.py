@@ -383,7 +383,9 @@ class Albert(nn.Module):
             x = self.layer(x, mask)  # the same weights at every depth
         return x
 
-    pool = Bert.pool  # tanh(W h_[CLS] + b), as BERT
+    def pool(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The [CLS] representation, as :meth:`Bert.pool`: ``tanh(pooler(hidden[:, 0]))``, ``(B, d_model)``."""
+        return torch.tanh(self.pooler(hidden[:, 0]))
 
 
 class AlbertMLMHead(nn.Module):

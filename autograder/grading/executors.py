@@ -75,13 +75,17 @@ def _zip_folder(folder: pathlib.Path) -> bytes:
 
 
 @functools.cache
-def _machine() -> tuple[list[str], bool]:
+def _machine() -> tuple[list[str], bool, bool]:
     """This machine's worker prefix (``unshare`` when it works; the worker dies with its Dask worker process:
-    ``setpriv --pdeathsig``) and whether kernels can run as their own uid."""
+    ``setpriv --pdeathsig``), whether kernels can run as their own uid, and whether they can be jailed here (each
+    worker machine decides for itself, as a local batch does; the fallback is logged once per machine)."""
     prefix = jail.unshare_prefix()
     if shutil.which("setpriv") and sys.platform.startswith("linux"):
         prefix = ["setpriv", "--pdeathsig", "KILL", "--", *prefix]
-    return prefix, jail.uid_drop_possible()
+    no_jail = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+    if no_jail:
+        logging.getLogger(__name__).warning(f"kernels are not jailed on this worker ({no_jail}): fallback mode")
+    return prefix, not no_jail or jail.uid_drop_possible(), not no_jail
 
 
 @functools.cache
@@ -113,7 +117,7 @@ def grade_task(
         threads = max(1, (os.cpu_count() or 1) // max(1, kernels_per_host.get(_host(where), worker.state.nthreads)))
     except (ImportError, ValueError):  # called outside a Dask worker (tests, debugging)
         where, local_dir, threads = socket.gethostname(), "", 1
-    prefix, drop_uid = _machine()
+    prefix, drop_uid, jailed = _machine()
     job = Job(**job_fields)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-task-"))
     try:
@@ -141,6 +145,7 @@ def grade_task(
             ),
             netns="unshare" in prefix,
             uid=batch.kernel_uid(sid, drop_uid),
+            jail=jailed,
             threads=threads,
         )
         job_path = private / "job.json"
