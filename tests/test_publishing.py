@@ -145,3 +145,15 @@ def test_every_action_is_pinned_to_a_commit():
             for step in job.get("steps", []):
                 if "uses" in step:
                     assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", step["uses"]), f"{path.name}: {step['uses']}"
+
+
+def test_ci_entry_point_parses_and_runs_the_readme_test_command():
+    """`.ci/run` is what CI executes on a clean clone: it must be valid bash, and its last command must be the
+    README's test command (a bad merge once cut the script in the middle of a comment, which only CI would see)."""
+    script = ROOT / ".ci" / "run"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    commands = [
+        line.strip() for line in script.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert commands[-1] == "make test", f".ci/run ends with {commands[-1]!r}, not the README's `make test`"
+    assert "make test" in (ROOT / "README.md").read_text()
