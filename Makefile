@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup book lint test grade notebooks release-check clean
+.PHONY: setup book lint test test-full grade notebooks release-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,14 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # lint first: a style or type error fails CI before the long suites run.
+# CI's tier of the slow tests (they start kernels, jails or processes): the grading jail and DDP training. The
+# per-chapter kernel tests (Colab surface, plain nbgrader, nbval, graded variants), the Dask cluster and the
+# training-script tests run in `make test-full` (before a release; about 40 minutes on 2 cores).
+SLOW_CI := tests/test_jail.py tests/test_distributed_training.py
+
 test: $(STAMP) lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup -m "not slow" tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup -m slow $(SLOW_CI)
 	$(MAKE) book
 	$(PY) -m tests.check_built_book
 	$(PY) -m tests.check_book_in_browser
@@ -61,3 +67,11 @@ notebooks: $(STAMP)
 
 clean:
 	rm -rf _build build dist grading_out
+
+# Every test, the slow per-chapter kernel tests included, then what `make test` does after its tests.
+test-full: $(STAMP) lint
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup tests
+	$(MAKE) book
+	$(PY) -m tests.check_built_book
+	$(PY) -m tests.check_book_in_browser
+	$(MAKE) release-check

@@ -164,13 +164,12 @@ def pretrain_bert(
         ix_all, x_all, labels_all = global_batch(it)
         rows = part.rows(args.batch_size)
         ix, x, labels = ix_all[rows], x_all[rows], labels_all[rows]  # this rank's part
-        sel = labels != -100  # the MLM head only at the selected positions: same loss, less work
-        hidden = m.bert(x, types[ix], att[ix])  # (B, T, d_model)
-        # mlm_loss is a mean over the selected positions, whose number varies between parts: sum this part's
-        # losses and divide by its even share of the global batch's selected positions, so the mean over the
-        # parts is the global batch's mlm_loss (and a part with no selected position adds 0, not 0/0).
-        logits = m.mlm(hidden[sel])  # (n_selected, V)
-        total = F.cross_entropy(logits.float(), labels[sel], reduction="sum")
+        # The whole model's forward (under torchrun `m` is the DistributedDataParallel wrapper, whose forward is what
+        # synchronises the gradients). mlm_loss is a mean over the selected positions, whose number varies between
+        # parts: sum this part's losses and divide by its even share of the global batch's selected positions, so
+        # the mean over the parts is the global batch's mlm_loss (and a part with no selected position adds 0).
+        logits = m(x, types[ix], att[ix])  # (B, T, V)
+        total = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100, reduction="sum")
         return total * part.count / (labels_all != -100).sum().clamp(min=1), int(att[ix].sum())
 
     def eval_fn(m):
@@ -189,7 +188,8 @@ def pretrain_bert(
         grad_accum=args.grad_accum,
         find_unused_parameters=True,  # the pooler gets no gradient from the masked-LM loss
     )
-    say(f"BERT ({masking}) final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
+    if MAIN:  # only rank 0 evaluates
+        print(f"BERT ({masking}) final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
     return model, config, hist
 
 
@@ -332,7 +332,8 @@ def pretrain_gpt(args, out, *, lr: float, eval_on: str, max_iters: int, three_wa
         progress=not args.no_progress,
         grad_accum=args.grad_accum,
     )
-    say("GPT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
+    if MAIN:  # only rank 0 evaluates
+        print("GPT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
     return model, config, hist
 
 

@@ -98,8 +98,6 @@ def grader_secrets(graded: nbformat.NotebookNode, chapter: str) -> list[str]:
     cells) and of the chapter's reference solution (the solution regions of ``solutions/<chapter>.py``, where the
     course has it), stripped, at least 12 characters long, except lines that are also in the student's own cells
     (a student may print their own code)."""
-    from .. import notebooks
-
     found: set[str] = set()
     own: set[str] = set()
     for cell in graded.cells:
@@ -110,9 +108,11 @@ def grader_secrets(graded: nbformat.NotebookNode, chapter: str) -> list[str]:
             own.update(ln.strip() for ln in cell.source.splitlines())
         for region in _HIDDEN_REGION.finditer(cell.source):
             found.update(ln.strip() for ln in region.group(0).splitlines()[1:])
-    solution = notebooks.ROOT / "solutions" / f"{chapter}.py"
+    # the course's root and solution markers, as autograder.notebooks has them (importing it here would close an
+    # import cycle: notebooks -> nbgrader_adapter -> report -> results)
+    solution = pathlib.Path(__file__).resolve().parents[2] / "solutions" / f"{chapter}.py"
     if solution.exists():
-        pattern = re.escape(notebooks.BEGIN) + r"\n(.*?)" + re.escape(notebooks.END)
+        pattern = re.escape("### BEGIN SOLUTION") + r"\n(.*?)" + re.escape("### END SOLUTION")
         for region in re.finditer(pattern, solution.read_text(), re.S):
             found.update(ln.strip() for ln in region.group(1).splitlines())
     return sorted(ln for ln in found - own if len(ln) >= _MIN_SECRET and not ln.startswith("###"))
