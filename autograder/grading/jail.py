@@ -301,7 +301,9 @@ def jail_problem(uid: int = -1) -> str | None:
         os.chmod(tmp, 0o755)
         view = JailView(ro=[], rw=[], hide=[], workdir="/tmp", env=kernel_env({}))
         python = os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
-        probe = "import os, sys; sys.exit(0 if os.listdir('/tmp') == [] else 3)"
+        # the jail's /tmp is private: this host folder (made just now in the host's temporary folder) is not in it
+        # (/tmp may hold the folders above a Python installation that lives under /tmp, so not "/tmp is empty")
+        probe = f"import os, sys; sys.exit(3 if os.path.exists({tmp!r}) else 0)"
         try:
             run = subprocess.run(bwrap_argv(view, uid) + [python, "-I", "-c", probe], capture_output=True, timeout=60)
         except (OSError, subprocess.SubprocessError) as exc:
