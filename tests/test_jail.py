@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -35,6 +36,52 @@ def _in_jail(view: jail.JailView, code: str) -> subprocess.CompletedProcess:
     python = os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
     argv = jail.bwrap_argv(view, 100123) + [python, "-I", "-c", code]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+@needs_jail
+def test_interrupt_reaches_the_jailed_kernel_only(tmp_path):
+    """Jupyter interrupts a kernel by SIGINT to its launcher's process group (jupyter_client's local provisioner):
+    the jailed program gets it and lives on; bwrap, which would die of it and take the kernel along, does not."""
+    (tmp_path / "rw").mkdir()
+    if os.geteuid() == 0:
+        os.chown(tmp_path / "rw", 100123, 100123)
+    tmp_path.chmod(0o755)
+    view = jail.JailView(
+        ro=[], rw=[str(tmp_path / "rw")], hide=[], workdir=str(tmp_path / "rw"), env=jail.kernel_env({})
+    )
+    view.write(tmp_path / "view.json")
+    python = os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+    kernel = (
+        "import signal, sys, time\n"
+        "hits = []\n"
+        "signal.signal(signal.SIGINT, lambda *a: hits.append(1))\n"
+        "print('ready', flush=True)\n"
+        "end = time.time() + 20\n"
+        "while not hits and time.time() < end: time.sleep(0.05)\n"
+        "print('interrupted' if hits else 'never interrupted', flush=True)\n"
+        "sys.exit(7)\n"
+    )
+    launcher = (
+        "import pathlib, sys; from autograder.grading import jail\n"
+        f"view = jail.JailView.read({str(tmp_path / 'view.json')!r})\n"
+        f"sys.exit(jail._jailed_kernel(view, 100123, [{python!r}, '-I', '-c', {kernel!r}], "
+        f"pathlib.Path({str(tmp_path / 'kernel.pid')!r})))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True, start_new_session=True,
+        cwd=notebooks.ROOT,
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.time() + 10
+        while not (tmp_path / "kernel.pid").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # as jupyter_client interrupts
+        assert proc.stdout.readline().strip() == "interrupted"
+        assert proc.wait(timeout=30) == 7, "the jailed program ended by itself, not killed with its jail"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 @needs_jail

@@ -316,19 +316,35 @@ def jail_problem(uid: int = -1) -> str | None:
 
 def _jailed_kernel(view: JailView, uid: int, argv: list[str], pid_file: pathlib.Path) -> int:
     """Start ``argv`` (the kernel) in the jail; write its process id (as the worker sees it) to ``pid_file``; wait
-    for it and return its exit status. Interrupts reach the kernel directly (same process group)."""
+    for it and return its exit status.
+
+    Jupyter interrupts a kernel by sending SIGINT to the launcher's whole process group. ``bwrap`` itself would die
+    of it (and take the kernel with it, ``--die-with-parent``), so it runs in a session of its own and this
+    launcher forwards the interrupt to the kernel alone."""
     import signal
 
-    signal.signal(signal.SIGINT, lambda *_: None)  # the kernel handles interrupts; this launcher only waits
+    kernel_pid = [0]
+
+    def forward(signum, frame):
+        if kernel_pid[0] > 0:
+            try:
+                os.kill(kernel_pid[0], signum)
+            except OSError:
+                pass
+
+    signal.signal(signal.SIGINT, forward)
     read_end, write_end = os.pipe()
-    proc = subprocess.Popen(bwrap_argv(view, uid, info_fd=write_end) + argv, pass_fds=(write_end,))
+    proc = subprocess.Popen(
+        bwrap_argv(view, uid, info_fd=write_end) + argv, pass_fds=(write_end,), start_new_session=True
+    )
     os.close(write_end)
     info = b""
     while chunk := os.read(read_end, 4096):
         info += chunk
     os.close(read_end)
     try:
-        pid_file.write_text(str(json.loads(info)["child-pid"]))  # --as-pid-1: the kernel itself
+        kernel_pid[0] = int(json.loads(info)["child-pid"])  # --as-pid-1: the kernel itself
+        pid_file.write_text(str(kernel_pid[0]))
     except (ValueError, KeyError):
         pass  # bwrap failed to start: no records will be accepted, the worker reports the dead kernel
     return proc.wait()

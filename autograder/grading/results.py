@@ -223,7 +223,7 @@ def failure_reasons(nb: nbformat.NotebookNode, cell_timeout: int | None = None) 
         ename, evalue = out.get("ename") or "", out.get("evalue") or ""
         lines = [ln.strip() for ln in (evalue or ename).strip().splitlines()]
         # "k of n checks failed for X:" / "✘ <check>" / "<what was wrong>": keep the last two.
-        first = " — ".join(lines[1:3]) if len(lines) >= 3 and lines[1].startswith("✘") else (lines or [""])[0]
+        first = " — ".join(lines[1:3]) if len(lines) >= 2 and lines[1].startswith("✘") else (lines or [""])[0]
         first += "".join(f" {ln}" for ln in lines[3:6] if ln.startswith("Hint:"))
         happened = what_happened(ename, evalue, cell_timeout)
         if happened:
