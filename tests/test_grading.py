@@ -424,6 +424,23 @@ def test_failure_reasons_say_what_happened():
     assert not any("not defined" in r for r in reasons[:4])
 
 
+def test_failure_reasons_keep_the_failed_check():
+    """The row's reason is the failed check itself, whether one check failed or several (and its hint)."""
+    import nbformat
+
+    one = "1 check(s) failed for f:\n✘ f timed out after 15 s: its checks did not finish"
+    two = "2 check(s) failed for g:\n✘ shape (2, 3)\nexpected (2, 4)\nHint: the last axis"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        _cell("EXERCISES.run('f', f)", grade_id="test_f", grade=True, error=("CheckFailed", one)),
+        _cell("EXERCISES.run('g', g)", grade_id="test_g", grade=True, error=("CheckFailed", two)),
+    ]
+    assert results.failure_reasons(nb) == [
+        "f: ✘ f timed out after 15 s: its checks did not finish",
+        "g: ✘ shape (2, 3) — expected (2, 4) Hint: the last axis",
+    ]
+
+
 def test_errors_in_ungraded_cells_are_flagged():
     import nbformat
 
