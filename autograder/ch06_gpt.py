@@ -136,6 +136,29 @@ def _block_other_sizes(cls):
     _compare_block(cls, config, x, hidden=True, use_sdpa=False)
 
 
+class _BlockReference(nn.Module):
+    """The course's Block, used while checking GPT (whose ``__init__`` builds Blocks), so that a mistake in Block
+    costs Block's points only: the layout of the given ``__init__`` (``ln_1``, ``attn.W_qkv``, ``attn.W_o``,
+    ``ln_2``, ``mlp.W_1``, ``mlp.W_2``), the forward pass recomputed by :func:`_block_oracle` (no dropout: a GPT
+    check that needs the blocks' dropout passes with the student's own Block, which is tried next)."""
+
+    def __init__(self, config):
+        super().__init__()
+        C = config.d_model
+        self.ln_1, self.ln_2 = nn.LayerNorm(C, eps=config.layer_norm_eps), nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.attn, self.mlp = nn.Module(), nn.Module()
+        self.attn.n_heads = config.n_heads
+        self.attn.W_qkv, self.attn.W_o = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.mlp.W_1, self.mlp.W_2 = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+        self.use_sdpa = True
+
+    def forward(self, x):
+        return _block_oracle(self, x)
+
+
+EXERCISES.reference("Block")(_BlockReference)
+
+
 # ---------------------------------------------------------------- exercise 2: GPT (weight tying, final LN)
 
 

@@ -8,6 +8,7 @@ import inspect
 import pathlib
 import re
 import textwrap
+import types
 from typing import Any
 
 import pytest
@@ -155,7 +156,12 @@ def _with_buggy_dependency(chapter, name, mutant):
 
 
 def test_every_chapter_with_calls_between_exercises_is_covered():
-    assert {c for c, _, _ in DEPENDENT_CASES} >= {"ch03_self_attention", "ch04_multi_head_attention", "ch08_kv_cache"}
+    assert {c for c, _, _ in DEPENDENT_CASES} >= {
+        "ch03_self_attention",
+        "ch04_multi_head_attention",
+        "ch06_gpt",
+        "ch08_kv_cache",
+    }
 
 
 @pytest.mark.parametrize("chapter, name, mutant", DEPENDENT_CASES, ids=lambda x: getattr(x, "name", x))
@@ -182,6 +188,23 @@ def test_selfattention_keeps_its_points_and_names_the_buggy_sdpa(capsys):
     with pytest.raises(CheckFailed) as err:
         checks.EXERCISES.run("SelfAttention", own_bug.build(notebooks.solution_module("ch03_self_attention")))
     assert "course's version of scaled_dot_product_attention" in str(err.value)
+
+
+def test_gpt_keeps_its_points_when_the_students_block_crashes(capsys):
+    """A class exercise calling a class exercise (GPT builds Blocks): a Block whose forward raises costs GPT
+    nothing; GPT is checked with the course's Block and the note names the student's Block."""
+    module = notebooks.solution_module("ch06_gpt")
+
+    class Crashing(module.Block):
+        def forward(self, x):
+            raise RuntimeError("not written yet")
+
+    crash = types.SimpleNamespace(name="crashing Block", target="Block", build=lambda m: Crashing)
+    gpt = _with_buggy_dependency("ch06_gpt", "GPT", crash)
+    exercises = notebooks.checks_module("ch06_gpt").EXERCISES
+    for hidden in (False, True):
+        exercises.run("GPT", gpt, hidden=hidden)
+    assert "with your own Block its results change" in capsys.readouterr().out
 
 
 # A check never crashes on a wrong-shaped answer: it says what is wrong (shapes are checked before indexing).
