@@ -41,6 +41,7 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -212,8 +213,19 @@ def task_sizes(args: argparse.Namespace) -> dict[str, int]:
     return {"n_filler": args.n_filler, "n_keys": args.n_keys, "n_values": args.n_values}
 
 
-def run_one(kind: str, seed: int, args: argparse.Namespace, edges: list[int], device: torch.device, log) -> dict:
-    """Train and evaluate one model; returns its JSON record."""
+def run_one(
+    kind: str,
+    seed: int,
+    args: argparse.Namespace,
+    edges: list[int],
+    device: torch.device,
+    log: Callable[[str], None],
+    keep: Callable[[dict], None],
+) -> dict:
+    """Train and evaluate one model; returns its JSON record.
+
+    ``keep(record)`` is called with the training record (loss curve, time, cost) before the evaluation, so a
+    failure there does not lose what training produced; the buckets are then added to the same dict."""
     mask = attention_pattern(kind, args.T, args.window, args.global_every)
     vocab_size = args.n_filler + args.n_keys + args.n_values
     torch.manual_seed(seed)
@@ -242,7 +254,6 @@ def run_one(kind: str, seed: int, args: argparse.Namespace, edges: list[int], de
     losses = [loss for _, loss in history["train"]]
     every = max(1, args.steps // 40)
     curve = [round(sum(losses[i : i + every]) / len(losses[i : i + every]), 4) for i in range(0, len(losses), every)]
-    buckets = evaluate(model, args, edges, device)
     pairs = int(mask.sum())
     record = {
         "parameters": count_parameters(model),
@@ -253,8 +264,9 @@ def run_one(kind: str, seed: int, args: argparse.Namespace, edges: list[int], de
         "pairs": pairs,
         "pairs_over_T2": round(pairs / args.T**2, 4),
         "pairs_over_causal": round(pairs / (args.T * (args.T + 1) // 2), 4),
-        "buckets": buckets,
     }
+    keep(record)
+    buckets = record["buckets"] = evaluate(model, args, edges, device)
     accs = " ".join(f"{r['bucket']}:{r['accuracy']:.2f}" for r in buckets)
     log(f"seed {seed} {kind:13s} params {record['parameters']} pairs/T² {record['pairs_over_T2']:.3f} "
         f"train {train_s:.0f}s loss {record['final_loss']:.3f} | {accs}")  # fmt: skip
@@ -336,7 +348,12 @@ def main(argv: list[str] | None = None) -> None:
     for seed in seeds:
         results["per_seed"][str(seed)] = {}
         for kind in models:
-            results["per_seed"][str(seed)][kind] = run_one(kind, seed, args, edges, device, log)
+
+            def keep(record: dict, seed: int = seed, kind: str = kind) -> None:  # written before evaluating
+                results["per_seed"][str(seed)][kind] = record
+                (out / "long_context.json").write_text(json.dumps(results, indent=1))
+
+            run_one(kind, seed, args, edges, device, log, keep)
             (out / "long_context.json").write_text(json.dumps(results, indent=1))  # kept if a later model fails
     results["summary"] = summarise(results["per_seed"], models)
     results["total_seconds"] = round(time.time() - t0, 1)

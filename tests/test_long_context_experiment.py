@@ -107,3 +107,18 @@ def test_the_committed_results_hold_what_the_book_page_reads():
         summary = results["summary"][kind]
         assert {"parameters", "pairs_over_T2", "pairs_over_causal", "train_seconds_mean", "buckets"} <= set(summary)
         assert len(summary["buckets"]) == len(results["config"]["edges"]) - 1
+
+
+def test_the_training_record_is_on_disk_when_evaluation_fails(tmp_path, monkeypatch):
+    """As ``test_training_scripts_keep_results.py`` asks of every training script: what training produced is
+    written before anything after it that can fail."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("evaluation failed")
+
+    monkeypatch.setattr(script, "evaluate", broken)
+    argv = "--T 12 --window 2 --edges 1,3,11 --d-model 8 --n-layers 1 --steps 2 --batch-size 4 --warmup 1"
+    with pytest.raises(RuntimeError, match="evaluation failed"):
+        script.main([*argv.split(), "--models", "window", "--out", str(tmp_path), "--no-progress"])
+    saved = json.loads((tmp_path / "long_context.json").read_text())["per_seed"]["0"]["window"]
+    assert len(saved["loss_curve"]) == 2 and saved["parameters"] > 0 and "buckets" not in saved
