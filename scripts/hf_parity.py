@@ -33,8 +33,9 @@ def randomise(model):
 
 
 def gpt2_config(config: GPTConfig) -> transformers.GPT2Config:
-    """Hugging Face's ``GPT2Config`` for our ``config``'s sizes (our names for its ``n_positions``, ``n_layer``,
-    ``n_head``, ``n_embd``), without dropout, token 0 as BOS, EOS and padding."""
+    """Hugging Face's config for our ``config``'s sizes, without dropout, token 0 as BOS, EOS and padding.
+
+    Our names for GPT2Config's n_positions, n_layer, n_head, n_embd: context_length, n_layers, n_heads, d_model."""
     return transformers.GPT2Config(
         vocab_size=config.vocab_size,
         n_positions=config.context_length,
