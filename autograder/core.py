@@ -269,6 +269,12 @@ def call(what: str, fn: Callable, *args, **kwargs):
     return result
 
 
+def rng(seed: int) -> torch.Generator:
+    """A new CPU ``torch.Generator`` seeded with ``seed``: the checks draw their inputs from their own generators,
+    so the inputs do not depend on, or change, the global random state the answer's code may use."""
+    return torch.Generator().manual_seed(seed)
+
+
 def expect_true(cond: bool, message: str) -> None:
     _boundary()
     if not cond:
