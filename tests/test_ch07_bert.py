@@ -26,18 +26,22 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SMALL = dict(vocab_size=53, context_length=20, n_layers=2, n_heads=4, d_model=48, d_ff=80)
 
 
+# SMALL in Hugging Face's names (BERT's and ALBERT's configs alike), without dropout
+HF_SMALL = dict(
+    vocab_size=53,
+    hidden_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=80,
+    max_position_embeddings=20,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
+
+
 def _hf_config():
     transformers = pytest.importorskip("transformers")
-    return transformers, transformers.BertConfig(
-        vocab_size=53,
-        hidden_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=80,
-        max_position_embeddings=20,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
+    return transformers, transformers.BertConfig(**HF_SMALL)
 
 
 def _randomise_vectors(model):
@@ -169,18 +173,11 @@ ALBERT_SMALL = dict(SMALL, embedding_size=24, n_layers=3)
 def _hf_albert_config():
     transformers = pytest.importorskip("transformers")
     return transformers, transformers.AlbertConfig(
-        vocab_size=53,
+        **dict(HF_SMALL, num_hidden_layers=3),  # as ALBERT_SMALL
         embedding_size=24,
-        hidden_size=48,
-        num_hidden_layers=3,
         num_hidden_groups=1,
         inner_group_num=1,
-        num_attention_heads=4,
-        intermediate_size=80,
-        max_position_embeddings=20,
         hidden_act="gelu_new",
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
         classifier_dropout_prob=0.0,
         layer_norm_eps=1e-12,
     )
