@@ -30,15 +30,12 @@ from .core import (
     expect_half_precision,
     expect_shape,
     expect_true,
+    rng,
 )
 
 EXERCISES = Exercises("ch01_seq2seq")
 
 PAD, BOS, EOS = 0, 1, 2  # the course's special ids (solutions/translation_data.py)
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ---------------------------------------------------------------- exercise 1: shift_for_teacher_forcing
@@ -61,7 +58,7 @@ def _shift_basic(fn):
 def _shift_other(fn):
     """other batch sizes and lengths; T = 2"""
     for B, T in ((3, 7), (1, 2)):
-        tgt = torch.randint(3, 30, (B, T), generator=_gen(B * T))
+        tgt = torch.randint(3, 30, (B, T), generator=rng(B * T))
         dec_in, dec_out = call("shift_for_teacher_forcing", fn, tgt)
         expect_equal("dec_in", dec_in, tgt[:, : T - 1].clone(), hidden=True)
         expect_equal("dec_out", dec_out, tgt[:, 1:].clone(), hidden=True)
@@ -84,7 +81,7 @@ def _loss_oracle(logits, targets, pad_id):
 @EXERCISES.check("sequence_loss", points=2)
 def _loss_basic(fn):
     """mean cross-entropy over the 5 real tokens of targets (2, 4) with logits (2, 4, 6)"""
-    logits = torch.randn(2, 4, 6, generator=_gen(1))
+    logits = torch.randn(2, 4, 6, generator=rng(1))
     targets = torch.tensor([[4, 5, EOS, PAD], [3, 3, PAD, PAD]])
     got = call("sequence_loss(logits, targets)", fn, logits, targets)
     expect_close(
@@ -98,10 +95,10 @@ def _loss_basic(fn):
 @EXERCISES.check("sequence_loss", hidden=True)
 def _loss_ignores_pad(fn):
     """logits at padded positions change nothing; other pad ids and sizes"""
-    logits = torch.randn(3, 5, 7, generator=_gen(2))
+    logits = torch.randn(3, 5, 7, generator=rng(2))
     targets = torch.tensor([[4, 5, 6, EOS, PAD], [3, EOS, PAD, PAD, PAD], [6, 6, 6, 6, EOS]])
     changed = logits.clone()
-    changed[targets == PAD] = 50 * torch.randn(int((targets == PAD).sum()), 7, generator=_gen(3))
+    changed[targets == PAD] = 50 * torch.randn(int((targets == PAD).sum()), 7, generator=rng(3))
     expect_close(
         "sequence_loss with other logits at padding",
         call("sequence_loss", fn, changed, targets),
@@ -120,7 +117,7 @@ def _loss_ignores_pad(fn):
 @EXERCISES.check("sequence_loss", hidden=True)
 def _loss_half(fn):
     """float16 logits (a Colab GPU's dtype) with a wide spread: a finite float32 loss, as in float32"""
-    logits = 12 * torch.randn(2, 4, 9, generator=_gen(4))  # probabilities down to ~1e-10: below float16's range
+    logits = 12 * torch.randn(2, 4, 9, generator=rng(4))  # probabilities down to ~1e-10: below float16's range
     targets = torch.tensor([[3, 5, EOS, PAD], [8, 2, 7, EOS]])
     expect_half_precision(
         "sequence_loss",
@@ -133,7 +130,7 @@ def _loss_half(fn):
 
 
 def _batch(lengths, vocab, seed, garbage=True):
-    g = _gen(seed)
+    g = rng(seed)
     S = max(lengths) + 1  # one all-padding column: outputs must still span S positions
     seqs = [torch.randint(4, vocab, (n,), generator=g) for n in lengths]
     src = torch.full((len(lengths), S), PAD)

@@ -15,16 +15,12 @@ from __future__ import annotations
 import torch
 from torch.nn.functional import linear as _linear
 
-from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true
+from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true, rng
 
 EXERCISES = Exercises("ch02_bahdanau_attention")
 
 _softmax = torch.softmax
 _tanh = torch.tanh
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ---------------------------------------------------------------- oracles
@@ -50,7 +46,7 @@ def _context_oracle(alpha, h):
 
 
 def _score_inputs(B, S, N, A, seed, dtype=torch.float32):
-    g = _gen(seed)
+    g = rng(seed)
     return (
         torch.randn(B, N, generator=g, dtype=dtype),
         torch.randn(A, N, generator=g, dtype=dtype),
@@ -113,7 +109,7 @@ def _lengths_mask(lengths, S):
 @EXERCISES.check("masked_softmax", points=3)
 def _softmax_basic(fn):
     """scores (3, 6) with source lengths [6, 2, 4]: padding gets weight 0, each row sums to 1"""
-    scores = torch.randn(3, 6, generator=_gen(4)) * 3
+    scores = torch.randn(3, 6, generator=rng(4)) * 3
     mask = _lengths_mask([6, 2, 4], 6)
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
     hint = "mask the scores *before* the softmax (True = real source word) and normalise over the last axis."
@@ -128,7 +124,7 @@ def _softmax_basic(fn):
 @EXERCISES.check("masked_softmax")
 def _softmax_fully_masked(fn):
     """a row with no real position gives all zeros, not NaN"""
-    scores = torch.randn(2, 4, generator=_gen(5))
+    scores = torch.randn(2, 4, generator=rng(5))
     mask = torch.tensor([[True, True, False, False], [False, False, False, False]])
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
     expect_shape("masked_softmax(scores, mask)", got, (2, 4))
@@ -151,8 +147,8 @@ def _softmax_hidden(fn):
         _softmax_oracle(scores, mask),
         hidden=True,
     )
-    scores = torch.randn(5, 9, generator=_gen(6), dtype=torch.float64)
-    mask = torch.rand(5, 9, generator=_gen(7)) < 0.5
+    scores = torch.randn(5, 9, generator=rng(6), dtype=torch.float64)
+    mask = torch.rand(5, 9, generator=rng(7)) < 0.5
     mask[2] = False
     expect_close(
         "masked_softmax on a random mask (float64)",
@@ -176,8 +172,8 @@ def _softmax_hidden(fn):
 @EXERCISES.check("masked_softmax", hidden=True)
 def _masked_softmax_half_and_very_negative(fn):
     """float16 and bfloat16 scores (no overflow); scores all below -1e4 still give masked positions weight 0"""
-    scores = torch.randn(4, 7, generator=_gen(8))
-    mask = torch.rand(4, 7, generator=_gen(9)) < 0.6
+    scores = torch.randn(4, 7, generator=rng(8))
+    mask = torch.rand(4, 7, generator=rng(9)) < 0.6
     mask[:, 0] = True
     expected = _softmax_oracle(scores.double(), mask)
     for dtype in (torch.float16, torch.bfloat16):
@@ -201,7 +197,7 @@ def _masked_softmax_half_and_very_negative(fn):
 @EXERCISES.check("context_vector", points=2)
 def _context_basic(fn):
     """weighted sum of h (2, 5, 3) with alpha (2, 5)"""
-    g = _gen(8)
+    g = rng(8)
     alpha = _softmax(torch.randn(2, 5, generator=g), -1)
     h = torch.randn(2, 5, 3, generator=g)
     got = call("context_vector(alpha, h)", fn, alpha, h)
@@ -217,7 +213,7 @@ def _context_basic(fn):
 @EXERCISES.check("context_vector", hidden=True)
 def _context_hidden(fn):
     """other sizes, zero weights on padding, float64"""
-    g = _gen(9)
+    g = rng(9)
     for B, S, D, dtype in ((4, 7, 6, torch.float32), (1, 3, 8, torch.float64), (3, 1, 2, torch.float32)):
         alpha = _softmax(torch.randn(B, S, generator=g, dtype=dtype), -1)
         alpha[0] = 0

@@ -29,17 +29,14 @@ from .core import (
     expect_equal,
     expect_shape,
     expect_true,
+    rng,
 )
 
 EXERCISES = Exercises("ch03_self_attention")
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def _qkv(B, H, T_q, T_k, d_k, d_v, seed=0, dtype=torch.float32):
-    g = _gen(seed)
+    g = rng(seed)
     lead = (B, H) if H else (B,)
     q = torch.randn(*lead, T_q, d_k, generator=g, dtype=dtype)
     k = torch.randn(*lead, T_k, d_k, generator=g, dtype=dtype)
@@ -133,7 +130,7 @@ def _sdpa_causal(fn):
 def _sdpa_other_ranks(fn):
     """works for 3-D (B, T, d) and 5-D inputs, with other sizes"""
     _compare_sdpa(fn, *_qkv(3, 0, 8, 5, 6, 2, seed=4), hidden=True)
-    g = _gen(5)
+    g = rng(5)
     q, k, v = (
         torch.randn(2, 3, 4, 5, 7, generator=g),
         torch.randn(2, 3, 4, 9, 7, generator=g),
@@ -146,7 +143,7 @@ def _sdpa_other_ranks(fn):
 def _sdpa_masks_hidden(fn):
     """respects a random mask and a rectangular causal mask"""
     q, k, v = _qkv(3, 2, 6, 9, 8, 5, seed=6)
-    mask = torch.rand(3, 2, 6, 9, generator=_gen(7)) < 0.6
+    mask = torch.rand(3, 2, 6, 9, generator=rng(7)) < 0.6
     mask[..., 0] = True  # every query sees at least one key
     _compare_sdpa(fn, q, k, v, mask, hidden=True)
     causal = torch.ones(6, 9, dtype=torch.bool).tril(diagonal=3)
@@ -354,14 +351,14 @@ def _compare_module(cls, args, x, mask=None, *, hidden=False):
 @EXERCISES.check("SelfAttention", points=2)
 def _module_basic(cls):
     """SelfAttention(d_model=8, d_k=4, d_v=6) on x (2, 5, 8) gives output (2, 5, 6) and weights (2, 5, 5)"""
-    x = torch.randn(2, 5, 8, generator=_gen(10))
+    x = torch.randn(2, 5, 8, generator=rng(10))
     _compare_module(cls, (8, 4, 6), x)
 
 
 @EXERCISES.check("SelfAttention", hidden=True)
 def _module_masked(cls):
     """uses the mask, the bias option and the default d_v"""
-    x = torch.randn(3, 7, 10, generator=_gen(11))
+    x = torch.randn(3, 7, 10, generator=rng(11))
     _compare_module(cls, (10, 3), x, torch.ones(7, 7, dtype=torch.bool).tril(), hidden=True)
     _compare_module(cls, (10, 5, 2, True), x, (torch.arange(7) < 4)[None, None, :].expand(3, 1, 7), hidden=True)
 

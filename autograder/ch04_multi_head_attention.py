@@ -28,13 +28,10 @@ from .core import (
     expect_half_precision,
     expect_shape,
     expect_true,
+    rng,
 )
 
 EXERCISES = Exercises("ch04_multi_head_attention")
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ---------------------------------------------------------------- exercise 1: split_heads
@@ -63,7 +60,7 @@ def _split_basic(fn):
 def _split_other_sizes(fn):
     """works for other sizes (one head, d_k = 1) and keeps gradients"""
     for B, T, d, H in ((3, 7, 8, 2), (1, 4, 6, 6), (2, 3, 10, 1)):
-        x = torch.randn(B, T, d, generator=_gen(B + T + d), requires_grad=True)
+        x = torch.randn(B, T, d, generator=rng(B + T + d), requires_grad=True)
         got = call("split_heads", fn, x, H)
         expect_close(f"split_heads(x {(B, T, d)}, {H})", got, _split_oracle(x, H), hidden=True)
     call("backpropagating through split_heads", lambda: got.sum().backward())
@@ -95,7 +92,7 @@ def _merge_basic(fn):
 def _merge_other_sizes(fn):
     """inverts the head split for other sizes"""
     for shape in ((3, 2, 7, 5), (1, 6, 2, 3), (2, 1, 4, 9)):
-        x = torch.randn(*shape, generator=_gen(sum(shape)))
+        x = torch.randn(*shape, generator=rng(sum(shape)))
         expect_close(f"merge_heads(x {shape})", call("merge_heads", fn, x), _merge_oracle(x), hidden=True)
 
 
@@ -180,14 +177,14 @@ def _compare_mha(cls, d_model, H, q, k, v, key_pad=None, attn=None, *, bias=True
 @EXERCISES.check("MultiHeadAttention", points=4)
 def _mha_self(cls):
     """self-attention, d_model=12, 3 heads, x (2, 5, 12): same output and per-head weights as nn.MultiheadAttention"""
-    x = torch.randn(2, 5, 12, generator=_gen(1))
+    x = torch.randn(2, 5, 12, generator=rng(1))
     _compare_mha(cls, 12, 3, x, x, x)
 
 
 @EXERCISES.check("MultiHeadAttention")
 def _mha_cross_padding(cls):
     """cross-attention: query (3, 4, 12), key (3, 6, 12), value (3, 6, 12) ≠ key, with a key padding mask"""
-    g = _gen(2)
+    g = rng(2)
     q, k, v = torch.randn(3, 4, 12, generator=g), torch.randn(3, 6, 12, generator=g), torch.randn(3, 6, 12, generator=g)
     pad = torch.arange(6)[None, :] < torch.tensor([6, 2, 4])[:, None]  # (B, T_k), True at real keys
     _compare_mha(cls, 12, 3, q, k, v, key_pad=pad)
@@ -196,7 +193,7 @@ def _mha_cross_padding(cls):
 @EXERCISES.check("MultiHeadAttention", hidden=True)
 def _mha_masks_averaged(cls):
     """attention mask and key padding together; head-averaged weights; 4 heads, no bias"""
-    g = _gen(3)
+    g = rng(3)
     q, k, v = torch.randn(2, 5, 16, generator=g), torch.randn(2, 7, 16, generator=g), torch.randn(2, 7, 16, generator=g)
     causal = torch.ones(5, 7, dtype=torch.bool).tril(diagonal=2)
     pad = torch.arange(7)[None, :] < torch.tensor([7, 5])[:, None]
@@ -208,7 +205,7 @@ def _mha_masks_averaged(cls):
 def _mha_permutation(cls):
     """without positions, attention is permutation equivariant in the queries and invariant to reordering keys+values"""
     m = _build(cls, 12, 2)
-    g = _gen(4)
+    g = rng(4)
     q, kv = torch.randn(2, 5, 12, generator=g), torch.randn(2, 6, 12, generator=g)
     p_q, p_k = torch.randperm(5, generator=g), torch.randperm(6, generator=g)
     with torch.no_grad():
@@ -223,7 +220,7 @@ def _mha_permutation(cls):
 def _mha_float64_grad(cls):
     """keeps float64 and lets gradients reach every projection"""
     m = _build(cls, 8, 2).double()
-    x = torch.randn(2, 3, 8, generator=_gen(5), dtype=torch.float64)
+    x = torch.randn(2, 3, 8, generator=rng(5), dtype=torch.float64)
     out, _ = call("MultiHeadAttention.forward", m, x, x, x, None)
     expect_true(out.dtype == torch.float64, f"float64 inputs should give float64 outputs, not {out.dtype}.")
     call("backpropagating through your output", lambda: out.square().sum().backward())
@@ -235,7 +232,7 @@ def _mha_float64_grad(cls):
 @EXERCISES.check("MultiHeadAttention", hidden=True)
 def _mha_half(cls):
     """float16 (a Colab GPU's dtype), with a key padding mask: float16 results, as in float32"""
-    g = _gen(7)
+    g = rng(7)
     q, kv = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
     mask = (torch.arange(6)[None, :] < torch.tensor([6, 3])[:, None])[:, None, None, :]  # (B, 1, 1, T_k)
     m = _build(cls, 12, 3).eval()
@@ -251,7 +248,7 @@ def _mha_half(cls):
 @EXERCISES.check("MultiHeadAttention", hidden=True)
 def _mha_dropout(cls):
     """dropout on the attention weights: off in eval mode, on in training mode"""
-    g = _gen(6)
+    g = rng(6)
     q, kv = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
     expect_dropout_modes(
         "MultiHeadAttention(12, 3, dropout)",

@@ -32,6 +32,7 @@ from .core import (
     expect_dropout_modes,
     expect_half_precision,
     expect_true,
+    rng,
 )
 
 EXERCISES = Exercises("ch05_transformer")
@@ -44,10 +45,6 @@ def _torch_causal(T: int) -> torch.Tensor:
 
 
 _ACT = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ---------------------------------------------------------------- exercise 1: PositionalEncoding
@@ -88,7 +85,7 @@ def _pe_long_and_added(cls):
     """adds the encoding to the input, for longer sequences and other widths (an odd d_model too)"""
     for d, T in ((12, 40), (6, 17), (7, 9)):
         pe = call(f"PositionalEncoding({d}, context_length=64)", cls, d, 64)
-        x = torch.randn(3, T, d, generator=_gen(d))
+        x = torch.randn(3, T, d, generator=rng(d))
         expect_close(
             f"PositionalEncoding({d})(x)", call("PositionalEncoding.forward", pe, x), x + _pe_oracle(T, d), hidden=True
         )
@@ -98,7 +95,7 @@ def _pe_long_and_added(cls):
 def _pe_dropout(cls):
     """applies dropout to the sum in training mode only"""
     pe = call("PositionalEncoding(16, context_length=32, dropout=0.5)", cls, 16, 32, 0.5)
-    x = torch.randn(4, 20, 16, generator=_gen(7))
+    x = torch.randn(4, 20, 16, generator=rng(7))
     pe.train()
     torch.manual_seed(0)
     out = call("PositionalEncoding.forward", pe, x)
@@ -118,7 +115,7 @@ def _pe_dropout(cls):
 @EXERCISES.check("PositionalEncoding", hidden=True)
 def _pe_half(cls):
     """float16 x (a Colab GPU's dtype): the sum keeps x's dtype and values, with or without .half() on the module"""
-    x = torch.randn(2, 7, 10, generator=_gen(8))
+    x = torch.randn(2, 7, 10, generator=rng(8))
     pe = call("PositionalEncoding(10, context_length=16)", cls, 10, 16)
     pe.eval()
     expect_half_precision("PositionalEncoding", lambda dtype: call("PositionalEncoding.forward", pe, x.to(dtype)))
@@ -149,7 +146,7 @@ def _embedding_scaled(cls):
 
 @torch.no_grad()
 def _randomise(module: torch.nn.Module, seed: int) -> None:
-    g = _gen(seed)
+    g = rng(seed)
     for name, p in module.named_parameters():
         noise = torch.randn(p.shape, generator=g) * 0.3
         is_norm_gain = "norm" in name and name.endswith("weight")
@@ -207,7 +204,7 @@ def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=No
     twin = _TorchEncoderLayer(**_torch_args(d, H, d_ff, norm_first, activation, eps))
     _copy_attn(layer.self_attn, twin.self_attn)
     _copy_rest(layer, twin, 2)
-    x = torch.randn(B, T, d, generator=_gen(seed + 1))
+    x = torch.randn(B, T, d, generator=rng(seed + 1))
     mask, kw = None, {}
     if lengths:
         pad = _pad(lengths, T)
@@ -275,7 +272,7 @@ def _compare_decoder(cls, *, norm_first, tgt_lengths=None, src_lengths=None, hid
     _copy_attn(layer.cross_attn, twin.multihead_attn)
     _copy_rest(layer, twin, 3)
     B = 3
-    g = _gen(seed + 1)
+    g = rng(seed + 1)
     y, memory = torch.randn(B, T, d, generator=g), torch.randn(B, S, d, generator=g)
     tgt_pad = _pad(tgt_lengths, T) if tgt_lengths else None
     src_pad = _pad(src_lengths, S) if src_lengths else None
@@ -310,7 +307,7 @@ def _decoder_post_ln(cls):
 def _decoder_no_future_leak(cls):
     """no future leak: changing target tokens after position t leaves the output at positions <= t unchanged"""
     layer, d, *_ = _decoder_setup(cls, False, seed=1)
-    g = _gen(2)
+    g = rng(2)
     y, memory = torch.randn(2, 6, d, generator=g), torch.randn(2, 4, d, generator=g)
     base = call("DecoderLayer.forward", layer, y, memory, None, None)
     for t in range(5):
@@ -340,7 +337,7 @@ def _decoder_same_lengths(cls):
 @EXERCISES.check("EncoderLayer", hidden=True)
 def _encoder_dropout(cls):
     """dropout (attention, feed-forward, residual branches) is off in eval mode and on in training mode"""
-    x = torch.randn(2, 5, 12, generator=_gen(21))
+    x = torch.randn(2, 5, 12, generator=rng(21))
     expect_dropout_modes(
         "EncoderLayer",
         lambda p: call("EncoderLayer", cls, **{**_layer_args(12, 3, 24, False, "relu", 1e-5), "dropout": p}),
@@ -352,7 +349,7 @@ def _encoder_dropout(cls):
 def _decoder_half(cls):
     """float16 (a Colab GPU's dtype) with target and source padding: float16 results, as in float32"""
     layer = call("DecoderLayer", cls, **_layer_args(12, 3, 24, True, "relu", 1e-5)).eval()
-    g = _gen(23)
+    g = rng(23)
     y, memory = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
     tgt, src = (
         torch.tensor([[True] * 4, [True, True, False, False]]),
@@ -369,7 +366,7 @@ def _decoder_half(cls):
 @EXERCISES.check("DecoderLayer", hidden=True)
 def _decoder_dropout(cls):
     """dropout (both attentions, feed-forward, residual branches) is off in eval mode and on in training mode"""
-    g = _gen(22)
+    g = rng(22)
     y, memory = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
     expect_dropout_modes(
         "DecoderLayer",

@@ -29,18 +29,15 @@ from .core import (
     expect_half_precision,
     expect_seeded,
     expect_true,
+    rng,
 )
 
 EXERCISES = Exercises("ch06_gpt")
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def _randomise(module: nn.Module, seed: int) -> nn.Module:
     """Random values for every parameter (layer norms and biases included), so nothing is left at 0 or 1."""
-    g = _gen(seed)
+    g = rng(seed)
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn(p.shape, generator=g) * 0.3)
@@ -104,7 +101,7 @@ def _block_basic(cls):
     _compare_block(
         cls,
         GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=4, d_model=16),
-        torch.randn(2, 7, 16, generator=_gen(2)),
+        torch.randn(2, 7, 16, generator=rng(2)),
     )
 
 
@@ -115,9 +112,9 @@ def _block_causal(cls):
     block = _randomise(
         call("Block(config)", cls, GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=2, d_model=8)), seed=3
     ).eval()
-    x = torch.randn(1, 6, 8, generator=_gen(4))
+    x = torch.randn(1, 6, 8, generator=rng(4))
     y = x.clone()
-    y[:, 4:] = torch.randn(1, 2, 8, generator=_gen(5))
+    y[:, 4:] = torch.randn(1, 2, 8, generator=rng(5))
     with torch.no_grad():
         a, b = call("Block.forward", block, x), call("Block.forward", block, y)
     expect_true(
@@ -131,7 +128,7 @@ def _block_causal(cls):
 def _block_other_sizes(cls):
     """other sizes (B=3, T=9, d_model=24, 3 heads), both attention paths"""
     config = GPTConfig(vocab_size=10, context_length=12, n_layers=2, n_heads=3, d_model=24)
-    x = torch.randn(3, 9, 24, generator=_gen(6))
+    x = torch.randn(3, 9, 24, generator=rng(6))
     _compare_block(cls, config, x, hidden=True, use_sdpa=True)
     _compare_block(cls, config, x, hidden=True, use_sdpa=False)
 
@@ -201,9 +198,9 @@ def _gpt_logits(cls):
     """GPT(vocab 13, block 8, 2 layers, width 8) on idx (2, 6): logits = LN_f(blocks(wte + wpe)) @ wte^T"""
     model = _build_gpt(cls, GPTConfig(vocab_size=13, context_length=8, n_layers=2, n_heads=2, d_model=8))
     with torch.no_grad():
-        model.ln_f.weight.normal_(1.0, 0.3, generator=_gen(7))
-        model.ln_f.bias.normal_(0.0, 0.3, generator=_gen(8))
-    idx = torch.randint(13, (2, 6), generator=_gen(9))
+        model.ln_f.weight.normal_(1.0, 0.3, generator=rng(7))
+        model.ln_f.bias.normal_(0.0, 0.3, generator=rng(8))
+    idx = torch.randint(13, (2, 6), generator=rng(9))
     with torch.no_grad():
         got = call("model(idx)", model, idx)
         expected = _gpt_oracle(model, idx)
@@ -224,7 +221,7 @@ def _gpt_positions_and_gradient(cls):
     config = GPTConfig(vocab_size=17, context_length=12, n_layers=1, n_heads=3, d_model=12)
     model = _build_gpt(cls, config, seed=1)
     _expect_tied(model)
-    idx = torch.randint(17, (3, 7), generator=_gen(10))
+    idx = torch.randint(17, (3, 7), generator=rng(10))
     pos = torch.arange(7) + 4
     with torch.no_grad():
         expect_close(
@@ -252,7 +249,7 @@ class _ToyLM(nn.Module):
 
     def __init__(self, V=11, context_length=6, seed=0):
         super().__init__()
-        g = _gen(seed)
+        g = rng(seed)
         self.context_length = context_length
         self.tok, self.pos, self.first = (
             torch.randn(V, V, generator=g),
@@ -288,7 +285,7 @@ def _greedy_oracle(model, idx, n):
 def _gpt_half(cls):
     """after model.half() (a Colab GPU's dtype): float16 logits, as in float32"""
     model = _build_gpt(cls, GPTConfig(vocab_size=13, context_length=8, n_layers=2, n_heads=2, d_model=8))
-    idx = torch.randint(13, (2, 7), generator=_gen(17))
+    idx = torch.randint(13, (2, 7), generator=rng(17))
 
     def run(dtype):
         with torch.no_grad():
@@ -300,7 +297,7 @@ def _gpt_half(cls):
 @EXERCISES.check("GPT", hidden=True)
 def _gpt_dropout(cls):
     """dropout (embeddings, attention, MLP) is off in eval mode and on in training mode"""
-    idx = torch.randint(13, (2, 6), generator=_gen(16))
+    idx = torch.randint(13, (2, 6), generator=rng(16))
     expect_dropout_modes(
         "GPT",
         lambda p: call(
@@ -331,7 +328,7 @@ def _draw(fn, logits, n=4000, seed=0, **kw):
         _FixedLM(logits),
         torch.zeros(n, 1, dtype=torch.long),
         1,
-        generator=_gen(seed),
+        generator=rng(seed),
         **kw,
     )
     expect_true(
@@ -361,7 +358,7 @@ def _expect_support(what, freq, allowed, hidden=False):
 def _generate_greedy_cropped(fn):
     """temperature=0 is greedy; runs past context_length with the context cropped and positions from 0"""
     model = _ToyLM()
-    idx = torch.randint(11, (3, 4), generator=_gen(11))
+    idx = torch.randint(11, (3, 4), generator=rng(11))
     got = call("generate(model, idx, 7, temperature=0)", fn, model, idx, 7, temperature=0.0)
     expect_equal("generate(model, idx, 7, temperature=0)", got, _greedy_oracle(model, idx, 7))
 
@@ -405,7 +402,7 @@ def _generate_top_p(fn):
 @EXERCISES.check("generate", hidden=True)
 def _generate_top_k_edges(fn):
     """top_k=1 is greedy, other k, top_k and top_p together, shuffled logits"""
-    perm = torch.randperm(len(_LOGITS), generator=_gen(12))
+    perm = torch.randperm(len(_LOGITS), generator=rng(12))
     logits = _LOGITS[perm]
     for k in (1, 5):
         allowed = torch.zeros(len(logits), dtype=torch.bool)
@@ -426,7 +423,7 @@ def _generate_top_k_edges(fn):
 def _generate_seeded(fn):
     """all randomness from `generator`: equal seeds give equal tokens; the global random state is untouched"""
     model = _ToyLM(V=7, context_length=5, seed=6)
-    idx = torch.randint(7, (3, 2), generator=_gen(14))
+    idx = torch.randint(7, (3, 2), generator=rng(14))
     expect_seeded(
         "generate(model, idx, 8, top_k=4)", lambda g: call("generate", fn, model, idx, 8, top_k=4, generator=g)
     )
@@ -436,7 +433,7 @@ def _generate_seeded(fn):
 def _generate_long(fn):
     """a one-token prompt grown to three times context_length, batch of 2"""
     model = _ToyLM(V=7, context_length=5, seed=4)
-    idx = torch.randint(7, (2, 1), generator=_gen(13))
+    idx = torch.randint(7, (2, 1), generator=rng(13))
     expect_equal(
         "generate(model, idx, 14, temperature=0)",
         call("generate", fn, model, idx, 14, temperature=0.0),

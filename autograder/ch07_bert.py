@@ -26,6 +26,7 @@ from .core import (
     expect_seeded,
     expect_shape,
     expect_true,
+    rng,
 )
 
 EXERCISES = Exercises("ch07_bert")
@@ -33,15 +34,11 @@ EXERCISES = Exercises("ch07_bert")
 PAD, UNK, CLS, SEP, MASK = range(5)
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 # ---------------------------------------------------------------- exercise 1: mask_tokens
 
 
 def _batch(seed=0, B=64, T=256, V=1000):
-    x = torch.randint(5, V, (B, T), generator=_gen(seed))
+    x = torch.randint(5, V, (B, T), generator=rng(seed))
     x[:, 0], x[:, T // 2] = CLS, SEP
     x[::2, -40:] = PAD
     x[1::4, 7] = UNK
@@ -58,7 +55,7 @@ def _run(fn, x, p=0.15, seed=0, V=1000):
         vocab_size=V,
         special_ids=range(5),
         mlm_probability=p,
-        generator=_gen(seed),
+        generator=rng(seed),
     )
     expect_true(isinstance(result, tuple) and len(result) == 2, "mask_tokens should return (inputs, labels).")
     expect_true(torch.equal(x, before), "mask_tokens modified input_ids in place; work on new tensors.")
@@ -148,9 +145,9 @@ def _mask_seeded(fn):
 @EXERCISES.check("mask_tokens", hidden=True)
 def _mask_other_specials(fn):
     """uses the given special_ids (not a hard-coded list) and the given mask_id"""
-    x = torch.randint(0, 300, (40, 200), generator=_gen(3))
+    x = torch.randint(0, 300, (40, 200), generator=rng(3))
     specials = (0, 17, 250)
-    result = call("mask_tokens", fn, x, mask_id=299, vocab_size=300, special_ids=specials, generator=_gen(4))
+    result = call("mask_tokens", fn, x, mask_id=299, vocab_size=300, special_ids=specials, generator=rng(4))
     expect_true(isinstance(result, tuple) and len(result) == 2, "mask_tokens should return (inputs, labels).")
     inputs, labels = result
     expect_shape("inputs", inputs, tuple(x.shape))
@@ -179,21 +176,48 @@ def _emb_oracle(m, ids, types):
     return F.layer_norm(x, (x.shape[-1],), m.LayerNorm.weight, m.LayerNorm.bias, m.LayerNorm.eps)
 
 
-def _build_emb(cls, config, seed=0):
+def _randomised(what, cls, config, seed, param_seed):
+    """``cls(config)`` built after ``torch.manual_seed(seed)``, then every parameter (LayerNorm's included) drawn
+    from N(0, 1) with the generator ``param_seed``; in eval mode."""
     torch.manual_seed(seed)
-    m = call(f"BertEmbeddings({config})", cls, config)
-    g = _gen(seed + 100)
+    m = call(f"{what}({config})", cls, config)
+    g = rng(param_seed)
     with torch.no_grad():
         for p in m.parameters():
             p.copy_(torch.randn(p.shape, generator=g))
     return m.eval()
 
 
+def _build_emb(cls, config, seed=0):
+    return _randomised("BertEmbeddings", cls, config, seed, seed + 100)
+
+
+def _expect_default_segments(m, oracle, ids):
+    """Without token_type_ids the result is the oracle's with every token in segment 0."""
+    with torch.no_grad():
+        expect_close("embeddings(ids)", call("embeddings(ids)", m, ids), oracle(m, ids, torch.zeros_like(ids)))
+
+
+def _expect_segments_hidden(m, oracle, ids, types):
+    with torch.no_grad():
+        expect_close(
+            "embeddings(ids, token_type_ids)", call("embeddings", m, ids, types), oracle(m, ids, types), hidden=True
+        )
+
+
+def _expect_dropout_after_norm(what, cls, config_with_dropout, ids):
+    """Dropout is off in eval mode and on in training mode (``config_with_dropout(p)`` is the config with
+    dropout ``p``)."""
+    expect_dropout_modes(
+        what, lambda p: call(f"{what}(config)", cls, config_with_dropout(p)), lambda m: call("embeddings", m, ids)
+    )
+
+
 @EXERCISES.check("BertEmbeddings", points=3)
 def _emb_basic(cls):
     """LayerNorm(token + position + segment) for ids (2, 7), segments 0 then 1"""
     m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8))
-    ids = torch.randint(20, (2, 7), generator=_gen(5))
+    ids = torch.randint(20, (2, 7), generator=rng(5))
     types = torch.tensor([[0, 0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1]])
     with torch.no_grad():
         got = call("embeddings(ids, token_type_ids)", m, ids, types)
@@ -208,36 +232,25 @@ def _emb_basic(cls):
 def _emb_default_types(cls):
     """without token_type_ids every token is in segment 0"""
     m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8), seed=1)
-    ids = torch.randint(20, (3, 5), generator=_gen(6))
-    with torch.no_grad():
-        expect_close("embeddings(ids)", call("embeddings(ids)", m, ids), _emb_oracle(m, ids, torch.zeros_like(ids)))
+    _expect_default_segments(m, _emb_oracle, torch.randint(20, (3, 5), generator=rng(6)))
 
 
 @EXERCISES.check("BertEmbeddings", hidden=True)
 def _emb_other_sizes(cls):
     """other sizes, random segments, BERT's eps 1e-12"""
     m = _build_emb(cls, BertConfig(vocab_size=31, context_length=16, d_model=12, type_vocab_size=3), seed=2)
-    ids = torch.randint(31, (4, 11), generator=_gen(7))
-    types = torch.randint(3, (4, 11), generator=_gen(8))
-    with torch.no_grad():
-        expect_close(
-            "embeddings(ids, token_type_ids)",
-            call("embeddings", m, ids, types),
-            _emb_oracle(m, ids, types),
-            hidden=True,
-        )
+    ids = torch.randint(31, (4, 11), generator=rng(7))
+    _expect_segments_hidden(m, _emb_oracle, ids, torch.randint(3, (4, 11), generator=rng(8)))
 
 
 @EXERCISES.check("BertEmbeddings", hidden=True)
 def _emb_dropout(cls):
     """dropout after the LayerNorm: off in eval mode, on in training mode"""
-    ids = torch.randint(0, 30, (2, 7), generator=_gen(31))
-    expect_dropout_modes(
+    _expect_dropout_after_norm(
         "BertEmbeddings",
-        lambda p: call(
-            "BertEmbeddings(config)", cls, BertConfig(vocab_size=30, context_length=10, d_model=8, dropout=p)
-        ),
-        lambda m: call("embeddings", m, ids),
+        cls,
+        lambda p: BertConfig(vocab_size=30, context_length=10, d_model=8, dropout=p),
+        torch.randint(0, 30, (2, 7), generator=rng(31)),
     )
 
 
@@ -250,20 +263,14 @@ def _albert_oracle(m, ids, types):
 
 
 def _build_albert(cls, config, seed=0):
-    torch.manual_seed(seed)
-    m = call(f"AlbertEmbeddings({config})", cls, config)
-    g = _gen(seed + 200)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.copy_(torch.randn(p.shape, generator=g))
-    return m.eval()
+    return _randomised("AlbertEmbeddings", cls, config, seed, seed + 200)
 
 
 @EXERCISES.check("AlbertEmbeddings", points=3)
 def _albert_basic(cls):
     """LayerNorm(token + position + segment) in width E = 6, then the projection to d_model = 10; ids (2, 7)"""
     m = _build_albert(cls, AlbertConfig(vocab_size=20, context_length=10, embedding_size=6, d_model=10))
-    ids = torch.randint(20, (2, 7), generator=_gen(15))
+    ids = torch.randint(20, (2, 7), generator=rng(15))
     types = torch.tensor([[0, 0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1]])
     with torch.no_grad():
         got = call("embeddings(ids, token_type_ids)", m, ids, types)
@@ -280,9 +287,7 @@ def _albert_basic(cls):
 def _albert_default_types(cls):
     """without token_type_ids every token is in segment 0"""
     m = _build_albert(cls, AlbertConfig(vocab_size=20, context_length=10, embedding_size=4, d_model=12), seed=1)
-    ids = torch.randint(20, (3, 5), generator=_gen(16))
-    with torch.no_grad():
-        expect_close("embeddings(ids)", call("embeddings(ids)", m, ids), _albert_oracle(m, ids, torch.zeros_like(ids)))
+    _expect_default_segments(m, _albert_oracle, torch.randint(20, (3, 5), generator=rng(16)))
 
 
 @EXERCISES.check("AlbertEmbeddings", hidden=True)
@@ -291,29 +296,18 @@ def _albert_other_sizes(cls):
     m = _build_albert(
         cls, AlbertConfig(vocab_size=31, context_length=16, embedding_size=14, d_model=8, type_vocab_size=3), seed=2
     )
-    ids = torch.randint(31, (4, 11), generator=_gen(17))
-    types = torch.randint(3, (4, 11), generator=_gen(18))
-    with torch.no_grad():
-        expect_close(
-            "embeddings(ids, token_type_ids)",
-            call("embeddings", m, ids, types),
-            _albert_oracle(m, ids, types),
-            hidden=True,
-        )
+    ids = torch.randint(31, (4, 11), generator=rng(17))
+    _expect_segments_hidden(m, _albert_oracle, ids, torch.randint(3, (4, 11), generator=rng(18)))
 
 
 @EXERCISES.check("AlbertEmbeddings", hidden=True)
 def _albert_dropout(cls):
     """dropout after the LayerNorm: off in eval mode, on in training mode"""
-    ids = torch.randint(0, 30, (2, 7), generator=_gen(32))
-    expect_dropout_modes(
+    _expect_dropout_after_norm(
         "AlbertEmbeddings",
-        lambda p: call(
-            "AlbertEmbeddings(config)",
-            cls,
-            AlbertConfig(vocab_size=30, context_length=10, embedding_size=4, d_model=8, dropout=p),
-        ),
-        lambda m: call("embeddings", m, ids),
+        cls,
+        lambda p: AlbertConfig(vocab_size=30, context_length=10, embedding_size=4, d_model=8, dropout=p),
+        torch.randint(0, 30, (2, 7), generator=rng(32)),
     )
 
 
@@ -321,7 +315,7 @@ def _albert_dropout(cls):
 def _emb_half(cls):
     """after .half() (a Colab GPU's dtype), with and without segments: float16 results, as in float32"""
     m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8), seed=3).eval()
-    ids = torch.randint(20, (2, 6), generator=_gen(32))
+    ids = torch.randint(20, (2, 6), generator=rng(32))
     types = torch.tensor([[0, 0, 0, 1, 1, 1], [0, 1, 1, 1, 1, 1]])
 
     def run(dtype):

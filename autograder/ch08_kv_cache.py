@@ -15,20 +15,26 @@ import torch.nn.functional as F
 
 from solutions.ch08_kv_cache import KVCache  # the cache container (a list of tensors per layer): plumbing
 
-from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_half_precision, expect_true
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    call,
+    expect_close,
+    expect_half_precision,
+    expect_true,
+    rng,
+)
 
 EXERCISES = Exercises("ch08_kv_cache")
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 # ---------------------------------------------------------------- exercise 1: repeat_kv
 
 
 def _check_repeat(fn, B, H_kv, T, d, n_rep, seed, *, hidden=False):
-    x = torch.randn(B, H_kv, T, d, generator=_gen(seed))
+    x = torch.randn(B, H_kv, T, d, generator=rng(seed))
     got = call(f"repeat_kv(x of shape {(B, H_kv, T, d)}, n_rep={n_rep})", fn, x, n_rep)
     expected = torch.repeat_interleave(x, n_rep, dim=1)
     hint = ""
@@ -77,7 +83,7 @@ def _attention_oracle(q_all, k_all, v_all, T_new):
 
 
 def _qkv(B, H, H_kv, T, d_k, d_v, seed):
-    g = _gen(seed)
+    g = rng(seed)
     return (
         torch.randn(B, H, T, d_k, generator=g),
         torch.randn(B, H_kv, T, d_k, generator=g),
@@ -213,7 +219,7 @@ def _build_mla(cls, seed, **sizes):
     args = ", ".join(f"{k}={v}" for k, v in sizes.items())
     m = call(f"MultiHeadLatentAttention({args})", cls, **sizes)
     with torch.no_grad():
-        g = _gen(seed)
+        g = rng(seed)
         for name, p in m.named_parameters():
             p.copy_(torch.randn(p.shape, generator=g) * 0.3 + (1.0 if "norm" in name else 0.0))
     return m.eval()
@@ -226,7 +232,7 @@ _SIZES = dict(d_model=20, n_heads=4, d_c=6, d_head=3, d_rope=4, d_v=5)
 def _mla_full(cls):
     """MLA(d_model=20, 4 heads, d_c=6, d_head=3, d_rope=4, d_v=5) on x (2, 7, 20), no cache"""
     m = _build_mla(cls, 1, **_SIZES)
-    x = torch.randn(2, 7, 20, generator=_gen(11))
+    x = torch.randn(2, 7, 20, generator=rng(11))
     with torch.no_grad():
         got = call("mla(x)", m, x)
         expected = _mla_oracle(m, x)[0]
@@ -238,7 +244,7 @@ def _mla_full(cls):
 def _mla_caches_latent(cls):
     """the cache holds only the normalised latent (B, 1, T, d_c) and the rotated shared key (B, 1, T, d_rope)"""
     m = _build_mla(cls, 2, **_SIZES)
-    x = torch.randn(2, 5, 20, generator=_gen(12))
+    x = torch.randn(2, 5, 20, generator=rng(12))
     cache = KVCache()
     with torch.no_grad():
         call("mla(x, cache=cache)", m, x, cache=cache)
@@ -253,7 +259,7 @@ def _mla_decode(cls):
     """prefill, a chunk of 2, then single tokens with the cache; with a query latent (d_cq) too"""
     for seed, sizes in ((3, _SIZES), (4, dict(d_model=16, n_heads=2, d_c=5, d_head=4, d_rope=2, d_v=3, d_cq=7))):
         m = _build_mla(cls, seed, **sizes)
-        x = torch.randn(3, 8, sizes["d_model"], generator=_gen(seed + 20))
+        x = torch.randn(3, 8, sizes["d_model"], generator=rng(seed + 20))
         cache = KVCache()
         with torch.no_grad():
             outs, t = [], 0

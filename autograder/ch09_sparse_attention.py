@@ -29,13 +29,10 @@ from .core import (
     expect_equal,
     expect_half_precision,
     expect_true,
+    rng,
 )
 
 EXERCISES = Exercises("ch09_sparse_attention")
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 def _band(T: int, window: int, causal: bool) -> torch.Tensor:
@@ -172,17 +169,17 @@ def _global_causal(fn):
 @EXERCISES.check("global_token_mask", hidden=True)
 def _global_batched(fn):
     """per-sequence global tokens (B, T) with a shared (T, T) mask and a batched (B, T, T) mask"""
-    is_global = torch.rand(3, 9, generator=_gen(1)) < 0.25
+    is_global = torch.rand(3, 9, generator=rng(1)) < 0.25
     is_global[0] = False  # a sequence without global tokens keeps its mask
     _compare_global(fn, _band(9, 2, False), is_global, False, hidden=True)
-    _compare_global(fn, torch.rand(3, 9, 9, generator=_gen(2)) < 0.3, is_global, True, hidden=True)
+    _compare_global(fn, torch.rand(3, 9, 9, generator=rng(2)) < 0.3, is_global, True, hidden=True)
 
 
 # ---------------------------------------------------------------- exercise 3: sliding_window_attention
 
 
 def _qkv(lead, T, d_k, d_v, seed, dtype=torch.float32):
-    g = _gen(seed)
+    g = rng(seed)
     return (
         torch.randn(*lead, T, d_k, generator=g, dtype=dtype),
         torch.randn(*lead, T, d_k, generator=g, dtype=dtype),
@@ -324,21 +321,21 @@ def _compare_routing(fn, qc, kc, causal, *, hidden=False):
 @EXERCISES.check("routing_mask", points=2)
 def _routing_basic(fn):
     """clusters (2, 7) of queries and keys, causal: same cluster and not in the future"""
-    g = _gen(30)
+    g = rng(30)
     _compare_routing(fn, torch.randint(3, (2, 7), generator=g), torch.randint(3, (2, 7), generator=g), True)
 
 
 @EXERCISES.check("routing_mask")
 def _routing_bidirectional(fn):
     """causal=False: same cluster is enough"""
-    g = _gen(31)
+    g = rng(31)
     _compare_routing(fn, torch.randint(2, (3, 5), generator=g), torch.randint(2, (3, 5), generator=g), False)
 
 
 @EXERCISES.check("routing_mask", hidden=True)
 def _routing_heads_and_cache(fn):
     """(B, H, T) clusters, and T_k > T_q (queries are the last positions, as chapter 3's causal_mask)"""
-    g = _gen(32)
+    g = rng(32)
     qc, kc = torch.randint(4, (2, 3, 6), generator=g), torch.randint(4, (2, 3, 6), generator=g)
     for causal in (True, False):
         _compare_routing(fn, qc, kc, causal, hidden=True)
@@ -397,20 +394,20 @@ def _compare_topk(fn, scores, n_selected, block_len, causal=True, n_initial=1, n
 @EXERCISES.check("topk_block_mask", points=3)
 def _topk_causal(fn):
     """scores (2, 13, 5), blocks of 3, n = 3 with the initial and 2 local blocks forced: equals a brute-force loop"""
-    _compare_topk(fn, torch.randn(2, 13, 5, generator=_gen(40)), 3, 3)
+    _compare_topk(fn, torch.randn(2, 13, 5, generator=rng(40)), 3, 3)
 
 
 @EXERCISES.check("topk_block_mask")
 def _topk_future_scores_high(fn):
     """causal: future blocks get the highest scores, and still are never selected"""
-    scores = torch.randn(11, 6, generator=_gen(41)) + 10.0 * torch.arange(6.0)  # later blocks score higher
+    scores = torch.randn(11, 6, generator=rng(41)) + 10.0 * torch.arange(6.0)  # later blocks score higher
     _compare_topk(fn, scores, 4, 2, n_initial=1, n_local=1)
 
 
 @EXERCISES.check("topk_block_mask")
 def _topk_bidirectional(fn):
     """causal=False, nothing forced but the query's own block: every block may be chosen"""
-    _compare_topk(fn, torch.randn(3, 8, 4, generator=_gen(42)), 2, 2, causal=False, n_initial=0, n_local=1)
+    _compare_topk(fn, torch.randn(3, 8, 4, generator=rng(42)), 2, 2, causal=False, n_initial=0, n_local=1)
 
 
 @EXERCISES.check("topk_block_mask", hidden=True)
@@ -425,7 +422,7 @@ def _topk_many_shapes(fn):
         ((3, 20, 10), 5, 2, True, 1, 2),
     ]
     for seed, (shape, n, block_len, causal, n_initial, n_local) in enumerate(cases):
-        scores = torch.randn(*shape, generator=_gen(50 + seed), dtype=torch.float64)
+        scores = torch.randn(*shape, generator=rng(50 + seed), dtype=torch.float64)
         _compare_topk(fn, scores, n, block_len, causal, n_initial, n_local, hidden=True)
 
 

@@ -27,6 +27,7 @@ from .core import (
     expect_half_precision,
     expect_shape,
     expect_true,
+    rng,
 )
 
 EXERCISES = Exercises("ch10_flash_attention")
@@ -35,12 +36,8 @@ _logsumexp = torch.logsumexp
 _grad = torch.autograd.grad
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def _randn(*shape, seed, dtype=torch.float32):
-    return torch.randn(*shape, generator=_gen(seed), dtype=torch.float64).to(dtype)
+    return torch.randn(*shape, generator=rng(seed), dtype=torch.float64).to(dtype)
 
 
 # ---------------------------------------------------------------- exercise 1: online_softmax_update

@@ -36,7 +36,7 @@ import traceback
 import types
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.utils._pytree as pytree
@@ -269,6 +269,12 @@ def call(what: str, fn: Callable, *args, **kwargs):
     return result
 
 
+def rng(seed: int) -> torch.Generator:
+    """A new CPU ``torch.Generator`` seeded with ``seed``: the checks draw their inputs from their own generators,
+    so the inputs do not depend on, or change, the global random state the answer's code may use."""
+    return torch.Generator().manual_seed(seed)
+
+
 def expect_true(cond: bool, message: str) -> None:
     _boundary()
     if not cond:
@@ -475,32 +481,39 @@ class Exercise:
 
 
 @dataclasses.dataclass(frozen=True)
-class Mutant:
-    """A plausible student bug, written as a text edit of the reference solution's source.
+class _SourceEdit:
+    """Text edits of the reference solution's source: the shared form of :class:`Mutant` and :class:`Alternative`.
 
     ``target`` names the exercise (function or class) whose source is edited; every ``old`` must occur in
-    that source (so a mutant that no longer applies fails loudly instead of silently testing nothing).
+    that source (so an entry that no longer applies fails loudly instead of silently testing nothing).
     """
 
     name: str
     target: str
     edits: tuple[tuple[str, str], ...]
     description: str
+    kind: ClassVar[str] = "edit"  # how messages and the edited code's file name call it
 
     def build(self, module) -> Any:
-        """Return the mutated object: the target's source, edited, executed in a copy of ``module``'s namespace."""
-        return _build_edited(self, module, "mutant")
+        """Return the edited object: the target's source, edited, executed in a copy of ``module``'s namespace."""
+        return _build_edited(self, module, self.kind)
 
     def apply(self, source: str) -> str:
         for old, new in self.edits:
             if old not in source:
-                raise ValueError(f"mutant {self.name!r}: {old!r} not found in the source of {self.target}")
+                raise ValueError(f"{self.kind} {self.name!r}: {old!r} not found in the source of {self.target}")
             source = source.replace(old, new)
         return source
 
 
-@dataclasses.dataclass(frozen=True)
-class Alternative:
+class Mutant(_SourceEdit):
+    """A plausible student bug, written as a text edit of the reference solution's source (see :class:`_SourceEdit`);
+    some check must catch it."""
+
+    kind = "mutant"
+
+
+class Alternative(_SourceEdit):
     """A valid way to write an exercise that differs from the reference: it must get full marks.
 
     Written like a :class:`Mutant` (text edits of the reference source of ``target``; every ``old`` must occur),
@@ -508,24 +521,10 @@ class Alternative:
     catalogue of alternatives keeps the checks from rejecting correct answers that merely look different.
     """
 
-    name: str
-    target: str
-    edits: tuple[tuple[str, str], ...]
-    description: str
-
-    def build(self, module) -> Any:
-        """Return the variant: the target's source, edited, executed in a copy of ``module``'s namespace."""
-        return _build_edited(self, module, "alternative")
-
-    def apply(self, source: str) -> str:
-        for old, new in self.edits:
-            if old not in source:
-                raise ValueError(f"alternative {self.name!r}: {old!r} not found in the source of {self.target}")
-            source = source.replace(old, new)
-        return source
+    kind = "alternative"
 
 
-def _build_edited(entry: Mutant | Alternative, module, kind: str) -> Any:
+def _build_edited(entry: _SourceEdit, module, kind: str) -> Any:
     import inspect
 
     source = textwrap.dedent(inspect.getsource(getattr(module, entry.target)))

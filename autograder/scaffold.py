@@ -88,29 +88,25 @@ import torch
 from torch import nn
 from torch.nn.functional import linear as _linear
 
-from .core import Alternative, Exercises, Mutant, call, expect_close, expect_true
+from .core import Alternative, Exercises, Mutant, call, expect_close, expect_true, rng
 
 _softmax = torch.softmax
 
 EXERCISES = Exercises("{stem}")
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 # ---------------------------------------------------------------- exercise 1: example_function (TODO)
 @EXERCISES.check("example_function", points=2)
 def _function_matches_softmax(fn):
     """example_function(x) equals torch.softmax(x, dim=-1) for x of shape (2, 3, 5)"""
-    x = torch.randn(2, 3, 5, generator=_gen(0))
+    x = torch.randn(2, 3, 5, generator=rng(0))
     expect_close("example_function(x)", call("example_function(x)", fn, x), _softmax(x, dim=-1))
 
 
 @EXERCISES.check("example_function", hidden=True)
 def _function_other_shape(fn):
     """example_function on another shape and float64"""
-    x = torch.randn(4, 7, generator=_gen(1), dtype=torch.float64)
+    x = torch.randn(4, 7, generator=rng(1), dtype=torch.float64)
     expect_close("example_function(x)", call("example_function(x)", fn, x), _softmax(x, dim=-1), hidden=True)
 
 
@@ -122,7 +118,7 @@ def _module_case(cls, d_model: int, seed: int, hidden: bool = False) -> None:
         isinstance(getattr(module, "proj", None), nn.Linear),
         "ExampleModule should keep its projection as an nn.Linear attribute named proj.",
     )
-    x = torch.randn(2, 3, d_model, generator=_gen(seed))
+    x = torch.randn(2, 3, d_model, generator=rng(seed))
     expected = _linear(x, module.proj.weight, module.proj.bias).detach()
     expect_close("ExampleModule(x)", call("ExampleModule.forward", module, x), expected, hidden=hidden)
 

@@ -21,6 +21,8 @@ from solutions.interop import load_hf_bert, load_hf_gpt2
 
 
 def randomise(model):
+    """Every vector parameter (layer norms and biases) drawn from N(1, 0.1) for a norm's gain, N(0, 0.1) otherwise,
+    so that a swapped or missing one shows; returns ``model`` in eval mode."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1:
@@ -30,15 +32,16 @@ def randomise(model):
     return model.eval()
 
 
-def main():
-    torch.manual_seed(0)
-    out = {"transformers": transformers.__version__, "torch": torch.__version__}
-    hc = transformers.GPT2Config(
-        vocab_size=101,
-        n_positions=32,
-        n_embd=64,
-        n_layer=3,
-        n_head=4,
+def gpt2_config(config: GPTConfig) -> transformers.GPT2Config:
+    """Hugging Face's config for our ``config``'s sizes, without dropout, token 0 as BOS, EOS and padding.
+
+    Our names for GPT2Config's n_positions, n_layer, n_head, n_embd: context_length, n_layers, n_heads, d_model."""
+    return transformers.GPT2Config(
+        vocab_size=config.vocab_size,
+        n_positions=config.context_length,
+        n_embd=config.d_model,
+        n_layer=config.n_layers,
+        n_head=config.n_heads,
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
@@ -46,9 +49,13 @@ def main():
         eos_token_id=0,
         pad_token_id=0,
     )
-    hf = randomise(transformers.GPT2LMHeadModel(hc))
-    # our names for GPT2Config's n_positions, n_layer, n_head, n_embd
+
+
+def main():
+    torch.manual_seed(0)
+    out = {"transformers": transformers.__version__, "torch": torch.__version__}
     cfg_gpt = GPTConfig(vocab_size=101, context_length=32, n_layers=3, n_heads=4, d_model=64)
+    hf = randomise(transformers.GPT2LMHeadModel(gpt2_config(cfg_gpt)))
     ours = load_hf_gpt2(GPT(cfg_gpt), hf.state_dict()).eval()
     idx = torch.randint(101, (4, 32))
     with torch.no_grad():

@@ -119,6 +119,37 @@ def part_tokenizer(args, out):
     print(f"WordPiece: {tok.get_vocab_size()} tokens; e.g. {tok.encode('Decorators wrap functions.').tokens}")
 
 
+def _sizes(args, tok) -> dict:
+    """The sizes BERT and GPT share (same tokenizer, same options), as config keywords."""
+    return dict(
+        vocab_size=tok.get_vocab_size(),
+        context_length=args.seq_len,
+        n_layers=args.n_layers,
+        n_heads=args.n_heads,
+        d_model=args.d_model,
+        dropout=args.dropout,
+    )
+
+
+def _pretrain(what: str, model, loss_fn, eval_fn, args, *, lr: float, max_iters: int, **options) -> dict:
+    """``train`` with the pretraining options of ``args`` (and ``options``); rank 0 prints the final evaluation."""
+    hist = train(
+        model,
+        loss_fn,
+        max_iters=max_iters,
+        lr=lr,
+        warmup=args.warmup,
+        eval_fn=eval_fn,
+        eval_interval=args.eval_interval,
+        progress=not args.no_progress,
+        grad_accum=args.grad_accum,
+        **options,
+    )
+    if MAIN:  # only rank 0 evaluates
+        print(f"{what} final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
+    return hist
+
+
 def pretrain_bert(
     args, out, *, lr: float, masking: str, eval_on: str, max_iters: int, three_way: bool, train_pairs: int = 0
 ):
@@ -134,15 +165,7 @@ def pretrain_bert(
     if train_pairs:
         keep = torch.randperm(len(ids), generator=torch.Generator().manual_seed(args.seed))[:train_pairs]
         ids, types, att = ids[keep], types[keep], att[keep]
-    config = BertConfig(
-        vocab_size=tok.get_vocab_size(),
-        context_length=args.seq_len,
-        n_layers=args.n_layers,
-        n_heads=args.n_heads,
-        d_model=args.d_model,
-        d_ff=4 * args.d_model,
-        dropout=args.dropout,
-    )
+    config = BertConfig(**_sizes(args, tok), d_ff=4 * args.d_model)
     model = BertForMaskedLM(config)
     g = torch.Generator().manual_seed(args.seed)
     v_ids, v_types, v_att = encode_pairs(tok, val_t if eval_on == "validation" else test_t, args.seq_len)
@@ -176,20 +199,16 @@ def pretrain_bert(
         return mlm_eval(m, v_ids, v_types, v_att, config.vocab_size)
 
     say(f"BERT ({masking} masking, lr {lr}): {count_parameters(model):,} parameters, {len(ids):,} training pairs")
-    hist = train(
+    hist = _pretrain(
+        f"BERT ({masking})",
         model,
         loss_fn,
-        max_iters=max_iters,
+        eval_fn,
+        args,
         lr=lr,
-        warmup=args.warmup,
-        eval_fn=eval_fn,
-        eval_interval=args.eval_interval,
-        progress=not args.no_progress,
-        grad_accum=args.grad_accum,
+        max_iters=max_iters,
         find_unused_parameters=True,  # the pooler gets no gradient from the masked-LM loss
     )
-    if MAIN:  # only rank 0 evaluates
-        print(f"BERT ({masking}) final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
     return model, config, hist
 
 
@@ -297,14 +316,7 @@ def pretrain_gpt(args, out, *, lr: float, eval_on: str, max_iters: int, three_wa
     train_t, val_t, test_t = split_sentences(three_way)
     stream = encode_stream(tok, train_t)
     v_stream = encode_stream(tok, val_t if eval_on == "validation" else test_t)
-    config = GPTConfig(
-        vocab_size=tok.get_vocab_size(),
-        context_length=args.seq_len,
-        n_layers=args.n_layers,
-        n_heads=args.n_heads,
-        d_model=args.d_model,
-        dropout=args.dropout,
-    )
+    config = GPTConfig(**_sizes(args, tok))
     model = GPT(config)
     g = torch.Generator().manual_seed(args.seed)
     from solutions.text_data import get_lm_batch
@@ -321,19 +333,7 @@ def pretrain_gpt(args, out, *, lr: float, eval_on: str, max_iters: int, three_wa
         return {"loss": F.cross_entropy(m(x).flatten(0, 1), y.flatten()).item()}
 
     say(f"GPT (lr {lr}): {model.num_parameters():,} parameters, {len(stream):,} training tokens")
-    hist = train(
-        model,
-        loss_fn,
-        max_iters=max_iters,
-        lr=lr,
-        warmup=args.warmup,
-        eval_fn=eval_fn,
-        eval_interval=args.eval_interval,
-        progress=not args.no_progress,
-        grad_accum=args.grad_accum,
-    )
-    if MAIN:  # only rank 0 evaluates
-        print("GPT final", hist["eval"][-1], f"{hist['tokens_per_s']:.0f} tokens/s")
+    hist = _pretrain("GPT", model, loss_fn, eval_fn, args, lr=lr, max_iters=max_iters)
     return model, config, hist
 
 

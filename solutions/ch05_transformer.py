@@ -306,12 +306,11 @@ class DecoderLayer(nn.Module):
 # --------------------------------------------------------------------------------------------------
 
 
-class Encoder(nn.Module):
-    """``N`` :class:`EncoderLayer` s; with ``final_norm`` (default: when pre-LN) one LayerNorm at the end.
+class _LayerStack(nn.Module):
+    """``n_layers`` copies of ``layer_class`` (built with the same sizes), then, with ``final_norm`` (default: when
+    pre-LN), one LayerNorm: the shared construction of :class:`Encoder` and :class:`Decoder`."""
 
-    ``forward(x (B, S, d_model), src_attention_mask (B, S) bool | None) -> (B, S, d_model)``.
-    ``torch.nn.Transformer`` always adds the final LayerNorm, also in post-LN mode; ``final_norm=True`` matches it.
-    """
+    layer_class: Callable[..., nn.Module]
 
     def __init__(
         self,
@@ -327,45 +326,42 @@ class Encoder(nn.Module):
     ):
         super().__init__()
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
+            self.layer_class(d_model, n_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
             for _ in range(n_layers)
         )
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
+
+    def _final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) if self.norm is not None else x
+
+
+class Encoder(_LayerStack):
+    """``N`` :class:`EncoderLayer` s; with ``final_norm`` (default: when pre-LN) one LayerNorm at the end.
+
+    ``Encoder(n_layers, d_model, n_heads, d_ff, dropout=0.0, norm_first=False, activation="relu",
+    layer_norm_eps=1e-5, final_norm=None)``;
+    ``forward(x (B, S, d_model), src_attention_mask (B, S) bool | None) -> (B, S, d_model)``.
+    ``torch.nn.Transformer`` always adds the final LayerNorm, also in post-LN mode; ``final_norm=True`` matches it.
+    """
+
+    layer_class = EncoderLayer
 
     def forward(self, x: torch.Tensor, src_attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         mask = None if src_attention_mask is None else src_attention_mask[:, None, None, :]  # (B, 1, 1, S)
         for layer in self.layers:
             x = layer(x, mask)
-        return self.norm(x) if self.norm is not None else x
+        return self._final_norm(x)
 
 
-class Decoder(nn.Module):
-    """``N`` :class:`DecoderLayer` s (+ final LayerNorm as :class:`Encoder`).
+class Decoder(_LayerStack):
+    """``N`` :class:`DecoderLayer` s (+ final LayerNorm, arguments as :class:`Encoder`).
 
     ``forward(y (B, T, d_model), memory (B, S, d_model), tgt_attention_mask (B, T) | None,
     src_attention_mask (B, S) | None) -> (B, T, d_model)``.
     """
 
-    def __init__(
-        self,
-        n_layers: int,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        activation: str = "relu",
-        layer_norm_eps: float = 1e-5,
-        final_norm: bool | None = None,
-    ):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
-            for _ in range(n_layers)
-        )
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
+    layer_class = DecoderLayer
 
     def forward(
         self,
@@ -376,7 +372,7 @@ class Decoder(nn.Module):
     ) -> torch.Tensor:
         for layer in self.layers:
             y = layer(y, memory, tgt_attention_mask, src_attention_mask)
-        return self.norm(y) if self.norm is not None else y
+        return self._final_norm(y)
 
 
 class Transformer(nn.Module):

@@ -306,6 +306,42 @@ def load_hf_gpt2(model: GPT, hf_state_dict: dict[str, torch.Tensor]) -> GPT:
     return model
 
 
+# The embedding tensors have the same names in our BertEmbeddings/AlbertEmbeddings and in Hugging Face's.
+_EMBEDDING_NAMES = (
+    "word_embeddings.weight",
+    "position_embeddings.weight",
+    "token_type_embeddings.weight",
+    "LayerNorm.weight",
+    "LayerNorm.bias",
+)
+
+
+def _weight_bias_pairs(mine: str, theirs: str, modules: dict[str, str]) -> dict[str, str]:
+    """Our ``{mine}.{a}.weight/bias`` -> HF's ``{theirs}.{b}.weight/bias`` for each ``a: b`` of ``modules``."""
+    return {f"{mine}.{a}.{p}": f"{theirs}.{b}.{p}" for a, b in modules.items() for p in ("weight", "bias")}
+
+
+def _copy_named(module: nn.Module, sd: dict[str, torch.Tensor], pairs: dict[str, str], *, strict: bool) -> None:
+    """``module``'s tensor ``mine`` := ``sd[theirs]`` for each ``mine: theirs`` of ``pairs`` (in place); one that
+    ``sd`` lacks raises ``KeyError`` when ``strict``, else is left as it is."""
+    own = module.state_dict()
+    for mine, theirs in pairs.items():
+        if strict or theirs in sd:
+            own[mine].copy_(sd[theirs])
+
+
+def _mlm_head_pairs(transform: str, bias: str) -> dict[str, str]:
+    """Our masked-LM head's tensors -> HF's: its transform's ``{transform}dense.*`` and ``{transform}LayerNorm.*``,
+    and the output bias ``bias`` (the output weight is tied to the word embeddings in both)."""
+    return {
+        "dense.weight": f"{transform}dense.weight",
+        "dense.bias": f"{transform}dense.bias",
+        "LayerNorm.weight": f"{transform}LayerNorm.weight",
+        "LayerNorm.bias": f"{transform}LayerNorm.bias",
+        "decoder.bias": bias,
+    }
+
+
 @torch.no_grad()
 def load_hf_bert(model: BertForMaskedLM | Bert, hf_state_dict: dict[str, torch.Tensor]) -> nn.Module:
     """Copy a Hugging Face ``BertForMaskedLM`` or ``BertModel`` ``state_dict()`` into ``model`` (in place).
@@ -316,16 +352,7 @@ def load_hf_bert(model: BertForMaskedLM | Bert, hf_state_dict: dict[str, torch.T
     """
     sd = {k.removeprefix("bert."): v for k, v in hf_state_dict.items()}
     bert = model.bert if isinstance(model, BertForMaskedLM) else model
-    pairs = {
-        f"embeddings.{n}": f"embeddings.{n}"
-        for n in (
-            "word_embeddings.weight",
-            "position_embeddings.weight",
-            "token_type_embeddings.weight",
-            "LayerNorm.weight",
-            "LayerNorm.bias",
-        )
-    }
+    pairs = {f"embeddings.{n}": f"embeddings.{n}" for n in _EMBEDDING_NAMES}
     per_layer = {
         "self_attn.W_q": "attention.self.query",
         "self_attn.W_k": "attention.self.key",
@@ -337,25 +364,13 @@ def load_hf_bert(model: BertForMaskedLM | Bert, hf_state_dict: dict[str, torch.T
         "norm2": "output.LayerNorm",
     }
     for i in range(len(bert.layers)):
-        for mine, theirs in per_layer.items():
-            for p in ("weight", "bias"):
-                pairs[f"layers.{i}.{mine}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
-    pairs.update({"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"})
-    own = bert.state_dict()
-    for mine, theirs in pairs.items():
-        if theirs in sd:
-            own[mine].copy_(sd[theirs])
+        pairs.update(_weight_bias_pairs(f"layers.{i}", f"encoder.layer.{i}", per_layer))
+    pairs.update({f"pooler.{p}": f"pooler.dense.{p}" for p in ("weight", "bias")})
+    _copy_named(bert, sd, pairs, strict=False)
     if isinstance(model, BertForMaskedLM) and "cls.predictions.transform.dense.weight" in hf_state_dict:
-        head = {
-            "dense.weight": "transform.dense.weight",
-            "dense.bias": "transform.dense.bias",
-            "LayerNorm.weight": "transform.LayerNorm.weight",
-            "LayerNorm.bias": "transform.LayerNorm.bias",
-            "decoder.bias": "bias",
-        }
-        mlm = model.mlm.state_dict()
-        for mine, theirs in head.items():
-            mlm[mine].copy_(hf_state_dict[f"cls.predictions.{theirs}"])
+        _copy_named(
+            model.mlm, hf_state_dict, _mlm_head_pairs("cls.predictions.transform.", "cls.predictions.bias"), strict=True
+        )
     return model
 
 
@@ -375,17 +390,7 @@ def load_hf_albert(model: AlbertForPreTraining | Albert, hf_state_dict: dict[str
     ):
         raise ValueError("only ALBERT with one shared layer (num_hidden_groups = inner_group_num = 1) is supported")
     albert = model.albert if isinstance(model, AlbertForPreTraining) else model
-    pairs = {
-        f"embeddings.{n}": f"embeddings.{n}"
-        for n in (
-            "word_embeddings.weight",
-            "position_embeddings.weight",
-            "token_type_embeddings.weight",
-            "LayerNorm.weight",
-            "LayerNorm.bias",
-        )
-    }
-    hf_layer = "encoder.albert_layer_groups.0.albert_layers.0"
+    pairs = {f"embeddings.{n}": f"embeddings.{n}" for n in _EMBEDDING_NAMES}
     per_layer = {
         "self_attn.W_q": "attention.query",
         "self_attn.W_k": "attention.key",
@@ -396,27 +401,13 @@ def load_hf_albert(model: AlbertForPreTraining | Albert, hf_state_dict: dict[str
         "ffn.W_2": "ffn_output",
         "norm2": "full_layer_layer_norm",
     }
-    for p in ("weight", "bias"):
-        pairs[f"embeddings.projection.{p}"] = f"encoder.embedding_hidden_mapping_in.{p}"
-        pairs[f"pooler.{p}"] = f"pooler.{p}"
-        for mine, theirs in per_layer.items():
-            pairs[f"layer.{mine}.{p}"] = f"{hf_layer}.{theirs}.{p}"
-    own = albert.state_dict()
-    for mine, theirs in pairs.items():
-        if theirs in sd:
-            own[mine].copy_(sd[theirs])
+    pairs.update(_weight_bias_pairs("layer", "encoder.albert_layer_groups.0.albert_layers.0", per_layer))
+    pairs.update(_weight_bias_pairs("embeddings", "encoder", {"projection": "embedding_hidden_mapping_in"}))
+    pairs.update({f"pooler.{p}": f"pooler.{p}" for p in ("weight", "bias")})
+    _copy_named(albert, sd, pairs, strict=False)
     if isinstance(model, AlbertForPreTraining) and "predictions.dense.weight" in hf_state_dict:
-        head = {
-            "dense.weight": "dense.weight",
-            "dense.bias": "dense.bias",
-            "LayerNorm.weight": "LayerNorm.weight",
-            "LayerNorm.bias": "LayerNorm.bias",
-            "decoder.bias": "bias",
-        }
-        mlm = model.mlm.state_dict()
-        for mine, theirs in head.items():
-            mlm[mine].copy_(hf_state_dict[f"predictions.{theirs}"])
-        sop = model.sop.state_dict()
-        for p in ("weight", "bias"):
-            sop[p].copy_(hf_state_dict[f"sop_classifier.classifier.{p}"])
+        _copy_named(model.mlm, hf_state_dict, _mlm_head_pairs("predictions.", "predictions.bias"), strict=True)
+        _copy_named(
+            model.sop, hf_state_dict, {p: f"sop_classifier.classifier.{p}" for p in ("weight", "bias")}, strict=True
+        )
     return model

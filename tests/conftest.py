@@ -23,3 +23,14 @@ def tolerance(dtype: torch.dtype) -> dict:
     """assert_close tolerances by dtype: the autograder's one table (``autograder.core.default_tolerance``)."""
     rtol, atol = default_tolerance(dtype)
     return dict(rtol=rtol, atol=atol)
+
+
+# Six toy English-French pairs that the chapter 1 and 2 models must learn by heart (overfitting tests).
+TINY_PAIRS = [
+    ("one two three", "un deux trois"),
+    ("three two", "trois deux"),
+    ("two two one", "deux deux un"),
+    ("one", "un"),
+    ("three one two one", "trois un deux un"),
+    ("two", "deux"),
+]

@@ -20,6 +20,7 @@ from solutions.ch01_seq2seq import (
 )
 from solutions.training import load_checkpoint, save_checkpoint, train_seq2seq
 from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches, pad_sequences
+from tests.conftest import TINY_PAIRS
 
 
 def _random_batch(lengths, vocab=20, seed=0, pad_garbage=False):
@@ -169,20 +170,9 @@ def test_reverse_source_option_equals_reversed_input():
     torch.testing.assert_close(rev(src, lens, dec_in), fwd(manual, lens, dec_in))
 
 
-def _tiny_pairs():
-    return [
-        ("one two three", "un deux trois"),
-        ("three two", "trois deux"),
-        ("two two one", "deux deux un"),
-        ("one", "un"),
-        ("three one two one", "trois un deux un"),
-        ("two", "deux"),
-    ]
-
-
 def test_seq2seq_overfits_a_handful_of_pairs(tmp_path):
     torch.manual_seed(0)
-    data = TranslationData({"train": _tiny_pairs()})
+    data = TranslationData({"train": TINY_PAIRS})
     model = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, hidden_size=64, num_layers=1)
     losses = train_seq2seq(
         model, infinite_batches(data.encoded["train"], 6, seed=0), steps=120, lr=1e-2, device="cpu", progress=False

@@ -9,6 +9,7 @@ from solutions.ch01_seq2seq import greedy_decode, translate
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq, additive_score, context_vector, masked_softmax
 from solutions.training import train_seq2seq
 from solutions.translation_data import BOS_ID, EOS_ID, PAD_ID, TranslationData, infinite_batches
+from tests.conftest import TINY_PAIRS
 
 
 def test_additive_score_hand_computed():
@@ -110,15 +111,7 @@ def test_attention_model_padding_invariance_and_weights():
 
 def test_attention_model_overfits_a_handful_of_pairs():
     torch.manual_seed(0)
-    pairs = [
-        ("one two three", "un deux trois"),
-        ("three two", "trois deux"),
-        ("two two one", "deux deux un"),
-        ("one", "un"),
-        ("three one two one", "trois un deux un"),
-        ("two", "deux"),
-    ]
-    data = TranslationData({"train": pairs})
+    data = TranslationData({"train": TINY_PAIRS})
     model = AttentionSeq2Seq(
         len(data.src_vocab), len(data.tgt_vocab), emb_dim=16, enc_hidden_size=32, dec_hidden_size=48, attn_dim=32
     )

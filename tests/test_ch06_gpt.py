@@ -19,26 +19,12 @@ SMALL = dict(vocab_size=61, context_length=24, n_layers=3, n_heads=4, d_model=48
 
 def _hf_pair(device, seed=0):
     transformers = pytest.importorskip("transformers")
+    from scripts.hf_parity import gpt2_config, randomise
+
     torch.manual_seed(seed)
-    hc = transformers.GPT2Config(
-        vocab_size=61,
-        n_positions=24,
-        n_embd=48,
-        n_layer=3,
-        n_head=4,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
-    hf = transformers.GPT2LMHeadModel(hc).eval()
-    with torch.no_grad():  # random layer norms and biases too, so a swapped or missing one shows
-        for name, p in hf.named_parameters():
-            if p.dim() == 1:
-                p.normal_(0.0 if name.endswith("bias") else 1.0, 0.1)
-    ours = load_hf_gpt2(GPT(GPTConfig(**SMALL)), hf.state_dict()).eval()
+    config = GPTConfig(**SMALL)
+    hf = randomise(transformers.GPT2LMHeadModel(gpt2_config(config)))  # random layer norms and biases too
+    ours = load_hf_gpt2(GPT(config), hf.state_dict()).eval()
     return ours.to(device), hf.to(device)
 
 

@@ -26,18 +26,22 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SMALL = dict(vocab_size=53, context_length=20, n_layers=2, n_heads=4, d_model=48, d_ff=80)
 
 
+# SMALL in Hugging Face's names (BERT's and ALBERT's configs alike), without dropout
+HF_SMALL = dict(
+    vocab_size=53,
+    hidden_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=80,
+    max_position_embeddings=20,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
+
+
 def _hf_config():
     transformers = pytest.importorskip("transformers")
-    return transformers, transformers.BertConfig(
-        vocab_size=53,
-        hidden_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=80,
-        max_position_embeddings=20,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
+    return transformers, transformers.BertConfig(**HF_SMALL)
 
 
 def _randomise_vectors(model):
@@ -59,30 +63,24 @@ def _inputs(device):
     return ids.to(device), types.to(device), att.to(device)
 
 
+def _with_hf_weights(device, ours, hf_class: str, seed: int):
+    """(ours, HF's) on ``device`` in eval mode: HF's model ``hf_class`` (BERT's or ALBERT's, as ``ours``) with
+    random vectors after ``torch.manual_seed(seed)``, its weights copied into ``ours``; and both models' outputs
+    for :func:`_inputs` (ours: a tensor or tuple; HF's: its output object)."""
+    albert = hf_class.startswith("Albert")
+    transformers, hc = _hf_albert_config() if albert else _hf_config()
+    torch.manual_seed(seed)
+    hf = _randomise_vectors(getattr(transformers, hf_class)(hc)).eval().to(device)
+    ours = (load_hf_albert if albert else load_hf_bert)(ours, hf.state_dict()).eval().to(device)
+    ids, types, att = _inputs(device)
+    with torch.no_grad():
+        return ours, ours(ids, types, att), hf(input_ids=ids, token_type_ids=types, attention_mask=att)
+
+
 def test_mlm_logits_match_hugging_face(device):
-    transformers, hc = _hf_config()
-    torch.manual_seed(0)
-    hf = _randomise_vectors(transformers.BertForMaskedLM(hc)).eval().to(device)
-    ours = load_hf_bert(BertForMaskedLM(BertConfig(**SMALL)), hf.state_dict()).eval().to(device)
+    ours, got, expected = _with_hf_weights(device, BertForMaskedLM(BertConfig(**SMALL)), "BertForMaskedLM", seed=0)
     assert ours.mlm.decoder.weight is ours.bert.embeddings.word_embeddings.weight
-    ids, types, att = _inputs(device)
-    with torch.no_grad():
-        got = ours(ids, types, att)
-        expected = hf(input_ids=ids, token_type_ids=types, attention_mask=att).logits
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=2e-5)
-
-
-def test_hidden_states_and_pooler_match_hugging_face(device):
-    transformers, hc = _hf_config()
-    torch.manual_seed(1)
-    hf = _randomise_vectors(transformers.BertModel(hc)).eval().to(device)
-    ours = load_hf_bert(Bert(BertConfig(**SMALL)), hf.state_dict()).eval().to(device)
-    ids, types, att = _inputs(device)
-    with torch.no_grad():
-        h = ours(ids, types, att)
-        out = hf(input_ids=ids, token_type_ids=types, attention_mask=att)
-    torch.testing.assert_close(h, out.last_hidden_state, rtol=1e-5, atol=2e-5)
-    torch.testing.assert_close(ours.pool(h), out.pooler_output, rtol=1e-5, atol=2e-5)
+    torch.testing.assert_close(got, expected.logits, rtol=1e-5, atol=2e-5)
 
 
 def test_bidirectional_and_padding_invariant(device):
@@ -175,46 +173,28 @@ ALBERT_SMALL = dict(SMALL, embedding_size=24, n_layers=3)
 def _hf_albert_config():
     transformers = pytest.importorskip("transformers")
     return transformers, transformers.AlbertConfig(
-        vocab_size=53,
+        **dict(HF_SMALL, num_hidden_layers=3),  # as ALBERT_SMALL
         embedding_size=24,
-        hidden_size=48,
-        num_hidden_layers=3,
         num_hidden_groups=1,
         inner_group_num=1,
-        num_attention_heads=4,
-        intermediate_size=80,
-        max_position_embeddings=20,
         hidden_act="gelu_new",
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
         classifier_dropout_prob=0.0,
         layer_norm_eps=1e-12,
     )
 
 
-def test_albert_hidden_states_and_pooler_match_hugging_face(device):
-    transformers, hc = _hf_albert_config()
-    torch.manual_seed(2)
-    hf = _randomise_vectors(transformers.AlbertModel(hc)).eval().to(device)
-    ours = load_hf_albert(Albert(AlbertConfig(**ALBERT_SMALL)), hf.state_dict()).eval().to(device)
-    ids, types, att = _inputs(device)
-    with torch.no_grad():
-        h = ours(ids, types, att)
-        out = hf(input_ids=ids, token_type_ids=types, attention_mask=att)
+@pytest.mark.parametrize("hf_class, seed", [("BertModel", 1), ("AlbertModel", 2)])
+def test_hidden_states_and_pooler_match_hugging_face(device, hf_class, seed):
+    model = Bert(BertConfig(**SMALL)) if hf_class == "BertModel" else Albert(AlbertConfig(**ALBERT_SMALL))
+    ours, h, out = _with_hf_weights(device, model, hf_class, seed)
     torch.testing.assert_close(h, out.last_hidden_state, rtol=1e-5, atol=2e-5)
     torch.testing.assert_close(ours.pool(h), out.pooler_output, rtol=1e-5, atol=2e-5)
 
 
 def test_albert_pretraining_heads_match_hugging_face(device):
-    transformers, hc = _hf_albert_config()
-    torch.manual_seed(3)
-    hf = _randomise_vectors(transformers.AlbertForPreTraining(hc)).eval().to(device)
-    ours = load_hf_albert(AlbertForPreTraining(AlbertConfig(**ALBERT_SMALL)), hf.state_dict()).eval().to(device)
+    model = AlbertForPreTraining(AlbertConfig(**ALBERT_SMALL))
+    ours, (mlm, sop), out = _with_hf_weights(device, model, "AlbertForPreTraining", seed=3)
     assert ours.mlm.decoder.weight is ours.albert.embeddings.word_embeddings.weight
-    ids, types, att = _inputs(device)
-    with torch.no_grad():
-        mlm, sop = ours(ids, types, att)
-        out = hf(input_ids=ids, token_type_ids=types, attention_mask=att)
     torch.testing.assert_close(mlm, out.prediction_logits, rtol=1e-5, atol=2e-5)
     torch.testing.assert_close(sop, out.sop_logits, rtol=1e-5, atol=2e-5)
 

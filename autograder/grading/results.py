@@ -16,7 +16,7 @@ import html
 import json
 import pathlib
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 import nbformat
 
@@ -118,6 +118,21 @@ def grader_secrets(graded: nbformat.NotebookNode, chapter: str) -> list[str]:
     return sorted(ln for ln in found - own if len(ln) >= _MIN_SECRET and not ln.startswith("###"))
 
 
+def _rewrite_output_text(out, rewrite: Callable[[str], str]) -> None:
+    """Apply ``rewrite`` to every text a cell output shows, in place: stream text, an error's message and
+    traceback, text/* and JSON data (a list of strings is joined first)."""
+    if "text" in out:
+        out.text = rewrite("".join(out.text) if isinstance(out.text, list) else out.text)
+    if out.get("output_type") == "error":
+        out.evalue = rewrite(out.get("evalue") or "")
+        out.traceback = [rewrite(t) for t in out.get("traceback", [])]
+    for mime, value in (out.get("data") or {}).items():
+        if mime.startswith("text/") or mime == "application/json":
+            value = "".join(value) if isinstance(value, list) else value
+            if isinstance(value, str):
+                out.data[mime] = rewrite(value)
+
+
 def redact_output(out, secrets: Collection[str]) -> int:
     """Replace every line of a cell output (stream text, text data, error message) that contains one of
     ``secrets`` by :data:`REDACTED`, in place; the number of lines replaced."""
@@ -133,16 +148,7 @@ def redact_output(out, secrets: Collection[str]) -> int:
                 count[0] += 1
         return "\n".join(lines)
 
-    if "text" in out:
-        out.text = clean("".join(out.text) if isinstance(out.text, list) else out.text)
-    if out.get("output_type") == "error":
-        out.evalue = clean(out.get("evalue") or "")
-        out.traceback = [clean(t) for t in out.get("traceback", [])]
-    for mime, value in (out.get("data") or {}).items():
-        if mime.startswith("text/") or mime == "application/json":
-            value = "".join(value) if isinstance(value, list) else value
-            if isinstance(value, str):
-                out.data[mime] = clean(value)
+    _rewrite_output_text(out, clean)
     return count[0]
 
 
@@ -169,17 +175,7 @@ def _strip_grader_text(text: str) -> str:
 def _strip_grader_code(out) -> None:
     """Remove the grader's private lines (the guard's setup lines, hidden tests) from a cell's output: a cell that
     prints the notebook's input history (``In``, ``_ih``) or a repr of it would show them to the student."""
-    if "text" in out:
-        out.text = _strip_grader_text("".join(out.text) if isinstance(out.text, list) else out.text)
-    if out.get("output_type") == "error":
-        out.evalue = _strip_grader_text(out.get("evalue") or "")
-        out.traceback = [_strip_grader_text(t) for t in out.get("traceback", [])]
-    for mime, value in (out.get("data") or {}).items():
-        if mime.startswith("text/") or mime in ("application/json",):
-            if isinstance(value, list):
-                value = "".join(value)
-            if isinstance(value, str):
-                out.data[mime] = _strip_grader_text(value)
+    _rewrite_output_text(out, _strip_grader_text)
 
 
 def what_happened(ename: str, evalue: str, cell_timeout: int | None = None) -> str | None:
