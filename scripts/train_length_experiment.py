@@ -248,7 +248,10 @@ def main(argv=None) -> None:
         w.writeheader()
         w.writerows(rows)
     log(f"total {results['total_seconds']:.0f}s; results in {out}/length_experiment.json and .csv")
-    log(f"retrain: python -m scripts.train_length_experiment --steps {args.steps} --seed {args.seed} --out {args.out}")
+    log(
+        f"retrain: python -m scripts.train_length_experiment --steps {args.steps} --seed {args.seed} --out {args.out}"
+        + (" --no-checkpoints" if args.no_checkpoints else "")
+    )
 
 
 if __name__ == "__main__":
