@@ -67,7 +67,7 @@ def test_committed_summary_is_the_summary_of_its_runs():
     summary = json.loads(SUMMARY.read_text())
     runs = [json.loads((ROOT / p).read_text()) for p in summary["sources"]]
     assert summary == summarize_seeds(copy.deepcopy(runs), sources=summary["sources"])
-    assert len(summary["seeds"]) >= 2 and summary["sources"][0] == "checkpoints/length_experiment.json"
+    assert len(summary["seeds"]) >= 3 and summary["sources"][0] == "checkpoints/length_experiment.json"
     # the pages' seed-0 content (tables of the stored run, the saved weights) is the first run of the summary
     assert summary["seeds"][0] == runs[0]["config"]["seed"] == 0
     for name, m in summary["models"].items():
