@@ -15,6 +15,15 @@ Writes into ``--out`` (default ``checkpoints/``):
 
 Retrain (see the log for the measured time; defaults reproduce the committed results):
     python -m scripts.train_length_experiment --steps 1000 --seed 0 --out checkpoints
+
+The spread over seeds (chapters 1 and 2 show it): further seeds without weights, then one summary of all runs,
+  results/length_seeds/length_experiment_seeds.json  per model and bucket: each seed's BLEU and exact match,
+                                                     their mean, sample standard deviation, min and max
+    python -m scripts.train_length_experiment --seed 1 --no-checkpoints --out results/length_seeds/seed1
+    python -m scripts.train_length_experiment --seed 2 --no-checkpoints --out results/length_seeds/seed2
+    python -m scripts.train_length_experiment --summarize checkpoints/length_experiment.json \\
+        results/length_seeds/seed1/length_experiment.json results/length_seeds/seed2/length_experiment.json \\
+        --out results/length_seeds
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -36,6 +46,67 @@ DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12,
 EDGES = (8, 12, 16, 20, 24, 28)
 PLAIN_ARGS = dict(emb_dim=64, hidden_size=128, num_layers=2, dropout=0.0)
 ATTN_ARGS = dict(emb_dim=64, enc_hidden_size=64, dec_hidden_size=128, attn_dim=64, dropout=0.0)
+
+
+# what every run of a summary must share (everything but the seed, the machine and the times)
+SHARED_CONFIG = ("steps", "batch_size", "lr", "data", "edges", "plain", "attention", "decoding", "max_new_tokens")
+SEEDS_FILE = "length_experiment_seeds.json"
+
+
+def summarize_seeds(runs: list[dict], sources: list[str] | None = None) -> dict:
+    """One summary of several runs of this script that differ only in ``--seed``.
+
+    ``runs`` are the parsed ``length_experiment.json`` files (``sources``: where they came from, kept in the
+    summary). The seed sets the models' initialisation and the batch order; the data split is the same in every
+    run. Returns ``{"seeds", "sources", "config", "models"}``; per model: ``parameters`` (the same in every run),
+    ``train_seconds`` (one per seed) and ``buckets``, one row per length bucket with ``bucket``, ``n`` and, for
+    ``bleu`` and ``exact_match``, the per-seed values (in ``seeds`` order) and their ``_mean``, ``_std`` (sample
+    standard deviation, n - 1 in the denominator), ``_min`` and ``_max``.
+
+    Raises ``ValueError`` when fewer than two runs are given, a seed repeats, the runs differ in anything in
+    :data:`SHARED_CONFIG`, in their models or in their buckets.
+    """
+    if len(runs) < 2:
+        raise ValueError(f"a spread needs at least two runs, got {len(runs)}")
+    seeds = [r["config"]["seed"] for r in runs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds repeat: {seeds}")
+    first = runs[0]
+    for r in runs[1:]:
+        for k in SHARED_CONFIG:
+            if r["config"].get(k) != first["config"].get(k):
+                raise ValueError(f"runs differ in {k!r}: {first['config'].get(k)!r} vs {r['config'].get(k)!r}")
+        if list(r["models"]) != list(first["models"]):
+            raise ValueError(f"runs trained different models: {list(first['models'])} vs {list(r['models'])}")
+    models = {}
+    for name, m0 in first["models"].items():
+        per_run = [r["models"][name] for r in runs]
+        if len({m["parameters"] for m in per_run}) != 1:
+            raise ValueError(f"{name}: parameter counts differ between runs")
+        rows = []
+        for i, b0 in enumerate(m0["buckets"]):
+            bs = [m["buckets"][i] for m in per_run]
+            if any((b["bucket"], b["n"]) != (b0["bucket"], b0["n"]) for b in bs):
+                raise ValueError(f"{name}: bucket {i} differs between runs")
+            row: dict = {"bucket": b0["bucket"], "n": b0["n"]}
+            for metric in ("bleu", "exact_match"):
+                values = [b[metric] for b in bs]
+                row[metric] = values
+                row[f"{metric}_mean"] = round(statistics.mean(values), 4)
+                row[f"{metric}_std"] = round(statistics.stdev(values), 4)
+                row[f"{metric}_min"] = min(values)
+                row[f"{metric}_max"] = max(values)
+            rows.append(row)
+        models[name] = {
+            "parameters": m0["parameters"],
+            "train_seconds": [m["train_seconds"] for m in per_run],
+            "buckets": rows,
+        }
+    config = {k: first["config"][k] for k in SHARED_CONFIG} | {
+        "devices": [r["config"]["device"] for r in runs],
+        "torch": [r["config"]["torch"] for r in runs],
+    }
+    return {"seeds": seeds, "sources": sources or [], "config": config, "models": models}
 
 
 def main(argv=None) -> None:
@@ -55,6 +126,12 @@ def main(argv=None) -> None:
     )
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument(
+        "--summarize",
+        nargs="+",
+        metavar="RUN_JSON",
+        help=f"train nothing: write --out/{SEEDS_FILE}, the spread over these runs' length_experiment.json",
+    )
+    ap.add_argument(
         "--no-checkpoints",
         action="store_true",
         help="keep only the json/csv/log (the extra seeds of the book's spread: results/length_seeds/)",
@@ -63,6 +140,12 @@ def main(argv=None) -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.summarize:
+        runs = [json.loads(Path(p).read_text()) for p in args.summarize]
+        summary = summarize_seeds(runs, sources=list(args.summarize))
+        (out / SEEDS_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False))
+        print(f"seeds {summary['seeds']}: {out / SEEDS_FILE}")
+        return
     device = pick_device(args.device)
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
@@ -165,7 +248,10 @@ def main(argv=None) -> None:
         w.writeheader()
         w.writerows(rows)
     log(f"total {results['total_seconds']:.0f}s; results in {out}/length_experiment.json and .csv")
-    log(f"retrain: python -m scripts.train_length_experiment --steps {args.steps} --seed {args.seed} --out {args.out}")
+    log(
+        f"retrain: python -m scripts.train_length_experiment --steps {args.steps} --seed {args.seed} --out {args.out}"
+        + (" --no-checkpoints" if args.no_checkpoints else "")
+    )
 
 
 if __name__ == "__main__":
