@@ -9,14 +9,20 @@ course ships offline (Python's documentation, :func:`solutions.text_data.python_
 Models (nanoGPT's is vendored unchanged in ``benchmarks/nanogpt/``, MIT licence):
 
 * ``course``: :class:`solutions.ch06_gpt.GPT` (GPT-2 layout: biases, GELU-tanh);
-* ``nanogpt``: nanoGPT with its default ``bias=False`` (what the issue timed);
-* ``nanogpt_bias``: nanoGPT with ``bias=True``, the same layout as the course's.
+* ``nanogpt``: nanoGPT with its default ``bias=False`` and exact GELU (what the issue timed);
+* ``nanogpt_bias``: nanoGPT with ``bias=True`` (still exact GELU);
+* ``nanogpt_gpt2``: nanoGPT with ``bias=True`` and its MLP's ``nn.GELU()`` swapped for
+  ``nn.GELU(approximate="tanh")`` after construction — GPT-2's layout, the course's exactly (like with like).
 
-Every model sees the same batches and starts from its own seed-0 initialisation. The steps are interleaved —
-iteration ``i`` trains every model once, in an order that rotates — so a machine that gets busier slows them
-alike; the step time of a model is the median over the timed iterations (the first 10 left out). Each step is
-the same code for all: forward, cross-entropy, backward, clip, AdamW. At the end: the validation loss (the same
-50 batches for all) and the step-time ratio course / nanoGPT.
+The course keeps GPT-2's biases and tanh GELU because the Hugging Face parity (``scripts/hf_parity.py``) needs
+them; the last two rows price each of the two differences. Every model sees the same batches and starts from its
+own seed-0 initialisation (the course's and nanoGPT's draw their weights in the same order, so ``course`` and
+``nanogpt_gpt2`` start from the same weights: the script prints their largest logit difference at the start). The
+steps are interleaved — iteration ``i`` trains every model once, in an order that rotates — so a machine that gets
+busier slows them alike; the step time of a model is the median over the timed iterations (the first 10 left out).
+Each step is the same code for all: forward with the model's own loss (``GPT.loss``; nanoGPT's ``model(x, y)``,
+which computes the cross-entropy inside), backward, clip, AdamW. At the end: the validation loss (the same 50
+batches for all) and the step-time ratio course / each.
 
 With ``--ddp``: tokens/second of ``scripts/train_gpt.py`` itself on 1 and on 2 processes (torchrun, gloo, one
 thread each), the same global batch of 12.
@@ -38,7 +44,6 @@ import tempfile
 import time
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks.nanogpt.model import GPT as NanoGPT
 from benchmarks.nanogpt.model import GPTConfig as NanoConfig
@@ -68,15 +73,20 @@ def build(name: str, vocab_size: int, T: int) -> torch.nn.Module:
     torch.manual_seed(0)
     if name == "course":
         return GPT(GPTConfig(vocab_size=vocab_size, context_length=T, n_layers=4, n_heads=4, d_model=128))
-    bias = name == "nanogpt_bias"
+    bias = name in ("nanogpt_bias", "nanogpt_gpt2")
     sizes = dict(block_size=T, n_layer=4, n_head=4, n_embd=128)  # nanoGPT's names
-    return NanoGPT(NanoConfig(vocab_size=vocab_size, dropout=0.0, bias=bias, **sizes))
+    model = NanoGPT(NanoConfig(vocab_size=vocab_size, dropout=0.0, bias=bias, **sizes))
+    if name == "nanogpt_gpt2":  # GPT-2's GELU (tanh approximation), as the course's; no parameters change
+        for block in model.transformer.h:
+            block.mlp.gelu = torch.nn.GELU(approximate="tanh")
+    return model
 
 
-def logits_of(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def loss_of(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The model's own training loss: nanoGPT computes it inside ``forward``, the course's ``GPT.loss``."""
     if isinstance(model, NanoGPT):
-        return model(x, y)[0]  # with targets nanoGPT returns the logits of every position
-    return model(x)
+        return model(x, y)[1]  # cross-entropy over every position, computed once
+    return model.loss(x, y)
 
 
 def optimizer_for(model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -106,21 +116,25 @@ def main(argv=None) -> list[dict]:
     tok = CharTokenizer.from_text(text)
     train_data, val_data = train_val_split(torch.tensor(tok.encode(text)), 0.1)
     T, B = args.context_length, args.batch_size
-    names = ["course", "nanogpt", "nanogpt_bias"]
+    names = ["course", "nanogpt", "nanogpt_bias", "nanogpt_gpt2"]
     models = {n: build(n, tok.vocab_size, T).to(device).train() for n in names}
+    x0 = get_lm_batch(train_data, T, B, generator=torch.Generator().manual_seed(0), device=device)[0]
+    with torch.no_grad():
+        same = (models["course"](x0) - models["nanogpt_gpt2"](x0, x0)[0]).abs().max().item()
+    print(f"course vs nanogpt_gpt2 at the start: largest logit difference {same:.2e}")
     opts = {n: optimizer_for(m) for n, m in models.items()}
     times: dict[str, list[float]] = {n: [] for n in names}
     g = torch.Generator().manual_seed(1337)
-    t_start = time.time()
+    t_start, load_start = time.time(), os.getloadavg()[0]
     for it in range(args.iters):
         x, y = get_lm_batch(train_data, T, B, generator=g, device=device)
         lr = lr_at(it, lr=1e-3, warmup=100, max_iters=args.iters)
-        for name in names[it % 3 :] + names[: it % 3]:  # rotate the order
+        for name in names[it % len(names) :] + names[: it % len(names)]:  # rotate the order
             model, opt = models[name], opts[name]
             for group in opt.param_groups:
                 group["lr"] = lr
             t0 = time.perf_counter()
-            loss = F.cross_entropy(logits_of(model, x, y).flatten(0, 1).float(), y.flatten())
+            loss = loss_of(model, x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -138,7 +152,7 @@ def main(argv=None) -> list[dict]:
         gv = torch.Generator().manual_seed(0)
         with torch.no_grad():
             val = statistics.mean(
-                F.cross_entropy(logits_of(model, x, y).flatten(0, 1).float(), y.flatten()).item()
+                loss_of(model, x, y).item()
                 for x, y in (get_lm_batch(val_data, T, B, generator=gv, device=device) for _ in range(args.eval_iters))
             )
         ms = 1000 * statistics.median(times[name])
@@ -155,8 +169,11 @@ def main(argv=None) -> list[dict]:
         r["ratio_course_over_this"] = round(base["course"] / r["ms_per_step"], 3)
         print(r)
     how = (
+        f"python -m benchmarks.bench_gpt_vs_nanogpt {' '.join(sys.argv[1:] if argv is None else argv)}; "
         f"{args.iters} interleaved iterations each, batch {B}, context {T}, 4x4x128, python docs, "
-        f"median step time after 10; device {device}; load average {os.getloadavg()[0]:.1f}"
+        f"median step time after 10; device {device}; load average {load_start:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end; course and nanogpt_gpt2: GPT-2 layout (biases, GELU-tanh), "
+        f"nanogpt: no biases, exact GELU; nanogpt_bias: biases, exact GELU; each model's own loss"
     )
     out = RESULTS / f"gpt_vs_nanogpt_{device.type}.csv"
     write_results(out, rows, device.type, how)  # now: the DDP runs below take minutes and may be cut short

@@ -323,7 +323,7 @@ def train_loop(
             seconds += time.perf_counter() - t0
             tokens += n * world
         history["train"].append((it, total.item() / grad_accum))
-        bar.set_postfix(loss=f"{history['train'][-1][1]:.3f}")
+        bar.set_postfix(loss=f"{history['train'][-1][1]:.3f}", refresh=False)  # drawn at most every 2 s
         if log is not None and rank == 0 and ((it + 1) % log_every == 0 or it + 1 == max_iters):
             recent = [value for _, value in history["train"][-log_every:]]
             log(
