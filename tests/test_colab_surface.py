@@ -135,7 +135,7 @@ def _installed_course(colab: ColabLike) -> pathlib.Path:
     return pathlib.Path(out.strip())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker, whatever runs in between
 def colab(tmp_path_factory):
     saved = os.environ.get("JUPYTER_PATH")
     env = ColabLike(tmp_path_factory.mktemp("colab"))
@@ -146,7 +146,7 @@ def colab(tmp_path_factory):
         os.environ["JUPYTER_PATH"] = saved
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once per worker, whatever runs in between
 def installed(colab):
     """The course installed by the setup cell: first from the git URL, then (uninstalled) from an uploaded wheel."""
     chapter = CHAPTERS[0]
