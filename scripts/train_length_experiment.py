@@ -31,12 +31,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import statistics
 import time
 from pathlib import Path
 
 import torch
 
+from scripts.seeds import summarize_runs
 from solutions.ch01_seq2seq import Seq2Seq, evaluate_by_length, translate
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq
 from solutions.training import count_parameters, pick_device, run_log, save_checkpoint, train_seq2seq
@@ -54,59 +54,15 @@ SEEDS_FILE = "length_experiment_seeds.json"
 
 
 def summarize_seeds(runs: list[dict], sources: list[str] | None = None) -> dict:
-    """One summary of several runs of this script that differ only in ``--seed``.
+    """One summary of several runs of this script that differ only in ``--seed`` (:func:`scripts.seeds.summarize_runs`).
 
     ``runs`` are the parsed ``length_experiment.json`` files (``sources``: where they came from, kept in the
     summary). The seed sets the models' initialisation and the batch order; the data split is the same in every
-    run. Returns ``{"seeds", "sources", "config", "models"}``; per model: ``parameters`` (the same in every run),
-    ``train_seconds`` (one per seed) and ``buckets``, one row per length bucket with ``bucket``, ``n`` and, for
-    ``bleu`` and ``exact_match``, the per-seed values (in ``seeds`` order) and their ``_mean``, ``_std`` (sample
-    standard deviation, n - 1 in the denominator), ``_min`` and ``_max``.
-
-    Raises ``ValueError`` when fewer than two runs are given, a seed repeats, the runs differ in anything in
-    :data:`SHARED_CONFIG`, in their models or in their buckets.
+    run. Per model: ``parameters``, ``train_seconds`` (one per seed) and ``buckets`` with each seed's BLEU and exact
+    match and their mean, sample standard deviation, min and max. Raises ``ValueError`` when fewer than two runs
+    are given, a seed repeats, the runs differ in anything in :data:`SHARED_CONFIG`, in their models or buckets.
     """
-    if len(runs) < 2:
-        raise ValueError(f"a spread needs at least two runs, got {len(runs)}")
-    seeds = [r["config"]["seed"] for r in runs]
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds repeat: {seeds}")
-    first = runs[0]
-    for r in runs[1:]:
-        for k in SHARED_CONFIG:
-            if r["config"].get(k) != first["config"].get(k):
-                raise ValueError(f"runs differ in {k!r}: {first['config'].get(k)!r} vs {r['config'].get(k)!r}")
-        if list(r["models"]) != list(first["models"]):
-            raise ValueError(f"runs trained different models: {list(first['models'])} vs {list(r['models'])}")
-    models = {}
-    for name, m0 in first["models"].items():
-        per_run = [r["models"][name] for r in runs]
-        if len({m["parameters"] for m in per_run}) != 1:
-            raise ValueError(f"{name}: parameter counts differ between runs")
-        rows = []
-        for i, b0 in enumerate(m0["buckets"]):
-            bs = [m["buckets"][i] for m in per_run]
-            if any((b["bucket"], b["n"]) != (b0["bucket"], b0["n"]) for b in bs):
-                raise ValueError(f"{name}: bucket {i} differs between runs")
-            row: dict = {"bucket": b0["bucket"], "n": b0["n"]}
-            for metric in ("bleu", "exact_match"):
-                values = [b[metric] for b in bs]
-                row[metric] = values
-                row[f"{metric}_mean"] = round(statistics.mean(values), 4)
-                row[f"{metric}_std"] = round(statistics.stdev(values), 4)
-                row[f"{metric}_min"] = min(values)
-                row[f"{metric}_max"] = max(values)
-            rows.append(row)
-        models[name] = {
-            "parameters": m0["parameters"],
-            "train_seconds": [m["train_seconds"] for m in per_run],
-            "buckets": rows,
-        }
-    config = {k: first["config"][k] for k in SHARED_CONFIG} | {
-        "devices": [r["config"]["device"] for r in runs],
-        "torch": [r["config"]["torch"] for r in runs],
-    }
-    return {"seeds": seeds, "sources": sources or [], "config": config, "models": models}
+    return summarize_runs(runs, SHARED_CONFIG, sources=sources)
 
 
 def main(argv=None) -> None:

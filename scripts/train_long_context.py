@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scripts.seeds import spread
 from solutions.ch03_self_attention import causal_mask
 from solutions.ch05_transformer import EncoderLayer, PositionalEncoding, TokenEmbedding
 from solutions.ch09_sparse_attention import global_token_mask, sliding_window_mask
@@ -281,9 +282,9 @@ def summarise(per_seed: dict[str, dict[str, dict]], models: list[str]) -> dict[s
         first = per_seed[seeds[0]][kind]
         buckets = []
         for i, b in enumerate(first["buckets"]):
-            accs = [per_seed[s][kind]["buckets"][i]["accuracy"] for s in seeds]
+            acc = spread([per_seed[s][kind]["buckets"][i]["accuracy"] for s in seeds])
             buckets.append({"bucket": b["bucket"], "lo": b["lo"], "hi": b["hi"],
-                            "mean": round(statistics.fmean(accs), 4), "min": min(accs), "max": max(accs)})  # fmt: skip
+                            "mean": acc["mean"], "min": acc["min"], "max": acc["max"]})  # fmt: skip
         out[kind] = {
             "parameters": first["parameters"],
             "pairs": first["pairs"],
