@@ -20,7 +20,17 @@ Writes into ``--out`` (default ``checkpoints/``):
 Retrain with the defaults:
     python -m scripts.train_transformer --steps 1500 --seed 0 --threads 1 --out checkpoints
 
-(about 30 minutes on 2 CPU cores shared with other jobs, with --threads 1.)
+(about 30 minutes on 2 CPU cores shared with other jobs, with --threads 1; about 15 on a quiet core.)
+
+The spread over seeds (chapter 5 shows it): further seeds without weights, then one summary of all runs,
+  results/transformer_seeds/transformer_experiment_seeds.json   per model and bucket: each seed's greedy BLEU and
+                                                                exact match, their mean, sample standard deviation,
+                                                                min and max; each seed's training and decoding time
+    python -m scripts.train_transformer --seed 1 --threads 1 --no-checkpoints --out results/transformer_seeds/seed1
+    python -m scripts.train_transformer --seed 2 --threads 1 --no-checkpoints --out results/transformer_seeds/seed2
+    python -m scripts.train_transformer --summarize checkpoints/transformer_experiment.json \\
+        results/transformer_seeds/seed1/transformer_experiment.json \\
+        results/transformer_seeds/seed2/transformer_experiment.json --out results/transformer_seeds
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from pathlib import Path
 
 import torch
 
+from scripts.seeds import summarize_runs
 from solutions.ch01_seq2seq import evaluate_by_length, shift_for_teacher_forcing, translate
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq
 from solutions.ch05_transformer import Transformer, beam_search, greedy_decode, label_smoothed_loss, noam_lr
@@ -51,6 +62,28 @@ DATA_ARGS = dict(n_train=20000, n_valid=500, n_test=1500, seed=0, max_digits=12,
 EDGES = (8, 12, 16, 20, 24, 28)
 TRANSFORMER_ARGS = dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0)
 ATTN_ARGS = dict(emb_dim=64, enc_hidden_size=128, dec_hidden_size=192, attn_dim=128, dropout=0.0)
+
+# what every run of a summary must share (everything but the seed, the machine and the times)
+SHARED_CONFIG = (
+    "steps", "batch_size", "warmup", "lr_factor", "smoothing", "data", "edges", "transformer", "bahdanau",
+    "max_new_tokens", "beam_subset",
+)  # fmt: skip
+SEEDS_FILE = "transformer_experiment_seeds.json"
+
+
+def summarize_seeds(runs: list[dict], sources: list[str] | None = None) -> dict:
+    """One summary of several runs of this script that differ only in ``--seed`` (:func:`scripts.seeds.summarize_runs`).
+
+    ``runs`` are the parsed ``transformer_experiment.json`` files (``sources``: where they came from). The seed
+    sets the models' initialisation and the batch order; the data split is the same in every run. Per model:
+    ``parameters``, ``train_seconds`` and ``eval_seconds`` (one per seed) and ``buckets``: the greedy decoding's
+    BLEU and exact match per source-length bucket, each seed's and their mean, sample standard deviation, min and
+    max. Raises ``ValueError`` when fewer than two runs are given, a seed repeats, or the runs differ in anything in
+    :data:`SHARED_CONFIG`, in their models or buckets.
+    """
+    return summarize_runs(
+        runs, SHARED_CONFIG, buckets_key="greedy", per_seed=("train_seconds", "eval_seconds"), sources=sources
+    )
 
 
 def train_transformer(
@@ -123,12 +156,28 @@ def main(argv=None) -> None:
         help="torch CPU threads (0: torch's default); 1 is fastest on a machine shared with other jobs",
     )
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="keep only the json/csv/log (the extra seeds of the book's spread: results/transformer_seeds/)",
+    )
+    ap.add_argument(
+        "--summarize",
+        nargs="+",
+        metavar="RUN_JSON",
+        help=f"train nothing: write --out/{SEEDS_FILE}, the spread over these runs' transformer_experiment.json",
+    )
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.summarize:
+        summary = summarize_seeds([json.loads(Path(p).read_text()) for p in args.summarize], list(args.summarize))
+        (out / SEEDS_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False))
+        print(f"seeds {summary['seeds']}: {out / SEEDS_FILE}")
+        return
     device = pick_device(args.device)
     log = run_log(out / "transformer_experiment.log", device)
     data = TranslationData(make_number_splits(**DATA_ARGS))
@@ -207,7 +256,9 @@ def main(argv=None) -> None:
                 not args.no_progress,
             )
             entry["train_seconds"] = round(time.time() - t1, 1)
-            if name == "transformer":  # saved before decoding: a failure there must not lose the trained model
+            if (
+                name == "transformer" and not args.no_checkpoints
+            ):  # saved before decoding: a failure there must not lose the trained model
                 save_checkpoint(
                     model,
                     out / "transformer.pt",
