@@ -5,6 +5,7 @@ weights copied), and the cache-size formula checked against the bytes of the ten
 
 import json
 import pathlib
+import statistics
 
 import pytest
 import torch
@@ -342,5 +343,13 @@ def test_committed_conversion_results_are_consistent():
     rows = {row["n_kv_heads"]: row for row in record["rows"]}
     n_heads = record["config"]["n_heads"]
     assert rows[n_heads]["val_loss_converted"] == pytest.approx(record["val_loss_mha"], abs=1e-4)
+    seeds = record["args"]["seeds"].split(",")
     for row in rows.values():
         assert row["cache_bytes_per_token"] * n_heads == rows[n_heads]["cache_bytes_per_token"] * row["n_kv_heads"]
+        # one uptrained loss per seed, and the page's spread is the spread of those (recomputed independently)
+        losses = row["val_loss_uptrained"]
+        assert len(losses) == len(row["uptrain_seconds"]) == len(seeds) >= 3
+        up = row["val_loss_uptrained_spread"]
+        assert (up["min"], up["max"]) == (min(losses), max(losses))
+        assert up["mean"] == pytest.approx(sum(losses) / len(losses), abs=1e-4)
+        assert up["std"] == pytest.approx(statistics.stdev(losses), abs=1e-4)
