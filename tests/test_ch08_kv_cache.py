@@ -353,3 +353,8 @@ def test_committed_conversion_results_are_consistent():
         assert (up["min"], up["max"]) == (min(losses), max(losses))
         assert up["mean"] == pytest.approx(sum(losses) / len(losses), abs=1e-4)
         assert up["std"] == pytest.approx(statistics.stdev(losses), abs=1e-4)
+    # the page: "the seeds move the uptrained loss ... several times less than the gaps between the rows"
+    spreads = [r["val_loss_uptrained_spread"] for r in record["rows"]]
+    widest = max(s["max"] - s["min"] for s in spreads)
+    assert widest <= 0.015
+    assert min(abs(a["mean"] - b["mean"]) for a, b in zip(spreads, spreads[1:])) > 3 * widest
