@@ -15,6 +15,16 @@ With validation topics (the default sizes: 2 layers, 64 wide):
     python -m scripts.train_bert --part masking_dynamic --eval_interval 40   # RoBERTa's dynamic masking vs
     python -m scripts.train_bert --part masking_static  --eval_interval 40   # static, on 256 pairs
 
+Further seeds (the book shows seeds 0, 1, 2; the seed draws the initialisation, the batches, the masks, the
+masking experiment's pairs, the fill-in blanks and the shuffled sentences). Each seed's folder gets a copy of
+seed 0's two vocabularies, so that only the seed differs (a retrained vocabulary can differ in a few tokens: the
+trainer breaks ties between equally frequent merges differently from run to run); the weights are not kept:
+
+    python -m scripts.train_bert --part masking_dynamic --eval_interval 40 --seed 1 --out results/ch07_bert/seeds/seed1
+    python -m scripts.train_bert --part masking_static  --eval_interval 40 --seed 1 --out results/ch07_bert/seeds/seed1
+    for p in bert gpt eval; do python -m scripts.train_bert --part $p --n_layers 4 --d_model 128 --max_iters 900 \\
+        --eval_interval 150 --seed 1 --out results/ch07_bert/seeds/seed1; done
+
 Data: the documentation topics of this Python (``solutions.text_data``), split by topic (sorted by name): every
 10th topic (index 9, 19, ...) is the **test** set; in the three-way split every 10th from index 4 on is the
 **validation** set used to choose learning rates; the rest trains. Test sentences come from pages the models never
@@ -239,6 +249,7 @@ def _masking(args, out, kind: str) -> None:
         train_pairs=args.masking_pairs,
     )
     result = {
+        "seed": args.seed,
         "lr": lr,
         "train_pairs": args.masking_pairs,
         "iters": args.masking_iters,
