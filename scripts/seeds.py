@@ -9,8 +9,11 @@ seeds of one experiment and gives, per model and bucket, each seed's value and t
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def spread(values: Sequence[float]) -> dict[str, float | None]:
@@ -94,3 +97,61 @@ def summarize_runs(
         "torch": [r["config"]["torch"] for r in runs],
     }
     return {"seeds": seeds, "sources": sources or [], "config": config, "models": models}
+
+
+def add_experiment_arguments(
+    ap: argparse.ArgumentParser, *, models: str, run_file: str, seeds_file: str, seeds_dir: str, threads: int = 0
+) -> None:
+    """The options of a seeded experiment script that trains several models and reports their spread over seeds.
+
+    ``--device``, ``--seed``, ``--out``, ``--models`` (default ``models``), ``--threads`` (default ``threads``),
+    ``--no-progress``, ``--no-checkpoints`` and ``--summarize``. ``run_file``: the results file one run writes;
+    ``seeds_file``: the summary ``--summarize`` writes into ``--out``; ``seeds_dir``: where the book keeps the
+    further seeds (named in the help).
+    """
+    ap.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    ap.add_argument("--seed", type=int, default=0, help="seed for model initialisation and batch order")
+    ap.add_argument("--out", default="checkpoints")
+    ap.add_argument("--models", default=models)
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=threads,
+        help="torch CPU threads (0: torch's default; 1 is fastest on a machine shared with other jobs)",
+    )
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help=f"keep only the json/csv/log (the further seeds of the book's spread: {seeds_dir})",
+    )
+    ap.add_argument(
+        "--summarize",
+        nargs="+",
+        metavar="RUN_JSON",
+        help=f"train nothing: write --out/{seeds_file}, the spread over these runs' {run_file}",
+    )
+
+
+def write_summary(
+    paths: Sequence[str], out: Path, seeds_file: str, summarize: Callable[[list[dict], list[str]], dict]
+) -> Path:
+    """Read the runs at ``paths``, summarise them with ``summarize(runs, sources)`` and write ``out/seeds_file``."""
+    summary = summarize([json.loads(Path(p).read_text()) for p in paths], list(paths))
+    path = out / seeds_file
+    path.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
+    print(f"seeds {summary['seeds']}: {path}")
+    return path
+
+
+def output_dir_unless_summarizing(
+    args: argparse.Namespace, seeds_file: str, summarize: Callable[[list[dict], list[str]], dict]
+) -> Path | None:
+    """Create ``args.out``; with ``--summarize``, write the summary there (:func:`write_summary`) and return None
+    (nothing is to be trained), else return the folder for the run's files."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.summarize:
+        write_summary(args.summarize, out, seeds_file, summarize)
+        return None
+    return out

@@ -32,11 +32,10 @@ import argparse
 import csv
 import json
 import time
-from pathlib import Path
 
 import torch
 
-from scripts.seeds import summarize_runs
+from scripts.seeds import add_experiment_arguments, output_dir_unless_summarizing, summarize_runs
 from solutions.ch01_seq2seq import Seq2Seq, evaluate_by_length, translate
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq
 from solutions.training import count_parameters, pick_device, run_log, save_checkpoint, train_seq2seq
@@ -70,37 +69,18 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=1000, help="optimiser steps per model (same for all)")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    ap.add_argument("--seed", type=int, default=0, help="seed for model initialisation and batch order")
-    ap.add_argument("--out", default="checkpoints")
-    ap.add_argument("--models", default="seq2seq,seq2seq_reversed,attention")
-    ap.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="CPU threads for torch (1 is robust on a shared 2-core machine; ignored on GPU)",
-    )
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument(
-        "--summarize",
-        nargs="+",
-        metavar="RUN_JSON",
-        help=f"train nothing: write --out/{SEEDS_FILE}, the spread over these runs' length_experiment.json",
-    )
-    ap.add_argument(
-        "--no-checkpoints",
-        action="store_true",
-        help="keep only the json/csv/log (the extra seeds of the book's spread: results/length_seeds/)",
+    add_experiment_arguments(
+        ap,
+        models="seq2seq,seq2seq_reversed,attention",
+        run_file="length_experiment.json",
+        seeds_file=SEEDS_FILE,
+        seeds_dir="results/length_seeds/",
+        threads=1,
     )
     args = ap.parse_args(argv)
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.summarize:
-        runs = [json.loads(Path(p).read_text()) for p in args.summarize]
-        summary = summarize_seeds(runs, sources=list(args.summarize))
-        (out / SEEDS_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False))
-        print(f"seeds {summary['seeds']}: {out / SEEDS_FILE}")
+    out = output_dir_unless_summarizing(args, SEEDS_FILE, summarize_seeds)
+    if out is None:
         return
     device = pick_device(args.device)
     if device.type == "cpu":

@@ -39,11 +39,10 @@ import argparse
 import csv
 import json
 import time
-from pathlib import Path
 
 import torch
 
-from scripts.seeds import summarize_runs
+from scripts.seeds import add_experiment_arguments, output_dir_unless_summarizing, summarize_runs
 from solutions.ch01_seq2seq import evaluate_by_length, shift_for_teacher_forcing, translate
 from solutions.ch02_bahdanau_attention import AttentionSeq2Seq
 from solutions.ch05_transformer import Transformer, beam_search, greedy_decode, label_smoothed_loss, noam_lr
@@ -145,38 +144,19 @@ def main(argv=None) -> None:
     ap.add_argument("--lr-factor", type=float, default=0.3, help="multiplies eq. 3")
     ap.add_argument("--smoothing", type=float, default=0.1, help="label smoothing ε_ls")
     ap.add_argument("--beam-subset", type=int, default=100, help="test sentences also decoded by beam search")
-    ap.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="checkpoints")
-    ap.add_argument("--models", default="transformer,transformer_preln,bahdanau")
-    ap.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="torch CPU threads (0: torch's default); 1 is fastest on a machine shared with other jobs",
-    )
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument(
-        "--no-checkpoints",
-        action="store_true",
-        help="keep only the json/csv/log (the extra seeds of the book's spread: results/transformer_seeds/)",
-    )
-    ap.add_argument(
-        "--summarize",
-        nargs="+",
-        metavar="RUN_JSON",
-        help=f"train nothing: write --out/{SEEDS_FILE}, the spread over these runs' transformer_experiment.json",
+    add_experiment_arguments(
+        ap,
+        models="transformer,transformer_preln,bahdanau",
+        run_file="transformer_experiment.json",
+        seeds_file=SEEDS_FILE,
+        seeds_dir="results/transformer_seeds/",
     )
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.summarize:
-        summary = summarize_seeds([json.loads(Path(p).read_text()) for p in args.summarize], list(args.summarize))
-        (out / SEEDS_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False))
-        print(f"seeds {summary['seeds']}: {out / SEEDS_FILE}")
+    out = output_dir_unless_summarizing(args, SEEDS_FILE, summarize_seeds)
+    if out is None:
         return
     device = pick_device(args.device)
     log = run_log(out / "transformer_experiment.log", device)

@@ -44,3 +44,16 @@ def test_summary_refuses_a_run_with_another_configuration():
         changed[1]["config"][key] = "something else"
         with pytest.raises(ValueError, match=key):
             summarize_seeds(changed)
+
+
+def test_summarize_command_writes_the_committed_summary(tmp_path, capsys):
+    """``--summarize`` trains nothing and writes the same file the page reads."""
+    from scripts.train_transformer import main
+
+    summary = json.loads(SUMMARY.read_text())
+    main(["--summarize", *(str(ROOT / p) for p in summary["sources"]), "--out", str(tmp_path)])
+    written = json.loads((tmp_path / SEEDS_FILE).read_text())
+    assert written["sources"] == [str(ROOT / p) for p in summary["sources"]]
+    assert {k: v for k, v in written.items() if k != "sources"} == {k: v for k, v in summary.items() if k != "sources"}
+    assert "seeds [0, 1, 2]" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [SEEDS_FILE]  # no log, no checkpoint: nothing trained
