@@ -296,3 +296,20 @@ def test_built_search_index_finds_chinese_terms_on_chapter_pages():
             if doc not in found:
                 problems.append(f"{word} ({term}) -> {sorted(set(found))}, not {doc}")
     assert not problems, "the search index misses: " + "; ".join(problems)
+
+
+def test_built_book_check_finds_leaked_object_reprs():
+    """`tests.check_built_book` fails a page that prints an object's repr (as ch05 did with a Legend)."""
+    from tests.check_built_book import leaked_reprs
+
+    leaked = (
+        "<pre>&lt;matplotlib.legend.Legend at 0x7f6830e58c50&gt;</pre><pre>&lt;Figure size 640x480 with 1 Axes&gt;</pre>"
+        "<pre>&lt;object object at 0xdeadbeef&gt;</pre>"
+    )
+    assert leaked_reprs(leaked) == [
+        "&lt;matplotlib.legend.Legend at 0x7f6830e58c50&gt;",
+        "&lt;Figure size 640x480 with 1 Axes&gt;",
+        "&lt;object object at 0xdeadbeef&gt;",
+    ]
+    # what pages legitimately show: masks and shapes in angle brackets, HTML itself, a tensor's repr
+    assert leaked_reprs("<p>x &lt; y and &lt;pad&gt; tokens</p><pre>tensor([1, 2])</pre>") == []
