@@ -478,6 +478,25 @@ def test_feedback_never_shows_grader_code(tmp_path):
     assert "_autograder_guard" not in text and "autograder.grading" not in text and "hidden=True" not in text
 
 
+def test_feedback_does_not_depend_on_how_the_kernel_chunked_a_cells_prints(tmp_path):
+    """The same prints, flushed as one stream message or as two, give the same feedback page (seen on a cluster)."""
+    import nbformat
+
+    chapter = "ch03_self_attention"
+    points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
+    pages = []
+    for chunks in (["✔ first check\n✔ second check\n"], ["✔ first check\n", "✔ second check\n"]):
+        nb = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell("check()", id="the-check")
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=t) for t in chunks]
+        nb.cells.append(cell)
+        page = tmp_path / f"{len(chunks)}.html"
+        results.write_feedback(page, nb, "s", chapter, {}, points)
+        pages.append(page.read_bytes())
+    assert pages[0] == pages[1]
+    assert pages[0].count("✔".encode()) == 2
+
+
 def test_rows_that_could_not_be_run_get_feedback(tmp_path):
     from autograder.grading import worker
 

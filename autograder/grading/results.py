@@ -367,8 +367,12 @@ def write_feedback(
 
     import jinja2
     from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
     nb = sanitize_feedback(copy.deepcopy(graded), secrets)
+    # A kernel sends a cell's prints in as many stream messages as its output buffer was flushed, which depends on
+    # timing: merged, the same run gives the same page whichever machine or worker graded it.
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
     math = _math_to_mathml(nb)
     exporter = HTMLExporter(
         extra_loaders=[jinja2.DictLoader({"feedback.html.j2": _FEEDBACK_TEMPLATE})], template_file="feedback.html.j2"
