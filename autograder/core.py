@@ -48,6 +48,7 @@ __all__ = [
     "Exercise",
     "Mutant",
     "Alternative",
+    "Rewrite",
     "check_failures",
     "expect_close",
     "expect_equal",
@@ -524,6 +525,34 @@ class Alternative(_SourceEdit):
     kind = "alternative"
 
 
+@dataclasses.dataclass(frozen=True)
+class Rewrite:
+    """A correct answer written from scratch, not as an edit of the reference: it must get full marks.
+
+    ``source`` is the whole exercise cell as a student would leave it (the function or class ``target``, with any
+    helpers it defines); it is run in the notebook's namespace (the chapter's solution module stands in for it in
+    process, ``tests/test_alternatives_graded.py`` puts it in a real notebook). Write it from the page and the
+    notebook's instructions, not from the reference: another decomposition, loops instead of vectorised code,
+    ``einsum`` instead of ``@``, documented defaults relied upon, another but equivalent masking, device-careful
+    idioms. ``python -m autograder catalogue`` counts these per exercise.
+    """
+
+    name: str
+    target: str
+    source: str
+    description: str
+    kind: ClassVar[str] = "rewrite"
+
+    def apply(self, source: str) -> str:
+        """The answer's cell text (``source``, the reference cell, is replaced whole)."""
+        return textwrap.dedent(self.source).strip("\n") + "\n"
+
+    def build(self, module) -> Any:
+        namespace = dict(vars(module))
+        exec(compile(self.apply(""), f"<rewrite {self.name}>", "exec"), namespace)
+        return namespace[self.target]
+
+
 def _build_edited(entry: _SourceEdit, module, kind: str) -> Any:
     import inspect
 
@@ -533,7 +562,7 @@ def _build_edited(entry: _SourceEdit, module, kind: str) -> Any:
     return namespace[entry.target]
 
 
-def check_failures(exercises: Exercises, entry: Mutant | Alternative, module) -> list[str]:
+def check_failures(exercises: Exercises, entry: Mutant | Alternative | Rewrite, module) -> list[str]:
     """Run every check (visible, then hidden) of ``entry.target`` on ``entry`` built from ``module``.
 
     Returns the failure messages: a caught mutant gives at least one, a valid alternative none. Used by
