@@ -31,6 +31,7 @@ from chapter 4, the GPT and ``generate`` from chapter 6. Masks are True = may at
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import cast
 
 import torch
@@ -206,23 +207,30 @@ def attend_with_cache(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: 
 # --------------------------------------------------------------------------------------------------
 
 
-def _attention_with_cache(attn: nn.Module, h: torch.Tensor, cache: KVCache, layer: int) -> torch.Tensor:
-    """One block's attention sub-layer on the new tokens ``h (B, T_new, C)`` with the cache -> ``(B, T_new, C)``."""
+def _attention_with_cache(
+    attn: nn.Module, h: torch.Tensor, cache: KVCache, layer: int, attend: Callable[..., torch.Tensor] | None = None
+) -> torch.Tensor:
+    """One block's attention sub-layer on the new tokens ``h (B, T_new, C)`` with the cache -> ``(B, T_new, C)``;
+    ``attend`` (default :func:`attend_with_cache`) attends with the cache."""
+    attend = attend_with_cache if attend is None else attend
     if isinstance(attn, FusedMultiHeadSelfAttention):  # chapter 4/6: one W_qkv, n_kv_heads = n_heads
         q, k, v = attn.W_qkv(h).split(attn.d_model, dim=-1)  # 3 × (B, T_new, C)
         q, k, v = (split_heads(t, attn.n_heads) for t in (q, k, v))  # 3 × (B, H, T_new, d_head)
-        return attn.W_o(merge_heads(attend_with_cache(q, k, v, cache, layer)))  # (B, T_new, C)
+        return attn.W_o(merge_heads(attend(q, k, v, cache, layer)))  # (B, T_new, C)
     if isinstance(attn, (GroupedQueryAttention, MultiHeadLatentAttention)):
         return attn(h, cache=cache, layer=layer)[0]
     raise TypeError(f"no cached path for attention module {type(attn).__name__}")
 
 
-def gpt_forward_with_cache(model: GPT, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+def gpt_forward_with_cache(
+    model: GPT, idx: torch.Tensor, cache: KVCache, attend: Callable[..., torch.Tensor] | None = None
+) -> torch.Tensor:
     """Chapter 6's ``GPT.forward`` for new tokens ``idx (B, T_new)`` after the ``cache.length()`` cached ones.
 
     The new tokens get position ids ``T_cached … T_cached + T_new - 1`` (offset by the cache length: they
     continue the sequence), every block attends with :func:`attend_with_cache`, and the cache grows by
-    ``T_new``. Returns logits ``(B, T_new, vocab_size)``, equal to the last ``T_new`` rows of
+    ``T_new``. ``attend`` replaces :func:`attend_with_cache` in chapter 6's blocks (the notebook passes the
+    student's own). Returns logits ``(B, T_new, vocab_size)``, equal to the last ``T_new`` rows of
     ``model(all tokens so far)``. Works for chapter 6's blocks and for blocks whose ``attn`` is a
     :class:`GroupedQueryAttention` (from :func:`convert_to_gqa`).
 
@@ -240,7 +248,7 @@ def gpt_forward_with_cache(model: GPT, idx: torch.Tensor, cache: KVCache) -> tor
     x = model.drop(model.wte(idx) + model.wpe(position_ids))  # (B, T_new, C)
     for layer, block in enumerate(model.h):
         block = cast(Block, block)
-        x = x + _attention_with_cache(block.attn, block.ln_1(x), cache, layer)  # pre-LN, as chapter 6's Block
+        x = x + _attention_with_cache(block.attn, block.ln_1(x), cache, layer, attend)  # pre-LN, as ch. 6's Block
         x = x + block.mlp(block.ln_2(x))  # (B, T_new, C)
     return model.lm_head(model.ln_f(x))  # (B, T_new, vocab_size)
 
@@ -259,7 +267,8 @@ class CachedGPT(nn.Module):
     With learned absolute positions (chapter 6), cropping shifts every token of the window to a new position, so
     every cached key is stale: the cache is recomputed at each step past ``context_length``, exactly what
     ``generate`` without a cache computes — the two give the same tokens. Counters ``prefills`` and
-    ``decode_steps`` say which path each call took.
+    ``decode_steps`` say which path each call took. ``attend`` (default :func:`attend_with_cache`) is the function
+    the blocks attend with: the notebook passes the student's own.
 
     Shapes: ``forward(idx (B, T), position_ids (T,) = 0…T-1 | None) -> logits (B, T_new, vocab_size)`` with
     ``T_new = 1`` on a decode step, ``T`` on a prefill.
@@ -268,9 +277,10 @@ class CachedGPT(nn.Module):
         ValueError: if ``position_ids`` is not ``0 … T-1`` (the cache assumes windows start at position 0).
     """
 
-    def __init__(self, model: GPT):
+    def __init__(self, model: GPT, attend: Callable[..., torch.Tensor] | None = None):
         super().__init__()
         self.model = model
+        self.attend = attend  # None: attend_with_cache (the notebook's Try-it cell passes the student's own)
         self.context_length = model.context_length
         self.cache = KVCache()
         self.tokens: torch.Tensor | None = None  # (B, T_cached): the tokens whose keys/values are cached
@@ -284,11 +294,11 @@ class CachedGPT(nn.Module):
         n = self.cache.length()
         extends_cache = self.tokens is not None and T == n + 1 and torch.equal(idx[:, :n], self.tokens)
         if extends_cache:
-            logits = gpt_forward_with_cache(self.model, idx[:, n:], self.cache)  # decode: the new token only
+            logits = gpt_forward_with_cache(self.model, idx[:, n:], self.cache, self.attend)  # decode: new token
             self.decode_steps += 1
         else:
             self.cache = KVCache()  # prefill (or recompute after a crop): the whole window
-            logits = gpt_forward_with_cache(self.model, idx, self.cache)
+            logits = gpt_forward_with_cache(self.model, idx, self.cache, self.attend)
             self.prefills += 1
         self.tokens = idx
         return logits

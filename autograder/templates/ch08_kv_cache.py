@@ -63,7 +63,8 @@ print("running on", device)
 # ### Try it: chapter 6's GPT with and without the cache
 #
 # The chapter's module wraps chapter 6's GPT so that chapter 6's own `generate` decodes with the cache
-# (prefill once, then one token per step). The greedy tokens must be identical; the cached run is faster.
+# (prefill once, then one token per step), attending with **your** `attend_with_cache`. The greedy tokens must be
+# identical; the cached run is faster.
 
 # %%
 from solutions.ch08_kv_cache import CachedGPT
@@ -72,7 +73,7 @@ config = GPTConfig(vocab_size=96, context_length=256, n_layers=4, n_heads=4, d_m
 gpt = GPT(config).to(device).eval()
 prompt = torch.randint(96, (1, 8), device=device)
 outputs = {}
-for name, model in (("no cache", gpt), ("KV cache", CachedGPT(gpt))):
+for name, model in (("no cache", gpt), ("KV cache", CachedGPT(gpt, attend=attend_with_cache))):
     t0 = time.perf_counter()
     outputs[name] = generate(model, prompt, 200, temperature=0.0)
     print(f"{name:9s} {200 / (time.perf_counter() - t0):7.0f} tokens/s")
