@@ -1,7 +1,8 @@
 """The bug and alternative catalogues' figures: ``python -m autograder catalogue``.
 
-Per chapter, how many catalogued bugs (``MUTANTS``) some check catches, and how many catalogued valid
-alternatives (``ALTERNATIVES``) get full marks (every visible and hidden check passes), then the totals. The
+Per chapter, how many catalogued bugs (``MUTANTS``) some check catches, how many catalogued valid alternatives
+(``ALTERNATIVES``) get full marks (every visible and hidden check passes), and how many of those are whole answers
+written from scratch (:class:`~autograder.core.Rewrite`), with the fewest any exercise has; then the totals. The
 output is a Markdown table. ``tests/test_checks.py`` checks every case on its own and compares the README's copy
 with the table those cases imply (:func:`sizes`), so a stale copy fails fast.
 """
@@ -14,36 +15,55 @@ import io
 from collections.abc import Callable
 
 from . import notebooks
-from .core import check_failures
+from .core import Rewrite, check_failures
+
+Figures = tuple[int, int, int, int, int, int]
 
 
-def figures(chapter: str) -> tuple[int, int, int, int]:
-    """(bugs caught, bugs, alternatives passed, alternatives) of ``chapter``."""
+def _rewrites(checks) -> tuple[int, int]:
+    """(rewrites, the fewest rewrites of any one exercise) in a checks module's ``ALTERNATIVES``."""
+    per = {ex.name: 0 for ex in checks.EXERCISES}
+    for entry in getattr(checks, "ALTERNATIVES", []):
+        if isinstance(entry, Rewrite):
+            per[entry.target] += 1
+    return sum(per.values()), min(per.values(), default=0)
+
+
+def figures(chapter: str) -> Figures:
+    """(bugs caught, bugs, alternatives passed, alternatives, rewrites among them, fewest rewrites per exercise) of
+    ``chapter``."""
     checks, module = notebooks.checks_module(chapter), notebooks.solution_module(chapter)
     mutants, alternatives = checks.MUTANTS, getattr(checks, "ALTERNATIVES", [])
     with contextlib.redirect_stdout(io.StringIO()):
         caught = sum(bool(check_failures(checks.EXERCISES, m, module)) for m in mutants)
         passed = sum(not check_failures(checks.EXERCISES, a, module) for a in alternatives)
-    return caught, len(mutants), passed, len(alternatives)
+    return (caught, len(mutants), passed, len(alternatives), *_rewrites(checks))
 
 
-def sizes(chapter: str) -> tuple[int, int, int, int]:
+def sizes(chapter: str) -> Figures:
     """The figures of ``chapter`` when every bug is caught and every alternative passes (what
     ``tests/test_checks.py`` asserts case by case), from the catalogue's sizes alone."""
     checks = notebooks.checks_module(chapter)
     bugs, alternatives = len(checks.MUTANTS), len(getattr(checks, "ALTERNATIVES", []))
-    return bugs, bugs, alternatives, alternatives
+    return (bugs, bugs, alternatives, alternatives, *_rewrites(checks))
 
 
-def table(chapters: list[str] | None = None, figures_of: Callable[[str], tuple[int, int, int, int]] = figures) -> str:
+def table(chapters: list[str] | None = None, figures_of: Callable[[str], Figures] = figures) -> str:
     """The Markdown table of :func:`figures` for ``chapters`` (default: all), with a total row."""
-    rows = ["| chapter | bugs caught | valid alternatives passed |", "|---|---|---|"]
-    total = [0, 0, 0, 0]
+    rows = [
+        "| chapter | bugs caught | valid alternatives passed | of them written from scratch | fewest per exercise |",
+        "|---|---|---|---|---|",
+    ]
+    total = [0, 0, 0, 0, 0]
+    fewest: list[int] = []
     for chapter in chapters or notebooks.chapters():
         f = figures_of(chapter)
-        total = [t + x for t, x in zip(total, f)]
-        rows.append(f"| {chapter} | {f[0]} / {f[1]} | {f[2]} / {f[3]} |")
-    rows.append(f"| **total** | {total[0]} / {total[1]} | {total[2]} / {total[3]} |")
+        total = [t + x for t, x in zip(total, f[:5])]
+        fewest.append(f[5])
+        rows.append(f"| {chapter} | {f[0]} / {f[1]} | {f[2]} / {f[3]} | {f[4]} | {f[5]} |")
+    rows.append(
+        f"| **total** | {total[0]} / {total[1]} | {total[2]} / {total[3]} | {total[4]} | {min(fewest, default=0)} |"
+    )
     return "\n".join(rows)
 
 

@@ -315,6 +315,7 @@ class _FakeGPUOrigins(TorchFunctionMode):
 
 
 FAKE_GPU = True  # tests set it False to check the fallback (_StrayTensors) on its own
+_PROBED: set = set()  # plain functions' calls found device-correct, by their code and the kinds of inputs
 
 
 def _device_probe(fn: Callable, args: tuple, kwargs: dict) -> str | None:
@@ -344,6 +345,12 @@ def _device_probe(fn: Callable, args: tuple, kwargs: dict) -> str | None:
         raise _Undecided()  # nothing on a device (a constructor, a shape function)
     if any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in leaves):
         raise _Undecided()  # already on a GPU: the real call says
+    key = None
+    if target[0] is None:  # a plain function: one fake run per kind of call (its code, the inputs' ranks, dtypes)
+        kinds = tuple((t.ndim, t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__ for t in leaves)
+        key = (fn.__code__, kinds, tuple(sorted(kwargs)))
+        if key in _PROBED:
+            return None
     try:
         module, c_args, c_kwargs = copy.deepcopy(target)
     except Exception:
@@ -375,6 +382,8 @@ def _device_probe(fn: Callable, args: tuple, kwargs: dict) -> str | None:
         raise _Undecided() from None
     finally:
         torch.random.set_rng_state(rng_state)
+    if key is not None and len(_PROBED) < 10_000:
+        _PROBED.add(key)  # holds the code object: its id is not reused while remembered
     return None
 
 
