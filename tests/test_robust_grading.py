@@ -218,3 +218,23 @@ def test_notebook_time_limit(tmp_path):
     rows = batch.grade([sub], FULL_SET, tmp_path / "out", cell_timeout=90, notebook_timeout=25, jobs=1)
     assert len(rows) == 1 and rows[0].score == 0 and rows[0].status == "error"
     assert "longer than 25 s in total" in rows[0].reason
+
+
+def test_zip_entries_with_long_or_clashing_names_each_become_a_file(tmp_path):
+    """A 300-character entry name (over the file system's 255 bytes) is cut, keeping its start and suffix; two
+    entries whose names differ only in characters a file name cannot keep both survive; a rerun extracts the
+    same files again, without duplicates."""
+    z = tmp_path / "submissions.zip"
+    long_name = "smithjane_1_2_" + "x" * 300 + "_ch03_self_attention.ipynb"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr(long_name, "{}")
+        f.writestr("doe?john_3_4_ch03_self_attention.ipynb", "{}")
+        f.writestr("doe*john_3_4_ch03_self_attention.ipynb", "{}")
+    for _ in range(2):
+        files = batch.expand_submissions([z], tmp_path / "unzipped")
+        names = sorted(p.name for p in files)
+        assert len(names) == 3, names
+        assert all(len(n.encode()) <= 160 and n.endswith(".ipynb") for n in names), names
+        assert any(n.startswith("smithjane_1_2_x") for n in names)
+    labels = batch.submission_labels(files)
+    assert len(set(labels.values())) == 3

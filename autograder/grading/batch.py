@@ -76,7 +76,7 @@ def student_id_from_filename(path, taken: set[str]) -> str:
     -> 'Jane-Smith_77'), else the file's stem."""
     who = lms.parse(path)
     base = f"{who.name}_{who.lms_id}" if who.lms else pathlib.PurePath(path).stem
-    base = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-") or "student"
+    base = _capped(re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-"), 100) or "student"
     sid, n = base, 1
     while sid in taken:
         n += 1
@@ -117,14 +117,38 @@ def _sha256(path: pathlib.Path) -> str:
         return f"unreadable:{exc.errno}"
 
 
+_NAME_BYTES = 150  # file systems allow 255 bytes a name: room for the suffixes the grader adds
+
+
+def _capped(name: str, limit: int = _NAME_BYTES) -> str:
+    """``name`` cut to ``limit`` UTF-8 bytes, keeping its start (an LMS puts the student there) and its suffix, with
+    a short hash of the whole name so that two long names cut alike stay apart."""
+    if len(name.encode()) <= limit:
+        return name
+    stem, dot, suffix = name.rpartition(".") if "." in name[-12:] else (name, "", "")
+    tail = f"~{hashlib.sha256(name.encode()).hexdigest()[:8]}{dot}{suffix}"
+    head = stem.encode()[: limit - len(tail.encode())].decode(errors="ignore")
+    return head + tail
+
+
 def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    return _capped(re.sub(r"[^A-Za-z0-9._-]+", "_", name))
 
 
 def _safe_part(part: str) -> str:
     """A file or folder name from a zip, kept readable (Moodle's folders carry the student's full name)."""
     part = re.sub(r"[^\w .()@+-]+", "_", part).strip()
-    return part if part.strip(".") else "_"
+    return _capped(part) if part.strip(".") else "_"
+
+
+def _unused(target: pathlib.Path) -> pathlib.Path:
+    """``target``, or ``name (2).ipynb``, ``name (3).ipynb`` … when a file of that name was already extracted (two
+    zip entries whose names differ only in characters a file name cannot keep)."""
+    n, candidate = 1, target
+    while candidate.exists():
+        n += 1
+        candidate = target.with_name(f"{target.stem} ({n}){target.suffix}")
+    return candidate
 
 
 def expand_submissions(paths, unzip_dir: pathlib.Path) -> list[pathlib.Path]:
@@ -136,13 +160,14 @@ def expand_submissions(paths, unzip_dir: pathlib.Path) -> list[pathlib.Path]:
             files += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts)
         elif p.suffix == ".zip":
             dest = unzip_dir / _safe_name(p.stem)
+            shutil.rmtree(dest, ignore_errors=True)  # extracted anew each run: the same names as the last time
             with zipfile.ZipFile(p) as z:
                 for info in z.infolist():
                     name = pathlib.PurePosixPath(info.filename.replace("\\", "/"))
                     if name.suffix == ".ipynb" and not info.is_dir() and ".ipynb_checkpoints" not in name.parts:
                         target = dest.joinpath(*(_safe_part(q) for q in name.parts if q not in ("", "/")))
                         target.parent.mkdir(parents=True, exist_ok=True)
-                        target.write_bytes(z.read(info))
+                        _unused(target).write_bytes(z.read(info))
             files += sorted(dest.rglob("*.ipynb"))
         else:
             files.append(p)
