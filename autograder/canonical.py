@@ -56,15 +56,38 @@ def _exercise_defined(src: str, names: list[str]) -> list[str]:
     ]
 
 
+_MAGIC = (
+    (b"%PDF-", "a PDF"),
+    (b"PK\x03\x04", "a zip archive (a .docx, or a zip of several files?)"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"{\\rtf", "an RTF document"),
+    (b"\xd0\xcf\x11\xe0", "an old Office document"),
+    (b"<!DOCTYPE html", "a web page (HTML)"),
+    (b"<html", "a web page (HTML)"),
+)
+
+
+def _other_format(data: bytes) -> str:
+    """What kind of file ``data`` is when its first bytes say it is no notebook (a PDF, a zip, an image), else ""."""
+    head = data[:64].lstrip()
+    return next((kind for magic, kind in _MAGIC if head[: len(magic)].lower() == magic.lower()), "")
+
+
 def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
     """(cells, notebook metadata, warnings) from raw file contents, for any nbformat 3/4 shape."""
     if isinstance(data, bytes):
+        kind = _other_format(data)
+        if kind:
+            raise Ungradeable(f"not a notebook: this is {kind}, not a .ipynb file (was the wrong file uploaded?)")
         if len(data) > MAX_BYTES:
             raise Ungradeable(f"file is {len(data) / 1e6:.0f} MB, larger than the {MAX_BYTES / 1e6:.0f} MB limit")
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError:
             raise Ungradeable("not a notebook: the file is not UTF-8 text") from None
+    if not data.strip():
+        raise Ungradeable("not a notebook: the file is empty" + ("" if not data else " (only blank space)"))
     try:
         nb = json.loads(data)
     except (json.JSONDecodeError, RecursionError) as exc:

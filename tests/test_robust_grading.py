@@ -15,6 +15,7 @@ is graded with kernels on at least two chapters (``test_rotation_covers_every_ho
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -238,3 +239,18 @@ def test_zip_entries_with_long_or_clashing_names_each_become_a_file(tmp_path):
         assert any(n.startswith("smithjane_1_2_x") for n in names)
     labels = batch.submission_labels(files)
     assert len(set(labels.values())) == 3
+
+
+@pytest.mark.parametrize(
+    "data, says",
+    [
+        (b"", "the file is empty"),
+        (b" \n\t", "the file is empty (only blank space)"),
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3", "this is a PDF, not a .ipynb file"),
+        (b"PK\x03\x04\x14\x00", "this is a zip archive"),
+        (b'{"cells": [', "not valid JSON"),
+    ],
+)
+def test_zero_reasons_say_what_the_file_is(data, says):
+    with pytest.raises(canonical.Ungradeable, match=re.escape(says)):
+        canonical.parse(data)
