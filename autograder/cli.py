@@ -63,6 +63,25 @@ def _cmd_grade(args) -> int:
                     return 2
                 by_chapter.setdefault(chapter, []).append(f)
             jobs = sorted(by_chapter.items())
+    if args.no_jail:
+        import os
+
+        from .grading import jail
+
+        os.environ[jail.JAIL_SWITCH] = "off"
+        print(
+            "Grading WITHOUT the jail (--no-jail): each kernel runs with this machine's filesystem in view, held "
+            "only by the in-kernel guard's file rules. Use it only for submissions you trust."
+        )
+    elif args.submissions and args.executor == "local" and not args.scheduler:
+        import os
+
+        from .grading import jail
+
+        problem = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+        if problem:
+            print(f"error: the kernels cannot be jailed here: {problem}.\n{JAIL_HELP}", file=sys.stderr)
+            return 2
     if args.lms_assignment and len(jobs) > 1:
         print(
             f"error: --lms-assignment names one assignment, but the submissions are of {len(jobs)} chapters "
@@ -100,6 +119,16 @@ def _cmd_grade(args) -> int:
                 if any(r.lms == system for r in rows):
                     print(f"  wrote {out / name} (to import into {system.capitalize()}: README, 'Grades into the LMS')")
     return 0
+
+
+JAIL_HELP = """\
+Submissions are untrusted code: each kernel runs in a bubblewrap jail (its own filesystem view, no network, an
+unprivileged uid). Install bubblewrap and grade again:
+    Debian/Ubuntu:   sudo apt-get install bubblewrap
+    Fedora/RHEL:     sudo dnf install bubblewrap
+In a container, bubblewrap needs user namespaces (Docker: --security-opt seccomp=unconfined, or --privileged).
+macOS and Windows have no bubblewrap: grade in a Linux VM or container.
+To grade without the jail anyway (trusted submissions only), pass --no-jail."""
 
 
 def _cmd_selfcheck(args) -> int:
@@ -154,6 +183,13 @@ def main(argv=None) -> int:
         metavar="NAME",
         help="Canvas: the assignment column of canvas_import.csv, with the Canvas assignment id in "
         'parentheses, e.g. "ch03 (12345)" (default: the chapter)',
+    )
+    p.add_argument(
+        "--no-jail",
+        action="store_true",
+        help="grade without the bubblewrap jail, giving up each kernel's OS isolation (own filesystem view, no "
+        "network, own uid): only for trusted submissions; without this flag, grading refuses to start where the "
+        "jail cannot run",
     )
     p.set_defaults(func=_cmd_grade)
     p = sub.add_parser("selfcheck", help="students: is my notebook still gradeable? (runs nothing)")

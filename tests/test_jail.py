@@ -331,3 +331,24 @@ def test_fallback_mode(tmp_path, monkeypatch, caplog):
         rows = batch.grade([sub], chapter, tmp_path / "out", jobs=1)
     assert sum("not jailed" in r.getMessage() for r in caplog.records) == 1
     assert rows[0].score == rows[0].max_score, (rows[0].reason, rows[0].warnings)
+
+
+def test_grading_refuses_to_run_unjailed_without_the_flag(tmp_path):
+    """Fail closed: where the jail cannot run (here: switched off), `python -m autograder grade` refuses untrusted
+    submissions and says how to install bubblewrap; with --no-jail it grades, and the summary says the kernels were
+    not jailed. (An empty file needs no kernel: its row is a zero with its reason.)"""
+    sub = tmp_path / f"empty_1_2_{'ch03_self_attention'}.ipynb"
+    sub.write_text("")
+    env = {**os.environ, jail.JAIL_SWITCH: "off"}
+    cmd = [sys.executable, "-m", "autograder", "grade", str(sub), "--out", str(tmp_path / "out"), "-j", "1"]
+    refused = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=notebooks.ROOT, timeout=300)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "apt-get install bubblewrap" in refused.stderr and "--no-jail" in refused.stderr
+    assert not (tmp_path / "out").exists(), "nothing graded"
+    ran = subprocess.run([*cmd, "--no-jail"], capture_output=True, text=True, env=env, cwd=notebooks.ROOT, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "WITHOUT the jail" in ran.stdout
+    summary = (tmp_path / "out" / "ch03_self_attention" / "summary.md").read_text()
+    assert "NOT jailed" in summary, summary
+    grades = (tmp_path / "out" / "ch03_self_attention" / "grades.csv").read_text()
+    assert "the file is empty" in grades

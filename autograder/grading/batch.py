@@ -23,6 +23,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import pathlib
@@ -305,6 +306,20 @@ def _canonicalise(
     return groups, texts, warns
 
 
+RUN_FILE = "grading_run.json"  # how the last run graded its kernels (jailed or not): the summary says so
+
+
+def jail_status(out: pathlib.Path) -> str | None:
+    """Can this run's kernels be jailed? None if so, else why not; said in the log and kept for the summary."""
+    no_jail = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+    if no_jail:
+        logger.warning(f"  kernels are not jailed ({no_jail}): the guard's file rules only (README, fallback mode)")
+    else:
+        logger.info("  kernels are jailed (bubblewrap: own filesystem view, no network, an unprivileged uid)")
+    (out / RUN_FILE).write_text(json.dumps({"jailed": not no_jail, "why_not": no_jail or ""}))
+    return no_jail
+
+
 def _grade_todo(
     todo: list[Submission],
     chapter: str,
@@ -321,6 +336,7 @@ def _grade_todo(
     result (own warnings, own feedback)."""
     groups, texts, warns = _canonicalise(todo, chapter, out, points)
     if not groups:
+        jail_status(out)  # no kernel to run: the summary still says how this run would have run them
         return
     max_score = float(sum(points.values()))
     course = out / "course"
@@ -335,9 +351,7 @@ def _grade_todo(
     jobs_dir.mkdir(mode=0o700)
     stage = jail.stage_solutions(chapter, scratch / "stage")
     prefix = jail.unshare_prefix()
-    no_jail = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
-    if no_jail:
-        logger.warning(f"  kernels are not jailed ({no_jail}): the guard's file rules only (README, fallback mode)")
+    no_jail = jail_status(out)
     drop_uid = not no_jail or jail.uid_drop_possible()
     hidden = jail.hidden_files(chapter) + [str(out), str(jobs_dir)]
     jobs = jobs or os.cpu_count() or 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import logging
 import pathlib
 
@@ -110,6 +111,20 @@ def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) ->
             )
 
 
+def _jail_line(out: pathlib.Path) -> str:
+    """The summary's line on whether the kernels of the last run were jailed (``batch.RUN_FILE``)."""
+    try:
+        run = json.loads((out / "grading_run.json").read_text())
+    except (OSError, ValueError):
+        return "Kernels: not run by this command (every submission was graded before, or on a cluster)."
+    if run.get("jailed"):
+        return "Kernels: jailed (bubblewrap: each in its own filesystem view, no network, an unprivileged uid)."
+    return (
+        f"Kernels: **NOT jailed** ({run.get('why_not') or 'switched off'}): graded with the in-kernel guard's file "
+        "rules only (README, 'What the grader guarantees')."
+    )
+
+
 def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: dict[str, int]) -> None:
     """summary.csv / summary.md (per exercise: how many scored full, partial, zero; mean) and summary.png."""
     table = []
@@ -142,6 +157,7 @@ def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: 
         f"| {t['exercise']} | {t['max']:g} | {t['full']} | {t['partial']} | {t['zero']} | {t['mean']:g} |"
         for t in table
     ]
+    md += ["", _jail_line(out)]
     (out / "summary.md").write_text("\n".join(md) + "\n")
     import matplotlib
 
