@@ -108,6 +108,28 @@ def test_stubbed_solution_module_keeps_helpers(tmp_path):
     assert any(p.endswith(f"solutions/{chapter}.py") for p in jail.hidden_files(chapter))
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_staged_solutions_hold_no_reference_of_this_or_a_later_chapter(chapter, tmp_path):
+    """A grading kernel sees only the solution modules its chapter imports: earlier chapters and shared modules
+    (real), its own (stubbed: no solution region's body), no later chapter; and they suffice to import it."""
+    stage = jail.stage_solutions(chapter, tmp_path / "stage") / "solutions"
+    staged = {q.stem for q in stage.glob("*.py")} - {"__init__"}
+    order = CHAPTERS.index(chapter)
+    later = {c for c in CHAPTERS[order + 1 :]}
+    assert chapter in staged and not staged & later, sorted(staged)
+    reference = (notebooks.ROOT / "solutions" / f"{chapter}.py").read_text()
+    bodies = re.findall(re.escape(notebooks.BEGIN) + r"\n(.*?)" + re.escape(notebooks.END), reference, re.S)
+    staged_text = (stage / f"{chapter}.py").read_text()
+    lines = {ln.strip() for body in bodies for ln in body.splitlines() if len(ln.strip()) > 25}
+    lines -= {ln.strip() for ln in jail.stub_solution_source(reference).splitlines()}  # also outside the regions
+    assert lines and not [ln for ln in lines if ln in staged_text]
+    for earlier in staged - {chapter}:
+        assert (stage / f"{earlier}.py").read_bytes() == (notebooks.ROOT / "solutions" / f"{earlier}.py").read_bytes()
+    code = f"import sys; sys.path.insert(0, {str(stage.parent)!r}); import solutions.{chapter}"
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+
+
 def test_lms_zip_is_expanded(tmp_path):
     z = tmp_path / "submissions.zip"
     with zipfile.ZipFile(z, "w") as f:

@@ -51,14 +51,47 @@ def stub_solution_source(source: str) -> str:
     return "".join(out)
 
 
+def solution_imports(source: str) -> set[str]:
+    """The ``solutions`` modules (stems) that Python ``source`` imports, anywhere in it (functions too)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[0] == "solutions":
+                found |= {parts[1]} if len(parts) > 1 else {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("solutions.")}
+    return found
+
+
+def staged_modules(chapter: str) -> set[str]:
+    """The ``solutions`` modules a grading kernel of ``chapter`` needs: those its solution module, notebook template
+    and checks import, and theirs in turn. Never a later chapter's (a chapter imports only earlier ones)."""
+    src = notebooks.ROOT / "solutions"
+    roots = [src / f"{chapter}.py", notebooks.TEMPLATES / f"{chapter}.py", notebooks.PACKAGE_DIR / f"{chapter}.py"]
+    todo = set().union(*(solution_imports(p.read_text()) for p in roots if p.exists())) | {chapter}
+    needed: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in needed or not (src / f"{name}.py").exists():
+            continue
+        needed.add(name)
+        todo |= solution_imports((src / f"{name}.py").read_text())
+    return needed
+
+
 def stage_solutions(chapter: str, stage: pathlib.Path) -> pathlib.Path:
-    """A copy of the ``solutions`` package in which ``chapter``'s module is stubbed (earlier chapters stay real)."""
+    """A copy of the part of the ``solutions`` package that ``chapter`` imports (:func:`staged_modules`: earlier
+    chapters and the shared modules, real), with ``chapter``'s own module stubbed; later chapters are absent."""
     src = notebooks.ROOT / "solutions"
     dst = stage / "solutions"
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
-    mod = dst / f"{chapter}.py"
-    if mod.exists():
-        mod.write_text(stub_solution_source(mod.read_text()))
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src / "__init__.py", dst / "__init__.py")
+    for name in sorted(staged_modules(chapter)):
+        text = (src / f"{name}.py").read_text()
+        (dst / f"{name}.py").write_text(stub_solution_source(text) if name == chapter else text)
     for p in stage.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     stage.chmod(0o755)
