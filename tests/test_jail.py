@@ -352,3 +352,19 @@ def test_grading_refuses_to_run_unjailed_without_the_flag(tmp_path):
     assert "NOT jailed" in summary, summary
     grades = (tmp_path / "out" / "ch03_self_attention" / "grades.csv").read_text()
     assert "the file is empty" in grades
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", ["ch08_kv_cache", "ch10_flash_attention"])
+def test_replacing_pytorchs_comparison_kernels_gains_nothing(chapter, tmp_path):
+    """The red team's attack below Python (jailed or not): CPU kernels for aten::allclose and aten::equal that always
+    say True, registered through torch.library next to a buggy answer. The buggy exercise still scores zero."""
+    release = nbformat.read(notebooks.RELEASE_DIR / f"{chapter}.ipynb", as_version=4)
+    var = variants.variants(chapter, release)["kernel_override_on_a_bug"]
+    sub = tmp_path / f"override_1_2_{chapter}.ipynb"
+    sub.write_text(var.text)
+    (row,) = batch.grade([sub], chapter, tmp_path / "out", jobs=1)
+    full = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}
+    assert row.scores[var.target] == 0, (row.scores, row.reason, row.warnings)
+    assert all(row.scores[n] <= full[n] for n in full)
+    assert "replaced" in row.reason + " ".join(row.warnings), (row.reason, row.warnings)

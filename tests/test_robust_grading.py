@@ -211,6 +211,8 @@ def test_variants_grade_as_expected(chapter, tmp_path):
             assert row.score == 0 and row.reason, explain
         elif var.expect == "one_zero":
             assert row.status == "graded" and row.scores == {**full, var.target: 0.0}, explain
+        elif var.expect == "target_zero":
+            assert row.scores[var.target] == 0 and all(row.scores[n] <= full[n] for n in full), explain
         else:
             assert all(row.scores[n] <= full[n] for n in full) and (row.reason or row.warnings), explain
         if var.reason:

@@ -7,7 +7,9 @@ must give:
 * ``expect="zero"`` — nothing earned (the stub, hostile code on the stub, an unreadable file, a killed kernel);
 * ``expect="at_most_full"`` — runaway code next to a correct answer: any score up to the reference's, always a row
   and a reason or warning;
-* ``expect="one_zero"`` — one answer (``target``) never returns: that exercise scores zero, every other one full.
+* ``expect="one_zero"`` — one answer (``target``) never returns: that exercise scores zero, every other one full;
+* ``expect="target_zero"`` — a buggy answer (``target``) behind an attack: it scores zero, nothing scores more than
+  full.
 
 Every variant of every chapter is canonicalised (tests/test_robust_grading.py) and graded with nbgrader's real
 gradebook and kernels; submissions whose canonical form is identical share one kernel run (grading/batch.py), so the
@@ -418,4 +420,20 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         v["dispatch_subclass_weights"] = Variant(
             nbformat.writes(_insert_after_first_answer(release, dispatch, last=True)), "zero", "hostile"
         )
+
+    # A bug hidden below Python (red team, jailed too): replacement CPU kernels for aten::allclose and aten::equal,
+    # registered through torch.library, make every comparison succeed. The buggy exercise must still score zero.
+    mutant = notebooks.checks_module(chapter).MUTANTS[0]
+    override = "\n".join(
+        [
+            "import torch",
+            "_lib = torch.library.Library('aten', 'IMPL')",
+            "_lib.impl('allclose', lambda *a, **k: True, 'CPU')",
+            "_lib.impl('equal', lambda *a, **k: True, 'CPU')",
+        ]
+    )
+    buggy = notebooks.fill_release(release, chapter, mutants=[mutant])
+    v["kernel_override_on_a_bug"] = Variant(
+        nbformat.writes(_insert_after_setup(buggy, override)), "target_zero", "hostile", target=mutant.target
+    )
     return v

@@ -18,7 +18,9 @@ How a record is made, and why student code cannot make one:
   (``gi_frame``) the hook refuses to hand out; tracebacks that lead into the engine or the private copies are
   refused too, and while a check runs the notebook's own code may not call ``sys._getframe`` or read a
   traceback's frame (frames taken earlier, or handed out by library helpers, remain a known gap: README).
-* **integrity at every boundary** — every callable of builtins, math, torch, torch.nn.functional, torch.linalg,
+* **integrity at every boundary** — PyTorch's operator table (a kernel registered from Python with
+  ``torch.library`` for an aten operator: the comparison operators after every call, all of aten before and after
+  each verdict), and every callable of builtins, math, torch, torch.nn.functional, torch.linalg,
   torch.nn.utils.rnn, torch.autograd, torch.nn.init, numpy, autograder.core, the chapter's checks (and the
   private copies) is recorded at arming. After every call into the student's code and before every comparison,
   the engine checks that none was replaced (so a function swapped for one call and restored after is caught at
@@ -51,6 +53,14 @@ import types
 _MISSING = object()
 RECORD_FILE = "autograder-records"  # the name of a record socket file (jailed kernels): only its engine connects
 _ARMED: dict = {}  # "verdict": the engine's entry point (replacing it only loses the student's own records)
+
+
+# The aten operators (all overloads) the checks' comparisons run on: their kernels are compared with the ones at
+# arming after every call into the student's code (the whole aten table is compared before and after each verdict).
+_COMPARISON_OPS = frozenset(
+    "allclose equal isclose isfinite isnan isinf all any abs sub max ne eq lt le gt ge logical_not "
+    "_local_scalar_dense is_nonzero detach _to_copy copy_ clone argmax".split()
+)
 
 
 class GradingIntegrityError(RuntimeError):
@@ -552,6 +562,14 @@ def _arm(chapter: str) -> None:
     unreadable, missing, integrity_error = _UNREADABLE, _MISSING, GradingIntegrityError
     disable_subclasses = torch._C.DisableTorchFunctionSubclass
     disable_dispatch = torch._C._DisableTorchDispatch  # no tensor subclass's __torch_dispatch__ runs in a check
+    # PyTorch's operator table: a kernel registered from Python (torch.library) for an aten operator would change
+    # what the checks compute below Python, where no attribute of any module changes. The comparison operators
+    # are checked at every boundary, every aten operator before and after each verdict.
+    dispatch_dump = torch._C._dispatch_dump
+    aten_ops = tuple(n for n in torch._C._dispatch_get_all_op_names() if n.startswith(("aten::", "prims::")))
+    compare_ops = tuple(n for n in aten_ops if n.split("::")[1].split(".")[0] in _COMPARISON_OPS)
+    ops_at_arm = tuple(dispatch_dump(n) for n in aten_ops)
+    compare_at_arm = tuple(dispatch_dump(n) for n in compare_ops)
     len_function_modes = torch._C._len_torch_function_stack
     len_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
     get_ident, thread_count, getframe = threading.get_ident, _thread._count, sys._getframe
@@ -586,6 +604,9 @@ def _arm(chapter: str) -> None:
         if len_function_modes() or len_dispatch_modes() or gettrace() is not None:
             boundary_problems.append("a torch mode or trace hook was installed while the checks ran")
             raise integrity_error("a torch mode or trace hook was installed")
+        if tuple(dispatch_dump(n) for n in compare_ops) != compare_at_arm:
+            boundary_problems.append("a kernel of a PyTorch operator the checks compare with was replaced")
+            raise integrity_error("a PyTorch operator's kernel was replaced")
 
     core_g, checks_g = _private_world(core, checks_mod, boundary)
     time_limit, timeout_message, crash_message = (
@@ -625,6 +646,8 @@ def _arm(chapter: str) -> None:
             problems.append("a trace/profile hook is installed")
         if len_function_modes() or len_dispatch_modes():
             problems.append("a torch function/dispatch mode is active")
+        if tuple(dispatch_dump(n) for n in aten_ops) != ops_at_arm:
+            problems.append("a kernel of a PyTorch operator was replaced (torch.library)")
         return problems[:6]
 
     # ---------------------------------------------------------------- the engine: the only writer of verdicts
