@@ -42,7 +42,8 @@ lint: $(STAMP)
 # (variants and plain nbgrader of the other chapters, nbval), the scaffold and the training-script tests run in
 # `make test-full` (before a release; about 40 minutes on 2 cores).
 SLOW_CI := tests/test_colab_surface.py tests/test_jail.py tests/test_distributed_training.py \
-	tests/test_cluster_grading.py \
+	tests/test_cluster_grading.py tests/test_alternatives_graded.py \
+	'tests/test_grading.py::test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade' \
 	'tests/test_nbgrader_course.py::test_plain_nbgrader_gives_the_course_points[ch03_self_attention]' \
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch08_kv_cache]' \
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch09_sparse_attention]'

@@ -125,6 +125,30 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
     return cells, meta, warnings
 
 
+_SETUP_IMPORT = re.compile(r"from\s+autograder\.(ch\d\d_\w+)\s+import\s+EXERCISES")
+
+
+def chapter_of(data: bytes | str) -> str | None:
+    """The chapter a notebook file is, read from its content, or None when the content does not say (or is no
+    notebook): the setup cell's ``from autograder.<chapter> import EXERCISES``, else the chapter whose exercises'
+    cells (nbgrader grade ids or cell ids) the file has, when exactly one chapter's do."""
+    try:
+        cells, _, _ = parse(data)
+    except Exception:
+        return None
+    known = releases.chapters()
+    named = {m for c in cells for m in _SETUP_IMPORT.findall(_source(c)) if m in known}
+    if len(named) == 1:
+        return named.pop()
+    ids = set()
+    for c in cells:
+        meta: Any = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
+        nbg: Any = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
+        ids |= {str(x) for x in (c.get("id"), nbg.get("grade_id")) if x}
+    having = {ch for ch in known if ids & set(releases.exercise_names(ch))}
+    return having.pop() if len(having) == 1 else None
+
+
 def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, list[str]]:
     """(notebook to grade, warnings). Raises :class:`Ungradeable` for a file that is not a notebook."""
     cells, meta, warnings = parse(data)

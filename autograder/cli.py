@@ -41,7 +41,6 @@ def _cmd_grade(args) -> int:
             file=sys.stderr,
         )
         return 2
-    from . import releases
     from .grading import batch, lms, report
 
     if not args.submissions:  # the default run: every chapter's shipped samples
@@ -56,12 +55,30 @@ def _cmd_grade(args) -> int:
             jobs = [(args.chapter, files)]
         else:
             by_chapter: dict[str, list] = {}
+            unknown = []
             for f in files:
-                chapter = releases.chapter_from_filename(f.name)
+                chapter = _chapter_of_file(f)
                 if chapter is None:
-                    print(f"error: cannot tell the chapter of {f.name}; pass --chapter", file=sys.stderr)
+                    unknown.append(f)
+                else:
+                    by_chapter.setdefault(chapter, []).append(f)
+            if args.lms_assignment and by_chapter:  # one assignment: the chapter most of its files are
+                main_chapter = _assignment_chapter(args.lms_assignment, by_chapter)
+                if main_chapter is None:
+                    print(
+                        f"error: --lms-assignment names one assignment, but the submissions are of {len(by_chapter)} "
+                        f"chapters in equal numbers ({', '.join(sorted(by_chapter))}); pass --chapter",
+                        file=sys.stderr,
+                    )
                     return 2
-                by_chapter.setdefault(chapter, []).append(f)
+                strays = [f for c, fs in by_chapter.items() if c != main_chapter for f in fs]
+                for f in strays:
+                    print(f"note: {f.name} is another chapter's notebook: it gets a row of its own, with the reason")
+                by_chapter = {main_chapter: sorted(by_chapter[main_chapter] + strays + unknown)}
+                unknown = []
+            if unknown:
+                print(f"error: cannot tell the chapter of {unknown[0].name}; pass --chapter", file=sys.stderr)
+                return 2
             jobs = sorted(by_chapter.items())
     if args.no_jail:
         import os
@@ -82,13 +99,6 @@ def _cmd_grade(args) -> int:
         if problem:
             print(f"error: the kernels cannot be jailed here: {problem}.\n{JAIL_HELP}", file=sys.stderr)
             return 2
-    if args.lms_assignment and len(jobs) > 1:
-        print(
-            f"error: --lms-assignment names one assignment, but the submissions are of {len(jobs)} chapters "
-            f"({', '.join(c for c, _ in jobs)}); grade one chapter at a time (--chapter)",
-            file=sys.stderr,
-        )
-        return 2
     with contextlib.ExitStack() as stack:
         executor = None
         if args.executor == "dask" or args.scheduler:  # grading/executors.py
@@ -119,6 +129,34 @@ def _cmd_grade(args) -> int:
                 if any(r.lms == system for r in rows):
                     print(f"  wrote {out / name} (to import into {system.capitalize()}: README, 'Grades into the LMS')")
     return 0
+
+
+def _chapter_of_file(path: pathlib.Path) -> str | None:
+    """A submission's chapter: from its content (the setup cell, the exercises' cells), else from its name."""
+    from . import canonical, releases
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(canonical.MAX_BYTES + 1)
+    except OSError:
+        data = b""
+    return canonical.chapter_of(data) or releases.chapter_from_filename(path.name)
+
+
+def _assignment_chapter(assignment: str, by_chapter: dict[str, list]) -> str | None:
+    """The chapter an LMS assignment grades: the one its name gives (``ch08``, ``Chapter 8``), else the one most
+    of its files are; None when that is a tie."""
+    import re
+
+    m = re.search(r"(?:\bch|chapter\s*)0*(\d+)", assignment, re.I)
+    if m:
+        named = [c for c in by_chapter if c[2:4].isdigit() and int(c[2:4]) == int(m.group(1))]
+        if named:
+            return named[0]
+    counts = sorted(((len(fs), c) for c, fs in by_chapter.items()), reverse=True)
+    if len(counts) > 1 and counts[0][0] == counts[1][0]:
+        return None
+    return counts[0][1]
 
 
 JAIL_HELP = """\

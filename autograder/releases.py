@@ -70,3 +70,14 @@ def chapter_from_filename(name: str) -> str | None:
         if chapter in name:
             return chapter
     return None
+
+
+def exercise_names(chapter: str) -> list[str]:
+    """The exercises of ``chapter`` (its checks' ``EXERCISES``), in notebook order."""
+    return [ex.name for ex in checks_module(chapter).EXERCISES]
+
+
+def chapter_label(chapter: str) -> str:
+    """How a student calls a chapter: ``chapter 8 (ch08_kv_cache)``."""
+    number = chapter[2:4].lstrip("0") if chapter[2:4].isdigit() else "?"
+    return f"chapter {number} ({chapter})"

@@ -531,3 +531,68 @@ def test_silent_repairs_are_warnings():
     first, second, last = (d["cells"][i]["id"] for i in (tests[0], tests[1] + 1, tests[-1] + 1))
     assert "more than once" in text and first in text and last in text, warnings
     assert f"test cell {second} was not a code cell" in text, warnings
+
+
+def _lms_row(submission: str, score: float, reason: str = "") -> report.Row:
+    who = lms.parse(pathlib.PurePath(submission))
+    return report.Row(
+        submission, who.name, "ch08_kv_cache", {"x": score}, score, 10.0, "graded", reason,
+        lms=who.lms, lms_id=who.lms_id, name=who.name, late=who.late,
+    )  # fmt: skip
+
+
+def test_one_lms_row_per_student_by_a_stated_rule(tmp_path):
+    """Several files of one student: the assignment's chapter beats another chapter's notebook, then the latest
+    submission (Canvas's submission id, its re-upload counter); the others are listed as needing attention and
+    are in grades.csv, never in the LMS file."""
+    rows = [
+        _lms_row("lovelaceada_1001_90001_ch08_kv_cache.ipynb", 10),
+        _lms_row("lovelaceada_1001_90099_ch10_flash_attention.ipynb", 0, lms.OTHER_CHAPTER + ": this is ..."),
+        _lms_row("turingalan_1002_90002_ch08_kv_cache.ipynb", 4),
+        _lms_row("turingalan_LATE_1002_90005_ch08_kv_cache-1.ipynb", 7),
+        _lms_row("hoppergrace_1003_90003_ch08_kv_cache.ipynb", 9),
+    ]
+    kept, superseded = lms.one_per_student(rows)
+    assert [r.submission for r in kept] == [rows[0].submission, rows[3].submission, rows[4].submission]
+    assert {(r.submission, best.submission) for r, best in superseded} == {
+        (rows[1].submission, rows[0].submission),
+        (rows[2].submission, rows[3].submission),
+    }
+    report.write_reports(rows, tmp_path, {"x": 10}, assignment="Chapter 8 (12345)")
+    with open(tmp_path / lms.CANVAS_FILE) as f:
+        canvas = list(csv.DictReader(f))
+    assert sorted((r["ID"], r["Chapter 8 (12345)"]) for r in canvas) == [("1001", "10"), ("1002", "7"), ("1003", "9")]
+    with open(tmp_path / report.CSV_NAME) as f:
+        assert len(list(csv.DictReader(f))) == 5
+    summary = (tmp_path / "summary.md").read_text()
+    assert "## Needs attention" in summary and rows[1].submission in summary and rows[2].submission in summary
+
+
+@pytest.mark.slow
+def test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade(tmp_path):
+    """The issue's zip: chapter 8 submissions, one student also uploaded their chapter 10 notebook (a later
+    submission id). The README's command as written grades chapter 8, gives the stray file its own row and reason,
+    and leaves the student's chapter 8 score as their only Canvas row."""
+    import subprocess
+    import sys
+    import zipfile
+
+    z = tmp_path / "submissions.zip"
+    ch08 = sorted((notebooks.SAMPLES / "ch08_kv_cache").glob("lovelace*.ipynb"))[0]
+    ch10 = sorted((notebooks.SAMPLES / "ch10_flash_attention").glob("lovelace*.ipynb"))[0]
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("lovelaceada_1001_90001_ch08_kv_cache.ipynb", ch08.read_bytes())
+        f.writestr("lovelaceada_1001_90077_notebook.ipynb", ch10.read_bytes())  # named by the student
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "autograder", "grade", str(z), "--lms-assignment", "Chapter 8 (12345)"]
+    ran = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, cwd=notebooks.ROOT, timeout=900)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "another chapter's notebook" in ran.stdout
+    with open(out / "ch08_kv_cache" / lms.CANVAS_FILE) as f:
+        canvas = list(csv.DictReader(f))
+    assert [(r["ID"], r["Chapter 8 (12345)"]) for r in canvas] == [("1001", "10")]
+    with open(out / "ch08_kv_cache" / report.CSV_NAME) as f:
+        grades = {r["submission"]: r for r in csv.DictReader(f)}
+    stray = grades["lovelaceada_1001_90077_notebook.ipynb"]
+    assert "chapter 10 (ch10_flash_attention)" in stray["reason"] and "chapter 8" in stray["reason"]
+    assert "Needs attention" in (out / "ch08_kv_cache" / "summary.md").read_text()

@@ -273,6 +273,14 @@ def _log_row(label: str, result: Result, max_score: float, note: str = "") -> No
     logger.info(f"  {label}: {result.score:g}/{max_score:g}" + (f" — {note}" if note else ""))
 
 
+def other_chapter_reason(other: str, chapter: str) -> str:
+    """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``."""
+    return (
+        f"{lms.OTHER_CHAPTER}: this is the notebook of {releases.chapter_label(other)}, and this assignment is "
+        f"{releases.chapter_label(chapter)} (a stray upload? grade it with --chapter {other})"
+    )
+
+
 def _canonicalise(
     todo: list[Submission], chapter: str, out: pathlib.Path, points: dict[str, int]
 ) -> tuple[dict[str, list[Submission]], dict[str, str], dict[str, list[str]]]:
@@ -284,7 +292,11 @@ def _canonicalise(
     warns: dict[str, list[str]] = {}
     for sub in todo:
         try:
-            nb, warns[sub.student_id] = canonical.canonicalise(sub.path.read_bytes(), release)
+            data = sub.path.read_bytes()
+            other = canonical.chapter_of(data)
+            if other is not None and other != chapter:
+                raise canonical.Ungradeable(other_chapter_reason(other, chapter))
+            nb, warns[sub.student_id] = canonical.canonicalise(data, release)
         except Exception as exc:
             if isinstance(exc, canonical.Ungradeable):
                 why = str(exc)

@@ -79,6 +79,38 @@ def parse(path) -> SubmissionName:
     return SubmissionName("", "", "", None, path.name)
 
 
+OTHER_CHAPTER = "another chapter's notebook"  # starts the reason of a file that is the notebook of another chapter
+_REUPLOAD = re.compile(r"-(\d+)\.ipynb$")  # Canvas: a re-upload of the same file name gets -1, -2 ...
+
+
+def _recency(row) -> tuple:
+    """How late a row's submission is, from what the LMS download's name says: Canvas's submission id, then its
+    re-upload counter (``-1``, ``-2``), then its LATE marker; then the file name (Moodle says none of these)."""
+    name = row.submission.rsplit("/", 1)[-1]
+    m = _CANVAS_NAME.match(name)
+    submission_id = int(m["submission_id"]) if m else -1
+    reupload = _REUPLOAD.search(name)
+    return (submission_id, int(reupload.group(1)) if reupload else 0, bool(row.late), row.submission)
+
+
+def one_per_student(rows) -> tuple[list, list[tuple]]:
+    """The rows an LMS import file carries, one per student (LMS and id), and the others with the row kept instead.
+
+    The rule, when a student has several files in a batch (a resubmission, a stray upload): a file that is the
+    assignment's chapter beats one that is another chapter's notebook; among those, the latest submission
+    (:func:`_recency`). Rows without an LMS id are kept as they are (no LMS file carries them)."""
+    by_student: dict[tuple[str, str], list] = {}
+    for r in rows:
+        if r.lms and r.lms_id:
+            by_student.setdefault((r.lms, r.lms_id), []).append(r)
+    kept_ids, superseded = set(), []
+    for group in by_student.values():
+        best = max(group, key=lambda r: (not r.reason.startswith(OTHER_CHAPTER), _recency(r)))
+        kept_ids.add(id(best))
+        superseded += [(r, best) for r in group if r is not best]
+    return [r for r in rows if id(r) in kept_ids or not (r.lms and r.lms_id)], superseded
+
+
 def late_text(late: bool | None) -> str:
     """The ``late`` column of grades.csv: yes, no, or empty when the LMS's name does not say (Moodle, plain files)."""
     return "" if late is None else ("yes" if late else "no")

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 import pathlib
+from collections.abc import Sequence
 
 from . import lms
 from .results import Result
@@ -68,9 +69,24 @@ def row_from_result(
 def write_reports(rows: list[Row], out: pathlib.Path, points: dict[str, int], *, assignment: str) -> None:
     """grades.csv, summary.md/.csv/.png and the LMS files under ``out``."""
     names = list(points)
+    kept, superseded = lms.one_per_student(rows)
+    attention = []
+    for row, best in superseded:
+        note = (
+            f"not in the LMS file: {best.submission} is this student's row there (one row per student: the "
+            "assignment's chapter, then the latest submission)"
+        )
+        if note not in row.warnings:
+            row.warnings.append(note)
+        attention.append(f"{row.submission} ({row.score:g} points): {note}")
+        logger.warning(f"  needs attention: {row.submission}: {note}")
+    for row in rows:
+        if row.reason.startswith(lms.OTHER_CHAPTER) and not any(a.startswith(row.submission) for a in attention):
+            attention.append(f"{row.submission}: {row.reason}")
+            logger.warning(f"  needs attention: {row.submission}: {row.reason}")
     write_csv(rows, out / CSV_NAME, names)
-    write_summary(rows, out, names, points)
-    lms.write_exports(rows, out, points, assignment=assignment)
+    write_summary(rows, out, names, points, attention=attention)
+    lms.write_exports(kept, out, points, assignment=assignment)
 
 
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
@@ -125,7 +141,9 @@ def _jail_line(out: pathlib.Path) -> str:
     )
 
 
-def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: dict[str, int]) -> None:
+def write_summary(
+    rows: list[Row], out: pathlib.Path, names: list[str], points: dict[str, int], *, attention: Sequence[str] = ()
+) -> None:
     """summary.csv / summary.md (per exercise: how many scored full, partial, zero; mean) and summary.png."""
     table = []
     for n in names + ["total"]:
@@ -157,6 +175,8 @@ def write_summary(rows: list[Row], out: pathlib.Path, names: list[str], points: 
         f"| {t['exercise']} | {t['max']:g} | {t['full']} | {t['partial']} | {t['zero']} | {t['mean']:g} |"
         for t in table
     ]
+    if attention:
+        md += ["", "## Needs attention", ""] + [f"* {a}" for a in attention]
     md += ["", _jail_line(out)]
     (out / "summary.md").write_text("\n".join(md) + "\n")
     import matplotlib
