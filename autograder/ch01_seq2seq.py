@@ -23,6 +23,7 @@ from .core import (
     CheckFailed,
     Exercises,
     Mutant,
+    Rewrite,
     call,
     expect_close,
     expect_dropout_modes,
@@ -84,12 +85,22 @@ def _loss_basic(fn):
     logits = torch.randn(2, 4, 6, generator=rng(1))
     targets = torch.tensor([[4, 5, EOS, PAD], [3, 3, PAD, PAD]])
     got = call("sequence_loss(logits, targets)", fn, logits, targets)
-    expect_close(
-        "sequence_loss(logits, targets)",
-        got,
-        _loss_oracle(logits, targets, PAD),
-        hint="average -log p(target) over the positions whose target is not <pad> (ignore_index).",
-    )
+    expected = _loss_oracle(logits, targets, PAD)
+    nll = -_log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]  # (B, T), padding included
+    real = targets != PAD
+    guesses = {  # a cause is named only when the answer matches that mistake
+        "the padding positions are counted: leave them out of both the sum and the count (ignore_index=pad_id).": (
+            nll.mean()
+        ),
+        "the padding is left out of the sum but not of the count: divide by the number of real tokens.": (
+            (nll * real).sum() / nll.numel()
+        ),
+        "you summed the per-token losses; the loss is their mean over the real tokens.": (nll * real).sum(),
+    }
+    hint = "average -log p(target) over the positions whose target is not <pad> (ignore_index)."
+    if isinstance(got, torch.Tensor) and got.shape == () and got.is_floating_point():
+        hint = next((t for t, v in guesses.items() if torch.allclose(got.detach().float(), v, atol=1e-5)), hint)
+    expect_close("sequence_loss(logits, targets)", got, expected, hint=hint)
 
 
 @EXERCISES.check("sequence_loss", hidden=True)
@@ -150,6 +161,7 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
         expect_true(isinstance(getattr(enc, name, None), nn.Module), f"Encoder should keep its {name} as self.{name}.")
     seqs, src, lens = _batch(lengths, kwargs["vocab_size"], seed=len(lengths))
     with torch.no_grad():
+        unpacked = enc.rnn(enc.embedding(src))[0]  # what running over the padding gives
         result = call("Encoder.forward(src, src_lens)", enc, src, lens)
         expect_true(isinstance(result, tuple) and len(result) == 2, "Encoder.forward should return (outputs, state).")
         outputs, state = result
@@ -159,13 +171,16 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
         for b, s in enumerate(seqs):
             ref_out, ref_state = enc.rnn(enc.embedding(s[None]))  # this sentence alone: no padding, no packing
             n = len(s)
+            ran_over_padding = outputs.shape == unpacked.shape and torch.allclose(outputs[b, :n], unpacked[b, :n])
             expect_close(
                 f"outputs[{b}, :{n}]",
                 outputs[b, :n],
                 ref_out[0],
                 hidden=hidden,
-                hint="pack the padded batch with pack_padded_sequence(..., enforce_sorted=False) so the "
-                "RNN stops at each sentence's length.",
+                hint="your RNN ran over the padding: pack the padded batch with pack_padded_sequence(..., "
+                "enforce_sorted=False) so that it stops at each sentence's length."
+                if ran_over_padding
+                else "outputs[b, :n] should be what self.rnn gives for sentence b alone: embed, pack, run, unpack.",
             )
             expect_true(bool((outputs[b, n:] == 0).all()), f"outputs[{b}, {n}:] (padding) should be zero.")
             got_h = state[0] if is_lstm else state
@@ -206,6 +221,41 @@ def _encoder_dropout(cls):
         "Encoder(13, 5, 4, dropout)",
         lambda p: call(f"Encoder(13, 5, 4, dropout={p})", cls, 13, 5, 4, dropout=p),
         lambda enc: call("Encoder.forward(src, src_lens)", enc, src, lens)[0],
+    )
+
+
+@EXERCISES.check("Encoder", hidden=True)
+def _encoder_dropout_site(cls):
+    """the dropout acts on the embeddings only: in training mode it changes the final states, and no output is 0"""
+    _, src, lens = _batch([4, 2, 5], 13, seed=6)
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(1)
+        enc = call("Encoder(13, 5, 4, dropout=0.5)", cls, 13, 5, 4, dropout=0.5)
+        enc.train()
+        with torch.no_grad():
+            first = call("Encoder.forward(src, src_lens)", enc, src, lens)
+            second = call("Encoder.forward(src, src_lens)", enc, src, lens)
+    finally:
+        torch.random.set_rng_state(state)
+    for result in (first, second):
+        expect_true(isinstance(result, tuple) and len(result) == 2, "Encoder.forward should return (outputs, state).")
+        expect_true(
+            isinstance(result[1], tuple) and len(result[1]) == 2, "an LSTM encoder's state should be the pair (h, c)."
+        )
+        expect_shape("h_n", result[1][0], (1, 3, 4))
+    expect_true(
+        not torch.allclose(first[1][0], second[1][0]),
+        "In training mode two calls gave the same final state: the dropout must act on the embeddings (the "
+        "RNN's input), not on its outputs.",
+    )
+    expect_shape("outputs", first[0], (3, src.shape[1], 4))
+    real = torch.arange(src.shape[1])[None, :] < lens[:, None]  # (B, S)
+    zeros = float((first[0][real] == 0).float().mean())
+    expect_true(
+        zeros < 0.1,
+        f"In training mode {zeros:.0%} of your outputs at real tokens are exactly 0: the outputs are dropped out "
+        "too. The encoder's dropout acts on the embeddings only (and between layers, inside the RNN).",
     )
 
 
@@ -281,6 +331,54 @@ def _greedy_limit(fn):
         "greedy_decode(..., max_new_tokens=3)", fn, model, torch.ones(2, 3, dtype=torch.long), torch.tensor([3, 3]), 3
     )
     expect_equal("tokens", out, torch.tensor([[5, 5, 5], [6, EOS, PAD]]), hidden=True)
+
+
+class _Table(nn.Module):
+    """Row b predicts ``table[b][y_prev]``; its attention at each step is the one-hot vector of ``y_prev % S``."""
+
+    def __init__(self, table, S=4, vocab=12):
+        super().__init__()
+        self.table, self.S, self.vocab = torch.tensor(table), S, vocab
+        self.w = nn.Parameter(torch.zeros(1))
+
+    def encode(self, src, src_lens):
+        return 0
+
+    def decode_step(self, y_prev, state):
+        nxt = self.table[torch.arange(len(y_prev)), y_prev.clamp(0, self.table.shape[1] - 1)]
+        attn = _one_hot(y_prev % self.S, self.S).float() * 0.5 + 0.5 / self.S  # (B, S), rows sum to 1
+        return _one_hot(nxt, self.vocab).float(), state + 1, attn
+
+
+@EXERCISES.check("greedy_decode", hidden=True)
+def _greedy_other_ids(fn):
+    """uses the bos_id, eos_id and pad_id it is given, and stacks each step's attention in order"""
+    #        ids: 0  1  2  3  4  5  6  7  8  9 10 11
+    table = [
+        [8, 8, 8, 3, 5, 6, 9, 9, 8, 3, 3, 3],  # bos 4 -> 5 -> 6 -> eos 9
+        [8, 8, 8, 3, 7, 3, 3, 9, 8, 3, 3, 3],  # bos 4 -> 7 -> eos 9, then padding
+    ]
+    src, lens = torch.ones(2, 4, dtype=torch.long), torch.tensor([4, 3])
+    result = call(
+        "greedy_decode(model, src, src_lens, 10, bos_id=4, eos_id=9, pad_id=11)",
+        fn,
+        _Table(table),
+        src,
+        lens,
+        10,
+        bos_id=4,
+        eos_id=9,
+        pad_id=11,
+    )
+    expect_true(isinstance(result, tuple) and len(result) == 2, "greedy_decode should return (tokens, attn).")
+    out, attn = result
+    expect_equal("tokens with bos_id=4, eos_id=9, pad_id=11", out, torch.tensor([[5, 6, 9], [7, 9, 11]]), hidden=True)
+    fed = torch.tensor([[4, 5, 6], [4, 7, 9]])  # what each step was fed
+    expected = _one_hot(fed % 4, 4).float() * 0.5 + 0.125
+    expect_shape("attn", attn, (2, 3, 4))
+    what = "attn (each step's weights, stacked along axis 1)"
+    expect_close(what, attn[:, :2], expected[:, :2], hidden=True)
+    expect_close(what, attn[0, 2], expected[0, 2], hidden=True)  # what a finished sentence is fed is free
 
 
 # --------------------------------------------------------------------------------------------------
@@ -387,6 +485,66 @@ MUTANTS = [
         ),
         "log(softmax) in the logits' dtype: small probabilities underflow to 0 in float16, the loss is inf",
     ),
+    Mutant(
+        "mean over padded positions too",
+        "sequence_loss",
+        (
+            ("ignore_index=pad_id\n", 'ignore_index=pad_id, reduction="none"\n'),
+            ("    )  # (B*T, V)", "    ).mean()  #"),
+        ),
+        "the padding adds 0 to the sum but still counts in the mean",
+    ),
+    Mutant(
+        "loss left in half precision",
+        "sequence_loss",
+        (("logits.reshape(B * T, V).float()", "logits.reshape(B * T, V)"),),
+        "a float16 loss for float16 logits (the loss should be float32)",
+    ),
+    Mutant(
+        "dropout on the outputs instead of the embeddings",
+        "Encoder",
+        (
+            ("emb = self.dropout(self.embedding(src))", "emb = self.embedding(src)"),
+            ("total_length=src.shape[1])", "total_length=src.shape[1])\n        outputs = self.dropout(outputs)"),
+        ),
+        "the RNN's outputs are dropped out, its input never: the final states ignore the dropout",
+    ),
+    Mutant(
+        "dropout on the outputs too",
+        "Encoder",
+        (("total_length=src.shape[1])", "total_length=src.shape[1])\n        outputs = self.dropout(outputs)"),),
+        "the RNN's outputs are dropped out as well as its input",
+    ),
+    Mutant(
+        "bos id hard-coded in decoding",
+        "greedy_decode",
+        (("torch.full((B,), bos_id,", "torch.full((B,), BOS_ID,"),),
+        "always starts from the course's <bos>, whatever bos_id says",
+    ),
+    Mutant(
+        "eos id hard-coded in decoding",
+        "greedy_decode",
+        (("(y == eos_id)", "(y == EOS_ID)"),),
+        "stops at the course's <eos>, whatever eos_id says",
+    ),
+    Mutant(
+        "pad id hard-coded in decoding",
+        "greedy_decode",
+        (("torch.full_like(y, pad_id)", "torch.full_like(y, PAD_ID)"),),
+        "pads with the course's <pad>, whatever pad_id says",
+    ),
+    Mutant(
+        "start tokens on the CPU",
+        "greedy_decode",
+        (("torch.full((B,), bos_id, dtype=torch.long, device=src.device)", "torch.full((B,), bos_id)"),),
+        "the <bos> inputs are made without device=: decoding fails on a GPU",
+    ),
+    Mutant(
+        "attention stacked then viewed",
+        "greedy_decode",
+        (("torch.stack(attns, dim=1)", "torch.stack(attns).view(B, len(attns), -1)"),),
+        "stacks the steps first and reshapes with view: the right shape, the steps and sentences interleaved",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
@@ -439,6 +597,272 @@ ALTERNATIVES = [
             ("torch.zeros(B, dtype=torch.bool, device=src.device)", "torch.zeros_like(src[:, 0], dtype=torch.bool)"),
         ),
         "tensors made from src, so on its device without device=",
+    ),
+]
+
+
+# Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
+_SHIFT_HEAD = '''
+def shift_for_teacher_forcing(tgt):
+    """(dec_in, dec_out): tgt without its last column, and without its first; both (B, T-1)."""
+    if tgt.dim() != 2 or tgt.shape[1] < 2:
+        raise ValueError(f"tgt must be (B, T) with T >= 2, got shape {tuple(tgt.shape)}")
+'''
+_LOSS_HEAD = '''
+def sequence_loss(logits, targets, pad_id=PAD_ID):
+    """Mean cross-entropy over the positions whose target is not pad_id."""
+    if logits.dim() != 3 or targets.shape != logits.shape[:2]:
+        raise ValueError(f"logits (B, T, V) and targets (B, T) must match, got {logits.shape} and {targets.shape}")
+'''
+_ENCODER_HEAD = '''
+class Encoder(nn.Module):
+    """Embedding + recurrent network over a padded batch."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        cell: str = "lstm",
+        bidirectional: bool = False,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        rnn_cls = {"lstm": nn.LSTM, "gru": nn.GRU}.get(cell)
+        if rnn_cls is None:
+            raise ValueError(f"cell must be 'lstm' or 'gru', got {cell!r}")
+        self.cell, self.hidden_size, self.num_layers, self.bidirectional = cell, hidden_size, num_layers, bidirectional
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = rnn_cls(
+            emb_dim,
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            bidirectional=bidirectional,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+
+    def forward(self, src, src_lens):
+        check_tokens("src", src, src_lens)
+'''
+_GREEDY_HEAD = '''
+@torch.no_grad()
+def greedy_decode(model, src, src_lens, max_new_tokens=60, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):
+    """Always take the most probable next token; stop a sentence at its first <eos>, then pad."""
+    check_tokens("src", src, src_lens)
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    was_training = model.training
+    model.eval()
+    B = src.shape[0]
+'''
+
+ALTERNATIVES += [
+    Rewrite(
+        "shift: ellipsis slices",
+        "shift_for_teacher_forcing",
+        _SHIFT_HEAD
+        + """
+    return tgt[..., :-1], tgt[..., 1:]
+""",
+        "slices on the last axis, returned directly",
+    ),
+    Rewrite(
+        "shift: split",
+        "shift_for_teacher_forcing",
+        _SHIFT_HEAD
+        + """
+    T = tgt.size(1)
+    dec_in, _ = tgt.split([T - 1, 1], dim=1)
+    _, dec_out = tgt.split([1, T - 1], dim=1)
+    return dec_in, dec_out
+""",
+        "Tensor.split into the first T-1 and the last T-1 columns",
+    ),
+    Rewrite(
+        "shift: index_select of positions",
+        "shift_for_teacher_forcing",
+        _SHIFT_HEAD
+        + """
+    positions = torch.arange(tgt.shape[1] - 1, device=tgt.device)
+    return tgt.index_select(1, positions), tgt.index_select(1, positions + 1)
+""",
+        "index_select with a position vector made on tgt's device",
+    ),
+    Rewrite(
+        "loss: nll_loss of log_softmax",
+        "sequence_loss",
+        _LOSS_HEAD
+        + """
+    logp = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    return F.nll_loss(logp.flatten(0, 1), targets.flatten(), ignore_index=pad_id)
+""",
+        "F.nll_loss on log-probabilities, flattened with flatten(0, 1)",
+    ),
+    Rewrite(
+        "loss: logsumexp minus the target's logit",
+        "sequence_loss",
+        _LOSS_HEAD
+        + """
+    x = logits.float()
+    real = targets != pad_id  # (B, T)
+    picked = x.gather(-1, targets.clamp(0, x.shape[-1] - 1).unsqueeze(-1)).squeeze(-1)  # (B, T)
+    nll = torch.logsumexp(x, dim=-1) - picked
+    return (nll * real).sum() / real.sum()
+""",
+        "-log p = logsumexp(logits) - logit of the target, a masked mean over the real tokens",
+    ),
+    Rewrite(
+        "loss: per sentence in float64",
+        "sequence_loss",
+        _LOSS_HEAD
+        + """
+    total = logits.new_zeros((), dtype=torch.float64)
+    count = 0
+    for b in range(logits.shape[0]):
+        keep = targets[b] != pad_id
+        if keep.any():
+            total = total + F.cross_entropy(logits[b][keep].double(), targets[b][keep], reduction="sum")
+            count += int(keep.sum())
+    return (total / count).to(torch.float32)
+""",
+        "summed cross-entropy of each sentence's real tokens in float64, divided by their count, as float32",
+    ),
+    Rewrite(
+        "encoder: sorted by hand, enforce_sorted left at True",
+        "Encoder",
+        _ENCODER_HEAD
+        + """
+        emb = self.dropout(self.embedding(src))
+        lengths = src_lens.to("cpu")
+        order = torch.argsort(lengths, descending=True)
+        packed = pack_padded_sequence(emb[order.to(emb.device)], lengths[order], batch_first=True)
+        out, state = self.rnn(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        undo = torch.argsort(order).to(src.device)  # back to the batch's own order
+        outputs = out[undo]
+        if isinstance(state, tuple):
+            state = tuple(s[:, undo] for s in state)
+        else:
+            state = state[:, undo]
+        return outputs, state
+""",
+        "sorts the batch by length itself, packs it sorted and puts outputs and states back in order",
+    ),
+    Rewrite(
+        "encoder: one sentence at a time",
+        "Encoder",
+        _ENCODER_HEAD
+        + """
+        emb = self.dropout(self.embedding(src))  # (B, S, E)
+        S = src.shape[1]
+        outs, states = [], []
+        for b, n in enumerate(src_lens.tolist()):
+            out_b, state_b = self.rnn(emb[b : b + 1, :n])  # the real tokens only
+            outs.append(F.pad(out_b, (0, 0, 0, S - n)))  # zeros at the padding
+            states.append(state_b)
+        outputs = torch.cat(outs, dim=0)
+        if isinstance(states[0], tuple):
+            state = tuple(torch.cat([st[i] for st in states], dim=1) for i in range(len(states[0])))
+        else:
+            state = torch.cat(states, dim=1)
+        return outputs, state
+""",
+        "no packing: the RNN runs on each sentence's real tokens alone, outputs zero-padded and states joined",
+    ),
+    Rewrite(
+        "encoder: functional dropout and torch.nn.utils.rnn",
+        "Encoder",
+        _ENCODER_HEAD
+        + """
+        from torch.nn.utils import rnn as rnn_utils
+
+        x = F.dropout(self.embedding(src), p=self.dropout.p, training=self.training)
+        packed = rnn_utils.pack_padded_sequence(
+            x, src_lens.to("cpu", torch.int64), batch_first=True, enforce_sorted=False
+        )
+        packed_out, state = self.rnn(packed)
+        outputs, lengths = rnn_utils.pad_packed_sequence(
+            packed_out, batch_first=True, padding_value=0.0, total_length=src.shape[-1]
+        )
+        return outputs, state
+""",
+        "F.dropout with training=self.training; the packing helpers through their module",
+    ),
+    Rewrite(
+        "greedy: preallocated output",
+        "greedy_decode",
+        _GREEDY_HEAD
+        + """
+    state = model.encode(src, src_lens)
+    tokens = src.new_full((B, max_new_tokens), pad_id)
+    done = src.new_zeros(B, dtype=torch.bool)
+    y_prev = src.new_full((B,), bos_id)
+    attns, steps = [], 0
+    for t in range(max_new_tokens):
+        logits, state, attn = model.decode_step(y_prev, state)
+        if attn is not None:
+            attns.append(attn)
+        y = logits.argmax(dim=-1).masked_fill(done, pad_id)
+        tokens[:, t] = y
+        steps = t + 1
+        done = done | y.eq(eos_id)
+        y_prev = y
+        if done.all():
+            break
+    model.train(was_training)
+    return tokens[:, :steps], (torch.stack(attns, dim=1) if attns else None)
+""",
+        "a (B, max_new_tokens) tensor of padding filled column by column and cut to the steps taken",
+    ),
+    Rewrite(
+        "greedy: while loop, alive flags, growing output",
+        "greedy_decode",
+        _GREEDY_HEAD
+        + """
+    state = model.encode(src, src_lens)
+    y_prev = torch.full((B,), bos_id, dtype=torch.long, device=src.device)
+    alive = torch.ones(B, dtype=torch.bool, device=src.device)
+    out = src.new_empty((B, 0))
+    steps_attn = []
+    while out.shape[1] < max_new_tokens and bool(alive.any()):
+        logits, state, attn = model.decode_step(y_prev, state)
+        y = torch.where(alive, logits.max(dim=-1).indices, pad_id)
+        out = torch.cat([out, y.unsqueeze(1)], dim=1)
+        steps_attn.append(attn)
+        alive = alive & (y != eos_id)
+        y_prev = y
+    attn_out = None if steps_attn[0] is None else torch.stack(steps_attn, dim=1)
+    model.train(was_training)
+    return out, attn_out
+""",
+        "a while loop on the sentences still alive, the output grown with torch.cat",
+    ),
+    Rewrite(
+        "greedy: raw predictions fed back, flags from src_lens",
+        "greedy_decode",
+        _GREEDY_HEAD
+        + """
+    state = model.encode(src, src_lens)
+    y_prev = torch.full_like(src[:, 0], bos_id)
+    finished = torch.zeros_like(src_lens, dtype=torch.bool).to(src.device)
+    tokens, weights = [], []
+    for _ in range(max_new_tokens):
+        logits, state, attn = model.decode_step(y_prev, state)
+        pred = logits.argmax(-1)
+        tokens.append(torch.where(finished, torch.full_like(pred, pad_id), pred))
+        weights.append(attn)
+        finished = finished | (pred == eos_id)
+        y_prev = pred  # finished sentences' inputs do not matter: their tokens are padding
+        if finished.all():
+            break
+    model.train(was_training)
+    attn_out = torch.stack(weights, dim=-2) if weights[0] is not None else None
+    return torch.stack(tokens, dim=-1), attn_out
+""",
+        "feeds back the raw argmax, flags made like src_lens and moved to src's device, stacks on dim=-2",
     ),
 ]
 

@@ -15,7 +15,18 @@ from __future__ import annotations
 import torch
 from torch.nn.functional import linear as _linear
 
-from .core import Alternative, CheckFailed, Exercises, Mutant, call, expect_close, expect_shape, expect_true, rng
+from .core import (
+    Alternative,
+    CheckFailed,
+    Exercises,
+    Mutant,
+    Rewrite,
+    call,
+    expect_close,
+    expect_shape,
+    expect_true,
+    rng,
+)
 
 EXERCISES = Exercises("ch02_bahdanau_attention")
 
@@ -106,18 +117,36 @@ def _lengths_mask(lengths, S):
     return torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
 
 
+_OVER_BATCH = "your softmax normalises over the batch (dim 0); it must run over the source positions (dim=-1)."
+
+
 @EXERCISES.check("masked_softmax", points=3)
 def _softmax_basic(fn):
     """scores (3, 6) with source lengths [6, 2, 4]: padding gets weight 0, each row sums to 1"""
     scores = torch.randn(3, 6, generator=rng(4)) * 3
     mask = _lengths_mask([6, 2, 4], 6)
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
-    hint = "mask the scores *before* the softmax (True = real source word) and normalise over the last axis."
+    hint = (
+        "give the padding weight 0 and normalise each row over its real source words (True = real word), along "
+        "the last axis."
+    )
     rows = (~mask).any(-1)  # rows where the inverted mask still allows a position
     if isinstance(got, torch.Tensor) and got.shape == scores.shape:
         flipped = _softmax_oracle(scores[rows], ~mask[rows])
+        guesses = {  # a cause is named only when the answer matches that mistake
+            "your weights are the softmax over all positions, padding included: the mask was not applied.": _softmax(
+                scores, -1
+            ),
+            "you zeroed the padding after the softmax, so the rows no longer sum to 1: mask the scores before the "
+            "softmax (or renormalise).": _softmax(scores, -1) * mask,
+        }
+        over_batch = _softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), 0) * mask
+        for w in (over_batch, over_batch / over_batch.sum(-1, keepdim=True).clamp_min(1e-30)):
+            guesses[len(guesses) * " " + _OVER_BATCH] = w
         if torch.allclose(got[rows].detach().nan_to_num(0.0), flipped, atol=1e-5):
             hint = "your mask polarity is inverted: True marks a real source word (may attend), False the padding."
+        else:
+            hint = next((t.strip() for t, w in guesses.items() if torch.allclose(got.detach(), w, atol=1e-5)), hint)
     expect_close("masked_softmax(scores, mask)", got, _softmax_oracle(scores, mask), hint=hint)
 
 
@@ -130,8 +159,9 @@ def _softmax_fully_masked(fn):
     expect_shape("masked_softmax(scores, mask)", got, (2, 4))
     expect_true(
         bool(torch.isfinite(got).all()),
-        "With a fully masked row your weights contain NaN or inf. Fill masked scores with a large finite "
-        "negative number (torch.finfo(scores.dtype).min), not -inf, and zero the masked weights.",
+        "With a fully masked row your weights contain NaN or inf. A softmax over a row of -inf scores is NaN "
+        "(fill with torch.finfo(scores.dtype).min, or turn the NaN into 0), and so is dividing by a row sum of 0 "
+        "(clamp the sum, as with .clamp_min(torch.finfo(scores.dtype).tiny)).",
     )
     expect_true(bool((got[1] == 0).all()), "A row with no real source position should get all-zero weights.")
 
@@ -171,7 +201,7 @@ def _softmax_hidden(fn):
 
 @EXERCISES.check("masked_softmax", hidden=True)
 def _masked_softmax_half_and_very_negative(fn):
-    """float16 and bfloat16 scores (no overflow); scores all below -1e4 still give masked positions weight 0"""
+    """float16 and bfloat16 scores (no overflow); scores all below -1e4 or -1e5 give masked positions weight 0"""
     scores = torch.randn(4, 7, generator=rng(8))
     mask = torch.rand(4, 7, generator=rng(9)) < 0.6
     mask[:, 0] = True
@@ -180,6 +210,8 @@ def _masked_softmax_half_and_very_negative(fn):
         try:
             got = call(f"masked_softmax in {dtype}", fn, scores.to(dtype), mask)
         except CheckFailed as err:
+            if "overflow" not in str(err):  # another crash: its own message says what went wrong
+                raise
             raise CheckFailed(
                 f"{err}\n  Hint: a fixed fill value such as -1e9 does not fit in float16 (largest ≈ 65504); use "
                 "torch.finfo(scores.dtype).min or float('-inf')."
@@ -191,6 +223,21 @@ def _masked_softmax_half_and_very_negative(fn):
         call("masked_softmax", fn, low, mask),
         _softmax_oracle(low, mask),
         hidden=True,
+    )
+    # below -1e5 (past float16's range, so -6e4 or float16's -65504 is no fill for float32): one rounding step of a
+    # score is about 0.01 there, so the rows are compared by their properties, not value by value
+    lower = scores * 1000 - 2e5
+    got = call("masked_softmax", fn, lower, mask)
+    expect_shape("masked_softmax of scores below -1e5", got, (4, 7))
+    got = got.detach()
+    expect_true(
+        bool(torch.isfinite(got).all()) and bool((got[~mask] == 0).all()),
+        "With every real score below -1e5 your padding gets weight (or the weights are not finite): fill the "
+        "masked scores with a value below every possible score, torch.finfo(scores.dtype).min or -inf.",
+    )
+    expect_true(
+        torch.allclose(got.sum(-1), torch.ones(4), atol=1e-3),
+        "With every real score below -1e5 your rows of weights do not sum to 1.",
     )
 
 
@@ -206,7 +253,13 @@ def _context_basic(fn):
         "context_vector(alpha, h)",
         got,
         _context_oracle(alpha, h),
-        hint="c_i = sum over source positions j of alpha_ij * h_j: sum over axis 1, not over the features.",
+        hint=(
+            "your context ignores the weights (a plain sum or mean of the annotations): c_i = sum_j alpha_ij h_j."
+            if isinstance(got, torch.Tensor)
+            and got.shape == (2, 3)
+            and any(torch.allclose(got.detach(), w, atol=1e-5) for w in (h.sum(1), h.mean(1)))
+            else "c_i = sum over the source positions j (axis 1) of alpha_ij * h_j."
+        ),
     )
 
 
@@ -326,6 +379,77 @@ MUTANTS = [
         (("torch.finfo(scores.dtype).min)", "-1e4)"),),
         "a fill value that real scores can go below",
     ),
+    Mutant(
+        "fill -6e4",
+        "masked_softmax",
+        (("torch.finfo(scores.dtype).min)  # (B, S)", "-6e4)  # (B, S)"),),
+        "a fill that fits float16 but that float32 scores can go below",
+    ),
+    Mutant(
+        "fill float16's minimum in every dtype",
+        "masked_softmax",
+        (("torch.finfo(scores.dtype).min)  # (B, S)", "torch.finfo(torch.float16).min)  # (B, S)"),),
+        "-65504 for every dtype: float32 scores can go below it",
+    ),
+    Mutant(
+        "tanh after the dot product with v",
+        "additive_score",
+        (
+            ("hidden = torch.tanh(W_s.unsqueeze(1) + U_h)", "hidden = W_s.unsqueeze(1) + U_h"),
+            ("hidden @ v", "torch.tanh(hidden @ v)"),
+        ),
+        "squashes the score instead of the hidden layer",
+    ),
+    Mutant(
+        "squeeze() of the scores",
+        "additive_score",
+        (("scores = hidden @ v", "scores = (hidden @ v[:, None]).squeeze()"),),
+        "a bare squeeze() also drops the source axis of a one-word sentence (and the batch axis of B = 1)",
+    ),
+    Mutant(
+        "exp without subtracting the max",
+        "masked_softmax",
+        (("weights = torch.softmax(scores, dim=-1) * mask", "weights = torch.exp(scores) * mask"),),
+        "the softmax by hand without its max: exp overflows for large scores (inf / inf = NaN)",
+    ),
+    Mutant(
+        "float32 softmax not cast back",
+        "masked_softmax",
+        (("torch.softmax(scores, dim=-1) * mask", "torch.softmax(scores.float(), dim=-1) * mask"),),
+        "half-precision scores give float32 weights",
+    ),
+    Mutant(
+        "squeeze() of the context",
+        "context_vector",
+        (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "torch.bmm(alpha.unsqueeze(1), h).squeeze()"),),
+        "a bare squeeze() also drops the batch axis of B = 1",
+    ),
+    Mutant(
+        "float32 accumulator",
+        "context_vector",
+        (
+            (
+                "c = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)",
+                "c = torch.zeros(h.shape[0], h.shape[2], device=h.device)\n"
+                "    for j in range(h.shape[1]):\n"
+                "        c += alpha[:, j, None] * h[:, j]",
+            ),
+        ),
+        "an accumulator made without dtype=: float64 inputs give a float32 context",
+    ),
+    Mutant(
+        "accumulator on the CPU",
+        "context_vector",
+        (
+            (
+                "c = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)",
+                "c = torch.zeros(h.shape[0], h.shape[2], dtype=h.dtype)\n"
+                "    for j in range(h.shape[1]):\n"
+                "        c = c + alpha[:, j, None] * h[:, j]",
+            ),
+        ),
+        "an accumulator made without device=: fails on a GPU",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
@@ -388,6 +512,139 @@ ALTERNATIVES = [
         "context_vector",
         (("torch.bmm(alpha.unsqueeze(1), h).squeeze(1)", "(alpha.unsqueeze(-1) * h).sum(dim=1)"),),
         "weighted sum by broadcasting",
+    ),
+]
+
+
+# Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
+_SCORE_HEAD = '''
+def additive_score(s_prev, W, v, U_h):
+    """e_ij = v^T tanh(W s_{i-1} + U h_j): s_prev (B, N), W (A, N), v (A,), U_h (B, S, A) -> (B, S)."""
+    if s_prev.dim() != 2 or W.dim() != 2 or v.dim() != 1 or U_h.dim() != 3:
+        raise ValueError("expected s_prev (B, N), W (A, N), v (A,), U_h (B, S, A)")
+    if W.shape[1] != s_prev.shape[1] or W.shape[0] != v.shape[0] or U_h.shape[2] != v.shape[0]:
+        raise ValueError("incompatible shapes")
+    if U_h.shape[0] != s_prev.shape[0]:
+        raise ValueError("incompatible shapes")
+'''
+_SOFTMAX_HEAD = '''
+def masked_softmax(scores, mask):
+    """Softmax over the last axis, exactly 0 where mask is False; a fully masked row gives zeros."""
+    if scores.shape != mask.shape or mask.dtype != torch.bool:
+        raise ValueError(f"scores and a bool mask must have the same shape, got {scores.shape} and {mask.shape}")
+'''
+_CONTEXT_HEAD = '''
+def context_vector(alpha, h):
+    """c_i = sum_j alpha_ij h_j: alpha (B, S), h (B, S, D) -> (B, D)."""
+    if alpha.dim() != 2 or h.dim() != 3 or alpha.shape != h.shape[:2]:
+        raise ValueError(f"alpha (B, S) and h (B, S, D) must match, got {tuple(alpha.shape)} and {tuple(h.shape)}")
+'''
+
+ALTERNATIVES += [
+    Rewrite(
+        "score: einsum throughout",
+        "additive_score",
+        _SCORE_HEAD
+        + """
+    query = torch.einsum("an,bn->ba", W, s_prev)  # W_a s_{i-1}, one (A,) vector per sentence
+    energy = torch.tanh(query[:, None, :] + U_h)  # (B, S, A)
+    return torch.einsum("bsa,a->bs", energy, v)
+""",
+        "both products as einsum",
+    ),
+    Rewrite(
+        "score: a loop over the source positions",
+        "additive_score",
+        _SCORE_HEAD
+        + """
+    Ws = torch.matmul(W, s_prev.unsqueeze(-1)).squeeze(-1)  # (B, A)
+    columns = []
+    for j in range(U_h.shape[1]):
+        columns.append(torch.tanh(Ws + U_h[:, j, :]) @ v)  # (B,)
+    return torch.stack(columns, dim=1)
+""",
+        "one source position at a time, W applied as W @ s (a column vector per sentence)",
+    ),
+    Rewrite(
+        "score: broadcast product and sum",
+        "additive_score",
+        _SCORE_HEAD
+        + """
+    Ws = (W @ s_prev.T).T  # (A, B) -> (B, A)
+    e = (v * torch.tanh(Ws.unsqueeze(-2) + U_h)).sum(dim=-1)
+    return e
+""",
+        "W s as (W s^T)^T, v applied by broadcasting and summing over the alignment axis",
+    ),
+    Rewrite(
+        "softmax: -inf, nan_to_num, torch.where",
+        "masked_softmax",
+        _SOFTMAX_HEAD
+        + """
+    filled = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+    weights = torch.softmax(filled, dim=-1).nan_to_num(0.0)  # a fully masked row: NaN -> 0
+    return torch.where(mask, weights, torch.zeros_like(weights))
+""",
+        "-inf at padding, the NaN of fully masked rows turned into zeros",
+    ),
+    Rewrite(
+        "softmax: by hand, max subtracted",
+        "masked_softmax",
+        _SOFTMAX_HEAD
+        + """
+    lowest = torch.finfo(scores.dtype).min
+    top = scores.masked_fill(~mask, lowest).max(dim=-1, keepdim=True).values
+    e = torch.exp(torch.where(mask, scores - top, torch.zeros_like(scores))) * mask
+    total = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(total > 0, total, torch.ones_like(total))
+""",
+        "exp of the scores minus the row's largest real score, zeroed at padding, divided by a guarded sum",
+    ),
+    Rewrite(
+        "softmax: one row at a time",
+        "masked_softmax",
+        _SOFTMAX_HEAD
+        + """
+    rows = []
+    for b in range(scores.shape[0]):
+        row = torch.zeros_like(scores[b])
+        if mask[b].any():
+            row = row.masked_scatter(mask[b], torch.softmax(scores[b][mask[b]], dim=0))
+        rows.append(row)
+    return torch.stack(rows)
+""",
+        "a softmax over each sentence's real positions only, scattered back into a row of zeros",
+    ),
+    Rewrite(
+        "context: matmul of a row vector",
+        "context_vector",
+        _CONTEXT_HEAD
+        + """
+    return torch.matmul(alpha.unsqueeze(-2), h).squeeze(-2)
+""",
+        "(B, 1, S) @ (B, S, D) with torch.matmul",
+    ),
+    Rewrite(
+        "context: a loop over the source positions",
+        "context_vector",
+        _CONTEXT_HEAD
+        + """
+    c = h.new_zeros(h.shape[0], h.shape[2])
+    for j in range(h.shape[1]):
+        c = c + alpha[:, j].unsqueeze(1) * h[:, j]
+    return c
+""",
+        "the weighted sum accumulated position by position in a tensor made with new_zeros",
+    ),
+    Rewrite(
+        "context: annotations transposed",
+        "context_vector",
+        _CONTEXT_HEAD
+        + """
+    c = h.transpose(1, 2) @ alpha.unsqueeze(2)  # (B, D, S) @ (B, S, 1) -> (B, D, 1)
+    return c[..., 0]
+""",
+        "h^T alpha as a batched matrix-vector product",
     ),
 ]
 

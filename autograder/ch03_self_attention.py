@@ -24,9 +24,11 @@ from .core import (
     CheckFailed,
     Exercises,
     Mutant,
+    Rewrite,
     call,
     expect_close,
     expect_equal,
+    expect_half_precision,
     expect_shape,
     expect_true,
     rng,
@@ -165,8 +167,9 @@ def _sdpa_fully_masked(fn):
     expect_shape("weights", weights, (2, 4, 5))
     expect_true(
         bool(torch.isfinite(out).all() and torch.isfinite(weights).all()),
-        "With a fully masked query row your output contains NaN or inf. Fill masked scores with a large "
-        "finite negative number (or zero the weights of masked keys after the softmax).",
+        "With a fully masked query row your output contains NaN or inf. A softmax over a row of -inf scores "
+        "is NaN (fill with torch.finfo(scores.dtype).min, or turn the NaN into 0), and so is dividing by a row "
+        "sum of 0 (guard the division).",
     )
     expect_true(
         bool((weights[1, 2] == 0).all() and (out[1, 2] == 0).all()),
@@ -186,6 +189,8 @@ def _sdpa_half_precision(fn):
         try:
             out, weights = call(f"scaled_dot_product_attention in {dtype}", fn, q, k, v, mask)
         except CheckFailed as err:
+            if "overflow" not in str(err):  # another crash: its own message says what went wrong
+                raise
             raise CheckFailed(
                 f"{err}\n  Hint: a fixed fill value such as -1e9 does not fit in float16 (largest ≈ 65504); use "
                 "torch.finfo(scores.dtype).min or float('-inf')."
@@ -196,11 +201,79 @@ def _sdpa_half_precision(fn):
 
 @EXERCISES.check("scaled_dot_product_attention", hidden=True)
 def _sdpa_very_negative_scores(fn):
-    """when every allowed score is below -1e4, masked keys still get weight 0 (the fill must be below any score)"""
+    """with every allowed score below -7e3, or -8e4, masked keys still get weight 0 (the fill is below any score)"""
     q, k, v = _qkv(1, 2, 3, 6, 4, 5, seed=11)
-    q, k = q.abs() * 60 + 60, -(k.abs() * 60 + 60)  # every score q·k/sqrt(d_k) is below -1e4
+    q, k = q.abs() * 60 + 60, -(k.abs() * 60 + 60)  # every score q·k/sqrt(d_k) is below -7e3
     mask = torch.ones(3, 6, dtype=torch.bool).tril(diagonal=2)
     _compare_sdpa(fn, q, k, v, mask, hidden=True)
+    # below -8e4 (past float16's range, so -6e4 or float16's -65504 is no fill for float32): at that size one
+    # rounding step of a score is about 0.01, so the rows are compared by their properties, not value by value
+    q, k = q / 60 * 200, k / 60 * 200
+    result = call("scaled_dot_product_attention", fn, q, k, v, mask)
+    expect_true(isinstance(result, tuple) and len(result) == 2, "scaled_dot_product_attention should return a pair.")
+    expect_shape("weights", result[1], (1, 2, 3, 6))
+    weights = result[1].detach()
+    expect_true(
+        bool(torch.isfinite(weights).all()) and bool((weights[..., ~mask] == 0).all()),
+        "With every allowed score below -8e4 your masked keys get weight (or the weights are not finite): fill the "
+        "masked scores with a value below every possible score, torch.finfo(scores.dtype).min or -inf.",
+    )
+    expect_true(
+        torch.allclose(weights.sum(-1), torch.ones(1, 2, 3), atol=1e-3),
+        "With every allowed score below -8e4 your rows of weights do not sum to 1.",
+    )
+
+
+@EXERCISES.check("scaled_dot_product_attention", hidden=True)
+def _sdpa_mask_forms(fn):
+    """batch-less (T, d) inputs, a (B, 1, T_k) mask for 3-D inputs and a (B, 1, T_q, T_k) mask shared by the heads"""
+    q, k, v = (t[0, 0] for t in _qkv(1, 1, 4, 6, 3, 5, seed=12))  # (T_q, d_k), (T_k, d_k), (T_k, d_v)
+    _compare_sdpa(fn, q, k, v, hidden=True)
+    _compare_sdpa(fn, q, k, v, torch.ones(4, 6, dtype=torch.bool).tril(diagonal=2), hidden=True)
+    q, k, v = _qkv(3, 0, 5, 7, 4, 2, seed=13)
+    pad = (torch.arange(7)[None, :] < torch.tensor([7, 2, 5])[:, None])[:, None, :]  # (B, 1, T_k)
+    _compare_sdpa(fn, q, k, v, pad, hidden=True)
+    q, k, v = _qkv(2, 3, 5, 7, 4, 6, seed=14)
+    shared = torch.rand(2, 1, 5, 7, generator=rng(15)) < 0.5  # (B, 1, T_q, T_k): one mask for every head
+    shared[..., 3] = True
+    _compare_sdpa(fn, q, k, v, shared, hidden=True)
+
+
+@EXERCISES.check("scaled_dot_product_attention", hidden=True)
+def _sdpa_large_scores(fn):
+    """scores up to about 150 (float32) and 25 (float16): exp of them overflows unless the softmax is stable"""
+    q, k, v = _qkv(2, 2, 4, 6, 5, 3, seed=16)
+    q = q * 40  # scores q·k/sqrt(d_k) reach well past 88, where exp overflows float32
+    mask = torch.ones(4, 6, dtype=torch.bool).tril(diagonal=2)
+    _compare_sdpa(fn, q, k, v, mask, hidden=True)
+    _compare_sdpa(fn, q, k, v, hidden=True)
+    q, k, v = _qkv(2, 2, 4, 6, 5, 3, seed=17)
+    q = q * 8  # scores up to about 25: exp overflows float16 (largest ≈ 65504) past 11
+    expect_half_precision(
+        "scaled_dot_product_attention with large scores",
+        lambda dtype: call(f"scaled_dot_product_attention in {dtype}", fn, q.to(dtype), k.to(dtype), v.to(dtype), mask),
+    )
+
+
+def _large_products(dtype: torch.dtype, d_k: int = 64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v whose products q·k reach about 8e4 (past float16's 65 504) while q·k/sqrt(d_k) stays near 1e4, keys
+    some hundreds apart in score (far more than float16's resolution there), one key per row clearly ahead."""
+    g = rng(18)
+    q = 35 * (1 + 0.02 * torch.rand(2, 2, 3, d_k, generator=g))
+    k = 35 * (1 + 0.05 * torch.arange(5.0)[:, None]) * torch.ones(2, 2, 5, d_k)
+    v = torch.randn(2, 2, 5, 3, generator=g)
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+@EXERCISES.check("scaled_dot_product_attention", hidden=True)
+def _sdpa_half_precision_large_products(fn):
+    """float16 with products QKᵀ past 65 504 whose scaled scores fit: scale before the product"""
+    expect_half_precision(
+        "scaled_dot_product_attention with large products q·k",
+        lambda dtype: call(f"scaled_dot_product_attention in {dtype}", fn, *_large_products(dtype), None),
+        hint="no mask here: the products q·k of these inputs pass float16's 65 504 although the scaled scores do "
+        "not; divide q by sqrt(d_k) before the product (q / math.sqrt(d_k)) @ k.transpose(-2, -1).",
+    )
 
 
 @EXERCISES.check("scaled_dot_product_attention", hidden=True)
@@ -261,7 +334,8 @@ def _causal_device(fn):
     m = call("causal_mask(4, device='meta')", fn, 4, device="meta")
     expect_true(
         isinstance(m, torch.Tensor) and m.device.type == "meta",
-        "causal_mask(..., device=d) should create the mask on device d (pass device= to torch.arange).",
+        "causal_mask(..., device=d) should create the mask on device d: pass device=device to the function that "
+        "makes it (torch.arange, torch.ones, ...).",
     )
 
 
@@ -357,10 +431,13 @@ def _module_basic(cls):
 
 @EXERCISES.check("SelfAttention", hidden=True)
 def _module_masked(cls):
-    """uses the mask, the bias option and the default d_v"""
+    """uses the mask ((T, T), (B, 1, T) and (B, T, T)), the bias option and the default d_v"""
     x = torch.randn(3, 7, 10, generator=rng(11))
     _compare_module(cls, (10, 3), x, torch.ones(7, 7, dtype=torch.bool).tril(), hidden=True)
     _compare_module(cls, (10, 5, 2, True), x, (torch.arange(7) < 4)[None, None, :].expand(3, 1, 7), hidden=True)
+    full = torch.rand(3, 7, 7, generator=rng(12)) < 0.5  # a full (B, T, T) mask
+    full |= torch.eye(7, dtype=torch.bool)
+    _compare_module(cls, (10, 4, 6, True), x, full, hidden=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -507,6 +584,89 @@ MUTANTS = [
         (("torch.finfo(scores.dtype).min", "-1e4"),),
         "a fill value that real scores can go below: masked keys then win the softmax",
     ),
+    Mutant(
+        "fill -6e4",
+        "scaled_dot_product_attention",
+        (("torch.finfo(scores.dtype).min", "-6e4"),),
+        "a fill that fits float16 but that float32 scores can go below",
+    ),
+    Mutant(
+        "fill float16's minimum in every dtype",
+        "scaled_dot_product_attention",
+        (("torch.finfo(scores.dtype).min", "torch.finfo(torch.float16).min"),),
+        "-65504 for every dtype: float32 scores can go below it",
+    ),
+    Mutant(
+        "softmax by hand without the max",
+        "scaled_dot_product_attention",
+        (
+            (
+                "weights = torch.softmax(scores, dim=-1)",
+                "weights = torch.exp(scores) / torch.exp(scores).sum(dim=-1, keepdim=True)",
+            ),
+        ),
+        "exp of the raw scores: overflows (inf / inf = NaN) for large scores, 0 / 0 for very negative ones",
+    ),
+    Mutant(
+        "QKᵀ before the scaling",
+        "scaled_dot_product_attention",
+        (("(q / math.sqrt(d_k)) @ k.transpose(-2, -1)", "q @ k.transpose(-2, -1) / math.sqrt(d_k)"),),
+        "QKᵀ first, then the division: in float16 the product passes 65 504 (inf) where the scaled scores fit",
+    ),
+    Mutant(
+        "bmm over flattened batch dims",
+        "scaled_dot_product_attention",
+        (
+            (
+                "scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)",
+                "scores = torch.bmm((q / math.sqrt(d_k)).flatten(0, -3), k.flatten(0, -3).transpose(1, 2)).view("
+                "*q.shape[:-1], k.shape[-2])",
+            ),
+        ),
+        "torch.bmm on the batch dims flattened: fails for batch-less (T, d) inputs",
+    ),
+    Mutant(
+        "padding mask unsqueezed for heads",
+        "scaled_dot_product_attention",
+        (
+            (
+                "    if mask is not None:\n        # The most",
+                "    if mask is not None and mask.ndim == 3:\n        mask = mask[:, None]\n"
+                "    if mask is not None:\n        # The most",
+            ),
+        ),
+        "assumes a 3-D mask is (B, T_q, T_k) of 4-D scores and adds a head axis: wrong for 3-D inputs",
+    ),
+    Mutant(
+        "causal mask as floats",
+        "causal_mask",
+        (("return j <= i", "return (j <= i).float()"),),
+        "a 0/1 float mask instead of a bool one",
+    ),
+    Mutant(
+        "padding mask ignores T_k",
+        "attention_mask_from_lengths",
+        (("torch.arange(T_k, device=lengths.device)", "torch.arange(int(lengths.max()), device=lengths.device)"),),
+        "always pads to the longest length, whatever T_k asks",
+    ),
+    Mutant(
+        "padding mask as integers",
+        "attention_mask_from_lengths",
+        (("return positions[None, :] < lengths[:, None]", "return (positions[None, :] < lengths[:, None]).long()"),),
+        "a 0/1 integer mask instead of a bool one",
+    ),
+    Mutant("queries from W_k", "SelfAttention", (("self.W_q(x)", "self.W_k(x)"),), "projects queries with W_k"),
+    Mutant(
+        "mask applied to the queries' axis",
+        "SelfAttention",
+        (
+            (
+                "return scaled_dot_product_attention(q, k, v, mask)",
+                "return scaled_dot_product_attention(q, k, v, mask if mask is None else mask.transpose(-2, -1))",
+            ),
+        ),
+        "transposes the mask: a (T, T) causal mask then hides the past, a (B, 1, T) padding mask no longer fits",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
@@ -514,7 +674,7 @@ ALTERNATIVES = [
     Alternative(
         "einsum scores",
         "scaled_dot_product_attention",
-        (("q @ k.transpose(-2, -1)", 'torch.einsum("...qd,...kd->...qk", q, k)'),),
+        (("(q / math.sqrt(d_k)) @ k.transpose(-2, -1)", 'torch.einsum("...qd,...kd->...qk", q / math.sqrt(d_k), k)'),),
         "torch.einsum instead of matmul with a transpose",
     ),
     Alternative(
@@ -545,10 +705,10 @@ ALTERNATIVES = [
         "the softmax in float64, cast back to the inputs' dtype",
     ),
     Alternative(
-        "queries scaled first",
+        "keys scaled first",
         "scaled_dot_product_attention",
-        (("q @ k.transpose(-2, -1) / math.sqrt(d_k)", "(q * d_k**-0.5) @ k.transpose(-2, -1)"),),
-        "scales q before the product",
+        (("(q / math.sqrt(d_k)) @ k.transpose(-2, -1)", "q @ (k * d_k**-0.5).transpose(-2, -1)"),),
+        "scales k instead of q before the product",
     ),
     Alternative(
         "causal mask by tril",
@@ -572,6 +732,273 @@ ALTERNATIVES = [
             ),
         ),
         "the projections through F.linear",
+    ),
+]
+
+
+# Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
+_SDPA_HEAD = '''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """softmax(Q K^T / sqrt(d_k)) V over the last two axes; mask True = may attend; returns (output, weights)."""
+    check_qkv_shapes(q, k, v, mask)
+'''
+
+ALTERNATIVES += [
+    Rewrite(
+        "sdpa: einsum, -inf and torch.where",
+        "scaled_dot_product_attention",
+        _SDPA_HEAD
+        + """
+    scores = torch.einsum("...id,...jd->...ij", q / q.size(-1) ** 0.5, k)
+    if mask is not None:
+        scores = torch.where(mask, scores, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a row with no key: NaN -> 0
+    if mask is not None:
+        weights = torch.where(mask, weights, torch.zeros_like(weights))
+    output = torch.einsum("...ij,...jd->...id", weights, v)
+    return output, weights
+""",
+        "einsum for both products, -inf fill with torch.where, NaN of fully masked rows turned into zeros",
+    ),
+    Rewrite(
+        "sdpa: queries scaled first, weights times the mask",
+        "scaled_dot_product_attention",
+        _SDPA_HEAD
+        + """
+    import torch.nn.functional as F
+
+    d_k = k.shape[-1]
+    scores = torch.matmul(q / math.sqrt(d_k), k.mT)
+    if mask is not None:
+        scores = scores.masked_fill(mask.logical_not(), torch.finfo(scores.dtype).min)
+    weights = F.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights * mask  # bool times float: exact zeros at masked keys, dtype kept
+    return torch.matmul(weights, v), weights
+""",
+        "scales q before the product, k.mT, F.softmax, and multiplies the weights by the mask",
+    ),
+    Rewrite(
+        "sdpa: float64 inside, stable softmax by hand",
+        "scaled_dot_product_attention",
+        _SDPA_HEAD
+        + """
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    scores = q64 @ k64.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    allowed = torch.ones_like(scores, dtype=torch.bool) if mask is None else mask.expand_as(scores)
+    scores = scores.masked_fill(~allowed, -math.inf)
+    top = scores.amax(dim=-1, keepdim=True)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # a fully masked row
+    e = torch.where(allowed, torch.exp(scores - top), torch.zeros_like(scores))
+    total = e.sum(dim=-1, keepdim=True)
+    weights = e / torch.where(total > 0, total, torch.ones_like(total))
+    return (weights @ v64).to(q.dtype), weights.to(q.dtype)
+""",
+        "float64 throughout, the softmax written out with its max subtracted, cast back to the inputs' dtype",
+    ),
+    Rewrite(
+        "sdpa: reshape to 3-D and bmm",
+        "scaled_dot_product_attention",
+        _SDPA_HEAD
+        + """
+    *batch, T_q, d_k = q.shape
+    T_k, d_v = k.shape[-2], v.shape[-1]
+    q3, k3, v3 = q.reshape(-1, T_q, d_k), k.reshape(-1, T_k, d_k), v.reshape(-1, T_k, d_v)
+    scores = torch.bmm(q3.div(math.sqrt(d_k)), k3.transpose(1, 2)).view(*batch, T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(q.dtype).min)
+    weights = scores.softmax(-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0)
+    out = torch.bmm(weights.reshape(-1, T_q, T_k), v3).view(*batch, T_q, d_v)
+    return out, weights
+""",
+        "any leading dims flattened into one batch axis for torch.bmm, then restored",
+    ),
+    Rewrite(
+        "causal: tril of ones",
+        "causal_mask",
+        '''
+def causal_mask(T_q, T_k=None, *, device=None):
+    """(T_q, T_k) bool, True where query i (at position T_k - T_q + i) may attend key j."""
+    if T_k is None:
+        T_k = T_q
+    if T_q < 1 or T_k < T_q:
+        raise ValueError(f"causal_mask needs 1 <= T_q <= T_k, got T_q={T_q}, T_k={T_k}")
+    return torch.tril(torch.ones(T_q, T_k, dtype=torch.bool, device=device), diagonal=T_k - T_q)
+''',
+        "torch.tril of a bool matrix of ones, shifted by T_k - T_q",
+    ),
+    Rewrite(
+        "causal: not the strict upper triangle",
+        "causal_mask",
+        '''
+def causal_mask(T_q, T_k=None, *, device=None):
+    """(T_q, T_k) bool, True where query i (at position T_k - T_q + i) may attend key j."""
+    T_k = T_q if T_k is None else T_k
+    if T_q < 1 or T_k < T_q:
+        raise ValueError(f"causal_mask needs 1 <= T_q <= T_k, got T_q={T_q}, T_k={T_k}")
+    future = torch.ones(T_q, T_k, device=device).triu(diagonal=T_k - T_q + 1).bool()
+    return ~future
+''',
+        "the complement of the future (a float triu, then .bool())",
+    ),
+    Rewrite(
+        "causal: offsets compared",
+        "causal_mask",
+        '''
+def causal_mask(T_q, T_k=None, *, device=None):
+    """(T_q, T_k) bool, True where query i (at position T_k - T_q + i) may attend key j."""
+    if T_k is None:
+        T_k = T_q
+    if T_q < 1 or T_k < T_q:
+        raise ValueError(f"causal_mask needs 1 <= T_q <= T_k, got T_q={T_q}, T_k={T_k}")
+    rows = torch.arange(T_q, device=device).unsqueeze(1)
+    cols = torch.arange(T_k, device=device).unsqueeze(0)
+    return cols - rows <= T_k - T_q
+''',
+        "key index minus query index against the offset T_k - T_q",
+    ),
+    Rewrite(
+        "causal: a loop over the rows",
+        "causal_mask",
+        '''
+def causal_mask(T_q, T_k=None, *, device=None):
+    """(T_q, T_k) bool, True where query i (at position T_k - T_q + i) may attend key j."""
+    if T_k is None:
+        T_k = T_q
+    if T_q < 1 or T_k < T_q:
+        raise ValueError(f"causal_mask needs 1 <= T_q <= T_k, got T_q={T_q}, T_k={T_k}")
+    mask = torch.zeros(T_q, T_k, dtype=torch.bool, device=device)
+    for i in range(T_q):
+        mask[i, : T_k - T_q + i + 1] = True  # query i sees keys up to its own position
+    return mask
+''',
+        "fills each row's visible prefix in a Python loop",
+    ),
+    Rewrite(
+        "lengths: comparison with .to(device)",
+        "attention_mask_from_lengths",
+        '''
+def attention_mask_from_lengths(lengths, T_k=None):
+    """(B, T_k) bool, True at the first lengths[b] positions of row b."""
+    if lengths.ndim != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be a 1-D integer tensor (B,), got {tuple(lengths.shape)} {lengths.dtype}")
+    if T_k is None:
+        T_k = int(lengths.max()) if lengths.numel() else 0
+    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > T_k):
+        raise ValueError(f"lengths must lie in [0, T_k={T_k}], got {lengths.tolist()}")
+    steps = torch.arange(T_k).to(lengths.device)
+    return lengths.unsqueeze(-1) > steps
+''',
+        "torch.arange made on the CPU and moved with .to(lengths.device); lengths > positions",
+    ),
+    Rewrite(
+        "lengths: a loop over the sentences",
+        "attention_mask_from_lengths",
+        '''
+def attention_mask_from_lengths(lengths, T_k=None):
+    """(B, T_k) bool, True at the first lengths[b] positions of row b."""
+    if lengths.ndim != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be a 1-D integer tensor (B,), got {tuple(lengths.shape)} {lengths.dtype}")
+    if T_k is None:
+        T_k = int(lengths.max()) if lengths.numel() else 0
+    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > T_k):
+        raise ValueError(f"lengths must lie in [0, T_k={T_k}], got {lengths.tolist()}")
+    mask = torch.zeros(len(lengths), T_k, dtype=torch.bool, device=lengths.device)
+    for b, n in enumerate(lengths.tolist()):
+        mask[b, :n] = True
+    return mask
+''',
+        "sets each row's real tokens in a Python loop",
+    ),
+    Rewrite(
+        "lengths: cumulative count",
+        "attention_mask_from_lengths",
+        '''
+def attention_mask_from_lengths(lengths, T_k=None):
+    """(B, T_k) bool, True at the first lengths[b] positions of row b."""
+    if lengths.ndim != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be a 1-D integer tensor (B,), got {tuple(lengths.shape)} {lengths.dtype}")
+    if T_k is None:
+        T_k = int(lengths.max()) if lengths.numel() else 0
+    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > T_k):
+        raise ValueError(f"lengths must lie in [0, T_k={T_k}], got {lengths.tolist()}")
+    ones = lengths.new_ones(lengths.shape[0], T_k)
+    return ones.cumsum(dim=1) <= lengths.view(-1, 1)  # position p (1-based) is real when p <= length
+''',
+        "a running count of positions (new_ones, cumsum) compared with the lengths",
+    ),
+]
+
+_SELF_ATTENTION_INIT = '''
+class SelfAttention(nn.Module):
+    """Single-head self-attention: Q = X W^Q, K = X W^K, V = X W^V, then scaled dot-product attention."""
+
+    def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False):
+        super().__init__()
+        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v if d_v is not None else d_k
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, self.d_v, bias=bias)
+
+    def forward(self, x, mask=None):
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
+'''
+
+ALTERNATIVES += [
+    Rewrite(
+        "SelfAttention: attention written inline",
+        "SelfAttention",
+        _SELF_ATTENTION_INIT
+        + """
+        q = self.W_q(x)
+        k = self.W_k(x)
+        v = self.W_v(x)
+        scores = torch.einsum("btd,bsd->bts", q, k) / math.sqrt(self.d_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        weights = scores.softmax(dim=-1)
+        if mask is not None:
+            weights = weights.masked_fill(~mask, 0.0)
+        return weights @ v, weights
+""",
+        "the attention computed in forward itself (einsum, masked_fill), not through the exercise-1 function",
+    ),
+    Rewrite(
+        "SelfAttention: one fused projection",
+        "SelfAttention",
+        _SELF_ATTENTION_INIT
+        + """
+        import torch.nn.functional as F
+
+        weight = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight], dim=0)
+        bias = None
+        if self.W_q.bias is not None:
+            bias = torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
+        q, k, v = F.linear(x, weight, bias).split([self.d_k, self.d_k, self.d_v], dim=-1)
+        return scaled_dot_product_attention(q, k, v, mask=mask)
+""",
+        "the three projections as one F.linear with concatenated weights, split afterwards",
+    ),
+    Rewrite(
+        "SelfAttention: weights read by hand, -inf and nan_to_num",
+        "SelfAttention",
+        _SELF_ATTENTION_INIT
+        + """
+        q = x @ self.W_q.weight.T
+        k = x @ self.W_k.weight.T
+        v = x @ self.W_v.weight.T
+        if self.W_q.bias is not None:
+            q, k, v = q + self.W_q.bias, k + self.W_k.bias, v + self.W_v.bias
+        scores = (q * self.d_k**-0.5) @ k.transpose(1, 2)
+        if mask is not None:
+            scores = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        return torch.bmm(weights, v), weights
+""",
+        "the projections from the Linear weights by hand, queries scaled first, -inf fill with NaN zeroed",
     ),
 ]
 

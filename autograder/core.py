@@ -614,6 +614,7 @@ def expect_half_precision(
     dtype: torch.dtype = torch.float16,
     *,
     float32_results: tuple[int, ...] = (),
+    hint: str = "",
 ) -> None:
     """The answer works in half precision (the notebooks target a Colab GPU) and agrees with itself in float32.
 
@@ -622,7 +623,9 @@ def expect_half_precision(
     ``dtype`` and match ``run(torch.float32)`` (cast to ``dtype``) within ``dtype``'s tolerance: a fill of ``-1e9``
     (which overflows float16), a float32 constant that promotes the result, or an overflowing intermediate fails
     here. The float32 run is the student's own, so the comparison needs no oracle; other checks compare it with one.
-    Results whose index is in ``float32_results`` (a loss, a log-sum-exp) must stay float32 instead.
+    Results whose index is in ``float32_results`` (a loss, a log-sum-exp) must stay float32 instead. ``hint``: what
+    to say when the values differ, where the inputs point at one cause (default: the usual causes of half-precision
+    trouble).
     """
     _boundary()
     expected, got = run(torch.float32), run(dtype)
@@ -645,7 +648,7 @@ def expect_half_precision(
                     )
                 )
             # a float32 result of half-precision inputs is compared at the half type's tolerance too
-            expect_close(label, _plain(g).to(dtype), e.detach().to(dtype), hidden=True, hint=_HALF_HINT)
+            expect_close(label, _plain(g).to(dtype), e.detach().to(dtype), hidden=True, hint=hint or _HALF_HINT)
 
 
 _HALF_HINT = (

@@ -166,7 +166,7 @@ def scaled_dot_product_attention(
     check_qkv_shapes(q, k, v, mask)
     ### BEGIN SOLUTION
     d_k = q.shape[-1]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
+    scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (..., T_q, T_k); scaled first: QKᵀ may overflow fp16
     if mask is not None:
         # The most negative finite number, not -inf: a fully masked row then stays finite.
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)

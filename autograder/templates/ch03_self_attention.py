@@ -45,6 +45,8 @@ print("running on", device)
 #   may see. A query that may see *no* key gets zero weights and a zero output — never NaN. (Hint: fill masked
 #   scores with `torch.finfo(scores.dtype).min` rather than `-inf`, and zero the masked weights after the
 #   softmax.)
+# * It must work in half precision (float16 on a Colab GPU), whose largest value is 65 504: divide `q` by
+#   $\sqrt{d_k}$ *before* the product. $QK^\top$ itself can pass 65 504 when the scaled scores do not.
 
 # %% exercise="scaled_dot_product_attention"
 
