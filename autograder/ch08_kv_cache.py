@@ -20,9 +20,11 @@ from .core import (
     CheckFailed,
     Exercises,
     Mutant,
+    Rewrite,
     call,
     expect_close,
     expect_half_precision,
+    expect_shape,
     expect_true,
     rng,
 )
@@ -178,6 +180,21 @@ def _cache_half(fn):
     expect_half_precision("attend_with_cache", run)
 
 
+@EXERCISES.check("attend_with_cache", hidden=True)
+def _first_token_alone(fn):
+    """batch 1, a first step of a single token (empty cache, T_q = T_k = 1), then decode steps; d_v != d_head"""
+    q, k, v = _qkv(1, 6, 2, 4, 3, 5, seed=10)
+    outs, cache = _run_steps(fn, q, k, v, [1, 1, 2])
+    for got, end, n in zip(outs, (1, 2, 4), (1, 1, 2)):
+        expect_close(
+            f"output after {end} positions",
+            got,
+            _attention_oracle(q[:, :, :end], k[:, :, :end], v[:, :, :end], n),
+            hidden=True,
+        )
+    expect_true(cache.length(0) == 4, "the cache should hold the 4 positions fed so far")
+
+
 # ---------------------------------------------------------------- exercise 3: MultiHeadLatentAttention
 
 
@@ -194,19 +211,21 @@ def _rope_complex(x, positions, theta):
     return torch.view_as_real(xc * freqs).flatten(-2).to(x.dtype)
 
 
-def _mla_oracle(m, x):
-    """The whole sequence at once, from the module's parameters: (output, latent (B, T, d_c), rotary key (B, T, d_rope))."""
+def _mla_oracle(m, x, theta=None):
+    """The whole sequence at once, from the module's parameters: (output, latent (B, T, d_c), rotary key (B, T, d_rope)).
+    ``theta``: the RoPE base the module was built with (default: its ``rope_theta``)."""
     B, T, _ = x.shape
     H, d_head, d_rope, d_v = m.n_heads, m.d_head, m.d_rope, m.d_v
+    theta = m.rope_theta if theta is None else theta
     pos = torch.arange(T, dtype=torch.float64)
     if m.d_cq is None:
         q = F.linear(x, m.W_q.weight)
     else:
         q = F.linear(_rms(F.linear(x, m.W_dq.weight), m.q_norm.weight, m.q_norm.eps), m.W_uq.weight)
     q = q.view(B, T, H, d_head + d_rope).transpose(1, 2)
-    q = torch.cat([q[..., :d_head], _rope_complex(q[..., d_head:], pos, m.rope_theta)], -1)
+    q = torch.cat([q[..., :d_head], _rope_complex(q[..., d_head:], pos, theta)], -1)
     latent = _rms(F.linear(x, m.W_dkv.weight), m.kv_norm.weight, m.kv_norm.eps)  # (B, T, d_c)
-    k_rot = _rope_complex(F.linear(x, m.W_kr.weight), pos, m.rope_theta)  # (B, T, d_rope)
+    k_rot = _rope_complex(F.linear(x, m.W_kr.weight), pos, theta)  # (B, T, d_rope)
     k_c = F.linear(latent, m.W_uk.weight).view(B, T, H, d_head).transpose(1, 2)
     v = F.linear(latent, m.W_uv.weight).view(B, T, H, d_v).transpose(1, 2)
     k = torch.cat([k_c, k_rot[:, None].expand(B, H, T, d_rope)], -1)
@@ -268,6 +287,40 @@ def _mla_decode(cls):
                 t += n
             expected = _mla_oracle(m, x)[0]
         expect_close("outputs of the cached steps", torch.cat(outs, 1), expected, hidden=True)
+
+
+@EXERCISES.check("MultiHeadLatentAttention", hidden=True)
+def _mla_rope_base_and_layers(cls):
+    """a RoPE base of 500 (not the default 10 000), d_v left at its default, two layers sharing one cache, batch 1"""
+    sizes = dict(d_model=12, n_heads=3, d_c=4, d_head=2, d_rope=6, rope_theta=500.0)
+    first = _build_mla(cls, 5, **sizes)
+    second = _build_mla(cls, 6, **sizes)
+    x0 = torch.randn(1, 7, 12, generator=rng(25))
+    x1 = torch.randn(1, 7, 12, generator=rng(26))
+    cache = KVCache()
+    with torch.no_grad():
+        outs, t = [], 0
+        for n in (1, 4, 2):  # a first step of one token, then a chunk, then two more
+            call("layer 0: mla(x_new, cache=cache, layer=0)", first, x0[:, t : t + n], cache=cache, layer=0)
+            out = call("layer 1: mla(x_new, cache=cache, layer=1)", second, x1[:, t : t + n], cache=cache, layer=1)
+            expect_true(isinstance(out, tuple) and len(out) == 2, "forward should return (output, None).")
+            expect_shape(f"the output of a step of {n} new tokens", out[0], (1, n, 12))
+            outs.append(out)
+            t += n
+        expected, latent, k_rot = _mla_oracle(second, x1, theta=500.0)
+    expect_true(
+        len(cache.keys) == 2 and cache.length(1) == 7,
+        "each layer keeps its own latents: cache.update(layer, c_kv, k_r) with the layer given to forward.",
+    )
+    expect_close("cache.keys[1] (layer 1's latent)", cache.keys[1], latent[:, None], hidden=True)
+    expect_close(
+        "cache.values[1] (layer 1's rotary key, RoPE base 500)",
+        cache.values[1],
+        k_rot[:, None],
+        hidden=True,
+        hint="rotate with the module's own base (self.rope_theta), not a fixed 10 000.",
+    )
+    expect_close("outputs of layer 1's cached steps", torch.cat([o[0] for o in outs], 1), expected, hidden=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -435,3 +488,267 @@ ALTERNATIVES = [
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]
+
+MUTANTS += [
+    Mutant(
+        "kv heads repeated along the batch",
+        "repeat_kv",
+        (("x = x[:, :, None].expand(B, H_kv, n_rep, T, d)", "x = x.repeat_interleave(n_rep, dim=0)"),),
+        "repeat_interleave on dim 0, then reshaped: heads mixed with other sequences",
+    ),
+    Mutant(
+        "layer ignored by the cache",
+        "attend_with_cache",
+        (("cache.update(layer, k, v)", "cache.update(0, k, v)"),),
+        "every layer appends to layer 0's cache",
+    ),
+    Mutant(
+        "square mask of the new tokens",
+        "attend_with_cache",
+        (("causal_mask(T_q, T_k, device=q.device)", "causal_mask(T_q, device=q.device)"),),
+        "a (T_q, T_q) mask: right for a prefill and a single decode step, wrong for a chunk after the cache",
+    ),
+    Mutant(
+        "RoPE base hard-coded",
+        "MultiHeadLatentAttention",
+        (("self.d_rope, self.rope_theta)", "self.d_rope, 10000.0)"),),
+        "rotates with the default base whatever rope_theta says",
+    ),
+    Mutant(
+        "latent cached in layer 0",
+        "MultiHeadLatentAttention",
+        (("cache.update(layer, c_kv, k_r)", "cache.update(0, c_kv, k_r)"),),
+        "every layer's latents go to layer 0's slot",
+    ),
+    Mutant(
+        "scaled by the content width only",
+        "MultiHeadLatentAttention",
+        (
+            (
+                "heads, _ = scaled_dot_product_attention(q, k, v, mask)",
+                "scores = q @ k.transpose(-2, -1) / self.d_head**0.5\n"
+                "        heads = torch.softmax(scores.masked_fill(~mask, float('-inf')), dim=-1) @ v",
+            ),
+        ),
+        "1/sqrt(d_head) instead of 1/sqrt(d_head + d_rope)",
+    ),
+]
+
+_MLA_INIT = """
+class MultiHeadLatentAttention(nn.Module):
+    def __init__(self, d_model, n_heads, d_c, d_head, d_rope, d_v=None, *, d_cq=None, rope_theta=10000.0, eps=1e-6):
+        super().__init__()
+        d_v = d_head if d_v is None else d_v
+        self.d_model, self.n_heads, self.d_c, self.d_head, self.d_rope, self.d_v = (
+            d_model, n_heads, d_c, d_head, d_rope, d_v
+        )
+        self.d_cq, self.rope_theta = d_cq, rope_theta
+        d_qk = d_head + d_rope
+        if d_cq is None:
+            self.W_q = nn.Linear(d_model, n_heads * d_qk, bias=False)
+        else:
+            self.W_dq = nn.Linear(d_model, d_cq, bias=False)
+            self.q_norm = nn.RMSNorm(d_cq, eps=eps)
+            self.W_uq = nn.Linear(d_cq, n_heads * d_qk, bias=False)
+        self.W_dkv = nn.Linear(d_model, d_c, bias=False)
+        self.kv_norm = nn.RMSNorm(d_c, eps=eps)
+        self.W_kr = nn.Linear(d_model, d_rope, bias=False)
+        self.W_uk = nn.Linear(d_c, n_heads * d_head, bias=False)
+        self.W_uv = nn.Linear(d_c, n_heads * d_v, bias=False)
+        self.W_o = nn.Linear(n_heads * d_v, d_model, bias=False)
+
+    def forward(self, x, *, cache=None, layer=0):
+        cache = KVCache() if cache is None else cache
+        T_past, T = cache.length(layer), x.shape[1]
+        angles = rope_angles(torch.arange(T_past, T_past + T, device=x.device), self.d_rope, self.rope_theta)
+        q = self.W_q(x) if self.d_cq is None else self.W_uq(self.q_norm(self.W_dq(x)))
+        q = split_heads(q, self.n_heads)
+        q_c, q_r = q.split([self.d_head, self.d_rope], dim=-1)
+        q = torch.cat([q_c, apply_rope(q_r, angles, interleaved=True)], dim=-1)
+"""
+
+ALTERNATIVES += [
+    Rewrite(
+        "torch.repeat_interleave",
+        "repeat_kv",
+        """
+        def repeat_kv(x, n_rep):
+            if x.ndim != 4:
+                raise ValueError("repeat_kv expects (B, H_kv, T, d)")
+            if n_rep < 1:
+                raise ValueError("n_rep must be >= 1")
+            return torch.repeat_interleave(x, repeats=n_rep, dim=1)
+        """,
+        "the function the instructions name, on dim 1",
+    ),
+    Rewrite(
+        "one slice per key/value head",
+        "repeat_kv",
+        """
+        def repeat_kv(x, n_rep):
+            if x.ndim != 4:
+                raise ValueError("repeat_kv expects (B, H_kv, T, d)")
+            if n_rep < 1:
+                raise ValueError("n_rep must be >= 1")
+            groups = [x[:, h : h + 1].expand(-1, n_rep, -1, -1) for h in range(x.shape[1])]
+            return torch.cat(groups, dim=1)
+        """,
+        "a loop over the key/value heads, each expanded to its group, then concatenated",
+    ),
+    Rewrite(
+        "index_select by integer division",
+        "repeat_kv",
+        """
+        def repeat_kv(x, n_rep):
+            if x.ndim != 4:
+                raise ValueError("repeat_kv expects (B, H_kv, T, d)")
+            if n_rep < 1:
+                raise ValueError("n_rep must be >= 1")
+            source = torch.arange(x.shape[1] * n_rep, device=x.device) // n_rep  # output head i is kv head i // n_rep
+            return x.index_select(1, source)
+        """,
+        "head i taken from head i // n_rep with index_select (indices on x's device)",
+    ),
+    Rewrite(
+        "unsqueeze, repeat, flatten",
+        "repeat_kv",
+        """
+        def repeat_kv(x, n_rep):
+            if x.ndim != 4 or n_rep < 1:
+                raise ValueError("repeat_kv expects (B, H_kv, T, d) and n_rep >= 1")
+            return x.unsqueeze(2).repeat(1, 1, n_rep, 1, 1).flatten(1, 2)
+        """,
+        "a new axis after the heads, Tensor.repeat on it, flatten into the head axis",
+    ),
+    Rewrite(
+        "causal_mask(...).to(q.device)",
+        "attend_with_cache",
+        """
+        def attend_with_cache(q, k, v, cache, layer):
+            k_all, v_all = cache.update(layer, k, v)
+            T_q, T_k = q.shape[2], k_all.shape[2]
+            n_rep = q.shape[1] // k_all.shape[1]
+            mask = causal_mask(T_q, T_k).to(q.device)
+            out, _ = scaled_dot_product_attention(q, repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep), mask)
+            return out
+        """,
+        "the mask made on the default device and moved to the queries' device",
+    ),
+    Rewrite(
+        "attention written out, -inf fill",
+        "attend_with_cache",
+        """
+        def attend_with_cache(q, k, v, cache, layer):
+            keys, values = cache.update(layer, k, v)
+            group = q.shape[1] // keys.shape[1]
+            keys = keys.repeat_interleave(group, dim=1)
+            values = values.repeat_interleave(group, dim=1)
+            T_q, T_k = q.shape[-2], keys.shape[-2]
+            scores = torch.einsum("bhqd,bhkd->bhqk", q, keys) / q.shape[-1] ** 0.5
+            allowed = causal_mask(T_q, T_k, device=q.device)
+            scores = scores.masked_fill(~allowed, float("-inf"))  # each query sees at least key 0
+            return torch.softmax(scores, dim=-1) @ values
+        """,
+        "einsum scores, a -inf fill and softmax by hand; repeat_interleave for the groups",
+    ),
+    Rewrite(
+        "grouped queries, no repeated keys",
+        "attend_with_cache",
+        """
+        def attend_with_cache(q, k, v, cache, layer):
+            import math
+
+            k, v = cache.update(layer, k, v)
+            B, H, T_q, d = q.shape
+            H_kv, T_k = k.shape[1], k.shape[2]
+            qg = q.reshape(B, H_kv, H // H_kv, T_q, d)  # query heads j*g ... j*g + g - 1 form group j
+            scores = qg @ k[:, :, None].transpose(-1, -2) / math.sqrt(d)  # (B, H_kv, g, T_q, T_k)
+            query_pos = torch.arange(T_k - T_q, T_k, device=q.device)[:, None]
+            key_pos = torch.arange(T_k, device=q.device)[None, :]
+            scores = scores.masked_fill(key_pos > query_pos, torch.finfo(scores.dtype).min)
+            out = torch.softmax(scores, dim=-1) @ v[:, :, None]  # (B, H_kv, g, T_q, d_v)
+            return out.reshape(B, H, T_q, v.shape[-1])
+        """,
+        "the query heads grouped by key/value head and broadcast against it, the mask from positions",
+    ),
+    Rewrite(
+        "no mask for a single new token",
+        "attend_with_cache",
+        """
+        def attend_with_cache(q, k, v, cache, layer):
+            k, v = cache.update(layer, k, v)
+            n_rep = q.size(1) // k.size(1)
+            k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+            if q.size(2) == 1:  # one new token sees every key: no mask needed
+                return scaled_dot_product_attention(q, k, v)[0]
+            mask = causal_mask(q.size(2), k.size(2), device=q.device)
+            return scaled_dot_product_attention(q, k, v, mask)[0]
+        """,
+        "the decode step without a mask, as the docstring allows",
+    ),
+    Rewrite(
+        "manual heads, einsum, .to(x.device) mask",
+        "MultiHeadLatentAttention",
+        _MLA_INIT
+        + """
+        B, T_k = x.shape[0], T_past + T
+        c_kv = self.kv_norm(self.W_dkv(x)).unsqueeze(1)  # (B, 1, T, d_c)
+        k_r = apply_rope(self.W_kr(x).unsqueeze(1), angles, interleaved=True)  # (B, 1, T, d_rope)
+        c_kv, k_r = cache.update(layer, c_kv, k_r)
+        latent = c_kv.squeeze(1)  # (B, T_k, d_c)
+        k_c = self.W_uk(latent).view(B, T_k, self.n_heads, self.d_head).transpose(1, 2)
+        v = self.W_uv(latent).view(B, T_k, self.n_heads, self.d_v).transpose(1, 2)
+        k = torch.cat([k_c, k_r.repeat(1, self.n_heads, 1, 1)], dim=-1)
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / (self.d_head + self.d_rope) ** 0.5
+        mask = causal_mask(T, T_k).to(x.device)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        heads = torch.softmax(scores, dim=-1) @ v
+        return self.W_o(merge_heads(heads)), None
+""",
+        "heads split by view and transpose, attention written out with einsum, the mask moved with .to",
+    ),
+    Rewrite(
+        "absorbed up-projections",
+        "MultiHeadLatentAttention",
+        "import math\n"
+        + _MLA_INIT
+        + """
+        c_kv = self.kv_norm(self.W_dkv(x))[:, None]
+        k_r = apply_rope(self.W_kr(x)[:, None], angles, interleaved=True)
+        c_kv, k_r = cache.update(layer, c_kv, k_r)  # (B, 1, T_k, d_c), (B, 1, T_k, d_rope)
+        H, d_head = self.n_heads, self.d_head
+        W_uk = self.W_uk.weight.view(H, d_head, self.d_c)  # k_c of head h = c W_uk[h]^T
+        W_uv = self.W_uv.weight.view(H, self.d_v, self.d_c)
+        q_c, q_r = q[..., :d_head], q[..., d_head:]
+        q_lat = torch.einsum("bhtd,hdc->bhtc", q_c, W_uk)  # q_c W_uk[h]: the query in latent space
+        scores = (q_lat @ c_kv.transpose(-1, -2) + q_r @ k_r.transpose(-1, -2)) / math.sqrt(d_head + self.d_rope)
+        T_k = c_kv.shape[-2]
+        allowed = torch.arange(T_k, device=x.device)[None, :] <= torch.arange(T_k - T, T_k, device=x.device)[:, None]
+        weights = torch.softmax(scores.masked_fill(~allowed, torch.finfo(scores.dtype).min), dim=-1)
+        heads = torch.einsum("bhtc,hvc->bhtv", weights @ c_kv, W_uv)  # (P c) W_uv[h]^T = P (c W_uv[h]^T)
+        return self.W_o(merge_heads(heads)), None
+""",
+        "DeepSeek-V2's absorbed form: W_uk folded into the query, W_uv applied after the weighted sum of latents",
+    ),
+    Rewrite(
+        "rotary key expanded, mask from the cache length",
+        "MultiHeadLatentAttention",
+        _MLA_INIT
+        + """
+        latent_new = self.kv_norm(self.W_dkv(x)).unsqueeze(1)
+        rot_new = apply_rope(self.W_kr(x).unsqueeze(1), angles, interleaved=True)
+        latent, rot = cache.update(layer, latent_new, rot_new)
+        B, _, T_k, _ = latent.shape
+        k = torch.cat(
+            [split_heads(self.W_uk(latent[:, 0]), self.n_heads), rot.expand(B, self.n_heads, T_k, self.d_rope)],
+            dim=-1,
+        )
+        v = split_heads(self.W_uv(latent[:, 0]), self.n_heads)
+        query_pos = torch.arange(T_past, T_past + T, device=x.device)
+        key_pos = torch.arange(T_k, device=x.device)
+        heads = scaled_dot_product_attention(q, k, v, key_pos[None, :] <= query_pos[:, None])[0]
+        return self.W_o(merge_heads(heads)), None
+""",
+        "keys with the rotary part expanded to (B, H, T_k, d_rope), the causal mask from T_past",
+    ),
+]

@@ -22,6 +22,7 @@ from .core import (
     CheckFailed,
     Exercises,
     Mutant,
+    Rewrite,
     call,
     expect_close,
     expect_half_precision,
@@ -58,20 +59,62 @@ def _fold(fn, x, splits, what):
     return m, ell
 
 
-def _expect_fold(fn, x, splits, *, hidden=False, hint=""):
-    """The folded (m, ell) must be the max of all entries and the sum of exp(x - max)."""
+def _fold_as(x, splits, mistake):
+    """The running sum a fold of ``x`` gives with a known ``mistake`` (float64, from m = -inf, ell = 0)."""
+    x = x.double()
+    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)
+    ell = torch.zeros(x.shape[:-1], dtype=x.dtype)
+    edges = [0, *splits, x.shape[-1]]
+    for a, b in zip(edges[:-1], edges[1:]):
+        block = x[..., a:b]
+        top = block.amax(dim=-1)
+        m_new = torch.maximum(m, top)
+        shift = torch.where(m_new == -math.inf, torch.zeros((), dtype=x.dtype), m_new)
+        own = torch.where(top == -math.inf, torch.zeros((), dtype=x.dtype), top)
+        if mistake == "old not rescaled":
+            ell = ell + torch.exp(block - shift[..., None]).sum(-1)
+        elif mistake == "rescaled the wrong way":
+            ell = ell * torch.exp(shift - m) + torch.exp(block - shift[..., None]).sum(-1)
+        else:  # "new terms by their own max": the old sum rescaled, the block's sum left relative to its own max
+            ell = ell * torch.exp(m - shift) + torch.exp(block - own[..., None]).sum(-1)
+        m = m_new
+    return ell
+
+
+_FOLD_HINTS = {
+    "old not rescaled": "when the max grows from m to m_new, what was summed so far must be multiplied by "
+    "exp(m - m_new).",
+    "rescaled the wrong way": "the old sum is multiplied by exp(m_new - m); the factor is exp(m - m_new) (at most 1).",
+    "new terms by their own max": "the old sum is rescaled to m_new, but the block's terms are relative to the "
+    "block's own max: shift them by m_new too (or multiply their sum by exp(block max - m_new)).",
+}
+_FOLD_RECIPE = "ell' = ell * exp(m - m_new) + sum over the block of exp(x - m_new), with m_new = max(m, block max)."
+
+
+def _fold_hint(x, splits, ell) -> str:
+    """Name the mistake whose running sum the answer's ``ell`` equals; otherwise the recipe, blaming no step."""
+    if isinstance(ell, torch.Tensor) and ell.shape == x.shape[:-1]:
+        got = ell.detach().double().cpu()
+        for mistake, text in _FOLD_HINTS.items():
+            if torch.allclose(got, _fold_as(x, splits, mistake), rtol=1e-4, atol=1e-5, equal_nan=True):
+                return text
+    return _FOLD_RECIPE
+
+
+def _expect_fold(fn, x, splits, *, hidden=False):
+    """The folded (m, ell) must be the max of all entries and the sum of exp(x - max) (computed in float64)."""
     what = f"online_softmax_update over blocks {[0, *splits, x.shape[-1]]} of x {tuple(x.shape)}"
     m, ell = _fold(fn, x, splits, what)
     m_exp = x.amax(dim=-1)
-    ell_exp = torch.exp(_logsumexp(x, dim=-1) - m_exp)
+    ell_exp = torch.exp(_logsumexp(x.double(), dim=-1) - m_exp.double()).to(x.dtype)
     expect_close(f"{what}: m", m, m_exp, hidden=hidden, hint="m is the largest entry seen so far.")
-    expect_close(f"{what}: ell", ell, ell_exp, hidden=hidden, hint=hint)
+    expect_close(f"{what}: ell", ell, ell_exp, hidden=hidden, hint=_fold_hint(x, splits, ell))
 
 
 @EXERCISES.check("online_softmax_update", points=2)
 def _update_one_block(fn):
     """from m = -inf, ell = 0, one block x (3, 7) gives m = max(x) and ell = sum(exp(x - m))"""
-    _expect_fold(fn, _randn(3, 7, seed=1) * 4, [], hint="ell = sum over the block of exp(x - m_new).")
+    _expect_fold(fn, _randn(3, 7, seed=1) * 4, [])
 
 
 @EXERCISES.check("online_softmax_update")
@@ -79,12 +122,7 @@ def _update_several_blocks(fn):
     """folding blocks of 3, 5 and 2 entries one after the other, where the max grows in a later block"""
     x = _randn(4, 10, seed=2) * 4
     x[:, 8] += 12  # the largest entry arrives in the last block: the running sum must be rescaled
-    _expect_fold(
-        fn,
-        x,
-        [3, 8],
-        hint="when the max grows from m to m_new, what was summed so far must be multiplied by exp(m - m_new).",
-    )
+    _expect_fold(fn, x, [3, 8])
 
 
 @EXERCISES.check("online_softmax_update", hidden=True)
@@ -106,6 +144,15 @@ def _update_masked_block(fn):
         "After a block where every entry is -inf, m should still be -inf and ell 0 (no NaN): "
         "exp(-inf - (-inf)) is NaN, so shift by a finite value where the new max is -inf.",
     )
+    _expect_fold(fn, x, [4, 7], hidden=True)
+
+
+@EXERCISES.check("online_softmax_update", hidden=True)
+def _update_very_negative(fn):
+    """rows whose every entry is about -1e5 or -2e5 (a shift clamped to some finite floor underflows them to 0)"""
+    x = _randn(3, 10, seed=6) * 3 - 1e5
+    x[0] -= 1e5
+    x[2, :4] = -math.inf  # a masked block first, then very negative entries
     _expect_fold(fn, x, [4, 7], hidden=True)
 
 
@@ -224,11 +271,24 @@ def _forward_fully_masked(fn):
     expect_shape("o", o, (2, 2, 6, 4))
     expect_shape("lse", lse, (2, 2, 6))
     expect_true(
-        bool(torch.isfinite(o).all()) and bool((o[1] == 0).all()),
-        "A query that may attend to no key should get a zero output, never NaN: keep the running max's shift "
-        "finite while it is -inf, and divide by l_i only where it is not 0.",
+        bool(torch.isfinite(o).all()),
+        "A query that may attend to no key gave NaN or inf: keep the running max's shift finite while it is -inf "
+        "(exp(-inf - (-inf)) is NaN), and divide by l_i only where it is not 0.",
     )
-    expect_true(bool((lse[1] == -math.inf).all()), "The log-sum-exp of a query with no allowed key is -inf.")
+    cause = "mask every score a query may not attend to with -inf, before the max"
+    if not bool((o[1] == 0).all()):
+        causal_only = _forward_oracle(q, k, v, _full_mask(6, 6, True, None))[0][1]
+        if torch.allclose(o[1], v[1].mean(dim=-2, keepdim=True).expand_as(o[1]), atol=1e-4):
+            cause = (
+                "your output there is the plain mean of the values: the masked scores were filled with a finite "
+                "number (finfo.min), so they all tie and get equal weights; fill with -inf"
+            )
+        elif torch.allclose(o[1], causal_only, atol=1e-4):
+            cause = "your output there ignores the padding mask: apply attention_mask as well as the causal mask"
+    expect_true(
+        bool((o[1] == 0).all()) and bool((lse[1] == -math.inf).all()),
+        f"A query that may attend to no key should get o = 0 and lse = -inf: {cause}.",
+    )
     _compare_forward(fn, q, k, v, causal=True, attention_mask=am, block_q=4, block_k=4, hidden=True)
 
 
@@ -249,6 +309,81 @@ def _forward_float64_large_scores(fn):
     """keeps float64 and stays exact for scores of several thousands"""
     q, k, v = _qkv(2, 1, 7, 8, 4, 5, seed=16, dtype=torch.float64)
     _compare_forward(fn, q * 40, k * 40, v, causal=True, block_q=3, block_k=2, hidden=True)
+
+
+def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
+    """float64 q > 0 and k < 0 with integer entries in [170, 260], d_k = 4: every score is an exact number below
+    -57 000 (scaled by 1/2, exact too), so exp(score - 0) or exp(score + 50 000) underflows to 0."""
+    g = rng(seed)
+    q = torch.randint(170, 261, (B, H, T_q, 4), generator=g).double()
+    k = -torch.randint(170, 261, (B, H, T_k, 4), generator=g).double()
+    return q, k, torch.randn(B, H, T_k, d_v, generator=g, dtype=torch.float64)
+
+
+@EXERCISES.check("flash_attention_forward", hidden=True)
+def _forward_very_negative_scores(fn):
+    """every allowed score of every query is below -57 000 (float64): the running max must start at -inf"""
+    q, k, v = _exact_negative_qkv(2, 2, 7, 10, 3, seed=18)
+    am = _lengths_mask([10, 8], 10)
+    for causal, attention_mask, block_q, block_k in ((False, None, 3, 4), (True, am, 4, 3)):
+        args = f"causal={causal}, attention_mask={'None' if attention_mask is None else 'given'}"
+        what = f"flash_attention_forward(q {tuple(q.shape)}, k, v, {args}, block_q={block_q}, block_k={block_k})"
+        result = call(what, fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+        expect_true(isinstance(result, tuple) and len(result) == 2, "flash_attention_forward should return (o, lse).")
+        mask = _full_mask(7, 10, causal, attention_mask)
+        scores = (q @ k.transpose(-2, -1)) / 2.0  # exact: integers times 1/2
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -math.inf)
+        o, lse = result
+        hint = ""
+        if isinstance(o, torch.Tensor) and o.shape == v.shape[:2] + (7, 3) and bool((o == 0).all()):
+            hint = (  # what a running max started at 0, or at any finite number above the scores, gives
+                "your output is 0 for every query although each has allowed keys: every allowed score here is below "
+                "-57 000, so a running max started at a finite number (0, -5e4) makes exp(s - m) underflow to 0. "
+                "Start it at -inf."
+            )
+        expect_close(f"{what}: o", o, torch.softmax(scores, dim=-1) @ v, hidden=True, hint=hint)
+        expect_close(f"{what}: lse", lse, _logsumexp(scores, dim=-1), hidden=True, hint=hint)
+
+
+def _half_exact(*shape, seed, scale, offset=0.0):
+    """float32 values that float16 holds exactly (so a float16 run sees the same numbers as the float32 one);
+    with ``offset``, ``|randn| · scale + offset``."""
+    x = torch.randn(*shape, generator=rng(seed)) * scale
+    return (x.abs() + offset if offset else x).half().float()
+
+
+def _large_qk(T_q, T_k, seed):
+    """q and k with entries of 100 to 500, half of them positive: many of QK^T's entries (up to ~10^6) exceed
+    float16's 65504, the rest are of several thousands."""
+    q = _half_exact(2, 2, T_q, 4, seed=seed, scale=100, offset=100)
+    k = _half_exact(2, 2, T_k, 4, seed=seed + 1, scale=100, offset=100)
+    k[1] = -k[1]  # the second batch element: large negative scores
+    return q, k
+
+
+@EXERCISES.check("flash_attention_forward", hidden=True)
+def _forward_half_large(fn):
+    """float16 inputs with entries of 100 to 500: the tile scores (QK^T beyond 65504) are computed in float32"""
+    q, k = _large_qk(6, 9, seed=19)
+    v = _half_exact(2, 2, 9, 5, seed=21, scale=1)
+    am = _lengths_mask([9, 7], 9)
+
+    def run(dtype):
+        args = (q.to(dtype), k.to(dtype), v.to(dtype))
+        return call(
+            f"flash_attention_forward in {dtype}", fn, *args, causal=True, attention_mask=am, block_q=4, block_k=4
+        )
+
+    expect_half_precision("flash_attention_forward (large entries)", run, float32_results=(1,))
+
+
+@EXERCISES.check("flash_attention_forward", hidden=True)
+def _forward_batch_one_more_queries(fn):
+    """batch 1, and more queries than keys (T_q = 9 > T_k = 5, not causal) with padding"""
+    _compare_forward(fn, *_qkv(1, 2, 6, 11, 3, 4, seed=22), causal=True, block_q=4, block_k=3, hidden=True)
+    q, k, v = _qkv(2, 1, 9, 5, 4, 3, seed=23)
+    _compare_forward(fn, q, k, v, attention_mask=_lengths_mask([5, 2], 5), block_q=4, block_k=2, hidden=True)
 
 
 @EXERCISES.check("flash_attention_forward", hidden=True)
@@ -356,9 +491,15 @@ def _backward_fully_masked(fn):
     for name, g, like in zip(("dq", "dk", "dv"), result, (q, k, v)):
         expect_shape(name, g, tuple(like.shape))
     expect_true(
-        all(bool(torch.isfinite(g).all()) and bool((g[1] == 0).all()) for g in result),
-        "Where a query may attend to no key its lse is -inf: the gradients must be finite and zero there "
-        "(shift by a finite value instead of -inf when you recompute p_ij).",
+        all(bool(torch.isfinite(g).all()) for g in result),
+        "Where a query may attend to no key its lse is -inf: your gradients there hold NaN or inf "
+        "(exp(s_ij - lse_i) with both -inf is NaN: shift by a finite value instead of -inf when you recompute p_ij).",
+    )
+    expect_true(
+        all(bool((g[1] == 0).all()) for g in result),
+        "Where a query may attend to no key (here: every key is padding) the gradients must be zero: mask the "
+        "recomputed scores with -inf exactly as in the forward pass, causal and padding mask both, so that p_ij "
+        "is 0 at every masked key.",
     )
     _compare_backward(fn, q[:1], k[:1], v[:1], causal=True, block_q=2, block_k=3, hidden=True)
 
@@ -368,6 +509,32 @@ def _backward_float64(fn):
     """keeps float64 and matches to float64 precision"""
     q, k, v = _qkv(1, 2, 7, 9, 4, 5, seed=25, dtype=torch.float64)
     _compare_backward(fn, q, k, v, causal=True, attention_mask=_lengths_mask([8], 9), block_q=3, block_k=2, hidden=True)
+
+
+@EXERCISES.check("flash_attention_backward", hidden=True)
+def _backward_half_large(fn):
+    """float16 inputs with entries of 100 to 500: the recomputed scores (beyond 65504) are computed in float32"""
+    q, k = _large_qk(6, 9, seed=26)
+    v, do = _half_exact(2, 2, 9, 5, seed=28, scale=1), _half_exact(2, 2, 6, 5, seed=29, scale=1)
+    am = _lengths_mask([9, 7], 9)
+    o, lse = _forward_oracle(q.double(), k.double(), v.double(), _full_mask(6, 9, True, am))
+    o, lse = o.half().float(), lse.float()
+
+    def run(dtype):
+        args = (do.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), o.to(dtype), lse)
+        return call(
+            f"flash_attention_backward in {dtype}", fn, *args, causal=True, attention_mask=am, block_q=4, block_k=4
+        )
+
+    expect_half_precision("flash_attention_backward (large entries)", run)
+
+
+@EXERCISES.check("flash_attention_backward", hidden=True)
+def _backward_batch_one_more_queries(fn):
+    """batch 1, and more queries than keys (T_q = 9 > T_k = 5, not causal) with padding"""
+    _compare_backward(fn, *_qkv(1, 2, 6, 11, 3, 4, seed=30), causal=True, block_q=4, block_k=3, hidden=True)
+    q, k, v = _qkv(2, 1, 9, 5, 4, 3, seed=31)
+    _compare_backward(fn, q, k, v, attention_mask=_lengths_mask([5, 2], 5), block_q=4, block_k=2, hidden=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -528,6 +695,113 @@ MUTANTS = [
     ),
 ]
 
+MUTANTS += [
+    Mutant(
+        "-inf avoided by clamping the shift",
+        "online_softmax_update",
+        (("m_new.masked_fill(m_new == -math.inf, 0.0)", "m_new.clamp_min(-1e4)"),),
+        "shifts by max(m_new, -1e4): right for ordinary scores, a row of entries below -1e4 sums to 0",
+    ),
+    Mutant(
+        "new terms by the block's own max",
+        "online_softmax_update",
+        (
+            (
+                "torch.exp(x_block - m_safe[..., None]).sum(dim=-1)",
+                "torch.exp(x_block - x_block.amax(dim=-1, keepdim=True).clamp_min(-1e30)).sum(dim=-1)",
+            ),
+        ),
+        "rescales the old sum to m_new but leaves the block's sum relative to the block's own max",
+    ),
+    Mutant(
+        "running max started at 0",
+        "flash_attention_forward",
+        (
+            (
+                "torch.full((B, H, q_end - q_start), -math.inf, dtype=acc, device=q.device)",
+                "torch.zeros(B, H, q_end - q_start, dtype=acc, device=q.device)",
+            ),
+        ),
+        "right unless every allowed score of a query is far below 0: then exp(s - 0) underflows",
+    ),
+    Mutant(
+        "running max started at -5e4",
+        "flash_attention_forward",
+        (
+            (
+                "torch.full((B, H, q_end - q_start), -math.inf, dtype=acc, device=q.device)",
+                "torch.full((B, H, q_end - q_start), -5e4, dtype=acc, device=q.device)",
+            ),
+        ),
+        "a large negative start instead of -inf: scores below it underflow",
+    ),
+    Mutant(
+        "tile scores in the inputs' dtype",
+        "flash_attention_forward",
+        (
+            (
+                "s_ij = q_i @ k[:, :, k_start:k_end].to(acc).transpose(-2, -1) * scale",
+                "s_ij = (q[:, :, q_start:q_end] @ k[:, :, k_start:k_end].transpose(-2, -1)).to(acc) * scale",
+            ),
+        ),
+        "QK^T in float16, cast afterwards: overflows (and rounds) for large entries",
+    ),
+    Mutant(
+        "recomputed scores in the inputs' dtype",
+        "flash_attention_backward",
+        (
+            (
+                "s_ij = q_i @ k_j.transpose(-2, -1) * scale",
+                "s_ij = (q[:, :, q_start:q_end] @ k[:, :, k_start:k_end].transpose(-2, -1)).to(acc) * scale",
+            ),
+        ),
+        "QK^T in float16 in the backward pass: overflows for large entries",
+    ),
+    Mutant(
+        "padding mask dropped in the backward",
+        "flash_attention_backward",
+        (
+            (
+                "            allowed = tile_mask(q_start, q_end, k_start, k_end)\n"
+                "            if allowed is not None:\n"
+                "                s_ij = s_ij.masked_fill(~allowed, -math.inf)\n",
+                "            allowed = block_mask(\n"
+                "                q_start, q_end, k_start, k_end, T_q=T_q, T_k=T_k, causal=causal, attention_mask=None,"
+                " device=q.device\n"
+                "            )\n"
+                "            if allowed is not None:\n"
+                "                s_ij = s_ij.masked_fill(~allowed, -math.inf)\n",
+            ),
+        ),
+        "recomputes the scores with the causal mask only: padding keys get gradient",
+    ),
+    Mutant(
+        "masked scores filled with finfo.min (forward)",
+        "flash_attention_forward",
+        (
+            (
+                "s_ij.masked_fill(~allowed, -math.inf)  # mask before the max",
+                "s_ij.masked_fill(~allowed, torch.finfo(acc).min)",
+            ),
+        ),
+        "a finite fill: right wherever a query has an allowed key, a query with none averages every value",
+    ),
+    Mutant(
+        "padding mask dropped in the forward",
+        "flash_attention_forward",
+        (
+            (
+                "            allowed = tile_mask(q_start, q_end, k_start, k_end)\n",
+                "            allowed = block_mask(\n"
+                "                q_start, q_end, k_start, k_end, T_q=T_q, T_k=T_k, causal=causal, attention_mask=None,"
+                " device=q.device\n"
+                "            )\n",
+            ),
+        ),
+        "masks the causal future only: padding keys get weight",
+    ),
+]
+
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
 ALTERNATIVES = [
     Alternative(
@@ -574,3 +848,325 @@ ALTERNATIVES = [
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]
+
+# Whole answers written from scratch, as students write them from the page and the notebook's instructions.
+ALTERNATIVES += [
+    Rewrite(
+        "own block max, both sides rescaled",
+        "online_softmax_update",
+        '''
+        def online_softmax_update(m, ell, x_block):
+            """Fold x_block into (m, ell): the block is summed relative to its own max, then both parts move to m_new."""
+            block_max = x_block.max(dim=-1).values
+            m_new = torch.maximum(m, block_max)
+            # a shift that is -inf would give exp(-inf - (-inf)) = NaN: use 0 there (every term is exp(-inf) = 0 anyway)
+            own = torch.where(torch.isinf(block_max), torch.zeros_like(block_max), block_max)
+            new = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+            block_sum = torch.exp(x_block - own.unsqueeze(-1)).sum(dim=-1)
+            ell_new = ell * torch.exp(m - new) + block_sum * torch.exp(block_max - new)
+            return m_new, ell_new
+        ''',
+        "the block's sum relative to its own max, then both sums rescaled to the new max",
+    ),
+    Rewrite(
+        "entry by entry",
+        "online_softmax_update",
+        """
+        def online_softmax_update(m, ell, x_block):
+            # Milakov & Gimelshein's loop, one entry at a time (vectorised over the leading dims)
+            for j in range(x_block.shape[-1]):
+                x_j = x_block[..., j]
+                m_new = torch.maximum(m, x_j)
+                shift = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)
+                ell = ell * torch.exp(m - shift) + torch.exp(x_j - shift)
+                m = m_new
+            return m, ell
+        """,
+        "a Python loop over the block's entries, each folded in as a block of one",
+    ),
+    Rewrite(
+        "max over the state and the block together",
+        "online_softmax_update",
+        """
+        def online_softmax_update(m, ell, x_block):
+            m_new = torch.cat([m.unsqueeze(-1), x_block], dim=-1).amax(dim=-1)
+            finite = torch.isfinite(m_new)
+            m_ref = torch.where(finite, m_new, torch.zeros_like(m_new))
+            old = ell * torch.exp(m - m_ref)
+            new = torch.sum(torch.exp(x_block - m_ref[..., None]), dim=-1)
+            return m_new, old + new
+        """,
+        "the running max taken over the old max and the block at once (torch.cat), torch.where for the shift",
+    ),
+    Rewrite(
+        "nan_to_num for the shift",
+        "online_softmax_update",
+        """
+        def online_softmax_update(m, ell, x_block):
+            m_new = torch.max(m, torch.amax(x_block, dim=-1))
+            m_shift = torch.nan_to_num(m_new, neginf=0.0)  # -inf (nothing seen yet) -> 0
+            return m_new, torch.exp(m - m_shift) * ell + torch.exp(x_block - m_shift[..., None]).sum(-1)
+        """,
+        "torch.nan_to_num(neginf=0) makes the shift finite",
+    ),
+    Rewrite(
+        "own block max, masks from positions, no block skipped",
+        "flash_attention_forward",
+        '''
+        def flash_attention_forward(q, k, v, *, causal=False, attention_mask=None, block_q=64, block_k=64):
+            """Tiled attention with the online softmax; each tile is summed relative to its own max."""
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k, d_v = k.shape[-2], v.shape[-1]
+            acc = torch.promote_types(q.dtype, torch.float32)
+            outs, lses = [], []
+            for qs in range(0, T_q, block_q):
+                qe = min(qs + block_q, T_q)
+                q_i = q[:, :, qs:qe].to(acc) / math.sqrt(d_k)
+                m = torch.full((B, H, qe - qs), float("-inf"), dtype=acc, device=q.device)
+                l = torch.zeros_like(m)
+                acc_o = torch.zeros(B, H, qe - qs, d_v, dtype=acc, device=q.device)
+                for ks in range(0, T_k, block_k):
+                    ke = min(ks + block_k, T_k)
+                    s = torch.einsum("bhqd,bhkd->bhqk", q_i, k[:, :, ks:ke].to(acc))
+                    keep = torch.ones(B, 1, qe - qs, ke - ks, dtype=torch.bool, device=q.device)
+                    if causal:
+                        qpos = torch.arange(qs, qe, device=q.device) + (T_k - T_q)
+                        kpos = torch.arange(ks, ke, device=q.device)
+                        keep = keep & (kpos[None, :] <= qpos[:, None])
+                    if attention_mask is not None:
+                        keep = keep & attention_mask[:, None, None, ks:ke]
+                    s = s.masked_fill(~keep, float("-inf"))
+                    tile_max = s.amax(dim=-1)  # -inf where the whole tile row is masked
+                    tile_ref = torch.where(tile_max == float("-inf"), torch.zeros_like(tile_max), tile_max)
+                    p = torch.exp(s - tile_ref[..., None])
+                    m_new = torch.maximum(m, tile_max)
+                    m_ref = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)
+                    old, new = torch.exp(m - m_ref), torch.exp(tile_max - m_ref)
+                    l = old * l + new * p.sum(dim=-1)
+                    acc_o = old[..., None] * acc_o + new[..., None] * (p @ v[:, :, ks:ke].to(acc))
+                    m = m_new
+                denom = torch.where(l > 0, l, torch.ones_like(l))
+                outs.append((acc_o / denom[..., None]).to(q.dtype))
+                lses.append(m + torch.log(l))
+            return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+        ''',
+        "each tile summed relative to its own max and both sides rescaled; masks built from positions; queries "
+        "pre-scaled; einsum; blocks collected in lists; every key block visited",
+    ),
+    Rewrite(
+        "normalised output kept (FlashAttention-1 order)",
+        "flash_attention_forward",
+        """
+        def flash_attention_forward(q, k, v, *, causal=False, attention_mask=None, block_q=64, block_k=64):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k, d_v = k.shape[-2], v.shape[-1]
+            acc = torch.promote_types(q.dtype, torch.float32)
+            scale = d_k**-0.5
+            o = q.new_zeros(B, H, T_q, d_v)
+            lse = torch.empty(B, H, T_q, dtype=acc, device=q.device)
+            for q_start in range(0, T_q, block_q):
+                q_end = min(q_start + block_q, T_q)
+                q_i = q[:, :, q_start:q_end].to(acc)
+                n = q_end - q_start
+                m_i = torch.full((B, H, n), torch.finfo(acc).min, dtype=acc, device=q.device)
+                l_i = torch.zeros(B, H, n, dtype=acc, device=q.device)
+                o_i = torch.zeros(B, H, n, d_v, dtype=acc, device=q.device)  # kept normalised: o_i = sum p v / l_i
+                for k_start in range(0, T_k, block_k):
+                    k_end = min(k_start + block_k, T_k)
+                    if causal and k_start > q_end - 1 + T_k - T_q:
+                        break  # this key block and the later ones are in the future of every query of the block
+                    s = torch.matmul(q_i, k[:, :, k_start:k_end].to(acc).mT) * scale
+                    allowed = block_mask(
+                        q_start, q_end, k_start, k_end, T_q=T_q, T_k=T_k, causal=causal,
+                        attention_mask=attention_mask, device=q.device,
+                    )
+                    if allowed is not None:
+                        s = torch.where(allowed, s, float("-inf"))
+                    m_new = torch.maximum(m_i, s.max(dim=-1).values)  # finite: m_i starts at the lowest float
+                    p = torch.exp(s - m_new.unsqueeze(-1))
+                    l_new = torch.exp(m_i - m_new) * l_i + p.sum(-1)
+                    l_div = l_new.clamp_min(torch.finfo(acc).tiny)
+                    o_i = (
+                        (torch.exp(m_i - m_new) * l_i / l_div)[..., None] * o_i
+                        + (p @ v[:, :, k_start:k_end].to(acc)) / l_div[..., None]
+                    )
+                    m_i, l_i = m_new, l_new
+                o[:, :, q_start:q_end] = o_i.to(q.dtype)
+                lse[:, :, q_start:q_end] = torch.where(l_i > 0, m_i + torch.log(l_i), float("-inf"))
+            return o, lse
+        """,
+        "FlashAttention-1's update (the output kept normalised at every step), running max started at the lowest "
+        "finite float, torch.where masks, a break for the causal future, q.new_zeros",
+    ),
+    Rewrite(
+        "masked fill with -inf and an explicit first block",
+        "flash_attention_forward",
+        """
+        def flash_attention_forward(q, k, v, *, causal=False, attention_mask=None, block_q=64, block_k=64):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k = k.shape[2]
+            work = torch.float64 if q.dtype == torch.float64 else torch.float32
+            qf, kf, vf = q.to(work), k.to(work), v.to(work)
+            o = torch.zeros(B, H, T_q, v.shape[-1], dtype=q.dtype, device=q.device)
+            lse = torch.full((B, H, T_q), float("-inf"), dtype=work, device=q.device)
+            shift = T_k - T_q
+            for i0 in range(0, T_q, block_q):
+                i1 = min(i0 + block_q, T_q)
+                last_key = min(T_k, i1 + shift) if causal else T_k
+                m = l = acc = None
+                for j0 in range(0, last_key, block_k):
+                    j1 = min(j0 + block_k, T_k)
+                    s = qf[:, :, i0:i1] @ kf[:, :, j0:j1].transpose(2, 3) / math.sqrt(d_k)
+                    mask = block_mask(i0, i1, j0, j1, T_q=T_q, T_k=T_k, causal=causal, attention_mask=attention_mask,
+                                      device=q.device)
+                    if mask is not None:
+                        s = s.masked_fill(mask.logical_not(), float("-inf"))
+                    if m is None:  # the first key block starts the running state
+                        m = s.amax(-1)
+                        safe = m.masked_fill(m.isneginf(), 0)
+                        p = (s - safe[..., None]).exp()
+                        l, acc = p.sum(-1), p @ vf[:, :, j0:j1]
+                        continue
+                    m_new = torch.maximum(m, s.amax(-1))
+                    safe = m_new.masked_fill(m_new.isneginf(), 0)
+                    p = (s - safe[..., None]).exp()
+                    r = (m - safe).exp()
+                    l = r * l + p.sum(-1)
+                    acc = r[..., None] * acc + p @ vf[:, :, j0:j1]
+                    m = m_new
+                if m is None:  # no key block at all (cannot happen with T_q <= T_k, kept for safety)
+                    continue
+                o[:, :, i0:i1] = torch.nan_to_num(acc / l[..., None], nan=0.0).to(q.dtype)
+                lse[:, :, i0:i1] = m + l.log()
+            return o, lse
+        """,
+        "the first key block initialises the state (no -inf start), 0/0 cleaned with nan_to_num",
+    ),
+    Rewrite(
+        "query blocks inside, dq accumulated in place of a local sum",
+        "flash_attention_backward",
+        """
+        def flash_attention_backward(
+            do, q, k, v, o, lse, *, causal=False, attention_mask=None, block_q=64, block_k=64
+        ):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k = k.shape[-2]
+            acc = torch.promote_types(q.dtype, torch.float32)
+            scale = 1.0 / math.sqrt(d_k)
+            qa, ka, va, doa = q.to(acc), k.to(acc), v.to(acc), do.to(acc)
+            lse_a = lse.to(acc)
+            lse_a = torch.where(torch.isinf(lse_a), torch.zeros_like(lse_a), lse_a)
+            dq, dk, dv = torch.zeros_like(qa), torch.zeros_like(ka), torch.zeros_like(va)
+            for qs in range(0, T_q, block_q):  # query blocks outside, key blocks inside (FlashAttention-2's forward order)
+                qe = min(qs + block_q, T_q)
+                q_i, do_i = qa[:, :, qs:qe], doa[:, :, qs:qe]
+                D_i = (do_i * o[:, :, qs:qe].to(acc)).sum(-1, keepdim=True)
+                dq_i = torch.zeros_like(q_i)
+                for ks in range(0, T_k, block_k):
+                    ke = min(ks + block_k, T_k)
+                    s = q_i @ ka[:, :, ks:ke].transpose(-1, -2) * scale
+                    allowed = block_mask(
+                        qs, qe, ks, ke, T_q=T_q, T_k=T_k, causal=causal, attention_mask=attention_mask, device=q.device
+                    )
+                    if allowed is not None:
+                        s = s.masked_fill(~allowed, float("-inf"))
+                    p = torch.exp(s - lse_a[:, :, qs:qe, None])
+                    dv[:, :, ks:ke] += p.transpose(-1, -2) @ do_i
+                    ds = p * (do_i @ va[:, :, ks:ke].transpose(-1, -2) - D_i)
+                    dq_i += ds @ ka[:, :, ks:ke]
+                    dk[:, :, ks:ke] += ds.transpose(-1, -2) @ q_i
+                dq[:, :, qs:qe] = dq_i * scale
+            return dq.to(q.dtype), (dk * scale).to(k.dtype), dv.to(v.dtype)
+        """,
+        "query blocks in the outer loop, the scale applied once at the end, D per query block",
+    ),
+    Rewrite(
+        "einsum and masks from positions",
+        "flash_attention_backward",
+        """
+        def flash_attention_backward(
+            do, q, k, v, o, lse, *, causal=False, attention_mask=None, block_q=64, block_k=64
+        ):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            T_q, d_k = q.shape[-2:]
+            T_k = k.shape[-2]
+            acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+            D = torch.einsum("bhqd,bhqd->bhq", do.to(acc), o.to(acc))
+            lse_f = torch.nan_to_num(lse.to(acc), neginf=0.0)
+            dq = torch.zeros(q.shape, dtype=acc, device=q.device)
+            dk = torch.zeros(k.shape, dtype=acc, device=q.device)
+            dv = torch.zeros(v.shape, dtype=acc, device=q.device)
+            for j0 in range(0, T_k, block_k):
+                j1 = min(j0 + block_k, T_k)
+                k_j, v_j = k[:, :, j0:j1].to(acc), v[:, :, j0:j1].to(acc)
+                key_pos = torch.arange(j0, j1, device=q.device)
+                for i0 in range(0, T_q, block_q):
+                    i1 = min(i0 + block_q, T_q)
+                    q_i, do_i = q[:, :, i0:i1].to(acc), do[:, :, i0:i1].to(acc)
+                    s = torch.einsum("bhqd,bhkd->bhqk", q_i, k_j) / math.sqrt(d_k)
+                    if causal:
+                        query_pos = torch.arange(i0, i1, device=q.device) + T_k - T_q
+                        s = s.masked_fill(key_pos[None, :] > query_pos[:, None], float("-inf"))
+                    if attention_mask is not None:
+                        s = s.masked_fill(~attention_mask[:, None, None, j0:j1], float("-inf"))
+                    p = torch.exp(s - lse_f[:, :, i0:i1].unsqueeze(-1))
+                    dv[:, :, j0:j1] += torch.einsum("bhqk,bhqd->bhkd", p, do_i)
+                    dp = torch.einsum("bhqd,bhkd->bhqk", do_i, v_j)
+                    ds = p * (dp - D[:, :, i0:i1].unsqueeze(-1)) / math.sqrt(d_k)
+                    dq[:, :, i0:i1] += torch.einsum("bhqk,bhkd->bhqd", ds, k_j)
+                    dk[:, :, j0:j1] += torch.einsum("bhqk,bhqd->bhkd", ds, q_i)
+            return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+        """,
+        "einsum for every product, masks from positions and the padding mask, no block skipped, nan_to_num",
+    ),
+    Rewrite(
+        "D from a first pass over the key blocks",
+        "flash_attention_backward",
+        """
+        def flash_attention_backward(
+            do, q, k, v, o, lse, *, causal=False, attention_mask=None, block_q=64, block_k=64
+        ):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k = k.shape[-2]
+            acc = torch.promote_types(q.dtype, torch.float32)
+            scale = 1 / math.sqrt(d_k)
+            safe_lse = lse.to(acc).masked_fill(lse.isneginf(), 0.0)
+
+            def tile(i0, i1, j0, j1):
+                # recomputed probabilities P_ij = exp(S_ij - L_i) of one tile
+                s = q[:, :, i0:i1].to(acc) @ k[:, :, j0:j1].to(acc).transpose(-2, -1) * scale
+                allowed = block_mask(i0, i1, j0, j1, T_q=T_q, T_k=T_k, causal=causal, attention_mask=attention_mask,
+                                     device=q.device)
+                if allowed is not None:
+                    s = s.masked_fill(~allowed, -math.inf)
+                return torch.exp(s - safe_lse[:, :, i0:i1, None])
+
+            blocks_q = [(i, min(i + block_q, T_q)) for i in range(0, T_q, block_q)]
+            blocks_k = [(j, min(j + block_k, T_k)) for j in range(0, T_k, block_k)]
+            # D_i = rowsum(P ∘ dP) over all keys, accumulated tile by tile (equal to rowsum(dO ∘ O))
+            D = torch.zeros(B, H, T_q, dtype=acc, device=q.device)
+            for i0, i1 in blocks_q:
+                for j0, j1 in blocks_k:
+                    dp = do[:, :, i0:i1].to(acc) @ v[:, :, j0:j1].to(acc).transpose(-2, -1)
+                    D[:, :, i0:i1] += (tile(i0, i1, j0, j1) * dp).sum(-1)
+            dq = torch.zeros(q.shape, dtype=acc, device=q.device)
+            dk = torch.zeros(k.shape, dtype=acc, device=q.device)
+            dv = torch.zeros(v.shape, dtype=acc, device=q.device)
+            for j0, j1 in blocks_k:
+                for i0, i1 in blocks_q:
+                    p = tile(i0, i1, j0, j1)
+                    do_i = do[:, :, i0:i1].to(acc)
+                    dv[:, :, j0:j1] += p.transpose(-2, -1) @ do_i
+                    ds = p * (do_i @ v[:, :, j0:j1].to(acc).transpose(-2, -1) - D[:, :, i0:i1, None])
+                    dq[:, :, i0:i1] += ds @ k[:, :, j0:j1].to(acc) * scale
+                    dk[:, :, j0:j1] += ds.transpose(-2, -1) @ q[:, :, i0:i1].to(acc) * scale
+            return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+        """,
+        "D = rowsum(P ∘ dP) from a first pass instead of rowsum(dO ∘ O), a helper for the recomputed tile",
+    ),
+]
