@@ -57,9 +57,9 @@ def _shift_basic(fn):
 
 @EXERCISES.check("shift_for_teacher_forcing", hidden=True)
 def _shift_other(fn):
-    """other batch sizes and lengths; T = 2"""
-    for B, T in ((3, 7), (1, 2)):
-        tgt = torch.randint(3, 30, (B, T), generator=rng(B * T))
+    """other batch sizes and lengths; T = 2; int32 ids keep their dtype"""
+    for B, T, dtype in ((3, 7, torch.long), (1, 2, torch.long), (2, 5, torch.int32)):
+        tgt = torch.randint(3, 30, (B, T), generator=rng(B * T)).to(dtype)
         dec_in, dec_out = call("shift_for_teacher_forcing", fn, tgt)
         expect_equal("dec_in", dec_in, tgt[:, : T - 1].clone(), hidden=True)
         expect_equal("dec_out", dec_out, tgt[:, 1:].clone(), hidden=True)
@@ -386,6 +386,12 @@ def _greedy_other_ids(fn):
 # --------------------------------------------------------------------------------------------------
 
 MUTANTS = [
+    Mutant(
+        "ids cast to int64",
+        "shift_for_teacher_forcing",
+        (("tgt[:, :-1]  #", "tgt[:, :-1].long()  #"), ("tgt[:, 1:]  #", "tgt[:, 1:].long()  #")),
+        "the slices cast with .long(): int32 ids come back as int64, not in the input's dtype",
+    ),
     Mutant(
         "inputs not shifted",
         "shift_for_teacher_forcing",
