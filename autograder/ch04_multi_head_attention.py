@@ -15,6 +15,7 @@ Sizes: batch, heads, T_q, T_k, d_k all differ.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch.nn import MultiheadAttention as _TorchMHA
 
 from .core import (
@@ -22,6 +23,7 @@ from .core import (
     CheckFailed,
     Exercises,
     Mutant,
+    Rewrite,
     call,
     expect_close,
     expect_dropout_modes,
@@ -41,10 +43,24 @@ def _split_oracle(x, H):
     return torch.stack(x.chunk(H, dim=-1), dim=1)  # head i = i-th contiguous block of features
 
 
-_SPLIT_HINT = (
-    "Head i must hold features i*d_k ... (i+1)*d_k - 1 of *every* token: reshape to (B, T, H, d_k) first, "
-    "then swap the T and H axes. Reshaping straight to (B, H, T, d_k) mixes different tokens."
-)
+def _split_hint(got, x, H):
+    """The recipe; and the cause, when the answer is one of the two known wrong layouts."""
+    B, T, d = x.shape
+    hint = (
+        "head i holds features i*d_k ... (i+1)*d_k - 1 of every token: (B, T, d_model) -> (B, T, H, d_k) -> "
+        "(B, H, T, d_k)."
+    )
+    straight = x.reshape(B, H, T, d // H)  # one reshape, no transpose: a head's "tokens" mix several tokens
+    strided = x.view(B, T, d // H, H).permute(0, 3, 1, 2)  # head i takes every H-th feature
+    if isinstance(got, torch.Tensor) and got.shape == straight.shape:
+        if torch.equal(got.detach().cpu(), straight):
+            hint += (
+                " Yours reshapes straight to (B, H, T, d_k), which mixes different tokens: reshape to (B, T, H, d_k) "
+                "first, then swap the T and H axes."
+            )
+        elif torch.equal(got.detach().cpu(), strided):
+            hint += " Yours gives head i every H-th feature: split the feature axis as (H, d_k), not (d_k, H)."
+    return hint
 
 
 @EXERCISES.check("split_heads", points=2)
@@ -53,7 +69,7 @@ def _split_basic(fn):
     x = torch.arange(2 * 5 * 12, dtype=torch.float32).reshape(2, 5, 12)
     got = call("split_heads(x, 3)", fn, x, 3)
     expect_shape("split_heads(x, 3)", got, (2, 3, 5, 4))
-    expect_close("split_heads(x, 3)", got, _split_oracle(x, 3), hint=_SPLIT_HINT)
+    expect_close("split_heads(x, 3)", got, _split_oracle(x, 3), hint=_split_hint(got, x, 3))
 
 
 @EXERCISES.check("split_heads", hidden=True)
@@ -80,12 +96,10 @@ def _merge_basic(fn):
     x = torch.arange(2 * 3 * 5 * 4, dtype=torch.float32).reshape(2, 3, 5, 4)
     got = call("merge_heads(x)", fn, x)
     expect_shape("merge_heads(x)", got, (2, 5, 12))
-    expect_close(
-        "merge_heads(x)",
-        got,
-        _merge_oracle(x),
-        hint="Bring T next to the batch first (transpose H and T), then flatten (H, d_k).",
-    )
+    hint = "token t holds [head_1[t], ..., head_H[t]]: (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, H*d_k)."
+    if torch.equal(got.detach().cpu(), x.reshape(2, 5, 12)):
+        hint += " Yours flattens (B, H, T, d_k) without bringing T next to the batch first (transpose H and T)."
+    expect_close("merge_heads(x)", got, _merge_oracle(x), hint=hint)
 
 
 @EXERCISES.check("merge_heads", hidden=True)
@@ -257,6 +271,89 @@ def _mha_dropout(cls):
     )
 
 
+@EXERCISES.check("MultiHeadAttention", hidden=True)
+def _mha_bare_2d_mask(cls):
+    """a bare 2-D (T_q, T_k) mask, shared by the batch and the heads (B = 3, T_q = 4, T_k = 6)"""
+    g = rng(8)
+    q, k, v = torch.randn(3, 4, 8, generator=g), torch.randn(3, 6, 8, generator=g), torch.randn(3, 6, 8, generator=g)
+    allowed = torch.rand(4, 6, generator=g) < 0.5
+    allowed[:, 1] = True  # every query keeps a key
+    _compare_mha(cls, 8, 2, q, k, v, attn=allowed, hidden=True)
+
+
+def _projections_set(m, **weights):
+    """Set the projections' weights (biases zero): the checks choose the scores exactly."""
+    with torch.no_grad():
+        for name, w in weights.items():
+            getattr(m, name).weight.copy_(w)
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            if getattr(m, name).bias is not None:
+                getattr(m, name).bias.zero_()
+
+
+@EXERCISES.check("MultiHeadAttention", hidden=True)
+def _mha_extreme_scores(cls):
+    """one allowed key per query whose scores are about -2e5 (batch 0) or +2e5 (batch 1): it gets all the weight"""
+    d, H, T_q, T_k = 12, 3, 3, 5
+    m = _build(cls, d, H)
+    _projections_set(m, W_q=torch.eye(d), W_k=torch.eye(d))  # scores = q_h . k_h / sqrt(d_k) per head
+    g = rng(9)
+    u = torch.randint(0, 2, (2, 1, d), generator=g).float() * 2 - 1  # entries +-1: |u_h|^2 = d_k in every head
+    query = 1e5 * u.expand(2, T_q, d)
+    key = torch.randn(2, T_k, d, generator=g)
+    key[:, 0] = torch.stack([-u[0, 0], u[1, 0]])  # the allowed key: scores -2e5 in batch 0, +2e5 in batch 1
+    value = torch.randn(2, T_k, d, generator=g)
+    mask = torch.zeros(2, 1, 1, T_k, dtype=torch.bool)
+    mask[..., 0] = True  # (B, 1, 1, T_k): only key 0 may be attended to
+    with torch.no_grad():
+        result = call("MultiHeadAttention.forward", m, query, key, value, mask)
+        expect_true(
+            isinstance(result, tuple) and len(result) == 2,
+            "MultiHeadAttention.forward should return (output, weights).",
+        )
+        out, weights = result
+        expect_shape("MultiHeadAttention: weights", weights, (2, H, T_q, T_k))
+        expect_shape("MultiHeadAttention: output", out, (2, T_q, d))
+        one_hot = torch.zeros(2, H, T_q, T_k)
+        one_hot[..., 0] = 1.0
+        expected = F.linear(F.linear(value[:, :1], m.W_v.weight, m.W_v.bias), m.W_o.weight, m.W_o.bias)
+    hint = (
+        "with scores far below (or above) any fixed fill value, the masked keys must still get weight 0 and the "
+        "softmax must not overflow: fill masked scores with -inf or torch.finfo(scores.dtype).min, and use "
+        "torch.softmax (it subtracts the row's maximum) rather than exp by hand."
+    )
+    expect_close("MultiHeadAttention: weights with extreme scores", weights, one_hot, hidden=True, hint=hint)
+    expect_close(
+        "MultiHeadAttention: output with extreme scores", out, expected.expand(2, T_q, d), hidden=True, hint=hint
+    )
+
+
+@EXERCISES.check("MultiHeadAttention", hidden=True)
+def _mha_half_large_products(cls):
+    """float16 where the products q.k pass 65 504 but the scaled scores q.k/sqrt(d_k) fit: scale before the product"""
+    d, H = 128, 2  # d_k = 64: products near 8e4, scores near 1e4, the last key some hundreds ahead
+    m = _build(cls, d, H, bias=False).eval()
+    _projections_set(m, W_q=torch.eye(d), W_k=torch.eye(d))
+    g = rng(10)
+    query = 35 * (1 + 0.02 * torch.rand(2, 3, d, generator=g))
+    key = 35 * (1 + 0.05 * torch.arange(5.0)[None, :, None]) * torch.ones(2, 5, d)
+    value = torch.randn(2, 5, d, generator=g)
+
+    def run(dtype):
+        with torch.no_grad():
+            model = m.to(dtype)
+            return call(
+                f"MultiHeadAttention.forward in {dtype}", model, query.to(dtype), key.to(dtype), value.to(dtype), None
+            )
+
+    expect_half_precision(
+        "MultiHeadAttention with large products q.k",
+        run,
+        hint="the products q.k of these inputs pass float16's 65 504 although the scaled scores do not: scale q by "
+        "1/sqrt(d_k) before the product (scaled_dot_product_attention does).",
+    )
+
+
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
 # --------------------------------------------------------------------------------------------------
@@ -362,6 +459,75 @@ MUTANTS = [
         ),
         "attention written out with a -1e9 fill, which overflows float16",
     ),
+    Mutant(
+        "inline attention, fill -1e4",
+        "MultiHeadAttention",
+        (
+            (
+                "heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+                "scores = (q / self.d_k**0.5) @ k.transpose(-2, -1)\n"
+                "        if mask is not None:\n"
+                "            scores = scores.masked_fill(~mask, -1e4)\n"
+                "        weights = torch.softmax(scores, dim=-1)\n"
+                "        heads = weights @ v",
+            ),
+        ),
+        "attention written out with a -1e4 fill (float16-safe), which real scores can go below",
+    ),
+    Mutant(
+        "inline attention, softmax by hand",
+        "MultiHeadAttention",
+        (
+            (
+                "heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+                "scores = (q / self.d_k**0.5) @ k.transpose(-2, -1)\n"
+                "        if mask is not None:\n"
+                "            scores = scores.masked_fill(~mask, float('-inf'))\n"
+                "        weights = scores.exp() / scores.exp().sum(-1, keepdim=True)\n"
+                "        heads = weights @ v",
+            ),
+        ),
+        "exp of the raw scores: inf / inf for large scores, 0 / 0 for very negative ones",
+    ),
+    Mutant(
+        "inline attention, QKᵀ before the scaling",
+        "MultiHeadAttention",
+        (
+            (
+                "heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+                "scores = q @ k.transpose(-2, -1) / self.d_k**0.5\n"
+                "        if mask is not None:\n"
+                "            scores = scores.masked_fill(~mask, torch.finfo(q.dtype).min)\n"
+                "        weights = torch.softmax(scores, dim=-1)\n"
+                "        heads = weights @ v",
+            ),
+        ),
+        "QKᵀ first, then the division: in float16 the products pass 65 504 (inf) where the scaled scores fit",
+    ),
+    Mutant(
+        "2-D mask read as a key padding mask",
+        "MultiHeadAttention",
+        (
+            (
+                "heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+                "if mask is not None and mask.ndim == 2:\n"
+                "            mask = mask[:, None, None, :]  # (B, T_k) -> (B, 1, 1, T_k)\n"
+                "        heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+            ),
+        ),
+        "a bare (T_q, T_k) mask is taken for a (B, T_k) padding mask",
+    ),
+    Mutant(
+        "head axis added to the mask",
+        "MultiHeadAttention",
+        (
+            (
+                "scaled_dot_product_attention(q, k, v, mask)",
+                "scaled_dot_product_attention(q, k, v, None if mask is None else mask.unsqueeze(1))",
+            ),
+        ),
+        "unsqueezes a head axis into a mask that already broadcasts to (B, H, T_q, T_k)",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
@@ -405,3 +571,195 @@ ALTERNATIVES = [
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]
+
+
+# Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
+_SPLIT_HEAD = '''
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, T, d_model) -> (B, H, T, d_k): head i holds features i*d_k ... (i+1)*d_k - 1 of every token."""
+    if x.ndim != 3:
+        raise ValueError(f"split_heads expects (B, T, d_model), got shape {tuple(x.shape)}")
+    if n_heads < 1 or x.shape[-1] % n_heads:
+        raise ValueError(f"d_model={x.shape[-1]} is not divisible by n_heads={n_heads}")
+'''
+
+_MERGE_HEAD = '''
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, d_k) -> (B, T, H*d_k): token t holds [head_1[t], ..., head_H[t]]."""
+    if x.ndim != 4:
+        raise ValueError(f"merge_heads expects (B, H, T, d_k), got shape {tuple(x.shape)}")
+'''
+
+_MHA_HEAD = '''
+class MultiHeadAttention(nn.Module):
+    """Concat(head_1, ..., head_h) W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if n_heads < 1 or d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, query, key, value, mask=None):
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.ndim != 3 or t.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must be (B, T, d_model={self.d_model}), got {tuple(t.shape)}")
+        if key.shape[:2] != value.shape[:2] or query.shape[0] != key.shape[0]:
+            raise ValueError("query, key and value must share B, and key/value must share T_k")
+'''
+
+ALTERNATIVES += [
+    Rewrite(
+        "split: reshape and swapaxes",
+        "split_heads",
+        _SPLIT_HEAD
+        + """
+    B, T, _ = x.shape
+    return x.reshape(B, T, n_heads, -1).swapaxes(1, 2)
+""",
+        "reshape with an inferred d_k, then Tensor.swapaxes",
+    ),
+    Rewrite(
+        "split: unflatten and movedim",
+        "split_heads",
+        _SPLIT_HEAD
+        + """
+    d_k = x.shape[-1] // n_heads
+    return torch.movedim(x.unflatten(-1, (n_heads, d_k)), -2, 1)
+""",
+        "the feature axis unflattened into (H, d_k), the head axis moved next to the batch",
+    ),
+    Rewrite(
+        "split: a loop over the heads",
+        "split_heads",
+        _SPLIT_HEAD
+        + """
+    d_k = x.size(-1) // n_heads
+    heads = [x[:, :, i * d_k : (i + 1) * d_k] for i in range(n_heads)]  # head i: its block of features
+    return torch.stack(heads, dim=1)
+""",
+        "slices each head's block of features in a Python loop and stacks them on a new axis 1",
+    ),
+    Rewrite(
+        "split: view and permute",
+        "split_heads",
+        _SPLIT_HEAD
+        + """
+    batch, length, d_model = x.size()
+    return x.view(batch, length, n_heads, d_model // n_heads).permute(0, 2, 1, 3)
+""",
+        "view to (B, T, H, d_k) and permute(0, 2, 1, 3)",
+    ),
+    Rewrite(
+        "merge: cat over the heads",
+        "merge_heads",
+        _MERGE_HEAD
+        + """
+    return torch.cat([x[:, h] for h in range(x.shape[1])], dim=-1)
+""",
+        "the paper's Concat literally: a Python loop over the heads and torch.cat on the feature axis",
+    ),
+    Rewrite(
+        "merge: movedim and flatten",
+        "merge_heads",
+        _MERGE_HEAD
+        + """
+    return torch.movedim(x, 1, 2).flatten(start_dim=2)
+""",
+        "moves the head axis behind T and flattens (H, d_k)",
+    ),
+    Rewrite(
+        "merge: permute, contiguous, view with -1",
+        "merge_heads",
+        _MERGE_HEAD
+        + """
+    B, H, T, d_k = x.size()
+    return x.permute(0, 2, 1, 3).contiguous().view(B, T, -1)
+""",
+        "permute, .contiguous() and a view with an inferred width",
+    ),
+    Rewrite(
+        "MHA: a loop over the heads",
+        "MultiHeadAttention",
+        _MHA_HEAD
+        + """
+        B, T_q, T_k = query.shape[0], query.shape[1], key.shape[1]
+        Q, K, V = self.W_q(query), self.W_k(key), self.W_v(value)
+        outputs, all_weights = [], []
+        for h in range(self.n_heads):
+            cols = slice(h * self.d_k, (h + 1) * self.d_k)
+            m = None if mask is None else mask.expand(B, self.n_heads, T_q, T_k)[:, h]
+            out_h, w_h = scaled_dot_product_attention(Q[..., cols], K[..., cols], V[..., cols], m)
+            if self.training:
+                out_h = self.dropout(w_h) @ V[..., cols]
+            outputs.append(out_h)
+            all_weights.append(w_h)
+        return self.W_o(torch.cat(outputs, dim=-1)), torch.stack(all_weights, dim=1)
+""",
+        "one head at a time: its columns of the projections, its slice of the expanded mask, then concat",
+    ),
+    Rewrite(
+        "MHA: einsum, -inf and nan_to_num",
+        "MultiHeadAttention",
+        "import math\n"
+        + _MHA_HEAD
+        + """
+        B, T_q, _ = query.shape
+        T_k = key.shape[1]
+        q = self.W_q(query).view(B, T_q, self.n_heads, self.d_k)
+        k = self.W_k(key).view(B, T_k, self.n_heads, self.d_k)
+        v = self.W_v(value).view(B, T_k, self.n_heads, self.d_k)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q / math.sqrt(self.d_k), k)
+        if mask is not None:
+            scores = scores.masked_fill(mask.logical_not(), float("-inf"))
+        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        heads = torch.einsum("bhqk,bkhd->bqhd", self.dropout(weights), v)
+        return self.W_o(heads.reshape(B, T_q, self.d_model)), weights
+""",
+        "attention written out with einsum on (B, T, H, d_k) tensors (no split/merge helpers), -inf fill",
+    ),
+    Rewrite(
+        "MHA: fused projection for self-attention",
+        "MultiHeadAttention",
+        _MHA_HEAD
+        + """
+        if query is key and key is value:  # self-attention: one matrix multiply for Q, K and V
+            weight = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])
+            bias = None if self.W_q.bias is None else torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
+            q, k, v = F.linear(query, weight, bias).chunk(3, dim=-1)
+        else:
+            q, k, v = self.W_q(query), self.W_k(key), self.W_v(value)
+        q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))
+        heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+        if self.training:
+            heads = F.dropout(weights, p=self.dropout.p, training=True) @ v
+        return self.W_o(merge_heads(heads)), weights
+""",
+        "one F.linear with the three weights stacked when query, key and value are the same tensor",
+    ),
+    Rewrite(
+        "MHA: float64 inside, finfo fill",
+        "MultiHeadAttention",
+        _MHA_HEAD
+        + """
+        dtype = query.dtype
+        q = split_heads(self.W_q(query), self.n_heads).double()
+        k = split_heads(self.W_k(key), self.n_heads).double()
+        v = split_heads(self.W_v(value), self.n_heads).double()
+        scores = (q * self.d_k**-0.5) @ k.mT
+        if mask is not None:
+            scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
+        weights = scores.softmax(-1)
+        if mask is not None:
+            weights = weights * mask
+        heads = self.dropout(weights) @ v
+        return self.W_o(merge_heads(heads).to(dtype)), weights.to(dtype)
+""",
+        "the attention in float64 (finfo fill, weights times the mask), cast back before W_o",
+    ),
+]

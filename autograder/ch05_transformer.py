@@ -27,10 +27,12 @@ from .core import (
     CheckFailed,
     Exercises,
     Mutant,
+    Rewrite,
     call,
     expect_close,
     expect_dropout_modes,
     expect_half_precision,
+    expect_shape,
     expect_true,
     rng,
 )
@@ -123,7 +125,35 @@ def _pe_half(cls):
     expect_half_precision("PositionalEncoding after .half()", lambda dtype: call("forward", pe, x.to(dtype)))
 
 
+@EXERCISES.check("PositionalEncoding", hidden=True)
+def _pe_full_length(cls):
+    """the table has exactly context_length rows (its documented shape) and serves a sequence of that length"""
+    pe = call("PositionalEncoding(6, context_length=9)", cls, 6, 9)
+    table = getattr(pe, "pe", None)
+    expect_shape("PositionalEncoding(6, context_length=9).pe", table, (9, 6))
+    x = torch.randn(2, 9, 6, generator=rng(9))
+    expect_close(
+        "PositionalEncoding(6, context_length=9)(x of length 9)",
+        call("PositionalEncoding.forward", pe, x),
+        x + _pe_oracle(9, 6),
+        hidden=True,
+    )
+
+
 # ---------------------------------------------------------------- exercise 2: TokenEmbedding
+
+
+def _embedding_hint(got, table, tokens, d):
+    """The recipe; and the cause, when the answer is the unscaled lookup or the lookup times d_model."""
+    hint = "look the tokens up with self.embedding(tokens), then multiply by sqrt(d_model) (Vaswani et al. 2017, §3.4)."
+    looked_up = table[tokens]
+    if isinstance(got, torch.Tensor) and got.shape == looked_up.shape and got.dtype == looked_up.dtype:
+        got = got.detach()
+        if torch.allclose(got, looked_up, atol=1e-6):
+            hint += " Yours is the lookup without the scale."
+        elif torch.allclose(got, looked_up * d, atol=1e-5):
+            hint += " Yours multiplies by d_model, not by its square root."
+    return hint
 
 
 @EXERCISES.check("TokenEmbedding", points=1)
@@ -133,11 +163,31 @@ def _embedding_scaled(cls):
     emb = call("TokenEmbedding(11, 6)", cls, 11, 6)
     tokens = torch.tensor([[1, 5, 10], [0, 3, 3]])
     got = call("TokenEmbedding.forward", emb, tokens)
+    table = emb.embedding.weight.detach()
     expect_close(
-        "TokenEmbedding()(tokens)",
-        got,
-        emb.embedding.weight.detach()[tokens] * math.sqrt(6),
-        hint="Vaswani et al. 2017, section 3.4: the embedding weights are multiplied by sqrt(d_model).",
+        "TokenEmbedding()(tokens)", got, table[tokens] * math.sqrt(6), hint=_embedding_hint(got, table, tokens, 6)
+    )
+
+
+@EXERCISES.check("TokenEmbedding", hidden=True)
+def _embedding_padding(cls):
+    """with padding_idx = 2 the <pad> embedding is zero and gets no gradient (nn.Embedding's padding_idx)"""
+    torch.manual_seed(1)
+    emb = call("TokenEmbedding(9, 4, padding_idx=2)", cls, 9, 4, padding_idx=2)
+    tokens = torch.tensor([[2, 4, 7, 2], [1, 2, 8, 0]])
+    got = call("TokenEmbedding.forward", emb, tokens)
+    table = emb.embedding.weight.detach()
+    expect_close("TokenEmbedding(padding_idx=2)(tokens)", got, table[tokens] * 2.0, hidden=True)
+    call("backpropagating through your output", lambda: got.sum().backward())  # linear: the zero <pad> row too
+    grad = emb.embedding.weight.grad
+    expect_true(
+        grad is not None and bool(grad[[1, 4, 7, 8, 0]].abs().sum() > 0),
+        "No gradient reaches the embedding table: avoid .detach() or building a new table in forward.",
+    )
+    expect_true(
+        bool((grad[2] == 0).all()),
+        "The <pad> row (padding_idx) of the table received a gradient: look tokens up through self.embedding (or "
+        "F.embedding with padding_idx), not by indexing the weight, so that the <pad> embedding stays zero.",
     )
 
 
@@ -254,20 +304,29 @@ def _encoder_variants(cls):
     _compare_encoder(cls, norm_first=False, causal=True, hidden=True, seed=5)
 
 
+@EXERCISES.check("EncoderLayer", hidden=True)
+def _encoder_eps(cls):
+    """layer_norm_eps = 0.1, post-LN and pre-LN: the norms use the layer's epsilon (at 1e-5 it could not matter)"""
+    _compare_encoder(cls, norm_first=False, eps=0.1, lengths=[6, 4], hidden=True, seed=6)
+    _compare_encoder(cls, norm_first=True, activation="gelu", eps=0.1, causal=True, hidden=True, seed=7)
+
+
 # ---------------------------------------------------------------- exercise 4: DecoderLayer
 
 
-def _decoder_setup(cls, norm_first, seed, activation="relu"):
+def _decoder_setup(cls, norm_first, seed, activation="relu", eps=1e-5):
     d, H, d_ff = 12, 3, 20
     kind = "pre-LN" if norm_first else "post-LN"
-    layer = call(f"DecoderLayer({kind})", cls, **_layer_args(d, H, d_ff, norm_first, activation, 1e-5))
+    layer = call(f"DecoderLayer({kind})", cls, **_layer_args(d, H, d_ff, norm_first, activation, eps))
     _randomise(layer, seed)
     return layer, d, H, d_ff, kind
 
 
-def _compare_decoder(cls, *, norm_first, tgt_lengths=None, src_lengths=None, hidden=False, seed=0, T=5, S=7):
-    layer, d, H, d_ff, kind = _decoder_setup(cls, norm_first, seed)
-    twin = _TorchDecoderLayer(**_torch_args(d, H, d_ff, norm_first, "relu", 1e-5))
+def _compare_decoder(
+    cls, *, norm_first, tgt_lengths=None, src_lengths=None, hidden=False, seed=0, T=5, S=7, activation="relu", eps=1e-5
+):
+    layer, d, H, d_ff, kind = _decoder_setup(cls, norm_first, seed, activation, eps)
+    twin = _TorchDecoderLayer(**_torch_args(d, H, d_ff, norm_first, activation, eps))
     _copy_attn(layer.self_attn, twin.self_attn)
     _copy_attn(layer.cross_attn, twin.multihead_attn)
     _copy_rest(layer, twin, 3)
@@ -317,7 +376,8 @@ def _decoder_no_future_leak(cls):
         if not torch.allclose(out[:, : t + 1], base[:, : t + 1], atol=1e-5):
             raise CheckFailed(
                 f"Changing the target tokens after position {t} changed the output at positions <= {t}: "
-                "the decoder's self-attention sees the future. Apply the causal mask."
+                "position t may only see targets <= t: the self-attention's mask must be causal_mask(T) (True on and "
+                "below the diagonal), combined with any padding mask by &."
             )
 
 
@@ -332,6 +392,21 @@ def _decoder_all_masks(cls):
 def _decoder_same_lengths(cls):
     """T = S without masks: keys and values of the cross-attention come from memory"""
     _compare_decoder(cls, norm_first=False, hidden=True, seed=5, T=6, S=6)
+
+
+@EXERCISES.check("DecoderLayer", hidden=True)
+def _decoder_target_padding_only(cls):
+    """target padding without a source mask (src_attention_mask=None), post-LN and pre-LN"""
+    _compare_decoder(cls, norm_first=False, tgt_lengths=[5, 3, 1], hidden=True, seed=8)
+    _compare_decoder(cls, norm_first=True, tgt_lengths=[2, 5, 4], hidden=True, seed=9)
+
+
+@EXERCISES.check("DecoderLayer", hidden=True)
+def _decoder_eps_gelu(cls):
+    """layer_norm_eps = 0.1 and GELU, post-LN and pre-LN, with both paddings: the norms use the layer's epsilon"""
+    kw = dict(tgt_lengths=[5, 2, 4], src_lengths=[3, 7, 6], hidden=True, activation="gelu", eps=0.1)
+    _compare_decoder(cls, norm_first=False, seed=6, **kw)
+    _compare_decoder(cls, norm_first=True, seed=7, **kw)
 
 
 @EXERCISES.check("EncoderLayer", hidden=True)
@@ -372,6 +447,98 @@ def _decoder_dropout(cls):
         "DecoderLayer",
         lambda p: call("DecoderLayer", cls, **{**_layer_args(12, 3, 24, True, "relu", 1e-5), "dropout": p}),
         lambda m: call("DecoderLayer.forward", m, y, memory, None, None),
+    )
+
+
+_OUTPUTS = {"self-attention": "self_attn.W_o", "cross-attention": "cross_attn.W_o", "feed-forward": "ffn.W_2"}
+
+
+@torch.no_grad()
+def _only_sublayers(layer: torch.nn.Module, live: tuple[str, ...]) -> None:
+    """Zero the output projection of every sublayer not in ``live`` (its output is then 0, whatever dropout does
+    to it), and turn off the dropout inside the course's attention and feed-forward modules: what is random in
+    training mode is then only the dropout the answer applies to the live sublayers' outputs."""
+    for label, path in _OUTPUTS.items():
+        owner = getattr(layer, path.split(".")[0], None)
+        if owner is None:
+            continue
+        inner = getattr(owner, "dropout", None)
+        if isinstance(inner, torch.nn.Dropout):
+            inner.p = 0.0
+        if label not in live:
+            linear = getattr(owner, path.split(".")[1])
+            linear.weight.zero_()
+            linear.bias.zero_()
+
+
+def _expect_dropout_sites(what, cls, sublayers, forward, shape):
+    """Every sublayer's output has its own dropout, and dropout acts on nothing else (post-LN and pre-LN).
+
+    With only one sublayer's output non-zero, two training-mode calls must differ (its dropout is there); with every
+    sublayer's output zero, a training-mode call must equal the eval-mode one (no dropout on the residual stream)."""
+    state = torch.random.get_rng_state()
+    try:
+        for norm_first in (False, True):
+            kind = "pre-LN" if norm_first else "post-LN"
+            for i, label in enumerate(sublayers, 1):
+                torch.manual_seed(i)
+                layer = call(what, cls, **{**_layer_args(12, 3, 24, norm_first, "relu", 1e-5), "dropout": 0.5})
+                _only_sublayers(layer, (label,))
+                layer.train()
+                with torch.no_grad():
+                    first, second = forward(layer), forward(layer)
+                expect_shape(f"{what} ({kind}) output", first, shape)
+                expect_true(
+                    not torch.allclose(first, second),
+                    f"{what} ({kind}, dropout=0.5, training mode) with every sublayer but the {label} silenced gave "
+                    f"the same output twice: the {label} sublayer's output needs its dropout (dropout{i}) before "
+                    "the residual sum.",
+                )
+            torch.manual_seed(0)
+            layer = call(what, cls, **{**_layer_args(12, 3, 24, norm_first, "relu", 1e-5), "dropout": 0.5})
+            _only_sublayers(layer, ())
+            with torch.no_grad():
+                layer.train()
+                trained = forward(layer)
+                layer.eval()
+                evaluated = forward(layer)
+            expect_shape(f"{what} ({kind}) output", trained, shape)
+            expect_close(
+                f"{what} ({kind}, dropout=0.5, training mode) with every sublayer's output zero",
+                trained,
+                evaluated,
+                hidden=True,
+                hint="dropout acts on each sublayer's output before the residual sum, never on the residual stream "
+                "x itself: with every sublayer's output zero the layer is the same in training and eval mode.",
+            )
+    finally:
+        torch.random.set_rng_state(state)
+
+
+@EXERCISES.check("EncoderLayer", hidden=True)
+def _encoder_dropout_sites(cls):
+    """each sublayer's output has its own dropout (dropout1 after attention, dropout2 after the FFN), nothing else"""
+    x = torch.randn(2, 5, 12, generator=rng(24))
+    _expect_dropout_sites(
+        "EncoderLayer",
+        cls,
+        ("self-attention", "feed-forward"),
+        lambda m: call("EncoderLayer.forward", m, x, None),
+        (2, 5, 12),
+    )
+
+
+@EXERCISES.check("DecoderLayer", hidden=True)
+def _decoder_dropout_sites(cls):
+    """each sublayer's output has its own dropout (self-attention, cross-attention, FFN), and nothing else"""
+    g = rng(25)
+    y, memory = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
+    _expect_dropout_sites(
+        "DecoderLayer",
+        cls,
+        ("self-attention", "cross-attention", "feed-forward"),
+        lambda m: call("DecoderLayer.forward", m, y, memory, None, None),
+        (2, 4, 12),
     )
 
 
@@ -537,6 +704,152 @@ MUTANTS = [
         (("x + self.pe[: x.shape[1]].to(x.dtype)", "x + self.pe[: x.shape[1]]"),),
         "the float32 table promotes float16 inputs to float32",
     ),
+    Mutant(
+        "table sized 5000 rows",
+        "PositionalEncoding",
+        (
+            ("torch.arange(context_length, dtype=torch.float64)", "torch.arange(5000, dtype=torch.float64)"),
+            ("torch.zeros(context_length, d_model", "torch.zeros(5000, d_model"),
+        ),
+        "the Annotated Transformer's max_len=5000 instead of context_length: pe is not (context_length, d_model)",
+    ),
+    Mutant(
+        "table one row short",
+        "PositionalEncoding",
+        (
+            (
+                "torch.arange(context_length, dtype=torch.float64)",
+                "torch.arange(context_length - 1, dtype=torch.float64)",
+            ),
+            ("torch.zeros(context_length, d_model", "torch.zeros(context_length - 1, d_model"),
+        ),
+        "positions 0 .. context_length - 2: a sequence of the full context length does not fit",
+    ),
+    Mutant(
+        "odd dims with their own exponent",
+        "PositionalEncoding",
+        (
+            (
+                "torch.cos(angle[:, : d_model // 2])",
+                "torch.cos(pos / 10000 ** ((two_i + 1) / d_model))[:, : d_model // 2]",
+            ),
+        ),
+        "cos(pos / 10000^((2i+1)/d)): dims 2i and 2i+1 no longer share a frequency",
+    ),
+    Mutant(
+        "table indexed directly",
+        "TokenEmbedding",
+        (("self.embedding(tokens)", "self.embedding.weight[tokens]"),),
+        "indexes the weight instead of calling the module: the <pad> row gets gradients (padding_idx ignored)",
+    ),
+    Mutant(
+        "attention output without dropout1 (post-LN)",
+        "EncoderLayer",
+        (
+            (
+                "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)[0]))",
+                "x = self.norm1(x + self.self_attn(x, x, x, mask)[0])",
+            ),
+        ),
+        "no dropout on the attention sublayer's output (the FFN's dropout still makes training random)",
+    ),
+    Mutant(
+        "FFN output without dropout2 (pre-LN)",
+        "EncoderLayer",
+        (("x = x + self.dropout2(self.ffn(self.norm2(x)))", "x = x + self.ffn(self.norm2(x))"),),
+        "no dropout on the feed-forward sublayer's output in the pre-LN branch",
+    ),
+    Mutant(
+        "dropout on the residual sum",
+        "EncoderLayer",
+        (("x = self.norm2(x + self.dropout2(self.ffn(x)))", "x = self.norm2(self.dropout2(x + self.ffn(x)))"),),
+        "drops entries of x + FFN(x) instead of FFN(x): the residual stream itself is dropped",
+    ),
+    Mutant(
+        "LayerNorm with the default eps",
+        "EncoderLayer",
+        (("h = self.norm1(x)", "h = F.layer_norm(x, x.shape[-1:], self.norm1.weight, self.norm1.bias)"),),
+        "F.layer_norm with the norm's gain and bias but not its eps (layer_norm_eps ignored)",
+    ),
+    Mutant(
+        "cross-attention without dropout2 (post-LN)",
+        "DecoderLayer",
+        (
+            (
+                "y = self.norm2(y + self.dropout2(self.cross_attn(y, memory, memory, cross_mask)[0]))",
+                "y = self.norm2(y + self.cross_attn(y, memory, memory, cross_mask)[0])",
+            ),
+        ),
+        "no dropout on the cross-attention sublayer's output",
+    ),
+    Mutant(
+        "self-attention without dropout1 (pre-LN)",
+        "DecoderLayer",
+        (
+            (
+                "y = y + self.dropout1(self.self_attn(h, h, h, self_mask)[0])",
+                "y = y + self.self_attn(h, h, h, self_mask)[0]",
+            ),
+        ),
+        "no dropout on the masked self-attention's output in the pre-LN branch",
+    ),
+    Mutant(
+        "FFN without dropout3 (post-LN)",
+        "DecoderLayer",
+        (("y = self.norm3(y + self.dropout3(self.ffn(y)))", "y = self.norm3(y + self.ffn(y))"),),
+        "no dropout on the decoder's feed-forward output",
+    ),
+    Mutant(
+        "decoder dropout on the residual stream (pre-LN)",
+        "DecoderLayer",
+        (
+            (
+                "y = y + self.dropout3(self.ffn(self.norm3(y)))",
+                "y = self.dropout3(y + self.ffn(self.norm3(y)))",
+            ),
+        ),
+        "drops entries of y + FFN(LayerNorm(y)): the residual stream itself is dropped",
+    ),
+    Mutant(
+        "decoder LayerNorm with the default eps",
+        "DecoderLayer",
+        (
+            (
+                "y = self.norm3(y + self.dropout3(self.ffn(y)))",
+                "y = F.layer_norm(y + self.dropout3(self.ffn(y)), y.shape[-1:], self.norm3.weight, self.norm3.bias)",
+            ),
+        ),
+        "F.layer_norm without the norm's eps after the feed-forward sublayer",
+    ),
+    Mutant(
+        "causal and padding masks joined by |",
+        "DecoderLayer",
+        (("self_mask & tgt_attention_mask", "self_mask | tgt_attention_mask"),),
+        "or instead of and: future real tokens become visible",
+    ),
+    Mutant(
+        "target padding as a query mask",
+        "DecoderLayer",
+        (("tgt_attention_mask[:, None, None, :]", "tgt_attention_mask[:, None, :, None]"),),
+        "masks the padded queries' rows instead of the padded keys",
+    ),
+    Mutant(
+        "target padding only with a source mask",
+        "DecoderLayer",
+        (
+            (
+                "if tgt_attention_mask is not None:",
+                "if tgt_attention_mask is not None and src_attention_mask is not None:",
+            ),
+        ),
+        "the target padding is applied only when a source padding mask is given too",
+    ),
+    Mutant(
+        "causal mask transposed",
+        "DecoderLayer",
+        (("self_mask = causal_mask(T, device=y.device)", "self_mask = causal_mask(T, device=y.device).T"),),
+        "position t sees the targets after it, not before",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
@@ -593,3 +906,294 @@ ALTERNATIVES = [
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]
+
+
+# Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
+_PE_HEAD = '''
+class PositionalEncoding(nn.Module):
+    """Adds the sinusoidal table (sine on even dims, cosine on odd dims) to (B, T, d_model), then dropout."""
+
+    pe: torch.Tensor
+
+    def __init__(self, d_model: int, context_length: int = 5000, dropout: float = 0.0):
+        super().__init__()
+        self.d_model, self.context_length = d_model, context_length
+        self.dropout = nn.Dropout(dropout)
+'''
+
+_PE_TAIL = """
+        self.register_buffer("pe", pe.float(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim != 3 or x.shape[-1] != self.d_model or x.shape[1] > self.context_length:
+            raise ValueError(f"x must be (B, T <= {self.context_length}, {self.d_model}), got {tuple(x.shape)}")
+        return self.dropout(x + self.pe[: x.shape[1]].to(x.dtype))
+"""
+
+_EMB_HEAD = '''
+class TokenEmbedding(nn.Module):
+    """Token ids (B, T) -> embeddings (B, T, d_model) multiplied by sqrt(d_model)."""
+
+    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None):
+        super().__init__()
+        self.d_model = d_model
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+'''
+
+_LAYER_INIT = """
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+"""
+
+_ENC_HEAD = (
+    '''
+class EncoderLayer(nn.Module):
+    """Self-attention then the FFN, each in a residual block; post-LN or (norm_first=True) pre-LN."""
+'''
+    + _LAYER_INIT
+    + """        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+"""
+)
+
+_DEC_HEAD = (
+    '''
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over memory, FFN; post-LN or (norm_first=True) pre-LN."""
+'''
+    + _LAYER_INIT
+    + """        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, y, memory, tgt_attention_mask=None, src_attention_mask=None):
+        T = y.shape[1]
+"""
+)
+
+ALTERNATIVES += [
+    Rewrite(
+        "PE: Python loops with math.sin and math.cos",
+        "PositionalEncoding",
+        _PE_HEAD
+        + """
+        rows = []
+        for p in range(context_length):
+            row = []
+            for j in range(d_model):
+                angle = p / 10000 ** ((j // 2) * 2 / d_model)
+                row.append(math.sin(angle) if j % 2 == 0 else math.cos(angle))
+            rows.append(row)
+        pe = torch.tensor(rows, dtype=torch.float64).reshape(context_length, d_model)
+"""
+        + _PE_TAIL,
+        "the formula entry by entry in Python floats (double precision), then one torch.tensor",
+    ),
+    Rewrite(
+        "PE: outer product, sin and cos stacked and interleaved",
+        "PositionalEncoding",
+        _PE_HEAD
+        + """
+        positions = torch.arange(context_length, dtype=torch.float64)
+        inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+        angles = torch.outer(positions, inv_freq)  # (context_length, ceil(d_model / 2))
+        pe = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)[:, :d_model]  # sin, cos, sin, cos, ...
+"""
+        + _PE_TAIL,
+        "torch.outer of positions and exp-log frequencies; sin/cos stacked on a last axis and flattened (odd width cut)",
+    ),
+    Rewrite(
+        "PE: one frequency per dim, torch.where",
+        "PositionalEncoding",
+        _PE_HEAD
+        + """
+        j = torch.arange(d_model, dtype=torch.float64)
+        freq = torch.pow(10000.0, -(j - j % 2) / d_model)  # dims 2i and 2i+1 share 10000^(-2i/d)
+        angle = torch.arange(context_length, dtype=torch.float64).unsqueeze(1) * freq
+        pe = torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle))
+"""
+        + _PE_TAIL,
+        "the frequency of every dim (j - j % 2), sine or cosine chosen per dim with torch.where",
+    ),
+    Rewrite(
+        "PE: float32, sin and cos filled separately by range",
+        "PositionalEncoding",
+        _PE_HEAD
+        + """
+        pe = torch.zeros(context_length, d_model)
+        position = torch.arange(0, context_length).float().unsqueeze(1)
+        for i in range(0, d_model, 2):
+            pe[:, i] = torch.sin(position[:, 0] / (10000 ** (i / d_model)))
+            if i + 1 < d_model:
+                pe[:, i + 1] = torch.cos(position[:, 0] / (10000 ** (i / d_model)))
+"""
+        + _PE_TAIL,
+        "a loop over the frequency pairs filling columns i and i+1, in float32 as many tutorials do",
+    ),
+    Rewrite(
+        "embedding: d_model ** 0.5",
+        "TokenEmbedding",
+        _EMB_HEAD + "        return self.embedding(tokens) * self.d_model**0.5\n",
+        "the square root as a power",
+    ),
+    Rewrite(
+        "embedding: embedding_dim and mul",
+        "TokenEmbedding",
+        _EMB_HEAD + "        return self.embedding(tokens).mul(math.sqrt(self.embedding.embedding_dim))\n",
+        "the width read from the nn.Embedding, Tensor.mul",
+    ),
+    Rewrite(
+        "embedding: a 0-dim tensor scale",
+        "TokenEmbedding",
+        _EMB_HEAD
+        + """        scale = torch.tensor(float(self.d_model)).sqrt()  # a 0-dim CPU tensor mixes with any device
+        return self.embedding(tokens) * scale
+""",
+        "the scale as a 0-dim float32 tensor (keeps float16 embeddings float16, works on a GPU)",
+    ),
+    Rewrite(
+        "encoder: a residual helper",
+        "EncoderLayer",
+        _ENC_HEAD
+        + """
+    def _residual(self, x, sublayer, norm, drop):
+        if self.norm_first:
+            return x + drop(sublayer(norm(x)))
+        return norm(x + drop(sublayer(x)))
+
+    def forward(self, x, mask=None):
+        x = self._residual(x, lambda h: self.self_attn(h, h, h, mask)[0], self.norm1, self.dropout1)
+        x = self._residual(x, self.ffn, self.norm2, self.dropout2)
+        return x
+""",
+        "one residual helper for both sublayers (the Annotated Transformer's SublayerConnection), lambdas",
+    ),
+    Rewrite(
+        "encoder: functional layer norm and dropout",
+        "EncoderLayer",
+        _ENC_HEAD
+        + """
+    def forward(self, x, mask=None):
+        def ln(t, norm):
+            return F.layer_norm(t, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+        def drop(t, module):
+            return F.dropout(t, module.p, training=self.training)
+
+        if not self.norm_first:
+            attn_out, _ = self.self_attn(x, x, x, mask=mask)
+            x = ln(x + drop(attn_out, self.dropout1), self.norm1)
+            return ln(x + drop(self.ffn(x), self.dropout2), self.norm2)
+        h = ln(x, self.norm1)
+        attn_out, _ = self.self_attn(h, h, h, mask=mask)
+        x = x + drop(attn_out, self.dropout1)
+        return x + drop(self.ffn(ln(x, self.norm2)), self.dropout2)
+""",
+        "F.layer_norm with each norm's shape, gain, bias and eps; F.dropout following the layer's mode",
+    ),
+    Rewrite(
+        "encoder: a loop over the two sublayers",
+        "EncoderLayer",
+        _ENC_HEAD
+        + """
+    def forward(self, x, mask=None):
+        sublayers = [
+            (self.norm1, self.dropout1, lambda t: self.self_attn(t, t, t, mask)[0]),
+            (self.norm2, self.dropout2, lambda t: self.ffn(t)),
+        ]
+        for norm, dropout, fn in sublayers:
+            if self.norm_first:
+                x = x + dropout(fn(norm(x)))
+            else:
+                residual = x
+                x = dropout(fn(x))
+                x = norm(residual + x)
+        return x
+""",
+        "the two sublayers as (norm, dropout, function) triples in a loop, residual kept in a variable",
+    ),
+    Rewrite(
+        "decoder: causal_mask(T) moved with .to, masks unsqueezed",
+        "DecoderLayer",
+        _DEC_HEAD
+        + """
+        self_mask = causal_mask(T).to(y.device)
+        if tgt_attention_mask is not None:
+            self_mask = tgt_attention_mask.unsqueeze(1).unsqueeze(2) & self_mask
+        cross_mask = src_attention_mask
+        if cross_mask is not None:
+            cross_mask = cross_mask.unsqueeze(1).unsqueeze(1)
+        if self.norm_first:
+            h = self.norm1(y)
+            y = y + self.dropout1(self.self_attn(h, h, h, self_mask)[0])
+            h = self.norm2(y)
+            y = y + self.dropout2(self.cross_attn(h, memory, memory, cross_mask)[0])
+            return y + self.dropout3(self.ffn(self.norm3(y)))
+        y = self.norm1(y + self.dropout1(self.self_attn(y, y, y, self_mask)[0]))
+        y = self.norm2(y + self.dropout2(self.cross_attn(y, memory, memory, cross_mask)[0]))
+        return self.norm3(y + self.dropout3(self.ffn(y)))
+""",
+        "the notebook's causal_mask(T) made on the CPU and moved with .to(y.device); unsqueeze for the masks",
+    ),
+    Rewrite(
+        "decoder: arange comparison, a list of sublayers",
+        "DecoderLayer",
+        _DEC_HEAD
+        + """
+        idx = torch.arange(T, device=y.device)
+        self_mask = idx[None, :] <= idx[:, None]  # key j visible from query i when j <= i
+        if tgt_attention_mask is not None:
+            B = y.shape[0]
+            self_mask = self_mask.expand(B, 1, T, T) & tgt_attention_mask.view(B, 1, 1, T)
+        cross_mask = None if src_attention_mask is None else src_attention_mask[:, None, None]
+        steps = [
+            (self.norm1, self.dropout1, lambda q: self.self_attn(q, q, q, self_mask)[0]),
+            (self.norm2, self.dropout2, lambda q: self.cross_attn(q, memory, memory, cross_mask)[0]),
+            (self.norm3, self.dropout3, self.ffn),
+        ]
+        for norm, drop, fn in steps:
+            y = y + drop(fn(norm(y))) if self.norm_first else norm(y + drop(fn(y)))
+        return y
+""",
+        "the causal mask by comparing positions, the self mask expanded to (B, 1, T, T); a loop over sublayers",
+    ),
+    Rewrite(
+        "decoder: new_ones tril, torch.where on the padding, a method per sublayer",
+        "DecoderLayer",
+        _DEC_HEAD
+        + """
+        allowed = y.new_ones(T, T, dtype=torch.bool).tril()
+        if tgt_attention_mask is not None:
+            pad = tgt_attention_mask[:, None, None, :]
+            allowed = torch.where(pad, allowed, torch.zeros_like(allowed))
+        src = None if src_attention_mask is None else src_attention_mask.reshape(src_attention_mask.shape[0], 1, 1, -1)
+        y = self._block(y, self.norm1, self.dropout1, lambda h: self.self_attn(h, h, h, allowed)[0])
+        y = self._block(y, self.norm2, self.dropout2, lambda h: self.cross_attn(h, memory, memory, src)[0])
+        return self._block(y, self.norm3, self.dropout3, self.ffn)
+
+    def _block(self, y, norm, drop, fn):
+        if self.norm_first:
+            return y + drop(fn(norm(y)))
+        return norm(y + drop(fn(y)))
+""",
+        "y.new_ones(...).tril() on y's device, the padding applied with torch.where, a helper method per sublayer",
+    ),
+]
