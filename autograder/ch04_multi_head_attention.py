@@ -292,6 +292,40 @@ def _projections_set(m, **weights):
 
 
 @EXERCISES.check("MultiHeadAttention", hidden=True)
+def _mha_dropout_site(cls):
+    """in training mode the dropout acts on the attention weights (not on the heads' outputs), and the weights
+    returned are those before dropout"""
+    d, H = 12, 3
+    g = rng(12)
+    q, kv = torch.randn(2, 4, d, generator=g), torch.randn(2, 6, d, generator=g)
+    m = call(f"MultiHeadAttention({d}, {H}, dropout=0.5)", cls, d, H, dropout=0.5)
+    _projections_set(m, W_v=torch.eye(d), W_o=torch.eye(d))  # the output is the merged heads themselves
+    m.train()
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out, weights = call("MultiHeadAttention.forward in training mode", m, q, kv, kv, None)
+    finally:
+        torch.random.set_rng_state(state)
+    expect_shape("output", out, (2, 4, d))
+    expect_shape("weights", weights, (2, H, 4, 6))
+    zeros = float((out == 0).float().mean())
+    expect_true(
+        zeros < 0.15,
+        f"With dropout=0.5 in training mode, {zeros:.0%} of the output entries are exactly 0 (with W_v and W_o set "
+        "to the identity): the dropout is applied to the heads' outputs. Apply self.dropout to the attention "
+        "weights, before they multiply v (a dropped weight rarely zeroes a whole output entry).",
+    )
+    sums = weights.sum(-1)
+    expect_true(
+        bool(torch.allclose(sums, torch.ones_like(sums), atol=1e-5)),
+        "In training mode the weights you return do not sum to 1 over the keys: return the weights before "
+        "dropout (the docstring: 'weights are before dropout'), and use the dropped ones only to multiply v.",
+    )
+
+
+@EXERCISES.check("MultiHeadAttention", hidden=True)
 def _mha_extreme_scores(cls):
     """one allowed key per query whose scores are about -2e5 (batch 0) or +2e5 (batch 1): it gets all the weight"""
     d, H, T_q, T_k = 12, 3, 3, 5
@@ -359,6 +393,18 @@ def _mha_half_large_products(cls):
 # --------------------------------------------------------------------------------------------------
 
 MUTANTS = [
+    Mutant(
+        "dropout on the heads' outputs",
+        "MultiHeadAttention",
+        (("heads = self.dropout(weights) @ v", "heads = self.dropout(heads)"),),
+        "dropout applied to the heads' outputs instead of the attention weights",
+    ),
+    Mutant(
+        "dropped weights returned",
+        "MultiHeadAttention",
+        (("heads = self.dropout(weights) @ v", "weights = self.dropout(weights)\n            heads = weights @ v"),),
+        "returns the attention weights after dropout (the docstring: before)",
+    ),
     Mutant(
         "split without transpose",
         "split_heads",
