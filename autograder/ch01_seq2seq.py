@@ -554,7 +554,7 @@ MUTANTS = [
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative | Rewrite] = [
     Alternative(
         "narrow instead of slicing",
         "shift_for_teacher_forcing",

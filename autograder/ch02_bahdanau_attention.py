@@ -453,7 +453,7 @@ MUTANTS = [
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative | Rewrite] = [
     Alternative(
         "einsum for the scores",
         "additive_score",

@@ -670,7 +670,7 @@ MUTANTS = [
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative | Rewrite] = [
     Alternative(
         "einsum scores",
         "scaled_dot_product_attention",

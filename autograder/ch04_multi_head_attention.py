@@ -577,7 +577,7 @@ MUTANTS = [
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative | Rewrite] = [
     Alternative(
         "reshape and permute",
         "split_heads",

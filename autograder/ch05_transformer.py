@@ -853,7 +853,7 @@ MUTANTS = [
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative | Rewrite] = [
     Alternative(
         "exp-log frequencies",
         "PositionalEncoding",

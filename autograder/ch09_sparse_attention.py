@@ -679,7 +679,7 @@ MUTANTS += [
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative | Rewrite] = [
     Alternative(
         "band by two comparisons",
         "sliding_window_mask",

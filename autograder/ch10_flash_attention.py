@@ -803,7 +803,7 @@ MUTANTS += [
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative | Rewrite] = [
     Alternative(
         "torch.where for the safe max",
         "online_softmax_update",
