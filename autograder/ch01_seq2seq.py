@@ -387,12 +387,6 @@ def _greedy_other_ids(fn):
 
 MUTANTS = [
     Mutant(
-        "ids cast to int64",
-        "shift_for_teacher_forcing",
-        (("tgt[:, :-1]  #", "tgt[:, :-1].long()  #"), ("tgt[:, 1:]  #", "tgt[:, 1:].long()  #")),
-        "the slices cast with .long(): int32 ids come back as int64, not in the input's dtype",
-    ),
-    Mutant(
         "inputs not shifted",
         "shift_for_teacher_forcing",
         (("dec_in = tgt[:, :-1]", "dec_in = tgt[:, 1:]"),),
@@ -550,6 +544,12 @@ MUTANTS = [
         "greedy_decode",
         (("torch.stack(attns, dim=1)", "torch.stack(attns).view(B, len(attns), -1)"),),
         "stacks the steps first and reshapes with view: the right shape, the steps and sentences interleaved",
+    ),
+    Mutant(
+        "ids cast to int64",
+        "shift_for_teacher_forcing",
+        (("tgt[:, :-1]  #", "tgt[:, :-1].long()  #"), ("tgt[:, 1:]  #", "tgt[:, 1:].long()  #")),
+        "the slices cast with .long(): int32 ids come back as int64, not in the input's dtype",
     ),
 ]
 

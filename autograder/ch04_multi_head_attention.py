@@ -394,18 +394,6 @@ def _mha_half_large_products(cls):
 
 MUTANTS = [
     Mutant(
-        "dropout on the heads' outputs",
-        "MultiHeadAttention",
-        (("heads = self.dropout(weights) @ v", "heads = self.dropout(heads)"),),
-        "dropout applied to the heads' outputs instead of the attention weights",
-    ),
-    Mutant(
-        "dropped weights returned",
-        "MultiHeadAttention",
-        (("heads = self.dropout(weights) @ v", "weights = self.dropout(weights)\n            heads = weights @ v"),),
-        "returns the attention weights after dropout (the docstring: before)",
-    ),
-    Mutant(
         "split without transpose",
         "split_heads",
         (("return x.view(B, T, n_heads, d_k).transpose(1, 2)", "return x.reshape(B, n_heads, T, d_k)"),),
@@ -573,6 +561,18 @@ MUTANTS = [
             ),
         ),
         "unsqueezes a head axis into a mask that already broadcasts to (B, H, T_q, T_k)",
+    ),
+    Mutant(
+        "dropout on the heads' outputs",
+        "MultiHeadAttention",
+        (("heads = self.dropout(weights) @ v", "heads = self.dropout(heads)"),),
+        "dropout applied to the heads' outputs instead of the attention weights",
+    ),
+    Mutant(
+        "dropped weights returned",
+        "MultiHeadAttention",
+        (("heads = self.dropout(weights) @ v", "weights = self.dropout(weights)\n            heads = weights @ v"),),
+        "returns the attention weights after dropout (the docstring: before)",
     ),
 ]
 
