@@ -22,6 +22,7 @@ from .core import (
     CheckFailed,
     Exercises,
     Mutant,
+    Rewrite,
     call,
     expect_close,
     expect_dropout_modes,
@@ -133,6 +134,65 @@ def _block_other_sizes(cls):
     _compare_block(cls, config, x, hidden=True, use_sdpa=False)
 
 
+def _silenced(module: nn.Module) -> nn.Module:
+    """Every parameter of ``module`` set to 0 (a pre-LN sub-layer, or a whole block, then adds exactly 0)."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.zero_()
+    return module
+
+
+@EXERCISES.check("Block", hidden=True)
+def _block_dropout_sites(cls):
+    """each dropout site on its own: the attention's (MLP silenced, both paths) and the MLP's (attention silenced)"""
+    x = torch.randn(2, 6, 8, generator=rng(40))
+    for silent, site in (("mlp", "the attention's"), ("attn", "the MLP's")):
+
+        def build(p, silent=silent):
+            config = GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=2, d_model=8, dropout=p)
+            block = _randomise(call("Block(config)", cls, config), seed=41)
+            expect_true(hasattr(block, silent), f"Block should keep the attribute {silent!r} created in __init__.")
+            _silenced(getattr(block, silent))
+            return block
+
+        for use_sdpa in (True, False) if silent == "mlp" else (True,):  # the MLP's dropout is path-free
+
+            def forward(m, use_sdpa=use_sdpa):
+                m.use_sdpa = use_sdpa
+                return call("Block.forward", m, x)
+
+            expect_dropout_modes(
+                f"Block with its {silent} silenced (only {site} dropout acts; use_sdpa={use_sdpa})", build, forward
+            )
+
+
+@EXERCISES.check("Block", hidden=True)
+def _block_layer_norm_eps(cls):
+    """the layer norms' own eps (config.layer_norm_eps = 0.01, inputs of small variance)"""
+    config = GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=2, d_model=8, layer_norm_eps=0.01)
+    _compare_block(cls, config, 0.05 * torch.randn(2, 5, 8, generator=rng(42)), hidden=True)
+
+
+@EXERCISES.check("Block", hidden=True)
+def _block_half(cls):
+    """after .half() (a Colab GPU's dtype), both attention paths: float16 output, as in float32"""
+    torch.manual_seed(0)
+    block = _randomise(
+        call("Block(config)", cls, GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=2, d_model=8)),
+        seed=43,
+    ).eval()
+    x = torch.randn(2, 7, 8, generator=rng(44))
+    for use_sdpa in (True, False):
+        block.use_sdpa = use_sdpa
+
+        def run(dtype):
+            with torch.no_grad():
+                return call(f"Block.forward after .to({dtype})", block.to(dtype), x.to(dtype))
+
+        expect_half_precision(f"Block (use_sdpa={use_sdpa})", run)
+        block.float()
+
+
 class _BlockReference(nn.Module):
     """The course's Block, used while checking GPT (whose ``__init__`` builds Blocks), so that a mistake in Block
     costs Block's points only: the layout of the given ``__init__`` (``ln_1``, ``attn.W_qkv``, ``attn.W_o``,
@@ -237,7 +297,8 @@ def _gpt_positions_and_gradient(cls):
     grad = model.wte.weight.grad
     expect_true(
         grad is not None and bool(grad[5:].abs().sum() > 0),
-        "Embedding rows of tokens absent from the input get no gradient: the LM head is not tied.",
+        "Embedding rows of tokens absent from the input get no gradient: the logits must come from the tied "
+        "matrix itself (self.lm_head(x) or x @ self.wte.weight.T), not from a detached or copied weight.",
     )
 
 
@@ -264,7 +325,7 @@ class _ToyLM(nn.Module):
                 f"the model got {T} tokens but its context_length is {self.context_length}: crop the context"
             )
         if position_ids is None:
-            position_ids = torch.arange(T)
+            position_ids = torch.arange(T, device=idx.device)
         if int(position_ids.max()) >= self.context_length:
             raise IndexError(
                 f"position id {int(position_ids.max())} is outside the position table "
@@ -305,6 +366,60 @@ def _gpt_dropout(cls):
         ),
         lambda m: call("GPT.forward", m, idx),
     )
+
+
+@EXERCISES.check("GPT", hidden=True)
+def _gpt_embedding_dropout(cls):
+    """the embeddings' dropout acts on their sum (blocks silenced): on the token part and on the position part"""
+    idx = torch.randint(3, (2, 6), generator=rng(45))  # tokens 0, 1, 2 only
+
+    def build(p, zero):
+        model = call(
+            "GPT(config)", cls, GPTConfig(vocab_size=13, context_length=8, n_layers=1, n_heads=2, d_model=8, dropout=p)
+        )
+        expect_true(hasattr(model, "h") and hasattr(model, "wte"), "GPT should keep the attributes h and wte.")
+        _silenced(model.h)  # every block adds 0: only the embeddings' dropout can act
+        with torch.no_grad():
+            if zero == "tokens":
+                model.wte.weight[:3] = 0.0  # the input's tokens: the sum is the position embedding alone
+            else:
+                model.wpe.weight.zero_()  # the sum is the token embedding alone
+        return model
+
+    for zero, left in (("tokens", "position"), ("positions", "token")):
+        expect_dropout_modes(
+            f"GPT with its blocks silenced and the {zero}' embeddings zero (only the {left} embeddings are dropped)",
+            lambda p, zero=zero: build(p, zero),
+            lambda m: call("GPT.forward", m, idx),
+        )
+
+
+@EXERCISES.check("GPT", hidden=True)
+def _gpt_layer_norm_eps(cls):
+    """ln_f's own eps (config.layer_norm_eps = 0.001 on GPT-2's small initial embeddings)"""
+    model = _build_gpt(
+        cls, GPTConfig(vocab_size=13, context_length=8, n_layers=1, n_heads=2, d_model=8, layer_norm_eps=1e-3), seed=2
+    )
+    idx = torch.randint(13, (2, 6), generator=rng(46))
+    with torch.no_grad():
+        expect_close("model(idx)", call("model(idx)", model, idx), _gpt_oracle(model, idx), hidden=True)
+
+
+@EXERCISES.check("GPT", hidden=True)
+def _gpt_input_forms(cls):
+    """position_ids of shape (B, T), a batch of one, a full window (T = context_length), a single token"""
+    config = GPTConfig(vocab_size=17, context_length=9, n_layers=1, n_heads=2, d_model=8)
+    model = _build_gpt(cls, config, seed=3)
+    idx = torch.randint(17, (3, 6), generator=rng(47))
+    pos = torch.stack([torch.arange(6) + s for s in (0, 2, 3)])  # (B, T): another offset per row
+    one = torch.randint(17, (1, 9), generator=rng(48))
+    with torch.no_grad():
+        for what, args in (
+            ("model(idx, position_ids (B, T))", (idx, pos)),
+            ("model(idx) for a batch of one with T = context_length", (one,)),
+            ("model(idx[:, :1])", (idx[:, :1],)),
+        ):
+            expect_close(what, call(what, model, *args), _gpt_oracle(model, *args), hidden=True)
 
 
 class _FixedLM(nn.Module):
@@ -442,6 +557,35 @@ def _generate_long(fn):
     )
 
 
+@EXERCISES.check("generate", hidden=True)
+def _generate_prompt_forms(fn):
+    """a prompt longer than context_length, a batch of one, max_new_tokens=0 (the prompt back, unchanged)"""
+    model = _ToyLM(V=9, context_length=5, seed=7)
+    for B, T0, n in ((2, 8, 4), (1, 3, 6), (2, 4, 0)):
+        idx = torch.randint(9, (B, T0), generator=rng(49 + T0))
+        expect_equal(
+            f"generate(model, idx of shape ({B}, {T0}), {n}, temperature=0) with context_length=5",
+            call("generate", fn, model, idx, n, temperature=0.0),
+            _greedy_oracle(model, idx, n),
+            hidden=True,
+        )
+
+
+@EXERCISES.check("generate", hidden=True)
+def _generate_temperature_with_top_k(fn):
+    """temperature=2 together with top_k=4: the kept tokens follow softmax(logits / 2)"""
+    logits = _LOGITS * 4
+    freq = _draw(fn, logits, temperature=2.0, top_k=4, seed=5)
+    allowed = torch.zeros(len(logits), dtype=torch.bool)
+    allowed[:4] = True
+    _expect_support("temperature=2, top_k=4", freq, allowed, hidden=True)
+    expect_true(
+        bool((freq[:4] - torch.softmax(logits[:4] / 2.0, -1)).abs().max() < 0.035),
+        "With temperature=2 and top_k=4 the four kept tokens should follow softmax(logits / temperature): "
+        "divide by the temperature whether or not top_k is given.",
+    )
+
+
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
 # --------------------------------------------------------------------------------------------------
@@ -569,10 +713,123 @@ MUTANTS = [
         (("return self.lm_head(x)", "return self.lm_head(x).float()"),),
         "the logits leave the model's dtype: a float16 model returns float32",
     ),
+    Mutant(
+        "attention by hand without its dropout",
+        "Block",
+        (
+            (
+                "x = x + self.attn(self.ln_1(x), use_sdpa=self.use_sdpa, is_causal=True)[0]",
+                "B, T, C = x.shape\n"
+                "        q, k, v = self.attn.W_qkv(self.ln_1(x)).split(C, dim=-1)\n"
+                "        q, k, v = (t.view(B, T, self.attn.n_heads, -1).transpose(1, 2) for t in (q, k, v))\n"
+                "        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)\n"
+                "        x = x + self.attn.W_o(y)",
+            ),
+        ),
+        "re-implements the attention with F.scaled_dot_product_attention but leaves out dropout_p",
+    ),
+    Mutant(
+        "MLP by hand without its dropout",
+        "Block",
+        (
+            (
+                "x = x + self.mlp(self.ln_2(x))",
+                'x = x + self.mlp.W_2(F.gelu(self.mlp.W_1(self.ln_2(x)), approximate="tanh"))',
+            ),
+        ),
+        "writes the MLP out with W_1 and W_2 and loses the dropout between them",
+    ),
+    Mutant(
+        "residual dropout in eval mode",
+        "Block",
+        (("x = x + self.mlp(self.ln_2(x))", "x = x + F.dropout(self.mlp(self.ln_2(x)), self.mlp.dropout.p)"),),
+        "an extra F.dropout without training=self.training: the block is random at evaluation time",
+    ),
+    Mutant(
+        "layer norms without their eps",
+        "Block",
+        (
+            ("self.ln_1(x)", "F.layer_norm(x, x.shape[-1:], self.ln_1.weight, self.ln_1.bias)"),
+            ("self.ln_2(x)", "F.layer_norm(x, x.shape[-1:], self.ln_2.weight, self.ln_2.bias)"),
+        ),
+        "functional layer norms with PyTorch's default eps=1e-5 instead of config.layer_norm_eps",
+    ),
+    Mutant(
+        "attention weights kept instead of the output",
+        "Block",
+        (("is_causal=True)[0]", "is_causal=True)[-1]"),),
+        "takes the second return value (None on the fast path)",
+    ),
+    Mutant(
+        "embedding dropout forgotten",
+        "GPT",
+        (
+            (
+                "x = self.drop(self.wte(idx) + self.wpe(position_ids))",
+                "x = self.wte(idx) + self.wpe(position_ids)",
+            ),
+        ),
+        "no dropout on the embeddings (the blocks' dropout hides it in a plain train/eval test)",
+    ),
+    Mutant(
+        "dropout on the token embeddings only",
+        "GPT",
+        (
+            (
+                "x = self.drop(self.wte(idx) + self.wpe(position_ids))",
+                "x = self.drop(self.wte(idx)) + self.wpe(position_ids)",
+            ),
+        ),
+        "the position embeddings are added after the dropout",
+    ),
+    Mutant(
+        "final layer norm without its eps",
+        "GPT",
+        (("x = self.ln_f(x)", "x = F.layer_norm(x, x.shape[-1:], self.ln_f.weight, self.ln_f.bias)"),),
+        "functional ln_f with PyTorch's default eps=1e-5 instead of config.layer_norm_eps",
+    ),
+    Mutant(
+        "position embeddings unsqueezed for the batch",
+        "GPT",
+        (("self.wpe(position_ids))", "self.wpe(position_ids).unsqueeze(0))"),),
+        "adds a batch axis to the position embeddings: (B, T) position_ids give a (1, B, T, C) sum",
+    ),
+    Mutant(
+        "context cropped from the front",
+        "generate",
+        (("idx[:, -model.context_length :]", "idx[:, : model.context_length]"),),
+        "keeps the first context_length tokens instead of the last ones",
+    ),
+    Mutant(
+        "prompt cropped in the output",
+        "generate",
+        (
+            (
+                "    for _ in range(max_new_tokens):",
+                "    idx = idx[:, -model.context_length :]\n    for _ in range(max_new_tokens):",
+            ),
+        ),
+        "crops the prompt once before the loop: a long prompt comes back shortened",
+    ),
+    Mutant(
+        "temperature after top-p",
+        "generate",
+        (
+            ("logits = logits / temperature  #", "pass  #"),
+            ("probs = torch.softmax(logits, dim=-1)  # (B, V)", "probs = torch.softmax(logits / temperature, dim=-1)"),
+        ),
+        "the nucleus is chosen from the untempered distribution",
+    ),
+    Mutant(
+        "temperature ignored with top-k",
+        "generate",
+        (("logits = logits / temperature  #", "logits = logits / temperature if top_k is None else logits  #"),),
+        "an if/elif that skips the temperature when top_k is given",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative | Rewrite] = [
     Alternative(
         "explicit causal mask",
         "Block",
@@ -621,3 +878,290 @@ ALTERNATIVES = [
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]
+
+# Correct answers written from scratch (whole cells, from the page and the notebook); each gets full marks.
+_BLOCK_INIT = """
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        C = config.d_model
+        self.ln_1 = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.attn = FusedMultiHeadSelfAttention(C, config.n_heads, config.dropout)
+        self.ln_2 = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.mlp = PositionwiseFeedForward(C, 4 * C, config.dropout, "gelu_tanh")
+        self.use_sdpa = True
+"""
+
+_GPT_INIT_HEAD = """
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.context_length = config.context_length
+        self.wte = nn.Embedding(config.vocab_size, config.d_model)
+        self.wpe = nn.Embedding(config.context_length, config.d_model)
+        self.drop = nn.Dropout(config.dropout)
+        blocks = [Block(config) for _ in range(config.n_layers)]
+        self.h = nn.ModuleList(blocks)
+        self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+"""
+
+_GPT_INIT_TAIL = """
+        self.apply(self._init_weights)
+        for block in blocks:
+            for proj in (block.attn.W_o, block.mlp.W_2):
+                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self, non_embedding=False):
+        n = count_parameters(self)
+        return n - self.wpe.weight.numel() if non_embedding else n
+"""
+
+_GENERATE_HEAD = """
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature < 0 or (top_k is not None and top_k < 1) or (top_p is not None and not 0 < top_p <= 1):
+        raise ValueError(f"need temperature >= 0, top_k >= 1, 0 < top_p <= 1; got {temperature}, {top_k}, {top_p}")
+"""
+
+ALTERNATIVES += [
+    Rewrite(
+        "Block: named steps, output unpacked",
+        "Block",
+        _BLOCK_INIT
+        + """
+    def forward(self, x):
+        if x.ndim != 3:
+            raise ValueError(f"x must be (B, T, C), got {tuple(x.shape)}")
+        h = self.ln_1(x)
+        attended, _weights = self.attn(h, use_sdpa=self.use_sdpa, is_causal=True)
+        x = attended + x
+        h = self.ln_2(x)
+        return x + self.mlp(h)
+""",
+        "each sub-layer's input named, the attention's (output, weights) unpacked, the residual added after",
+    ),
+    Rewrite(
+        "Block: causal mask registered as a buffer",
+        "Block",
+        _BLOCK_INIT
+        + """
+        n = config.context_length
+        self.register_buffer("causal", torch.tril(torch.ones(n, n, dtype=torch.bool)), persistent=False)
+
+    def forward(self, x):
+        if x.ndim != 3:
+            raise ValueError(f"x must be (B, T, C), got {tuple(x.shape)}")
+        T = x.size(1)
+        mask = self.causal[:T, :T]  # moves with the module: on the inputs' device
+        x = x + self.attn(self.ln_1(x), mask=mask, use_sdpa=self.use_sdpa)[0]
+        x = x + self.mlp(self.ln_2(x))
+        return x
+""",
+        "a lower-triangular (context_length, context_length) bool buffer, sliced to T and passed as the mask",
+    ),
+    Rewrite(
+        "Block: sub-layers in a loop, mask from x.new_ones",
+        "Block",
+        _BLOCK_INIT
+        + """
+    def forward(self, x):
+        if x.ndim != 3:
+            raise ValueError(f"x must be (B, T, C), got {tuple(x.shape)}")
+        T = x.shape[1]
+        allowed = x.new_ones((T, T), dtype=torch.bool).tril()
+        sublayers = (
+            (self.ln_1, lambda h: self.attn(h, allowed, use_sdpa=self.use_sdpa)[0]),
+            (self.ln_2, self.mlp),
+        )
+        for norm, sublayer in sublayers:
+            x = x + sublayer(norm(x))
+        return x
+""",
+        "the two residual steps as one loop over (norm, sub-layer) pairs; the causal mask made with x.new_ones",
+    ),
+    Rewrite(
+        "GPT: position ids from a buffer, blocks by index",
+        "GPT",
+        _GPT_INIT_HEAD
+        + """
+        self.lm_head.weight = self.wte.weight  # weight tying: one Parameter
+        self.register_buffer("positions", torch.arange(config.context_length), persistent=False)
+"""
+        + _GPT_INIT_TAIL
+        + """
+    def forward(self, idx, position_ids=None):
+        if idx.ndim != 2:
+            raise ValueError(f"idx must be (B, T) token ids, got shape {tuple(idx.shape)}")
+        B, T = idx.shape
+        if T > self.context_length:
+            raise ValueError(f"sequence of length {T} is longer than context_length={self.context_length}")
+        if position_ids is None:
+            position_ids = self.positions[:T]
+        tok = self.wte(idx)
+        pos = self.wpe(position_ids)
+        x = self.drop(tok + pos)
+        for i in range(len(self.h)):
+            x = self.h[i](x)
+        return self.lm_head(self.ln_f(x))
+""",
+        "default position ids sliced from a registered buffer (it follows the module's device), blocks by index",
+    ),
+    Rewrite(
+        "GPT: tables indexed, head as a matmul with the embedding",
+        "GPT",
+        _GPT_INIT_HEAD
+        + """
+        self.wte.weight = self.lm_head.weight  # tied the other way round: still one Parameter
+"""
+        + _GPT_INIT_TAIL
+        + """
+    def forward(self, idx, position_ids=None):
+        if idx.ndim != 2:
+            raise ValueError(f"idx must be (B, T) token ids, got shape {tuple(idx.shape)}")
+        T = idx.size(1)
+        if T > self.context_length:
+            raise ValueError(f"sequence of length {T} is longer than context_length={self.context_length}")
+        if position_ids is None:
+            position_ids = torch.arange(0, T, dtype=torch.long, device=idx.device).unsqueeze(0)  # (1, T)
+        h = self.wte.weight[idx] + self.wpe.weight[position_ids]
+        h = self.drop(h)
+        for block in self.h:
+            h = block(h)
+        h = self.ln_f(h)
+        return h @ self.wte.weight.t()  # the head's weight is the embedding matrix
+""",
+        "embedding tables indexed directly, (1, T) default positions, logits as h @ wte.weight.T",
+    ),
+    Rewrite(
+        "GPT: functional pieces, blocks folded",
+        "GPT",
+        _GPT_INIT_HEAD
+        + """
+        self.lm_head.weight = self.wte.weight
+"""
+        + _GPT_INIT_TAIL
+        + """
+    def forward(self, idx, position_ids=None):
+        import functools
+
+        if idx.ndim != 2:
+            raise ValueError(f"idx must be (B, T) token ids, got shape {tuple(idx.shape)}")
+        B, T = idx.shape
+        if T > self.context_length:
+            raise ValueError(f"sequence of length {T} is longer than context_length={self.context_length}")
+        if position_ids is None:
+            position_ids = torch.ones_like(idx).cumsum(dim=1) - 1  # (B, T): 0 ... T-1 in every row
+        x = F.embedding(idx, self.wte.weight) + F.embedding(position_ids, self.wpe.weight)
+        x = F.dropout(x, self.drop.p, training=self.training)
+        x = functools.reduce(lambda h, block: block(h), self.h, x)
+        x = F.layer_norm(x, (x.size(-1),), self.ln_f.weight, self.ln_f.bias, self.ln_f.eps)
+        return F.linear(x, self.lm_head.weight)
+""",
+        "F.embedding, (B, T) positions by cumsum, F.dropout with the module's mode, functools.reduce over the "
+        "blocks, F.layer_norm with ln_f's eps, F.linear with the tied weight",
+    ),
+    Rewrite(
+        "generate: default positions, top-k by scatter, nucleus in probability space",
+        "generate",
+        _GENERATE_HEAD
+        + """
+    L = model.context_length
+    for _ in range(max_new_tokens):
+        window = idx[:, max(0, idx.size(1) - L) :]
+        logits = model(window)[:, -1, :].float()  # the model's default positions are 0 ... T-1
+        if temperature == 0:
+            nxt = torch.argmax(logits, dim=-1, keepdim=True)
+        else:
+            logits = logits / temperature
+            if top_k is not None:
+                k = min(top_k, logits.size(-1))
+                values, indices = torch.topk(logits, k, dim=-1)
+                logits = torch.full_like(logits, float("-inf")).scatter(-1, indices, values)
+            probs = F.softmax(logits, dim=-1)
+            if top_p is not None:
+                sorted_probs, order = probs.sort(dim=-1, descending=True)
+                before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the more likely tokens
+                keep_sorted = before < top_p
+                keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+                probs = probs * keep
+                probs = probs / probs.sum(dim=-1, keepdim=True)
+            nxt = torch.multinomial(probs, 1, generator=generator)
+        idx = torch.cat((idx, nxt), dim=1)
+    return idx
+""",
+        "relies on the model's documented default position ids; crops with max(0, T - L); top-k by scattering "
+        "the kept values into -inf; top-p applied to the probabilities and renormalised",
+    ),
+    Rewrite(
+        "generate: top-k by sorting, nucleus unsorted with gather",
+        "generate",
+        _GENERATE_HEAD
+        + """
+    seq = idx
+    for step in range(max_new_tokens):
+        ctx = seq if seq.shape[1] <= model.context_length else seq[:, seq.shape[1] - model.context_length :]
+        pos = torch.arange(ctx.shape[1], device=ctx.device)
+        last = model(ctx, position_ids=pos)[:, -1].float()
+        if temperature == 0.0:
+            token = last.max(dim=-1).indices.unsqueeze(-1)
+        else:
+            scaled = last / temperature
+            if top_k is not None and top_k < scaled.shape[-1]:
+                kth = scaled.sort(dim=-1, descending=True).values[:, top_k - 1 : top_k]
+                scaled = torch.where(scaled >= kth, scaled, torch.full_like(scaled, -float("inf")))
+            if top_p is not None:
+                sorted_scores, order = torch.sort(scaled, dim=-1, descending=True)
+                p_sorted = torch.softmax(sorted_scores, dim=-1)
+                exclusive = torch.cat([torch.zeros_like(p_sorted[:, :1]), p_sorted.cumsum(-1)[:, :-1]], dim=-1)
+                remove_sorted = exclusive >= top_p
+                remove = torch.gather(remove_sorted, -1, order.argsort(dim=-1))
+                scaled = scaled.masked_fill(remove, -float("inf"))
+            token = torch.multinomial(torch.softmax(scaled, dim=-1), num_samples=1, generator=generator)
+        seq = torch.cat([seq, token], dim=-1)
+    return seq
+""",
+        "crops only when needed, positions with device=ctx.device as a keyword, top-k threshold from a sort, "
+        "an exclusive cumulative sum, the mask put back in vocabulary order with gather",
+    ),
+    Rewrite(
+        "generate: tokens collected in a list, probabilities filtered",
+        "generate",
+        _GENERATE_HEAD
+        + """
+    generated = []
+    context = idx
+    for _ in range(max_new_tokens):
+        context = context[:, -model.context_length :]
+        T = context.size(1)
+        logits = model(context, torch.arange(T, device=idx.device))[:, T - 1].float()
+        if temperature == 0:
+            new = logits.argmax(-1)[:, None]
+        else:
+            probs = torch.softmax(logits / temperature, dim=-1)
+            if top_k is not None:
+                kth = probs.topk(min(top_k, probs.shape[-1]), dim=-1).values[:, -1:]
+                probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+                probs = probs / probs.sum(-1, keepdim=True)
+            if top_p is not None:
+                ranked, order = probs.sort(-1, descending=True)
+                outside = ranked.cumsum(-1) - ranked >= top_p
+                ranked = ranked.masked_fill(outside, 0.0)
+                probs = torch.zeros_like(probs).scatter_(-1, order, ranked)
+            new = torch.multinomial(probs, 1, generator=generator)
+        generated.append(new)
+        context = torch.cat([context, new], dim=1)
+    return torch.cat([idx, *generated], dim=1)
+""",
+        "softmax first, then top-k and top-p as zeroed probabilities (renormalised); new tokens collected in a "
+        "list and joined to the prompt at the end",
+    ),
+]

@@ -19,6 +19,7 @@ from .core import (
     CheckFailed,
     Exercises,
     Mutant,
+    Rewrite,
     call,
     expect_close,
     expect_dropout_modes,
@@ -161,6 +162,50 @@ def _mask_other_specials(fn):
     )
     frac_mask = (inputs[selected] == 299).float().mean().item()
     expect_true(abs(frac_mask - 0.8) < 0.05, "Selected tokens should become mask_id (here 299) 80% of the time.")
+
+
+@EXERCISES.check("mask_tokens", hidden=True)
+def _mask_random_from_vocabulary(fn):
+    """random replacements are drawn uniformly from the vocabulary, not from the batch (a batch of two tokens)"""
+    V = 40
+    x = torch.where(torch.rand(128, 160, generator=rng(60)) < 0.5, 7, 8)  # two distinct tokens only
+    x[:, 0] = CLS
+    inputs, labels = _run(fn, x, p=0.5, seed=61, V=V)
+    selected = labels != -100
+    replaced = inputs[selected & (inputs != MASK) & (inputs != x)]
+    expect_true(
+        replaced.numel() > 0 and bool(((replaced >= 0) & (replaced < V)).all()),
+        "Random replacements should be token ids in [0, vocab_size).",
+    )
+    counts = torch.bincount(replaced, minlength=V)[5:].float()  # the ordinary ids 5 ... V-1
+    expect_true(
+        bool((counts > 0).all()) and counts.max().item() < 3 * counts.mean().item(),
+        "The random replacements of a batch made of two distinct tokens should still be spread uniformly over "
+        "the whole vocabulary: draw them with torch.randint(vocab_size, ...), not from the batch's own tokens.",
+    )
+
+
+@EXERCISES.check("mask_tokens", hidden=True)
+def _mask_any_shape(fn):
+    """input_ids of any shape: a 1-D sequence and a (2, 3, 200) batch keep their shape and bookkeeping"""
+    for shape, seed in (((4000,), 62), ((2, 3, 200), 63)):
+        x = torch.randint(0, 300, shape, generator=rng(seed))
+        result = call(f"mask_tokens(input_ids of shape {shape}, ...)", fn, x, mask_id=MASK, vocab_size=300,
+                      special_ids=range(5), generator=rng(seed + 10))  # fmt: skip
+        expect_true(isinstance(result, tuple) and len(result) == 2, "mask_tokens should return (inputs, labels).")
+        inputs, labels = result
+        expect_shape(f"inputs for input_ids of shape {shape}", inputs, shape)
+        expect_shape(f"labels for input_ids of shape {shape}", labels, shape)
+        selected = labels != -100
+        rate = selected.sum().item() / (x >= 5).sum().item()
+        expect_true(
+            abs(rate - 0.15) < 0.03
+            and not bool((selected & (x < 5)).any())
+            and torch.equal(labels[selected], x[selected])
+            and torch.equal(inputs[~selected], x[~selected]),
+            f"For input_ids of shape {shape} the selection or the labels are wrong: the docstring allows any "
+            "shape (draw the coins with input_ids.shape).",
+        )
 
 
 # ---------------------------------------------------------------- exercise 2: BertEmbeddings
@@ -326,6 +371,124 @@ def _emb_half(cls):
     expect_half_precision("BertEmbeddings", run)
 
 
+def _train_and_eval(m, ids):
+    """``m(ids)`` in eval mode, then in training mode (torch's global random state restored afterwards)."""
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(0)
+        with torch.no_grad():
+            m.eval()
+            quiet = call("embeddings in eval mode", m, ids)
+            m.train()
+            noisy = call("embeddings in training mode", m, ids)
+    finally:
+        torch.random.set_rng_state(state)
+        m.eval()
+    expect_shape("embeddings in training mode", noisy, tuple(quiet.shape))
+    return quiet, noisy
+
+
+def _expect_dropped_copy(what, noisy, quiet, p):
+    """Every element of ``noisy`` is 0 or ``quiet / (1 - p)``, and both occur: dropout applied last."""
+    zero = noisy.abs() < 1e-6
+    kept = (noisy - quiet / (1 - p)).abs() < 1e-4 * (1 + quiet.abs())
+    expect_true(
+        bool((zero | kept).all()) and bool(zero.any()) and bool(kept.any()),
+        f"{what} in training mode should be the normalised sum with some elements zeroed and the others scaled "
+        f"by 1/(1-p): the dropout goes after the LayerNorm.",
+    )
+
+
+@EXERCISES.check("BertEmbeddings", hidden=True)
+def _emb_dropout_last(cls):
+    """the dropout comes after the LayerNorm: in training mode each element is 0 or the eval value times 2"""
+    m = _build_emb(cls, BertConfig(vocab_size=30, context_length=10, d_model=8, dropout=0.5), seed=4)
+    quiet, noisy = _train_and_eval(m, torch.randint(30, (3, 7), generator=rng(64)))
+    _expect_dropped_copy("BertEmbeddings", noisy, quiet, 0.5)
+
+
+@EXERCISES.check("BertEmbeddings", hidden=True)
+def _emb_layer_norm_eps(cls):
+    """the LayerNorm's own eps (config.layer_norm_eps = 0.001, embeddings of small variance)"""
+    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8, layer_norm_eps=1e-3), seed=5)
+    with torch.no_grad():
+        for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+            getattr(m, name).weight.mul_(0.02)
+    ids = torch.randint(20, (2, 7), generator=rng(65))
+    _expect_segments_hidden(m, _emb_oracle, ids, torch.randint(2, (2, 7), generator=rng(66)))
+
+
+@EXERCISES.check("BertEmbeddings", hidden=True)
+def _emb_input_forms(cls):
+    """a batch of one with T = context_length, token_type_ids by keyword, a single token"""
+    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=9, d_model=8), seed=6)
+    ids = torch.randint(20, (1, 9), generator=rng(67))
+    types = torch.randint(2, (1, 9), generator=rng(68))
+    with torch.no_grad():
+        expect_close(
+            "embeddings(ids, token_type_ids=types) for a batch of one with T = context_length",
+            call("embeddings(ids, token_type_ids=types)", m, ids, token_type_ids=types),
+            _emb_oracle(m, ids, types),
+            hidden=True,
+        )
+        expect_close(
+            "embeddings(ids[:, :1])",
+            call("embeddings(ids[:, :1])", m, ids[:, :1]),
+            _emb_oracle(m, ids[:, :1], torch.zeros_like(ids[:, :1])),
+            hidden=True,
+        )
+
+
+@EXERCISES.check("AlbertEmbeddings", hidden=True)
+def _albert_dropout_site(cls):
+    """the dropout sits between the LayerNorm and the projection (projection set to [I; 0] plus a bias of 1)"""
+    E, D = 4, 7
+    m = _build_albert(
+        cls, AlbertConfig(vocab_size=30, context_length=10, embedding_size=E, d_model=D, dropout=0.5), seed=7
+    )
+    expect_true(hasattr(m, "projection"), "AlbertEmbeddings should keep the attribute 'projection' of __init__.")
+    with torch.no_grad():
+        m.projection.weight.copy_(torch.eye(D, E))  # out[..., :E] = the normalised sum; out[..., E:] = the bias
+        m.projection.bias.fill_(1.0)
+    quiet, noisy = _train_and_eval(m, torch.randint(30, (3, 6), generator=rng(69)))
+    expect_true(
+        torch.allclose(noisy[..., E:], torch.ones_like(noisy[..., E:])),
+        "AlbertEmbeddings in training mode changed the projection's bias: the dropout goes before the projection "
+        "(after the LayerNorm, in width E), not after it.",
+    )
+    _expect_dropped_copy("AlbertEmbeddings (before its projection)", noisy[..., :E] - 1, quiet[..., :E] - 1, 0.5)
+
+
+@EXERCISES.check("AlbertEmbeddings", hidden=True)
+def _albert_layer_norm_eps(cls):
+    """the LayerNorm's own eps (config.layer_norm_eps = 0.001, embeddings of small variance)"""
+    m = _build_albert(
+        cls,
+        AlbertConfig(vocab_size=20, context_length=10, embedding_size=6, d_model=9, layer_norm_eps=1e-3),
+        seed=8,
+    )
+    with torch.no_grad():
+        for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+            getattr(m, name).weight.mul_(0.02)
+    ids = torch.randint(20, (2, 7), generator=rng(70))
+    _expect_segments_hidden(m, _albert_oracle, ids, torch.randint(2, (2, 7), generator=rng(71)))
+
+
+@EXERCISES.check("AlbertEmbeddings", hidden=True)
+def _albert_half(cls):
+    """after .half() (a Colab GPU's dtype), with and without segments: float16 results, as in float32"""
+    m = _build_albert(cls, AlbertConfig(vocab_size=20, context_length=10, embedding_size=6, d_model=9), seed=9)
+    ids = torch.randint(20, (2, 6), generator=rng(72))
+    types = torch.tensor([[0, 0, 0, 1, 1, 1], [0, 1, 1, 1, 1, 1]])
+
+    def run(dtype):
+        with torch.no_grad():
+            model = m.to(dtype)
+            return call(f"embeddings in {dtype}", model, ids, types), call(f"embeddings in {dtype}", model, ids)
+
+    expect_half_precision("AlbertEmbeddings", run)
+
+
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
 # --------------------------------------------------------------------------------------------------
@@ -459,10 +622,118 @@ MUTANTS = [
         ),
         "LayerNorm in float32 for stability, result left in float32 (and the module's LayerNorm turned float32)",
     ),
+    Mutant(
+        "random ids drawn from the batch",
+        "mask_tokens",
+        (
+            (
+                "random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=input_ids.device)",
+                "random_ids = input_ids.flatten()[torch.randint(input_ids.numel(), input_ids.shape, "
+                "generator=generator, device=input_ids.device)]",
+            ),
+        ),
+        "replacements are other tokens of the batch: uniform over the vocabulary only if the batch is",
+    ),
+    Mutant(
+        "random ids one short of the vocabulary",
+        "mask_tokens",
+        (("torch.randint(vocab_size, input_ids.shape", "torch.randint(vocab_size - 1, input_ids.shape"),),
+        "the last id of the vocabulary is never drawn",
+    ),
+    Mutant(
+        "one random id for the whole batch",
+        "mask_tokens",
+        (("torch.randint(vocab_size, input_ids.shape", "torch.randint(vocab_size, (1,)"),),
+        "every replaced position gets the same random token",
+    ),
+    Mutant(
+        "10% of the remaining 20% random",
+        "mask_tokens",
+        (("~to_mask & coin(0.5)", "~to_mask & coin(0.1)"),),
+        "the conditional probability of a random token taken as 0.1: 80/2/18 instead of 80/10/10",
+    ),
+    Mutant(
+        "masks input_ids in place",
+        "mask_tokens",
+        (("inputs = input_ids.masked_fill(to_mask, mask_id)", "inputs = input_ids.masked_fill_(to_mask, mask_id)"),),
+        "the caller's batch is corrupted too",
+    ),
+    Mutant(
+        "assumes (B, T) input",
+        "mask_tokens",
+        (
+            (
+                "torch.rand(input_ids.shape, generator=generator",
+                "torch.rand(input_ids.shape[0], input_ids.shape[-1], generator=generator",
+            ),
+        ),
+        "draws the coins for a (B, T) batch: any other shape fails",
+    ),
+    Mutant(
+        "dropout before the LayerNorm",
+        "BertEmbeddings",
+        (("return self.dropout(self.LayerNorm(x))", "return self.LayerNorm(self.dropout(x))"),),
+        "drops elements of the sum, then normalises",
+    ),
+    Mutant(
+        "LayerNorm without its eps",
+        "BertEmbeddings",
+        (
+            (
+                "self.dropout(self.LayerNorm(x))",
+                "self.dropout(F.layer_norm(x, x.shape[-1:], self.LayerNorm.weight, self.LayerNorm.bias))",
+            ),
+        ),
+        "functional layer norm with PyTorch's default eps=1e-5 instead of config.layer_norm_eps",
+    ),
+    Mutant(
+        "positions from the batch size",
+        "BertEmbeddings",
+        (("torch.arange(input_ids.shape[1]", "torch.arange(input_ids.shape[0]"),),
+        "counts positions along the batch axis",
+    ),
+    Mutant(
+        "ALBERT: dropout after the projection",
+        "AlbertEmbeddings",
+        (
+            ("x = self.dropout(self.LayerNorm(x))", "x = self.LayerNorm(x)"),
+            ("return self.projection(x)  # (B, T, d_model)", "return self.dropout(self.projection(x))"),
+        ),
+        "dropout in width d_model, after the projection (the notebook asks for it before)",
+    ),
+    Mutant(
+        "ALBERT: dropout before the LayerNorm",
+        "AlbertEmbeddings",
+        (("x = self.dropout(self.LayerNorm(x))", "x = self.LayerNorm(self.dropout(x))"),),
+        "drops elements of the sum, then normalises",
+    ),
+    Mutant(
+        "ALBERT: dropout forgotten",
+        "AlbertEmbeddings",
+        (("x = self.dropout(self.LayerNorm(x))", "x = self.LayerNorm(x)"),),
+        "no dropout on the embeddings",
+    ),
+    Mutant(
+        "ALBERT: LayerNorm without its eps",
+        "AlbertEmbeddings",
+        (
+            (
+                "x = self.dropout(self.LayerNorm(x))",
+                "x = self.dropout(F.layer_norm(x, x.shape[-1:], self.LayerNorm.weight, self.LayerNorm.bias))",
+            ),
+        ),
+        "functional layer norm with PyTorch's default eps=1e-5 instead of config.layer_norm_eps",
+    ),
+    Mutant(
+        "ALBERT: projection upcast",
+        "AlbertEmbeddings",
+        (("return self.projection(x)  # (B, T, d_model)", "return self.projection.float()(x.float())"),),
+        "the projection run in float32 and the result left there (a float16 model returns float32)",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative | Rewrite] = [
     Alternative(
         "index assignment for random tokens",
         "mask_tokens",
@@ -527,3 +798,240 @@ ALTERNATIVES = [
 ]
 
 __all__ = ["EXERCISES", "MUTANTS", "ALTERNATIVES", "CheckFailed"]
+
+# Correct answers written from scratch (whole cells, from the page and the notebook); each gets full marks.
+_MASK_HEAD = """
+def mask_tokens(input_ids, *, mask_id, vocab_size, special_ids, mlm_probability=0.15, generator=None):
+    special = torch.isin(input_ids, torch.as_tensor(list(special_ids), device=input_ids.device))
+"""
+
+_BERT_INIT = """
+class BertEmbeddings(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        self.position_embeddings = nn.Embedding(config.context_length, config.d_model)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.d_model)
+        self.LayerNorm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+"""
+
+_ALBERT_INIT = """
+class AlbertEmbeddings(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        E = config.embedding_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_id)
+        self.position_embeddings = nn.Embedding(config.context_length, E)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
+        self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.projection = nn.Linear(E, config.d_model)
+"""
+
+_CHECK_2D = """
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be (B, T), got {tuple(input_ids.shape)}")
+"""
+
+ALTERNATIVES += [
+    Rewrite(
+        "mask_tokens: Bernoulli draws on probability matrices (Hugging Face's recipe)",
+        "mask_tokens",
+        _MASK_HEAD
+        + """
+    shape = input_ids.shape
+    probability = torch.full(shape, mlm_probability, device=input_ids.device)
+    probability.masked_fill_(special, 0.0)
+    selected = torch.bernoulli(probability, generator=generator).bool()
+    labels = input_ids.clone()
+    labels[~selected] = -100
+    inputs = input_ids.clone()
+    replaced = torch.bernoulli(torch.full(shape, 0.8, device=input_ids.device), generator=generator).bool()
+    replaced &= selected
+    inputs[replaced] = mask_id
+    randomised = torch.bernoulli(torch.full(shape, 0.5, device=input_ids.device), generator=generator).bool()
+    randomised = randomised & selected & ~replaced
+    words = torch.randint(vocab_size, shape, dtype=torch.long, generator=generator, device=input_ids.device)
+    inputs[randomised] = words[randomised]
+    return inputs, labels
+""",
+        "selection probabilities with 0 at the specials, torch.bernoulli for each decision, index assignment",
+    ),
+    Rewrite(
+        "mask_tokens: one uniform number cut into 80/10/10 bands",
+        "mask_tokens",
+        _MASK_HEAD
+        + """
+    u = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+    selected = (u < mlm_probability) & ~special
+    band = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+    to_mask = selected & (band < 0.8)
+    to_random = selected & (band >= 0.8) & (band < 0.9)  # the last band (0.9 ... 1) keeps the token
+    random_ids = torch.randint(0, vocab_size, input_ids.shape, generator=generator, device=input_ids.device)
+    inputs = torch.where(to_mask, torch.full_like(input_ids, mask_id), input_ids)
+    inputs = torch.where(to_random, random_ids, inputs)
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))
+    return inputs, labels
+""",
+        "one uniform draw per token decides [MASK] / random / kept by the band it falls in; torch.where throughout",
+    ),
+    Rewrite(
+        "mask_tokens: flattened, random ids drawn only where needed",
+        "mask_tokens",
+        _MASK_HEAD
+        + """
+    flat = input_ids.reshape(-1)
+    n = flat.numel()
+    dev = input_ids.device
+    selected = (torch.rand(n, generator=generator, device=dev) < mlm_probability) & ~special.reshape(-1)
+    labels = torch.full_like(flat, -100)
+    labels[selected] = flat[selected]
+    decide = torch.rand(n, generator=generator, device=dev)
+    to_mask = selected & (decide < 0.8)
+    to_random = selected & (decide >= 0.9)
+    inputs = flat.clone()
+    inputs[to_mask] = mask_id
+    count = int(to_random.sum())
+    inputs[to_random] = torch.randint(vocab_size, (count,), generator=generator, device=dev)
+    return inputs.view(input_ids.shape), labels.view(input_ids.shape)
+""",
+        "works on the flattened ids (any shape), one draw for the 80/10/10 choice, exactly as many random ids as "
+        "needed, reshaped back",
+    ),
+    Rewrite(
+        "BertEmbeddings: position ids registered as a buffer",
+        "BertEmbeddings",
+        _BERT_INIT
+        + """
+        positions = torch.arange(config.context_length).unsqueeze(0)  # (1, context_length), as Hugging Face
+        self.register_buffer("position_ids", positions, persistent=False)
+
+    def forward(self, input_ids, token_type_ids=None):
+"""
+        + _CHECK_2D
+        + """
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        seq_len = input_ids.size(1)
+        words = self.word_embeddings(input_ids)
+        where = self.position_embeddings(self.position_ids[:, :seq_len])
+        segments = self.token_type_embeddings(token_type_ids)
+        embeddings = self.LayerNorm(words + where + segments)
+        return self.dropout(embeddings)
+""",
+        "(1, context_length) position ids in a non-persistent buffer (it follows the module's device), sliced to T",
+    ),
+    Rewrite(
+        "BertEmbeddings: tables indexed, functional LayerNorm and dropout",
+        "BertEmbeddings",
+        _BERT_INIT
+        + """
+    def forward(self, input_ids, token_type_ids=None):
+"""
+        + _CHECK_2D
+        + """
+        T = input_ids.shape[-1]
+        x = self.word_embeddings.weight[input_ids] + self.position_embeddings.weight[:T]
+        if token_type_ids is not None:
+            x = x + self.token_type_embeddings.weight[token_type_ids]
+        else:
+            x = x + self.token_type_embeddings.weight[0]  # every token in segment 0
+        ln = self.LayerNorm
+        x = F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+        return F.dropout(x, p=self.dropout.p, training=self.training)
+""",
+        "the weight tables indexed directly, segment 0's row added when no token_type_ids are given, "
+        "F.layer_norm with the module's eps, F.dropout following the module's mode",
+    ),
+    Rewrite(
+        "BertEmbeddings: positions by cumsum, sum accumulated",
+        "BertEmbeddings",
+        _BERT_INIT
+        + """
+    def forward(self, input_ids, token_type_ids=None):
+"""
+        + _CHECK_2D
+        + """
+        if token_type_ids is None:
+            token_type_ids = input_ids.new_zeros(input_ids.shape)
+        position_ids = torch.ones_like(input_ids).cumsum(dim=1) - 1  # (B, T): 0 ... T-1 on the ids' device
+        total = self.word_embeddings(input_ids)
+        total = total + self.token_type_embeddings(token_type_ids)
+        total = total + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(total))
+""",
+        "segments defaulted with new_zeros, (B, T) positions from a cumulative sum of ones_like",
+    ),
+    Rewrite(
+        "AlbertEmbeddings: named steps, positions expanded",
+        "AlbertEmbeddings",
+        _ALBERT_INIT
+        + """
+    def forward(self, input_ids, token_type_ids=None):
+"""
+        + _CHECK_2D
+        + """
+        B, T = input_ids.shape
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(B, T, dtype=torch.long, device=input_ids.device)
+        position_ids = torch.arange(T, device=input_ids.device).expand(B, T)
+        small = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(position_ids)
+            + self.token_type_embeddings(token_type_ids)
+        )  # (B, T, E)
+        small = self.LayerNorm(small)
+        small = self.dropout(small)
+        return self.projection(small)  # (B, T, d_model)
+""",
+        "segment ids made with device=, (B, T) positions by expand, each step named",
+    ),
+    Rewrite(
+        "AlbertEmbeddings: functional pieces, projection as F.linear",
+        "AlbertEmbeddings",
+        _ALBERT_INIT
+        + """
+    def forward(self, input_ids, token_type_ids=None):
+"""
+        + _CHECK_2D
+        + """
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        pos = torch.arange(input_ids.size(1)).to(input_ids.device)
+        x = F.embedding(input_ids, self.word_embeddings.weight)
+        x = x + F.embedding(pos, self.position_embeddings.weight)[None]
+        x = x + F.embedding(token_type_ids, self.token_type_embeddings.weight)
+        x = F.layer_norm(x, x.shape[-1:], self.LayerNorm.weight, self.LayerNorm.bias, eps=self.LayerNorm.eps)
+        x = F.dropout(x, self.dropout.p, self.training)
+        return F.linear(x, self.projection.weight, self.projection.bias)
+""",
+        "F.embedding, positions moved with .to(input_ids.device), F.layer_norm with the module's eps, F.dropout "
+        "with the module's mode, F.linear with the projection's parameters",
+    ),
+    Rewrite(
+        "AlbertEmbeddings: position buffer, einsum projection",
+        "AlbertEmbeddings",
+        _ALBERT_INIT
+        + """
+        self.register_buffer("positions", torch.arange(config.context_length), persistent=False)
+
+    def forward(self, input_ids, token_type_ids=None):
+"""
+        + _CHECK_2D
+        + """
+        T = input_ids.shape[1]
+        segments = (
+            self.token_type_embeddings(token_type_ids)
+            if token_type_ids is not None
+            else self.token_type_embeddings.weight[0]
+        )
+        x = self.word_embeddings(input_ids) + self.position_embeddings(self.positions[:T]) + segments
+        x = self.dropout(self.LayerNorm(x))  # still in width E
+        W, b = self.projection.weight, self.projection.bias  # (d_model, E), (d_model,)
+        return torch.einsum("bte,de->btd", x, W) + b
+""",
+        "positions from a registered buffer, segment 0's row broadcast when no segments are given, the "
+        "projection written as an einsum",
+    ),
+]

@@ -31,6 +31,7 @@ import dataclasses
 import importlib.util
 import io
 import linecache
+import logging
 import os
 import signal
 import sys
@@ -364,6 +365,11 @@ def _device_probe(fn: Callable, args: tuple, kwargs: dict) -> str | None:
     rng_state = torch.random.get_rng_state()
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     fake.cache_enabled = False  # its cache counters are class attributes, which the grading guard protects
+    # A wrong answer that fails inside the fake run makes PyTorch log a traceback through a handler that holds the
+    # original stderr (redirecting sys.stderr does not reach it): nbgrader scores a test cell with stderr as zero.
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    log_was = fake_log.disabled
+    fake_log.disabled = True
     try:
         with (
             torch.no_grad(),
@@ -382,6 +388,7 @@ def _device_probe(fn: Callable, args: tuple, kwargs: dict) -> str | None:
         raise _Undecided() from None
     finally:
         torch.random.set_rng_state(rng_state)
+        fake_log.disabled = log_was
     if key is not None and len(_PROBED) < 10_000:
         _PROBED.add(key)  # holds the code object: its id is not reused while remembered
     return None
