@@ -186,6 +186,20 @@ def _mask_random_from_vocabulary(fn):
 
 
 @EXERCISES.check("mask_tokens", hidden=True)
+def _mask_independent_per_token(fn):
+    """each token is selected on its own (a Bernoulli draw), so the number selected varies from row to row"""
+    x = torch.randint(5, 300, (64, 200), generator=rng(64))
+    _, labels = _run(fn, x, p=0.15, seed=65, V=300)
+    per_row = (labels != -100).sum(-1).float()  # Binomial(200, 0.15) per row: mean 30, std about 5
+    expect_true(
+        per_row.std().item() > 2.0,
+        f"Every row has (almost) the same number of selected tokens (std {per_row.std().item():.2f} over 64 rows; "
+        "independent draws give about 5): select each token on its own with probability p "
+        "(torch.rand(...) < p), not a fixed count per row.",
+    )
+
+
+@EXERCISES.check("mask_tokens", hidden=True)
 def _mask_any_shape(fn):
     """input_ids of any shape: a 1-D sequence and a (2, 3, 200) batch keep their shape and bookkeeping"""
     for shape, seed in (((4000,), 62), ((2, 3, 200), 63)):
@@ -729,6 +743,19 @@ MUTANTS = [
         "AlbertEmbeddings",
         (("return self.projection(x)  # (B, T, d_model)", "return self.projection.float()(x.float())"),),
         "the projection run in float32 and the result left there (a float16 model returns float32)",
+    ),
+    Mutant(
+        "a fixed count per row",
+        "mask_tokens",
+        (
+            (
+                "selected = coin(mlm_probability) & ~special",
+                "score = torch.rand(input_ids.shape, generator=generator, device=input_ids.device).masked_fill("
+                "special, 2.0)\n    n_pick = round(mlm_probability * input_ids.shape[-1])\n    selected = torch."
+                "zeros_like(special).scatter(-1, score.argsort(-1)[..., :n_pick], True) & ~special",
+            ),
+        ),
+        "exactly round(p·T) tokens per row (the lowest random scores), not each token independently",
     ),
 ]
 
