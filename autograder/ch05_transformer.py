@@ -711,7 +711,7 @@ MUTANTS = [
             ("torch.arange(context_length, dtype=torch.float64)", "torch.arange(5000, dtype=torch.float64)"),
             ("torch.zeros(context_length, d_model", "torch.zeros(5000, d_model"),
         ),
-        "the Annotated Transformer's max_len=5000 instead of context_length: pe is not (context_length, d_model)",
+        "a table of 5000 rows (the Annotated Transformer's default length) instead of context_length: pe is not (context_length, d_model)",
     ),
     Mutant(
         "table one row short",
