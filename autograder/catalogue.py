@@ -23,17 +23,26 @@ Figures = tuple[int, int, int, int, int, int]
 def _rewrites(checks) -> tuple[int, int]:
     """(rewrites, the fewest rewrites of any one exercise) in a checks module's ``ALTERNATIVES``."""
     per = {ex.name: 0 for ex in checks.EXERCISES}
-    for entry in getattr(checks, "ALTERNATIVES", []):
-        if isinstance(entry, Rewrite):
-            per[entry.target] += 1
+    for entry in _rewrite_entries(checks.EXERCISES.chapter):
+        per[entry.target] += 1
     return sum(per.values()), min(per.values(), default=0)
+
+
+def _rewrite_entries(chapter: str) -> list[Rewrite]:
+    """The chapter's rewrites, kept in the checkout's ``tests/rewrites/`` (not in the package students install)."""
+    try:
+        from tests.rewrites import rewrites
+    except ImportError:
+        return []
+    return [r for r in rewrites(chapter) if isinstance(r, Rewrite)]
 
 
 def figures(chapter: str) -> Figures:
     """(bugs caught, bugs, alternatives passed, alternatives, rewrites among them, fewest rewrites per exercise) of
     ``chapter``."""
     checks, module = notebooks.checks_module(chapter), notebooks.solution_module(chapter)
-    mutants, alternatives = checks.MUTANTS, getattr(checks, "ALTERNATIVES", [])
+    mutants = checks.MUTANTS
+    alternatives = [*getattr(checks, "ALTERNATIVES", []), *_rewrite_entries(chapter)]
     with contextlib.redirect_stdout(io.StringIO()):
         caught = sum(bool(check_failures(checks.EXERCISES, m, module)) for m in mutants)
         passed = sum(not check_failures(checks.EXERCISES, a, module) for a in alternatives)
@@ -44,7 +53,8 @@ def sizes(chapter: str) -> Figures:
     """The figures of ``chapter`` when every bug is caught and every alternative passes (what
     ``tests/test_checks.py`` asserts case by case), from the catalogue's sizes alone."""
     checks = notebooks.checks_module(chapter)
-    bugs, alternatives = len(checks.MUTANTS), len(getattr(checks, "ALTERNATIVES", []))
+    bugs = len(checks.MUTANTS)
+    alternatives = len(getattr(checks, "ALTERNATIVES", [])) + len(_rewrite_entries(chapter))
     return (bugs, bugs, alternatives, alternatives, *_rewrites(checks))
 
 

@@ -1,8 +1,8 @@
 """Correct answers written independently of the reference get full marks through the real grader, and their
 feedback pages show no error.
 
-Every exercise has at least ``MIN_REWRITES`` :class:`autograder.core.Rewrite` entries in its chapter's
-``ALTERNATIVES`` (whole cells written from the page and the notebook, not edits of the reference); the in-process
+Every exercise has at least ``MIN_REWRITES`` :class:`autograder.core.Rewrite` entries in
+``tests/rewrites/<chapter>.py`` (not in the course package, which students and the grading kernel see) (whole cells written from the page and the notebook, not edits of the reference); the in-process
 catalogue test (``tests/test_checks.py``) runs each through the checks. Here they go into real notebooks: notebook
 ``i`` of a chapter answers every exercise with its ``i``-th rewrite, and the batch is graded as an instructor grades
 one (``batch.grade``: canonicalisation, the guard, nbgrader's gradebook, the jail where bubblewrap is installed).
@@ -16,6 +16,7 @@ import pytest
 from autograder import notebooks
 from autograder.core import Rewrite
 from autograder.grading import batch
+from tests.rewrites import rewrites as chapter_rewrites
 
 MIN_REWRITES = 3
 CHAPTERS = notebooks.chapters()
@@ -25,9 +26,8 @@ def rewrites(chapter: str) -> dict[str, list[Rewrite]]:
     """Exercise name -> its catalogued rewrites, in catalogue order."""
     checks = notebooks.checks_module(chapter)
     found: dict[str, list[Rewrite]] = {ex.name: [] for ex in checks.EXERCISES}
-    for entry in getattr(checks, "ALTERNATIVES", []):
-        if isinstance(entry, Rewrite):
-            found[entry.target].append(entry)
+    for entry in chapter_rewrites(chapter):
+        found[entry.target].append(entry)
     return found
 
 

@@ -16,13 +16,16 @@ import torch
 
 from autograder import catalogue, notebooks
 from autograder.core import CheckFailed, check_failures, dependencies
+from tests.rewrites import rewrites
 
 MIN_BUGS, MIN_ALTERNATIVES = 12, 4
 
 CHAPTERS = notebooks.chapters()
 CASES = [(c, ex.name) for c in CHAPTERS for ex in notebooks.checks_module(c).EXERCISES]
 MUTANT_CASES = [(c, m) for c in CHAPTERS for m in notebooks.checks_module(c).MUTANTS]
-ALTERNATIVE_CASES = [(c, a) for c in CHAPTERS for a in getattr(notebooks.checks_module(c), "ALTERNATIVES", [])]
+ALTERNATIVE_CASES = [
+    (c, a) for c in CHAPTERS for a in [*getattr(notebooks.checks_module(c), "ALTERNATIVES", []), *rewrites(c)]
+]
 
 
 def test_there_are_chapters():

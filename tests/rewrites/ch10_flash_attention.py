@@ -1,0 +1,330 @@
+"""Answers to the exercises of ch10_flash_attention written from scratch (see tests/rewrites/__init__.py)."""
+
+from autograder import ch10_flash_attention as _checks
+from autograder.core import Rewrite
+
+globals().update({k: v for k, v in vars(_checks).items() if not k.startswith("__")})  # the checks' helpers
+
+REWRITES: list[Rewrite] = []
+
+# Whole answers written from scratch, as students write them from the page and the notebook's instructions.
+REWRITES += [
+    Rewrite(
+        "own block max, both sides rescaled",
+        "online_softmax_update",
+        '''
+        def online_softmax_update(m, ell, x_block):
+            """Fold x_block into (m, ell): the block is summed relative to its own max, then both parts move to m_new."""
+            block_max = x_block.max(dim=-1).values
+            m_new = torch.maximum(m, block_max)
+            # a shift that is -inf would give exp(-inf - (-inf)) = NaN: use 0 there (every term is exp(-inf) = 0 anyway)
+            own = torch.where(torch.isinf(block_max), torch.zeros_like(block_max), block_max)
+            new = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+            block_sum = torch.exp(x_block - own.unsqueeze(-1)).sum(dim=-1)
+            ell_new = ell * torch.exp(m - new) + block_sum * torch.exp(block_max - new)
+            return m_new, ell_new
+        ''',
+        "the block's sum relative to its own max, then both sums rescaled to the new max",
+    ),
+    Rewrite(
+        "entry by entry",
+        "online_softmax_update",
+        """
+        def online_softmax_update(m, ell, x_block):
+            # Milakov & Gimelshein's loop, one entry at a time (vectorised over the leading dims)
+            for j in range(x_block.shape[-1]):
+                x_j = x_block[..., j]
+                m_new = torch.maximum(m, x_j)
+                shift = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)
+                ell = ell * torch.exp(m - shift) + torch.exp(x_j - shift)
+                m = m_new
+            return m, ell
+        """,
+        "a Python loop over the block's entries, each folded in as a block of one",
+    ),
+    Rewrite(
+        "max over the state and the block together",
+        "online_softmax_update",
+        """
+        def online_softmax_update(m, ell, x_block):
+            m_new = torch.cat([m.unsqueeze(-1), x_block], dim=-1).amax(dim=-1)
+            finite = torch.isfinite(m_new)
+            m_ref = torch.where(finite, m_new, torch.zeros_like(m_new))
+            old = ell * torch.exp(m - m_ref)
+            new = torch.sum(torch.exp(x_block - m_ref[..., None]), dim=-1)
+            return m_new, old + new
+        """,
+        "the running max taken over the old max and the block at once (torch.cat), torch.where for the shift",
+    ),
+    Rewrite(
+        "nan_to_num for the shift",
+        "online_softmax_update",
+        """
+        def online_softmax_update(m, ell, x_block):
+            m_new = torch.max(m, torch.amax(x_block, dim=-1))
+            m_shift = torch.nan_to_num(m_new, neginf=0.0)  # -inf (nothing seen yet) -> 0
+            return m_new, torch.exp(m - m_shift) * ell + torch.exp(x_block - m_shift[..., None]).sum(-1)
+        """,
+        "torch.nan_to_num(neginf=0) makes the shift finite",
+    ),
+    Rewrite(
+        "own block max, masks from positions, no block skipped",
+        "flash_attention_forward",
+        '''
+        def flash_attention_forward(q, k, v, *, causal=False, attention_mask=None, block_q=64, block_k=64):
+            """Tiled attention with the online softmax; each tile is summed relative to its own max."""
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k, d_v = k.shape[-2], v.shape[-1]
+            acc = torch.promote_types(q.dtype, torch.float32)
+            outs, lses = [], []
+            for qs in range(0, T_q, block_q):
+                qe = min(qs + block_q, T_q)
+                q_i = q[:, :, qs:qe].to(acc) / math.sqrt(d_k)
+                m = torch.full((B, H, qe - qs), float("-inf"), dtype=acc, device=q.device)
+                l = torch.zeros_like(m)
+                acc_o = torch.zeros(B, H, qe - qs, d_v, dtype=acc, device=q.device)
+                for ks in range(0, T_k, block_k):
+                    ke = min(ks + block_k, T_k)
+                    s = torch.einsum("bhqd,bhkd->bhqk", q_i, k[:, :, ks:ke].to(acc))
+                    keep = torch.ones(B, 1, qe - qs, ke - ks, dtype=torch.bool, device=q.device)
+                    if causal:
+                        qpos = torch.arange(qs, qe, device=q.device) + (T_k - T_q)
+                        kpos = torch.arange(ks, ke, device=q.device)
+                        keep = keep & (kpos[None, :] <= qpos[:, None])
+                    if attention_mask is not None:
+                        keep = keep & attention_mask[:, None, None, ks:ke]
+                    s = s.masked_fill(~keep, float("-inf"))
+                    tile_max = s.amax(dim=-1)  # -inf where the whole tile row is masked
+                    tile_ref = torch.where(tile_max == float("-inf"), torch.zeros_like(tile_max), tile_max)
+                    p = torch.exp(s - tile_ref[..., None])
+                    m_new = torch.maximum(m, tile_max)
+                    m_ref = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)
+                    old, new = torch.exp(m - m_ref), torch.exp(tile_max - m_ref)
+                    l = old * l + new * p.sum(dim=-1)
+                    acc_o = old[..., None] * acc_o + new[..., None] * (p @ v[:, :, ks:ke].to(acc))
+                    m = m_new
+                denom = torch.where(l > 0, l, torch.ones_like(l))
+                outs.append((acc_o / denom[..., None]).to(q.dtype))
+                lses.append(m + torch.log(l))
+            return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+        ''',
+        "each tile summed relative to its own max and both sides rescaled; masks built from positions; queries "
+        "pre-scaled; einsum; blocks collected in lists; every key block visited",
+    ),
+    Rewrite(
+        "normalised output kept (FlashAttention-1 order)",
+        "flash_attention_forward",
+        """
+        def flash_attention_forward(q, k, v, *, causal=False, attention_mask=None, block_q=64, block_k=64):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k, d_v = k.shape[-2], v.shape[-1]
+            acc = torch.promote_types(q.dtype, torch.float32)
+            scale = d_k**-0.5
+            o = q.new_zeros(B, H, T_q, d_v)
+            lse = torch.empty(B, H, T_q, dtype=acc, device=q.device)
+            for q_start in range(0, T_q, block_q):
+                q_end = min(q_start + block_q, T_q)
+                q_i = q[:, :, q_start:q_end].to(acc)
+                n = q_end - q_start
+                m_i = torch.full((B, H, n), torch.finfo(acc).min, dtype=acc, device=q.device)
+                l_i = torch.zeros(B, H, n, dtype=acc, device=q.device)
+                o_i = torch.zeros(B, H, n, d_v, dtype=acc, device=q.device)  # kept normalised: o_i = sum p v / l_i
+                for k_start in range(0, T_k, block_k):
+                    k_end = min(k_start + block_k, T_k)
+                    if causal and k_start > q_end - 1 + T_k - T_q:
+                        break  # this key block and the later ones are in the future of every query of the block
+                    s = torch.matmul(q_i, k[:, :, k_start:k_end].to(acc).mT) * scale
+                    allowed = block_mask(
+                        q_start, q_end, k_start, k_end, T_q=T_q, T_k=T_k, causal=causal,
+                        attention_mask=attention_mask, device=q.device,
+                    )
+                    if allowed is not None:
+                        s = torch.where(allowed, s, float("-inf"))
+                    m_new = torch.maximum(m_i, s.max(dim=-1).values)  # finite: m_i starts at the lowest float
+                    p = torch.exp(s - m_new.unsqueeze(-1))
+                    l_new = torch.exp(m_i - m_new) * l_i + p.sum(-1)
+                    l_div = l_new.clamp_min(torch.finfo(acc).tiny)
+                    o_i = (
+                        (torch.exp(m_i - m_new) * l_i / l_div)[..., None] * o_i
+                        + (p @ v[:, :, k_start:k_end].to(acc)) / l_div[..., None]
+                    )
+                    m_i, l_i = m_new, l_new
+                o[:, :, q_start:q_end] = o_i.to(q.dtype)
+                lse[:, :, q_start:q_end] = torch.where(l_i > 0, m_i + torch.log(l_i), float("-inf"))
+            return o, lse
+        """,
+        "FlashAttention-1's update (the output kept normalised at every step), running max started at the lowest "
+        "finite float, torch.where masks, a break for the causal future, q.new_zeros",
+    ),
+    Rewrite(
+        "masked fill with -inf and an explicit first block",
+        "flash_attention_forward",
+        """
+        def flash_attention_forward(q, k, v, *, causal=False, attention_mask=None, block_q=64, block_k=64):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k = k.shape[2]
+            work = torch.float64 if q.dtype == torch.float64 else torch.float32
+            qf, kf, vf = q.to(work), k.to(work), v.to(work)
+            o = torch.zeros(B, H, T_q, v.shape[-1], dtype=q.dtype, device=q.device)
+            lse = torch.full((B, H, T_q), float("-inf"), dtype=work, device=q.device)
+            shift = T_k - T_q
+            for i0 in range(0, T_q, block_q):
+                i1 = min(i0 + block_q, T_q)
+                last_key = min(T_k, i1 + shift) if causal else T_k
+                m = l = acc = None
+                for j0 in range(0, last_key, block_k):
+                    j1 = min(j0 + block_k, T_k)
+                    s = qf[:, :, i0:i1] @ kf[:, :, j0:j1].transpose(2, 3) / math.sqrt(d_k)
+                    mask = block_mask(i0, i1, j0, j1, T_q=T_q, T_k=T_k, causal=causal, attention_mask=attention_mask,
+                                      device=q.device)
+                    if mask is not None:
+                        s = s.masked_fill(mask.logical_not(), float("-inf"))
+                    if m is None:  # the first key block starts the running state
+                        m = s.amax(-1)
+                        safe = m.masked_fill(m.isneginf(), 0)
+                        p = (s - safe[..., None]).exp()
+                        l, acc = p.sum(-1), p @ vf[:, :, j0:j1]
+                        continue
+                    m_new = torch.maximum(m, s.amax(-1))
+                    safe = m_new.masked_fill(m_new.isneginf(), 0)
+                    p = (s - safe[..., None]).exp()
+                    r = (m - safe).exp()
+                    l = r * l + p.sum(-1)
+                    acc = r[..., None] * acc + p @ vf[:, :, j0:j1]
+                    m = m_new
+                if m is None:  # no key block at all (cannot happen with T_q <= T_k, kept for safety)
+                    continue
+                o[:, :, i0:i1] = torch.nan_to_num(acc / l[..., None], nan=0.0).to(q.dtype)
+                lse[:, :, i0:i1] = m + l.log()
+            return o, lse
+        """,
+        "the first key block initialises the state (no -inf start), 0/0 cleaned with nan_to_num",
+    ),
+    Rewrite(
+        "query blocks inside, dq accumulated in place of a local sum",
+        "flash_attention_backward",
+        """
+        def flash_attention_backward(
+            do, q, k, v, o, lse, *, causal=False, attention_mask=None, block_q=64, block_k=64
+        ):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k = k.shape[-2]
+            acc = torch.promote_types(q.dtype, torch.float32)
+            scale = 1.0 / math.sqrt(d_k)
+            qa, ka, va, doa = q.to(acc), k.to(acc), v.to(acc), do.to(acc)
+            lse_a = lse.to(acc)
+            lse_a = torch.where(torch.isinf(lse_a), torch.zeros_like(lse_a), lse_a)
+            dq, dk, dv = torch.zeros_like(qa), torch.zeros_like(ka), torch.zeros_like(va)
+            for qs in range(0, T_q, block_q):  # query blocks outside, key blocks inside (FlashAttention-2's forward order)
+                qe = min(qs + block_q, T_q)
+                q_i, do_i = qa[:, :, qs:qe], doa[:, :, qs:qe]
+                D_i = (do_i * o[:, :, qs:qe].to(acc)).sum(-1, keepdim=True)
+                dq_i = torch.zeros_like(q_i)
+                for ks in range(0, T_k, block_k):
+                    ke = min(ks + block_k, T_k)
+                    s = q_i @ ka[:, :, ks:ke].transpose(-1, -2) * scale
+                    allowed = block_mask(
+                        qs, qe, ks, ke, T_q=T_q, T_k=T_k, causal=causal, attention_mask=attention_mask, device=q.device
+                    )
+                    if allowed is not None:
+                        s = s.masked_fill(~allowed, float("-inf"))
+                    p = torch.exp(s - lse_a[:, :, qs:qe, None])
+                    dv[:, :, ks:ke] += p.transpose(-1, -2) @ do_i
+                    ds = p * (do_i @ va[:, :, ks:ke].transpose(-1, -2) - D_i)
+                    dq_i += ds @ ka[:, :, ks:ke]
+                    dk[:, :, ks:ke] += ds.transpose(-1, -2) @ q_i
+                dq[:, :, qs:qe] = dq_i * scale
+            return dq.to(q.dtype), (dk * scale).to(k.dtype), dv.to(v.dtype)
+        """,
+        "query blocks in the outer loop, the scale applied once at the end, D per query block",
+    ),
+    Rewrite(
+        "einsum and masks from positions",
+        "flash_attention_backward",
+        """
+        def flash_attention_backward(
+            do, q, k, v, o, lse, *, causal=False, attention_mask=None, block_q=64, block_k=64
+        ):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            T_q, d_k = q.shape[-2:]
+            T_k = k.shape[-2]
+            acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+            D = torch.einsum("bhqd,bhqd->bhq", do.to(acc), o.to(acc))
+            lse_f = torch.nan_to_num(lse.to(acc), neginf=0.0)
+            dq = torch.zeros(q.shape, dtype=acc, device=q.device)
+            dk = torch.zeros(k.shape, dtype=acc, device=q.device)
+            dv = torch.zeros(v.shape, dtype=acc, device=q.device)
+            for j0 in range(0, T_k, block_k):
+                j1 = min(j0 + block_k, T_k)
+                k_j, v_j = k[:, :, j0:j1].to(acc), v[:, :, j0:j1].to(acc)
+                key_pos = torch.arange(j0, j1, device=q.device)
+                for i0 in range(0, T_q, block_q):
+                    i1 = min(i0 + block_q, T_q)
+                    q_i, do_i = q[:, :, i0:i1].to(acc), do[:, :, i0:i1].to(acc)
+                    s = torch.einsum("bhqd,bhkd->bhqk", q_i, k_j) / math.sqrt(d_k)
+                    if causal:
+                        query_pos = torch.arange(i0, i1, device=q.device) + T_k - T_q
+                        s = s.masked_fill(key_pos[None, :] > query_pos[:, None], float("-inf"))
+                    if attention_mask is not None:
+                        s = s.masked_fill(~attention_mask[:, None, None, j0:j1], float("-inf"))
+                    p = torch.exp(s - lse_f[:, :, i0:i1].unsqueeze(-1))
+                    dv[:, :, j0:j1] += torch.einsum("bhqk,bhqd->bhkd", p, do_i)
+                    dp = torch.einsum("bhqd,bhkd->bhqk", do_i, v_j)
+                    ds = p * (dp - D[:, :, i0:i1].unsqueeze(-1)) / math.sqrt(d_k)
+                    dq[:, :, i0:i1] += torch.einsum("bhqk,bhkd->bhqd", ds, k_j)
+                    dk[:, :, j0:j1] += torch.einsum("bhqk,bhqd->bhkd", ds, q_i)
+            return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+        """,
+        "einsum for every product, masks from positions and the padding mask, no block skipped, nan_to_num",
+    ),
+    Rewrite(
+        "D from a first pass over the key blocks",
+        "flash_attention_backward",
+        """
+        def flash_attention_backward(
+            do, q, k, v, o, lse, *, causal=False, attention_mask=None, block_q=64, block_k=64
+        ):
+            check_flash_inputs(q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+            B, H, T_q, d_k = q.shape
+            T_k = k.shape[-2]
+            acc = torch.promote_types(q.dtype, torch.float32)
+            scale = 1 / math.sqrt(d_k)
+            safe_lse = lse.to(acc).masked_fill(lse.isneginf(), 0.0)
+
+            def tile(i0, i1, j0, j1):
+                # recomputed probabilities P_ij = exp(S_ij - L_i) of one tile
+                s = q[:, :, i0:i1].to(acc) @ k[:, :, j0:j1].to(acc).transpose(-2, -1) * scale
+                allowed = block_mask(i0, i1, j0, j1, T_q=T_q, T_k=T_k, causal=causal, attention_mask=attention_mask,
+                                     device=q.device)
+                if allowed is not None:
+                    s = s.masked_fill(~allowed, -math.inf)
+                return torch.exp(s - safe_lse[:, :, i0:i1, None])
+
+            blocks_q = [(i, min(i + block_q, T_q)) for i in range(0, T_q, block_q)]
+            blocks_k = [(j, min(j + block_k, T_k)) for j in range(0, T_k, block_k)]
+            # D_i = rowsum(P ∘ dP) over all keys, accumulated tile by tile (equal to rowsum(dO ∘ O))
+            D = torch.zeros(B, H, T_q, dtype=acc, device=q.device)
+            for i0, i1 in blocks_q:
+                for j0, j1 in blocks_k:
+                    dp = do[:, :, i0:i1].to(acc) @ v[:, :, j0:j1].to(acc).transpose(-2, -1)
+                    D[:, :, i0:i1] += (tile(i0, i1, j0, j1) * dp).sum(-1)
+            dq = torch.zeros(q.shape, dtype=acc, device=q.device)
+            dk = torch.zeros(k.shape, dtype=acc, device=q.device)
+            dv = torch.zeros(v.shape, dtype=acc, device=q.device)
+            for j0, j1 in blocks_k:
+                for i0, i1 in blocks_q:
+                    p = tile(i0, i1, j0, j1)
+                    do_i = do[:, :, i0:i1].to(acc)
+                    dv[:, :, j0:j1] += p.transpose(-2, -1) @ do_i
+                    ds = p * (do_i @ v[:, :, j0:j1].to(acc).transpose(-2, -1) - D[:, :, i0:i1, None])
+                    dq[:, :, i0:i1] += ds @ k[:, :, j0:j1].to(acc) * scale
+                    dk[:, :, j0:j1] += ds.transpose(-2, -1) @ q[:, :, i0:i1].to(acc) * scale
+            return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+        """,
+        "D = rowsum(P ∘ dP) from a first pass instead of rowsum(dO ∘ O), a helper for the recomputed tile",
+    ),
+]
