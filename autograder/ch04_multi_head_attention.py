@@ -33,6 +33,8 @@ from .core import (
 )
 
 EXERCISES = Exercises("ch04_multi_head_attention")
+# judged by the grading kernel alone (grading/judge.py): reads the gradients of the answer's own weights after a backward pass
+EXERCISES.judged_in_kernel = frozenset({"_mha_float64_grad"})
 
 
 # ---------------------------------------------------------------- exercise 1: split_heads

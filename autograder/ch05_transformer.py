@@ -37,6 +37,8 @@ from .core import (
 )
 
 EXERCISES = Exercises("ch05_transformer")
+# judged by the grading kernel alone (grading/judge.py): reads the gradient of the answer's own embedding table after a backward pass
+EXERCISES.judged_in_kernel = frozenset({"_embedding_padding"})
 
 
 def _torch_causal(T: int) -> torch.Tensor:

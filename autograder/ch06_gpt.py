@@ -33,6 +33,17 @@ from .core import (
 )
 
 EXERCISES = Exercises("ch06_gpt")
+# judged by the grading kernel alone (grading/judge.py): the oracles run the answer's own sub-modules (its attention, its blocks) or test parameter identity (weight tying)
+EXERCISES.judged_in_kernel = frozenset(
+    {
+        "_block_basic",
+        "_gpt_tied",
+        "_gpt_logits",
+        "_gpt_positions_and_gradient",
+        "_gpt_layer_norm_eps",
+        "_gpt_input_forms",
+    }
+)
 
 
 def _randomise(module: nn.Module, seed: int) -> nn.Module:

@@ -51,6 +51,7 @@ import threading
 import types
 
 _MISSING = object()
+MAX_RECORD_BYTES = 64 << 20  # one record line at most (a verdict carries its checks' recorded calls)
 RECORD_FILE = "autograder-records"  # the name of a record socket file (jailed kernels): only its engine connects
 _ARMED: dict = {}  # "verdict": the engine's entry point (replacing it only loses the student's own records)
 
@@ -109,7 +110,7 @@ class RecordServer:
             conn.settimeout(10)
             data = b""
             try:
-                while len(data) < 1 << 20:
+                while len(data) < MAX_RECORD_BYTES:
                     chunk = conn.recv(65536)
                     if not chunk:
                         break
@@ -266,7 +267,10 @@ def _private_world(core, checks_mod, boundary) -> tuple[dict, dict]:
                 g[k] = _clone(v, g)
         return g
 
-    core_g = private(core, {"_BOUNDARY": boundary})
+    # the private core keeps its own record of each check's calls (the module's dict is the notebook's to change)
+    core_g = private(
+        core, {"_BOUNDARY": boundary, "_RECORDER": {"trace": None, "replay": None, "depth": 0, "leaves": []}}
+    )
     shared = {
         k: core_g[k]
         for k, v in vars(checks_mod).items()
@@ -455,6 +459,33 @@ def _setattr_problem(target, attr, protected_classes: dict, private_globals: tup
     return None
 
 
+def _encode_traces(traces: list) -> str:
+    """The checks' recorded calls (``core.record``'s plain data: tensors, numbers, strings, lists) as the text a
+    verdict record carries: ``torch.save``, zlib, base64. The worker reads it with ``torch.load(weights_only=True)``,
+    which runs no code of the kernel's."""
+    import base64
+    import io
+    import zlib
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(traces, buf)
+    return base64.b64encode(zlib.compress(buf.getvalue(), 6)).decode("ascii")
+
+
+def decode_traces(text: str, limit: int = 256 << 20) -> list:
+    """:func:`_encode_traces`' inverse, in the worker: at most ``limit`` bytes decompressed."""
+    import base64
+    import io
+    import zlib
+
+    import torch
+
+    raw = zlib.decompressobj().decompress(base64.b64decode(text, validate=True), limit)
+    return torch.load(io.BytesIO(raw), weights_only=True)
+
+
 def _signed_line(signer, entry: dict, dumps=json.dumps) -> bytes:
     """The line that carries ``entry`` to the worker: its JSON body and the body's HMAC with ``signer`` (a keyed
     ``hmac`` object, copied, never updated)."""
@@ -615,6 +646,8 @@ def _arm(chapter: str) -> None:
         core_g["crash_message"],
     )
     private_dicts = (core_g, checks_g)
+    recorder = core_g["_RECORDER"]
+    encode_traces = _encode_traces
     exercises = checks_mod.EXERCISES
     # each exercise graded on its own: one that calls another exercise also runs with the course's version of it
     find_dependencies = core_g["dependencies"]
@@ -668,6 +701,8 @@ def _arm(chapter: str) -> None:
             extra_threads = thread_count() - threads_at_arm
             obj = user_ns.get(name, missing)
             fns = checks.get(name, ())
+            traces: list = []  # per run, per check: the calls into the student's code, for the worker to judge
+            had_deps = [False]
             if not fns:
                 failures.append(f"{name} is not an exercise of this chapter")
             elif obj is missing:
@@ -677,6 +712,7 @@ def _arm(chapter: str) -> None:
             else:
                 active[0] = True
                 deps = find_dependencies(references, name, obj)
+                had_deps[0] = bool(deps)
                 own_failures: list = []  # with deps: the same checks on the student's own versions of them
                 runs = ((failures, deps), (own_failures, {})) if deps else ((failures, {}),)
                 sink, completed = failures, False
@@ -687,7 +723,12 @@ def _arm(chapter: str) -> None:
                             try:
                                 for dep, g in swap.items():
                                     g[dep] = references[dep]
+                                run_traces: list = []
+                                traces.append(run_traces)
                                 for fn in fns:
+                                    trace: list = []
+                                    run_traces.append(trace)
+                                    recorder.update(trace=trace, replay=None, depth=0, leaves=[])
                                     try:
                                         with disable_subclasses(), disable_dispatch():
                                             fn(obj)
@@ -701,6 +742,8 @@ def _arm(chapter: str) -> None:
                                         raise  # the time limit (or the cell's): stop, do not call the answer again
                                     except BaseException as err:
                                         sink.append(f"the student's code raised {type(err).__name__}")
+                                    finally:
+                                        recorder.update(trace=None, depth=0, leaves=[])
                                     if expired[0]:  # the answer swallowed the time-out: stop all the same
                                         raise timeout_error(exercise_seconds)
                             finally:
@@ -731,7 +774,12 @@ def _arm(chapter: str) -> None:
                 "violations": violations[:6],
                 "threads": extra_threads,
                 "seq": seq[0],
+                "deps": had_deps[0],
             }
+            try:
+                entry["traces"] = encode_traces(traces)
+            except Exception:  # the worker then cannot judge it: the exercise earns nothing
+                entry["traces"] = None
             seq[0] += 1
             line = signed_line(signer, entry)
             s = new_socket(AF_UNIX, SOCK_STREAM)

@@ -141,6 +141,22 @@ def _jail_line(out: pathlib.Path) -> str:
     )
 
 
+def _verdict_line(chapter: str) -> str:
+    """How this chapter's checks are judged: how many again outside the kernel (grading/judge.py)."""
+    import importlib
+
+    try:
+        ex = importlib.import_module(f"autograder.{chapter}").EXERCISES
+    except Exception:
+        return ""
+    names = [fn.__name__ for e in ex for fn in e.visible + e.hidden]
+    kernel = sum(n in ex.judged_in_kernel for n in names)
+    return (
+        f"Verdicts: {len(names) - kernel} of {len(names)} checks judged again outside the student's kernel, from "
+        f"what the answer returned; {kernel} by the kernel alone, under the guard."
+    )
+
+
 def write_summary(
     rows: list[Row], out: pathlib.Path, names: list[str], points: dict[str, int], *, attention: Sequence[str] = ()
 ) -> None:
@@ -178,6 +194,8 @@ def write_summary(
     if attention:
         md += ["", "## Needs attention", ""] + [f"* {a}" for a in attention]
     md += ["", _jail_line(out)]
+    if rows:
+        md.append(_verdict_line(rows[0].chapter))
     (out / "summary.md").write_text("\n".join(md) + "\n")
     import matplotlib
 

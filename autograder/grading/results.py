@@ -36,6 +36,8 @@ class Result:
     warnings: list[str] = dataclasses.field(default_factory=list)
     log: str = ""
     trace: str = ""
+    # checks judged again outside the kernel from their records ("outside") and by the kernel alone ("kernel")
+    judged: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -44,7 +46,11 @@ class Result:
 
 def write_result(path: pathlib.Path, result: Result) -> None:
     """Write ``result`` to ``path`` atomically (a reader never sees half a file)."""
-    fields = {k: v for k, v in dataclasses.asdict(result).items() if v != "" or k not in ("log", "trace")}
+    fields = {
+        k: v
+        for k, v in dataclasses.asdict(result).items()
+        if (v != "" and v != {}) or k not in ("log", "trace", "judged")
+    }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(fields, indent=1, sort_keys=True))
     tmp.replace(path)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import nbformat
 
-from . import guard, jail, nbgrader_adapter, scoring
+from . import guard, jail, judge, nbgrader_adapter, scoring
 from .results import (
     Result,
     failure_reasons,
@@ -227,6 +227,7 @@ def grade_one(job: Job) -> Result:
     except (OSError, ValueError):
         kernel_pid = -1
     entries, forged = records.records(kernel_pid, key)
+    entries = judge.judge(chapter, entries)  # the checks again, here, on what the student's code returned
     warnings += scoring.blocked_warnings(entries)
     if not success or not graded_path.exists():
         reason = _autograde_failure(log_text, job.cell_timeout, job.memory_mb, entries, list(job.points))
@@ -266,8 +267,17 @@ def grade_one(job: Job) -> Result:
     keep = pathlib.Path(job.keep)
     keep.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(graded_path, keep / f"{sid}.ipynb")
+    verdicts = [e for e in entries if e.get("type") == "verdict"]
+    judged = {k: sum(e.get(f"judged_{k}", 0) for e in verdicts) for k in ("outside", "in_kernel")}
     return Result(
-        job.submission_name, job.sha256, sid, scored.status, "; ".join(scored.reasons), scored.scores, warnings
+        job.submission_name,
+        job.sha256,
+        sid,
+        scored.status,
+        "; ".join(scored.reasons),
+        scored.scores,
+        warnings,
+        judged={"outside": judged["outside"], "kernel": judged["in_kernel"]},
     )
 
 

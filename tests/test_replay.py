@@ -1,0 +1,189 @@
+"""The verdict judged outside the kernel: checks recorded in one process and replayed in another agree.
+
+``autograder.core.record`` runs a check on the answer and keeps every call into the answer's code;
+``autograder.core.replay`` runs the same check on that record alone (the grading worker does this, in a process the
+student's code never runs in). A check that cannot be replayed must be listed in its chapter's
+``EXERCISES.judged_in_kernel``; these tests keep that list true in both directions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import pickle
+import warnings
+
+import pytest
+import torch
+
+from autograder import core, notebooks
+from autograder.core import CheckFailed, call, expect_close, expect_true, record, replay, rng
+from autograder.grading import guard, judge
+
+CHAPTERS = notebooks.chapters()
+
+
+def _sdpa_check(fn):
+    q, k, v = (torch.randn(2, 3, 4, generator=rng(s)) for s in (1, 2, 3))
+    q.requires_grad_(), v.requires_grad_()
+    got = call("attention(q, k, v)", fn, q, k, v)
+    expected = torch.softmax(q @ k.transpose(-2, -1) / 2.0, -1) @ v
+    expect_close("attention(q, k, v)", got.detach(), expected.detach())
+    call("backward", lambda: got.sum().backward())
+    expect_true(q.grad is not None, "no gradient reaches q")
+
+
+def _right(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -1) @ v
+
+
+def _unscaled(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+
+
+def test_a_replayed_check_judges_the_recorded_answer():
+    outcome, _, trace = record(_sdpa_check, _right)
+    assert outcome == "passed" and [e[1] for e in trace] == ["attention(q, k, v)", "backward"]
+    assert replay(_sdpa_check, trace) == ("passed", "")
+    outcome, message, trace = record(_sdpa_check, _unscaled)
+    assert outcome == "failed"
+    assert replay(_sdpa_check, trace) == ("failed", message)
+
+
+def test_a_record_that_says_pass_for_a_wrong_answer_is_judged_by_its_values():
+    """What a patched kernel could send: the check 'passed' there, but the values it recorded are the wrong
+    answer's; the worker computes the oracle and the comparison itself."""
+    _, _, trace = record(_sdpa_check, _unscaled)
+    outcome, message = replay(_sdpa_check, trace)
+    assert outcome == "failed" and "differs from the expected values" in message
+
+
+def test_the_gradient_a_backward_pass_gives_the_checks_inputs_is_replayed():
+    def detached(q, k, v):
+        return _right(q.detach(), k, v)
+
+    outcome, message, trace = record(_sdpa_check, detached)
+    assert outcome == "failed" and "no gradient" in message
+    assert replay(_sdpa_check, trace) == ("failed", message)
+
+
+def test_a_check_that_diverges_from_its_record_is_not_judged_a_pass():
+    _, _, trace = record(_sdpa_check, _right)
+    assert replay(_sdpa_check, trace[:1])[0] == "unjudged"  # the record ran out
+    renamed = [[trace[0][0], "something else", *trace[0][2:]], trace[1]]
+    assert replay(_sdpa_check, renamed)[0] == "unjudged"
+
+
+def test_an_answers_object_is_replayed_as_a_shell_with_its_weights():
+    class Student(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.W_q = torch.nn.Linear(4, 4)
+            self.scale = 0.5
+
+        def forward(self, x):
+            return self.W_q(x) * self.scale
+
+    def check(cls):
+        torch.manual_seed(0)
+        m = call("Student()", cls)
+        expect_true(isinstance(m.W_q, torch.nn.Linear), "W_q should be an nn.Linear")
+        x = torch.randn(2, 4, generator=rng(0))
+        got = call("m(x)", m, x)
+        expect_close("m(x)", got, torch.nn.functional.linear(x, m.W_q.weight, m.W_q.bias).detach() * m.scale)
+
+    outcome, _, trace = record(check, Student)
+    assert outcome == "passed"
+    assert replay(check, trace) == ("passed", "")
+
+    def calls_forward_directly(cls):
+        m = call("Student()", cls)
+        m(torch.zeros(1, 4))
+
+    assert replay(calls_forward_directly, record(calls_forward_directly, Student)[2])[0] == "unjudged"
+
+
+def test_records_travel_as_data_that_loads_without_running_code():
+    _, _, trace = record(_sdpa_check, _right)
+    text = guard._encode_traces([[trace]])
+    assert replay(_sdpa_check, guard.decode_traces(text)[0][0]) == ("passed", "")
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("ran",))
+
+    buf = io.BytesIO()
+    torch.save([Evil()], buf)
+    import base64
+    import zlib
+
+    with pytest.raises(pickle.UnpicklingError):
+        guard.decode_traces(base64.b64encode(zlib.compress(buf.getvalue())).decode())
+
+
+def _quiet(fn, *args):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_check_not_listed_gives_the_same_verdict_when_replayed(chapter):
+    """On the reference answers: each check outside ``judged_in_kernel`` gives the same verdict from its record,
+    and each listed check really needs the kernel (the list does not outlive the reason)."""
+    checks = importlib.import_module(f"autograder.{chapter}")
+    solutions = importlib.import_module(f"solutions.{chapter}")
+    listed = checks.EXERCISES.judged_in_kernel
+    names = {fn.__name__ for ex in checks.EXERCISES for fn in ex.visible + ex.hidden}
+    assert listed <= names, f"not checks of {chapter}: {sorted(listed - names)}"
+    wrong, needless = [], []
+    for ex in checks.EXERCISES:
+        obj = getattr(solutions, ex.name)
+        for fn in ex.visible + ex.hidden:
+            outcome, message, trace = _quiet(record, fn, obj)
+            assert outcome == "passed", f"{fn.__name__} fails on the reference: {message}"
+            again, why = _quiet(replay, fn, trace)
+            if fn.__name__ in listed:
+                if again == "passed":
+                    needless.append(fn.__name__)
+            elif again != "passed":
+                wrong.append(f"{fn.__name__}: {again} ({why[:160]})")
+    assert not wrong, "checks that do not replay (fix them, or list them in EXERCISES.judged_in_kernel):\n" + "\n".join(
+        wrong
+    )
+    assert not needless, f"listed in judged_in_kernel but replayed fine on the reference: {needless}"
+
+
+def test_the_worker_withholds_what_the_kernel_passed_but_the_record_fails():
+    """judge.judge on a verdict record as a patched kernel would send it: 'passed', with a wrong answer's record."""
+    checks = importlib.import_module("autograder.ch08_kv_cache")
+    solutions = importlib.import_module("solutions.ch08_kv_cache")
+    mutant = next(m for m in checks.MUTANTS if m.target == "repeat_kv")
+    fns = checks.EXERCISES["repeat_kv"].visible + checks.EXERCISES["repeat_kv"].hidden
+    traces = [[_quiet(record, fn, mutant.build(solutions))[2] for fn in fns]]
+    forged = {"type": "verdict", "exercise": "repeat_kv", "passed": True, "failures": [], "violations": []}
+    judged = judge.judge("ch08_kv_cache", [dict(forged, traces=guard._encode_traces(traces))])[0]
+    assert judged["passed"] is False and judged["failures"] and judged["judged_outside"] == len(fns)
+    honest = [[_quiet(record, fn, solutions.repeat_kv)[2] for fn in fns]]
+    assert judge.judge("ch08_kv_cache", [dict(forged, traces=guard._encode_traces(honest))])[0]["passed"] is True
+    assert judge.judge("ch08_kv_cache", [forged])[0]["passed"] is False  # no record: nothing to judge, no points
+
+
+def test_a_check_failure_raised_inside_the_answer_is_recorded_as_the_checks_message():
+    def check(fn):
+        call("fn()", fn)
+
+    def raises():
+        raise ValueError("bad shapes")
+
+    outcome, message, trace = record(check, raises)
+    assert outcome == "failed" and "ValueError: bad shapes" in message
+    assert replay(check, trace) == ("failed", message)
+    with pytest.raises(CheckFailed):
+        check(raises)
+    assert core._RECORDER["trace"] is None and core._RECORDER["replay"] is None
