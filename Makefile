@@ -38,11 +38,15 @@ lint: $(STAMP)
 # CI's tier of the slow tests (they start kernels, jails or processes), about 10 minutes on 2 quiet cores: every
 # chapter's notebook in the Colab-like virtualenv (untouched and with the reference answers, the course installed by
 # the setup cell), the grading jail, DDP training, grading on a Dask cluster, plain nbgrader's own tools on the
-# exchange chapter, and the graded damaged/hostile variants of chapters 8 and 9. The other per-chapter kernel tests
+# exchange chapter, the graded damaged/hostile variants of chapters 8 and 9, and the independently written correct
+# answers graded through the real grader for chapters 3, 6 and 10 (every chapter's in `make test-full`). The other per-chapter kernel tests
 # (variants and plain nbgrader of the other chapters, nbval), the scaffold and the training-script tests run in
 # `make test-full` (before a release; about 40 minutes on 2 cores).
 SLOW_CI := tests/test_colab_surface.py tests/test_jail.py tests/test_distributed_training.py \
-	tests/test_cluster_grading.py tests/test_alternatives_graded.py \
+	tests/test_cluster_grading.py \
+	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch03_self_attention]' \
+	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch06_gpt]' \
+	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch10_flash_attention]' \
 	'tests/test_grading.py::test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade' \
 	'tests/test_nbgrader_course.py::test_plain_nbgrader_gives_the_course_points[ch03_self_attention]' \
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch08_kv_cache]' \

@@ -503,7 +503,7 @@ def test_rows_that_could_not_be_run_get_feedback(tmp_path):
     why = worker._autograde_failure(
         "nbclient DeadKernelError: Kernel died", 30, 3072, [{"type": "verdict", "exercise": "b"}], ["a", "b", "c"]
     )
-    assert "kernel died after the checks of b" in why and "3072 MB" in why
+    assert "kernel died while running the cells of c" in why and "after the checks of b" in why and "3072 MB" in why
     page = tmp_path / "f.html"
     results.write_feedback(page, None, "s", "ch", {}, {"a": 1}, warnings=["a note"], reasons=[why], unreadable=False)
     text = page.read_text()

@@ -184,16 +184,17 @@ def _strip_grader_code(out) -> None:
     _rewrite_output_text(out, _strip_grader_text)
 
 
-def what_happened(ename: str, evalue: str, cell_timeout: int | None = None) -> str | None:
+def what_happened(ename: str, evalue: str, cell_timeout: int | None = None, memory_mb: int = 0) -> str | None:
     """A student-readable account of an error that is not a check's message (an exit, a time-out, the memory
-    limit), or None."""
+    limit, in MB when given), or None."""
     limit = f" ({cell_timeout} s)" if cell_timeout else ""
+    memory = f" of {memory_mb} MB" if memory_mb else ""
     if ename == "SystemExit":
         return f"exited (SystemExit: {evalue or 'None'}): an answer must return its result, not end the program"
     if ename in ("KeyboardInterrupt", "CellTimeoutError", "ExerciseTimeout"):
         return f"timed out: ran longer than the grader's time limit{limit} and was stopped (an endless loop?)"
     if ename == "MemoryError" or "can't allocate memory" in evalue or "not enough memory" in evalue:
-        return "ran out of memory: it needed more than the grader's memory limit (a runaway allocation?)"
+        return f"ran out of memory: it needed more than the grader's memory limit{memory} (a runaway allocation?)"
     return None
 
 
@@ -210,7 +211,7 @@ def _first_error(cell) -> dict | None:
     return next((o for o in cell.get("outputs", []) if o.output_type == "error"), None)
 
 
-def failure_reasons(nb: nbformat.NotebookNode, cell_timeout: int | None = None) -> list[str]:
+def failure_reasons(nb: nbformat.NotebookNode, cell_timeout: int | None = None, memory_mb: int = 0) -> list[str]:
     """One short line per failed test cell, taken from the check's message; an exit, a time-out or the memory
     limit (in the test cell, or in the answer cell that therefore never defined the exercise) is said as such."""
     reasons = []
@@ -227,7 +228,7 @@ def failure_reasons(nb: nbformat.NotebookNode, cell_timeout: int | None = None) 
         # "k of n checks failed for X:" / "✘ <check>" / "<what was wrong>": keep the last two.
         first = " — ".join(lines[1:3]) if len(lines) >= 2 and lines[1].startswith("✘") else (lines or [""])[0]
         first += "".join(f" {ln}" for ln in lines[3:6] if ln.startswith("Hint:"))
-        happened = what_happened(ename, evalue, cell_timeout)
+        happened = what_happened(ename, evalue, cell_timeout, memory_mb)
         if happened:
             first = f"the checks of {name} {happened}"
         elif ename == "NameError":
@@ -235,7 +236,7 @@ def failure_reasons(nb: nbformat.NotebookNode, cell_timeout: int | None = None) 
             for answer in _answer_cells(nb, name):
                 err = _first_error(answer)
                 if err is not None:
-                    why = what_happened(err.get("ename", ""), err.get("evalue", ""), cell_timeout)
+                    why = what_happened(err.get("ename", ""), err.get("evalue", ""), cell_timeout, memory_mb)
                     first = f"the answer cell of {name} " + (
                         why or f"raised {err.get('ename')}: {str(err.get('evalue', ''))[:150]}"
                     )

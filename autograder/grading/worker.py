@@ -140,10 +140,13 @@ def _autograde_failure(
     if "DeadKernelError" in log_text or "Kernel died" in log_text or "kernel died" in log_text.lower():
         done = {r.get("exercise") for r in records if r.get("type") == "verdict"}
         last = [n for n in order if n in done]
+        after = order[order.index(last[-1]) + 1 :] if last else list(order)
+        following = [n for n in after if n not in done]
+        nxt = f"the cells of {following[0]} (its answer, or a cell before its test)" if following else "a cell"
         where = (
-            f" after the checks of {last[-1]}: the answer of the next exercise, or a cell before its test, ended it"
+            f" while running {nxt}, after the checks of {last[-1]}"
             if last
-            else " before any exercise was checked"
+            else f" while running {nxt}, before any exercise was checked"
         )
         limit = f" {memory_mb} MB" if memory_mb else ""
         return (
@@ -243,7 +246,7 @@ def grade_one(job: Job) -> Result:
         nbgrader_adapter.gradebook_scores(course, chapter, sid),
         entries,
         forged,
-        failure_reasons(graded, job.cell_timeout),
+        failure_reasons(graded, job.cell_timeout, job.memory_mb),
     )
     warnings += scored.warnings
     secrets = grader_secrets(graded, chapter)
