@@ -5,8 +5,13 @@ A thin layer over matplotlib (`FancyBboxPatch`, `Rectangle`, `Axes.annotate`), i
 (`plt.style.use("figures.mplstyle")`). Coordinates are inches from the bottom-left corner of the figure, so a
 box of height 0.4 holds one line of 10 pt text whatever the figure's size, and a figure at most 6.8 inches wide
 is shown 1:1 in the text column. Text is never smaller than `SMALL` points (the style's smallest size, which
-`tests/check_book_in_browser.py` holds to 8 CSS px as displayed); `tests/test_book_diagrams.py` draws every
+`tests/check_book_in_browser.py` holds to 8 CSS px as displayed); `tests/test_book_reference_pages.py` draws every
 diagram of every page and checks it.
+
+Masks have one colour convention on every page, kept here and stated in `book/notation.md` ("Masks in figures"):
+**dark = may attend (True), light = masked out (False)**, as the course's polarity (True = may attend). Pages draw
+a mask with `draw_mask(ax, mask)` on a matplotlib axes (with `mask_legend(...)` saying so), or `Diagram.mask(...)`
+in a diagram (with `Diagram.mask_legend(...)`); `tests/test_book_masks.py` holds every page to that.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.patches import FancyBboxPatch, Rectangle
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import FancyBboxPatch, Patch, Rectangle
 
 SMALL = 9  # points: the smallest text size of book/figures.mplstyle (tick and legend labels)
 MAX_WIDTH = 6.8  # inches: the text column at the style's dpi, shown 1:1
@@ -30,6 +36,37 @@ COLORS = {
     "embedding": "#efdcf2",  # embedding tables and heads tied to them
     "plain": "white",
 }
+
+# The book's mask colours (True = may attend): dark green where a query may attend, light grey where it is masked.
+MASK_ATTEND = "#1a6b37"
+MASK_MASKED = "#ececec"
+MASK_CMAP = ListedColormap([MASK_MASKED, MASK_ATTEND], name="mask")  # 0 / False -> masked, 1 / True -> may attend
+MASK_LABELS = ("may attend (True)", "masked (False)")
+
+
+def draw_mask(ax, mask, grid: bool | None = None):
+    """Draw a boolean mask (rows = queries, columns = keys) on `ax` in the book's colours; returns the image.
+
+    `mask` is 2-D (a tensor or array; nonzero = True = may attend). `grid` draws white lines between the cells
+    (default: for masks of at most 16 rows and columns). Raises ValueError for a mask that is not 2-D.
+    """
+    m = np.asarray(mask).astype(bool)
+    if m.ndim != 2:
+        raise ValueError(f"a mask to draw must be 2-D (queries, keys), got shape {m.shape}")
+    image = ax.imshow(m.astype(float), cmap=MASK_CMAP, vmin=0, vmax=1, interpolation="nearest")
+    if grid if grid is not None else max(m.shape) <= 16:
+        ax.set_xticks(np.arange(m.shape[1] + 1) - 0.5, minor=True)
+        ax.set_yticks(np.arange(m.shape[0] + 1) - 0.5, minor=True)
+        ax.grid(which="minor", color="white", linewidth=0.8)
+        ax.tick_params(which="minor", length=0)
+    return image
+
+
+def mask_legend(where, **kw):
+    """A legend of the mask colours ("may attend (True)", "masked (False)") on a figure or axes; kw go to legend()."""
+    handles = [Patch(facecolor=c, edgecolor="0.6", label=s) for c, s in zip((MASK_ATTEND, MASK_MASKED), MASK_LABELS)]
+    kw.setdefault("frameon", False)
+    return where.legend(handles=handles, **kw)
 
 
 @dataclass(frozen=True)
@@ -181,7 +218,7 @@ class Diagram:
         col_labels: Sequence[str] = (),
         title: str = "",
     ) -> Box:
-        """A table of shaded cells centred at (x, y): a score table, attention weights or a mask (True = dark).
+        """A table of shaded cells centred at (x, y): a score table or attention weights (a mask: `mask`).
 
         `values` is a 2-D array (rows = queries, columns = keys), shaded from 0 (white) to its maximum;
         `row_labels` go left of the rows, `col_labels` above the columns, `title` above everything.
@@ -189,11 +226,48 @@ class Diagram:
         v = np.asarray(values, dtype=float)
         if v.ndim != 2:
             raise ValueError(f"grid values must be 2-D (rows, columns), got shape {v.shape}")
-        rows, cols = v.shape
-        w, h = cols * cell, rows * cell
-        x0, y0 = x - w / 2, y - h / 2
         colormap = plt.get_cmap(cmap)
         top = v.max() if v.max() > 0 else 1.0
+        return self._cells(
+            x, y, [[colormap(0.85 * e / top) for e in row] for row in v], cell, row_labels, col_labels, title
+        )
+
+    def mask(
+        self,
+        x: float,
+        y: float,
+        mask,
+        cell: float = 0.22,
+        row_labels: Sequence[str] = (),
+        col_labels: Sequence[str] = (),
+        title: str = "",
+    ) -> Box:
+        """A boolean mask (rows = queries, columns = keys) centred at (x, y) in the book's mask colours.
+
+        True (nonzero) = may attend is `MASK_ATTEND` (dark), False = masked is `MASK_MASKED` (light); labels as
+        `grid`. Raises ValueError for a mask that is not 2-D.
+        """
+        m = np.asarray(mask).astype(bool)
+        if m.ndim != 2:
+            raise ValueError(f"a mask must be 2-D (queries, keys), got shape {m.shape}")
+        faces = [[MASK_ATTEND if e else MASK_MASKED for e in row] for row in m]
+        return self._cells(x, y, faces, cell, row_labels, col_labels, title, edgecolor="white")
+
+    def mask_legend(self, x: float, y: float, size: float = 0.14) -> Box:
+        """The mask colours' key, two lines from (x, y) (left edge, first line's centre) down: a swatch and its meaning."""
+        for k, (colour, label) in enumerate(zip((MASK_ATTEND, MASK_MASKED), MASK_LABELS)):
+            yy = y - 0.22 * k
+            self.ax.add_patch(
+                Rectangle((x, yy - size / 2), size, size, facecolor=colour, edgecolor="0.6", linewidth=0.5)
+            )
+            self.text(x + size + 0.06, yy, label, small=True, ha="left")
+        return Box(x + 0.6, y - 0.11, 1.2, 0.22 + size)
+
+    def _cells(self, x, y, faces, cell, row_labels, col_labels, title, edgecolor="0.6") -> Box:
+        """Cells of the given face colours (rows of colours), centred at (x, y), with their labels (see `grid`)."""
+        rows, cols = len(faces), len(faces[0])
+        w, h = cols * cell, rows * cell
+        x0, y0 = x - w / 2, y - h / 2
         for i in range(rows):
             for j in range(cols):
                 self.ax.add_patch(
@@ -201,8 +275,8 @@ class Diagram:
                         (x0 + j * cell, y0 + (rows - 1 - i) * cell),
                         cell,
                         cell,
-                        facecolor=colormap(0.85 * v[i, j] / top),
-                        edgecolor="0.6",
+                        facecolor=faces[i][j],
+                        edgecolor=edgecolor,
                         linewidth=0.5,
                     )
                 )

@@ -2,7 +2,7 @@
 
 Devlin et al. 2019, "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding":
 
-* the input is the sum of token, position and segment (token type, 句子类型) embeddings, then LayerNorm
+* the input is the sum of token, position and segment (token type, 片段嵌入) embeddings, then LayerNorm
   (section 3, figure 2),
 * a stack of *post-LN* Transformer encoder layers with GELU and LayerNorm eps 1e-12 — chapter 5's
   ``EncoderLayer``, imported, with ``norm_first=False`` — that attend in both directions (双向),
@@ -72,7 +72,7 @@ class BertConfig:
 
 
 # --------------------------------------------------------------------------------------------------
-# Embeddings: token + position + segment (词嵌入 + 位置嵌入 + 句子类型嵌入)
+# Embeddings: token + position + segment (词嵌入 + 位置嵌入 + 片段嵌入)
 # --------------------------------------------------------------------------------------------------
 
 

@@ -17,6 +17,14 @@ path, so nothing is downloaded). Pages are opened from disk (`file://`), as the 
 * **display equations wider than the text column** — a display `mjx-container` whose content (`scrollWidth`,
   and the width of its `mjx-math`) exceeds the width of the block it sits in; and the page itself must not
   scroll sideways (`document.documentElement.scrollWidth > clientWidth`);
+* **tables, figures and outputs wider than the text column** — every `<table>`, `<img>`, cell output
+  (`.cell_output`) and text block in an output (`.cell_output pre`) of the article must fit the content width of
+  `article.bd-article` (688 px at 1280 px): what is wider is cut off behind a scroll bar (the theme wraps tables in a
+  scrolling container), so a reader sees only part of a result. Each is reported with its page, kind, number on
+  the page, code cell, width and first words, innermost first (a cell output is not reported again for the text
+  block in it). Code (cell inputs, literal blocks in the text) keeps its lines and may scroll: wrapping would break
+  Python's indentation; such blocks are only counted in the summary line. Output text wraps (`_static/course.css`);
+  a table must be made to fit (fewer or shorter columns, rounder numbers, two tables);
 * **images** — every `<img>` must have loaded (`naturalWidth > 0`). Figures drawn by the page's code (images in
   cell outputs) must have legible text *as displayed*: matplotlib draws a font of `s` points at
   `s · dpi / 72` pixels of the PNG, and IPython's inline backend saves at the figure's dpi (`bbox_inches="tight"`
@@ -170,7 +178,7 @@ const visible = el => el.getClientRects().length > 0 && getComputedStyle(el).vis
 const short = s => s.replace(/\s+/g, ' ').trim().slice(0, 90);
 async function inspect(mathjax) {
   const out = {mathjax, rawTables: [], unrendered: [], mathErrors: [], wideMath: [], images: [], tinyText: [],
-               colab: [], remote: [], pageScroll: null};
+               colab: [], remote: [], pageScroll: null, column: null, wide: [], wideCode: 0};
   for (const el of document.querySelectorAll('p, li, dd, dt, caption, figcaption, td, th')) {
     if (el.closest('pre, code, .highlight') || !visible(el)) continue;
     const text = el.innerText;
@@ -202,6 +210,30 @@ async function inspect(mathjax) {
     const shown = img.getBoundingClientRect().width;
     const px = minFontPt * dpi / 72 * shown / img.naturalWidth;
     if (px < minTextPx) out.tinyText.push({src, px, shown: Math.round(shown), natural: img.naturalWidth});
+  }
+  // Tables, images and output blocks against the text column: what is wider is cut off behind a scroll bar.
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const pad = getComputedStyle(article);
+  const column = article.clientWidth - parseFloat(pad.paddingLeft) - parseFloat(pad.paddingRight);
+  out.column = Math.round(column);
+  // Code (cell inputs, literal blocks in the text) keeps its lines and may scroll: it is only counted.
+  const reported = [], cells = Array.from(article.querySelectorAll('.cell'));
+  const kinds = [['table', 'table'], ['img', 'figure'], ['.cell_output pre', 'output text'],
+                 ['.cell_output', 'cell output'], ['pre', 'code']];
+  for (const [selector, kind] of kinds) {
+    let i = 0;
+    for (const el of article.querySelectorAll(selector)) {
+      if (kind === 'code' && el.closest('.cell_output')) continue;
+      i += 1;
+      if (!visible(el) || reported.some(r => el.contains(r))) continue;
+      const needed = Math.max(el.getBoundingClientRect().width, el.scrollWidth);
+      if (needed <= column + 1) continue;
+      if (kind === 'code') { out.wideCode += 1; continue; }
+      reported.push(el);
+      const what = el.tagName === 'IMG' ? el.getAttribute('src')
+                 : short((el.tagName === 'TABLE' && el.querySelector('tr') || el).innerText).slice(0, 60);
+      out.wide.push({kind, index: i, cell: cells.indexOf(el.closest('.cell')) + 1, needed: Math.round(needed), what});
+    }
   }
   for (const a of document.querySelectorAll('a[href*="colab.research.google.com"]')) {
     out.colab.push({href: a.href, launch: !!a.closest('.dropdown-launch-buttons')});
@@ -266,6 +298,15 @@ def launch_menu_problems(driver) -> list[str]:
     return []
 
 
+def wide_problem(w: dict, column: int) -> str:
+    """One line for an element wider than the text column (see `PAGE_SCRIPT`): which, where, how wide."""
+    where = f" (in code cell {w['cell']}'s output)" if w["cell"] else ""
+    return (
+        f"{w['kind']} #{w['index']}{where} is {w['needed']} px wide in the {column} px text column, "
+        f"{w['needed'] - column} px hidden behind a scroll bar: {w['what']!r}"
+    )
+
+
 def check_page(
     driver,
     page: pathlib.Path,
@@ -274,8 +315,12 @@ def check_page(
     repo: str,
     branch: str,
     screenshots: pathlib.Path | None = None,
+    code_scrolls: dict[str, int] | None = None,
 ) -> list[str]:
-    """Load one built page and return its problems, each a line a reader of the log can act on."""
+    """Load one built page and return its problems, each a line a reader of the log can act on.
+
+    `code_scrolls`, when given, gets the page's number of code blocks wider than the text column (not problems).
+    """
     redirect = re.search(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', page.read_text(), re.I)
     if redirect:  # index.html only forwards to the first page, which is checked in its own right
         target = page.parent / redirect.group(1)
@@ -305,6 +350,9 @@ def check_page(
     problems += [
         f"display equation {w['needed']} px wide in a {w['available']} px column: '{w['tex']}'" for w in r["wideMath"]
     ]
+    problems += [wide_problem(w, r["column"]) for w in r["wide"]]
+    if code_scrolls is not None and r["wideCode"]:
+        code_scrolls[page.name] = r["wideCode"]
     if r["pageScroll"]:
         problems.append(f"page scrolls sideways at {WINDOW[0]} px ({r['pageScroll'][0]} px of content)")
     problems += [f"image did not load: {src}" for src in r["images"]]
@@ -396,12 +444,14 @@ def main() -> int:
     if args.screenshots:
         args.screenshots.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    code_scrolls: dict[str, int] = {}
     driver = start_browser()
     try:
         for page in pages:
             name = os.path.relpath(page, ROOT)
             problems += [
-                f"{name}: {p}" for p in check_page(driver, page, min_font_pt, dpi, repo, branch, args.screenshots)
+                f"{name}: {p}"
+                for p in check_page(driver, page, min_font_pt, dpi, repo, branch, args.screenshots, code_scrolls)
             ]
         problems += [f"search: {p}" for p in search_problems(driver, html)]
     finally:
@@ -410,7 +460,8 @@ def main() -> int:
         print("BROWSER:", p)
     print(
         f"browser check: {len(pages)} pages at {WINDOW[0]}x{WINDOW[1]} in {time.monotonic() - start:.0f} s, "
-        f"figure text >= {MIN_TEXT_PX} px ({min_font_pt:g} pt at {dpi:g} dpi): "
+        f"figure text >= {MIN_TEXT_PX} px ({min_font_pt:g} pt at {dpi:g} dpi); tables, figures and outputs within "
+        f"the text column ({sum(code_scrolls.values())} code blocks wider, which scroll): "
         f"{len(problems)} problem{'s' * (len(problems) != 1)}"
     )
     return 1 if problems else 0

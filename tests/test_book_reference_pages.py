@@ -189,6 +189,37 @@ def test_bibliography_is_sorted_and_links_existing_pages():
     assert len(set(keys)) == len(keys), "a paper is listed twice"
 
 
+def citation_pattern(head: str) -> str:
+    """The regular expression of the ways the pages cite the entry whose head is ``head`` (whitespace collapsed):
+    "Radford et al. 2019" also as "Radford et al. (2019" and "Beltagy, Peters & Cohan 2020"; "Gu & Dao 2023";
+    "Dao 2023" (not inside "Gu & Dao 2023")."""
+    if m := re.fullmatch(r"(\S+) et al\. (\d{4})", head):
+        return rf"\b{re.escape(m[1])}(?: et al\.|(?:, [A-Z][\w-]+)+,? & [A-Z][\w-]+),? \(?{m[2]}\b"
+    if m := re.fullmatch(r"(\S+) & (\S+) (\d{4})", head):
+        return rf"\b{re.escape(m[1])} & {re.escape(m[2])},? \(?{m[3]}\b"
+    m = re.fullmatch(r"(\S+) (\d{4})", head)
+    assert m, f"a bibliography head of no known form: {head!r}"
+    return rf"(?<!& )\b{re.escape(m[1])},? \(?{m[2]}\b"
+
+
+def test_bibliography_entries_link_every_page_that_cites_them():
+    """Each entry links back to every chapter, the introduction and the outlook where it is cited (a missing
+    "Chapter [7](ch07_bert.md)" for Radford et al. 2019 fails here), and no entry holds a second copy of its text."""
+    pages = [p for p in sorted(BOOK.glob("*.md")) if p.stem not in ("bibliography", "glossary", "notation")]
+    texts = {p.name: " ".join(p.read_text().split()) for p in pages}
+    assert citation_pattern("Gu & Dao 2023") and not re.search(citation_pattern("Dao 2023"), "Gu & Dao 2023")
+    assert re.search(citation_pattern("Beltagy et al. 2020"), "(Beltagy, Peters & Cohan 2020)")
+    missing = []
+    for entry in bibliography_entries():
+        head = re.match(r"\*\*(.+?)\*\*", entry).group(1)
+        linked = set(re.findall(r"\]\((\w+\.md)\)", entry))
+        missing += [f"{head}: {name}" for name, text in texts.items() if re.search(citation_pattern(head), text)
+                    and name not in linked]  # fmt: skip
+        body = " ".join(entry.split())
+        assert len(re.findall(r"\[arXiv:", body)) <= 1 and body.count(" — ") == 1, f"{head}: a duplicated fragment"
+    assert not missing, "bibliography entries that do not link a page citing them: " + "; ".join(missing)
+
+
 # --- glossary ------------------------------------------------------------------------------------------------------
 
 
@@ -238,6 +269,16 @@ def test_glossary_is_sorted_and_complete():
     assert not thin, f"chapters with fewer than 3 glossary terms: {thin}"
 
 
+def test_glossary_chinese_column_does_not_break_inside_a_term():
+    """The book's CSS keeps each 中文 cell's terms whole (no 加性注意/力 at a line end): the rule targets the second
+    column of the table in the glossary's section, whose id comes from its title "Glossary"."""
+    text = (BOOK / "glossary.md").read_text()
+    assert re.search(r"^# Glossary\b", text, re.M) and re.search(r"^\| term \| 中文 \|", text, re.M)
+    css = re.sub(r"/\*.*?\*/", "", (ROOT / "_static" / "course.css").read_text(), flags=re.S)
+    rule = re.search(r"section#glossary table td:nth-child\(2\)\s*\{([^}]*)\}", css)
+    assert rule and re.search(r"word-break:\s*keep-all|white-space:\s*nowrap", rule[1])
+
+
 def test_glossary_links_a_labelled_section_whose_page_writes_the_chinese_name():
     problems = []
     for term, chinese, _, link in glossary():
@@ -274,6 +315,93 @@ def test_chinese_search_is_configured():
     assert "自注意力" in words and all(len(w) >= 2 and CJK.search(w) for w in words)
 
 
+def test_synonyms_belong_to_glossary_terms_and_no_name_has_two_sections():
+    """`SYNONYMS` keys are glossary term cells, and no search name (case ignored) is given to two sections, so the
+    exact match of a name ranks one page first."""
+    search = _chinese_search()
+    terms = {row[0] for row in glossary()}
+    assert set(search.SYNONYMS) <= terms, f"SYNONYMS for no glossary term: {sorted(set(search.SYNONYMS) - terms)}"
+    owner: dict[str, str] = {}
+    for label, names in search.search_entries().items():
+        for name in names:
+            assert owner.setdefault(name.lower(), label) == label, f"{name!r} names {owner[name.lower()]} and {label}"
+    causal = [row for row in glossary() if row[0].startswith("causal mask")][0]
+    assert search.search_names(causal) == ["causal mask", "look-ahead mask", "因果掩码", "前瞻掩码"]
+    learned = [row for row in glossary() if row[0] == "position embedding (learned)"][0]
+    assert "learned" not in search.search_names(learned)
+
+
+def search_results(index: dict, query: str) -> list[str]:
+    """The pages that Sphinx's search page (searchtools.js, Sphinx 7.4) lists for a one-word query, best first: main
+    index entries that contain the query and are at most twice its length score 100 · len(query) / len(entry), a
+    page's words 5 and its title words 15; a page keeps its best score, ties in page order."""
+    q = query.lower().strip()
+    docs, score = index["docnames"], {}
+    for entry, found in index["indexentries"].items():
+        if q in entry and len(q) >= len(entry) / 2:
+            for file, _, main in found:
+                if main:
+                    score[docs[file]] = max(score.get(docs[file], 0), round(100 * len(q) / len(entry)))
+    for table, points in (("terms", 5), ("titleterms", 15)):
+        hits = index[table].get(q, [])
+        for file in [hits] if isinstance(hits, int) else hits:
+            score[docs[file]] = max(score.get(docs[file], 0), points)
+    return sorted(score, key=lambda d: -score[d])
+
+
+@pytest.fixture(scope="module")
+def unbuilt_search_index() -> dict:
+    """Sphinx's own `IndexBuilder` (Chinese, jieba) fed every chapter page's source as text, with the index entries
+    that `book/_ext/chinese_search.py` adds in the build, frozen as `searchindex.js` stores it: no book build."""
+    pytest.importorskip("jieba")
+    from types import SimpleNamespace
+
+    from docutils import nodes
+    from docutils.utils import new_document
+    from sphinx.search import IndexBuilder
+
+    search = _chinese_search()
+    search.add_terms_to_jieba(search.glossary_terms())
+    labels = {}  # as Sphinx's standard domain holds them: label -> (docname, section id, section name)
+    for page in CHAPTERS:
+        for label, heading in re.findall(r"^\((ch\d\d-[\w-]+)\)=\n#+ (.*)$", page.read_text(), re.M):
+            labels[label] = (f"book/{page.stem}", label, heading)
+    stores = ("titles", "filenames", "mapping", "title_mapping", "all_titles", "index_entries", "objtypes", "objnames")
+    env = SimpleNamespace(domains={}, version=0, **{f"_search_index_{name}": {} for name in stores})
+    env.get_domain = lambda name: SimpleNamespace(labels=labels)
+    indexer = IndexBuilder(env, "zh", {}, "")
+    for page in CHAPTERS:
+        docname, text = f"book/{page.stem}", page.read_text()
+        title = re.search(r"^# (.*)$", text, re.M)[1]
+        doctree = new_document(page.name)
+        section = nodes.section(ids=[page.stem])
+        section += [nodes.title("", title), nodes.paragraph("", text)]
+        doctree += section
+        search.add_index_entries(SimpleNamespace(env=env), doctree, docname)
+        indexer.feed(docname, page.name, title, doctree)
+    return indexer.freeze()
+
+
+def test_search_finds_each_glossary_name_first_on_its_page_without_a_build(unbuilt_search_index):
+    """Every name of a glossary term (English, its parentheses, 中文, `SYNONYMS`) lists the page that introduces it
+    first; the cases of issue 28: 键值缓存 finds chapter 8 (which writes only "KV 缓存"), 位置编码 finds chapter 5 and
+    chapter 8's 旋转位置编码, and softmax — a word of many pages — lists chapter 3 first."""
+    index, search = unbuilt_search_index, _chinese_search()
+    problems = []
+    for label, names in search.search_entries().items():
+        page = f"book/{chapter_page(label[2:4]).stem}"
+        for name in names:
+            found = search_results(index, name)
+            if found[:1] != [page]:
+                problems.append(f"{name!r} -> {found[:3]}, not {page} first")
+    assert not problems, "; ".join(problems)
+    assert search_results(index, "键值缓存")[0] == "book/ch08_kv_cache"
+    assert "键值缓存" not in (BOOK / "ch08_kv_cache.md").read_text()
+    assert {"book/ch05_transformer", "book/ch08_kv_cache"} <= set(search_results(index, "位置编码"))
+    softmax = search_results(index, "softmax")
+    assert softmax[0] == "book/ch03_self_attention" and len(softmax) >= 5
+
+
 def built_search_index() -> dict:
     index = HTML / "searchindex.js"
     if not index.exists():
@@ -296,6 +424,19 @@ def test_built_search_index_finds_chinese_terms_on_chapter_pages():
             if doc not in found:
                 problems.append(f"{word} ({term}) -> {sorted(set(found))}, not {doc}")
     assert not problems, "the search index misses: " + "; ".join(problems)
+
+
+def test_built_search_index_lists_each_glossary_name_first_on_its_page():
+    """In the built book too: every search name of a glossary term (`search_names`) lists its page first."""
+    index = built_search_index()
+    search = _chinese_search()
+    problems = []
+    for label, names in search.search_entries().items():
+        page = f"book/{chapter_page(label[2:4]).stem}"
+        problems += [
+            f"{n!r} -> {search_results(index, n)[:3]}" for n in names if search_results(index, n)[:1] != [page]
+        ]
+    assert not problems, "the built search index ranks another page first: " + "; ".join(problems)
 
 
 def test_built_book_check_finds_leaked_object_reprs():

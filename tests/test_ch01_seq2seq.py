@@ -278,3 +278,33 @@ def test_gradient_norm_by_distance_last_step_of_a_tanh_rnn_by_hand():
         gradient_norm_by_distance(rnn, x, torch.randn(5))
     with pytest.raises(ValueError, match=r"\(B, T, E\)"):
         gradient_norm_by_distance(rnn, x[0], w)
+
+
+def test_forget_bias_prose_states_the_measured_ratio():
+    """The vanishing-gradient section's "about 2.6 times as many steps per factor of ten" is the ratio that the
+    page's cell computes and prints under its table (forget bias 1 vs PyTorch's default LSTM initialisation)."""
+    import contextlib
+    import io
+    import pathlib
+    import re
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    page = (pathlib.Path(__file__).resolve().parent.parent / "book/ch01_seq2seq.md").read_text()
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", page, flags=re.S)
+    (cell,) = [c for c in cells if "steps per factor of ten" in c]
+    shown = []
+    namespace = dict(torch=torch, plt=plt, gradient_norm_by_distance=gradient_norm_by_distance)
+    namespace |= dict(Markdown=str, display=shown.append)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(cell, namespace)
+    plt.close("all")
+    steps = namespace["steps"]
+    ratio = steps["LSTM, forget bias 1"] / steps["LSTM, default init"]
+    assert f"{ratio:.1f} times as many steps per factor of ten" in out.getvalue()
+    m = re.search(r"the gradient travels about ([\d.]+) times as many steps per factor of ten", " ".join(page.split()))
+    assert m, "the page no longer states the ratio"
+    assert float(m[1]) == round(ratio, 1)

@@ -2,7 +2,9 @@
 (weights copied), the statistics of the MLM corruption, hand-written losses, the committed results."""
 
 import json
+import math
 import pathlib
+import re
 
 import pytest
 import torch
@@ -316,3 +318,210 @@ def test_page_claims_hold_for_every_seed():
     for r in res.values():
         fill = r["fill_in_the_blank"]
         assert fill["gpt_left_only"] > fill["bert_both_sides"] > fill["bert_left_only"]
+
+
+def _page_cell(page: str, marker: str) -> str:
+    """The source of the one ``{code-cell}`` of ``book/<page>`` that contains ``marker``."""
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", (ROOT / "book" / page).read_text(), flags=re.S)
+    (cell,) = [c for c in cells if marker in c]
+    return cell
+
+
+def test_albert_parameter_prose_agrees_with_the_page_table():
+    """The ALBERT section's "the table counts 109.1 M and 11.7 M", "about a ninth" and "the same 30,000-word
+    vocabulary" (Lan et al. 2020, table 1) are the values of the page's own parameter table, computed here by
+    running the cell that prints it."""
+    shown = []
+    namespace = dict(
+        torch=torch,
+        Bert=Bert,
+        BertConfig=BertConfig,
+        Albert=Albert,
+        AlbertConfig=AlbertConfig,
+        Markdown=str,
+        display=shown.append,
+    )
+    exec(_page_cell("ch07_bert.md", "def parts(model)"), namespace)
+    base = [k for k in namespace["sizes"] if k.startswith("base")]
+    assert len(base) == 1 and namespace["sizes"][base[0]]["vocab_size"] == 30000
+    totals = {}
+    for row in shown[0].splitlines():
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        if cells[0] == base[0]:
+            totals[cells[1].split(",")[0]] = int(cells[-1].strip("*").replace(",", ""))
+    text = " ".join((ROOT / "book/ch07_bert.md").read_text().split())
+    m = re.search(r"about a ninth of BERT's parameters: the table counts ([\d.]+) M and ([\d.]+) M", text)
+    assert m, "the ALBERT section no longer states the table's base-size counts"
+    assert (float(m[1]), float(m[2])) == (round(totals["BERT"] / 1e6, 1), round(totals["ALBERT"] / 1e6, 1))
+    assert round(totals["BERT"] / totals["ALBERT"]) == 9
+    assert "with the same 30,000-word vocabulary" in text
+
+
+# ------------------------------------------------------------------ a task where only the right side decides
+# (scripts/train_bidirectional.py; the page's section "The second direction, on a task that needs it")
+
+BIDIRECTIONAL = ROOT / "results/ch07_bert/bidirectional/results.json"
+TASK_SIZES = dict(T=24, n_letters=16, n_brackets=4)
+
+
+def _parts(row, blank, vocab):
+    """(left tokens, right tokens) of one item: between [CLS] and the blank, between the blank and [SEP]."""
+    return [vocab[i] for i in row[1:blank]], [vocab[i] for i in row[blank + 1 : -1]]
+
+
+def _decided_by_the_right(task, right):
+    """An oracle written here: the lower case of the one capital; or the kind of the closer that matches the
+    blank, found with a stack."""
+    if task == "copy":
+        capitals = [t for t in right if t.isupper()]
+        assert len(capitals) == 1
+        return capitals[0].lower()
+    stack = ["blank"]
+    for t in right:
+        if t in "([{<":
+            stack.append(t)
+        elif t in ")]}>":
+            opener = stack.pop()
+            if opener == "blank":
+                return "([{<"[")]}>".index(t)]
+            assert opener == "([{<"[")]}>".index(t)], "the inner brackets are balanced"
+    raise AssertionError("the blank is never closed")
+
+
+@pytest.mark.parametrize("task", ["copy", "brackets"])
+def test_bidirectional_task_is_decided_by_the_right_and_independent_of_the_left(task):
+    from scripts.train_bidirectional import MASK, VOCAB, draw_items
+
+    n = 4000
+    items = draw_items(task, n, "t", **TASK_SIZES)
+    assert items["ids"].shape == (n, TASK_SIZES["T"])
+    for row, blank, answer in zip(items["ids"].tolist(), items["blank"].tolist(), items["answer"].tolist()):
+        assert row[0] == SPECIAL_TOKENS.index("[CLS]") and row[-1] == SPECIAL_TOKENS.index("[SEP]")
+        assert [k for k, t in enumerate(row) if t == MASK] == [blank]
+        assert _decided_by_the_right(task, _parts(row, blank, VOCAB)[1]) == VOCAB[answer]
+    # by construction: another left stream changes the left parts (and so the blanks' positions), never an answer
+    other = draw_items(task, n, "t", **TASK_SIZES, left_seed="another")
+    assert torch.equal(other["answer"], items["answer"])
+    lefts = [_parts(r, b, VOCAB)[0] for r, b in zip(items["ids"].tolist(), items["blank"].tolist())]
+    other_lefts = [_parts(r, b, VOCAB)[0] for r, b in zip(other["ids"].tolist(), other["blank"].tolist())]
+    assert sum(a != b for a, b in zip(lefts, other_lefts)) > 0.9 * n
+    # the answers are uniform: chance from the left is exactly 1 / n_answers
+    k = TASK_SIZES["n_letters"] if task == "copy" else TASK_SIZES["n_brackets"]
+    counts = torch.bincount(items["answer"] - items["answer"].min(), minlength=k)
+    assert len(counts) == k and items["answer"].unique().numel() == k
+    se = (n / k * (1 - 1 / k)) ** 0.5
+    assert (counts - n / k).abs().max() < 4.5 * se
+
+
+def test_right_masked_bert_and_gpt_see_nothing_right_of_the_blank():
+    import argparse
+
+    from scripts.train_bidirectional import MODELS, build, draw_items, logits_at_blank
+
+    items = draw_items("brackets", 6, "t", **TASK_SIZES)
+    ids, blank = items["ids"], items["blank"]
+    changed = ids.clone()
+    for i, b in enumerate(blank.tolist()):
+        changed[i, b + 1 : -1] = torch.randint(
+            5, 41, (TASK_SIZES["T"] - b - 2,), generator=torch.Generator().manual_seed(i)
+        )
+    args = argparse.Namespace(seq_len=TASK_SIZES["T"], n_layers=2, n_heads=4, d_model=32)
+    for name in MODELS:
+        torch.manual_seed(0)
+        m = build(name, args).eval()
+        with torch.no_grad():
+            same = torch.allclose(
+                logits_at_blank(name, m, ids, blank), logits_at_blank(name, m, changed, blank), atol=1e-6
+            )
+        assert same == (name != "bert"), name
+
+
+def test_wilson_interval_and_paired_bootstrap():
+    from scripts.train_bidirectional import paired_bootstrap, wilson
+
+    lo, hi = wilson(50, 100)  # (p + z²/2n ± z √(p(1-p)/n + z²/4n²)) / (1 + z²/n), by hand
+    assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
+    assert wilson(0, 40)[0] == 0.0 and wilson(40, 40)[1] == 1.0
+    a = torch.tensor([True] * 90 + [False] * 10)
+    lo, hi = paired_bootstrap(a, ~a)
+    assert lo < 0.8 < hi and lo > 0.6
+
+
+def test_bidirectional_script_writes_its_results(tmp_path):
+    """A tiny run of the whole script: every task, model and seed lands in results.json with its interval."""
+    from scripts import train_bidirectional as script
+
+    script.main(
+        ["--max_iters", "4", "--eval_interval", "2", "--n_test", "40", "--seeds", "0", "1", "--d_model", "16",
+         "--n_layers", "1", "--batch_size", "8", "--out", str(tmp_path), "--no-progress", "--threads", "1"]
+    )  # fmt: skip
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["args"]["seeds"] == [0, 1] and (tmp_path / "train.log").exists()
+    for task, n_answers in (("copy", 16), ("brackets", 4)):
+        t = res["tasks"][task]
+        assert t["chance"] == 1 / n_answers and t["chance_fraction"] == f"1/{n_answers}"
+        assert set(t["models"]) == {"bert", "bert_right_masked", "gpt"}
+        for m in t["models"].values():
+            assert [s["seed"] for s in m["seeds"]] == [0, 1]
+            for s in m["seeds"]:
+                assert s["n"] == 40 and s["wilson_95"][0] <= s["accuracy"] <= s["wilson_95"][1]
+        assert len(t["differences"]["bert - gpt"]) == 2
+
+
+def _bidirectional_results():
+    return json.loads(BIDIRECTIONAL.read_text())
+
+
+def test_bidirectional_results_are_one_experiment():
+    res = _bidirectional_results()
+    assert len(res["args"]["seeds"]) >= 3 and set(res["tasks"]) == {"copy", "brackets"}
+    for t in res["tasks"].values():
+        assert t["chance"] == pytest.approx(1 / t["n_answers"])
+        assert set(t["models"]) == {"bert", "bert_right_masked", "gpt"}
+        for m in t["models"].values():
+            assert [s["seed"] for s in m["seeds"]] == res["args"]["seeds"]
+            assert {s["n"] for s in m["seeds"]} == {res["args"]["n_test"]}
+            assert {s["parameters"] for s in m["seeds"]} == {m["parameters"]}
+        # the two BERTs are one network; the GPT of the same sizes has no more parameters
+        assert t["models"]["bert"]["parameters"] == t["models"]["bert_right_masked"]["parameters"]
+        assert t["models"]["gpt"]["parameters"] <= t["models"]["bert"]["parameters"]
+
+
+def test_bidirectional_page_claims_agree_with_results():
+    """The page's claims about the synthetic tasks ("The second direction, on a task that needs it"), read against
+    the results file."""
+    res = _bidirectional_results()
+    args = res["args"]
+    # "2 layers, 4 heads, 64 wide", "1,500 steps of 32 fresh items", "10^-3", "n = 2000", "16 letters", "4 kinds"
+    assert (args["n_layers"], args["n_heads"], args["d_model"]) == (2, 4, 64)
+    assert (args["max_iters"], args["batch_size"], args["lr"], args["n_test"]) == (1500, 32, 1e-3, 2000)
+    assert (res["tasks"]["copy"]["n_answers"], res["tasks"]["brackets"]["n_answers"]) == (16, 4)
+    params = {m: res["tasks"]["copy"]["models"][m]["parameters"] for m in ("bert", "gpt")}
+    assert round(100 * (params["bert"] / params["gpt"] - 1)) == 8  # "BERT's count below is 8% higher"
+    # "a standard error of about half a point for copy and one point for brackets"
+    assert 0.4 < 100 * res["tasks"]["copy"]["chance_standard_error"] < 0.6
+    assert 0.9 < 100 * res["tasks"]["brackets"]["chance_standard_error"] < 1.1
+    lead = {"copy": 0.93, "brackets": 0.75}  # "BERT's lead is about 93 points on copy and 75 points on brackets"
+    for task, t in res["tasks"].items():
+        models, chance, se = t["models"], t["chance"], t["chance_standard_error"]
+        for i, seed in enumerate(args["seeds"]):
+            bert = models["bert"]["seeds"][i]
+            # "BERT fills 100% of the test blanks (the interval's lower end is 99.8%)"
+            assert bert["accuracy"] == 1.0 and round(100 * bert["wilson_95"][0], 1) == 99.8, (task, seed)
+            # "and it was there by half-way through training"
+            assert min(step for step, e in bert["eval"] if e["accuracy"] >= 0.99) <= args["max_iters"] / 2
+            for other in ("bert_right_masked", "gpt"):
+                o = models[other]["seeds"][i]
+                # BERT beats both, with every seed, by more than the intervals
+                assert bert["wilson_95"][0] > o["wilson_95"][1], (task, other, seed)
+                d = t["differences"][f"bert - {other}"][i]
+                # "about 93 / 75 points ... with paired intervals under four points wide, far from zero"
+                assert abs(d["difference"] - lead[task]) < 0.015, (task, other, seed)
+                assert d["bootstrap_95"][0] > 0.5 and d["bootstrap_95"][1] - d["bootstrap_95"][0] < 0.04
+                # "every one of their accuracies lies within three standard errors" of chance
+                assert abs(o["accuracy"] - chance) < 3 * se, (task, other, seed)
+                # "their test loss ends within a few thousandths of a nat of ln 16 and ln 4"
+                assert 0 <= o["eval"][-1][1]["loss"] - math.log(t["n_answers"]) < 0.01, (task, other, seed)
+        if task == "brackets":  # "beats, by far, the 43% of the rule 'the nearest closing bracket'"
+            assert round(100 * t["baselines"]["nearest_closer"]["accuracy"]) == 43
+            assert models["bert"]["accuracy"]["min"] > t["baselines"]["nearest_closer"]["accuracy"] + 0.2

@@ -555,8 +555,8 @@ def test_bigbird_block_sparse_attention_matches_hugging_face(device):
     masks plus HF's random blocks.
 
     Randomness: HF draws the random blocks with NumPy's *global* generator, seeded with the layer's `seed` (its
-    layer index) at every forward pass, and only in training mode (in eval mode it uses no random blocks at all:
-    a constant adjacency list of zeros). The test runs the layer in train() (block-sparse attention has no dropout)
+    layer index) at every forward pass, and only in training mode (in eval mode the adjacency list is all zeros:
+    every random slot points at block 0, see the next test). The test runs the layer in train() (block-sparse attention has no dropout)
     and re-draws the same adjacency list by seeding NumPy with the same seed and calling HF's own plan functions."""
     np = pytest.importorskip("numpy")
     from transformers.models.big_bird.modeling_big_bird import BigBirdBlockSparseAttention, BigBirdModel
@@ -603,3 +603,51 @@ def test_bigbird_block_sparse_attention_matches_hugging_face(device):
         )
     torch.testing.assert_close(got.transpose(1, 2).reshape(B, T, C), expected, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(without.transpose(1, 2).reshape(B, T, C), expected, atol=1e-3)  # the draw matters
+
+
+def test_bigbird_eval_mode_points_every_random_slot_at_block_0(device):
+    """In eval mode HF's random block indices are zeros (transformers PR #23056): each of the r random slots of a
+    non-global query block gathers block 0, which is already global, so block 0's keys enter that block's softmax
+    1 + r times. The page says so; here the layer's output equals chapter 3's attention over the keys with block 0
+    appended r more times (visible to the non-global query blocks only), and differs from plain window + global."""
+    from transformers.models.big_bird.modeling_big_bird import BigBirdBlockSparseAttention, BigBirdModel
+
+    B, C, H, r, seed, block = 2, 32, 2, 2, 3, 64
+    T = 12 * block
+    config = transformers.BigBirdConfig(
+        hidden_size=C, num_attention_heads=H, num_random_blocks=r, max_position_embeddings=1024,
+        attention_type="block_sparse", use_bias=True,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    layer = BigBirdBlockSparseAttention(config, seed=seed).to(device).eval()
+    plan_len, plan_r = layer._get_rand_attn_plan(T, block, r)
+    rand = layer._bigbird_block_rand_mask_with_head(
+        from_seq_length=T, to_seq_length=T, from_block_size=block, to_block_size=block, num_heads=H,
+        plan_from_length=plan_len, plan_num_rand_blocks=plan_r,
+    )  # fmt: skip
+    assert all(a.shape == (T // block - 2, r) and not a.any() for a in rand)  # every random slot: block 0
+    x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(12)).to(device)
+    blocked, band, from_mask, to_mask = BigBirdModel.create_masks_for_block_sparse_attn(
+        torch.ones(B, T, device=device), block
+    )
+    n = T // block
+    is_global = torch.zeros(n, dtype=torch.bool)
+    is_global[[0, -1]] = True
+    plain = global_token_mask(sliding_window_mask(n, 1, causal=False), is_global)
+    plain = plain.repeat_interleave(block, -1).repeat_interleave(block, -2).to(device)  # (T, T)
+    extra = torch.zeros(T, r * block, dtype=torch.bool, device=device)
+    extra[block:-block] = True  # the r copies of block 0, seen by query blocks 1 .. n - 2
+    with torch.no_grad():
+        expected = layer(x, band_mask=band, from_mask=from_mask, to_mask=to_mask, from_blocked_mask=blocked,
+                         to_blocked_mask=blocked)[0]  # fmt: skip
+
+        def heads(linear):  # (B, T, C) -> (B, H, T, d_k)
+            return linear(x).view(B, T, H, C // H).transpose(1, 2)
+
+        q, k, v = heads(layer.query), heads(layer.key), heads(layer.value)
+        k_dup = torch.cat([k, k[:, :, :block].repeat(1, 1, r, 1)], dim=-2)  # (B, H, T + r * block, d_k)
+        v_dup = torch.cat([v, v[:, :, :block].repeat(1, 1, r, 1)], dim=-2)
+        got, _ = scaled_dot_product_attention(q, k_dup, v_dup, torch.cat([plain, extra], dim=-1))
+        without, _ = scaled_dot_product_attention(q, k, v, plain)
+    torch.testing.assert_close(got.transpose(1, 2).reshape(B, T, C), expected, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(without.transpose(1, 2).reshape(B, T, C), expected, atol=1e-3)
