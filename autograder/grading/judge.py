@@ -62,7 +62,8 @@ def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
                 rec["failures"] = [f"{name}: the grader could not read the record of its checks ({why})"]
             out.append(dict(rec, passed=False, judged_outside=0, judged_in_kernel=0))
             continue
-        for run in traces:
+        details: list[str] = []  # the first run's failed checks, as the student reads them (computed here)
+        for r, run in enumerate(traces):
             failures: list[str] = []
             if not isinstance(run, list) or len(run) > len(fns):
                 failures.append(f"{name}: the record of its checks does not fit them")
@@ -77,6 +78,11 @@ def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
                         outcome, message = core.replay(fn, trace)
                     if outcome == "failed":
                         failures.append(message.splitlines()[0][:200])
+                        if r == 0:
+                            label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+                            details.append(
+                                f"✘ {label}\n" + "\n".join("    " + ln for ln in message[:1500].splitlines())
+                            )
                     elif outcome == "unjudged":
                         failures.append(f"{name}: a check's record could not be judged by the grader ({message[:120]})")
                 if len(run) < len(fns):  # the kernel stopped early (a time-out): its own failure says why
@@ -86,7 +92,7 @@ def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
         passed_here = not failures_by_run[0] or (
             bool(rec.get("deps")) and len(failures_by_run) == 2 and not failures_by_run[1]
         )
-        rec.update(judged_outside=outside, judged_in_kernel=kernel)
+        rec.update(judged_outside=outside, judged_in_kernel=kernel, details=details[:6])
         if not passed_here:
             if rec.get("passed"):
                 rec["failures"] = failures_by_run[0][:3]

@@ -17,6 +17,7 @@ import json
 import pathlib
 import re
 from collections.abc import Callable, Collection, Iterable
+from typing import Any
 
 import nbformat
 
@@ -69,6 +70,93 @@ def read_result(path: pathlib.Path) -> Result:
 
 
 # ------------------------------------------------------------------------------------------------ feedback
+
+
+OUTPUT_CHARS = 4000  # characters of a student cell's text output the feedback shows (the rest is cut)
+OUTPUT_IMAGE_BYTES = 400_000  # an image output bigger than this is left out
+_SHOWN_DATA = ("text/plain", "image/png", "image/jpeg")
+
+
+def _cut(text: str) -> str:
+    if len(text) <= OUTPUT_CHARS:
+        return text
+    return text[:OUTPUT_CHARS] + f"\n[… {len(text) - OUTPUT_CHARS} more characters cut by the grader]\n"
+
+
+def _shown_output(out) -> Any:
+    """What the feedback shows of one output of the student's own cell: text cut to a size, plain text and images
+    only (HTML, JavaScript and other rich outputs are left out), an error as its one-line message."""
+    kind = out.get("output_type")
+    if kind == "stream":
+        return nbformat.v4.new_output("stream", name=out.get("name", "stdout"), text=_cut(_text(out.get("text", ""))))
+    if kind == "error":
+        ename, evalue = str(out.get("ename", "")), _cut(str(out.get("evalue", "")))
+        return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+    if kind in ("execute_result", "display_data"):
+        data = {}
+        for mime in _SHOWN_DATA:
+            value = out.get("data", {}).get(mime)
+            if value is None:
+                continue
+            value = _text(value)
+            if mime == "text/plain":
+                data[mime] = _cut(value)
+            elif len(value) <= OUTPUT_IMAGE_BYTES:
+                data[mime] = value
+        if not data:
+            return None
+        if kind == "execute_result":
+            return nbformat.v4.new_output("execute_result", data=data, execution_count=out.get("execution_count"))
+        return nbformat.v4.new_output("display_data", data=data)
+    return None
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _decision_text(
+    name: str, scores: dict[str, float], points: dict[str, int], reasons: Iterable[str], details: Iterable[str] = ()
+) -> str:
+    """What a test cell shows in the feedback: the grader's decision for exercise ``name`` — its points, and either
+    the failed checks' messages as the grading worker computed them outside the kernel (``details``) or the reasons
+    — never the kernel's raw output."""
+    got, top = scores.get(name, 0.0), points.get(name, 0)
+    mine = [r.removeprefix(f"{name}: ") for r in reasons if r.startswith(f"{name}:")]
+    head = f"{'✔' if got >= top and top else '✘'} {name}: {got:g} of {top:g} points"
+    shown = list(details) if got < top and details else mine
+    return head + "".join("\n" + "\n".join("  " + ln for ln in line.splitlines()) for line in shown) + "\n"
+
+
+def decided_feedback(
+    nb: nbformat.NotebookNode,
+    scores: dict[str, float],
+    points: dict[str, int],
+    reasons: Iterable[str],
+    secrets: Collection[str] = (),
+    details: dict[str, list[str]] | None = None,
+) -> nbformat.NotebookNode:
+    """The feedback notebook, built from what the grader decides to show: every test cell's outputs are replaced by
+    the grader's decision for its exercise (points and messages); the student's own cells keep their outputs cut to
+    a size (:func:`_shown_output`); then :func:`sanitize_feedback`. Nothing the kernel printed in a test cell — where
+    the hidden tests run — reaches the page, in whatever encoding."""
+    reasons = list(reasons)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") and str(meta.get("grade_id", "")).startswith("test_"):
+            name = meta["grade_id"].removeprefix("test_")
+            cell.outputs = [
+                nbformat.v4.new_output(
+                    "stream",
+                    name="stdout",
+                    text=_decision_text(name, scores, points, reasons, (details or {}).get(name, ())),
+                )
+            ]
+        else:
+            cell.outputs = [o for o in (_shown_output(out) for out in cell.get("outputs", [])) if o is not None]
+    return sanitize_feedback(nb, secrets)
 
 
 def sanitize_feedback(nb: nbformat.NotebookNode, secrets: Collection[str] = ()) -> nbformat.NotebookNode:
@@ -339,6 +427,7 @@ def write_feedback(
     reasons: Iterable[str] = (),
     unreadable: bool = True,
     secrets: Collection[str] = (),
+    details: dict[str, list[str]] | None = None,
 ) -> None:
     """The student's feedback page at ``path``, readable offline.
 
@@ -376,7 +465,7 @@ def write_feedback(
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
-    nb = sanitize_feedback(copy.deepcopy(graded), secrets)
+    nb = decided_feedback(copy.deepcopy(graded), scores, points, reasons, secrets, details)
     # A kernel sends a cell's prints in as many stream messages as its output buffer was flushed, which depends on
     # timing: merged, the same run gives the same page whichever machine or worker graded it.
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})

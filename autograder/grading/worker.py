@@ -256,6 +256,10 @@ def grade_one(job: Job) -> Result:
             f"needs review: {shown} output line(s) showed the hidden tests or the reference solution "
             "(removed from the feedback)"
         )
+    details: dict[str, list[str]] = {}
+    for e in entries:
+        if e.get("type") == "verdict" and e.get("details"):
+            details.setdefault(e["exercise"], e["details"])
     write_feedback(
         pathlib.Path(job.feedback),
         graded,
@@ -266,6 +270,7 @@ def grade_one(job: Job) -> Result:
         warnings=warnings,
         reasons=scored.reasons,
         secrets=secrets,
+        details=details,
     )
     keep = pathlib.Path(job.keep)
     keep.mkdir(parents=True, exist_ok=True)
