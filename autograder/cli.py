@@ -236,6 +236,7 @@ def main(argv=None) -> int:
     p.set_defaults(func=_cmd_selfcheck)
     sub.add_parser("scaffold", help="write a new chapter's parts from its stem and title (scaffold.py)")
     sub.add_parser("catalogue", help="bugs caught and valid alternatives passed, per chapter (catalogue.py)")
+    sub.add_parser("translations", help="Chinese pages in step with the English ones: check | stamp PAGE...")
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["scaffold"]:  # its own options and help: autograder/scaffold.py
         from . import scaffold
@@ -245,6 +246,10 @@ def main(argv=None) -> int:
         from . import catalogue
 
         return catalogue.main(argv[1:])
+    if argv[:1] == ["translations"]:
+        from . import translations
+
+        return translations.main(argv[1:])
     args = parser.parse_args(argv)
     _show_progress()
     return args.func(args)

@@ -227,6 +227,12 @@ def derived_files(chapter: str, instructor: nbformat.NotebookNode | None = None)
     instructor = instructor if instructor is not None else build_instructor(chapter)
     release = build_release(chapter, instructor)
     files = {RELEASE_DIR / f"{chapter}.ipynb": nbformat.writes(release) + "\n"}
+    from . import translations
+
+    if translations.notebook_translation(chapter) is not None:  # the Chinese edition's notebook (中文版)
+        files[RELEASE_DIR / "zh" / f"{chapter}.ipynb"] = (
+            nbformat.writes(translations.translate_notebook(release, chapter)) + "\n"
+        )
     for name, (text, _) in sample_submissions(chapter, release).items():
         files[SAMPLES / chapter / name] = text
     files.update(nbgrader_course.chapter_files(chapter, instructor))

@@ -81,6 +81,16 @@ SEARCHES: list[tuple[str, str]] = [
     ("自注意力", "book/ch03_self_attention.html"),
     ("滑动窗口注意力", "book/ch09_sparse_attention.html"),
     ("掩码语言模型", "book/ch07_bert.html"),
+    ("键值缓存", "book/ch08_kv_cache.html"),
+    ("旋转位置编码", "book/ch08_kv_cache.html"),
+]
+# the Chinese edition's search (zh/search.html), for the same terms and their synonyms
+ZH_SEARCHES: list[tuple[str, str]] = [
+    ("自注意力", "book/ch03_self_attention.zh.html"),
+    ("键值缓存", "book/ch08_kv_cache.zh.html"),
+    ("KV 缓存", "book/ch08_kv_cache.zh.html"),
+    ("RoPE", "book/ch08_kv_cache.zh.html"),
+    ("掩码语言模型", "book/ch07_bert.zh.html"),
 ]
 SEARCH_TIMEOUT_S = 30
 # Sphinx's search page writes this summary line only once every result is listed.
@@ -235,6 +245,8 @@ async function inspect(mathjax) {
       out.wide.push({kind, index: i, cell: cells.indexOf(el.closest('.cell')) + 1, needed: Math.round(needed), what});
     }
   }
+  const sw = document.querySelector('p.edition-switch a');
+  out.switch = sw ? sw.href : null;
   for (const a of document.querySelectorAll('a[href*="colab.research.google.com"]')) {
     out.colab.push({href: a.href, launch: !!a.closest('.dropdown-launch-buttons')});
   }
@@ -363,17 +375,25 @@ def check_page(
     ]
     problems += [f"loads {url} from the network (the book must work offline)" for url in r["remote"]]
 
-    stem = page.stem
-    own = f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{stem}.ipynb"
+    zh = page.stem.endswith(".zh")  # the Chinese edition: its pages open the Chinese notebooks
+    stem = page.stem.removesuffix(".zh")
+    folder = "notebooks/zh" if zh else "notebooks"
+    own = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{folder}/{stem}.ipynb"
     notebook_link = re.compile(
         rf"https://colab\.research\.google\.com/github/{re.escape(repo)}/blob/"
-        rf"{re.escape(branch)}/notebooks/(ch\d\d_\w+\.ipynb)"
+        rf"{re.escape(branch)}/(notebooks(?:/zh)?/ch\d\d_\w+\.ipynb)"
     )
     chapter = page.parent.name == "book" and re.fullmatch(r"ch\d\d_\w+", stem)
     launch = [c["href"] for c in r["colab"] if c["launch"]]
+    if page.parent.name == "book":  # the language switch leads to the page's counterpart, which exists
+        switch = r.get("switch")
+        if not switch:
+            problems.append("no language switch (中文版 / English) to the other edition's page")
+        elif not pathlib.Path(urllib.parse.urlparse(switch).path).exists():
+            problems.append(f"the language switch leads to a page that was not built: {switch}")
     if chapter:
-        if not (ROOT / "notebooks" / f"{stem}.ipynb").exists():
-            problems.append(f"no student notebook notebooks/{stem}.ipynb for the Colab button")
+        if not (ROOT / folder / f"{stem}.ipynb").exists():
+            problems.append(f"no student notebook {folder}/{stem}.ipynb for the Colab button")
         if not launch:
             problems.append("no Colab launch button")
         problems += [f"Colab launch button opens {href}, not {own}" for href in launch if href != own]
@@ -381,7 +401,7 @@ def check_page(
             problems += launch_menu_problems(driver)
     for c in r["colab"]:
         m = notebook_link.fullmatch(c["href"])
-        if not m or not (ROOT / "notebooks" / m.group(1)).exists():
+        if not m or not (ROOT / m.group(1)).exists():
             if not (chapter and c["launch"]):  # already reported above
                 problems.append(f"Colab link does not open a course notebook: {c['href']}")
 
@@ -394,7 +414,7 @@ def check_page(
     return problems
 
 
-def search_problems(driver, html: pathlib.Path) -> list[str]:
+def search_problems(driver, html: pathlib.Path, searches: list[tuple[str, str]] | None = None) -> list[str]:
     """Search the built book for each of `SEARCHES` as a reader would (search.html?q=...) and list what is missing.
 
     The result list is complete when Sphinx writes its summary line ("Search finished ..." or "Your search did not
@@ -409,7 +429,7 @@ def search_problems(driver, html: pathlib.Path) -> list[str]:
     if not page.exists():
         return ["search.html was not built"]
     problems = []
-    for query, expected in SEARCHES:
+    for query, expected in SEARCHES if searches is None else searches:
         driver.get(f"{page.as_uri()}?q={urllib.parse.quote(query)}")
         try:
             status = WebDriverWait(driver, SEARCH_TIMEOUT_S).until(lambda d: d.execute_script(SEARCH_STATUS))
@@ -454,6 +474,8 @@ def main() -> int:
                 for p in check_page(driver, page, min_font_pt, dpi, repo, branch, args.screenshots, code_scrolls)
             ]
         problems += [f"search: {p}" for p in search_problems(driver, html)]
+        if (html / "zh" / "search.html").exists():
+            problems += [f"zh/search: {p}" for p in search_problems(driver, html / "zh", ZH_SEARCHES)]
     finally:
         driver.quit()
     for p in problems:

@@ -26,7 +26,7 @@ def leaked_reprs(html: str) -> list[str]:
 def main() -> int:
     html_dir = ROOT / "_build" / "html" / "book"
     problems = []
-    pages = sorted(p.stem for p in (ROOT / "book").glob("ch[0-9][0-9]_*.md"))
+    pages = sorted(p.stem for p in (ROOT / "book").glob("ch[0-9][0-9]_*.md") if not p.name.endswith(".zh.md"))
     for stem in pages:
         page = html_dir / f"{stem}.html"
         if not page.exists():

@@ -28,7 +28,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 HTML = ROOT / "_build" / "html"
-CHAPTERS = sorted(BOOK.glob("ch[0-9][0-9]_*.md"))
+CHAPTERS = sorted(p for p in BOOK.glob("ch[0-9][0-9]_*.md") if not p.name.endswith(".zh.md"))  # English pages
 # Chapters 8-10 draw their diagrams (cache steps, sparse masks, tiles) from their solution modules' own masks.
 DIAGRAM_PAGES = [p for p in CHAPTERS if int(p.name[2:4]) <= 7] + [BOOK / "intro.md"]
 CELL = re.compile(r"```\{code-cell\}[^\n]*\n(.*?)```", re.S)
@@ -106,7 +106,7 @@ def test_every_citation_is_in_the_bibliography():
     entries = [e for e in (BOOK / "bibliography.md").read_text().split("\n* ")[1:]]
     assert len(entries) >= 20
     missing = []
-    for page in sorted(BOOK.glob("*.md")):
+    for page in sorted(p for p in BOOK.glob("*.md") if not p.name.endswith(".zh.md")):
         if page.name == "bibliography.md":
             continue
         for name, year in set(CITATION.findall(page.read_text())):
@@ -205,7 +205,11 @@ def citation_pattern(head: str) -> str:
 def test_bibliography_entries_link_every_page_that_cites_them():
     """Each entry links back to every chapter, the introduction and the outlook where it is cited (a missing
     "Chapter [7](ch07_bert.md)" for Radford et al. 2019 fails here), and no entry holds a second copy of its text."""
-    pages = [p for p in sorted(BOOK.glob("*.md")) if p.stem not in ("bibliography", "glossary", "notation")]
+    pages = [
+        p
+        for p in sorted(BOOK.glob("*.md"))
+        if p.stem not in ("bibliography", "glossary", "notation") and not p.name.endswith(".zh.md")
+    ]
     texts = {p.name: " ".join(p.read_text().split()) for p in pages}
     assert citation_pattern("Gu & Dao 2023") and not re.search(citation_pattern("Dao 2023"), "Gu & Dao 2023")
     assert re.search(citation_pattern("Beltagy et al. 2020"), "(Beltagy, Peters & Cohan 2020)")
@@ -244,7 +248,7 @@ def glossary() -> list[list[str]]:
 
 
 def chapter_page(number: str) -> pathlib.Path:
-    (page,) = BOOK.glob(f"ch{number}_*.md")
+    (page,) = (p for p in BOOK.glob(f"ch{number}_*.md") if not p.name.endswith(".zh.md"))
     return page
 
 

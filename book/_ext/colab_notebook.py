@@ -32,16 +32,18 @@ def _drop(buttons):
 
 
 def _on_page_context(app, pagename, templatename, context, doctree):
-    stem = pathlib.PurePosixPath(pagename).name
+    stem = pathlib.PurePosixPath(pagename).name.removesuffix(".zh")
     root = pathlib.Path(app.srcdir)
-    if not (root / "notebooks" / f"{stem}.ipynb").exists():
+    # the Chinese edition's pages open the Chinese notebooks (notebooks/zh/)
+    folder = "notebooks/zh" if getattr(app.config, "course_edition", "en") == "zh" else "notebooks"
+    if not (root / folder / f"{stem}.ipynb").exists():
         if "header_buttons" in context:
             context["header_buttons"] = _drop(context["header_buttons"])
         return
     theme = app.config.html_theme_options
     repo = theme.get("repository_url", "").removeprefix("https://github.com/").strip("/")
     branch = theme.get("repository_branch", "main")
-    url = f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{stem}.ipynb"
+    url = f"https://colab.research.google.com/github/{repo}/blob/{branch}/{folder}/{stem}.ipynb"
     _rewrite(context.get("header_buttons", []), url)
 
 

@@ -1,0 +1,141 @@
+"""The Chinese edition (中文版) is complete and in step with the English one (autograder/translations.py)."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import nbformat
+import pytest
+import yaml
+
+from autograder import canonical, notebooks, translations
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import edition  # noqa: E402  (book/_ext is the book's extension folder, not a package)
+
+ZH_PAGES = translations.chinese_pages()
+ZH_CHAPTERS = [c for c in notebooks.chapters() if translations.notebook_translation(c) is not None]
+
+
+def _toc_files(path: pathlib.Path) -> list[str]:
+    toc = yaml.safe_load(path.read_text())
+    return [toc["root"]] + [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+
+
+def test_every_english_page_has_its_chinese_page_in_the_chinese_contents():
+    english = _toc_files(ROOT / "_toc.yml")
+    chinese = _toc_files(ROOT / "_toc.zh.yml")
+    assert chinese == [f"{f}.zh" for f in english], "the Chinese contents list every English page, in order"
+    missing = [f for f in chinese if not (ROOT / f"{f}.md").exists()]
+    assert not missing, f"Chinese pages not written yet: {missing}"
+
+
+def test_every_chapter_has_its_chinese_notebook():
+    assert ZH_CHAPTERS == notebooks.chapters()
+    for chapter in ZH_CHAPTERS:
+        assert (notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb").exists()
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
+def test_chinese_page_is_in_step_with_its_english_page(page):
+    assert translations.english_of(page).exists()
+    assert translations.stale(page) == [], (
+        f"{page.name}: the English page changed since it was translated; bring these sections up to date, then "
+        f"`python -m autograder translations stamp book/{page.name}`"
+    )
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
+def test_chinese_page_runs_the_english_pages_code_cells(page):
+    """Figures and numbers come from the same cells (and so the same results files), never retyped."""
+    zh, en = page.read_text(), translations.english_of(page).read_text()
+    assert translations.code_cells(zh) == translations.code_cells(en)
+    assert translations.front_matter(en).strip() in translations.front_matter(zh)
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
+def test_chinese_page_keeps_the_english_pages_labels(page):
+    import re
+
+    labels = lambda text: re.findall(r"^\((.+)\)=\s*$", text, re.M)
+    assert labels(page.read_text()) == labels(translations.english_of(page).read_text())
+
+
+def test_a_changed_english_section_makes_its_chinese_page_stale(tmp_path, monkeypatch):
+    en = tmp_path / "page.md"
+    zh = tmp_path / "page.zh.md"
+    en.write_text("---\nkernelspec: {}\n---\n\n# Title\n\nIntro.\n\n## One\n\nFirst.\n\n## Two\n\nSecond.\n")
+    zh.write_text("---\nkernelspec: {}\n---\n\n# 标题\n\n引言。\n\n## 一\n\n第一。\n\n## 二\n\n第二。\n")
+    monkeypatch.setattr(translations, "ROOT", tmp_path)
+    translations.stamp(zh)
+    assert translations.stale(zh) == []
+    en.write_text(en.read_text().replace("Second.", "Second, changed."))
+    assert translations.stale(zh) == ["changed: Two"]
+    en.write_text(en.read_text() + "\n## Three\n\nNew.\n")
+    assert "new: Three" in translations.stale(zh)
+    assert "第一。" in zh.read_text()  # stamping keeps the translation
+
+
+@pytest.mark.parametrize("chapter", ZH_CHAPTERS)
+def test_chinese_notebook_has_the_english_code_ids_and_points(chapter):
+    release = notebooks.build_release(chapter)
+    zh = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
+    assert [(c.cell_type, c.get("id"), c.metadata.get("nbgrader")) for c in zh.cells] == [
+        (c.cell_type, c.get("id"), c.metadata.get("nbgrader")) for c in release.cells
+    ]
+    assert [c.source for c in zh.cells if c.cell_type == "code"] == [
+        c.source for c in release.cells if c.cell_type == "code"
+    ]
+    prose = "".join(c.source for c in zh.cells if c.cell_type == "markdown")
+    assert sum("\u4e00" <= ch <= "\u9fff" for ch in prose) > len(prose) // 10, "the prose is Chinese"
+
+
+@pytest.mark.parametrize("chapter", ZH_CHAPTERS)
+def test_the_same_answers_in_either_edition_are_graded_alike(chapter):
+    """The grader canonicalises a submission against the release notebook: the Chinese edition's notebook with
+    the reference answers becomes the very notebook the English one does, so it scores the same."""
+    release = notebooks.build_release(chapter)
+    zh = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
+    answered = {ed: notebooks.fill_release(nb, chapter) for ed, nb in (("en", release), ("zh", zh))}
+    graded = {ed: canonical.canonicalise(nbformat.writes(nb), release)[0] for ed, nb in answered.items()}
+    assert nbformat.writes(graded["en"]) == nbformat.writes(graded["zh"])
+
+
+def test_a_changed_english_notebook_cell_is_named():
+    chapter = ZH_CHAPTERS[0] if ZH_CHAPTERS else pytest.skip("no Chinese notebook yet")
+    release = notebooks.build_release(chapter)
+    md = [c for c in release.cells if c.cell_type == "markdown"]
+    md[1].source += "\n\nA new English sentence."
+    with pytest.raises(ValueError, match=r"markdown cell\(s\) \[1\] changed"):
+        translations.translate_notebook(release, chapter)
+
+
+@pytest.mark.parametrize("page", ["book/intro", "book/ch03_self_attention", "book/glossary"])
+def test_the_language_switch_links_each_page_to_its_counterpart(page):
+    """From _build/html/<page>.html to _build/html/zh/<page>.zh.html, and back."""
+    zh_page = edition.counterpart(page, "en")
+    there = pathlib.PurePosixPath("html", page + ".html").parent / edition.switch_href(page, "en")
+    back = pathlib.PurePosixPath("html", "zh", zh_page + ".html").parent / edition.switch_href(zh_page, "zh")
+    norm = lambda p: pathlib.PurePosixPath(*[x for x in _resolve(p)])
+    assert norm(there) == pathlib.PurePosixPath("html", "zh", zh_page + ".html")
+    assert norm(back) == pathlib.PurePosixPath("html", page + ".html")
+
+
+def _resolve(path: pathlib.PurePosixPath) -> list[str]:
+    out: list[str] = []
+    for part in path.parts:
+        if part == "..":
+            out.pop()
+        elif part != ".":
+            out.append(part)
+    return out
+
+
+def test_chinese_pages_link_the_chinese_pages():
+    text = "[ch3](ch03_self_attention.md), [g](glossary.md#x), {doc}`intro`, {doc}`the intro <intro>`, [n](none.md)"
+    assert edition.to_chinese_links(text, lambda t: t != "none") == (
+        "[ch3](ch03_self_attention.zh.md), [g](glossary.zh.md#x), {doc}`intro.zh`, {doc}`the intro <intro.zh>`, "
+        "[n](none.md)"
+    )
