@@ -7,7 +7,7 @@ it, the student notebook ``notebooks/ch10_flash_attention.ipynb`` is generated f
 FlashAttention computes *exact* attention, ``softmax(QK^T / sqrt(d_k)) V``, without ever holding the
 ``T_q × T_k`` score matrix: the keys and values are visited block by block, the softmax is normalised on the
 fly (the online softmax), and the backward pass recomputes each block of scores from Q, K and the saved
-log-sum-exp (对数和指数) instead of storing them. Here it is written in plain PyTorch loops over blocks, so that
+log-sum-exp (LogSumExp, 对数求和指数) instead of storing them. Here it is written in plain PyTorch loops over blocks, so that
 every step of the papers' algorithms can be read and tested; batch and heads are vectorised, the loops run over
 query blocks (``block_q`` rows) and key blocks (``block_k`` columns).
 

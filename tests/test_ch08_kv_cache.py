@@ -358,3 +358,107 @@ def test_committed_conversion_results_are_consistent():
     widest = max(s["max"] - s["min"] for s in spreads)
     assert widest <= 0.015
     assert min(abs(a["mean"] - b["mean"]) for a, b in zip(spreads, spreads[1:])) > 3 * widest
+
+
+def test_past_the_window_prose_agrees_with_the_page_cell():
+    """The page's "150 new tokens after a 21-token prompt": the stated length is the page's prompt's, and the decode steps
+    and prefills the cell prints add up — decodes = context_length - prompt length, then one prefill per step
+    (and the first call's)."""
+    import contextlib
+    import io
+    import re
+
+    from solutions.text_data import CharTokenizer
+
+    page = (ROOT / "book/ch08_kv_cache.md").read_text()
+    (cell,) = [c for c in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", page, flags=re.S) if "CachedGPT(gpt)" in c]
+    ck = torch.load(ROOT / "results/ch06_gpt/gpt_char.pt")
+    gpt = GPT(GPTConfig(**ck["config"])).eval()
+    gpt.load_state_dict(ck["model"])
+    namespace = dict(torch=torch, tok=CharTokenizer(ck["alphabet"]), gpt=gpt, CachedGPT=CachedGPT, generate=generate)
+    with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(cell, namespace)
+    n_prompt, wrapped, n_new = namespace["prompt"].shape[1], namespace["wrapped"], 150
+    m = re.search(r"(\d+) new tokens after a (\d+)-token prompt", " ".join(page.split()))
+    assert m and (int(m[1]), int(m[2])) == (n_new, n_prompt)
+    assert namespace["with_cache"].shape[1] == n_prompt + n_new
+    assert wrapped.decode_steps == gpt.context_length - n_prompt
+    assert wrapped.decode_steps + wrapped.prefills == n_new
+    printed = out.getvalue()
+    assert "identical tokens: True" in printed
+    assert (
+        f"decode steps {wrapped.decode_steps} (= {gpt.context_length} - {n_prompt}), prefills {wrapped.prefills}"
+        in printed
+    )
+
+
+# ---------------------------------------------------------------- decoding speed (benchmarks/bench_decode.py)
+
+
+def test_lean_decode_steps_equal_the_modules_cached_forward(device):
+    """The benchmark's lean steps (preallocated cache, grouped queries, MLA absorbed) compute the modules' step."""
+    from benchmarks import bench_decode
+
+    modules = bench_decode.make_modules(device)
+    x = torch.randn(1, 1, bench_decode.D_MODEL, generator=_gen(20)).to(device)
+    for name, attn in modules.items():
+        buf = bench_decode.random_cache(attn, 10, device)
+        expected = bench_decode.module_step(attn, x, bench_decode.module_cache(attn, buf, 10))
+        got = bench_decode.lean_step(attn, x, buf, 10)
+        torch.testing.assert_close(got, expected, **tolerance(torch.float32), msg=lambda m, name=name: f"{name}: {m}")
+
+
+def _decode_results():
+    import csv
+
+    path = ROOT / "benchmarks/results/ch08_decode_cpu.csv"
+    if not path.exists():
+        pytest.skip("benchmarks/results/ch08_decode_cpu.csv not written yet (python -m benchmarks.bench_decode)")
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("# measured ")  # where, when and how (benchmarks/results_io.py)
+    return {(r["variant"], r["form"], int(r["context_length"])): r for r in csv.DictReader(lines[1:])}
+
+
+def test_decode_results_hold_the_page_claims():
+    """The claims of the page's "Decoding speed" section, against the committed results file it draws from."""
+    import re
+
+    rows = _decode_results()
+    Ts = sorted({T for _, _, T in rows})
+    longest, shortest = Ts[-1], Ts[0]
+    speedup = {(v, f, T): float(r["speedup_vs_mha"]) for (v, f, T), r in rows.items()}
+    for (v, _form, T), r in rows.items():  # cache column = the chapter's formulas; the two forms agree
+        n_kv = {"MHA": 16, "GQA": 4, "MQA": 1}.get(v)
+        formula = mla_cache_bytes(1, 256, 32, T) if v == "MLA" else kv_cache_bytes(1, n_kv, 64, T)
+        assert int(r["cache_bytes"]) == formula and float(r["max_abs_diff_lean_vs_module"]) < 1e-4
+    # "At the longest context the lean step of MQA is about 5× as fast as MHA's, of GQA about 2.5× and of MLA
+    # about 1.8×": stated ≈ measured (the median over the rounds of the same round's ratio), within 15 %
+    page = " ".join((ROOT / "book/ch08_kv_cache.md").read_text().split())
+    m = re.search(
+        r"lean step of MQA is about ([\d.]+)× as fast as MHA's, of GQA about ([\d.]+)× and of MLA about ([\d.]+)×", page
+    )
+    assert m, "the page's sentence with the measured speed-ups changed: update this test"
+    for v, stated in zip(("MQA", "GQA", "MLA"), map(float, m.groups())):
+        assert speedup[(v, "lean", longest)] == pytest.approx(stated, rel=0.15), v
+    lean = {v: float(rows[(v, "lean", longest)]["tokens_per_s"]) for v in ("MHA", "GQA", "MQA", "MLA")}
+    assert lean["MQA"] > lean["GQA"] > lean["MLA"] > lean["MHA"]  # a smaller cache decodes faster; MLA: see below
+    # "below the ratios of the caches (16×, 4×, 7×)"
+    mha_cache = int(rows[("MHA", "lean", longest)]["cache_bytes"])
+    for v, ratio in (("MQA", 16), ("GQA", 4), ("MLA", 7)):
+        assert round(mha_cache / int(rows[(v, "lean", longest)]["cache_bytes"])) == ratio
+        assert speedup[(v, "lean", longest)] < ratio
+    # "MLA's cache is smaller than GQA's, yet its step is slower here"
+    assert int(rows[("MLA", "lean", longest)]["cache_bytes"]) < int(rows[("GQA", "lean", longest)]["cache_bytes"])
+    assert speedup[("MLA", "lean", longest)] < speedup[("GQA", "lean", longest)]
+    # "At 256 tokens ... the four lean steps are within about a factor of two of one another"
+    assert shortest == 256 and f"At {shortest} tokens" in page
+    short = [float(rows[(v, "lean", shortest)]["tokens_per_s"]) for v in ("MHA", "GQA", "MQA", "MLA")]
+    assert max(short) / min(short) < 2.5
+    assert int(rows[("MHA", "lean", shortest)]["cache_bytes"]) < int(rows[("MQA", "lean", shortest)]["weight_bytes"])
+    # "at long context their GQA is no faster than their MHA ...; MQA ... keeps a large lead; the plain MLA ... is
+    # the slowest of all"
+    assert 0.75 < speedup[("GQA", "module", longest)] < 1.3
+    assert speedup[("MQA", "module", longest)] > 3
+    assert min(float(r["tokens_per_s"]) for (_, _, T), r in rows.items() if T == longest) == float(
+        rows[("MLA", "module", longest)]["tokens_per_s"]
+    )

@@ -265,3 +265,86 @@ def test_the_recorder_catches_the_naive_form(device):
     """The check above can fail: the naive form creates T_q × T_k tensors, and the recorder sees them."""
     naive = lambda q, k, v, am: naive_attention(q, k, v, causal=True, attention_mask=am)[0]
     assert _largest_tensor(naive, device) >= 96 * 160
+
+
+# ---------------------------------------------------------------- the measured memory (the benchmark)
+
+
+def test_peak_allocated_bytes_counts_what_the_call_allocates():
+    """The benchmark's CPU measure: the peak of the allocations made during the call, frees included, inputs not."""
+    from benchmarks.bench_flash_attention import peak_allocated_bytes
+
+    inputs = torch.zeros(1 << 20)  # 4 MiB made before the call: not counted
+
+    def pattern():
+        a = torch.empty(1 << 19)  # 2 MiB
+        del a  # freed: the next allocations do not add to it
+        b, c = torch.empty(1 << 18), torch.empty(1 << 18)  # 1 + 1 MiB, both alive at the end
+        return inputs.clone(), b, c  # and 4 MiB more: the peak is 6 MiB
+
+    assert 0 <= peak_allocated_bytes(pattern, torch.device("cpu")) - 6 * 2**20 < 1024
+
+
+def test_benchmark_measure_sees_the_naive_tables_and_not_the_tiled_ones():
+    from benchmarks.bench_flash_attention import (
+        attention,
+        clear_grads,
+        forward_backward,
+        make_inputs,
+        peak_allocated_bytes,
+    )
+
+    T, cpu = 512, torch.device("cpu")
+    qkv = make_inputs(T, 16, cpu)
+    peaks = {}
+    for impl in ("naive", "tiled", "sdpa"):
+        fn = attention(impl, 64)
+        clear_grads(qkv)
+        peaks[impl] = peak_allocated_bytes(lambda fn=fn: forward_backward(fn, qkv), cpu)
+    assert peaks["naive"] >= 3 * 4 * T * T  # three float32 T × T tables at once, at least
+    assert peaks["tiled"] < 4 * T * T and peaks["sdpa"] < 4 * T * T  # less than one
+
+
+def _flash_results():
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks/results/ch10_flash_attention_cpu.json"
+    if not path.exists():
+        pytest.skip(
+            "benchmarks/results/ch10_flash_attention_cpu.json not written (python -m benchmarks.bench_flash_attention)"
+        )
+    return json.loads(path.read_text())
+
+
+def test_committed_memory_results_hold_the_page_claims():
+    """The page's "Memory, measured": naive grows 4× per doubling of T (about 15 bytes per query–key pair), tiled and
+    PyTorch's kernel as T and about alike; naive slowest, tiled faster, F.sdpa fastest; the same outputs."""
+    import pathlib
+    import re
+
+    record = _flash_results()
+    assert "torch.profiler" in record["meta"]["how"] and "median of 5" in record["meta"]["how"]  # "five rounds"
+    by = {(r["impl"], r["T"]): r for r in record["rows"]}
+    Ts = sorted({r["T"] for r in record["rows"]})
+    naive_Ts = [T for T in Ts if ("naive", T) in by]
+    assert len(naive_Ts) >= 3
+    for T in naive_Ts:
+        assert 14 <= by[("naive", T)]["peak_alloc_bytes"] / T**2 <= 17  # "about 15 bytes per query–key pair"
+    for a, b in zip(naive_Ts, naive_Ts[1:]):
+        assert b == 2 * a
+        assert 3.6 <= by[("naive", b)]["peak_alloc_bytes"] / by[("naive", a)]["peak_alloc_bytes"] <= 4.4  # ~ 4×
+    for impl in ("tiled", "sdpa"):
+        for a, b in zip(Ts, Ts[1:]):
+            assert by[(impl, b)]["peak_alloc_bytes"] / by[(impl, a)]["peak_alloc_bytes"] <= 2.2  # grows as T
+    for T in Ts:
+        assert 1 / 1.5 <= by[("sdpa", T)]["peak_alloc_bytes"] / by[("tiled", T)]["peak_alloc_bytes"] <= 1.5
+        assert by[("sdpa", T)]["seconds"] < by[("tiled", T)]["seconds"]
+        if ("naive", T) in by:
+            assert by[("tiled", T)]["seconds"] < by[("naive", T)]["seconds"]  # "faster from 1k tokens on"
+        for impl in ("tiled", "sdpa"):
+            assert by[(impl, T)].get("max_abs_diff_vs_naive", 0.0) < 1e-5
+    page = " ".join((pathlib.Path(__file__).resolve().parents[1] / "book/ch10_flash_attention.md").read_text().split())
+    m = re.search(r"([\d,]+) MiB at \$T = (\d+)\$", page)
+    assert m and round(by[("naive", int(m[2]))]["peak_alloc_mib"]) == int(m[1].replace(",", ""))
+    assert Ts[0] == 1024 and "faster from 1k tokens on" in page

@@ -86,7 +86,7 @@ print("largest difference from torch.softmax:", (ours - torch.softmax(x, dim=-1)
 # $$\ell_i' = e^{m_i - m_i'}\,\ell_i + \mathrm{rowsum}\,\tilde P_{ij}, \qquad \tilde O_i' = e^{m_i - m_i'}\,\tilde O_i + \tilde P_{ij} V_j$$
 #
 # After the last key block write `o[:, :, q_start:q_end] = o_i / l_i` and `lse[:, :, q_start:q_end] = m_i + log(l_i)`
-# (the log-sum-exp, 对数和指数, that the backward pass needs).
+# (the log-sum-exp, LogSumExp, 对数求和指数, that the backward pass needs).
 #
 # * The last key block may be shorter: `k_end = min(k_start + block_k, T_k)`.
 # * `tile_mask(q_start, q_end, k_start, k_end)` gives the tile's mask (or `None` when nothing is masked). Mask
