@@ -1,18 +1,23 @@
-"""The shipped nbgrader course (nbgrader_course/) works with nbgrader's own command-line tools and gradebook.
+"""The shipped nbgrader course (nbgrader_course/) works with nbgrader's own command-line tools and gradebook, as its
+README walks an instructor through it.
 
-For every chapter, in a temporary copy of the course directory: ``nbgrader generate_assignment`` (its release
-must be the course's student notebook); the shipped samples delivered the way instructors get them — for
-ch03_self_attention the correct, untouched and buggy ones through the exchange (``release_assignment``, each
-student's ``fetch_assignment`` and ``submit``, ``collect``), for the other chapters all four as an LMS download
-(Canvas names; Moodle folders for ch01_seq2seq) through ``zip_collect``; then ``autograde``,
-``generate_feedback`` and ``export``. The points per exercise in nbgrader's gradebook must be the ones the
-course's own command gives (derived from the checks, tests/test_grading.py).
+The exchange: the README's steps make the folder the config sets (nbgrader's default) writable, so that
+``release_assignment`` and a student's ``fetch_assignment`` use it as it is. For every chapter, in a temporary copy
+of the course directory: ``nbgrader generate_assignment`` (its release must be the course's student notebook); the
+shipped samples delivered the way instructors get them — for ch03_self_attention the correct, untouched and buggy
+ones through the exchange (a roster with the students' names and LMS ids, ``release_assignment``, each student's
+``fetch_assignment`` and ``submit``, ``collect``), for the other chapters all four as an LMS download (Canvas
+names; Moodle folders for ch01_seq2seq) through ``zip_collect``; then ``autograde``, ``generate_feedback`` (no
+warning; a page that reads offline: MathML, no CDN script, no Colab badge) and the course's exporters. The points
+per exercise in nbgrader's gradebook must be the ones the course's own command gives (derived from the checks,
+tests/test_grading.py), and the exported rows, names, LMS ids and LATE markers the ones its LMS files carry.
 """
 
 import csv
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,7 +33,6 @@ from tests.test_grading import _expected_scores
 CHAPTERS = notebooks.chapters()
 EXCHANGE_CHAPTER = "ch03_self_attention"
 MOODLE_CHAPTER = "ch01_seq2seq"
-CANVAS_EXPORT_CHAPTER = "ch02_bahdanau_attention"
 NBGRADER = shutil.which("nbgrader", path=os.path.dirname(sys.executable)) or shutil.which("nbgrader")
 
 
@@ -129,14 +133,13 @@ def _run(args, cwd, env, *, ok=True):
 
 def _environment(tmp_path: pathlib.Path) -> dict:
     """nbgrader's processes and kernels: this Python's tools, the course package, no user-wide Jupyter config, and
-    the exchange in tmp_path."""
+    the exchange in tmp_path, made by the README's steps (the course's own exchange folder, nbgrader's default,
+    is for a real hub: the instructor's commands here get ``--Exchange.root`` from :func:`_exchange`)."""
     config = tmp_path / "jupyter-config"
     config.mkdir()
-    (tmp_path / "exchange").mkdir(mode=0o777)
-    (config / "nbgrader_config.py").write_text(
-        f"c = get_config()\nc.Exchange.root = {str(tmp_path / 'exchange')!r}\n"
-        f"c.CourseDirectory.course_id = {nbgrader_course.COURSE_ID!r}\n"
-    )
+    exchange = _make_exchange(tmp_path / "srv" / "exchange")
+    # a student's nbgrader reads no course config: this is the config of every student's account here
+    (config / "nbgrader_config.py").write_text(f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\n")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     threads = str(max(1, (os.cpu_count() or 1) // workers))
     return {
@@ -151,29 +154,123 @@ def _environment(tmp_path: pathlib.Path) -> dict:
     }
 
 
-def _submit_through_the_exchange(course, chapter, samples, env, tmp_path) -> None:
-    _run(["release_assignment", chapter], course, env)
-    for name, (text, _) in samples.items():
-        student = lms.parse(name).lms_id
+def _documented_exchange_steps() -> list[str]:
+    """The commands of nbgrader_course/README.md's code blocks that name the exchange folder (its "Once" section)."""
+    readme = (nbgrader_course.COURSE_DIR / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
+    return [ln.strip() for b in blocks for ln in b.splitlines() if nbgrader_course.EXCHANGE_ROOT in ln]
+
+
+def _make_exchange(where: pathlib.Path) -> pathlib.Path:
+    """Run the README's exchange steps for the folder ``where`` instead of the course's."""
+    steps = _documented_exchange_steps()
+    assert steps == list(nbgrader_course.EXCHANGE_STEPS), "the README shows the steps that make the exchange"
+    script = "\n".join(s.replace(nbgrader_course.EXCHANGE_ROOT, shlex.quote(str(where))) for s in steps)
+    subprocess.run(["bash", "-euc", script], check=True)
+    return where
+
+
+def _exchange(env) -> str:
+    return "--Exchange.root=" + _load_config(pathlib.Path(env["JUPYTER_CONFIG_DIR"])).Exchange.root
+
+
+def test_the_documented_steps_make_a_fresh_exchange_nbgrader_uses(tmp_path):
+    """The README's steps make the exchange the config sets (nbgrader's default folder, which the students' nbgrader
+    uses without a config): writable by every user, so release_assignment neither creates it (as whoever runs it)
+    nor changes its permissions, and a student, with no course config, fetches from it."""
+    config = _load_config(nbgrader_course.COURSE_DIR)
+    assert config.Exchange.root == nbgrader_course.EXCHANGE_ROOT
+    from nbgrader.exchange.default import Exchange
+
+    assert Exchange.class_traits()["root"].default() == nbgrader_course.EXCHANGE_ROOT, "nbgrader's default folder"
+    assert config.CourseDirectory.course_id == nbgrader_course.COURSE_ID
+    assert f"--course {nbgrader_course.COURSE_ID}" in (nbgrader_course.COURSE_DIR / "README.md").read_text()
+
+    env = _environment(tmp_path)  # runs the README's steps (_make_exchange) for tmp_path/srv/exchange
+    exchange = tmp_path / "srv" / "exchange"
+    assert exchange.stat().st_mode & 0o777 == 0o777
+    course = tmp_path / "course"
+    shutil.copytree(nbgrader_course.COURSE_DIR, course, ignore=shutil.ignore_patterns("source"))
+    chapter = EXCHANGE_CHAPTER
+    (course / "release" / chapter).mkdir(parents=True)  # what generate_assignment writes (tested below)
+    shutil.copy(notebooks.RELEASE_DIR / f"{chapter}.ipynb", course / "release" / chapter)
+    released = _run(["release_assignment", chapter, _exchange(env)], course, env)
+    log = released.stdout + released.stderr
+    assert "Creating exchange directory" not in log and "Permissions for exchange directory" not in log, log
+    home = tmp_path / "student"
+    home.mkdir()
+    _run(["fetch_assignment", chapter, "--course", nbgrader_course.COURSE_ID], home, env)
+    assert (home / chapter / f"{chapter}.ipynb").read_text() == (
+        course / "release" / chapter / f"{chapter}.ipynb"
+    ).read_text()
+
+
+def _submit_through_the_exchange(course, chapter, students, env, tmp_path) -> None:
+    """Students (hub user names) fetch, fill in and submit; the instructor imported their names and LMS ids
+    (README, step 3) and collects."""
+    roster = course / "students.csv"
+    with open(roster, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "first_name", "last_name", "email", "lms_user_id"])
+        for student, (who, _, _) in students.items():
+            w.writerow([student, "Student", who.name.title(), "", who.lms_id])
+    _run(["db", "student", "import", "students.csv"], course, env)
+    _run(["release_assignment", chapter, _exchange(env)], course, env)
+    for student, (_, text, _) in students.items():
         home = tmp_path / "students" / student
         home.mkdir(parents=True)
-        _run(["fetch_assignment", chapter], home, env)
+        _run(["fetch_assignment", chapter, "--course", nbgrader_course.COURSE_ID], home, env)
         (home / chapter / f"{chapter}.ipynb").write_text(text)
         # nbgrader submits as the account's user name (on JupyterHub, the hub's user); here all are one account
-        _run(["submit", chapter, "--student", student], home, env)
-    _run(["collect", chapter], course, env)
+        _run(["submit", chapter, "--course", nbgrader_course.COURSE_ID, "--student", student], home, env)
+    _run(["collect", chapter, _exchange(env)], course, env)
 
 
-def _download_from_the_lms(course, chapter, samples, env) -> None:
+def _download_from_the_lms(course, chapter, samples, env) -> dict:
+    """The LMS's "download all submissions" zip through zip_collect; returns student id -> (who, text, expectation)
+    with ``who`` as the course parses the downloaded name."""
     archive = course / "downloaded" / chapter / "archive"
     archive.mkdir(parents=True)
+    students = {}
     with zipfile.ZipFile(archive / "submissions.zip", "w") as z:
-        for name, (text, _) in samples.items():
+        for name, (text, expectation) in samples.items():
             who = lms.parse(name)
             if chapter == MOODLE_CHAPTER:  # Moodle: "Download all submissions", one folder per student
                 name = f"{who.name.title()} Student_{who.lms_id}_assignsubmission_file/{chapter}.ipynb"
             z.writestr(name, text)
+            students[who.lms_id] = (lms.parse(name), text, expectation)
     _run(["zip_collect", chapter], course, env)
+    return students
+
+
+def _export(course, env, exporter, chapter, *extra) -> list[dict]:
+    result = _run(
+        [
+            "export",
+            f"--exporter={nbgrader_course.ADAPTER}.{exporter}",
+            f"--assignment={chapter}",
+            *extra,
+            "--to",
+            "x.csv",
+        ],
+        course,
+        env,
+    )
+    assert "WARNING" not in result.stdout + result.stderr, result.stdout + result.stderr
+    with open(course / "x.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _check_feedback_reads_offline(text: str, release: nbformat.NotebookNode) -> None:
+    """nbgrader's feedback page as it reads offline: formulas rendered (MathML, no MathJax from a CDN), no image
+    or script from the network (the Colab badge)."""
+    assert "$$" not in text, "a display formula left as LaTeX source"
+    if any("$" in c.source for c in release.cells if c.cell_type == "markdown"):
+        assert "<math" in text, "the formulas of the notebook's text are MathML"
+    assert "\\sqrt" not in re.sub(r"<code[^>]*>.*?</code>|<pre.*?</pre>", "", text, flags=re.S), "LaTeX source shown"
+    assert not re.search(r"<script[^>]+src=", text), "a script from the network (MathJax, require.js)"
+    assert "colab-badge.svg" not in text, "the Colab badge: an image from the network, broken offline"
+    assert not re.search(r"<img[^>]+src=[\"']?https?:", text), "an image from the network"
 
 
 @pytest.mark.slow
@@ -192,68 +289,70 @@ def test_plain_nbgrader_gives_the_course_points(chapter, tmp_path):
 
     samples = notebooks.sample_submissions(chapter, student_notebook)
     if chapter == EXCHANGE_CHAPTER:  # students fetch and submit; the truncated download is tested via the LMS zips
-        samples = {n: s for n, s in samples.items() if s[1] != "invalid"}
-        _submit_through_the_exchange(course, chapter, samples, env, tmp_path)
+        students = {lms.parse(n).name: (lms.parse(n), t, e) for n, (t, e) in samples.items() if e != "invalid"}
+        _submit_through_the_exchange(course, chapter, students, env, tmp_path)
     else:
-        _download_from_the_lms(course, chapter, samples, env)
-    ids = {lms.parse(name).lms_id: expectation for name, (_, expectation) in samples.items()}
-    assert sorted(p.name for p in (course / "submitted").iterdir()) == sorted(ids), "one submission per student"
+        students = _download_from_the_lms(course, chapter, samples, env)
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == sorted(students), "one submission per student"
 
     graded = _run(["autograde", chapter], course, env, ok=False)
-    invalid = [i for i, e in ids.items() if e == "invalid"]
+    invalid = [i for i, (_, _, e) in students.items() if e == "invalid"]
     log = graded.stdout + graded.stderr
     assert graded.returncode == (1 if invalid else 0), log[-3000:]  # nbgrader fails on the truncated download
     for i in invalid:
         assert f"for student '{i}'" in log and "NotJSONError" in log, log[-3000:]
-    _run(["generate_feedback", chapter], course, env)
-    _run(["export", "--to", "grades.csv"], course, env)
-    lms_file = {MOODLE_CHAPTER: "MoodleExport", CANVAS_EXPORT_CHAPTER: "CanvasExport"}.get(chapter)
-    if lms_file:  # the LMS's import file from nbgrader's gradebook (autograder/grading/nbgrader_adapter.py)
-        _run(
-            [
-                "export",
-                f"--exporter=autograder.grading.nbgrader_adapter.{lms_file}",
-                f"--assignment={chapter}",
-                "--CanvasExport.column=Chapter (12345)",
-                "--to",
-                "lms.csv",
-            ],
-            course,
-            env,
-        )
-        with open(course / "lms.csv", newline="") as f:
-            lms_rows = list(csv.reader(f))
+    feedback_log = _run(["generate_feedback", chapter], course, env)
+    assert "not recognized" not in feedback_log.stdout + feedback_log.stderr, feedback_log.stderr[-3000:]
+    _run(["export", "--to", "nbgrader_grades.csv"], course, env)  # nbgrader's own export still works
+
+    # The course's exporters (autograder/grading/nbgrader_adapter.py) give the rows of `python -m autograder grade`:
+    # one per submission, the unreadable one with zero and its reason, the LMS's names, ids and LATE markers.
+    system = lms.MOODLE if chapter == MOODLE_CHAPTER else lms.CANVAS
+    grades = {r["student_id"]: r for r in _export(course, env, "GradesExport", chapter)}
+    if system == lms.CANVAS:
+        lms_rows = _export(course, env, "CanvasExport", chapter, "--CanvasExport.column=Chapter (12345)")
+        assert list(lms_rows[0]) == lms.CANVAS_COLUMNS + ["Chapter (12345)"]
+        lms_scores = {r["ID"]: (r["Student"], float(r["Chapter (12345)"])) for r in lms_rows}
+    else:
+        lms_rows = _export(course, env, "MoodleExport", chapter)
+        assert list(lms_rows[0]) == lms.MOODLE_COLUMNS
+        lms_scores = {
+            r["Identifier"].removeprefix(lms.MOODLE_PARTICIPANT): (r["Full name"], float(r["Grade"])) for r in lms_rows
+        }
+    assert sorted(grades) == sorted(students) and sorted(lms_scores) == sorted(
+        w.lms_id for w, _, _ in students.values()
+    )
 
     from nbgrader.api import Gradebook
 
     exercises = notebooks.checks_module(chapter).EXERCISES
-    with open(course / "grades.csv", newline="") as f:
-        exported = {r["student_id"]: r for r in csv.DictReader(f) if r["assignment"] == chapter}
-    assert sorted(exported) == sorted(ids)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for student, expectation in ids.items():
+        for student, (who, _, expectation) in students.items():
             nb = gb.find_submission_notebook(chapter, chapter, student)
             scores = {g.name.removeprefix("test_"): float(g.score) for g in nb.grades}
             expected = _expected_scores(chapter, expectation)
+            total = sum(expected.values())
             assert scores == expected, (student, expectation)
-            assert float(exported[student]["score"]) == sum(expected.values())
-            assert float(exported[student]["max_score"]) == exercises.total_points
-            # a submission nbgrader could not autograde is left out of the LMS file: the LMS keeps it ungraded
-            lms_expected = [] if expectation == "invalid" else [sum(expected.values())]
-            if lms_file == "CanvasExport":
-                assert lms_rows[0] == lms.CANVAS_COLUMNS + ["Chapter (12345)"]
-                assert [float(r[5]) for r in lms_rows if r[1] == student] == lms_expected
-            elif lms_file == "MoodleExport":
-                assert lms_rows[0] == lms.MOODLE_COLUMNS
-                assert [float(r[4]) for r in lms_rows if r[0] == f"Participant {student}"] == lms_expected
+            row = grades[student]
+            assert (float(row["score"]), float(row["max_score"])) == (total, exercises.total_points)
+            assert {n: float(row[n]) for n in expected} == expected
+            assert (row["lms_id"], row["late"]) == (
+                who.lms_id,
+                "" if chapter == EXCHANGE_CHAPTER else lms.late_text(who.late),
+            )
+            name = f"{who.name.title()}, Student" if chapter == EXCHANGE_CHAPTER else who.name  # step 3's roster
+            assert lms_scores[who.lms_id] == (name, total), "the LMS file: the student's name and points"
             feedback = course / "feedback" / student / chapter / f"{chapter}.html"
             if expectation == "invalid":  # nbgrader could not read it: no grade, no feedback, listed for manual grading
                 assert nb.needs_manual_grade and all(g.auto_score is None for g in nb.grades)
                 assert not feedback.exists()
+                assert row["status"] == "error" and row["reason"].startswith("not a readable notebook"), row
                 continue
+            assert row["status"] == "graded"
             text = feedback.read_text()
             assert nbgrader_course.NOTE in text, "the feedback says the course's hardening was not used"
             assert "BEGIN HIDDEN TESTS" not in text and "hidden=True" not in text, "hidden tests' source is removed"
+            _check_feedback_reads_offline(text, release)
             if expectation.startswith("bug:"):
                 assert "CheckFailed: " in re.sub(r"<[^>]+>", "", text), "the check's message is shown"
                 assert "Cell In[" not in text and "----&gt;" not in text, "a failed test shows no traceback lines"

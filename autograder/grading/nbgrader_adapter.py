@@ -5,37 +5,54 @@ install has no nbgrader at all). What is here:
 
 * :func:`course_config`, :func:`generate_assignment`, :func:`autograde`, :func:`gradebook_scores` — nbgrader's
   ``NbGraderAPI`` and gradebook, for a course directory of our own;
-* :class:`CanvasExport`, :class:`MoodleExport` — nbgrader export plugins that write an LMS's grade import file
-  (``lms.py``) from nbgrader's gradebook, for instructors who use nbgrader's own workflow::
+* :class:`GradesExport`, :class:`CanvasExport`, :class:`MoodleExport` — nbgrader export plugins that write the
+  course grader's ``grades.csv`` (``report.py``) or an LMS's grade import file (``lms.py``) from nbgrader's
+  gradebook, with the rows ``python -m autograder grade`` gives, for instructors who use nbgrader's own workflow::
 
+    nbgrader export --exporter=autograder.grading.nbgrader_adapter.GradesExport --assignment=ch03_self_attention \\
+        --to grades.csv
     nbgrader export --exporter=autograder.grading.nbgrader_adapter.CanvasExport --assignment=ch03_self_attention \\
         --CanvasExport.column="Chapter 3 (12345)" --to canvas_import.csv
     nbgrader export --exporter=autograder.grading.nbgrader_adapter.MoodleExport --assignment=ch03_self_attention \\
         --to moodle_grading_worksheet.csv
 
-  The nbgrader student ids must be the LMS's ids (Canvas user id, Moodle participant id), as the zip_collect rule
-  of ``nbgrader_course/nbgrader_config.py`` makes them. One assignment per file (an LMS imports one at a time).
+  The student's LMS id, name and LATE marker come from the LMS download's names (zip_collect, whose rule in
+  ``nbgrader_course/nbgrader_config.py`` makes the nbgrader student id the LMS id), else from nbgrader's student
+  records (``lms_user_id``). One assignment per file (an LMS imports one at a time);
+* :class:`ClearHiddenTests`, :class:`FeedbackExporter` — ``generate_feedback`` of the course directory: no
+  warning, and a page that reads offline (formulas as MathML, no MathJax from a CDN, no Colab badge).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import pathlib
+import re
 import sys
 import time
+import types
 import warnings
 
+import jinja2
+import nbgrader.api
+from nbconvert.exporters import HTMLExporter
+from nbgrader import preprocessors
 from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.plugins import ExportPlugin
-from traitlets import Unicode
+from traitlets import List, Unicode, default
 from traitlets.config import Config
 
-from .. import releases
-from . import lms
+from .. import canonical, releases
+from . import lms, report, results
 from .report import Row
 
 warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader's gradebook
+# A new gradebook asks alembic for the schema's version, in a subprocess (`alembic heads`, 1.5–3 s); the answer is a
+# constant of the installed nbgrader, so ask once per process (a batch makes two gradebooks: the release's, its own).
+nbgrader.api.get_alembic_version = functools.cache(nbgrader.api.get_alembic_version)
 
 
 def course_config(course: pathlib.Path, cell_timeout: int = 120) -> Config:
@@ -72,6 +89,10 @@ def autograde(
     With ``ipc`` (a path prefix), the kernel's channels are socket files ``<ipc>-1`` ... instead of TCP on
     loopback (a jailed kernel has its own network namespace)."""
     config = course_config(course, cell_timeout)
+    # After the last cell nothing more comes from the kernel (the guard's records are sent while each test cell
+    # runs): stop it at once instead of asking it to exit and waiting (a kernel that imported torch takes 1–3 s to
+    # tear itself down, and jupyter_client waits up to 2.5 s before it sends SIGTERM).
+    config.Execute.shutdown_kernel = "immediate"
     if ipc:
         config.KernelManager.transport = "ipc"
         config.KernelManager.ip = ipc
@@ -86,18 +107,107 @@ def gradebook_scores(course: pathlib.Path, chapter: str, student: str) -> dict[s
         return {g.name.removeprefix("test_"): float(g.score) for g in nb.grades if g.max_score > 0}
 
 
+# ------------------------------------------------------------------------------------------------ feedback
+# The course directory's generate_feedback (nbgrader_course/nbgrader_config.py) uses these two in place of
+# nbgrader's own ClearHiddenTests and HTMLExporter.
+
+
+class ClearHiddenTests(preprocessors.ClearHiddenTests):
+    """nbgrader's ClearHiddenTests (the hidden tests' source removed from the feedback), without the warning
+    "Config option `display_data_priority` not recognized by `ClearHiddenTests`" on every ``generate_feedback``:
+    nbconvert's HTMLExporter configures ``NbConvertBase.display_data_priority``, which every preprocessor
+    inherits, and nbgrader's base preprocessor declares it without ``config=True`` (nbgrader's GetGrades
+    declares it configurable, as here)."""
+
+    display_data_priority = List(
+        preprocessors.NbGraderPreprocessor.class_traits()["display_data_priority"].default()
+    ).tag(config=True)
+
+
+_BADGE = "colab-badge.svg"  # the "Open in Colab" badge cell of every notebook (notebooks.py)
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbgrader's feedback page (its ``feedback`` template), readable offline as the course grader's is
+    (``results.write_feedback``): the formulas of the text as MathML, which browsers render natively, and no
+    MathJax script (nbgrader's page loads MathJax from a CDN: offline, the student saw the LaTeX source); no
+    "Open in Colab" badge (an image from the network, broken offline, and no use in feedback)."""
+
+    @default("extra_loaders")
+    def _no_mathjax(self):
+        # nbconvert's templates import the `mathjax` macro from mathjax.html.j2; extra loaders are searched first
+        return [jinja2.DictLoader({"mathjax.html.j2": "{%- macro mathjax(url='') -%}{%- endmacro -%}"})]
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        nb = copy.deepcopy(nb)
+        nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown" and _BADGE in c.source)]
+        math = results._math_to_mathml(nb)
+        body, resources = super().from_notebook_node(nb, resources, **kw)
+        for key, markup in math.items():
+            body = body.replace(key, markup)
+        return body, resources
+
+
 # ------------------------------------------------------------------------------------------------ export plugins
 
 
+def _download_names(coursedir, config, assignment: str) -> dict[str, tuple[str, lms.SubmissionName]]:
+    """nbgrader student id -> (file name, who the LMS's download says the student is: name, LMS id, LATE marker),
+    from the files zip_collect extracted (``downloaded/<assignment>/extracted/``), matched to the student ids by the
+    rule zip_collect used (``FileNameCollectorPlugin.named_regexp``). Empty without a zip_collect."""
+    zc = config.ZipCollectApp
+    structure = zc.get("collect_directory_structure", "{downloaded}/{assignment_id}/{collect_step}")
+    extracted = pathlib.Path(coursedir.root) / structure.format(
+        downloaded=zc.get("downloaded_directory", "downloaded"),
+        assignment_id=assignment,
+        collect_step=zc.get("extracted_directory", "extracted"),
+    )
+    rule = config.FileNameCollectorPlugin.get("named_regexp", "") or lms.ZIP_COLLECT_REGEXP
+    found: dict[str, list[tuple[str, lms.SubmissionName]]] = {}
+    for path in sorted(extracted.rglob("*.ipynb")) if extracted.is_dir() else []:
+        m = re.match(rule, str(path))
+        who = lms.parse(path)
+        if m and who.lms:
+            found.setdefault(m["student_id"], []).append((path.name, who))
+
+    def recency(file):  # the course's rule (lms.one_per_student): Canvas's submission id, re-upload counter, LATE
+        return lms._recency(types.SimpleNamespace(submission=file[0], late=file[1].late))
+
+    # several files of one student (re-uploads): the latest is the one zip_collect kept
+    return {student: max(files, key=recency) for student, files in found.items()}
+
+
+def _unreadable_reason(coursedir, assignment: str, student: str) -> str:
+    """Why nbgrader could not autograde a student's submission: the course's own reading of the file
+    (``canonical.parse``), as ``python -m autograder grade`` gives it."""
+    submitted = pathlib.Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
+    for path in sorted(submitted.glob("*.ipynb")):
+        try:
+            canonical.parse(path.read_bytes())
+        except canonical.Ungradeable as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"not readable: {exc}"
+    return "nbgrader could not autograde it (see nbgrader autograde's log)"
+
+
 class _LmsExport(ExportPlugin):
+    """The rows of ``python -m autograder grade`` from nbgrader's gradebook, one per submission of the assignment:
+    the student's name, LMS id and LATE marker from the LMS download's file names (zip_collect), else from
+    nbgrader's student records (``nbgrader db student import``: name, ``lms_user_id``) and nbgrader's own lateness
+    (the submission's timestamp after the assignment's due date); a submission nbgrader could not autograde (a file
+    that is not a readable notebook, like a download cut short) gets zero points and the reason."""
+
     system = ""
 
-    def export(self, gradebook) -> None:
+    def rows(self, gradebook) -> tuple[list[Row], dict[str, float]]:
         if len(self.assignment) != 1:
             raise ValueError(f"{type(self).__name__} writes one assignment: pass --assignment=NAME")
         name = str(self.assignment[0])
         assignment = gradebook.find_assignment(name)
         order = [ex.name for ex in releases.checks_module(name).EXERCISES] if name in releases.chapters() else []
+        coursedir = getattr(self.parent, "coursedir", None)
+        downloads = _download_names(coursedir, self.config, name) if coursedir else {}
         rows: list[Row] = []
         points: dict[str, float] = {}
         for submission in sorted(assignment.submissions, key=lambda s: s.student.id):
@@ -106,43 +216,69 @@ class _LmsExport(ExportPlugin):
                 continue
             grades = [g for nb in submission.notebooks for g in nb.grades]
             for g in grades:
-                points.setdefault(g.name.removeprefix("test_"), g.max_score)
-            scores = {g.name.removeprefix("test_"): float(g.score) for g in grades}
-            if not student.id.isdigit():
-                self.log.warning("%s: student id %r is not a %s id; left out", name, student.id, self.system)
-                continue
-            if submission.needs_manual_grade:
+                points.setdefault(g.name.removeprefix("test_"), float(g.max_score))
+            scores = {g.name.removeprefix("test_"): float(g.score or 0) for g in grades}
+            if not any(g.auto_score is not None or g.manual_score is not None for g in grades):
+                # nbgrader could not run it (autograde failed): zero and why, as the course's grader gives it
+                status = "error"
+                reason = _unreadable_reason(coursedir, name, student.id) if coursedir else "not autograded"
+                scores = dict.fromkeys(scores, 0.0)
+            elif submission.needs_manual_grade:
                 # Left out, so the LMS keeps it ungraded (a 0 uploaded now would read as a grade).
                 self.log.warning(
-                    "%s: %s needs manual grading (nbgrader could not autograde it, or a cell needs a "
-                    "grader): left out of the %s file; grade it in formgrader and export again",
+                    "%s: %s needs manual grading (a cell waits for a grader): left out; grade it in formgrader "
+                    "and export again",
                     name,
                     student.id,
-                    self.system,
                 )
                 continue
-            reason = ""
-            full = ", ".join(p for p in (student.first_name, student.last_name) if p)
+            else:
+                status = "graded"
+                reason = "" if sum(scores.values()) == assignment.max_score else "points lost: see the feedback"
+            if student.id in downloads:
+                file, who = downloads[student.id]
+                lms_name, lms_id, full, late = who.lms, who.lms_id, who.name, who.late
+            else:  # the exchange (or a zip_collect whose extracted files are gone): nbgrader's own records
+                file = f"{student.id}/{name}"
+                lms_id = student.lms_user_id or (student.id if student.id.isdigit() else "")
+                lms_name = self.system if lms_id else ""
+                full = ", ".join(p for p in (student.last_name, student.first_name) if p)
+                late = (submission.total_seconds_late > 0) if assignment.duedate else None
             rows.append(
                 Row(
-                    name,
+                    file,
                     student.id,
                     name,
                     scores,
-                    float(submission.score),
+                    sum(scores.values()),
                     float(assignment.max_score),
-                    "graded",
+                    status,
                     reason,
-                    lms=self.system,
-                    lms_id=student.id,
+                    lms=lms_name,
+                    lms_id=lms_id,
                     name=full,
+                    late=late,
                     graded_at=time.time(),
                 )
             )
-        points = {n: points[n] for n in order if n in points} | points
+        rows.sort(key=lambda r: r.submission)  # the course grader's order: by file (the LMS's download name)
+        return rows, {n: points[n] for n in order if n in points} | points
+
+    def export(self, gradebook) -> None:
+        rows, points = self.rows(gradebook)
+        name = str(self.assignment[0])
+        for r in rows:
+            if not r.lms_id:
+                self.log.warning(
+                    "%s: student %r has no %s id (not a number, no lms_user_id in nbgrader's student record): left out",
+                    name,
+                    r.student_id,
+                    self.system,
+                )
+        mine = [r for r in rows if r.lms_id]
         dest = pathlib.Path(self.to or (lms.CANVAS_FILE if self.system == lms.CANVAS else lms.MOODLE_FILE))
-        lms.write(self.system, dest, rows, points, assignment=self._column(name))
-        self.log.info("Wrote %d row(s) of %s to %s", len(rows), name, dest)
+        lms.write(self.system, dest, mine, points, assignment=self._column(name))
+        self.log.info("Wrote %d row(s) of %s to %s", len(mine), name, dest)
 
     def _column(self, name: str) -> str:
         return name
@@ -166,3 +302,14 @@ class MoodleExport(_LmsExport):
     """Moodle assignment offline grading worksheet (Identifier 'Participant N', Grade, Feedback comments …)."""
 
     system = lms.MOODLE
+
+
+class GradesExport(_LmsExport):
+    """The course grader's ``grades.csv`` (``report.write_csv``: submission, student id, LMS and LMS id, late, the
+    points per exercise, score, max score, status, reason) of one assignment, from nbgrader's gradebook."""
+
+    def export(self, gradebook) -> None:
+        rows, points = self.rows(gradebook)
+        dest = pathlib.Path(self.to or report.CSV_NAME)
+        report.write_csv(rows, dest, list(points))
+        self.log.info("Wrote %d row(s) of %s to %s", len(rows), self.assignment[0], dest)
