@@ -199,9 +199,4 @@ def main(argv: list[str]) -> int:
         for page in argv[1:]:
             stamp(pathlib.Path(page).resolve())
         return 0
-    if argv[0] == "skeleton":
-        from . import notebooks
-
-        print(notebook_skeleton(notebooks.build_release(argv[1])), end="")
-        return 0
     raise SystemExit(f"unknown: {argv[0]} (check | stamp PAGE... | skeleton CHAPTER)")
