@@ -56,7 +56,7 @@ ALLOWED = [
     re.compile(r"""\[["'](src_|tgt_|memory_)key_padding_mask["']\]"""),
     # prose and comments that name PyTorch's argument to explain the opposite polarity
     re.compile(
-        r"PyTorch's `{1,2}key_padding_mask|PyTorch's key_padding_mask|"
+        r"PyTorch's `{1,2}key_padding_mask|PyTorch's key_padding_mask|PyTorch 的 `key_padding_mask`|"
         r"``\(key_padding_mask, attn_mask\)`` for ``nn.MultiheadAttention``"
     ),
     # building a Hugging Face GPT2Config (its own names) and the comment mapping them to ours
