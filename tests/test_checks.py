@@ -146,6 +146,20 @@ def _dependent_cases():
 
 
 DEPENDENT_CASES = _dependent_cases()
+# CI's tier (`make test`): the first three buggy dependencies of each exercise; all of them in `make test-full`
+_SEEN: dict[tuple[str, str], int] = {}
+TIERED_DEPENDENT_CASES = []
+for _case in DEPENDENT_CASES:
+    _SEEN[_case[:2]] = _SEEN.get(_case[:2], 0) + 1
+    TIERED_DEPENDENT_CASES.append(_case if _SEEN[_case[:2]] <= 3 else pytest.param(*_case, marks=pytest.mark.slow))
+# the whole-model exercises' wrong-shaped answers take a minute each: in `make test-full`
+_HEAVY_SHAPES = {
+    ("ch05_transformer", "DecoderLayer"),
+    ("ch05_transformer", "EncoderLayer"),
+    ("ch06_gpt", "GPT"),
+    ("ch06_gpt", "Block"),
+}
+SHAPE_CASES = [pytest.param(*c, marks=pytest.mark.slow) if c in _HEAVY_SHAPES else c for c in CASES]
 
 
 def _with_buggy_dependency(chapter, name, mutant):
@@ -167,7 +181,7 @@ def test_every_chapter_with_calls_between_exercises_is_covered():
     }
 
 
-@pytest.mark.parametrize("chapter, name, mutant", DEPENDENT_CASES, ids=lambda x: getattr(x, "name", x))
+@pytest.mark.parametrize("chapter, name, mutant", TIERED_DEPENDENT_CASES, ids=lambda x: getattr(x, "name", x))
 def test_a_buggy_earlier_exercise_costs_only_its_own_points(chapter, name, mutant):
     exercises = notebooks.checks_module(chapter).EXERCISES
     obj = _with_buggy_dependency(chapter, name, mutant)
@@ -233,7 +247,7 @@ def _wrong_shaped(obj, how):
     return functools.wraps(obj)(lambda *a, **k: _distort(obj(*a, **k), how))
 
 
-@pytest.mark.parametrize("chapter, name", CASES, ids=lambda x: x)
+@pytest.mark.parametrize("chapter, name", SHAPE_CASES, ids=lambda x: x)
 def test_wrong_shaped_answers_fail_with_a_message_not_a_crash(chapter, name):
     exercises = notebooks.checks_module(chapter).EXERCISES
     reference = getattr(notebooks.solution_module(chapter), name)
