@@ -230,3 +230,19 @@ def test_reference_answers_pass_every_visible_check(installed, colab, chapter):
             assert f"All {n} visible checks passed for {name}." in text, text
     text, _ = _outputs(nb.cells[-1])
     assert f"This notebook: gradeable as {chapter}." in text and "no problems found" in text, text
+
+
+ZH_CHAPTERS = [c for c in CHAPTERS if (notebooks.RELEASE_DIR / "zh" / f"{c}.ipynb").exists()]
+
+
+@pytest.mark.parametrize("chapter", ZH_CHAPTERS)
+def test_chinese_notebook_with_the_reference_answers_passes_and_is_gradeable(installed, colab, chapter):
+    """The Chinese edition's notebook (notebooks/zh/, as Colab opens it from the repository) runs like the English
+    one: every visible check passes with the reference answers, and its own last cell says it is gradeable."""
+    zh = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
+    nb = colab.execute(notebooks.fill_release(zh, chapter), colab.work / f"{chapter}.ipynb")
+    for i, cell in enumerate(nb.cells):
+        text, errors = _outputs(cell)
+        assert not errors, f"cell {i} ({cell.get('id')}) failed:\n{cell.source[:300]}\n{errors}"
+    text, _ = _outputs(nb.cells[-1])
+    assert f"This notebook: gradeable as {chapter}." in text and "no problems found" in text, text

@@ -1,0 +1,340 @@
+"""Answers to the exercises of ch11_flash_attention_triton written from scratch (see tests/rewrites/__init__.py).
+
+Each is a whole exercise cell: the given head of the kernel (signature and the loads the notebook writes for the
+student), then the student's loop, then the given stores — or a kernel restructured around a helper of its own.
+``KernelRewrite`` (from the checks) builds them with their source where ``@triton.jit`` reads it.
+"""
+
+from autograder.ch11_flash_attention_triton import KernelRewrite
+from autograder.core import Rewrite
+
+_FWD_HEAD = """
+@triton.jit
+def flash_attention_forward_kernel(
+    Q, K, V, Out, LSE,
+    stride_qb, stride_qh, stride_qt, stride_qd,
+    stride_kb, stride_kh, stride_kt, stride_kd,
+    stride_vb, stride_vh, stride_vt, stride_vd,
+    stride_ob, stride_oh, stride_ot, stride_od,
+    H, T_q, T_k, d_k, d_v,
+    scale,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_dk = tl.arange(0, BLOCK_DK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    q = tl.load(
+        Q + b * stride_qb + h * stride_qh + rows[:, None] * stride_qt + offs_dk[None, :] * stride_qd,
+        mask=(rows[:, None] < T_q) & (offs_dk[None, :] < d_k),
+        other=0.0,
+    )
+    K_bh = K + b * stride_kb + h * stride_kh
+    V_bh = V + b * stride_vb + h * stride_vh
+    q_pos = rows + (T_k - T_q)
+    qk_scale = scale * 1.4426950408889634
+"""
+
+_FWD_TAIL = """
+    tl.store(
+        Out + b * stride_ob + h * stride_oh + rows[:, None] * stride_ot + offs_dv[None, :] * stride_od,
+        o.to(Out.dtype.element_ty),
+        mask=(rows[:, None] < T_q) & (offs_dv[None, :] < d_v),
+    )
+    tl.store(LSE + pid_bh * T_q + rows, lse, mask=rows < T_q)
+"""
+
+_DKDV_HEAD = """
+@triton.jit
+def flash_attention_backward_dkdv_kernel(
+    Q, K, V, DO, LSE, D, DK, DV,
+    stride_qb, stride_qh, stride_qt, stride_qd,
+    stride_kb, stride_kh, stride_kt, stride_kd,
+    stride_vb, stride_vh, stride_vt, stride_vd,
+    stride_dob, stride_doh, stride_dot, stride_dod,
+    stride_dkb, stride_dkh, stride_dkt, stride_dkd,
+    stride_dvb, stride_dvh, stride_dvt, stride_dvd,
+    H, T_q, T_k, d_k, d_v,
+    scale,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_dk = tl.arange(0, BLOCK_DK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    k = tl.load(
+        K + b * stride_kb + h * stride_kh + cols[:, None] * stride_kt + offs_dk[None, :] * stride_kd,
+        mask=(cols[:, None] < T_k) & (offs_dk[None, :] < d_k),
+        other=0.0,
+    )
+    v = tl.load(
+        V + b * stride_vb + h * stride_vh + cols[:, None] * stride_vt + offs_dv[None, :] * stride_vd,
+        mask=(cols[:, None] < T_k) & (offs_dv[None, :] < d_v),
+        other=0.0,
+    )
+    Q_bh = Q + b * stride_qb + h * stride_qh
+    DO_bh = DO + b * stride_dob + h * stride_doh
+    LSE_bh = LSE + pid_bh * T_q
+    D_bh = D + pid_bh * T_q
+    offset = T_k - T_q
+"""
+
+_DKDV_TAIL = """
+    tl.store(
+        DK + b * stride_dkb + h * stride_dkh + cols[:, None] * stride_dkt + offs_dk[None, :] * stride_dkd,
+        dk.to(DK.dtype.element_ty),
+        mask=(cols[:, None] < T_k) & (offs_dk[None, :] < d_k),
+    )
+    tl.store(
+        DV + b * stride_dvb + h * stride_dvh + cols[:, None] * stride_dvt + offs_dv[None, :] * stride_dvd,
+        dv.to(DV.dtype.element_ty),
+        mask=(cols[:, None] < T_k) & (offs_dv[None, :] < d_v),
+    )
+"""
+
+REWRITES: list[Rewrite] = []
+
+# ---------------------------------------------------------------- the forward kernel's loop
+REWRITES += [
+    KernelRewrite(
+        "natural exp, additive -inf bias",
+        "flash_attention_forward_kernel",
+        _FWD_HEAD
+        + """
+    m = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    denom = tl.zeros([BLOCK_M], dtype=tl.float32)
+    out = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+    end = T_k
+    if CAUSAL:
+        end = tl.minimum(T_k, pid_m * BLOCK_M + BLOCK_M + (T_k - T_q))
+    for start in range(0, end, BLOCK_N):
+        keys = start + offs_n
+        in_range = keys < T_k
+        kb = tl.load(K_bh + keys[:, None] * stride_kt + offs_dk[None, :] * stride_kd,
+                     mask=in_range[:, None] & (offs_dk[None, :] < d_k), other=0.0)
+        vb = tl.load(V_bh + keys[:, None] * stride_vt + offs_dv[None, :] * stride_vd,
+                     mask=in_range[:, None] & (offs_dv[None, :] < d_v), other=0.0)
+        bias = tl.where(in_range, 0.0, float("-inf"))[None, :]  # (1, BLOCK_N)
+        if CAUSAL:
+            bias = bias + tl.where(keys[None, :] > q_pos[:, None], float("-inf"), 0.0)
+        scores = tl.dot(q, tl.trans(kb)) * scale + bias  # natural units
+        new_m = tl.maximum(m, tl.max(scores, axis=1))
+        weights = tl.exp(scores - new_m[:, None])
+        correction = tl.exp(m - new_m)
+        denom = denom * correction + tl.sum(weights, axis=1)
+        out = out * correction[:, None] + tl.dot(weights.to(vb.dtype), vb)
+        m = new_m
+    o = out / denom[:, None]
+    lse = m + tl.log(denom)
+"""
+        + _FWD_TAIL,
+        "the online softmax in natural exponentials with the scale applied directly, masks as an additive 0 / -inf "
+        "bias, the causal bound written pid_m * BLOCK_M + BLOCK_M + offset",
+    ),
+    KernelRewrite(
+        "two loops: unmasked blocks, then masked ones (the Triton tutorial's split)",
+        "flash_attention_forward_kernel",
+        '''
+@triton.jit
+def _fold_key_blocks(acc, l_i, m_i, q, K_bh, V_bh, start, stop, rows_pos, offs_n, offs_dk, offs_dv,
+                     stride_kt, stride_kd, stride_vt, stride_vd, T_k, d_k, d_v, qk_scale,
+                     BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    """Fold the key blocks start, start + BLOCK_N, ... (< stop) into (acc, l_i, m_i); masks only if MASKED."""
+    for start_n in range(start, stop, BLOCK_N):
+        cols = start_n + offs_n
+        if MASKED:
+            k = tl.load(K_bh + cols[:, None] * stride_kt + offs_dk[None, :] * stride_kd,
+                        mask=(cols[:, None] < T_k) & (offs_dk[None, :] < d_k), other=0.0)
+            v = tl.load(V_bh + cols[:, None] * stride_vt + offs_dv[None, :] * stride_vd,
+                        mask=(cols[:, None] < T_k) & (offs_dv[None, :] < d_v), other=0.0)
+        else:  # every key of the block exists and every query may see it: only the head width is padded
+            k = tl.load(K_bh + cols[:, None] * stride_kt + offs_dk[None, :] * stride_kd,
+                        mask=offs_dk[None, :] < d_k, other=0.0)
+            v = tl.load(V_bh + cols[:, None] * stride_vt + offs_dv[None, :] * stride_vd,
+                        mask=offs_dv[None, :] < d_v, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        if MASKED:
+            ok = (cols[None, :] < T_k) & (cols[None, :] <= rows_pos[:, None])
+            s = tl.where(ok, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing allowed yet stays at 0
+        p = tl.exp2(s - m_ref[:, None])
+        alpha = tl.exp2(m_i - m_ref)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    return acc, l_i, m_i
+'''
+        + _FWD_HEAD
+        + """
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+    if CAUSAL:
+        # blocks that end at or before the program's first query position need no mask
+        full = tl.minimum(T_k // BLOCK_N, (pid_m * BLOCK_M + (T_k - T_q) + 1) // BLOCK_N) * BLOCK_N
+        stop = tl.minimum(T_k, (pid_m + 1) * BLOCK_M + (T_k - T_q))
+        positions = q_pos
+    else:
+        full = T_k // BLOCK_N * BLOCK_N
+        stop = T_k
+        positions = q_pos * 0 + T_k  # no causal limit: every key position is allowed
+    acc, l_i, m_i = _fold_key_blocks(acc, l_i, m_i, q, K_bh, V_bh, 0, full, positions, offs_n, offs_dk, offs_dv,
+                                     stride_kt, stride_kd, stride_vt, stride_vd, T_k, d_k, d_v, qk_scale,
+                                     BLOCK_N, False)
+    acc, l_i, m_i = _fold_key_blocks(acc, l_i, m_i, q, K_bh, V_bh, full, stop, positions, offs_n, offs_dk, offs_dv,
+                                     stride_kt, stride_kd, stride_vt, stride_vd, T_k, d_k, d_v, qk_scale,
+                                     BLOCK_N, True)
+    o = acc / l_i[:, None]
+    lse = (m_i + tl.log2(l_i)) / 1.4426950408889634
+"""
+        + _FWD_TAIL,
+        "a @triton.jit helper folding key blocks, called once for the full blocks without masks and once for the "
+        "diagonal and ragged blocks with them; a guarded shift; lse divided by log2 e",
+    ),
+    KernelRewrite(
+        "key blocks in reverse order",
+        "flash_attention_forward_kernel",
+        _FWD_HEAD
+        + """
+    running_max = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    running_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+    last = T_k
+    if CAUSAL:
+        last = tl.minimum(T_k, (pid_m + 1) * BLOCK_M + (T_k - T_q))
+    n_blocks = tl.cdiv(last, BLOCK_N)
+    for j in range(0, n_blocks):
+        start_n = (n_blocks - 1 - j) * BLOCK_N  # the diagonal block first: some rows may see none of its keys
+        key_pos = start_n + offs_n
+        k = tl.load(K_bh + key_pos[:, None] * stride_kt + offs_dk[None, :] * stride_kd,
+                    mask=(key_pos[:, None] < T_k) & (offs_dk[None, :] < d_k), other=0.0)
+        v = tl.load(V_bh + key_pos[:, None] * stride_vt + offs_dv[None, :] * stride_vd,
+                    mask=(key_pos[:, None] < T_k) & (offs_dv[None, :] < d_v), other=0.0)
+        qk = tl.dot(q, tl.trans(k)) * qk_scale
+        visible = key_pos[None, :] < T_k
+        if CAUSAL:
+            visible = visible & (key_pos[None, :] <= q_pos[:, None])
+        qk = tl.where(visible, qk, float("-inf"))
+        new_max = tl.maximum(running_max, tl.max(qk, axis=1))
+        shift = tl.where(new_max == float("-inf"), 0.0, new_max)  # never exp2(-inf - (-inf))
+        p = tl.exp2(qk - shift[:, None])
+        factor = tl.exp2(running_max - shift)
+        running_sum = factor * running_sum + tl.sum(p, axis=1)
+        acc = factor[:, None] * acc + tl.dot(p.to(v.dtype), v)
+        running_max = new_max
+    o = acc / running_sum[:, None]
+    lse = 0.6931471805599453 * (running_max + tl.log2(running_sum))
+"""
+        + _FWD_TAIL,
+        "visits the key blocks from the last to the first (the online softmax does not care about the order), so the "
+        "first block can leave a row with no allowed key: the shift is guarded against -inf",
+    ),
+]
+
+# ---------------------------------------------------------------- the dK/dV kernel's loop
+REWRITES += [
+    KernelRewrite(
+        "transposed tiles (k q^T), as the Triton tutorial",
+        "flash_attention_backward_dkdv_kernel",
+        _DKDV_HEAD
+        + """
+    dk = tl.zeros([BLOCK_N, BLOCK_DK], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
+    first = 0
+    if CAUSAL:
+        first = (tl.maximum(pid_n * BLOCK_N - offset, 0) // BLOCK_M) * BLOCK_M
+    for start_m in range(first, T_q, BLOCK_M):
+        qi = start_m + offs_m
+        q_rows = tl.load(Q_bh + qi[:, None] * stride_qt + offs_dk[None, :] * stride_qd,
+                         mask=(qi[:, None] < T_q) & (offs_dk[None, :] < d_k), other=0.0)
+        do_rows = tl.load(DO_bh + qi[:, None] * stride_dot + offs_dv[None, :] * stride_dod,
+                          mask=(qi[:, None] < T_q) & (offs_dv[None, :] < d_v), other=0.0)
+        lse_i = tl.load(LSE_bh + qi, mask=qi < T_q, other=0.0)
+        d_i = tl.load(D_bh + qi, mask=qi < T_q, other=0.0)
+        sT = tl.dot(k, tl.trans(q_rows)) * scale  # (BLOCK_N, BLOCK_M): keys along the rows
+        pT = tl.exp(sT - lse_i[None, :])
+        if CAUSAL:
+            pT = tl.where(cols[:, None] <= qi[None, :] + offset, pT, 0.0)
+        dv += tl.dot(pT.to(do_rows.dtype), do_rows)
+        dpT = tl.dot(v, tl.trans(do_rows))  # (BLOCK_N, BLOCK_M)
+        dsT = pT * (dpT - d_i[None, :])
+        dk += tl.dot(dsT.to(q_rows.dtype), q_rows)
+    dk = dk * scale
+"""
+        + _DKDV_TAIL,
+        "computes the tiles transposed, (BLOCK_N, BLOCK_M), so that no tl.trans is needed on P and dS",
+    ),
+    KernelRewrite(
+        "base-2 recomputation, every query block, scores masked with -inf",
+        "flash_attention_backward_dkdv_kernel",
+        _DKDV_HEAD
+        + """
+    LOG2E = 1.4426950408889634
+    dk = tl.zeros([BLOCK_N, BLOCK_DK], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
+    for start_m in range(0, T_q, BLOCK_M):  # no block skipped: the mask zeroes what the causal rule forbids
+        rows = start_m + offs_m
+        q = tl.load(Q_bh + rows[:, None] * stride_qt + offs_dk[None, :] * stride_qd,
+                    mask=(rows[:, None] < T_q) & (offs_dk[None, :] < d_k), other=0.0)
+        do = tl.load(DO_bh + rows[:, None] * stride_dot + offs_dv[None, :] * stride_dod,
+                     mask=(rows[:, None] < T_q) & (offs_dv[None, :] < d_v), other=0.0)
+        lse2 = tl.load(LSE_bh + rows, mask=rows < T_q, other=0.0) * LOG2E
+        delta = tl.load(D_bh + rows, mask=rows < T_q, other=0.0)
+        s2 = tl.dot(q, tl.trans(k)) * (scale * LOG2E)
+        if CAUSAL:
+            s2 = tl.where(cols[None, :] <= rows[:, None] + offset, s2, float("-inf"))
+        p = tl.exp2(s2 - lse2[:, None])
+        dv = dv + tl.dot(tl.trans(p.to(do.dtype)), do)
+        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
+        dk = dk + scale * tl.dot(tl.trans(ds.to(q.dtype)), q)
+"""
+        + _DKDV_TAIL,
+        "recomputes P with exp2 in base 2, visits every query block (no causal skip), masks the scores rather than P, "
+        "scales each block's dK",
+    ),
+    KernelRewrite(
+        "advancing pointers for a counted number of steps",
+        "flash_attention_backward_dkdv_kernel",
+        _DKDV_HEAD
+        + """
+    dk = tl.zeros([BLOCK_N, BLOCK_DK], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
+    start = 0
+    if CAUSAL:
+        start = tl.maximum(pid_n * BLOCK_N - offset, 0) // BLOCK_M * BLOCK_M
+    steps = tl.cdiv(T_q - start, BLOCK_M)
+    rows = start + offs_m
+    q_ptrs = Q_bh + rows[:, None] * stride_qt + offs_dk[None, :] * stride_qd
+    do_ptrs = DO_bh + rows[:, None] * stride_dot + offs_dv[None, :] * stride_dod
+    for _ in range(0, steps):
+        q = tl.load(q_ptrs, mask=(rows[:, None] < T_q) & (offs_dk[None, :] < d_k), other=0.0)
+        do = tl.load(do_ptrs, mask=(rows[:, None] < T_q) & (offs_dv[None, :] < d_v), other=0.0)
+        L = tl.load(LSE_bh + rows, mask=rows < T_q, other=float("inf"))  # past T_q: p = exp(-inf) = 0
+        Di = tl.load(D_bh + rows, mask=rows < T_q, other=0.0)
+        p = tl.exp(tl.dot(q, tl.trans(k)) * scale - L[:, None])
+        if CAUSAL:
+            p = tl.where(cols[None, :] - offset <= rows[:, None], p, 0.0)
+        dv += tl.dot(tl.trans(p).to(do.dtype), do)
+        dS = p * (tl.dot(do, tl.trans(v)) - Di[:, None])
+        dk += tl.dot(tl.trans(dS).to(q.dtype), q)
+        rows += BLOCK_M
+        q_ptrs += BLOCK_M * stride_qt
+        do_ptrs += BLOCK_M * stride_dot
+    dk *= scale
+"""
+        + _DKDV_TAIL,
+        "a loop of cdiv(T_q - start, BLOCK_M) steps that advances its pointers (the tutorial's habit), lse padded "
+        "with +inf so that rows past T_q give p = 0, the causal test written j - offset <= i",
+    ),
+]

@@ -1,0 +1,311 @@
+"""The chapter 11 Triton kernels against chapter 10's PyTorch loops and PyTorch's own attention, on every device.
+
+Oracles: ``F.scaled_dot_product_attention`` and autograd through it, ``torch.logsumexp`` of the masked scores, and
+chapter 10's ``flash_attention_forward`` / ``flash_attention`` (imported, not copied). Without a GPU the kernels run
+under Triton's interpreter, so the sizes are small: one to three blocks of 16 or 32 per axis, lengths that are not
+multiples of the blocks. The HBM-traffic counts of the kernels' own loads and stores must equal the formulas the
+page compares with Dao et al. 2022, theorem 2. And the rest of the course must not need Triton: importing the other
+chapters imports no Triton, and the chapter itself says how to install it.
+"""
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from solutions.ch03_self_attention import causal_mask
+from solutions.ch10_flash_attention import flash_attention, flash_attention_forward
+from solutions.ch11_flash_attention_triton import (
+    INTERPRETING,
+    SHARED_MEMORY_PER_SM,
+    TRITON_VERSION,
+    FlashAttentionTriton,
+    count_hbm_traffic,
+    flash_attention_triton,
+    flash_attention_triton_backward,
+    flash_attention_triton_forward,
+    flash_forward_traffic,
+    forward_shared_memory_bytes,
+    naive_attention_triton,
+    naive_traffic,
+)
+from tests.conftest import tolerance
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _qkv(device, dtype=torch.float32, B=1, H=2, T_q=21, T_k=37, d_k=8, d_v=5, seed=0, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda *s: (torch.randn(*s, generator=g, dtype=torch.float64) * scale).to(device, dtype)
+    return mk(B, H, T_q, d_k), mk(B, H, T_k, d_k), mk(B, H, T_k, d_v)
+
+
+def _lse_oracle(q, k, mask):
+    scores = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    return torch.logsumexp(scores, dim=-1)
+
+
+def _skip_if_cpu_without_interpreter(device):
+    if device.type == "cpu" and not INTERPRETING:
+        pytest.skip("the kernels are compiled for the GPU in this process: CPU tensors need TRITON_INTERPRET=1")
+
+
+# ---------------------------------------------------------------- forward
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("blocks", [(16, 16), (32, 16), (16, 32)])
+def test_forward_matches_sdpa_and_chapter_10(device, causal, blocks):
+    _skip_if_cpu_without_interpreter(device)
+    q, k, v = _qkv(device)
+    block_q, block_k = blocks
+    o, lse = flash_attention_triton_forward(q, k, v, causal=causal, block_q=block_q, block_k=block_k)
+    mask = causal_mask(21, 37, device=device) if causal else None
+    torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **tolerance(q.dtype))
+    torch.testing.assert_close(lse, _lse_oracle(q, k, mask).float(), **tolerance(torch.float32))
+    o10, lse10 = flash_attention_forward(q, k, v, causal=causal, block_q=block_q, block_k=block_k)
+    torch.testing.assert_close(o, o10, **tolerance(q.dtype))
+    torch.testing.assert_close(lse, lse10, **tolerance(torch.float32))
+    assert o.dtype == q.dtype and lse.dtype == torch.float32
+
+
+def test_forward_more_queries_than_keys_and_one_block(device):
+    _skip_if_cpu_without_interpreter(device)
+    q, k, v = _qkv(device, B=2, H=1, T_q=40, T_k=9, d_k=4, d_v=16)
+    o, lse = flash_attention_triton_forward(q, k, v, block_q=32, block_k=16)
+    torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v), **tolerance(q.dtype))
+    torch.testing.assert_close(lse, _lse_oracle(q, k, None).float(), **tolerance(torch.float32))
+
+
+def test_forward_float16_matches_sdpa(device):
+    """float16 inputs (the interpreter computes them with numpy's float16; a GPU with its tensor cores)."""
+    _skip_if_cpu_without_interpreter(device)
+    q, k, v = _qkv(device, torch.float16)
+    o, lse = flash_attention_triton_forward(q, k, v, causal=True, block_q=16, block_k=16)
+    mask = causal_mask(21, 37, device=device)
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).half()
+    assert o.dtype == torch.float16 and lse.dtype == torch.float32
+    torch.testing.assert_close(o, expected, **tolerance(torch.float16))
+    torch.testing.assert_close(lse, _lse_oracle(q, k, mask).float(), **tolerance(torch.float16))
+
+
+def test_forward_very_negative_allowed_scores(device):
+    """Every allowed score near -60 000 (q > 0, k < 0): exact only if the running max starts at -inf."""
+    _skip_if_cpu_without_interpreter(device)
+    g = torch.Generator().manual_seed(3)
+    q = torch.randint(170, 261, (1, 1, 20, 4), generator=g).float().to(device)
+    k = -torch.randint(170, 261, (1, 1, 35, 4), generator=g).float().to(device)
+    v = torch.randn(1, 1, 35, 3, generator=g).to(device)
+    o, lse = flash_attention_triton_forward(q, k, v, causal=True, block_q=16, block_k=16)
+    mask = causal_mask(20, 35, device=device)
+    scores = (q @ k.transpose(-2, -1) / 2.0).masked_fill(~mask, -math.inf)
+    assert (scores[0, 0][mask] < -50_000).all()
+    torch.testing.assert_close(o, torch.softmax(scores, -1) @ v, **tolerance(torch.float32))
+    torch.testing.assert_close(lse, torch.logsumexp(scores, -1), **tolerance(torch.float32))
+
+
+def test_forward_reads_strided_inputs(device):
+    """Views whose rows are further apart than d (a slice of a wider tensor) are read through their strides."""
+    _skip_if_cpu_without_interpreter(device)
+    wide = _qkv(device, d_k=24, d_v=24)
+    q, k, v = (t[..., :8] for t in wide)
+    o, _ = flash_attention_triton_forward(q, k, v, block_q=16, block_k=16)
+    torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v), **tolerance(q.dtype))
+
+
+# ---------------------------------------------------------------- backward and autograd
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_match_autograd_through_sdpa_and_chapter_10(device, causal):
+    _skip_if_cpu_without_interpreter(device)
+    q, k, v = (t.requires_grad_() for t in _qkv(device, seed=1))
+    do = torch.randn(1, 2, 21, 5, generator=torch.Generator().manual_seed(2)).to(device)
+    ours = torch.autograd.grad(FlashAttentionTriton.apply(q, k, v, causal), (q, k, v), do)
+    mask = causal_mask(21, 37, device=device) if causal else None
+    ref = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), (q, k, v), do)
+    ch10 = torch.autograd.grad(flash_attention(q, k, v, causal=causal, block_q=16, block_k=16), (q, k, v), do)
+    for name, a, b, c in zip(("dq", "dk", "dv"), ours, ref, ch10):
+        torch.testing.assert_close(a, b, **tolerance(torch.float32), msg=f"{name} vs F.sdpa")
+        torch.testing.assert_close(a, c, **tolerance(torch.float32), msg=f"{name} vs chapter 10")
+
+
+def test_gradients_float16_and_other_blocks(device):
+    _skip_if_cpu_without_interpreter(device)
+    q, k, v = (t.requires_grad_() for t in _qkv(device, torch.float16, T_q=40, T_k=40, seed=4))
+    do = torch.randn(1, 2, 40, 5, generator=torch.Generator().manual_seed(5)).to(device, torch.float16)
+    ours = torch.autograd.grad(flash_attention_triton(q, k, v, causal=True, block_q=32, block_k=16), (q, k, v), do)
+    q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q32, k32, v32, is_causal=True)
+    ref = torch.autograd.grad(out, (q32, k32, v32), do.float())
+    for name, a, b in zip(("dq", "dk", "dv"), ours, ref):
+        assert a.dtype == torch.float16, name
+        torch.testing.assert_close(a, b.half(), **tolerance(torch.float16), msg=name)
+
+
+def test_backward_checks_its_inputs():
+    q, k, v = _qkv("cpu")
+    o, lse = torch.zeros(1, 2, 21, 5), torch.zeros(1, 2, 21)
+    with pytest.raises(ValueError, match=r"do and o must be \(B, H, T_q, d_v\)"):
+        flash_attention_triton_backward(torch.zeros(1, 2, 21, 4), q, k, v, o, lse)
+
+
+# ---------------------------------------------------------------- bad inputs
+
+
+def test_bad_inputs_raise_value_errors_naming_the_shapes():
+    q, k, v = _qkv("cpu")
+    with pytest.raises(ValueError, match=r"q and k must share d_k"):
+        flash_attention_triton_forward(q, k[..., :3], v)
+    with pytest.raises(ValueError, match=r"causal attention needs T_q <= T_k"):
+        flash_attention_triton_forward(k, q, q[..., :5], causal=True)
+    with pytest.raises(ValueError, match="power of two of at least 16"):
+        flash_attention_triton_forward(q, k, v, block_q=24)
+    with pytest.raises(ValueError, match="power of two of at least 16"):
+        flash_attention_triton_forward(q, k, v, block_k=8)
+    with pytest.raises(ValueError, match="float16, bfloat16 or float32"):
+        flash_attention_triton_forward(q.double(), k.double(), v.double())
+
+
+@pytest.mark.skipif(not INTERPRETING, reason="bfloat16 works on a GPU")
+def test_interpreter_refuses_bfloat16_with_a_reason():
+    q, k, v = (t.bfloat16() for t in _qkv("cpu"))
+    with pytest.raises(ValueError, match="numpy, which has no bfloat16"):
+        flash_attention_triton_forward(q, k, v)
+
+
+# ---------------------------------------------------------------- HBM traffic, counted and as formulas
+
+
+@pytest.mark.skipif(not INTERPRETING, reason="counts under Triton's interpreter")
+@pytest.mark.parametrize("T, block_q, causal", [(40, 16, False), (40, 32, True), (64, 16, True), (64, 32, False)])
+def test_counted_traffic_equals_the_formulas(T, block_q, causal):
+    q, k, v = _qkv("cpu", B=1, H=1, T_q=T, T_k=T, d_k=16, d_v=16, seed=6)
+    with count_hbm_traffic() as flash:
+        flash_attention_triton_forward(q, k, v, causal=causal, block_q=block_q, block_k=16)
+    assert flash.total == flash_forward_traffic(
+        1, 1, T, T, 16, 16, block_q=block_q, block_k=16, element_size=4, causal=causal
+    )
+    assert flash.written == 4 * T * 16 + 4 * T  # o and lse, once
+    with count_hbm_traffic() as naive:
+        o = naive_attention_triton(q, k, v, causal=causal, block_q=block_q, block_k=16)
+    assert naive.total == naive_traffic(1, 1, T, T, 16, 16, block_q=block_q, block_k=16, element_size=4)
+    assert naive.total > flash.total
+    mask = causal_mask(T, device="cpu") if causal else None
+    torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **tolerance(q.dtype))
+
+
+def test_traffic_formulas_follow_theorem_2():
+    """Standard attention moves Θ(N²) bytes, FlashAttention Θ(N² d / B): 4× per doubling of N, ½ per doubling of B."""
+    flash = lambda N, B: flash_forward_traffic(1, 1, N, N, 64, 64, block_q=B, block_k=64, element_size=2)
+    naive = lambda N: naive_traffic(1, 1, N, N, 64, 64, block_q=64, block_k=64, element_size=2)
+    assert 3.9 < naive(8192) / naive(4096) < 4.1
+    assert 3.9 < flash(8192, 128) / flash(4096, 128) < 4.1
+    assert 1.9 < flash(8192, 64) / flash(8192, 128) < 2.1
+    assert naive(8192) / flash(8192, 128) > 2  # 4 N² of the tables against 2 N² d / B
+    causal = flash_forward_traffic(1, 1, 8192, 8192, 64, 64, block_q=128, block_k=64, element_size=2, causal=True)
+    assert 0.45 < causal / flash(8192, 128) < 0.55  # the causal loop skips about half the key blocks
+
+
+@pytest.mark.skipif(INTERPRETING, reason="counting is possible here")
+def test_counting_needs_the_interpreter():
+    with pytest.raises(RuntimeError, match="interpreter"):
+        with count_hbm_traffic():
+            pass
+
+
+def test_shared_memory_table_and_estimate():
+    """The page's figures: per-SM shared memory of compute capability 7.5 / 8.0 / 9.0 (CUDA C++ Programming Guide)."""
+    assert [v["per_sm"] // 1024 for v in SHARED_MEMORY_PER_SM.values()] == [64, 164, 228]
+    assert [v["per_block"] // 1024 for v in SHARED_MEMORY_PER_SM.values()] == [64, 163, 227]
+    # float16, d = 64, 64 × 64 tiles, two stages: 8 + 32 + 8 KiB
+    assert forward_shared_memory_bytes(64, 64, 64, 64, element_size=2, num_stages=2) == 48 * 1024
+    assert forward_shared_memory_bytes(16, 16, 4, 6, element_size=4, num_stages=1) == 4 * (16 * 16 * 4)
+
+
+# ---------------------------------------------------------------- the rest of the course does not need Triton
+
+
+def test_the_course_without_triton_and_the_chapter_with_it():
+    """In a fresh Python without TRITON_INTERPRET: the other chapters and this chapter's checks import no Triton; with
+    Triton's import made to fail, the chapter says how to install it; with Triton imported first by someone else and
+    without the flag (as torch._dynamo does whenever Triton is installed), the chapter still turns the interpreter on
+    (without a GPU) and its kernels run."""
+    code = (
+        "import importlib, os, sys\n"
+        "for n in ['solutions.ch03_self_attention', 'solutions.ch10_flash_attention', 'autograder.ch10_flash_attention',"
+        " 'autograder.ch11_flash_attention_triton', 'autograder.canonical']:\n"
+        "    importlib.import_module(n)\n"
+        "assert 'triton' not in sys.modules, sorted(m for m in sys.modules if m.startswith('triton'))\n"
+        "sys.modules['triton'] = None  # `import triton` now raises ImportError, as where it is not installed\n"
+        "try:\n"
+        "    import solutions.ch11_flash_attention_triton\n"
+        "except ImportError as err:\n"
+        "    print('MESSAGE', err)\n"
+        "del sys.modules['triton']\n"
+        "os.environ.pop('TRITON_INTERPRET', None)\n"
+        "import torch, torch._dynamo  # imports Triton, before the chapter could set the flag\n"
+        "assert 'triton' in sys.modules\n"
+        "import solutions.ch11_flash_attention_triton as m\n"
+        "print('INTERPRETING', m.INTERPRETING, os.environ.get('TRITON_INTERPRET'))\n"
+        "if m.INTERPRETING:\n"
+        "    q, k, v = (torch.randn(1, 1, 20, 16) for _ in range(3))\n"
+        "    o, _ = m.flash_attention_triton_forward(q, k, v, block_q=16, block_k=16)\n"
+        "    print('MAX DIFF', (o - torch.nn.functional.scaled_dot_product_attention(q, k, v)).abs().max().item())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": ROOT},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    message = result.stdout.split("MESSAGE", 1)[1]
+    assert f"pip install triton=={TRITON_VERSION}" in message and "Colab" in message, message
+    if torch.cuda.is_available():
+        assert "INTERPRETING False None" in result.stdout, result.stdout
+    else:
+        assert "INTERPRETING True 1" in result.stdout, result.stdout
+        assert float(result.stdout.split("MAX DIFF", 1)[1]) < 1e-5, result.stdout
+
+
+def test_requirements_pin_triton_without_touching_colab():
+    """requirements.txt pins the tested Triton (Linux only, where its wheels exist); the package's own dependencies
+    do not list it (Colab keeps the Triton that came with its torch), the `triton` extra names it unpinned."""
+    text = open(os.path.join(ROOT, "requirements.txt")).read()
+    assert f'triton=={TRITON_VERSION}; sys_platform == "linux"' in text
+    pyproject = open(os.path.join(ROOT, "pyproject.toml")).read()
+    dependencies = pyproject.split("dependencies = [", 1)[1].split("]", 1)[0]
+    assert "triton" not in dependencies
+    assert "triton = [\"triton; sys_platform == 'linux'\"]" in pyproject
+
+
+# ---------------------------------------------------------------- the benchmark (GPU only)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_benchmark_runs_on_a_gpu(tmp_path):
+    from benchmarks import bench_flash_attention_triton as bench
+
+    rows = bench.run(lengths=[256], dtype=torch.float16, d=64, rounds=2)
+    assert {r["impl"] for r in rows} == set(bench.IMPLS)
+    assert all(r["ms"] > 0 and r["max_abs_diff"] < 1e-2 for r in rows)
+
+
+def test_benchmark_without_a_gpu_says_so_and_exits_cleanly(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("there is a GPU: the benchmark would run")
+    from benchmarks import bench_flash_attention_triton as bench
+
+    assert bench.main([]) == 0
+    assert "no CUDA device" in capsys.readouterr().out
