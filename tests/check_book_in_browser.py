@@ -90,6 +90,7 @@ ZH_SEARCHES: list[tuple[str, str]] = [
     ("键值缓存", "book/ch08_kv_cache.zh.html"),
     ("KV 缓存", "book/ch08_kv_cache.zh.html"),
     ("RoPE", "book/ch08_kv_cache.zh.html"),
+    ("旋转位置编码", "book/ch08_kv_cache.zh.html"),
     ("掩码语言模型", "book/ch07_bert.zh.html"),
 ]
 SEARCH_TIMEOUT_S = 30

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import pathlib
 import re
+import shutil
 
 
 def counterpart(pagename: str, edition: str) -> str:
@@ -39,6 +40,24 @@ def _on_page_context(app, pagename, templatename, context, doctree):
         f'lang="{lang}">{label}</a></p>'
     )
     context["body"] = link + context["body"]
+
+
+def _on_page_context_early(app, pagename, templatename, context, doctree):
+    """A Chinese page's executed notebook where sphinx-book-theme's download button looks for it. The theme finds a
+    page's notebook at ``jupyter_execute/<pagename>`` with its suffix replaced by ``.ipynb``, which for
+    ``book/ch03_self_attention.zh`` is ``book/ch03_self_attention.ipynb`` (the build stops when it is missing), and
+    links the download as ``_sources/<pagename>.ipynb``; both are copied here from the executed
+    ``book/ch03_self_attention.zh.ipynb``, before the theme's handler runs (priority 400 < 500)."""
+    if not pagename.endswith(".zh"):
+        return
+    out = pathlib.Path(app.outdir)
+    executed = out.parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if not executed.exists():
+        return
+    for target in (out.parent / "jupyter_execute" / pathlib.Path(pagename).with_suffix(".ipynb"),
+                   out / "_sources" / f"{pagename}.ipynb"):  # fmt: skip
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(executed, target)
 
 
 _DOC_ROLE = re.compile(r"(\{doc\}`(?:[^`<]*<)?)([^`>]+)(>?`)")
@@ -87,5 +106,6 @@ def _on_source_read(app, docname, source):
 def setup(app):
     app.add_config_value("course_edition", "en", "html")
     app.connect("html-page-context", _on_page_context)
+    app.connect("html-page-context", _on_page_context_early, priority=400)
     app.connect("source-read", _on_source_read)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
