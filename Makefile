@@ -55,6 +55,7 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch11_flash_attention_triton]' \
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch10_flash_attention]' \
 	'tests/test_grading.py::test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade' \
+	'tests/test_grading.py::test_workers_started_as_new_interpreters_grade_as_forked_ones' \
 	'tests/test_nbgrader_course.py::test_plain_nbgrader_gives_the_course_points[ch03_self_attention]' \
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch08_kv_cache]' \
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch09_sparse_attention]'

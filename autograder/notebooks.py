@@ -33,7 +33,7 @@ import textwrap
 import nbformat
 
 from . import BRANCH, PACKAGE_SOURCE, REPOSITORY
-from .releases import CODE_STUB, KERNELSPEC, checks_module  # noqa: F401 - CODE_STUB, checks_module: re-exported
+from .releases import CODE_STUB, KERNELSPEC, checks_module, test_source  # noqa: F401 - CODE_STUB, checks_module: re-exported
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
@@ -96,16 +96,6 @@ def exercise_source(chapter: str, name: str) -> str:
     if BEGIN not in source or END not in source:
         raise ValueError(f"solutions/{chapter}.py: {name} has no '{BEGIN}' / '{END}' region")
     return source.rstrip("\n")
-
-
-def test_source(name: str, points: int) -> str:
-    return (
-        f"# Checks for `{name}` ({points} points). A failure says what was expected and what you gave.\n"
-        f'EXERCISES.run("{name}", {name})\n'
-        f"### BEGIN HIDDEN TESTS\n"
-        f'EXERCISES.run("{name}", {name}, hidden=True)\n'
-        f"### END HIDDEN TESTS"
-    )
 
 
 def build_instructor(chapter: str) -> nbformat.NotebookNode:

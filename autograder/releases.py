@@ -81,3 +81,15 @@ def chapter_label(chapter: str) -> str:
     """How a student calls a chapter: ``chapter 8 (ch08_kv_cache)``."""
     number = chapter[2:4].lstrip("0") if chapter[2:4].isdigit() else "?"
     return f"chapter {number} ({chapter})"
+
+
+def test_source(name: str, points: int) -> str:
+    """The source of exercise ``name``'s test cell in the instructor notebook: the visible checks, then the hidden
+    ones in nbgrader's hidden region (the release notebook shows the first part; feedback pages show it too)."""
+    return (
+        f"# Checks for `{name}` ({points} points). A failure says what was expected and what you gave.\n"
+        f'EXERCISES.run("{name}", {name})\n'
+        f"### BEGIN HIDDEN TESTS\n"
+        f'EXERCISES.run("{name}", {name}, hidden=True)\n'
+        f"### END HIDDEN TESTS"
+    )

@@ -441,6 +441,89 @@ def test_failure_reasons_keep_the_failed_check():
     ]
 
 
+def test_failure_reasons_come_from_the_workers_judgement_where_it_has_one():
+    """The grading test cell is the guard's verdict alone, whose error carries only the checks' first lines: the
+    row's reason is the failed check as the worker judged it (label, message, hint), as the notebook's own check
+    run said it before; a time-out is still said as such."""
+    import nbformat
+
+    verdict = "1 check(s) failed for f:\n✘ f: weights differs from the expected values by up to 0.3"
+    details = {
+        "f": ["✘ matches softmax(QK^T/sqrt(d_k))V\n    f: weights differs by up to 0.3\n    Hint: divide by sqrt(d_k)"],
+        "g": ["✘ never shown: the cell timed out"],
+    }
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        _cell("_autograder_guard.verdict('f')", grade_id="test_f", grade=True, error=("CheckFailed", verdict)),
+        _cell("_autograder_guard.verdict('g')", grade_id="test_g", grade=True, error=("KeyboardInterrupt", "")),
+    ]
+    reasons = results.failure_reasons(nb, cell_timeout=30, details=details)
+    assert (
+        reasons[0]
+        == "f: ✘ matches softmax(QK^T/sqrt(d_k))V — f: weights differs by up to 0.3 Hint: divide by sqrt(d_k)"
+    )
+    assert reasons[1].startswith("g: the checks of g timed out")
+    assert results.failure_reasons(nb)[0] == "f: ✘ f: weights differs from the expected values by up to 0.3"
+
+
+def test_grading_test_cells_run_the_verdict_alone():
+    """The grading notebook's test cells run the guard's private checks once (not the notebook's own check runs a
+    second time); the feedback shows each test cell as the student's notebook has it."""
+    nb = batch.grading_instructor("ch03_self_attention")
+    tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert tests and all("EXERCISES.run" not in c.source for c in tests)
+    assert all(
+        c.source.strip().splitlines()
+        == ["### BEGIN HIDDEN TESTS", f'_autograder_guard.verdict("{n}")', "### END HIDDEN TESTS"]
+        for c in tests
+        for n in [c.metadata["nbgrader"]["grade_id"].removeprefix("test_")]
+    )
+    shown = results.decided_feedback(nb, {}, {"causal_mask": 2}, [])
+    cell = next(c for c in shown.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_causal_mask")
+    assert (
+        cell.source.startswith("# Checks for `causal_mask` (2 points)") and 'EXERCISES.run("causal_mask"' in cell.source
+    )
+    assert "_autograder_guard" not in cell.source and "hidden=True" not in cell.source
+
+
+def test_usable_cores_follow_the_cgroups_cpu_quota(tmp_path):
+    """A container's CPU quota (cgroup v2 cpu.max, v1 cfs_quota_us) caps the cores, rounded up, at least 1; no quota
+    leaves the affinity's count."""
+    import os
+
+    mine = len(os.sched_getaffinity(0))
+    v2 = tmp_path / "v2"
+    (v2 / "grader").mkdir(parents=True)
+    own = tmp_path / "cgroup-v2"
+    own.write_text("0::/grader\n")
+    for quota, expected in (("50000 100000", 1), ("max 100000", mine), ("150000 100000", min(mine, 2))):
+        (v2 / "grader" / "cpu.max").write_text(quota + "\n")
+        assert batch.usable_cores(own, v2) == expected, quota
+    v1 = tmp_path / "v1"
+    (v1 / "cpu,cpuacct" / "grader").mkdir(parents=True)
+    (v1 / "cpu,cpuacct" / "grader" / "cpu.cfs_quota_us").write_text("50000\n")
+    (v1 / "cpu,cpuacct" / "grader" / "cpu.cfs_period_us").write_text("100000\n")
+    own1 = tmp_path / "cgroup-v1"
+    own1.write_text("5:cpu,cpuacct:/grader\n3:memory:/grader\n")
+    assert batch.usable_cores(own1, v1) == 1
+    assert batch.usable_cores(tmp_path / "missing", tmp_path / "none") == mine
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("grading")
+def test_workers_started_as_new_interpreters_grade_as_forked_ones(tmp_path, monkeypatch):
+    """Without the batch's fork server (AUTOGRADER_FORK_WORKERS=off: each worker a new interpreter, as before it),
+    the reference and the buggy sample get the same rows as with it."""
+    files = sorted((notebooks.SAMPLES / "ch03_self_attention").glob("*.ipynb"))
+    files = [f for f in files if f.name.startswith(("lovelace", "hopper"))]
+    forked = batch.grade(files, "ch03_self_attention", tmp_path / "forked", jobs=2)
+    monkeypatch.setenv("AUTOGRADER_FORK_WORKERS", "off")
+    started = batch.grade(files, "ch03_self_attention", tmp_path / "started", jobs=2)
+    as_rows = [(r.submission, r.score, r.status, r.reason, r.warnings) for r in forked]
+    assert as_rows == [(r.submission, r.score, r.status, r.reason, r.warnings) for r in started]
+    assert sorted(r.score for r in forked) == [6.0, 10.0]
+
+
 def test_errors_in_ungraded_cells_are_flagged():
     import nbformat
 

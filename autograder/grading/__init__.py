@@ -17,7 +17,8 @@ no nbgrader). Imports point one way, from the batch down to the reports::
 * ``scoring`` — the rule that turns nbgrader's points and the guard's records into scores;
 * ``results`` — the one writer of result files and of feedback pages;
 * ``report`` — grades.csv, the summary, the LMS files (``lms``);
-* ``nbgrader_adapter`` — every use of nbgrader's API, and the nbgrader export plugins.
+* ``nbgrader_adapter`` — every use of nbgrader's API, and the nbgrader plugins of ``nbgrader_course/`` (export to
+  grades.csv and the LMS files, an offline feedback page).
 
 This package imports nothing here, so that the kernel's ``import autograder.grading.guard`` loads the guard
 alone. The security design (threat model, what is enforced where, known gaps): docs/grading-design.md.

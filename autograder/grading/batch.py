@@ -43,7 +43,7 @@ import nbformat
 from .. import canonical, notebooks, releases
 from . import jail, lms, nbgrader_adapter, report
 from .results import Result, grader_secrets, read_result, write_feedback, write_result
-from .worker import Job
+from .worker import FORK_SWITCH, Job, Spawner
 
 
 class Executor(Protocol):
@@ -87,9 +87,11 @@ def student_id_from_filename(path, taken: set[str]) -> str:
 
 
 def grading_instructor(chapter: str):
-    """The instructor notebook nbgrader grades with: the setup cell arms the guard; each test cell starts with the
-    guard's verdict (run before the notebook's own check runs, so nothing they do comes between) and ends with
-    its conclusion (raises when the verdict failed), both in hidden regions so the feedback never shows them."""
+    """The instructor notebook nbgrader grades with: the setup cell arms the guard; each test cell is the guard's
+    verdict alone (its private checks, visible and hidden, recorded for the worker to judge again; raises when they
+    fail, so nbgrader's score of the cell agrees), in a hidden region so the feedback never shows it. The notebook's
+    own check runs (``EXERCISES.run``) are left out: they would run the same checks a second time in the kernel, and
+    neither the score nor the feedback reads their output (both come from the worker's judgement)."""
     nb = notebooks.build_instructor(chapter)
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -99,15 +101,9 @@ def grading_instructor(chapter: str):
                 f'_autograder_guard.arm("{chapter}")'
             )
         elif meta.get("grade") and "### END HIDDEN TESTS" in cell.source:
-            # first, so that neither the notebook's own check runs nor a failure in them can come between
             name = meta["grade_id"].removeprefix("test_")
-            cell.source = (
-                f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}", defer=True)\n'
-                f"### END HIDDEN TESTS\n"
-                + cell.source.replace(
-                    "### END HIDDEN TESTS", f'_autograder_guard.conclude("{name}")\n### END HIDDEN TESTS'
-                )
-            )
+            cell.source = f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}")\n### END HIDDEN TESTS'
+
     return nb
 
 
@@ -346,6 +342,43 @@ def _grade_todo(
 ) -> None:
     """Grade each distinct canonical notebook once in a sandboxed worker, and give identical submissions that one
     result (own warnings, own feedback)."""
+    prefix = jail.unshare_prefix()
+    # started first: the workers' fork server imports what a worker needs while the batch makes its gradebooks
+    spawner = worker_spawner(chapter, prefix, out) if executor is None else None
+    try:
+        _grade_groups(
+            todo,
+            chapter,
+            out,
+            points,
+            cell_timeout=cell_timeout,
+            notebook_timeout=notebook_timeout,
+            memory_mb=memory_mb,
+            jobs=jobs,
+            executor=executor,
+            prefix=prefix,
+            spawner=spawner,
+        )
+    finally:
+        if spawner is not None:
+            spawner.close()
+
+
+def _grade_groups(
+    todo: list[Submission],
+    chapter: str,
+    out: pathlib.Path,
+    points: dict[str, int],
+    *,
+    cell_timeout: int,
+    notebook_timeout: int,
+    memory_mb: int,
+    jobs: int | None,
+    executor: Executor | None,
+    prefix: list[str],
+    spawner: Spawner | None,
+) -> None:
+    """:func:`_grade_todo`'s work, with the worker prefix (``jail.unshare_prefix()``) and fork server at hand."""
     groups, texts, warns = _canonicalise(todo, chapter, out, points)
     if not groups:
         jail_status(out)  # no kernel to run: the summary still says how this run would have run them
@@ -362,11 +395,10 @@ def _grade_todo(
     jobs_dir = scratch / "jobs"  # every submission's canonical notebook: hidden from every kernel
     jobs_dir.mkdir(mode=0o700)
     stage = jail.stage_solutions(chapter, scratch / "stage")
-    prefix = jail.unshare_prefix()
     no_jail = jail_status(out)
     drop_uid = not no_jail or jail.uid_drop_possible()
     hidden = jail.hidden_files(chapter) + [str(out), str(jobs_dir)]
-    jobs = jobs or os.cpu_count() or 1
+    jobs = jobs or usable_cores()
     copies = sum(len(g) - 1 for g in groups.values())
     logger.info(
         f"  {len(groups)} distinct notebooks to run"
@@ -399,7 +431,7 @@ def _grade_todo(
             netns=bool(prefix),
             uid=kernel_uid(sid, drop_uid),
             # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
-            threads=max(1, (os.cpu_count() or 1) // jobs),
+            threads=max(1, usable_cores() // jobs),
             jail=not no_jail,
         )
 
@@ -408,7 +440,7 @@ def _grade_todo(
         pathlib.Path(job.canonical).write_text(texts[key])
         job_path = jobs_dir / f"{_safe_name(job.student_id)}.job.json"
         job.write(job_path)
-        result = _run_worker(worker_command(prefix, job_path), job, scratch, notebook_timeout)
+        result = _run_worker(worker_command(prefix, job_path), job, scratch, notebook_timeout, spawner)
         shutil.rmtree(job.sandbox, ignore_errors=True)
         share(key, result)
 
@@ -462,6 +494,44 @@ def _grade_todo(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def usable_cores(
+    proc_cgroup: pathlib.Path = pathlib.Path("/proc/self/cgroup"), root: pathlib.Path = pathlib.Path("/sys/fs/cgroup")
+) -> int:
+    """The cores the batch may use: this process's CPU affinity, capped by its cgroup's CPU quota (v2 ``cpu.max``,
+    v1 ``cpu.cfs_quota_us``), at least 1. A container given half a vCPU (Gradescope's default) reports the host's
+    cores in ``os.cpu_count()``, and a kernel with that many torch threads crawls. (``proc_cgroup``, ``root``: where
+    this process's cgroup and the cgroup file system are read; tests point them at a made-up tree.)"""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        own = [line.split(":", 2) for line in proc_cgroup.read_text().splitlines()]
+    except OSError:
+        own = []
+    for _, controllers, where in (entry for entry in own if len(entry) == 3):
+        found: list[tuple[pathlib.Path, pathlib.Path | None]]
+        if controllers == "":  # cgroup v2: "max 100000" or "50000 100000"
+            found = [(d / "cpu.max", None) for d in (root / where.lstrip("/"), root)]
+        elif "cpu" in controllers.split(","):
+            found = [
+                (d / "cpu.cfs_quota_us", d / "cpu.cfs_period_us")
+                for top in (root / "cpu", root / controllers)
+                for d in (top / where.lstrip("/"), top)
+            ]
+        else:
+            continue
+        for quota_file, period_file in found:
+            try:
+                text = quota_file.read_text().split()
+                quota, period = text[0], (text[1] if period_file is None else period_file.read_text())
+                if quota not in ("max", "-1") and int(period) > 0:
+                    cores = min(cores, max(1, -(-int(quota) // int(period))))
+            except (OSError, ValueError, IndexError):
+                pass
+    return max(1, cores)
+
+
 def kernel_uid(student_id: str, drop_uid: bool) -> int:
     """The kernel's own unprivileged uid for ``student_id`` (``jail.uid_drop_possible()``), else -1."""
     return 100000 + zlib.crc32(student_id.encode()) % 100000 if drop_uid else -1
@@ -483,25 +553,51 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
-def _run_worker(cmd: list[str], job: Job, cwd: pathlib.Path, timeout: int) -> Result:
+def worker_spawner(chapter: str, prefix: list[str], cwd: pathlib.Path) -> Spawner | None:
+    """The batch's worker fork server (``worker.serve``: the workers' imports paid once a batch, each worker forked
+    from it in namespaces of its own when ``prefix`` is ``unshare``'s), or None where workers are to be started as
+    new interpreters (``AUTOGRADER_FORK_WORKERS=off``)."""
+    if os.environ.get(FORK_SWITCH, "").lower() in ("0", "off", "no", "false"):
+        return None
+    return Spawner(chapter, bool(prefix), _worker_env(), cwd)
+
+
+def _run_worker(cmd: list[str], job: Job, cwd: pathlib.Path, timeout: int, spawner: Spawner | None = None) -> Result:
     """Run the worker process of ``job``; its result, or an "error" result when it wrote none (crashed, killed,
-    or ran longer than ``timeout`` seconds: then its whole process group is killed)."""
+    or ran longer than ``timeout`` seconds: then its whole process group is killed). With ``spawner``, the worker is
+    forked from the batch's fork server (``cmd``'s last item is the job file), else ``cmd`` is run."""
     result_path = pathlib.Path(job.result)
     if result_path.exists():
         result_path.unlink()
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env=_worker_env()
-    )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        why = f"the grading worker ended with exit code {proc.returncode}"
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        why = f"the notebook ran longer than {timeout} s in total"
+    returncode: int | None = None
+    if spawner is not None:
+        log = pathlib.Path(cmd[-1]).with_suffix(".log")  # beside the job file, where no kernel can read
+        try:
+            returncode, timed_out = spawner.run(cmd[-1], str(log), timeout)
+        except RuntimeError:  # the fork server has ended: start this worker as a new interpreter
+            spawner = None
+        else:
+            output = log.read_bytes() if log.exists() else b""
+            why = (
+                f"the notebook ran longer than {timeout} s in total"
+                if timed_out
+                else f"the grading worker ended with exit code {returncode}"
+            )
+    if spawner is None:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env=_worker_env()
+        )
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+            why = f"the grading worker ended with exit code {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            why = f"the notebook ran longer than {timeout} s in total"
+        returncode = proc.returncode
     if not result_path.exists():
         tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-        reason = why + (f" ({tail[0][:150]})" if tail and proc.returncode else "")
+        reason = why + (f" ({tail[0][:150]})" if tail and returncode else "")
         write_result(
             result_path,
             Result(job.submission_name, job.sha256, job.student_id, "error", reason, warnings=job.warnings),

@@ -1,7 +1,7 @@
 """The grading kernel's guard: verdicts that the student's code in the same process cannot write or bend.
 
 Imported by the setup cell of the *grading* notebook (never by the students' notebooks), before any student
-code runs, with ``arm(chapter)``; each test cell ends with ``verdict(name)``. The worker that started the kernel
+code runs, with ``arm(chapter)``; each test cell is ``verdict(name)``. The worker that started the kernel
 (``autograder/grading/worker.py``) gives an exercise its points only when it received a passing *record* for it.
 
 How a record is made, and why student code cannot make one:
@@ -921,24 +921,15 @@ def _arm(chapter: str) -> None:
         busy.discard(get_ident())
 
 
-def verdict(name: str, *, defer: bool = False) -> None:
-    """Run exercise ``name``'s private checks on the notebook's object; the engine records the result. Raises on
-    failure (so nbgrader's own score of the test cell agrees) — at once, or with ``defer=True`` only when
-    :func:`conclude` is called at the end of the test cell, so that the notebook's own check messages (which say
-    what was expected) still appear in the feedback. A verdict stopped by the time limit raises at once, even with
-    ``defer=True``: the notebook's own check runs would call the endless answer again."""
+def verdict(name: str) -> None:
+    """Run exercise ``name``'s private checks on the notebook's object; the engine records the result (signed, for
+    the worker, which judges the checks again on it). Raises when they failed (so nbgrader's own score of the test
+    cell agrees): :class:`GradingIntegrityError` when the grading machinery was changed, else ``CheckFailed`` with
+    the failed checks' first lines."""
     entry = _ARMED.get("verdict")
     if entry is None:
         raise GradingIntegrityError("the grading guard is not armed")
     passed, failures, violations = entry(name)
-    _ARMED.setdefault("pending", {})[name] = (passed, failures, violations)
-    stopped = any(" timed out after " in f or "checks were interrupted" in f for f in failures)
-    if not defer or stopped:  # after a time-out, the notebook's own check runs would only hang again
-        conclude(name)
-
-
-def conclude(name: str) -> None:
-    passed, failures, violations = _ARMED.get("pending", {}).pop(name, (False, ["no verdict was run"], []))
     if violations:
         raise GradingIntegrityError("the grading machinery was changed by the notebook: " + "; ".join(violations))
     if not passed:

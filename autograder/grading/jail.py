@@ -30,14 +30,24 @@ import resource
 import shutil
 import subprocess
 import sys
+import types
 
-from .. import notebooks
+
+def _notebooks() -> types.ModuleType:
+    """``autograder.notebooks``, imported when first needed: the kernel's launcher (:func:`kernel_main`) runs this
+    module once per submission and needs none of it, and importing it loads nbformat and jsonschema (≈ 1–2 s of
+    CPU per kernel start)."""
+    from .. import notebooks
+
+    return notebooks
+
 
 # ------------------------------------------------------------------------------------------------ staging
 
 
 def stub_solution_source(source: str) -> str:
     """A solution module with every ### BEGIN/END SOLUTION region replaced by ``raise NotImplementedError()``."""
+    notebooks = _notebooks()
     out, skipping = [], False
     for line in source.splitlines(keepends=True):
         if line.strip() == notebooks.BEGIN:
@@ -69,6 +79,7 @@ def solution_imports(source: str) -> set[str]:
 def staged_modules(chapter: str) -> set[str]:
     """The ``solutions`` modules a grading kernel of ``chapter`` needs: those its solution module, notebook template
     and checks import, and theirs in turn. Never a later chapter's (a chapter imports only earlier ones)."""
+    notebooks = _notebooks()
     src = notebooks.ROOT / "solutions"
     roots = [src / f"{chapter}.py", notebooks.TEMPLATES / f"{chapter}.py", notebooks.PACKAGE_DIR / f"{chapter}.py"]
     todo = set().union(*(solution_imports(p.read_text()) for p in roots if p.exists())) | {chapter}
@@ -85,7 +96,7 @@ def staged_modules(chapter: str) -> set[str]:
 def stage_solutions(chapter: str, stage: pathlib.Path) -> pathlib.Path:
     """A copy of the part of the ``solutions`` package that ``chapter`` imports (:func:`staged_modules`: earlier
     chapters and the shared modules, real), with ``chapter``'s own module stubbed; later chapters are absent."""
-    src = notebooks.ROOT / "solutions"
+    src = _notebooks().ROOT / "solutions"
     dst = stage / "solutions"
     dst.mkdir(parents=True, exist_ok=True)
     shutil.copy(src / "__init__.py", dst / "__init__.py")
@@ -101,7 +112,7 @@ def stage_solutions(chapter: str, stage: pathlib.Path) -> pathlib.Path:
 def hidden_files(chapter: str) -> list[str]:
     """Files the grading kernel may not open: every copy of the chapter's reference and the sample submissions."""
     found = set()
-    for entry in sys.path + [str(notebooks.ROOT)]:
+    for entry in sys.path + [str(_notebooks().ROOT)]:
         if not entry:
             continue
         base = pathlib.Path(entry)
@@ -175,6 +186,7 @@ def uid_drop_possible() -> bool:
 
 
 def write_kernelspec(where: pathlib.Path) -> pathlib.Path:
+    notebooks = _notebooks()
     spec = where / "kernels" / notebooks.KERNELSPEC["name"]
     spec.mkdir(parents=True, exist_ok=True)
     (spec / "kernel.json").write_text(
@@ -245,6 +257,7 @@ class JailView:
 def course_package_view(stage: str) -> tuple[list[str], list[str]]:
     """(read-only folders, hidden folders) of the course's code a kernel needs: the ``autograder`` package (not
     its sample submissions) and the staged ``solutions`` (``stage``)."""
+    notebooks = _notebooks()
     package = str(notebooks.ROOT / "autograder")
     samples = notebooks.ROOT / "autograder" / "samples"
     return [package, stage], [str(samples)] if samples.is_dir() else []

@@ -39,6 +39,8 @@ class Result:
     trace: str = ""
     # checks judged again outside the kernel from their records ("outside") and by the kernel alone ("kernel")
     judged: dict[str, int] = dataclasses.field(default_factory=dict)
+    # exercise -> the failed checks' messages as the worker computed them (what the feedback's test cells show)
+    details: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -50,7 +52,7 @@ def write_result(path: pathlib.Path, result: Result) -> None:
     fields = {
         k: v
         for k, v in dataclasses.asdict(result).items()
-        if (v != "" and v != {}) or k not in ("log", "trace", "judged")
+        if (v != "" and v != {}) or k not in ("log", "trace", "judged", "details")
     }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(fields, indent=1, sort_keys=True))
@@ -140,6 +142,8 @@ def decided_feedback(
     the grader's decision for its exercise (points and messages); the student's own cells keep their outputs cut to
     a size (:func:`_shown_output`); then :func:`sanitize_feedback`. Nothing the kernel printed in a test cell — where
     the hidden tests run — reaches the page, in whatever encoding."""
+    from ..releases import test_source
+
     reasons = list(reasons)
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -147,6 +151,8 @@ def decided_feedback(
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade") and str(meta.get("grade_id", "")).startswith("test_"):
             name = meta["grade_id"].removeprefix("test_")
+            # the test cell as the student's notebook has it (the grading notebook's is the guard's verdict alone)
+            cell.source = test_source(name, points.get(name, 0))
             cell.outputs = [
                 nbformat.v4.new_output(
                     "stream",
@@ -299,9 +305,25 @@ def _first_error(cell) -> dict | None:
     return next((o for o in cell.get("outputs", []) if o.output_type == "error"), None)
 
 
-def failure_reasons(nb: nbformat.NotebookNode, cell_timeout: int | None = None, memory_mb: int = 0) -> list[str]:
-    """One short line per failed test cell, taken from the check's message; an exit, a time-out or the memory
-    limit (in the test cell, or in the answer cell that therefore never defined the exercise) is said as such."""
+def detail_reason(detail: str) -> str:
+    """A failed check as the worker judged it (``judge.judge``'s details: "✘ label" and the message, indented) in
+    one line: "✘ label — the message's first line", and its hints."""
+    lines = [ln.strip() for ln in detail.strip().splitlines() if ln.strip()]
+    line = " — ".join(lines[:2])
+    return line + "".join(f" {ln}" for ln in lines[2:5] if ln.startswith("Hint:"))
+
+
+def failure_reasons(
+    nb: nbformat.NotebookNode,
+    cell_timeout: int | None = None,
+    memory_mb: int = 0,
+    details: dict[str, list[str]] | None = None,
+) -> list[str]:
+    """One short line per failed test cell: an exit, a time-out or the memory limit (in the test cell, or in the
+    answer cell that therefore never defined the exercise) said as such; else the first failed check as the worker
+    judged it (``details``: exercise -> its failed checks' messages, computed outside the kernel), else the check's
+    message in the cell's error."""
+    details = details or {}
     reasons = []
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -319,6 +341,8 @@ def failure_reasons(nb: nbformat.NotebookNode, cell_timeout: int | None = None, 
         happened = what_happened(ename, evalue, cell_timeout, memory_mb)
         if happened:
             first = f"the checks of {name} {happened}"
+        elif details.get(name):
+            first = detail_reason(details[name][0])
         elif ename == "NameError":
             first = f"{evalue} (was the exercise cell deleted or renamed?)"
             for answer in _answer_cells(nb, name):
