@@ -22,8 +22,8 @@ def course(tmp_path) -> pathlib.Path:
     skip = shutil.ignore_patterns("__pycache__", "samples", "_release")
     for folder in ("solutions", "autograder"):
         shutil.copytree(ROOT / folder, copy / folder, ignore=skip)
-    (copy / "tests").mkdir()
     (copy / "book").mkdir()
+    shutil.copytree(ROOT / "tests" / "rewrites", copy / "tests" / "rewrites", ignore=skip)  # test_checks reads them
     for name in (
         "tests/__init__.py",
         "tests/conftest.py",

@@ -139,3 +139,36 @@ def test_chinese_pages_link_the_chinese_pages():
         "[ch3](ch03_self_attention.zh.md), [g](glossary.zh.md#x), {doc}`intro.zh`, {doc}`the intro <intro.zh>`, "
         "[n](none.md)"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("grading")
+@pytest.mark.parametrize("chapter", ["ch03_self_attention"])
+def test_chinese_submissions_are_graded_like_english_ones(chapter, tmp_path):
+    """Through the real grader (jailed where it can be): the Chinese notebook answered correctly, with the shipped
+    buggy sample's bug, and untouched gets the English notebook's rows — scores, status and reasons."""
+    from autograder.grading import batch
+
+    mutants = notebooks.checks_module(chapter).MUTANTS
+    bug = next((m for m in mutants if m.name == "no scaling"), mutants[0])
+    editions = {
+        "en": notebooks.build_release(chapter),
+        "zh": nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4),
+    }
+    files = []
+    for ed, nb in editions.items():
+        for who, answered in (
+            ("full", notebooks.fill_release(nb, chapter)),
+            ("bug", notebooks.fill_release(nb, chapter, [bug])),
+            ("zero", nb),
+        ):
+            path = tmp_path / f"{who}{ed}_1_2_{chapter}.ipynb"
+            nbformat.write(answered, path)
+            files.append(path)
+    rows = {r.submission: r for r in batch.grade(files, chapter, tmp_path / "out", jobs=2)}
+    top = sum(ex.points for ex in notebooks.checks_module(chapter).EXERCISES)
+    for who in ("full", "bug", "zero"):
+        en, zh = rows[f"{who}en_1_2_{chapter}.ipynb"], rows[f"{who}zh_1_2_{chapter}.ipynb"]
+        assert (zh.score, zh.status, zh.reason) == (en.score, en.status, en.reason), who
+    assert rows[f"fullzh_1_2_{chapter}.ipynb"].score == top and rows[f"zerozh_1_2_{chapter}.ipynb"].score == 0
+    assert 0 < rows[f"bugzh_1_2_{chapter}.ipynb"].score < top

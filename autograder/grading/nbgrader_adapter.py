@@ -66,6 +66,12 @@ def course_config(course: pathlib.Path, cell_timeout: int = 120) -> Config:
     c = Config()
     c.CourseDirectory.root = str(course)
     c.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    # The course grader never uses an exchange, but nbgrader's API checks one when it starts and logs CRITICAL
+    # ("Unwritable directory, please contact your instructor") where its default /usr/local/share/nbgrader/exchange
+    # is missing: an empty one of this course directory's own keeps that line out of every grading run.
+    exchange = pathlib.Path(course) / "exchange"
+    exchange.mkdir(parents=True, exist_ok=True)
+    c.Exchange.root = str(exchange)
     c.ClearSolutions.code_stub = {"python": releases.CODE_STUB}
     c.Execute.timeout = cell_timeout
     c.Execute.interrupt_on_timeout = True
