@@ -39,13 +39,15 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # lint first: a style or type error fails CI before the long suites run.
-# CI's tier of the slow tests (they start kernels, jails or processes), about 10 minutes on 2 quiet cores: every
-# chapter's notebook in the Colab-like virtualenv (untouched and with the reference answers, the course installed by
-# the setup cell), the grading jail, DDP training, grading on a Dask cluster, plain nbgrader's own tools on the
-# exchange chapter, the graded damaged/hostile variants of chapters 8 and 9, and the independently written correct
-# answers graded through the real grader for chapters 3, 10 and 11 (every chapter's in `make test-full`). The other per-chapter kernel tests
-# (variants and plain nbgrader of the other chapters, nbval), the scaffold and the training-script tests run in
-# `make test-full` (before a release; about 40 minutes on 2 cores).
+# CI's tier of the slow tests (they start kernels, jails or processes), about 6 minutes on 2 quiet cores: every
+# chapter's notebook in the Colab-like virtualenv but chapter 11's (untouched and with the reference answers, the
+# course installed by the setup cell) and chapter 3's Chinese notebook, the grading jail, DDP training, grading on a
+# Dask cluster, plain nbgrader's own tools on the exchange chapter, the graded damaged/hostile variants of chapters
+# 8 and 9, the independently written correct answers graded through the real grader for chapters 3, 10 and 11, the
+# stray-chapter Canvas zip, workers started without the fork server, Chinese submissions graded like English ones,
+# and one simulated Gradescope run (chapter 3, a hostile cell). The other per-chapter kernel tests (variants, plain
+# nbgrader, rewrites through the grader and Gradescope's samples of the other chapters, nbval), the scaffold and the
+# training-script tests run in `make test-full` (before a release; about 25 minutes on 2 cores).
 SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exercise_is_not_filled_in' \
 	'tests/test_colab_surface.py::test_reference_answers_pass_every_visible_check' \
 	'tests/test_colab_surface.py::test_chinese_notebook_with_the_reference_answers_passes_and_is_gradeable[ch03_self_attention]' \
@@ -56,6 +58,8 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch10_flash_attention]' \
 	'tests/test_grading.py::test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade' \
 	'tests/test_grading.py::test_workers_started_as_new_interpreters_grade_as_forked_ones' \
+	'tests/test_translations.py::test_chinese_submissions_are_graded_like_english_ones' \
+	'tests/test_gradescope.py::test_simulated_gradescope_run' \
 	'tests/test_nbgrader_course.py::test_plain_nbgrader_gives_the_course_points[ch03_self_attention]' \
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch08_kv_cache]' \
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch09_sparse_attention]'

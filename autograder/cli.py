@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {build,check,grade,selfcheck,catalogue,scaffold,translations}`` (also installed as ``attention-course``)."""
+"""Command line: ``python -m autograder {build,check,grade,selfcheck,gradescope,catalogue,scaffold}`` (also installed as ``attention-course``)."""
 
 from __future__ import annotations
 
@@ -169,6 +169,12 @@ macOS and Windows have no bubblewrap: grade in a Linux VM or container.
 To grade without the jail anyway (trusted submissions only), pass --no-jail."""
 
 
+def _cmd_gradescope(args) -> int:
+    from . import gradescope
+
+    return gradescope.build_command(args)
+
+
 def _cmd_selfcheck(args) -> int:
     from . import canonical
 
@@ -234,6 +240,11 @@ def main(argv=None) -> int:
     p.add_argument("notebook")
     p.add_argument("--chapter", help="chapter stem (default: from the file name or its setup cell)")
     p.set_defaults(func=_cmd_selfcheck)
+    p = sub.add_parser("gradescope", help="write CHAPTER_gradescope.zip: the chapter's autograder for Gradescope")
+    from .gradescope import add_build_arguments
+
+    add_build_arguments(p)
+    p.set_defaults(func=_cmd_gradescope)
     sub.add_parser("scaffold", help="write a new chapter's parts from its stem and title (scaffold.py)")
     sub.add_parser("catalogue", help="bugs caught and valid alternatives passed, per chapter (catalogue.py)")
     sub.add_parser("translations", help="Chinese pages in step with the English ones: check | stamp PAGE...")

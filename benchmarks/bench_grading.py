@@ -30,6 +30,17 @@ from autograder.grading import batch, jail
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
+def use_mode(mode: str) -> None:
+    """Grade in ``mode``: "jailed" (exits when bubblewrap cannot run here) or "fallback" (the jail switched off)."""
+    if mode == "fallback":
+        os.environ[jail.JAIL_SWITCH] = "off"
+    else:
+        os.environ.pop(jail.JAIL_SWITCH, None)
+        problem = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+        if problem:
+            raise SystemExit(f"no jail here: {problem}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--chapter", default="ch03_self_attention")
@@ -37,13 +48,7 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=os.cpu_count())
     p.add_argument("--mode", choices=("jailed", "fallback"), default="jailed")
     args = p.parse_args()
-    if args.mode == "fallback":
-        os.environ[jail.JAIL_SWITCH] = "off"
-    else:
-        os.environ.pop(jail.JAIL_SWITCH, None)
-        problem = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
-        if problem:
-            raise SystemExit(f"no jail here: {problem}")
+    use_mode(args.mode)
     sample = next((notebooks.SAMPLES / args.chapter).glob("lovelace*.ipynb"))
     with tempfile.TemporaryDirectory() as tmp:
         subs = pathlib.Path(tmp) / "subs"

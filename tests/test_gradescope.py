@@ -1,0 +1,489 @@
+"""Grading on Gradescope (``autograder/gradescope.py``; README, "Gradescope"), tested as Gradescope runs it.
+
+Fast: the zip's layout (``setup.sh`` and ``run_autograder`` at its root, executable, the course without its sample
+submissions; the same checkout gives the same bytes); ``results.json`` built from the course grader's result files —
+stored ones (``benchmarks/results/gradescope/``, written by ``benchmarks/bench_gradescope.py``) and, for every
+chapter, ones made from its checks (full marks, a bug, untouched, unreadable, integrity) — against the JSON Schema
+of Gradescope's documented fields (``autograder/gradescope_results.schema.json``) and this course's contract (one
+scored test per exercise, the total the course grader's, the hidden checks' detail in their own tests at the chosen
+visibility and nowhere else); wrong submissions (another chapter's notebook, a file that is not a notebook, several
+notebooks, nothing) graded in process: a zero and the reason, never a crash.
+
+Slow: the zip unpacked into a tree laid out as ``/autograder`` (``AUTOGRADER_ROOT``), ``setup.sh`` run in a clean
+virtualenv made from a system Python (``AUTOGRADER_PACKAGES_FROM``: torch, or for CI's tier every package, hard-linked
+from the development virtualenv; everything else pip installs as on Gradescope), each submission copied into
+``submission/`` and ``run_autograder`` run: the correct, buggy, untouched and truncated samples and two hostile
+notebooks that try to write ``results.json`` themselves (from a cell; at exit, from a spawned and a forked process)
+get exactly the course grader's points (``python -m autograder grade`` on the same files), jailed, and once more in
+fallback mode (no jail: the kernel as its own unprivileged uid).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import time
+import zipfile
+
+import jsonschema
+import nbformat
+import pytest
+
+from autograder import gradescope, notebooks
+from autograder.grading import results
+from tests import variants
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCHEMA = json.loads(gradescope.SCHEMA.read_text())
+STORED = ROOT / "benchmarks" / "results" / "gradescope"
+CHAPTER = "ch03_self_attention"  # the chapter the slow tests install
+FORGED = 999.0  # the score the hostile notebooks write
+
+
+def validate(payload: dict) -> None:
+    jsonschema.Draft202012Validator(SCHEMA).validate(payload)
+
+
+def check_contract(payload: dict, result: results.Result, chapter: str, visibility: str = "after_published") -> None:
+    """What the course promises of every results.json, beyond Gradescope's schema."""
+    validate(payload)
+    exercises = list(notebooks.checks_module(chapter).EXERCISES)
+    scored = [t for t in payload["tests"] if "score" in t]
+    assert [t["name"] for t in scored] == [ex.name for ex in exercises]  # one scored test per exercise, in order
+    for t, ex in zip(scored, exercises):
+        assert t["max_score"] == ex.points and t["visibility"] == "visible"
+        assert t["score"] == result.scores.get(ex.name, 0.0)
+        assert t["status"] == ("passed" if t["score"] >= ex.points else "failed")
+        assert t["output"].startswith(("✔", "✘")) and f"{t['score']:g} of {ex.points:g} points" in t["output"]
+    assert payload["score"] == sum(t["score"] for t in scored) == result.score  # the course grader's total
+    hidden = [t for t in payload["tests"] if "hidden checks" in t["tags"]]
+    assert [t["name"] for t in hidden] == [f"{ex.name}: hidden checks" for ex in exercises if ex.hidden]
+    assert all("score" not in t and t["visibility"] == visibility for t in hidden)
+    if visibility != "visible":  # what a hidden check found is in its own test only
+        shown = payload["output"] + "".join(t["output"] for t in scored)
+        for t in hidden:
+            for line in t["output"].splitlines():
+                if line.startswith("✘ "):
+                    assert line not in shown and _escaped(line) not in shown, line
+    assert payload["extra_data"]["course_grader"]["status"] == result.status
+    if result.status != "graded":
+        assert payload["score"] == 0
+        why = result.reason.split("; ")[0][:60]
+        assert all(why in t["output"] for t in scored), "every exercise says why it got zero"
+
+
+def _escaped(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+# ------------------------------------------------------------------------------------------------ fast
+
+
+def test_schema_is_a_valid_json_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    validate({"score": 1.0})
+    with pytest.raises(jsonschema.ValidationError):
+        validate({"tests": [{"name": "no score anywhere"}]})
+    with pytest.raises(jsonschema.ValidationError):
+        validate({"score": 1, "tests": [{"score": 1, "visibility": "later"}]})
+
+
+def test_the_zip_has_gradescopes_layout_and_is_reproducible(tmp_path):
+    one = gradescope.build_zip(CHAPTER, tmp_path / "one", hidden_visibility="after_due_date")
+    two = gradescope.build_zip(CHAPTER, tmp_path / "two", hidden_visibility="after_due_date")
+    assert one.name == f"{CHAPTER}_gradescope.zip"
+    assert one.read_bytes() == two.read_bytes()
+    with zipfile.ZipFile(one) as z:
+        infos = {i.filename: i for i in z.infolist()}
+        config = json.loads(z.read("gradescope.json"))
+        requirements = z.read("requirements.txt").decode()
+        setup = z.read("setup.sh").decode()
+    for script in ("setup.sh", "run_autograder"):
+        assert (infos[script].external_attr >> 16) & 0o111, f"{script} is not executable"
+    assert config["chapter"] == CHAPTER and config["hidden_visibility"] == "after_due_date"
+    assert config["timeout"] < 600, "the notebook's limit must leave time within Gradescope's default 10 minutes"
+    names = set(infos)
+    assert f"course/solutions/{CHAPTER}.py" in names and f"course/autograder/{CHAPTER}.py" in names
+    assert f"course/autograder/templates/{CHAPTER}.py" in names and f"course/notebooks/{CHAPTER}.ipynb" in names
+    assert not [n for n in names if "/samples/" in n or "__pycache__" in n or n.startswith("course/tests")]
+    torch_pin = next(ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln.startswith("torch=="))
+    assert f'TORCH="{torch_pin.split()[0]}"' in setup and gradescope.TORCH_INDEX in setup
+    assert "nbgrader>=0.9,<0.10" in requirements and "\ntorch" not in requirements
+    assert "conda" not in setup and "chromium" not in setup
+    for script in ("setup.sh", "run_autograder"):
+        z_text = zipfile.ZipFile(one).read(script)
+        (tmp_path / script).write_bytes(z_text)
+        subprocess.run(["bash", "-n", str(tmp_path / script)], check=True)
+
+
+def _stored():
+    return sorted(STORED.glob("*.json")) if STORED.is_dir() else []
+
+
+@pytest.mark.parametrize("path", _stored(), ids=lambda p: p.stem)
+def test_results_from_stored_course_results_fit_the_schema(path):
+    """The results.json of each chapter's reference sample graded through its Gradescope autograder
+    (benchmarks/bench_gradescope.py; the feedback page left out): it fits, its total is the course grader's, and the
+    same tests are built again from the course grader's result file it carries."""
+    written = json.loads(path.read_text())
+    validate(written)
+    grader = written["extra_data"]["course_grader"]
+    chapter, result = grader["chapter"], results.Result(**grader["result"])
+    assert written["score"] == result.score == sum(ex.points for ex in notebooks.checks_module(chapter).EXERCISES)
+    rebuilt = gradescope.results_payload(result, chapter, output=written["output"])
+    check_contract(rebuilt, result, chapter)
+    assert rebuilt["tests"] == written["tests"]
+
+
+def _synthetic_results(chapter: str) -> dict[str, results.Result]:
+    """Result files as the course grader writes them, for every kind of outcome, from the chapter's checks."""
+    exercises = list(notebooks.checks_module(chapter).EXERCISES)
+    full = {ex.name: float(ex.points) for ex in exercises}
+    first = exercises[0]
+    visible = gradescope._label(first.visible[0])
+    details = [f"✘ {visible}\n    {first.name}: the output has the wrong values.\n      Hint: a hint"]
+    if first.hidden:
+        details.append(f"✘ {gradescope._label(first.hidden[0])}\n    {first.name}: differs (allowed: about 1e-05).")
+    untouched = [
+        f"{ex.name}: ✘ {gradescope._label(ex.visible[0])} — {ex.name} raised NotImplementedError: the exercise has "
+        "not been filled in yet."
+        for ex in exercises
+    ]
+    return {
+        "full": results.Result("a.ipynb", "0" * 64, "a", "graded", "", full),
+        "bug": results.Result(
+            "b.ipynb",
+            "1" * 64,
+            "b",
+            "graded",
+            f"{first.name}: ✘ {visible} — {first.name}: the output has the wrong values. Hint: a hint",
+            dict(full, **{first.name: 0.0}),
+            details={first.name: details},
+        ),
+        "untouched": results.Result(
+            "c.ipynb", "2" * 64, "c", "graded", "; ".join(untouched), {ex.name: 0.0 for ex in exercises}
+        ),
+        "unreadable": results.Result(
+            "d.ipynb", "3" * 64, "d", "error", "not a readable notebook: not valid JSON (Unterminated string)"
+        ),
+        "integrity": results.Result(
+            "e.ipynb",
+            "4" * 64,
+            "e",
+            "integrity",
+            "integrity: torch.allclose was replaced",
+            {ex.name: 0.0 for ex in exercises},
+        ),
+    }
+
+
+@pytest.mark.parametrize("chapter", notebooks.chapters())
+def test_results_of_every_kind_fit_the_schema(chapter):
+    release = notebooks.build_release(chapter)
+    graded = notebooks.fill_release(release, chapter)
+    made = {}
+    for kind, result in _synthetic_results(chapter).items():
+        for visibility in ("after_published", "visible"):
+            # the feedback page (nbconvert: about a second) where its content is what is tested
+            page = (
+                {} if (kind, visibility) in (("bug", "after_published"), ("unreadable", "visible")) else {"output": ""}
+            )
+            made[kind, visibility] = payload = gradescope.results_payload(
+                result, chapter, graded=graded if result.status != "error" else None, hidden_visibility=visibility,
+                **page,
+            )  # fmt: skip
+            check_contract(payload, result, chapter, visibility)
+    first = next(iter(notebooks.checks_module(chapter).EXERCISES))
+    for visibility in ("after_published", "visible"):
+        bug = made["bug", visibility]
+        assert "the output has the wrong values" in bug["tests"][0]["output"]
+        if first.hidden:
+            assert bug["tests"][1]["status"] == "failed" and "allowed: about 1e-05" in bug["tests"][1]["output"]
+            in_scored = "allowed: about 1e-05" in bug["tests"][0]["output"]
+            assert in_scored == (visibility == "visible")
+    if first.hidden:
+        hidden = made["bug", "after_published"]
+        assert "allowed: about 1e-05" not in hidden["output"] and "the output has the wrong values" in hidden["output"]
+        assert "once the grades are published" in hidden["tests"][0]["output"]
+    assert "Unterminated string" in made["unreadable", "visible"]["output"]
+
+
+def _in_process_run(tmp_path: pathlib.Path, files: dict[str, bytes], chapter: str = CHAPTER) -> dict:
+    """``run`` on a tree laid out as /autograder, in this process (nothing here starts a kernel)."""
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    (root / "results").mkdir()
+    (root / "results" / "results.json").write_text('{"score": 999}')  # left by anything before: replaced
+    for name, data in files.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "submission" / name).write_bytes(data)
+    payload = gradescope.run(root, gradescope.Config(chapter))
+    assert json.loads((root / "results" / "results.json").read_text()) == payload
+    return payload
+
+
+def _sample(chapter: str, who: str) -> pathlib.Path:
+    return next((notebooks.SAMPLES / chapter).glob(f"{who}*.ipynb"))
+
+
+@pytest.mark.parametrize(
+    "case,why",
+    [
+        ("another chapter", "this is the notebook of"),
+        ("not a notebook", "not a readable notebook"),
+        ("several notebooks", "2 notebooks were submitted"),
+        ("nothing", "nothing was submitted"),
+        ("no notebook among files", "no notebook (.ipynb file) was submitted"),
+    ],
+)
+def test_a_wrong_submission_gets_zero_and_its_reason(tmp_path, case, why):
+    correct = _sample(CHAPTER, "lovelace").read_bytes()
+    files = {
+        "another chapter": {"ch04.ipynb": _sample("ch04_multi_head_attention", "lovelace").read_bytes()},
+        "not a notebook": {"answers.py": b"def scaled_dot_product_attention(q, k, v):\n    return q\n"},
+        "several notebooks": {"a/mine.ipynb": correct, "mine (1).ipynb": correct},
+        "nothing": {},
+        "no notebook among files": {"answers.py": b"x = 1\n", "notes.txt": b"hello\n"},
+    }[case]
+    payload = _in_process_run(tmp_path, files)
+    result = results.Result("", "", "", "error", payload["extra_data"]["course_grader"]["reason"])
+    check_contract(payload, result, CHAPTER)
+    assert payload["score"] == 0 and why in payload["extra_data"]["course_grader"]["reason"]
+    assert why in payload["output"] or why in payload["output"].replace("&#x27;", "'")
+
+
+# ------------------------------------------------------------------------------------------------ slow
+
+
+_HOSTILE_CELL = """\
+import json, os
+FORGED = {{"score": {forged}, "output": "FORGED by the notebook", "tests": [{{"name": "forged", "score": {forged}}}]}}
+for path in ("/autograder/results/results.json", {target!r}):
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(FORGED, f)
+        print("wrote", path)
+    except Exception as e:
+        print("could not write", path, type(e).__name__)
+"""
+
+_HOSTILE_EXIT = """\
+import atexit, json, os, subprocess, sys, time
+FORGED = {{"score": {forged}, "output": "FORGED at exit", "tests": [{{"name": "forged", "score": {forged}}}]}}
+PATHS = ("/autograder/results/results.json", {target!r})
+
+def forge():
+    for path in PATHS:
+        try:
+            with open(path, "w") as f:
+                json.dump(FORGED, f)
+        except Exception:
+            pass
+
+atexit.register(forge)
+LOOP = "import json, time\\nfor _ in range(300):\\n    time.sleep(0.1)\\n    for p in %r:\\n        try:\\n            open(p, 'w').write(json.dumps(%r))\\n        except Exception:\\n            pass\\n" % (PATHS, FORGED)
+try:
+    subprocess.Popen([sys.executable, "-c", LOOP], start_new_session=True)
+except Exception as e:
+    print("no process:", type(e).__name__)
+try:
+    if os.fork() == 0:
+        os.setsid()
+        for _ in range(300):
+            time.sleep(0.1)
+            forge()
+        os._exit(0)
+except Exception as e:
+    print("no fork:", type(e).__name__)
+"""
+
+
+def _hostile(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
+    """``nb`` with a cell of the student's own, right after the setup cell (as the damaged/hostile variants)."""
+    return variants._insert_after_setup(nb, source)
+
+
+def _submissions(box: gradescope.Simulation, folder: pathlib.Path) -> dict[str, pathlib.Path]:
+    """The four samples and two hostile notebooks (on the untouched notebook: they can earn nothing themselves)."""
+    folder.mkdir(exist_ok=True)
+    files = {who: _sample(box.chapter, who) for who in ("lovelace", "hopper", "turing", "babbage")}
+    target = str(box.root / "results" / "results.json")
+    release = notebooks.build_release(box.chapter)
+    for name, source in (("hostile_cell", _HOSTILE_CELL), ("hostile_exit", _HOSTILE_EXIT)):
+        path = folder / f"{name}_{box.chapter}.ipynb"
+        nbformat.write(_hostile(release, source.format(forged=FORGED, target=target)), path)
+        files[name] = path
+    return files
+
+
+def _course_grades(files: dict[str, pathlib.Path], chapter: str, out: pathlib.Path) -> dict[str, results.Result]:
+    """What ``python -m autograder grade`` gives each file (this process's grader, jailed)."""
+    from autograder.grading import batch
+
+    batch.grade(list(files.values()), chapter, out, jobs=2)
+    by_name = {}
+    for path in (out / "results").glob("*.json"):
+        r = results.read_result(path)
+        by_name[r.submission] = r
+    return {who: by_name[f.name] for who, f in files.items()}
+
+
+def _assert_not_forged(box: gradescope.Simulation, payload: dict) -> None:
+    time.sleep(3)  # anything the kernel left behind had time to write
+    again = json.loads((box.root / "results" / "results.json").read_text())
+    assert again == payload, "results.json changed after run_autograder ended"
+    assert payload["score"] != FORGED and not payload["output"].startswith("FORGED")
+    assert all(t["name"] != "forged" and t.get("score") != FORGED for t in payload["tests"])
+    assert sorted(p.name for p in (box.root / "results").iterdir()) == ["results.json"]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The autograder of CHAPTER installed by setup.sh with torch linked in and every other package from pip."""
+    box = gradescope.Simulation(CHAPTER)
+    try:
+        box.setup(gradescope.stage_packages(box.base / "torch-site", ["torch"], closure=False))
+        assert (box.course_home / "course" / "solutions").stat().st_mode & 0o077 == 0
+        files = _submissions(box, tmp_path_factory.mktemp("files"))
+        expected = _course_grades(files, CHAPTER, tmp_path_factory.mktemp("course-grader"))
+        yield box, files, expected
+    finally:
+        box.close()
+
+
+SAMPLES = ["lovelace", "hopper", "turing", "babbage", "hostile_cell", "hostile_exit"]
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("gradescope")
+@pytest.mark.parametrize("who", SAMPLES)
+def test_gradescope_gives_the_course_graders_points(installed, who):
+    box, files, expected = installed
+    payload, stdout = box.run([files[who]])
+    result = expected[who]
+    check_contract(payload, result, CHAPTER)
+    grader = payload["extra_data"]["course_grader"]
+    assert grader["isolation"] == "jailed", stdout
+    assert grader["status"] == result.status and grader["reason"] == result.reason
+    for t in payload["tests"]:
+        if "score" in t:
+            assert t["score"] == result.scores.get(t["name"], 0.0)
+    top = sum(ex.points for ex in notebooks.checks_module(CHAPTER).EXERCISES)
+    assert payload["score"] == {"lovelace": top, "turing": 0, "babbage": 0}.get(who, payload["score"])
+    if who == "hopper":
+        assert 0 < payload["score"] < top
+    if who == "babbage":
+        assert "not valid JSON" in payload["output"]
+    if who.startswith("hostile"):
+        _assert_not_forged(box, payload)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("gradescope")
+def test_gradescope_without_the_jail_runs_the_kernel_as_another_uid(installed):
+    """Where bubblewrap cannot run, the kernel runs as its own unprivileged uid, which cannot write results.json."""
+    box, files, expected = installed
+    payload, stdout = box.run([files["hostile_exit"]], AUTOGRADER_JAIL="off")
+    grader = payload["extra_data"]["course_grader"]
+    assert grader["isolation"] == "unprivileged", stdout
+    assert payload["score"] == expected["hostile_exit"].score == 0
+    validate(payload)
+    _assert_not_forged(box, payload)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("gradescope")
+def test_several_notebooks_through_run_autograder(installed):
+    box, files, _ = installed
+    payload, _ = box.run([files["lovelace"], files["hopper"]])
+    validate(payload)
+    assert payload["score"] == 0 and "2 notebooks were submitted" in payload["output"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", [CHAPTER])
+def test_simulated_gradescope_run(chapter, tmp_path):
+    """CI's tier: the zip installed by setup.sh (every package hard-linked from the development virtualenv, so pip
+    finds them all) and one run_autograder of the reference sample with a cell that writes results.json itself:
+    full marks, jailed, nothing forged."""
+    box = gradescope.Simulation(chapter)
+    try:
+        _, requirements = gradescope.grading_requirements(chapter=chapter)
+        names = ["torch"] + [gradescope._requirement_name(r) for r in requirements]
+        python = getattr(sys, "_base_executable", sys.executable)  # the Python these packages were installed for
+        box.setup(gradescope.stage_packages(box.base / "site", names, closure=True), python=python)
+        target = str(box.root / "results" / "results.json")
+        nb = _hostile(
+            nbformat.read(_sample(chapter, "lovelace"), as_version=4),
+            _HOSTILE_CELL.format(forged=FORGED, target=target),
+        )
+        path = tmp_path / f"lovelaceada_{chapter}.ipynb"
+        nbformat.write(nb, path)
+        payload, stdout = box.run([path])
+        top = sum(ex.points for ex in notebooks.checks_module(chapter).EXERCISES)
+        result = results.Result(path.name, "", "", "graded", "", {ex.name: float(ex.points) for ex in
+                                notebooks.checks_module(chapter).EXERCISES})  # fmt: skip
+        check_contract(payload, result, chapter)
+        assert payload["score"] == top and payload["extra_data"]["course_grader"]["isolation"] == "jailed", stdout
+        _assert_not_forged(box, payload)
+    finally:
+        box.close()
+
+
+@pytest.fixture(scope="module")
+def every_package_installed():
+    """One simulated container, set up once with every package hard-linked from the development virtualenv (as CI's
+    tier does); each chapter's test swaps its course in with ``setup.sh --course-only`` (as the benchmark does)."""
+    box = gradescope.Simulation(CHAPTER)
+    try:
+        requirements = sorted({r for c in notebooks.chapters() for r in gradescope.grading_requirements(chapter=c)[1]})
+        names = ["torch"] + [gradescope._requirement_name(r) for r in requirements]
+        python = getattr(sys, "_base_executable", sys.executable)
+        box.setup(gradescope.stage_packages(box.base / "site", names, closure=True), python=python)
+        yield box
+    finally:
+        box.close()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("gradescope-every-chapter")
+@pytest.mark.parametrize("chapter", notebooks.chapters())
+def test_every_chapters_autograder_gives_the_course_graders_points(every_package_installed, chapter, tmp_path):
+    """For every chapter: its zip, installed as Gradescope installs it, gives each shipped sample (correct, buggy,
+    untouched, truncated) exactly the points and status of ``python -m autograder grade`` on the same files."""
+    home = every_package_installed.course_home
+    box = gradescope.Simulation(chapter, tmp_path / "container")
+    box.course_home = home
+    box.setup(course_only=True)
+    files = {who: _sample(chapter, who) for who in ("lovelace", "hopper", "turing", "babbage")}
+    expected = _course_grades(files, chapter, tmp_path / "course-grader")
+    top = sum(ex.points for ex in notebooks.checks_module(chapter).EXERCISES)
+    for who, path in files.items():
+        payload, stdout = box.run([path])
+        validate(payload)
+        result = expected[who]
+        check_contract(payload, result, chapter)
+        grader = payload["extra_data"]["course_grader"]
+        assert grader["status"] == result.status, (who, stdout[-2000:])
+        assert payload["score"] == result.score, (who, payload["score"], result.score, stdout[-2000:])
+        assert [t["score"] for t in payload["tests"] if "score" in t] == [
+            result.scores.get(ex.name, 0.0) for ex in notebooks.checks_module(chapter).EXERCISES
+        ]
+    assert expected["lovelace"].score == top and expected["turing"].score == 0 and expected["babbage"].score == 0
+    assert 0 < expected["hopper"].score < top
+
+
+def test_only_the_triton_chapters_autograder_installs_triton(tmp_path):
+    """Chapter 11's kernels run in Triton's interpreter on Gradescope's CPU: its zip installs Triton (pinned as in
+    requirements.txt); the other chapters' zips do not."""
+    pin = next(ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln.startswith("triton=="))
+    for chapter in notebooks.chapters():
+        with zipfile.ZipFile(gradescope.build_zip(chapter, tmp_path / chapter)) as z:
+            wanted = z.read("requirements.txt").decode().splitlines()
+        assert (pin in wanted) == gradescope.needs_triton(chapter), chapter
+    assert [c for c in notebooks.chapters() if gradescope.needs_triton(c)] == ["ch11_flash_attention_triton"]
