@@ -716,6 +716,7 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     copy = incoming / chosen.name
     shutil.copyfile(chosen, copy)
     out = work / "out"
+    oom_before, memory_limit = batch.container_memory()
     switch = os.environ.get(jail.JAIL_SWITCH)
     if mode != "jailed":
         os.environ[jail.JAIL_SWITCH] = "off"  # the batch then grades in fallback mode, as said above
@@ -736,6 +737,17 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
         else:
             os.environ[jail.JAIL_SWITCH] = switch
     row = rows[0]
+    oom_after, _ = batch.container_memory()
+    if oom_after > oom_before:  # a process of the run was killed for memory: what it scored cannot be trusted
+        limit = f" ({memory_limit} MB)" if memory_limit else ""
+        why = (
+            f"the autograder's container ran out of memory{limit} while grading this notebook, so its grade could not "
+            "be trusted and nothing was graded; your instructor has been told. Instructor: raise the autograder's "
+            f"memory (README, 'Gradescope': the memory this chapter needs) and regrade"
+        )
+        print(f"  zero: {why} (the course grader gave {row.score:g}/{row.max_score:g}: {row.reason[:200]})")
+        extra["oom_kills"] = oom_after - oom_before
+        return zero_payload(chapter, why, extra=extra)
     result_files = sorted((out / "results").glob("*.json"))
     result = results.read_result(result_files[0])
     drop = mode == "jailed" or jail.uid_drop_possible()

@@ -487,3 +487,46 @@ def test_only_the_triton_chapters_autograder_installs_triton(tmp_path):
             wanted = z.read("requirements.txt").decode().splitlines()
         assert (pin in wanted) == gradescope.needs_triton(chapter), chapter
     assert [c for c in notebooks.chapters() if gradescope.needs_triton(c)] == ["ch11_flash_attention_triton"]
+
+
+def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch):
+    """Gradescope's container has a memory limit (768 MB by default). A process of the run killed by the OOM killer
+    (the container's cgroup counts it) can cost a correct notebook points without a word: instead the submission
+    gets zero with a reason that says so, names the limit and tells the instructor what to do."""
+    from autograder.grading import batch, report
+
+    readings = iter([(2, 768), (3, 768)])  # before and after grading: one kill in between
+    monkeypatch.setattr(batch, "container_memory", lambda: next(readings))
+    monkeypatch.setattr(gradescope, "isolation", lambda: ("jailed", "the kernel runs in a bubblewrap jail"))
+
+    def fake_grade(files, chapter, out, **kw):  # a grade that a thrashing, half-killed run could give
+        return [report.Row(pathlib.Path(files[0]).name, "s", chapter, {}, 6.0, 10.0, "graded", "timed out")]
+
+    monkeypatch.setattr(batch, "grade", fake_grade)
+    payload = _in_process_run(tmp_path, {"mine.ipynb": _sample(CHAPTER, "lovelace").read_bytes()})
+    why = payload["extra_data"]["course_grader"]["reason"]
+    assert payload["score"] == 0 and "ran out of memory (768 MB)" in why and "raise the autograder's memory" in why
+    assert payload["extra_data"]["course_grader"]["oom_kills"] == 1
+    validate(payload)
+
+
+def test_container_memory_reads_the_cgroups_oom_kills_and_limit(tmp_path):
+    from autograder.grading import batch
+
+    v2 = tmp_path / "v2" / "box"
+    v2.mkdir(parents=True)
+    (v2 / "memory.events").write_text("low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\n")
+    (v2 / "memory.max").write_text(str(768 * 2**20) + "\n")
+    own = tmp_path / "own-v2"
+    own.write_text("0::/box\n")
+    assert batch.container_memory(own, tmp_path / "v2") == (2, 768)
+    (v2 / "memory.max").write_text("max\n")
+    assert batch.container_memory(own, tmp_path / "v2") == (2, None)
+    v1 = tmp_path / "v1" / "memory" / "box"
+    v1.mkdir(parents=True)
+    (v1 / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    (v1 / "memory.limit_in_bytes").write_text(str(2**63 - 4096) + "\n")
+    own1 = tmp_path / "own-v1"
+    own1.write_text("4:memory:/box\n7:cpu,cpuacct:/box\n")
+    assert batch.container_memory(own1, tmp_path / "v1") == (1, None)
+    assert batch.container_memory(tmp_path / "none", tmp_path) == (0, None)

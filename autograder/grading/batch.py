@@ -494,42 +494,82 @@ def _grade_groups(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def usable_cores(
-    proc_cgroup: pathlib.Path = pathlib.Path("/proc/self/cgroup"), root: pathlib.Path = pathlib.Path("/sys/fs/cgroup")
-) -> int:
+PROC_CGROUP = pathlib.Path("/proc/self/cgroup")
+CGROUP_ROOT = pathlib.Path("/sys/fs/cgroup")
+
+
+def cgroup_dirs(
+    controller: str, proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT
+) -> list[tuple[int, pathlib.Path]]:
+    """(cgroup version, folder) of this process's own cgroup for ``controller`` ("cpu", "memory"), then of the
+    hierarchy's root (a container often sees its own group as the root), where they may exist: cgroup v2's one
+    hierarchy, v1's ``root/<controller>`` (or the folder named by the co-mounted controllers, "cpu,cpuacct").
+    (``proc_cgroup``, ``root``: where this process's cgroup and the cgroup file system are read; tests point them
+    at a made-up tree.)"""
+    try:
+        own = [line.split(":", 2) for line in proc_cgroup.read_text().splitlines()]
+    except OSError:
+        return []
+    found: list[tuple[int, pathlib.Path]] = []
+    for _, controllers, where in (entry for entry in own if len(entry) == 3):
+        if controllers == "":
+            tops, version = [root], 2
+        elif controller in controllers.split(","):
+            tops, version = [root / controller, root / controllers], 1
+        else:
+            continue
+        found += [(version, d) for top in tops for d in (top / where.lstrip("/"), top)]
+    return found
+
+
+def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT) -> int:
     """The cores the batch may use: this process's CPU affinity, capped by its cgroup's CPU quota (v2 ``cpu.max``,
     v1 ``cpu.cfs_quota_us``), at least 1. A container given half a vCPU (Gradescope's default) reports the host's
-    cores in ``os.cpu_count()``, and a kernel with that many torch threads crawls. (``proc_cgroup``, ``root``: where
-    this process's cgroup and the cgroup file system are read; tests point them at a made-up tree.)"""
+    cores in ``os.cpu_count()``, and a kernel with that many torch threads crawls."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    try:
-        own = [line.split(":", 2) for line in proc_cgroup.read_text().splitlines()]
-    except OSError:
-        own = []
-    for _, controllers, where in (entry for entry in own if len(entry) == 3):
-        found: list[tuple[pathlib.Path, pathlib.Path | None]]
-        if controllers == "":  # cgroup v2: "max 100000" or "50000 100000"
-            found = [(d / "cpu.max", None) for d in (root / where.lstrip("/"), root)]
-        elif "cpu" in controllers.split(","):
-            found = [
-                (d / "cpu.cfs_quota_us", d / "cpu.cfs_period_us")
-                for top in (root / "cpu", root / controllers)
-                for d in (top / where.lstrip("/"), top)
-            ]
-        else:
-            continue
-        for quota_file, period_file in found:
-            try:
-                text = quota_file.read_text().split()
-                quota, period = text[0], (text[1] if period_file is None else period_file.read_text())
-                if quota not in ("max", "-1") and int(period) > 0:
-                    cores = min(cores, max(1, -(-int(quota) // int(period))))
-            except (OSError, ValueError, IndexError):
-                pass
+    for version, d in cgroup_dirs("cpu", proc_cgroup, root):
+        try:
+            if version == 2:  # "max 100000" or "50000 100000"
+                quota, period = d.joinpath("cpu.max").read_text().split()[:2]
+            else:
+                quota = d.joinpath("cpu.cfs_quota_us").read_text().strip()
+                period = d.joinpath("cpu.cfs_period_us").read_text().strip()
+            if quota not in ("max", "-1") and int(period) > 0:
+                cores = min(cores, max(1, -(-int(quota) // int(period))))
+        except (OSError, ValueError):
+            pass
     return max(1, cores)
+
+
+def container_memory(
+    proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT
+) -> tuple[int, int | None]:
+    """(how many processes the OOM killer has ended in this process's memory cgroup so far, its memory limit in MB
+    or None): v2 ``memory.events`` and ``memory.max``, v1 ``memory.oom_control`` and ``memory.limit_in_bytes``;
+    (0, None) where neither can be read. A grader in a container with a memory limit (Gradescope) compares the
+    count before and after grading: a kill in between means the grade cannot be trusted."""
+    kills, limit = 0, None
+    for version, d in cgroup_dirs("memory", proc_cgroup, root):
+        events, cap = (
+            ("memory.events", "memory.max") if version == 2 else ("memory.oom_control", "memory.limit_in_bytes")
+        )
+        try:
+            for line in d.joinpath(events).read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    kills = max(kills, int(line.split()[1]))
+        except (OSError, ValueError):
+            pass
+        try:
+            text = d.joinpath(cap).read_text().strip()
+            if text != "max" and int(text) < 1 << 50:  # v1 writes "no limit" as a huge number
+                mb = int(text) // 2**20
+                limit = mb if limit is None else min(limit, mb)
+        except (OSError, ValueError):
+            pass
+    return kills, limit
 
 
 def kernel_uid(student_id: str, drop_uid: bool) -> int:
