@@ -58,6 +58,7 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch10_flash_attention]' \
 	'tests/test_grading.py::test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade' \
 	'tests/test_grading.py::test_workers_started_as_new_interpreters_grade_as_forked_ones' \
+	'tests/test_grading.py::test_a_crash_in_the_answer_names_the_students_line_in_the_graded_reason_and_feedback' \
 	'tests/test_translations.py::test_chinese_submissions_are_graded_like_english_ones' \
 	'tests/test_gradescope.py::test_simulated_gradescope_run' \
 	'tests/test_nbgrader_course.py::test_plain_nbgrader_gives_the_course_points[ch03_self_attention]' \

@@ -441,6 +441,33 @@ def test_failure_reasons_keep_the_failed_check():
     ]
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("grading")
+def test_a_crash_in_the_answer_names_the_students_line_in_the_graded_reason_and_feedback(tmp_path):
+    """While grading, the guard refuses frame access to everyone else, so its private checks read the student's line
+    with the guard's own reader: the row's reason and the feedback say which line of the answer cell raised."""
+    import nbformat
+
+    chapter = "ch03_self_attention"
+    nb = notebooks.fill_release(notebooks.build_release(chapter), chapter)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "scaled_dot_product_attention")
+    head = cell.source.split("    check_qkv_shapes(q, k, v, mask)")[0]
+    cell.source = head + (
+        "    check_qkv_shapes(q, k, v, mask)\n"
+        "    scores = q @ k / q.shape[-1] ** 0.5  # k not transposed\n"
+        "    return torch.softmax(scores, dim=-1) @ v, torch.softmax(scores, dim=-1)\n"
+    )
+    line = cell.source.splitlines().index("    scores = q @ k / q.shape[-1] ** 0.5  # k not transposed") + 1
+    path = tmp_path / f"crash_1_2_{chapter}.ipynb"
+    nbformat.write(nb, path)
+    (row,) = batch.grade([path], chapter, tmp_path / "out", jobs=1)
+    assert row.scores["scaled_dot_product_attention"] == 0 and row.score == row.max_score - 4, row.reason
+    assert "raised RuntimeError" in row.reason and f"(your line {line})" in row.reason, row.reason
+    assert not [w for w in row.warnings if w.startswith("blocked")], row.warnings
+    page = (tmp_path / "out" / "feedback" / "crash_1.html").read_text()
+    assert f"(your line {line})" in page
+
+
 def test_failure_reasons_come_from_the_workers_judgement_where_it_has_one():
     """The grading test cell is the guard's verdict alone, whose error carries only the checks' first lines: the
     row's reason is the failed check as the worker judged it (label, message, hint), as the notebook's own check
@@ -533,11 +560,15 @@ def test_errors_in_ungraded_cells_are_flagged():
         _cell("f(torch.ones(2, 3))", error=("ValueError", "mask of shape (2, 3) cannot broadcast\nmore")),
         _cell("EXERCISES.run('f', f)", grade_id="test_f", grade=True),
         _cell("selfcheck_here('x')", error=("RuntimeError", "not here")),
+        _cell("def g(): ...", grade_id="g", solution=True),
+        _cell("g()", error=("NotImplementedError", "")),
+        _cell("g(); g()", error=("NotImplementedError", "")),
     ]
     warnings = results.ungraded_cell_errors(nb)
     assert warnings == [
         "a cell after the answer of f raised ValueError: mask of shape (2, 3) cannot broadcast "
-        "(that cell is not graded: see the feedback)"
+        "(that cell is not graded: see the feedback)",
+        "2 cells after the answer of g raised NotImplementedError (those cells are not graded: see the feedback)",
     ]
 
 

@@ -639,7 +639,21 @@ def _arm(chapter: str) -> None:
             boundary_problems.append("a kernel of a PyTorch operator the checks compare with was replaced")
             raise integrity_error("a PyTorch operator's kernel was replaced")
 
+    def student_line(exc: BaseException) -> str:
+        """`` (your line N)`` for the innermost frame of ``exc``'s traceback that runs the notebook's own code (its
+        globals are the notebook's): the private core's crash messages name the student's line, as the public
+        one's do. Only this function may read a traceback's frames while the checks run (the hook's rule); it reads
+        line numbers and globals' identity, no source text (linecache could run the notebook's code)."""
+        tb, line = exc.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_globals is user_ns:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        return f" (your line {line})" if line is not None else ""
+
+    student_line_code = student_line.__code__
     core_g, checks_g = _private_world(core, checks_mod, boundary)
+    core_g["student_line"] = student_line
     time_limit, timeout_message, crash_message = (
         core_g["time_limit"],
         core_g["timeout_message"],
@@ -847,6 +861,8 @@ def _arm(chapter: str) -> None:
             if attr == "gi_frame" and obj is gen:
                 return "reading the grader's state"
             if attr == "tb_frame":
+                if getframe(2).f_code is student_line_code:  # the guard's own reader of the student's line
+                    return None
                 if not active[0] and protected_frame_chain(obj.tb_frame):
                     return "reading the grader's state"
                 if active[0] and (getframe(2).f_globals is user_ns or obj.tb_frame.f_globals is user_ns):
@@ -898,6 +914,7 @@ def _arm(chapter: str) -> None:
             write_note.__code__,
             protected_frame_chain.__code__,
             boundary.__code__,
+            student_line_code,
         }
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import itertools
 import json
 import pathlib
 import re
@@ -360,8 +361,11 @@ def failure_reasons(
 
 def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = None) -> list[str]:
     """One warning per ungraded code cell (a demo "try it" cell, a cell the student added, an answer cell after
-    its definitions) that ended in an error: no check scores it, but it often shows a bug the checks missed."""
-    warnings, after = [], "the setup"
+    its definitions) that ended in an error: no check scores it, but it often shows a bug the checks missed.
+    Consecutive cells after the same answer that failed alike (an untouched exercise's demo cells) make one
+    warning that counts them."""
+    found: list[tuple[str, str]] = []  # (where, what happened)
+    after = "the setup"
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code":
@@ -374,10 +378,21 @@ def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = N
         if err is None:
             continue
         ename, evalue = err.get("ename") or "", str(err.get("evalue") or "")
-        where = f"the answer cell of {meta.get('grade_id')}" if meta.get("solution") else f"a cell after {after}"
+        where = f"the answer cell of {meta.get('grade_id')}" if meta.get("solution") else f"after {after}"
         first_line = (evalue.strip().splitlines() or [""])[0][:150]
-        how = what_happened(ename, evalue, cell_timeout) or f"raised {ename}: {first_line}"
-        warnings.append(f"{where} {how} (that cell is not graded: see the feedback)")
+        how = what_happened(ename, evalue, cell_timeout) or f"raised {ename}" + (
+            f": {first_line}" if first_line else ""
+        )
+        found.append((where, how))
+    warnings: list[str] = []
+    for (where, how), group in itertools.groupby(found):
+        n = len(list(group))
+        if where.startswith("the answer cell"):
+            warnings += [f"{where} {how} (that cell is not graded: see the feedback)"] * n
+        elif n == 1:
+            warnings.append(f"a cell {where} {how} (that cell is not graded: see the feedback)")
+        else:
+            warnings.append(f"{n} cells {where} {how} (those cells are not graded: see the feedback)")
     return warnings
 
 
