@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -35,7 +36,7 @@ import sys
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 import nbformat
@@ -344,154 +345,120 @@ def _grade_todo(
     result (own warnings, own feedback)."""
     prefix = jail.unshare_prefix()
     # started first: the workers' fork server imports what a worker needs while the batch makes its gradebooks
-    spawner = worker_spawner(chapter, prefix, out) if executor is None else None
-    try:
-        _grade_groups(
-            todo,
-            chapter,
-            out,
-            points,
-            cell_timeout=cell_timeout,
-            notebook_timeout=notebook_timeout,
-            memory_mb=memory_mb,
-            jobs=jobs,
-            executor=executor,
-            prefix=prefix,
-            spawner=spawner,
-        )
-    finally:
-        if spawner is not None:
-            spawner.close()
-
-
-def _grade_groups(
-    todo: list[Submission],
-    chapter: str,
-    out: pathlib.Path,
-    points: dict[str, int],
-    *,
-    cell_timeout: int,
-    notebook_timeout: int,
-    memory_mb: int,
-    jobs: int | None,
-    executor: Executor | None,
-    prefix: list[str],
-    spawner: Spawner | None,
-) -> None:
-    """:func:`_grade_todo`'s work, with the worker prefix (``jail.unshare_prefix()``) and fork server at hand."""
-    groups, texts, warns = _canonicalise(todo, chapter, out, points)
-    if not groups:
-        jail_status(out)  # no kernel to run: the summary still says how this run would have run them
-        return
-    max_score = float(sum(points.values()))
-    course = out / "course"
-    if course.exists():
-        shutil.rmtree(course)
-    (course / "source" / chapter).mkdir(parents=True)
-    nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
-    nbgrader_adapter.generate_assignment(course, chapter)
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
-    scratch.chmod(0o711)
-    jobs_dir = scratch / "jobs"  # every submission's canonical notebook: hidden from every kernel
-    jobs_dir.mkdir(mode=0o700)
-    stage = jail.stage_solutions(chapter, scratch / "stage")
-    no_jail = jail_status(out)
-    drop_uid = not no_jail or jail.uid_drop_possible()
-    hidden = jail.hidden_files(chapter) + [str(out), str(jobs_dir)]
-    jobs = jobs or usable_cores()
-    copies = sum(len(g) - 1 for g in groups.values())
-    logger.info(
-        f"  {len(groups)} distinct notebooks to run"
-        + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
-        + (f", {jobs} at a time" if executor is None else f", {executor.describe()}")
-        + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
-        + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)")
-    )
-
-    def job_for(key: str) -> Job:
-        sid = groups[key][0].student_id
-        return Job(
-            canonical=str(jobs_dir / f"{_safe_name(sid)}.canonical.ipynb"),
-            warnings=warns[sid],
-            submission_name=groups[key][0].label,
-            sha256=groups[key][0].sha256,
-            chapter=chapter,
-            student_id=sid,
-            course_template=str(course),
-            stage=str(stage),
-            sandbox=str(scratch / _safe_name(sid)),
-            result=str(groups[key][0].result),
-            feedback=str(out / "feedback" / f"{sid}.html"),
-            keep=str(out / "graded"),
-            cell_timeout=cell_timeout,
-            memory_mb=memory_mb,
-            max_score=max_score,
-            points=points,
-            hidden_files=hidden,
-            netns=bool(prefix),
-            uid=kernel_uid(sid, drop_uid),
-            # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
-            threads=max(1, usable_cores() // jobs),
-            jail=not no_jail,
+    with worker_spawner(chapter, prefix, out) if executor is None else contextlib.nullcontext() as spawner:
+        groups, texts, warns = _canonicalise(todo, chapter, out, points)
+        if not groups:
+            jail_status(out)  # no kernel to run: the summary still says how this run would have run them
+            return
+        max_score = float(sum(points.values()))
+        course = out / "course"
+        if course.exists():
+            shutil.rmtree(course)
+        (course / "source" / chapter).mkdir(parents=True)
+        nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
+        nbgrader_adapter.generate_assignment(course, chapter)
+        scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
+        scratch.chmod(0o711)
+        jobs_dir = scratch / "jobs"  # every submission's canonical notebook: hidden from every kernel
+        jobs_dir.mkdir(mode=0o700)
+        stage = jail.stage_solutions(chapter, scratch / "stage")
+        no_jail = jail_status(out)
+        drop_uid = not no_jail or jail.uid_drop_possible()
+        hidden = jail.hidden_files(chapter) + [str(out), str(jobs_dir)]
+        jobs = jobs or usable_cores()
+        copies = sum(len(g) - 1 for g in groups.values())
+        logger.info(
+            f"  {len(groups)} distinct notebooks to run"
+            + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
+            + (f", {jobs} at a time" if executor is None else f", {executor.describe()}")
+            + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
+            + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)")
         )
 
-    def run_one(key: str) -> None:
-        job = job_for(key)
-        pathlib.Path(job.canonical).write_text(texts[key])
-        job_path = jobs_dir / f"{_safe_name(job.student_id)}.job.json"
-        job.write(job_path)
-        result = _run_worker(worker_command(prefix, job_path), job, scratch, notebook_timeout, spawner)
-        shutil.rmtree(job.sandbox, ignore_errors=True)
-        share(key, result)
-
-    def share(key: str, result: Result) -> None:
-        """Log the row of ``key``'s first submission and give its result to the identical others."""
-        first, *others = groups[key]
-        sid = first.student_id
-        _log_row(first.label, result, max_score)
-        shared = [w for w in result.warnings if w not in warns[sid]]  # from running the code: same for every copy
-        graded = out / "graded" / f"{sid}.ipynb"
-        for other in others:
-            same = f"identical code to {first.label} (graded once for both)"
-            o_sid = other.student_id
-            copy = dataclasses.replace(
-                result,
-                submission=other.label,
-                sha256=other.sha256,
-                student_id=o_sid,
-                warnings=warns[o_sid] + shared + [same],
+        def job_for(key: str) -> Job:
+            sid = groups[key][0].student_id
+            return Job(
+                canonical=str(jobs_dir / f"{_safe_name(sid)}.canonical.ipynb"),
+                warnings=warns[sid],
+                submission_name=groups[key][0].label,
+                sha256=groups[key][0].sha256,
+                chapter=chapter,
+                student_id=sid,
+                course_template=str(course),
+                stage=str(stage),
+                sandbox=str(scratch / _safe_name(sid)),
+                result=str(groups[key][0].result),
+                feedback=str(out / "feedback" / f"{sid}.html"),
+                keep=str(out / "graded"),
+                cell_timeout=cell_timeout,
+                memory_mb=memory_mb,
+                max_score=max_score,
+                points=points,
+                hidden_files=hidden,
+                netns=bool(prefix),
+                uid=kernel_uid(sid, drop_uid),
+                # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
+                threads=max(1, usable_cores() // jobs),
+                jail=not no_jail,
             )
-            write_result(other.result, copy)
-            if graded.exists():
-                # The feedback goes to the student: it must not name the other student (grades.csv does).
-                graded_nb = nbformat.read(graded, as_version=4)
-                write_feedback(
-                    out / "feedback" / f"{o_sid}.html",
-                    graded_nb,
-                    o_sid,
-                    chapter,
-                    result.scores,
-                    points,
-                    warnings=warns[o_sid] + shared,
-                    reasons=result.reason.split("; "),
-                    secrets=grader_secrets(graded_nb, chapter),
+
+        def run_one(key: str) -> None:
+            job = job_for(key)
+            pathlib.Path(job.canonical).write_text(texts[key])
+            job_path = jobs_dir / f"{_safe_name(job.student_id)}.job.json"
+            job.write(job_path)
+            result = _run_worker(worker_command(prefix, job_path), job, scratch, notebook_timeout, spawner)
+            shutil.rmtree(job.sandbox, ignore_errors=True)
+            share(key, result)
+
+        def share(key: str, result: Result) -> None:
+            """Log the row of ``key``'s first submission and give its result to the identical others."""
+            first, *others = groups[key]
+            sid = first.student_id
+            _log_row(first.label, result, max_score)
+            shared = [w for w in result.warnings if w not in warns[sid]]  # from running the code: same for every copy
+            graded = out / "graded" / f"{sid}.ipynb"
+            for other in others:
+                same = f"identical code to {first.label} (graded once for both)"
+                o_sid = other.student_id
+                copy = dataclasses.replace(
+                    result,
+                    submission=other.label,
+                    sha256=other.sha256,
+                    student_id=o_sid,
+                    warnings=warns[o_sid] + shared + [same],
                 )
-                shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
-            _log_row(other.label, copy, max_score, same)
+                write_result(other.result, copy)
+                if graded.exists():
+                    # The feedback goes to the student: it must not name the other student (grades.csv does).
+                    graded_nb = nbformat.read(graded, as_version=4)
+                    write_feedback(
+                        out / "feedback" / f"{o_sid}.html",
+                        graded_nb,
+                        o_sid,
+                        chapter,
+                        result.scores,
+                        points,
+                        warnings=warns[o_sid] + shared,
+                        reasons=result.reason.split("; "),
+                        secrets=grader_secrets(graded_nb, chapter),
+                    )
+                    shutil.copyfile(graded, out / "graded" / f"{o_sid}.ipynb")
+                _log_row(other.label, copy, max_score, same)
 
-    key_of = {groups[key][0].student_id: key for key in groups}
+        key_of = {groups[key][0].student_id: key for key in groups}
 
-    def share_by_job(job: Job, result: Result) -> None:
-        share(key_of[job.student_id], result)
+        def share_by_job(job: Job, result: Result) -> None:
+            share(key_of[job.student_id], result)
 
-    try:
-        if executor is None:
-            with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-                list(pool.map(run_one, list(groups)))
-        else:  # e.g. a Dask cluster: runs the same worker elsewhere, the results come back here
-            executor.grade([(job_for(key), texts[key]) for key in groups], notebook_timeout, share_by_job)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            if executor is None:
+                with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+                    list(pool.map(run_one, list(groups)))
+            else:  # e.g. a Dask cluster: runs the same worker elsewhere, the results come back here
+                executor.grade([(job_for(key), texts[key]) for key in groups], notebook_timeout, share_by_job)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 PROC_CGROUP = pathlib.Path("/proc/self/cgroup")
@@ -593,13 +560,19 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
-def worker_spawner(chapter: str, prefix: list[str], cwd: pathlib.Path) -> Spawner | None:
+@contextlib.contextmanager
+def worker_spawner(chapter: str, prefix: list[str], cwd: pathlib.Path) -> Iterator[Spawner | None]:
     """The batch's worker fork server (``worker.serve``: the workers' imports paid once a batch, each worker forked
-    from it in namespaces of its own when ``prefix`` is ``unshare``'s), or None where workers are to be started as
-    new interpreters (``AUTOGRADER_FORK_WORKERS=off``)."""
+    from it in namespaces of its own when ``prefix`` is ``unshare``'s), closed when the batch is done; None where
+    workers are to be started as new interpreters (``AUTOGRADER_FORK_WORKERS=off``)."""
     if os.environ.get(FORK_SWITCH, "").lower() in ("0", "off", "no", "false"):
-        return None
-    return Spawner(chapter, bool(prefix), _worker_env(), cwd)
+        yield None
+        return
+    spawner = Spawner(chapter, bool(prefix), _worker_env(), cwd)
+    try:
+        yield spawner
+    finally:
+        spawner.close()
 
 
 def _run_worker(cmd: list[str], job: Job, cwd: pathlib.Path, timeout: int, spawner: Spawner | None = None) -> Result:
