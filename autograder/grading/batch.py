@@ -325,6 +325,12 @@ def jail_status(out: pathlib.Path) -> str | None:
         logger.warning(f"  kernels are not jailed ({no_jail}): the guard's file rules only (README, fallback mode)")
     else:
         logger.info("  kernels are jailed (bubblewrap: own filesystem view, no network, an unprivileged uid)")
+    no_cgroup = jail.memory_cgroup_problem()
+    if no_cgroup:
+        logger.warning(
+            f"  kernels' memory is not limited by a cgroup ({no_cgroup}): files a kernel writes to /tmp, /dev/shm "
+            "or its home count against no memory limit (README, limits)"
+        )
     (out / RUN_FILE).write_text(json.dumps({"jailed": not no_jail, "why_not": no_jail or ""}))
     return no_jail
 

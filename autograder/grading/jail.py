@@ -15,7 +15,11 @@
   the grading kernel's launcher (the ``python3`` kernelspec that the worker puts first on ``JUPYTER_PATH``,
   :func:`write_kernelspec`): it sets resource limits (address space, file size, processes, no core dumps), drops
   to the submission's own unprivileged uid (when started as root), and execs ipykernel in the submission's
-  working directory.
+  working directory;
+* :func:`make_memory_cgroup`, :func:`join_memory_cgroup`, :func:`oom_kills`, :func:`remove_memory_cgroup` — one
+  memory cgroup per kernel (where the grader may make one): the kernel's memory and every file it writes to a
+  memory file system (the jail's /tmp, /dev/shm and home: :func:`mount_kernel_files`) counted against one limit,
+  ``--memory-mb``, and the OOM kill read back for the row's reason.
 
 What these limits do and do not guarantee: docs/grading-design.md.
 """
@@ -134,6 +138,10 @@ def hidden_files(chapter: str) -> list[str]:
 
 
 def kernel_main(connection_file: str) -> None:
+    """The grading kernel's launcher (the kernelspec's argv): join the kernel's memory cgroup, set the limits, then
+    start ipykernel in the jail (or, in fallback mode, exec it here as the submission's uid)."""
+    if os.environ.get(CGROUP_ENV):
+        join_memory_cgroup(os.environ[CGROUP_ENV])  # first: everything started from here is counted
     uid = int(os.environ.get("AUTOGRADER_UID", "-1"))
     mem_mb = int(os.environ.get("AUTOGRADER_MEMORY_MB", "0"))
     if mem_mb > 0:
@@ -245,6 +253,8 @@ class JailView:
     hide: list[str]
     workdir: str
     env: dict[str, str]
+    tmp: str = ""  # a host folder bound as the jail's /tmp (else a tmpfs of bwrap's: half the host's RAM)
+    shm: str = ""  # the same for /dev/shm
 
     def write(self, path: pathlib.Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self)))
@@ -277,20 +287,10 @@ def bwrap_argv(view: JailView, uid: int = -1, info_fd: int | None = None) -> lis
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    argv += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/dev/shm",
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/tmp",
-    ]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    # bwrap 0.8 has no --size: its tmpfs may fill half the host's RAM; the worker's folders are sized and counted
+    argv += ["--bind", view.shm, "/dev/shm"] if view.shm else ["--perms", "1777", "--tmpfs", "/dev/shm"]
+    argv += ["--bind", view.tmp, "/tmp"] if view.tmp else ["--perms", "1777", "--tmpfs", "/tmp"]
     made = {"/", "/usr", "/tmp", "/proc", "/dev"}
 
     def parents(path: str) -> list[str]:
@@ -394,6 +394,137 @@ def _jailed_kernel(view: JailView, uid: int, argv: list[str], pid_file: pathlib.
     except (ValueError, KeyError):
         pass  # bwrap failed to start: no records will be accepted, the worker reports the dead kernel
     return proc.wait()
+
+
+# ------------------------------------------------------------------------------------------------ memory and files
+
+CGROUP_ENV = "AUTOGRADER_MEMORY_CGROUP"  # the kernel's memory cgroup (a folder the worker made), joined first
+STARTUP_MB = 1536  # measured: ``--memory-mb`` a chapter's kernel needs to import torch and arm the guard (README)
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x2, 0x4, 0x2
+
+
+def _libc():
+    """The C library (``mount``, ``umount2``), through ctypes."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    return libc
+
+
+def mount_kernel_files(folder: pathlib.Path, memory_mb: int) -> bool:
+    """Mount a memory file system of ``memory_mb`` MB on ``folder`` (in this process's own mount namespace: the
+    worker's, when it runs as root under ``unshare``), to hold everything a jailed kernel may write (its home,
+    /tmp, /dev/shm, runtime folder): bounded as a whole, and charged to the kernel's memory cgroup. False (and
+    nothing mounted) where it cannot be."""
+    options = f"size={max(memory_mb, 16)}m,mode=0755".encode()
+    return _libc().mount(b"tmpfs", str(folder).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) == 0
+
+
+def unmount_kernel_files(folder: pathlib.Path) -> None:
+    """Unmount :func:`mount_kernel_files`'s file system (lazily: a kernel still running keeps it until it ends)."""
+    _libc().umount2(str(folder).encode(), _MNT_DETACH)
+
+
+def _cap_memory(group: pathlib.Path, version: int, limit: int) -> None:
+    """Limit cgroup ``group`` to ``limit`` bytes of memory, swap included where the controller counts it."""
+    if version == 2:
+        (group / "memory.max").write_text(str(limit))
+        try:
+            (group / "memory.swap.max").write_text("0")
+        except OSError:
+            pass  # no swap accounting: no swap to spill into either
+        return
+    (group / "memory.limit_in_bytes").write_text(str(limit))
+    if (group / "memory.memsw.limit_in_bytes").exists():
+        (group / "memory.memsw.limit_in_bytes").write_text(str(limit))
+
+
+def make_memory_cgroup(memory_mb: int, name: str) -> pathlib.Path | None:
+    """A memory cgroup ``name`` limited to ``memory_mb`` MB (swap included), made under this process's own memory
+    cgroup (v1 or v2), for one kernel; None where none can be made here (not root, no writable memory controller,
+    cgroup v2 without the memory controller delegated)."""
+    from .batch import cgroup_dirs
+
+    tried: set[int] = set()
+    for version, parent in cgroup_dirs("memory"):
+        if version in tried or not parent.is_dir():
+            continue
+        tried.add(version)  # this process's own group only (or the root it sees as its own), never one above it
+        group = parent / name
+        try:
+            if version == 2 and "memory" not in (parent / "cgroup.subtree_control").read_text().split():
+                (parent / "cgroup.subtree_control").write_text("+memory")
+            group.mkdir()
+        except OSError:
+            continue
+        try:
+            _cap_memory(group, version, memory_mb << 20)
+            return group
+        except OSError:
+            remove_memory_cgroup(group)
+    return None
+
+
+def join_memory_cgroup(group: str | pathlib.Path) -> None:
+    """Move this process (and so everything it starts) into cgroup ``group`` (best effort)."""
+    try:
+        (pathlib.Path(group) / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        pass
+
+
+def oom_kills(group: pathlib.Path) -> int:
+    """How many processes the OOM killer has ended in cgroup ``group`` (v2 ``memory.events``, v1
+    ``memory.oom_control``); 0 where it cannot be read."""
+    for name in ("memory.events", "memory.oom_control"):
+        try:
+            for line in (group / name).read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
+def remove_memory_cgroup(group: pathlib.Path, wait: float = 10.0) -> None:
+    """Remove cgroup ``group``, killing what is left in it (the kernel's processes) first."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+        try:
+            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            pids = []
+        for pid in pids:
+            try:
+                if pid > 0:
+                    os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
+
+
+def memory_cgroup_problem() -> str | None:
+    """Why no memory cgroup per kernel can be made here (None: one can), tried for real."""
+    import secrets
+
+    group = make_memory_cgroup(64, f"autograder-probe-{secrets.token_hex(6)}")
+    if group is None:
+        return "no writable memory cgroup here (not root, or the memory controller is not delegated)"
+    remove_memory_cgroup(group)
+    return None
 
 
 if __name__ == "__main__":

@@ -142,11 +142,54 @@ def exercise_timeout(cell_timeout: int) -> int:
     return max(1, cell_timeout // 2)
 
 
+def _kernel_files(link: pathlib.Path, job: Job) -> bool:
+    """Make ``link`` (the jailed kernel's short folder) a memory file system of ``--memory-mb`` holding its
+    runtime folder, home, /tmp and /dev/shm (:func:`jail.mount_kernel_files`), where the worker may mount one (root,
+    in its own mount namespace); True if it did. Else only ``link/run`` is made, and the home stays on disk."""
+    link.chmod(0o755)
+    sized = job.netns and os.geteuid() == 0 and jail.mount_kernel_files(link, job.memory_mb or 2048)
+    (link / "run").mkdir(mode=0o700)
+    for name in ("tmp", "shm") if sized else ():
+        (link / name).mkdir()
+        (link / name).chmod(0o1777)
+    return sized
+
+
+def _setup_error(graded: nbformat.NotebookNode | None) -> str:
+    """The error the graded notebook's setup cell raised ("" if none, or no notebook)."""
+    for cell in graded.cells if graded is not None else ():
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "setup":
+            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+            return f"{errors[0].get('ename', '')}: {errors[0].get('evalue', '')}" if errors else ""
+    return ""
+
+
+def startup_failure(memory_mb: int, armed: bool, died: bool, oom_killed: bool, setup_error: str) -> str | None:
+    """The row's reason when the kernel could not start under ``--memory-mb`` (None otherwise): the grader's setup
+    cell (which runs before any of the submission's code) never armed the guard, and the kernel was OOM-killed, its
+    setup cell ran out of memory, or it died under a limit below what torch needs (:data:`jail.STARTUP_MB`)."""
+    if armed or memory_mb <= 0:
+        return None
+    out_of_memory = "MemoryError" in setup_error or "allocate memory" in setup_error
+    if not (oom_killed or out_of_memory or (died and memory_mb < jail.STARTUP_MB)):
+        return None
+    return (
+        f"the kernel could not start within --memory-mb {memory_mb} (torch and the chapter's setup need about "
+        f"{jail.STARTUP_MB} MB): raise --memory-mb; none of the submission's code ran (a grader setting, "
+        "not the submission's fault)"
+    )
+
+
 def _autograde_failure(
-    log_text: str, cell_timeout: int, memory_mb: int = 0, records: Sequence[dict] = (), order: Sequence[str] = ()
+    log_text: str,
+    cell_timeout: int,
+    memory_mb: int = 0,
+    records: Sequence[dict] = (),
+    order: Sequence[str] = (),
+    oom_killed: bool = False,
 ) -> str:
     """Why nbgrader's autograde failed, in one line, from its log (and, for a kernel that died, the guard's
-    records: the exercises graded before it died)."""
+    records: the exercises graded before it died; ``oom_killed``: its memory cgroup's OOM killer ended it)."""
     if "DeadKernelError" in log_text or "Kernel died" in log_text or "kernel died" in log_text.lower():
         done = {r.get("exercise") for r in records if r.get("type") == "verdict"}
         last = [n for n in order if n in done]
@@ -159,6 +202,11 @@ def _autograde_failure(
             else f" while running {nxt}, before any exercise was checked"
         )
         limit = f" {memory_mb} MB" if memory_mb else ""
+        if oom_killed:
+            return (
+                f"the kernel ran out of its{limit} memory limit{where} (the limit counts its memory and the files it "
+                "wrote to /tmp, /dev/shm and its home folder); nothing after that point could be graded"
+            )
         return (
             f"the kernel died{where} (an exit such as os._exit, a crash, or the{limit} memory limit); "
             "nothing after that point could be graded"
@@ -197,18 +245,19 @@ def grade_one(job: Job) -> Result:
     if sandbox.exists():
         shutil.rmtree(sandbox)
     sandbox.mkdir(parents=True, mode=0o711)
-    home = sandbox / "home"
-    home.mkdir(mode=0o700)
-    course = _stage_course(job, nb, sandbox)
-
-    key = os.urandom(32)
     # Jailed: the kernel has its own network namespace, so the records and the kernel's channels use socket files
     # in a short folder (Unix socket paths are limited to 107 bytes) that the jail binds: the socket read-only,
     # the runtime folder (connection file, channels) writable. Else: an abstract address, TCP on loopback.
+    # Where it can be, that folder is a memory file system of --memory-mb that also holds the kernel's home, /tmp
+    # and /dev/shm: all it may write, bounded as a whole and counted in its memory cgroup.
     link = pathlib.Path(tempfile.mkdtemp(prefix="ag-")) if job.jail else None
-    if link is not None:
-        link.chmod(0o755)
-        (link / "run").mkdir(mode=0o700)
+    sized = link is not None and _kernel_files(link, job)
+    home = (link if sized and link is not None else sandbox) / "home"
+    home.mkdir(mode=0o700)
+    course = _stage_course(job, nb, sandbox)
+    group = jail.make_memory_cgroup(job.memory_mb, f"autograder-kernel-{os.urandom(6).hex()}") if job.memory_mb > 0 else None  # fmt: skip
+
+    key = os.urandom(32)
     records = guard.RecordServer(str(link / guard.RECORD_FILE) if link else None)  # only the guard's engine may write
     config = home / "guard.json"
     files = {} if job.jail else {"hidden_files": job.hidden_files + [str(course / "source"), str(course / "gradebook.db"), str(sandbox / "kernel.pid")]}  # fmt: skip
@@ -236,9 +285,13 @@ def grade_one(job: Job) -> Result:
             hide=jail.course_package_view(job.stage)[1],
             workdir=str(home),
             env=jail.kernel_env({k: v for k, v in env.items() if k != "AUTOGRADER_SANDBOX"}),
+            tmp=str(link / "tmp") if sized else "",
+            shm=str(link / "shm") if sized else "",
         )
         view.write(sandbox / "jail.json")
         env["AUTOGRADER_JAIL_VIEW"] = str(sandbox / "jail.json")
+    if group is not None:
+        env[jail.CGROUP_ENV] = str(group)
     os.environ.update(env)
     os.chdir(sandbox)
 
@@ -250,7 +303,12 @@ def grade_one(job: Job) -> Result:
     finally:
         records.close()
         if link is not None:
+            if sized:
+                jail.unmount_kernel_files(link)  # the kernel's files freed before its cgroup goes
             shutil.rmtree(link, ignore_errors=True)
+        oom_killed = group is not None and jail.oom_kills(group) > 0
+        if group is not None:
+            jail.remove_memory_cgroup(group)
     graded_path = course / "autograded" / sid / chapter / f"{chapter}.ipynb"
     try:
         kernel_pid = int((sandbox / "kernel.pid").read_text())
@@ -260,15 +318,19 @@ def grade_one(job: Job) -> Result:
     checks.join()  # (an import that failed there fails again, and is reported, in judge.judge)
     entries = judge.judge(chapter, entries)  # the checks again, here, on what the student's code returned
     warnings += scoring.blocked_warnings(entries)
-    if not success or not graded_path.exists():
-        reason = _autograde_failure(log_text, job.cell_timeout, job.memory_mb, entries, list(job.points))
+    armed = any(e.get("type") == "armed" for e in entries)
+    graded = nbformat.read(graded_path, as_version=4) if success and graded_path.exists() else None
+    reason = startup_failure(job.memory_mb, armed, graded is None, oom_killed, _setup_error(graded))
+    if reason is not None or graded is None:
+        reason = reason or _autograde_failure(
+            log_text, job.cell_timeout, job.memory_mb, entries, list(job.points), oom_killed
+        )
         write_feedback(
             pathlib.Path(job.feedback), None, sid, chapter, {}, job.points, warnings=warnings, reasons=[reason],
             unreadable=False,
         )  # fmt: skip
         return Result(job.submission_name, job.sha256, sid, "error", reason, warnings=warnings, log=log_text[-4000:])
 
-    graded = nbformat.read(graded_path, as_version=4)
     warnings += ungraded_cell_errors(graded, job.cell_timeout)
     details: dict[str, list[str]] = {}  # exercise -> its failed checks' messages, as judged here
     for e in entries:
