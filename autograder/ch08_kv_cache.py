@@ -26,9 +26,11 @@ from .core import (
     expect_shape,
     expect_true,
     rng,
+    updated_in_place,
 )
 
 EXERCISES = Exercises("ch08_kv_cache")
+updated_in_place(KVCache)  # attend_with_cache and MLA append to the cache they are handed: that is the exercise
 
 
 # ---------------------------------------------------------------- exercise 1: repeat_kv

@@ -86,6 +86,10 @@ def _cmd_grade(args) -> int:
         from .grading import jail
 
         os.environ[jail.JAIL_SWITCH] = "off"
+        as_root = jail.root_kernel_problem(jailed=False)
+        if as_root:
+            print(f"error: {as_root}.", file=sys.stderr)
+            return 2
         print(
             "Grading WITHOUT the jail (--no-jail): each kernel runs with this machine's filesystem in view, held "
             "only by the in-kernel guard's file rules. Use it only for submissions you trust."

@@ -67,6 +67,7 @@ __all__ = [
     "expect_half_precision",
     "call",
     "observe",
+    "updated_in_place",
     "record",
     "replay",
     "NotReplayable",
@@ -625,11 +626,134 @@ def _decode(data: Any, what: str = "the result") -> Any:
     return _Opaque(what)
 
 
+# The course's classes an exercise updates in place by definition (chapter 8's ``KVCache``: ``update`` appends to it),
+# registered by the chapter's checks with :func:`updated_in_place`. Their state after a call is recorded and put back
+# when replaying; every other input the answer is handed must come back as it went in (:func:`_inputs_state`).
+_IN_PLACE: set[type] = set()
+
+
+def updated_in_place(cls: type) -> type:
+    """Declare that the answer may change objects of the course's class ``cls`` it is handed (their state is part of
+    what the exercise computes, as a KV cache's is). Any other input changed by the answer fails the check."""
+    _IN_PLACE.add(cls)
+    return cls
+
+
 def _course_object(value: Any) -> bool:
-    """An object of the course's own classes (a ``KVCache`` the check hands the answer), whose state the answer may
-    change: recorded after the call and put back when replaying."""
+    """An object of the course's own classes (a ``KVCache`` the check hands the answer)."""
     mod = type(value).__module__ or ""
     return mod.split(".")[0] in ("solutions", "autograder") and hasattr(value, "__dict__")
+
+
+def _updated_in_place(value: Any) -> bool:
+    return _course_object(value) and type(value) in _IN_PLACE
+
+
+_PLAIN_TYPES = (bool, int, float, str, type(None))
+
+
+def _inputs_state(fn: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """label -> value of everything of the check's that a call hands to the answer: tensors among the arguments (in
+    tuples, lists and dicts too), the weights of modules among them, the attributes of the course's objects (but
+    those :func:`updated_in_place`), the tensors a check's own ``lambda`` closes over, and the parameters of the
+    module being called. Compared before and after the call (:func:`_changed_inputs`): the answer must not change
+    the question (an input zeroed in place would zero the oracle computed from it after the call)."""
+    state: dict[str, Any] = {}
+
+    def module(label: str, m: torch.nn.Module, buffers: bool) -> None:
+        try:
+            for n, p in torch.nn.Module.named_parameters(m):
+                state[f"{label}'s parameter {n}"] = p
+            if buffers:
+                for n, b in torch.nn.Module.named_buffers(m):
+                    state[f"{label}'s buffer {n}"] = b
+        except Exception:  # a module too odd to walk: the worker's replay still judges it
+            pass
+
+    def visit(label: str, value: Any, depth: int) -> None:
+        if depth > 3 or len(state) > 4096:
+            return
+        if isinstance(value, torch.Tensor):
+            state[label] = value
+        elif type(value) in (tuple, list):
+            for i, v in enumerate(value[:64]):
+                visit(f"{label}[{i}]", v, depth + 1)
+        elif type(value) is dict:
+            for k, v in list(value.items())[:64]:
+                visit(f"{label}[{k!r}]", v, depth + 1)
+        elif isinstance(value, torch.nn.Module):
+            module(label, value, _course_object(value) or type(value).__module__.startswith("torch."))
+        elif _course_object(value) and not _updated_in_place(value):
+            for k, v in list(vars(value).items())[:64]:
+                if isinstance(v, _PLAIN_TYPES):
+                    state[f"{label}.{k}"] = v
+                else:
+                    visit(f"{label}.{k}", v, depth + 1)
+
+    for i, a in enumerate(args):
+        visit(f"argument {i + 1}", a, 0)
+    for k, a in kwargs.items():
+        visit(f"argument {k}", a, 0)
+    code = getattr(fn, "__code__", None)
+    if type(fn) is types.FunctionType and code is not None and _owner(code.co_filename) == "checks":
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, torch.Tensor) or type(value) in (tuple, list, dict):
+                visit(f"the check's {name}", value, 1)
+    owner = getattr(fn, "__self__", fn)
+    if isinstance(owner, torch.nn.Module):
+        module("the module called", owner, False)
+    return state
+
+
+def _snapshot_inputs(state: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for label, v in state.items():
+        if isinstance(v, torch.Tensor):
+            if v.layout != torch.strided or v.is_meta:
+                continue
+            out[label] = (v, v.detach().clone())
+        else:
+            out[label] = (v, v)
+    return out
+
+
+def _same_value(now: Any, before: Any) -> bool:
+    if isinstance(before, torch.Tensor):
+        if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
+            return False
+        if now.layout != torch.strided or now.is_meta:
+            return False
+        now = now.detach()
+        if now.device != before.device:
+            now = now.to(before.device)
+        if now.is_floating_point() or now.is_complex():
+            return bool(((now == before) | (now.isnan() & before.isnan())).all())
+        return bool(torch.equal(now, before))
+    return type(now) is type(before) and now == before
+
+
+def _changed_inputs(snapshot: dict[str, Any], state: dict[str, Any]) -> list[str]:
+    """The labels of :func:`_snapshot_inputs` whose value is not what it was (the same object changed in place, or
+    an attribute bound to another value)."""
+    changed = []
+    for label, (obj, before) in snapshot.items():
+        now = state.get(label, obj)
+        if not _same_value(now, before) or (isinstance(before, torch.Tensor) and not _same_value(obj, before)):
+            changed.append(label)
+    return changed
+
+
+def _modified_message(what: str, labels: list[str]) -> str:
+    shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+    return (
+        f"{what} changed its input in place ({shown}): an answer must leave what it is given as it was — compute "
+        "new tensors (x * 2, torch.cat, x.masked_fill(...)) instead of changing them (x.mul_(2), x[...] = ..., "
+        "x.zero_(), x.fill_(...))."
+    )
 
 
 def _watch_leaves(args: tuple, kwargs: dict) -> None:
@@ -658,7 +782,7 @@ def _effects_after(args: tuple, kwargs: dict, before: tuple[list, list], budget:
         if a._version != version:
             out.append([i, "T", _encode(a, budget)])
     for i, a in enumerate(items):
-        if _course_object(a):
+        if _updated_in_place(a):
             out.append([i, "state", _encode(dict(vars(a)), budget)])
     for j, leaf in enumerate(_RECORDER["leaves"]):
         g0, v0 = grads[j] if j < len(grads) else (None, None)
@@ -668,8 +792,12 @@ def _effects_after(args: tuple, kwargs: dict, before: tuple[list, list], budget:
     return out
 
 
-def _apply_effects(args: tuple, kwargs: dict, effects: list) -> None:
+def _apply_effects(what: str, args: tuple, kwargs: dict, effects: list) -> None:
+    """Put back what the recorded call did to the check's objects: gradients of its leaf tensors and the state of
+    objects :func:`updated_in_place`. A recorded change to any other input fails the check (the worker's own inputs
+    stay as the check made them, so the oracle computed from them is the question the check asked)."""
     items = list(args) + list(kwargs.values())
+    names = [f"argument {i + 1}" for i in range(len(args))] + [f"argument {k}" for k in kwargs]
     leaves = _RECORDER["leaves"]
     for i, kind, data in effects:
         if kind == "grad":
@@ -677,12 +805,13 @@ def _apply_effects(args: tuple, kwargs: dict, effects: list) -> None:
                 raise NotReplayable("the recorded gradient has no tensor to go to")
             leaves[i].grad = _decode(data)
             continue
-        target = items[i] if i < len(items) else None
+        target = items[i] if type(i) is int and 0 <= i < len(items) else None
         if kind == "T" and isinstance(target, torch.Tensor):
-            with torch.no_grad():
-                target.copy_(_decode(data))
-        elif kind == "state" and target is not None and hasattr(target, "__dict__"):
+            raise CheckFailed(_modified_message(what, [names[i]]))
+        elif kind == "state" and _updated_in_place(target):
             vars(target).update(_decode(data))
+        elif kind == "state" and target is not None:
+            raise CheckFailed(_modified_message(what, [names[i]]))
         else:
             raise NotReplayable("the recorded effect does not fit the replayed arguments")
 
@@ -707,7 +836,7 @@ def _replayed(what: str, args: tuple, kwargs: dict) -> Any:
     if recorded_what != what:
         raise NotReplayable(f"the record has {recorded_what!r} where the check calls {what!r}")
     _watch_leaves(args, kwargs)
-    _apply_effects(args, kwargs, effects)
+    _apply_effects(what, args, kwargs, effects)
     if kind == "failed":
         raise CheckFailed(payload)
     return _decode(payload, what)
@@ -799,8 +928,19 @@ def call(what: str, fn: Callable, *args, **kwargs):
         if outer and _RECORDER["replay"] is not None:
             return _replayed(what, args, kwargs)
         if outer:
-            return _recorded(what, lambda: _call(what, fn, args, kwargs), args, kwargs)
+            return _recorded(what, lambda: _call_leaving_inputs(what, fn, args, kwargs), args, kwargs)
         return _call(what, fn, args, kwargs)
+
+
+def _call_leaving_inputs(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """:func:`_call`, failing when the answer changed what the check handed it (:func:`_inputs_state`)."""
+    snapshot = _snapshot_inputs(_inputs_state(fn, args, kwargs))
+    result = _call(what, fn, args, kwargs)
+    changed = _changed_inputs(snapshot, _inputs_state(fn, args, kwargs))
+    _boundary()
+    if changed:
+        raise CheckFailed(_modified_message(what, changed))
+    return result
 
 
 def _call(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
@@ -1234,7 +1374,7 @@ class Exercises:
         ex = self._by_name[name]
         checks = ex.hidden if hidden else ex.visible
         kind = "hidden" if hidden else "visible"
-        deps = dependencies(self._references, name, obj)
+        deps = dependencies(self._references, name, obj, list(self._by_name))
         limit = exercise_time_limit()
         failures: list[str] = []
         own_failures: list[str] = []
@@ -1293,15 +1433,20 @@ class Exercises:
                 raise ExerciseTimeout(limit)
 
 
-def dependencies(references: dict[str, Callable], name: str, obj: Any) -> dict[str, dict[str, Any]]:
-    """The other exercises in ``references`` that ``obj`` (exercise ``name``: a function or a class) calls by their
-    global name, each with the globals dict it is looked up in (the notebook's namespace while grading)."""
+def dependencies(
+    references: dict[str, Callable], name: str, obj: Any, order: list[str] | tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
+    """The exercises in ``references`` that come before exercise ``name`` in ``order`` (the notebook's) and that
+    ``obj`` (a function or a class) calls by their global name, each with the globals dict it is looked up in (the
+    notebook's namespace while grading). A later exercise is never swapped in: the course's version of it would be
+    handed to the notebook before the notebook's own answer to it is checked."""
     found: dict[str, dict[str, Any]] = {}
+    earlier = set(order[: order.index(name)]) if name in order else set()
     try:
         for fn in _functions_of(obj):
             names = _global_names(fn.__code__)
             for dep in references:
-                if dep != name and dep in names and dep in fn.__globals__:
+                if dep in earlier and dep in names and dep in fn.__globals__:
                     found[dep] = fn.__globals__
     except Exception:  # an object too odd to inspect: checked as it is
         return {}

@@ -1,7 +1,15 @@
 """Shared fixtures: run device-dependent tests on every available device."""
 
+import os
+
 import pytest
 import torch
+
+from autograder.grading import jail
+
+# The development machines and CI run as root with a Python installation under /root, where a kernel cannot drop
+# to its own uid: the tests of fallback mode (no jail) accept kernels as root; test_jail.py checks the refusal.
+os.environ.setdefault(jail.ROOT_KERNELS, "allow")
 
 from autograder.core import default_tolerance
 

@@ -140,7 +140,8 @@ def _dependent_cases():
     for chapter in CHAPTERS:
         checks, module = notebooks.checks_module(chapter), notebooks.solution_module(chapter)
         for ex in checks.EXERCISES:
-            deps = dependencies(checks.EXERCISES.references, ex.name, getattr(module, ex.name))
+            order = [e.name for e in checks.EXERCISES]
+            deps = dependencies(checks.EXERCISES.references, ex.name, getattr(module, ex.name), order)
             cases += [(chapter, ex.name, m) for m in checks.MUTANTS if m.target in deps]
     return cases
 

@@ -376,3 +376,19 @@ def test_replacing_pytorchs_comparison_kernels_gains_nothing(chapter, tmp_path):
     assert row.scores[var.target] == 0, (row.scores, row.reason, row.warnings)
     assert all(row.scores[n] <= full[n] for n in full)
     assert "replaced" in row.reason + " ".join(row.warnings), (row.reason, row.warnings)
+
+
+def test_fallback_kernels_never_run_as_root_unless_allowed(tmp_path, monkeypatch):
+    """Issue 35: without the jail, a kernel that cannot drop to its own uid (root, the Python installation unreadable
+    to others) would run as root: the batch refuses before any kernel starts, and says what to do instead."""
+    monkeypatch.setenv(jail.JAIL_SWITCH, "off")
+    monkeypatch.delenv(jail.ROOT_KERNELS, raising=False)
+    monkeypatch.setattr(jail, "uid_drop_possible", lambda: False)
+    monkeypatch.setattr(jail.os, "geteuid", lambda: 0)
+    assert "would run as root" in jail.root_kernel_problem(jailed=False)
+    assert jail.root_kernel_problem(jailed=True) is None
+    sample = next((notebooks.SAMPLES / "ch02_bahdanau_attention").glob("lovelace*.ipynb"))  # a readable notebook
+    with pytest.raises(jail.RootKernelRefused, match="bubblewrap"):
+        batch.grade([sample], "ch02_bahdanau_attention", tmp_path / "out", memory_mb=3072)
+    monkeypatch.setenv(jail.ROOT_KERNELS, "allow")
+    assert jail.root_kernel_problem(jailed=False) is None

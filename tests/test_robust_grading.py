@@ -30,7 +30,7 @@ from tests.test_grading import check_sample_rows
 
 CHAPTERS = notebooks.chapters()
 FULL_SET = "ch03_self_attention"
-ROTATION = 2
+ROTATION = 3
 ALL_VARIANTS = os.environ.get("ATTENTION_COURSE_ALL_VARIANTS") == "1"
 _RELEASES: dict = {}
 
@@ -54,8 +54,10 @@ def test_rotation_covers_every_hostile_variant():
         for name in kernel_tier(chapter, vs):
             covered.setdefault(name, set()).add(chapter)
     hostile = {n for c in CHAPTERS for n, v in variants.variants(c, _release(c)).items() if v.kind == "hostile"}
-    assert all(FULL_SET in covered[n] for n in hostile)
-    lonely = sorted(n for n in hostile if len(covered[n]) < 2 and n != "dispatch_subclass_weights")
+    # attacks on one chapter's exercises (keeps_a_handed_reference: graded by the test of issue 35's attacks)
+    one_chapter = {"dispatch_subclass_weights", "keeps_a_handed_reference"}
+    assert all(FULL_SET in covered[n] for n in hostile if n != "keeps_a_handed_reference")
+    lonely = sorted(n for n in hostile if n not in one_chapter and len(covered[n]) < 2)
     assert not lonely, f"hostile variants graded with kernels on one chapter only: {lonely}"
 
 
@@ -173,6 +175,75 @@ def test_selfcheck_cell_in_the_notebook(tmp_path, monkeypatch, capsys):
     assert "python -m autograder selfcheck" in capsys.readouterr().out
 
 
+QUESTION_CHAPTERS = [
+    "ch03_self_attention",
+    "ch04_multi_head_attention",
+    "ch06_gpt",  # its checks judged in the kernel alone: the kernel registered inside a check
+    "ch08_kv_cache",
+    "ch09_sparse_attention",
+    "ch10_flash_attention",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", QUESTION_CHAPTERS)
+def test_answers_that_change_the_question_earn_nothing(chapter, tmp_path):
+    """Issue 35, through the real grader: answers that zero the tensors a check hands them (and then compute the
+    right thing from the zeroed inputs) score zero on every such exercise; a kernel registered from inside a
+    check leaves the buggy answer at zero; chapter 4's kept course version of merge_heads earns nothing."""
+    all_variants = variants.variants(chapter, _release(chapter))
+    chosen = [
+        n
+        for n in ("zeroes_its_inputs", "registers_a_kernel_in_the_check", "keeps_a_handed_reference")
+        if n in all_variants
+    ]
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    files = {}
+    for i, name in enumerate(chosen):
+        path = folder / f"student{i:02d}_{7000 + i}_{8000 + i}_{chapter}.ipynb"
+        path.write_text(all_variants[name].text)
+        files[path.name] = name
+    rows = batch.grade(
+        sorted(folder.glob("*.ipynb")),
+        chapter,
+        tmp_path / "out",
+        cell_timeout=30,
+        notebook_timeout=300,
+        memory_mb=3072,
+        jobs=2,
+    )
+    full = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}
+    assert len(rows) == len(chosen)
+    for row in rows:
+        var = all_variants[files[row.submission]]
+        explain = f"{files[row.submission]}: {row.scores} {row.status} {row.reason} {row.warnings}"
+        assert all(row.scores[n] <= full[n] for n in full), explain
+        if var.expect == "targets_zero":
+            assert var.targets and all(row.scores[n] == 0 for n in var.targets), explain
+            feedback = (tmp_path / "out" / "feedback" / f"{row.student_id}.html").read_text()
+            assert "changed its input in place" in feedback, explain
+        elif var.expect == "target_zero":
+            assert row.scores[var.target] == 0, explain
+        else:
+            assert row.score == 0, explain
+
+
+@pytest.mark.slow
+def test_a_fresh_posixsubprocess_is_refused_without_the_jail(tmp_path, monkeypatch):
+    """Fallback mode (no jail), where nothing but the guard keeps the kernel from starting processes: the fresh
+    copy of _posixsubprocess is refused at its import, and the row says so."""
+    monkeypatch.setenv(jail.JAIL_SWITCH, "off")
+    chapter = "ch02_bahdanau_attention"
+    var = variants.variants(chapter, _release(chapter))["loads_a_fresh_posixsubprocess"]
+    path = tmp_path / f"student_7100_8100_{chapter}.ipynb"
+    path.write_text(var.text)
+    (row,) = batch.grade([path], chapter, tmp_path / "out", cell_timeout=30, notebook_timeout=300, memory_mb=3072)
+    assert row.score == 0 and "spawning a process" in row.reason + " ".join(row.warnings), row
+    graded = next((tmp_path / "out" / "graded").glob("*.ipynb")).read_text()
+    assert "loaded <module" not in graded
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_variants_grade_as_expected(chapter, tmp_path):
@@ -213,6 +284,9 @@ def test_variants_grade_as_expected(chapter, tmp_path):
             assert row.status == "graded" and row.scores == {**full, var.target: 0.0}, explain
         elif var.expect == "target_zero":
             assert row.scores[var.target] == 0 and all(row.scores[n] <= full[n] for n in full), explain
+        elif var.expect == "targets_zero":
+            assert all(row.scores[n] == 0 for n in var.targets), explain
+            assert all(row.scores[n] <= full[n] for n in full), explain
         else:
             assert all(row.scores[n] <= full[n] for n in full) and (row.reason or row.warnings), explain
         if var.reason:

@@ -9,7 +9,9 @@ must give:
   and a reason or warning;
 * ``expect="one_zero"`` — one answer (``target``) never returns: that exercise scores zero, every other one full;
 * ``expect="target_zero"`` — a buggy answer (``target``) behind an attack: it scores zero, nothing scores more than
-  full.
+  full;
+* ``expect="targets_zero"`` — answers that change the check's question (``targets``): each scores zero, nothing
+  scores more than full.
 
 Every variant of every chapter is canonicalised (tests/test_robust_grading.py) and graded with nbgrader's real
 gradebook and kernels; submissions whose canonical form is identical share one kernel run (grading/batch.py), so the
@@ -35,6 +37,7 @@ class Variant:
     kind: str  # "damage" (harmless), "runaway" (an answer that never returns), "hostile", "invalid"
     reason: str = ""  # a substring the row's reason or warnings must contain
     target: str = ""  # expect="one_zero": the exercise that scores zero
+    targets: tuple[str, ...] = ()  # expect="targets_zero": the exercises that score zero
 
 
 def _loop_first_in(source: str, name: str) -> str:
@@ -50,6 +53,44 @@ def _loop_first_in(source: str, name: str) -> str:
     lines.insert(first.lineno - 1, " " * first.col_offset + "while True:  # a loop that never ends")
     lines.insert(first.lineno, " " * (first.col_offset + 4) + "__import__('time').sleep(0.05)")
     return "\n".join(lines)
+
+
+def _first_in(source: str, name: str, statements: list[str], method: str = "") -> str:
+    """``source`` with ``statements`` as the first statements of function ``name``, or of ``name``'s method
+    ``method`` (its first method when empty)."""
+    import ast
+
+    node = next(n for n in ast.walk(ast.parse(source)) if getattr(n, "name", None) == name)
+    if isinstance(node, ast.ClassDef):
+        node = next(n for n in node.body if isinstance(n, ast.FunctionDef) and n.name in (method or n.name,))
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):  # after the docstring
+        first = node.body[1] if len(node.body) > 1 else first
+    lines = source.splitlines()
+    for k, statement in enumerate(statements):
+        lines.insert(first.lineno - 1 + k, " " * first.col_offset + statement)
+    return "\n".join(lines)
+
+
+def _takes_tensors(obj) -> bool:
+    """Whether the reference ``obj`` (a function, or a class through its ``forward``) takes a tensor argument."""
+    import inspect
+
+    fn = getattr(obj, "forward", None) if isinstance(obj, type) else obj
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any("Tensor" in str(p.annotation) for p in params if p.name != "self")
+
+
+# The answer zeroes what the check handed it (below the version counter, through .data) and then computes the
+# right thing from the zeroed inputs: a check that built its oracle after the call from the same tensors would agree.
+_ZERO_INPUTS = [
+    "for _handed in list(locals().values()):  # red team: change the question",
+    "    if isinstance(_handed, torch.Tensor):",
+    "        _handed.data.zero_()",
+]
 
 
 def _solution_ids(nb) -> list[str]:
@@ -420,6 +461,65 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         v["dispatch_subclass_weights"] = Variant(
             nbformat.writes(_insert_after_first_answer(release, dispatch, last=True)), "zero", "hostile"
         )
+
+    # The answer cannot change the question (issue 35): every answer that takes tensors zeroes them first, then
+    # computes from the zeroed inputs; each of those exercises scores zero.
+    solutions = notebooks.solution_module(chapter)
+    targets = tuple(n for n in names if _takes_tensors(getattr(solutions, n, None)))
+    if targets and chapter != "ch11_flash_attention_triton":  # ch11's answers are kernels, handed copies
+        nb = copy.deepcopy(filled)
+        for cell in nb.cells:
+            if cell.id in targets:
+                method = "forward" if cell.id[:1].isupper() else ""
+                cell.source = _first_in(cell.source, cell.id, _ZERO_INPUTS, method)
+        v["zeroes_its_inputs"] = Variant(nbformat.writes(nb), "targets_zero", "hostile", targets=targets)
+
+    # A kernel for an operator registered from inside the check (torch.library), with the buggy answer: refused
+    # while a verdict runs, and the operator table is compared at every boundary of the checks judged in the kernel.
+    mutant = notebooks.checks_module(chapter).MUTANTS[0]
+    buggy = notebooks.fill_release(release, chapter, mutants=[mutant])
+    registers = [
+        "import torch as _t  # red team: a kernel registered while the check runs",
+        "globals().setdefault('_kept_libs', []).append(_t.library.Library('aten', 'IMPL'))",
+        "globals()['_kept_libs'][-1].impl('allclose', lambda *a, **k: True, 'CPU')",
+    ]
+    nb = copy.deepcopy(buggy)
+    cell = next(c for c in nb.cells if c.id == mutant.target)
+    method = "__init__" if mutant.target[:1].isupper() else ""
+    cell.source = _first_in(cell.source, mutant.target, registers, method)
+    v["registers_a_kernel_in_the_check"] = Variant(nbformat.writes(nb), "target_zero", "hostile", target=mutant.target)
+
+    # The course's version of an exercise, swapped in while another is checked, kept by the notebook and returned
+    # as its own answer (red team, chapter 4 on the untouched notebook): only earlier exercises are swapped in.
+    if chapter == "ch04_multi_head_attention":
+        d = json.loads(nbformat.writes(release))
+        sources = {
+            "split_heads": "_kept = []\n\ndef split_heads(x, n_heads):\n    _kept.append(merge_heads)\n"
+            "    raise NotImplementedError\n",
+            "merge_heads": "def merge_heads(x):\n    theirs = [f for f in _kept if f is not merge_heads]\n"
+            "    if not theirs:\n        raise NotImplementedError\n    return theirs[-1](x)\n",
+        }
+        for c in d["cells"]:
+            if c["metadata"].get("nbgrader", {}).get("solution") and c["id"] in sources:
+                c["source"] = sources[c["id"]]
+        v["keeps_a_handed_reference"] = Variant(_dump(d), "zero", "hostile")
+
+    # Spawning through a fresh copy of _posixsubprocess (its fork_exec has no audit event), loaded from its file by
+    # another loader after the guard removed the module: the import itself is refused.
+    fresh = "\n".join(
+        [
+            "import glob, os, importlib.util, importlib.machinery  # red team: a process without an audit event",
+            "_dir = os.path.dirname(importlib.util.find_spec('_json').origin)",
+            "for _path in glob.glob(_dir + '/_posixsubprocess*'):",
+            "    _loader = importlib.machinery.ExtensionFileLoader('_posixsubprocess', _path)",
+            "    _spec = importlib.util.spec_from_file_location('_posixsubprocess', _path, loader=_loader)",
+            "    _fresh = importlib.util.module_from_spec(_spec)",
+            "    print('loaded', _fresh)",
+        ]
+    )
+    v["loads_a_fresh_posixsubprocess"] = Variant(
+        nbformat.writes(_insert_after_setup(release, fresh)), "zero", "hostile", "spawning a process"
+    )
 
     # A bug hidden below Python (red team, jailed too): replacement CPU kernels for aten::allclose and aten::equal,
     # registered through torch.library, make every comparison succeed. The buggy exercise must still score zero.

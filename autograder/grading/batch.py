@@ -369,6 +369,9 @@ def _grade_todo(
         jobs_dir.mkdir(mode=0o700)
         stage = jail.stage_solutions(chapter, scratch / "stage")
         no_jail = jail_status(out)
+        as_root = jail.root_kernel_problem(jailed=not no_jail)
+        if as_root:
+            raise jail.RootKernelRefused(as_root)
         drop_uid = not no_jail or jail.uid_drop_possible()
         hidden = jail.hidden_files(chapter) + [str(out), str(jobs_dir)]
         jobs = jobs or usable_cores()

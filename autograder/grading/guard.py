@@ -187,6 +187,7 @@ def _watched(chapter: str):
         "core.Exercise": core.Exercise,
         "core.CheckFailed": core.CheckFailed,
         "VariableFunctions": torch._C._VariableFunctions,
+        "DispatchModule": torch._C._DispatchModule,
     }
     return mods, classes
 
@@ -495,6 +496,21 @@ def _signed_line(signer, entry: dict, dumps=json.dumps) -> bytes:
     return (dumps({"body": body, "mac": h.hexdigest()}) + "\n").encode()
 
 
+# the methods of torch's dispatcher module that register a kernel or an operator (torch.library's Library calls them)
+_REGISTRATIONS = (
+    "def_",
+    "def_legacy",
+    "def_name_t_t",
+    "def_schema_t_t",
+    "define",
+    "impl",
+    "impl_t_t",
+    "impl_with_aoti_compile",
+    "fallback",
+    "fallback_fallthrough",
+    "register_ad_inplace_or_view_fallback",
+)
+
 _DENY_ALWAYS = {
     "subprocess.Popen": "spawning a process",
     "os.system": "spawning a process",
@@ -616,8 +632,34 @@ def _arm(chapter: str) -> None:
     file_rules = config.get("file_rules", True)  # jailed kernels: the operating system keeps them to their files
 
     active = [False]  # a verdict is running
+    whole_table = [False]  # a check judged in the kernel alone is running: the whole operator table at every boundary
+    in_kernel_checks = frozenset(getattr(checks_mod.EXERCISES, "judged_in_kernel", ()))
     seq = [0]
     boundary_problems: list = []
+
+    # registering a kernel for a PyTorch operator (torch.library calls these methods of the dispatcher's module)
+    # while a verdict runs would change what a check computes below Python: refused, and counted as a violation
+    # (the whole operator table is also compared before and after each verdict, and at every boundary of a check
+    # judged in the kernel alone, for a registration made some other way)
+    # (the wrappers close over objects made now: a cell filled later would read as a replaced function to the
+    # integrity records, which compare closures; write_note is put into its holder once it exists)
+    note_holder: list = []
+
+    def refusing(original):
+        def registration(*args, **kwargs):
+            if active[0]:
+                boundary_problems.append("registering a PyTorch operator kernel while the checks ran")
+                for send in note_holder:
+                    send({"type": "blocked", "event": "torch.library", "what": "registering an operator kernel"})
+                raise PermissionError("registering a PyTorch operator kernel is not allowed while grading")
+            return original(*args, **kwargs)
+
+        return registration
+
+    dispatch_module = torch._C._DispatchModule
+    for method in _REGISTRATIONS:
+        if hasattr(dispatch_module, method):
+            setattr(dispatch_module, method, refusing(getattr(dispatch_module, method)))
 
     # ---------------------------------------------------------------- integrity records
     mods, classes = _watched(chapter)
@@ -637,6 +679,11 @@ def _arm(chapter: str) -> None:
             raise integrity_error("a torch mode or trace hook was installed")
         if tuple(dispatch_dump(n) for n in compare_ops) != compare_at_arm:
             boundary_problems.append("a kernel of a PyTorch operator the checks compare with was replaced")
+            raise integrity_error("a PyTorch operator's kernel was replaced")
+        # a check whose verdict is the kernel's alone: every operator, so that a kernel registered inside the
+        # check (and freed with it before the verdict ends) is seen at the next boundary
+        if whole_table[0] and tuple(dispatch_dump(n) for n in aten_ops) != ops_at_arm:
+            boundary_problems.append("a kernel of a PyTorch operator was replaced (torch.library)")
             raise integrity_error("a PyTorch operator's kernel was replaced")
 
     def student_line(exc: BaseException) -> str:
@@ -665,10 +712,15 @@ def _arm(chapter: str) -> None:
     exercises = checks_mod.EXERCISES
     # each exercise graded on its own: one that calls another exercise also runs with the course's version of it
     find_dependencies = core_g["dependencies"]
+    # the course's versions of earlier exercises, swapped into the notebook while a later one is checked: copies
+    # whose globals are a copy of the public checks module's (what the notebook can import anyway), so an object
+    # the notebook keeps leads nowhere near the private copies
+    public_globals = dict(vars(checks_mod))
     references = {
-        dep: checks_g[fn.__name__] if checks_g.get(fn.__name__) is not None else _clone(fn, checks_g)
+        dep: _clone(fn, public_globals) if isinstance(fn, types.FunctionType) else fn  # a class: the public one
         for dep, fn in exercises.references.items()
     }
+    exercise_order = tuple(ex.name for ex in exercises)
     checks = {
         ex.name: tuple(
             checks_g[fn.__name__]
@@ -725,7 +777,7 @@ def _arm(chapter: str) -> None:
                 failures.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
             else:
                 active[0] = True
-                deps = find_dependencies(references, name, obj)
+                deps = find_dependencies(references, name, obj, exercise_order)
                 had_deps[0] = bool(deps)
                 own_failures: list = []  # with deps: the same checks on the student's own versions of them
                 runs = ((failures, deps), (own_failures, {})) if deps else ((failures, {}),)
@@ -743,6 +795,7 @@ def _arm(chapter: str) -> None:
                                     trace: list = []
                                     run_traces.append(trace)
                                     recorder.update(trace=trace, replay=None, depth=0, leaves=[])
+                                    whole_table[0] = fn.__name__ in in_kernel_checks
                                     try:
                                         with disable_subclasses(), disable_dispatch():
                                             fn(obj)
@@ -758,6 +811,7 @@ def _arm(chapter: str) -> None:
                                         sink.append(f"the student's code raised {type(err).__name__}")
                                     finally:
                                         recorder.update(trace=None, depth=0, leaves=[])
+                                        whole_table[0] = False
                                     if expired[0]:  # the answer swallowed the time-out: stop all the same
                                         raise timeout_error(exercise_seconds)
                             finally:
@@ -841,12 +895,16 @@ def _arm(chapter: str) -> None:
         finally:
             s.close()
 
+    note_holder.append(write_note)
+
     def problem(event: str, args) -> str | None:
         why = deny_always.get(event)
         if why is not None:
             return why
         if event == "import" and args and str(args[0]).split(".")[0] in ("cffi", "_cffi_backend"):
             return "loading C code"
+        if event == "import" and args and str(args[0]).split(".")[-1] == "_posixsubprocess":
+            return "spawning a process"  # fork_exec has no audit event: no fresh copy of it, by any path or loader
         if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
             addr = socket_address(args)
             if addr is unreadable:

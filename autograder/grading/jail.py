@@ -178,6 +178,27 @@ def kernel_main(connection_file: str) -> None:
     os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file])
 
 
+ROOT_KERNELS = "AUTOGRADER_ROOT_KERNELS"  # "allow": fallback kernels may keep uid 0 (the test suite on a root machine)
+
+
+class RootKernelRefused(RuntimeError):
+    """Fallback mode (no jail) as root where the kernel cannot drop to its own uid: its kernels would run as root."""
+
+
+def root_kernel_problem(jailed: bool) -> str | None:
+    """Why this batch's kernels would run as root (unjailed, started as root, the Python installation unreadable to
+    other users, so no uid drop), else None. A kernel as root could rewrite what the grader writes, other students'
+    results included, the moment anything escapes the guard's audit rules."""
+    if jailed or os.geteuid() != 0 or uid_drop_possible() or os.environ.get(ROOT_KERNELS) == "allow":
+        return None
+    return (
+        "without the jail, kernels would run as root here (this Python installation is not readable by other users, "
+        f"so a kernel cannot run as its own uid: {os.path.realpath(sys.executable)}); grade jailed (install "
+        "bubblewrap), or from a Python installation every user can read (e.g. the system's /usr/bin/python3 or one "
+        "under /opt)"
+    )
+
+
 def uid_drop_possible() -> bool:
     """True when running as root and the Python installation is readable by other users (every parent directory
     of the interpreter and its standard library world-searchable), so the kernel can run as its own uid."""
