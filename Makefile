@@ -45,7 +45,8 @@ lint: $(STAMP)
 # Dask cluster, plain nbgrader's own tools on the exchange chapter, the graded damaged/hostile variants of chapters
 # 8 and 9, the independently written correct answers graded through the real grader for chapters 3, 10 and 11, the
 # stray-chapter Canvas zip, workers started without the fork server, Chinese submissions graded like English ones,
-# and one simulated Gradescope run (chapter 3, a hostile cell). The other per-chapter kernel tests (variants, plain
+# one simulated Gradescope run (chapter 3, a hostile cell), chapter 8's answers that change the question, the fresh
+# _posixsubprocess without the jail, and the kernels' memory limits (a fill of /tmp and home, a limit too small). The other per-chapter kernel tests (variants, plain
 # nbgrader, rewrites through the grader and Gradescope's samples of the other chapters, nbval), the scaffold and the
 # training-script tests run in `make test-full` (before a release; about 25 minutes on 2 cores).
 SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exercise_is_not_filled_in' \
@@ -63,7 +64,10 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	'tests/test_gradescope.py::test_simulated_gradescope_run' \
 	'tests/test_nbgrader_course.py::test_plain_nbgrader_gives_the_course_points[ch03_self_attention]' \
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch08_kv_cache]' \
-	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch09_sparse_attention]'
+	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch09_sparse_attention]' \
+	'tests/test_robust_grading.py::test_answers_that_change_the_question_earn_nothing[ch08_kv_cache]' \
+	tests/test_robust_grading.py::test_a_fresh_posixsubprocess_is_refused_without_the_jail \
+	tests/test_kernel_limits.py
 
 # Chapter 11's notebook in the Colab-like virtualenv installs Triton there and runs its kernels in the interpreter
 # (about 5 minutes): in `make test-full`; CI runs its in-process tests and grades its rewrites.
