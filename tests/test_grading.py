@@ -666,9 +666,10 @@ def test_one_lms_row_per_student_by_a_stated_rule(tmp_path):
         _lms_row("turingalan_LATE_1002_90005_ch08_kv_cache-1.ipynb", 7),
         _lms_row("hoppergrace_1003_90003_ch08_kv_cache.ipynb", 9),
     ]
-    kept, superseded = lms.one_per_student(rows)
-    assert [r.submission for r in kept] == [rows[0].submission, rows[3].submission, rows[4].submission]
-    assert {(r.submission, best.submission) for r, best in superseded} == {
+    choice = lms.one_per_student(rows)
+    assert [r.submission for r in choice.kept] == [rows[0].submission, rows[3].submission, rows[4].submission]
+    assert not choice.undecided
+    assert {(r.submission, best.submission) for r, best in choice.superseded} == {
         (rows[1].submission, rows[0].submission),
         (rows[2].submission, rows[3].submission),
     }
