@@ -44,9 +44,11 @@ lint: $(STAMP)
 # course installed by the setup cell) and chapter 3's Chinese notebook, the grading jail, DDP training, grading on a
 # Dask cluster, plain nbgrader's own tools on the exchange chapter, the graded damaged/hostile variants of chapters
 # 8 and 9, the independently written correct answers graded through the real grader for chapters 3, 10 and 11, the
-# stray-chapter Canvas zip, workers started without the fork server, Chinese submissions graded like English ones,
-# one simulated Gradescope run (chapter 3, a hostile cell), chapter 8's answers that change the question, the fresh
-# _posixsubprocess without the jail, and the kernels' memory limits (a fill of /tmp and home, a limit too small). The other per-chapter kernel tests (variants, plain
+# stray-chapter Canvas zip, a Moodle and a Canvas zip with re-uploads, PDFs, Chinese names and claimed ids (about
+# a minute), workers started without the fork server, Chinese submissions graded like English ones, one simulated
+# Gradescope run (chapter 3, a hostile cell), chapter 8's answers that change the question, the fresh
+# _posixsubprocess without the jail, and the kernels' memory limits (a fill of /tmp and home, a limit too small).
+# The other per-chapter kernel tests (variants, plain
 # nbgrader, rewrites through the grader and Gradescope's samples of the other chapters, nbval), the scaffold and the
 # training-script tests run in `make test-full` (before a release; about 25 minutes on 2 cores).
 SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exercise_is_not_filled_in' \
@@ -58,6 +60,7 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch11_flash_attention_triton]' \
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch10_flash_attention]' \
 	'tests/test_grading.py::test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade' \
+	'tests/test_grading.py::test_lms_downloads_give_every_student_one_right_row' \
 	'tests/test_grading.py::test_workers_started_as_new_interpreters_grade_as_forked_ones' \
 	'tests/test_grading.py::test_a_crash_in_the_answer_names_the_students_line_in_the_graded_reason_and_feedback' \
 	'tests/test_translations.py::test_chinese_submissions_are_graded_like_english_ones' \

@@ -56,30 +56,59 @@ def _exercise_defined(src: str, names: list[str]) -> list[str]:
     ]
 
 
+NOTEBOOK = "notebook"  # file_kind of anything that may be a notebook (parse decides)
+EMPTY = "empty file"
+# (first bytes, what the file is in a word or two, what it is in a sentence)
 _MAGIC = (
-    (b"%PDF-", "a PDF"),
-    (b"PK\x03\x04", "a zip archive (a .docx, or a zip of several files?)"),
-    (b"\x89PNG", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"{\\rtf", "an RTF document"),
-    (b"\xd0\xcf\x11\xe0", "an old Office document"),
-    (b"<!DOCTYPE html", "a web page (HTML)"),
-    (b"<html", "a web page (HTML)"),
+    (b"%PDF-", "PDF", "a PDF"),
+    (b"PK\x03\x04", "zip archive", "a zip archive (a .docx, or a zip of several files?)"),
+    (b"\x89PNG", "PNG image", "a PNG image"),
+    (b"\xff\xd8\xff", "JPEG image", "a JPEG image"),
+    (b"GIF8", "GIF image", "a GIF image"),
+    (b"{\\rtf", "RTF document", "an RTF document"),
+    (b"\xd0\xcf\x11\xe0", "Office document", "an old Office document"),
+    (b"<!DOCTYPE html", "web page", "a web page (HTML)"),
+    (b"<html", "web page", "a web page (HTML)"),
 )
 
 
-def _other_format(data: bytes) -> str:
-    """What kind of file ``data`` is when its first bytes say it is no notebook (a PDF, a zip, an image), else ""."""
+def _magic(data: bytes) -> tuple[bytes, str, str] | None:
     head = data[:64].lstrip()
-    return next((kind for magic, kind in _MAGIC if head[: len(magic)].lower() == magic.lower()), "")
+    return next((m for m in _MAGIC if head[: len(m[0])].lower() == m[0].lower()), None)
+
+
+def file_kind(data: bytes, name: str = "") -> str:
+    """What a submitted file is, in a word or two (counts on the console, zero reasons): :data:`NOTEBOOK` for
+    anything that may be a notebook (JSON text, or a file named ``.ipynb``: :func:`parse` decides), :data:`EMPTY`,
+    what its first bytes say ("PDF", "zip archive", "PNG image" …), else its type by its name (".py file")."""
+    if not data.strip():
+        return EMPTY
+    if magic := _magic(data):
+        return magic[1]
+    if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{" or not name or name.lower().endswith(".ipynb"):
+        return NOTEBOOK
+    suffix = re.search(r"\.\w{1,8}$", name)
+    return f"{suffix.group(0).lower()} file" if suffix else "file without an extension"
+
+
+def not_a_notebook(kind: str, data: bytes = b"") -> str:
+    """The zero's reason for a file of ``kind`` (:func:`file_kind`, not :data:`NOTEBOOK`): "not a notebook (PDF): …"."""
+    magic = _magic(data)
+    if kind == EMPTY:
+        what = "the file is empty" + (" (only blank space)" if data else "")
+    elif magic:
+        what = f"this is {magic[2]}, not a .ipynb file (was the wrong file uploaded?)"
+    else:
+        what = "upload the chapter's .ipynb file (Colab: File > Download > Download .ipynb)"
+    return f"not a notebook ({kind}): {what}"
 
 
 def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
     """(cells, notebook metadata, warnings) from raw file contents, for any nbformat 3/4 shape."""
     if isinstance(data, bytes):
-        kind = _other_format(data)
-        if kind:
-            raise Ungradeable(f"not a notebook: this is {kind}, not a .ipynb file (was the wrong file uploaded?)")
+        kind = file_kind(data)
+        if kind != NOTEBOOK:
+            raise Ungradeable(not_a_notebook(kind, data))
         if len(data) > MAX_BYTES:
             raise Ungradeable(f"file is {len(data) / 1e6:.0f} MB, larger than the {MAX_BYTES / 1e6:.0f} MB limit")
         try:

@@ -43,6 +43,7 @@ def _cmd_grade(args) -> int:
         return 2
     from .grading import batch, lms, report
 
+    ignored: list[str] = []  # what the downloads held that is no submission
     if not args.submissions:  # the default run: every chapter's shipped samples
         jobs = [(c, sorted((notebooks.SAMPLES / c).glob("*.ipynb"))) for c in notebooks.chapters()]
     else:
@@ -50,7 +51,11 @@ def _cmd_grade(args) -> int:
         if missing:
             print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
             return 2
-        files = batch.expand_submissions(args.submissions, pathlib.Path(args.out) / "_unzipped")
+        files = batch.expand_submissions(args.submissions, pathlib.Path(args.out) / "_unzipped", ignored)
+        if ignored:
+            print(f"Ignored {len(ignored)} file(s) that are no submissions:")
+            for line in ignored:
+                print(f"  {line}")
         if args.chapter:
             jobs = [(args.chapter, files)]
         else:
@@ -75,6 +80,10 @@ def _cmd_grade(args) -> int:
                 for f in strays:
                     print(f"note: {f.name} is another chapter's notebook: it gets a row of its own, with the reason")
                 by_chapter = {main_chapter: sorted(by_chapter[main_chapter] + strays + unknown)}
+                unknown = []
+            if unknown and len(by_chapter) == 1:  # e.g. a PDF beside the notebooks: a row, a zero and why
+                (main_chapter,) = by_chapter
+                by_chapter = {main_chapter: sorted(by_chapter[main_chapter] + unknown)}
                 unknown = []
             if unknown:
                 print(f"error: cannot tell the chapter of {unknown[0].name}; pass --chapter", file=sys.stderr)
@@ -115,7 +124,7 @@ def _cmd_grade(args) -> int:
                 return 2
         for chapter, files in jobs:
             out = pathlib.Path(args.out) / chapter
-            print(f"Grading {len(files)} submission(s) of {chapter} -> {out}")
+            print(f"Grading {chapter} -> {out}: {batch.describe(files)}")
             rows = batch.grade(
                 files,
                 chapter,
@@ -127,6 +136,8 @@ def _cmd_grade(args) -> int:
                 force=args.force,
                 lms_assignment=args.lms_assignment,
                 executor=executor,
+                prefer=args.prefer,
+                ignored=ignored,
             )
             print(f"  wrote {out / report.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
             for system, name in ((lms.CANVAS, lms.CANVAS_FILE), (lms.MOODLE, lms.MOODLE_FILE)):
@@ -231,6 +242,15 @@ def main(argv=None) -> int:
         metavar="NAME",
         help="Canvas: the assignment column of canvas_import.csv, with the Canvas assignment id in "
         'parentheses, e.g. "ch03 (12345)" (default: the chapter)',
+    )
+    p.add_argument(
+        "--prefer",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="the file that is its student's row in the LMS file, where the download cannot tell which of the "
+        "student's files is the latest (the summary says so); its name as grades.csv writes it, or its file name; "
+        "repeat for each such student",
     )
     p.add_argument(
         "--no-jail",

@@ -118,6 +118,15 @@ def needs_triton(chapter: str, root: pathlib.Path = notebooks.ROOT) -> bool:
     return any(re.search(r"^\s*import triton\b", p.read_text(), re.M) for p in sources if p.exists())
 
 
+def min_python(chapter: str, root: pathlib.Path = notebooks.ROOT) -> str:
+    """The oldest Python the chapter's autograder installs on ("3.11"), which ``setup.sh`` uses where the image's
+    ``python3`` is older (Gradescope's Ubuntu 22.04: 3.10; its ``python3.11`` comes from the distribution): 3.11
+    where grading needs Triton (:func:`needs_triton`; the pinned ``triton==3.9.0`` has wheels for CPython 3.11 and
+    later only), else 3.10. ``tests/test_gradescope.py`` resolves every chapter's requirements with a 3.10
+    interpreter, so a pin that leaves 3.10 behind fails there first."""
+    return "3.11" if needs_triton(chapter, root) else "3.10"
+
+
 def grading_requirements(root: pathlib.Path = notebooks.ROOT, chapter: str | None = None) -> tuple[str, list[str]]:
     """(torch's requirement, the other packages grading needs): the course's dependencies, its ``grading`` extra and
     ipykernel — and Triton for a ``chapter`` that needs it (:func:`needs_triton`) — each pinned as
@@ -190,7 +199,9 @@ def build_zip(
     torch, requirements = grading_requirements(root, chapter)
     note = f"# The packages grading needs besides torch ({torch}, which setup.sh installs from the PyTorch CPU index)\n"
     texts = {
-        "setup.sh": _SETUP.replace("{{TORCH}}", torch).replace("{{TORCH_INDEX}}", TORCH_INDEX),
+        "setup.sh": _SETUP.replace("{{TORCH}}", torch)
+        .replace("{{TORCH_INDEX}}", TORCH_INDEX)
+        .replace("{{MIN_PYTHON}}", min_python(chapter, root)),
         "run_autograder": _RUN,
         "requirements.txt": note + "\n".join(requirements) + "\n",
         CONFIG_NAME: json.dumps(dataclasses.asdict(config), indent=1) + "\n",
@@ -244,7 +255,8 @@ _SETUP = r"""#!/usr/bin/env bash
 #
 # Environment (all optional; Gradescope sets none of them, tests and benchmarks do):
 #   AUTOGRADER_COURSE_HOME   where the virtualenv and the course go (default {{COURSE_HOME}})
-#   AUTOGRADER_PYTHON        the Python that makes the virtualenv (default python3; 3.10 or newer)
+#   AUTOGRADER_PYTHON        the Python that makes the virtualenv (default: python3 where it is {{MIN_PYTHON}} or
+#                            newer, else python{{MIN_PYTHON}}, from apt where there is apt)
 #   AUTOGRADER_SKIP_APT=1    install no system packages
 #   AUTOGRADER_TORCH_INDEX   the package index torch comes from (default {{TORCH_INDEX}}; empty: pip's own)
 #   AUTOGRADER_PACKAGES_FROM a folder laid out as a virtualenv (lib/pythonX.Y/site-packages, share/) holding some
@@ -252,6 +264,7 @@ _SETUP = r"""#!/usr/bin/env bash
 #                            only what they lack (tests: torch, or every package, from the development virtualenv)
 #   AUTOGRADER_PIP_OPTIONS   more options for every pip install (e.g. --no-index --find-links DIR)
 # `setup.sh --course-only` puts only the course in place, in a virtualenv made before (benchmarks).
+# `setup.sh --python` prints the Python it would make the virtualenv with, and installs nothing (tests).
 set -euo pipefail
 
 SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -260,6 +273,23 @@ VENV="$COURSE_HOME/venv"
 TORCH="{{TORCH}}"
 TORCH_INDEX="${AUTOGRADER_TORCH_INDEX-{{TORCH_INDEX}}}"
 read -r -a PIP_OPTIONS <<< "${AUTOGRADER_PIP_OPTIONS:-}"
+# The oldest Python every package of requirements.txt installs on (autograder/gradescope.py, min_python). Ubuntu
+# 22.04's python3 is 3.10; its python3.11 and python3.11-venv are the distribution's own (jammy-updates, universe).
+MIN_PYTHON="{{MIN_PYTHON}}"
+
+new_enough() {  # is the Python $1 there, and MIN_PYTHON or newer?
+    command -v "$1" >/dev/null && "$1" -c "import sys; sys.exit(sys.version_info < (${MIN_PYTHON/./, }))"
+}
+
+choose_python() {  # AUTOGRADER_PYTHON, else python3 where it is new enough, else python$MIN_PYTHON
+    if [ -n "${AUTOGRADER_PYTHON:-}" ]; then
+        echo "$AUTOGRADER_PYTHON"
+    elif new_enough python3; then
+        echo python3
+    else
+        echo "python$MIN_PYTHON"
+    fi
+}
 
 install_course() {
     rm -rf "$COURSE_HOME/course"
@@ -280,15 +310,27 @@ if [ "${1:-}" = "--course-only" ]; then
     install_course
     exit 0
 fi
+if [ "${1:-}" = "--python" ]; then
+    choose_python
+    exit 0
+fi
 
+APT=""
 if [ -z "${AUTOGRADER_SKIP_APT:-}" ] && command -v apt-get >/dev/null; then
+    APT=1
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip bubblewrap util-linux iproute2
 fi
-PYTHON="${AUTOGRADER_PYTHON:-python3}"
-"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-    || { echo "setup.sh: grading needs Python 3.10 or newer ($PYTHON is older)" >&2; exit 1; }
+PYTHON="$(choose_python)"
+if [ -n "$APT" ] && [ "$PYTHON" = "python$MIN_PYTHON" ] && ! new_enough "$PYTHON"; then
+    apt-get install -y -qq --no-install-recommends "python$MIN_PYTHON" "python$MIN_PYTHON-venv"
+fi
+new_enough "$PYTHON" || {
+    echo "setup.sh: grading {{CHAPTER}} needs Python $MIN_PYTHON or newer, and $PYTHON is older or missing" \
+        "(set AUTOGRADER_PYTHON to one)" >&2
+    exit 1
+}
 
 rm -rf "$VENV"
 mkdir -p "$COURSE_HOME"

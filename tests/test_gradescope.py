@@ -21,7 +21,9 @@ fallback mode (no jail: the kernel as its own unprivileged uid).
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -487,6 +489,73 @@ def test_only_the_triton_chapters_autograder_installs_triton(tmp_path):
             wanted = z.read("requirements.txt").decode().splitlines()
         assert (pin in wanted) == gradescope.needs_triton(chapter), chapter
     assert [c for c in notebooks.chapters() if gradescope.needs_triton(c)] == ["ch11_flash_attention_triton"]
+
+
+def _python(version: str) -> str | None:
+    """An interpreter of Python ``version`` ("3.10") on this machine (pyenv's, or on PATH), or None."""
+    import glob
+
+    found = sorted(glob.glob(str(pathlib.Path.home() / f".pyenv/versions/{version}.*/bin/python{version}")))
+    candidates = [sys.executable, *found, shutil.which(f"python{version}") or ""]
+    for candidate in filter(None, candidates):
+        ran = subprocess.run(
+            [candidate, "-c", "import sys, pip; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True
+        )
+        if ran.returncode == 0 and ran.stdout.strip() == version:
+            return candidate
+    return None
+
+
+def _pypi_reachable() -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_setup_sh_installs_every_chapter_on_ubuntu_2204s_python(tmp_path):
+    """Gradescope's image is Ubuntu 22.04, whose python3 is 3.10. For each distinct set of requirements the
+    chapters' zips have: setup.sh's own choice of interpreter, on a PATH whose python3 is 3.10 (python3 where the
+    chapter's packages install on 3.10, else python3.11, Ubuntu's own package), and pip resolving the zip's
+    requirements.txt and its torch pin with that interpreter (``--dry-run``: nothing is installed). A pin that
+    leaves 3.10 behind fails here, not in an instructor's image build."""
+    py310 = _python("3.10")
+    if py310 is None:
+        pytest.skip("no Python 3.10 interpreter on this machine")
+    if not _pypi_reachable():
+        pytest.skip("PyPI is not reachable from here")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, target in (("python3", py310), ("python3.11", _python("3.11"))):
+        if target:  # a wrapper, not a link: a virtualenv's interpreter finds its packages only as itself
+            (bin_dir / name).write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
+            (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+    env.pop("AUTOGRADER_PYTHON", None)
+    distinct: dict[tuple, str] = {}  # (minimum Python, torch, the other requirements) -> a chapter with them
+    for chapter in notebooks.chapters():
+        torch, others = gradescope.grading_requirements(chapter=chapter)
+        distinct.setdefault((gradescope.min_python(chapter), torch, tuple(others)), chapter)
+    assert len(distinct) >= 2, "chapter 11 (Triton) and the others"
+    for (minimum, torch, _), chapter in distinct.items():
+        source = tmp_path / chapter
+        gradescope.unpack(gradescope.build_zip(chapter, tmp_path / "zips"), source)
+        chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
+        assert chose.returncode == 0, chose.stderr
+        assert chose.stdout.strip() == ("python3" if minimum == "3.10" else f"python{minimum}"), chapter
+        interpreter = shutil.which(chose.stdout.strip(), path=env["PATH"])
+        if interpreter is None:
+            continue  # no such Python here (the image gets it from apt)
+        pip = [interpreter, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+        ran = subprocess.run([*pip, "-r", str(source / "requirements.txt")], capture_output=True, text=True)
+        assert ran.returncode == 0, f"{chapter} with {chose.stdout.strip()}: {ran.stderr[-2000:]}"
+        # torch comes from the PyTorch CPU index, which publishes the CPython versions PyPI's torch does
+        ran = subprocess.run([*pip, "--no-deps", torch], capture_output=True, text=True)
+        assert ran.returncode == 0, f"{torch} with {chose.stdout.strip()}: {ran.stderr[-2000:]}"
 
 
 def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch):

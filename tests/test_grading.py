@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from autograder import notebooks, releases
+from autograder import canonical, notebooks, releases
 from autograder.core import CheckFailed
 from autograder.grading import batch, lms, report, results, scoring
 
@@ -666,9 +666,10 @@ def test_one_lms_row_per_student_by_a_stated_rule(tmp_path):
         _lms_row("turingalan_LATE_1002_90005_ch08_kv_cache-1.ipynb", 7),
         _lms_row("hoppergrace_1003_90003_ch08_kv_cache.ipynb", 9),
     ]
-    kept, superseded = lms.one_per_student(rows)
-    assert [r.submission for r in kept] == [rows[0].submission, rows[3].submission, rows[4].submission]
-    assert {(r.submission, best.submission) for r, best in superseded} == {
+    choice = lms.one_per_student(rows)
+    assert [r.submission for r in choice.kept] == [rows[0].submission, rows[3].submission, rows[4].submission]
+    assert not choice.undecided
+    assert {(r.submission, best.submission) for r, best in choice.superseded} == {
         (rows[1].submission, rows[0].submission),
         (rows[2].submission, rows[3].submission),
     }
@@ -710,3 +711,209 @@ def test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade(tmp_pat
     stray = grades["lovelaceada_1001_90077_notebook.ipynb"]
     assert "chapter 10 (ch10_flash_attention)" in stray["reason"] and "chapter 8" in stray["reason"]
     assert "Needs attention" in (out / "ch08_kv_cache" / "summary.md").read_text()
+
+
+# ------------------------------------------------------------------------------------------------ LMS downloads
+
+
+def test_lms_identity_comes_only_from_the_lms_structure():
+    """Moodle: the outermost folder, else the FIRST `_<id>_assignsubmission_file_`; Canvas: the leading
+    `name_userid_submissionid_`. A marker inside the student's own file name is reported, never taken."""
+    eve = "Eve Mallory_5006_assignsubmission_file_x_5001_assignsubmission_file_ch08_kv_cache (9).ipynb"
+    flat = lms.parse(eve)
+    assert (flat.lms, flat.name, flat.lms_id, flat.claims) == (lms.MOODLE, "Eve Mallory", "5006", "5001")
+    nested = lms.parse("d/Eve_5006_assignsubmission_file/x_5001_assignsubmission_file/ch08_kv_cache.ipynb")
+    assert (nested.lms_id, nested.claims) == ("5006", "5001")
+    canvas = lms.parse("babbagecharles_1004_90004_x_5001_assignsubmission_file_ch08_kv_cache.ipynb")
+    assert (canvas.lms, canvas.lms_id, canvas.claims) == (lms.CANVAS, "1004", "5001")
+    canvas = lms.parse("babbagecharles_1004_90004_turingalan_1002_90099_ch08_kv_cache.ipynb")
+    assert (canvas.lms_id, canvas.claims) == ("1004", "1002")
+    chinese = lms.parse("李伟_2005_assignsubmission_file/ch05_transformer.ipynb")
+    assert (chinese.lms, chinese.name, chinese.lms_id, chinese.claims) == (lms.MOODLE, "李伟", "2005", "")
+    row = report.row_from_result(
+        results.Result("x", "", "s", "graded", ""), pathlib.Path(eve), "ch08_kv_cache", {"x": 1}, 0.0
+    )
+    assert row.lms_id == "5006" and any("another Moodle id (5001)" in w for w in row.warnings)
+
+
+def _moodle_row(name: str, uploaded_at: float = 0.0, reason: str = "") -> report.Row:
+    row = _lms_row(f"Ada Lovelace_5001_assignsubmission_file/{name}", 1, reason)
+    row.uploaded_at = uploaded_at
+    return row
+
+
+def test_the_latest_moodle_upload_by_its_counter_then_its_time_else_the_instructor_chooses():
+    old, new, newer = (_moodle_row(n) for n in ("ch08.ipynb", "ch08 (1).ipynb", "ch08 (2).ipynb"))
+    assert lms.newer(new, old) and lms.newer(newer, new) and not lms.newer(old, newer)
+    assert lms.one_per_student([newer, old, new]).kept == [newer], "x.ipynb < x (1).ipynb < x (2).ipynb"
+    # Different names: the zip entries' times; equal or unknown times: the download cannot tell.
+    a, b = _moodle_row("ch08.ipynb", 100.0), _moodle_row("final.ipynb", 200.0)
+    assert lms.one_per_student([a, b]).kept == [b]
+    a.uploaded_at = b.uploaded_at
+    choice = lms.one_per_student([a, b])
+    assert choice.kept == [] and choice.undecided == [[a, b]]
+    assert lms.one_per_student([a, b], prefer={"ch08.ipynb"}).kept == [a], "the instructor's choice"
+    # A PDF does not stand for the student while a notebook does, whatever its time.
+    pdf = _moodle_row("ch08.pdf", 300.0, canonical.not_a_notebook("PDF"))
+    assert lms.one_per_student([a, pdf]).kept == [a]
+    assert lms.one_per_student([pdf]).kept == [pdf], "a PDF alone is the student's row: a zero"
+
+
+def test_canvas_files_of_one_submission_are_left_to_the_instructor(tmp_path):
+    a = _lms_row("lovelaceada_1001_90001_ch08_kv_cache.ipynb", 10)
+    b = _lms_row("lovelaceada_1001_90001_notes.ipynb", 0)
+    report.write_reports([a, b], tmp_path, {"x": 10}, assignment="Chapter 8 (12345)")
+    assert "cannot tell which of" in a.warnings[0] and "--prefer" in a.warnings[0]
+    assert not (tmp_path / lms.CANVAS_FILE).exists(), "no row guessed for the student"
+    summary = (tmp_path / "summary.md").read_text()
+    assert "0 rows, one per student, from 2 files" in summary and "--prefer" in summary
+    report.write_reports([a, b], tmp_path, {"x": 10}, assignment="Chapter 8 (12345)", prefer=[a.submission])
+    with open(tmp_path / lms.CANVAS_FILE) as f:
+        assert [(r["ID"], r["Chapter 8 (12345)"]) for r in csv.DictReader(f)] == [("1001", "10")]
+
+
+def test_names_in_any_script_are_kept_and_fall_back_to_the_lms_id(tmp_path):
+    taken: set[str] = set()
+    name = "李伟_2005_assignsubmission_file/ch05_transformer.ipynb"
+    assert batch.student_id_from_filename(name, taken) == "李伟_2005"
+    assert batch.student_id_from_filename(name, taken) == "李伟_2005-2"
+    assert batch.student_id_from_filename(name, set(), ascii_only=True) == "moodle_2005"
+    assert batch.student_id_from_filename("Ada Lovelace_7_assignsubmission_file/x.ipynb", set(), ascii_only=True) == (
+        "Ada-Lovelace_7"
+    )
+    plain = batch.student_id_from_filename("作业.ipynb", set(), ascii_only=True)
+    assert plain.isascii() and plain == batch.student_id_from_filename("作业.ipynb", set(), ascii_only=True)
+    assert batch.unicode_names_work(tmp_path)
+
+
+def test_every_file_of_a_download_is_counted_by_what_it_is(tmp_path):
+    for name, data in [
+        ("a_1_2_ch05.ipynb", b"{}"),
+        ("b_3_4_ch05.ipynb", b"{}"),
+        ("b_3_5_ch05.pdf", b"%PDF-1.4"),
+        ("c_5_6_ch05.ipynb.txt", b'{"cells": []}'),
+        ("d_7_8_x.zip", b"PK\x03\x04"),
+        ("e_9_10_empty.ipynb", b""),
+        ("f_11_12_x.py", b"print(1)"),
+    ]:
+        (tmp_path / name).write_bytes(data)
+    files = sorted(tmp_path.iterdir())
+    assert batch.describe(files) == (
+        "7 files from 6 students: 3 notebooks, 1 PDF, 1 zip archive, 1 empty file, 1 .py file"
+    )
+    assert canonical.not_a_notebook("PDF", b"%PDF-1.4").startswith("not a notebook (PDF): this is a PDF")
+
+
+def _zip(path: pathlib.Path, entries) -> pathlib.Path:
+    """A download zip of (name, contents, minute of the entry's time) entries."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data, minute in entries:
+            z.writestr(zipfile.ZipInfo(name, (2026, 3, 2, 10, minute, 0)), data)
+    return path
+
+
+def _sample(who: str) -> bytes:
+    return next((notebooks.SAMPLES / "ch05_transformer").glob(f"{who}*.ipynb")).read_bytes()
+
+
+PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n"
+
+
+def _downloads(ch: str) -> dict[str, dict]:
+    """The issue's Moodle and Canvas downloads of chapter 5: entries, the LMS file's grades, the victim of a file
+    named to claim another id, the PDF, the student named in Chinese, the re-uploader."""
+    full, bug, blank = _sample("lovelace"), _sample("hopper"), _sample("turing")
+    return {
+        lms.MOODLE: dict(
+            entries=[
+                (f"Ada Lovelace_5001_assignsubmission_file/{ch}.ipynb", full, 1),
+                (f"Alan Turing_5002_assignsubmission_file/{ch}.ipynb", bug, 2),
+                (f"Alan Turing_5002_assignsubmission_file/{ch} (1).ipynb", full, 9),  # the re-upload: sorts first
+                (f"Grace Hopper_5003_assignsubmission_file/{ch}.ipynb", blank, 3),
+                (f"Charles Babbage_5004_assignsubmission_file/{ch}.pdf", PDF, 4),
+                (f"李伟_5005_assignsubmission_file/{ch}.ipynb", bug, 5),
+                (f"Eve Mallory_5006_assignsubmission_file_x_5001_assignsubmission_file_{ch} (9).ipynb", blank, 6),
+                (f"__MACOSX/Ada Lovelace_5001_assignsubmission_file/._{ch}.ipynb", b"\0", 7),
+                ("Ada Lovelace_5001_assignsubmission_file/.DS_Store", b"\0", 7),
+            ],
+            grades={"5001": "9", "5002": "9", "5003": "0", "5004": "0", "5005": "7", "5006": "0"},
+            victim="5001",
+            pdf=f"Charles Babbage_5004_assignsubmission_file/{ch}.pdf",
+            chinese="李伟_5005",
+            reuploader="Alan-Turing_5002",
+        ),
+        lms.CANVAS: dict(
+            entries=[
+                (f"lovelaceada_1001_90001_{ch}.ipynb", bug, 1),
+                (f"lovelaceada_1001_90011_{ch}-1.ipynb", full, 2),  # the re-upload
+                (f"turingalan_1002_90002_{ch}.ipynb", full, 3),
+                (f"turingalan_1002_90012_{ch}.pdf", PDF, 4),  # a stray PDF, a later submission
+                (f"hoppergrace_1003_90003_{ch}.ipynb", blank, 5),
+                (f"babbagecharles_1004_90004_turingalan_1002_90099_{ch}.ipynb", blank, 6),
+                ("李伟_1005_90005_作业.ipynb", bug, 7),
+            ],
+            grades={"1001": "9", "1002": "9", "1003": "0", "1004": "0", "1005": "7"},
+            victim="1002",
+            pdf=f"turingalan_1002_90012_{ch}.pdf",
+            chinese="李伟_1005",
+            reuploader="lovelaceada_1001",
+        ),
+    }
+
+
+@pytest.mark.slow
+def test_lms_downloads_give_every_student_one_right_row(tmp_path):
+    """The issue's Moodle and Canvas downloads of chapter 5, graded by the README's command as written (one batch:
+    identical notebooks share a kernel run): a re-upload gets the newer file's grade, a PDF a zero that says so, a
+    name in Chinese stays readable in every output, a file named to claim another student's id changes nothing of
+    that student's row, litter is listed once, and every file has exactly one row in grades.csv."""
+    import subprocess
+    import sys
+
+    ch = "ch05_transformer"
+    downloads = _downloads(ch)
+    zips = [str(_zip(tmp_path / f"{system}.zip", d["entries"])) for system, d in downloads.items()]
+    cmd = [sys.executable, "-m", "autograder", "grade", *zips, "--lms-assignment", "Chapter 5 (12345)"]
+    ran = subprocess.run([*cmd, "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=notebooks.ROOT)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = tmp_path / "out" / ch
+    assert "14 files from 11 students: 12 notebooks, 2 PDFs" in ran.stdout, ran.stdout
+    assert ran.stdout.count("._ch05") == 1 and ran.stdout.count(".DS_Store") == 1, "litter listed once"
+
+    with open(out / report.CSV_NAME, encoding="utf-8") as f:
+        rows = {r["submission"]: r for r in csv.DictReader(f)}
+    assert len(rows) == 14, "one row per file"
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "11 rows, one per student, from 14 files" in summary and "Needs attention" in summary
+    for system, d in downloads.items():
+        pdf = rows[d["pdf"]]
+        assert pdf["score"] == "0" and pdf["reason"].startswith("not a notebook (PDF)") and d["pdf"] in summary
+        if system == lms.MOODLE:
+            with open(out / lms.MOODLE_FILE, encoding="utf-8") as f:
+                table = list(csv.DictReader(f))
+            got = {r["Identifier"].removeprefix(lms.MOODLE_PARTICIPANT): r["Grade"] for r in table}
+            assert {r["Full name"] for r in table} >= {"李伟", "Charles Babbage"}
+        else:
+            with open(out / lms.CANVAS_FILE, encoding="utf-8") as f:
+                table = list(csv.DictReader(f))
+            got = {r["ID"]: r["Chapter 5 (12345)"] for r in table}
+            assert {r["Student"] for r in table} >= {"李伟", "turingalan"}
+        assert got == d["grades"], "one row per student: the newer file's grade, the PDF's zero, the victim's own"
+        victim = [r for r in rows.values() if r["lms"] == system and r["lms_id"] == d["victim"]]
+        assert not any("another" in r["warnings"] for r in victim), "nothing of the attacker's file in the victim's"
+        assert sum("not in the LMS" not in r["warnings"] for r in victim) == 1
+        attacker = [r for r in rows.values() if r["lms"] == system and f"id ({d['victim']})" in r["warnings"]]
+        assert len(attacker) == 1 and attacker[0]["submission"] in summary, "the claiming file is flagged"
+        # Names readable in every output: grades.csv, the feedback and graded files, the feedback's header.
+        chinese = d["chinese"]
+        assert [r["student_id"] for r in rows.values() if r["lms"] == system and chinese.endswith(r["lms_id"])] == [
+            chinese
+        ]
+        assert chinese in (out / "feedback" / f"{chinese}.html").read_text(encoding="utf-8")
+        assert (out / "graded" / f"{chinese}.ipynb").exists()
+        # The re-uploader's page named after the student is the newer file's; the older one's says it is superseded.
+        page = out / "feedback" / f"{d['reuploader']}.html"
+        assert "superseded" not in page.read_text(encoding="utf-8")
+        assert "superseded by" in page.with_name(f"{d['reuploader']}-2.html").read_text(encoding="utf-8")

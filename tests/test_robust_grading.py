@@ -133,12 +133,17 @@ def test_staged_solutions_hold_no_reference_of_this_or_a_later_chapter(chapter, 
 
 
 def test_lms_zip_is_expanded(tmp_path):
+    """Every file of the zip is a submission (a row; a zero if it is no notebook) but what an OS or editor added."""
     z = tmp_path / "submissions.zip"
     with zipfile.ZipFile(z, "w") as f:
         f.writestr("folder/smithjane_1_2_ch03_self_attention.ipynb", "{}")
         f.writestr("readme.txt", "x")
-    files = batch.expand_submissions([z], tmp_path / "unzipped")
-    assert [p.name for p in files] == ["smithjane_1_2_ch03_self_attention.ipynb"]
+        f.writestr("__MACOSX/folder/._smithjane_1_2_ch03_self_attention.ipynb", "x")
+        f.writestr("folder/.ipynb_checkpoints/smithjane_1_2_ch03_self_attention-checkpoint.ipynb", "{}")
+    ignored: list[str] = []
+    files = batch.expand_submissions([z], tmp_path / "unzipped", ignored)
+    assert sorted(p.name for p in files) == ["readme.txt", "smithjane_1_2_ch03_self_attention.ipynb"]
+    assert len(ignored) == 2 and all("operating system or editor" in i for i in ignored), ignored
 
 
 def test_selfcheck_command(tmp_path):

@@ -34,9 +34,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Protocol
 
 import nbformat
@@ -72,19 +73,37 @@ class Submission:
     sha256: str
 
 
-def student_id_from_filename(path, taken: set[str]) -> str:
-    """A gradebook id from an LMS download name, unique in ``taken``: name and LMS id
-    ('smithjane_1234_5678_ch03_x.ipynb' -> 'smithjane_1234'; Moodle's 'Jane Smith_77_assignsubmission_file/x.ipynb'
-    -> 'Jane-Smith_77'), else the file's stem."""
+def student_id_from_filename(path, taken: set[str], *, ascii_only: bool = False) -> str:
+    """A gradebook id from an LMS download name, unique in ``taken`` (a later file of one name gets ``-2``, ``-3``
+    …): name and LMS id, in the name's own script ('smithjane_1234_5678_ch03_x.ipynb' -> 'smithjane_1234'; Moodle's
+    'Jane Smith_77_assignsubmission_file/x.ipynb' -> 'Jane-Smith_77', '李伟_2005_…' -> '李伟_2005'), else the
+    file's stem. ``ascii_only`` (a file system that takes no other names): a name with other letters becomes the
+    LMS and its id ('moodle_2005'), a plain file's stem its ASCII letters and a short hash of the whole."""
     who = lms.parse(path)
     base = f"{who.name}_{who.lms_id}" if who.lms else pathlib.PurePath(path).stem
-    base = _capped(re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-"), 100) or "student"
+    base = re.sub(r"[^\w-]+", "-", base).strip("-")
+    if ascii_only and not base.isascii():
+        plain = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-")
+        base = f"{who.lms}_{who.lms_id}" if who.lms else f"{plain}-{hashlib.sha256(base.encode()).hexdigest()[:6]}"
+    base = _capped(base, 100) or "student"
     sid, n = base, 1
     while sid in taken:
         n += 1
         sid = f"{base}-{n}"
     taken.add(sid)
     return sid
+
+
+def unicode_names_work(folder: pathlib.Path) -> bool:
+    """Whether the file system of ``folder`` takes file names in any script (the feedback pages are named after
+    the students)."""
+    probe = folder / ".名前-é.probe"
+    try:
+        probe.touch()
+        probe.unlink()
+        return True
+    except (OSError, UnicodeError):
+        return False
 
 
 def grading_instructor(chapter: str):
@@ -130,7 +149,7 @@ def _capped(name: str, limit: int = _NAME_BYTES) -> str:
 
 
 def _safe_name(name: str) -> str:
-    return _capped(re.sub(r"[^A-Za-z0-9._-]+", "_", name))
+    return _capped(re.sub(r"[^\w.-]+", "_", name))
 
 
 def _safe_part(part: str) -> str:
@@ -149,27 +168,88 @@ def _unused(target: pathlib.Path) -> pathlib.Path:
     return candidate
 
 
-def expand_submissions(paths, unzip_dir: pathlib.Path) -> list[pathlib.Path]:
-    """.ipynb files from files, folders and LMS zip downloads (extracted under ``unzip_dir``, keeping the folder
-    each file is in: Moodle names the student in the folder)."""
+_LITTER = {"__MACOSX", ".DS_Store", "Thumbs.db", "desktop.ini", ".ipynb_checkpoints"}  # added by an OS or editor
+_MOODLE_OTHER_PLUGIN = re.compile(r"_\d+_assignsubmission_(?!file_?$)(\w+)$")  # e.g. online text: no file upload
+_INDEX = re.compile(r"^index\.html?$", re.I)  # an index page at the download's top level, naming no student
+
+
+def ignored_because(parts: Sequence[str]) -> str:
+    """Why a file of a download, at ``parts`` (its path inside the zip or folder), is no submission (it is listed,
+    not graded), or "" for a submission. Every other file is one: it gets a row, a zero if it is not a notebook."""
+    if any(q in _LITTER for q in parts):
+        return "added by an operating system or editor"
+    if any(_MOODLE_OTHER_PLUGIN.search(q) for q in parts[:-1]):
+        return "another Moodle submission plugin than file uploads (e.g. online text)"
+    if len(parts) == 1 and _INDEX.match(parts[0]) and not lms.parse(parts[0]).lms:
+        return "the download's index page"
+    return ""
+
+
+def expand_submissions(paths, unzip_dir: pathlib.Path, ignored: list[str] | None = None) -> list[pathlib.Path]:
+    """Every submitted file of files, folders and LMS zip downloads (extracted under ``unzip_dir``, keeping the
+    folder each file is in, Moodle names the student in the folder, and the zip entry's time, Moodle's rule for the
+    latest reads it), whatever it is: a file that is not a notebook gets a row and a zero. What is no submission
+    (:func:`ignored_because`) is appended to ``ignored`` ("path: why")."""
     files = []
+    skipped = [] if ignored is None else ignored
     for p in map(pathlib.Path, paths):
         if p.is_dir():
-            files += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts)
-        elif p.suffix == ".zip":
-            dest = unzip_dir / _safe_name(p.stem)
-            shutil.rmtree(dest, ignore_errors=True)  # extracted anew each run: the same names as the last time
-            with zipfile.ZipFile(p) as z:
-                for info in z.infolist():
-                    name = pathlib.PurePosixPath(info.filename.replace("\\", "/"))
-                    if name.suffix == ".ipynb" and not info.is_dir() and ".ipynb_checkpoints" not in name.parts:
-                        target = dest.joinpath(*(_safe_part(q) for q in name.parts if q not in ("", "/")))
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                        _unused(target).write_bytes(z.read(info))
-            files += sorted(dest.rglob("*.ipynb"))
+            for q in sorted(q for q in p.rglob("*") if q.is_file()):
+                why = ignored_because(q.relative_to(p).parts)
+                if why:
+                    skipped.append(f"{q.relative_to(p)}: {why}")
+                else:
+                    files.append(q)
+        elif p.suffix.lower() == ".zip":
+            files += _extract(p, unzip_dir / _safe_name(p.stem), skipped)
         else:
             files.append(p)
     return files
+
+
+def _extract(zip_path: pathlib.Path, dest: pathlib.Path, skipped: list[str]) -> list[pathlib.Path]:
+    shutil.rmtree(dest, ignore_errors=True)  # extracted anew each run: the same names as the last time
+    files = []
+    with zipfile.ZipFile(zip_path) as z:
+        for info in z.infolist():
+            if info.is_dir():
+                continue
+            parts = [q for q in info.filename.replace("\\", "/").split("/") if q not in ("", ".", "..")]
+            why = ignored_because(parts)
+            if why:
+                skipped.append(f"{'/'.join(parts)}: {why}")
+                continue
+            target = _unused(dest.joinpath(*(_safe_part(q) for q in parts)))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(z.read(info))
+            when = time.mktime((*info.date_time, 0, 0, -1))
+            os.utime(target, (when, when))
+            files.append(target)
+    return sorted(files)
+
+
+def describe(files: Sequence[pathlib.Path]) -> str:
+    """The batch in one line: "7 files from 6 students: 6 notebooks, 1 PDF" (students by LMS id, else per file)."""
+    kinds: collections.Counter[str] = collections.Counter()
+    students = set()
+    for f in files:
+        who = lms.parse(f)
+        students.add((who.lms, who.lms_id) if who.lms else (str(f),))
+        kinds[_kind(f)] += 1
+    each = ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in kinds.most_common())
+    return f"{_count(len(files), 'file')} from {_count(len(students), 'student')}: {each}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _kind(path: pathlib.Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            return canonical.file_kind(f.read(4096), path.name)
+    except OSError:
+        return "unreadable file"
 
 
 def submission_labels(paths) -> dict[pathlib.Path, str]:
@@ -190,19 +270,64 @@ def submission_labels(paths) -> dict[pathlib.Path, str]:
     return labels
 
 
-def _submissions(paths: list[pathlib.Path], out: pathlib.Path) -> list[Submission]:
+def _submissions(
+    paths: list[pathlib.Path], out: pathlib.Path, chapter: str, prefer: Collection[str] = ()
+) -> list[Submission]:
+    """The batch's submissions, each with its label, student id and result file. Of a student's several files, the
+    one the LMS file will carry (``lms.one_per_student``, from what the files are before grading) gets the plain
+    student id, so that ``feedback/<student>.html`` is the page of the row the LMS receives."""
     labels = submission_labels(paths)
-    taken: set[str] = set()
-    return [
-        Submission(
-            path,
-            labels[path],
-            student_id_from_filename(path, taken),
-            out / "results" / f"{_safe_name(labels[path])}.json",
-            _sha256(path),
+    ahead = [
+        report.Row(
+            labels[p],
+            "",
+            chapter,
+            {},
+            0.0,
+            0.0,
+            "",
+            _zero_reason(p, chapter),
+            lms=who.lms,
+            lms_id=who.lms_id,
+            late=who.late,
+            uploaded_at=_mtime(p),
         )
+        for p in paths
+        for who in [lms.parse(p)]
+    ]
+    choice = lms.one_per_student(ahead, prefer)
+    first = {r.submission for r in choice.kept} | {r.submission for top in choice.undecided for r in top[:1]}
+    taken: set[str] = set()
+    ascii_only = not unicode_names_work(out / "feedback")
+    sids = {
+        path: student_id_from_filename(path, taken, ascii_only=ascii_only)
+        for path in sorted(paths, key=lambda p: labels[p] not in first)
+    }
+    return [
+        Submission(path, labels[path], sids[path], out / "results" / f"{_safe_name(labels[path])}.json", _sha256(path))
         for path in paths
     ]
+
+
+def _mtime(path: pathlib.Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _zero_reason(path: pathlib.Path, chapter: str) -> str:
+    """Why ``path`` gets a zero whatever its content's run would give: it is not a notebook, or another chapter's
+    notebook; else ""."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""  # said when it is canonicalised
+    kind = canonical.file_kind(data, path.name)
+    if kind != canonical.NOTEBOOK:
+        return canonical.not_a_notebook(kind, data)
+    other = canonical.chapter_of(data)
+    return other_chapter_reason(other, chapter) if other is not None and other != chapter else ""
 
 
 def _already_graded(sub: Submission) -> bool:
@@ -224,20 +349,24 @@ def grade(
     force: bool = False,
     lms_assignment: str | None = None,
     executor: Executor | None = None,
+    prefer: Collection[str] = (),
+    ignored: Sequence[str] = (),
 ) -> list[report.Row]:
     """Grade ``paths`` (submitted .ipynb files) for ``chapter``, each in its own sandboxed worker, ``jobs`` at a
     time. Results are kept per submission under ``out/results``: a rerun skips files already graded (same
     contents) unless ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
     grade files of the LMS whose download names the files have (``lms.py``; ``lms_assignment`` is the Canvas
     column, e.g. "ch03 (12345)"; default: the chapter). ``executor``: where the workers run (``executors.py``,
-    e.g. a Dask cluster); default: processes on this machine, ``jobs`` at a time."""
+    e.g. a Dask cluster); default: processes on this machine, ``jobs`` at a time. ``prefer``: the files the
+    instructor chose as their students' rows where the download cannot tell the latest (``lms.one_per_student``);
+    ``ignored``: what the download held that is no submission (``expand_submissions``), listed in the summary."""
     out = pathlib.Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # the kernels (other uids) cannot reach results, feedback or the gradebook
     for sub in ("results", "feedback", "graded"):
         (out / sub).mkdir(exist_ok=True)
     points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
-    submissions = _submissions(sorted(pathlib.Path(p) for p in paths), out)
+    submissions = _submissions(sorted(pathlib.Path(p) for p in paths), out, chapter, prefer)
     todo = [s for s in submissions if force or not _already_graded(s)]
     if todo:
         _grade_todo(
@@ -261,7 +390,7 @@ def grade(
         )
         for s in submissions
     ]
-    report.write_reports(rows, out, points, assignment=lms_assignment or chapter)
+    report.write_reports(rows, out, points, assignment=lms_assignment or chapter, prefer=prefer, ignored=ignored)
     return rows
 
 
@@ -290,9 +419,9 @@ def _canonicalise(
     for sub in todo:
         try:
             data = sub.path.read_bytes()
-            other = canonical.chapter_of(data)
-            if other is not None and other != chapter:
-                raise canonical.Ungradeable(other_chapter_reason(other, chapter))
+            zero = _zero_reason(sub.path, chapter)
+            if zero:
+                raise canonical.Ungradeable(zero)
             nb, warns[sub.student_id] = canonical.canonicalise(data, release)
         except Exception as exc:
             if isinstance(exc, canonical.Ungradeable):

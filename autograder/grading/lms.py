@@ -36,7 +36,7 @@ import datetime
 import logging
 import pathlib
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,11 @@ CANVAS = "canvas"
 MOODLE = "moodle"
 
 _CANVAS_NAME = re.compile(r"^(?P<name>[^_/]+)_(?P<late>LATE_)?(?P<lms_id>\d+)_(?P<submission_id>\d+)_(?P<file>[^/]+)$")
-_MOODLE_FOLDER = re.compile(r"^(?P<name>[^/]+)_(?P<lms_id>\d+)_assignsubmission_file_?$")
-_MOODLE_FLAT = re.compile(r"^(?P<name>[^/]+)_(?P<lms_id>\d+)_assignsubmission_file_(?P<file>[^/]+)$")
+_MOODLE_FOLDER = re.compile(r"^(?P<name>[^/]+?)_(?P<lms_id>\d+)_assignsubmission_file_?$")
+# non-greedy: the participant is the FIRST marker; a later one is part of the student's own file name
+_MOODLE_FLAT = re.compile(r"^(?P<name>[^/]+?)_(?P<lms_id>\d+)_assignsubmission_file_(?P<file>[^/]+)$")
+# an LMS marker inside a student's own file name (it names no one: :attr:`SubmissionName.claims`)
+_MARKER = re.compile(r"_(\d+)_assignsubmission_|^[^_/]+_(?:LATE_)?(\d+)_\d+_")
 
 # The same rule for nbgrader's zip_collect (FileNameCollectorPlugin.named_regexp, matched against the extracted
 # file's absolute path): student id = the LMS id; file id = the uploaded name without Canvas's "-N" re-upload suffix,
@@ -65,50 +68,117 @@ class SubmissionName:
     lms_id: str  # Canvas user id or Moodle participant id; "" when unknown
     late: bool | None  # Canvas's LATE marker; None when the name does not say
     file: str  # the file name the student uploaded
+    claims: str = ""  # an LMS id that the student's own file name carries (a second marker): it names no one
 
 
 def parse(path) -> SubmissionName:
-    """Who a downloaded submission belongs to, from its file name and (Moodle) its folder's name."""
+    """Who a downloaded submission belongs to, from the LMS's own structure only: the outermost Moodle folder
+    (``Name_<id>_assignsubmission_file/``), else the file name's first marker (Moodle's flat
+    ``Name_<id>_assignsubmission_file_<file>``, or Canvas's leading ``name_userid_submissionid_<file>``, whichever
+    the name starts with). A marker inside the student's own file name is only reported (``claims``)."""
     path = pathlib.PurePath(path)
-    if m := _MOODLE_FOLDER.match(path.parent.name):
-        return SubmissionName(MOODLE, m["name"], m["lms_id"], None, path.name)
-    if m := _MOODLE_FLAT.match(path.name):
-        return SubmissionName(MOODLE, m["name"], m["lms_id"], None, m["file"])
-    if m := _CANVAS_NAME.match(path.name):
-        return SubmissionName(CANVAS, m["name"], m["lms_id"], bool(m["late"]), m["file"])
-    return SubmissionName("", "", "", None, path.name)
+    for i, part in enumerate(path.parts[:-1]):
+        if m := _MOODLE_FOLDER.match(part):
+            file = "/".join(path.parts[i + 1 :])
+            return SubmissionName(MOODLE, m["name"], m["lms_id"], None, file, _claims(file))
+    found = [(m.end("lms_id"), lms, m) for lms, rule in ((MOODLE, _MOODLE_FLAT), (CANVAS, _CANVAS_NAME))
+             if (m := rule.match(path.name))]  # fmt: skip
+    if not found:
+        return SubmissionName("", "", "", None, path.name)
+    _, system, m = min(found, key=lambda f: f[0])  # the LMS's marker comes first; the student's name after it
+    late = bool(m["late"]) if system == CANVAS else None
+    return SubmissionName(system, m["name"], m["lms_id"], late, m["file"], _claims(m["file"]))
+
+
+def _claims(file: str) -> str:
+    m = _MARKER.search(file)
+    return (m.group(1) or m.group(2)) if m else ""
 
 
 OTHER_CHAPTER = "another chapter's notebook"  # starts the reason of a file that is the notebook of another chapter
-_REUPLOAD = re.compile(r"-(\d+)\.ipynb$")  # Canvas: a re-upload of the same file name gets -1, -2 ...
+NOT_A_NOTEBOOK = "not a notebook ("  # starts the reason of a file that is no notebook at all (canonical.not_a_notebook)
+_REUPLOAD = re.compile(r"-(\d+)\.\w+$")  # Canvas: a re-upload of the same file name gets -1, -2 ...
+_COUNTER = re.compile(r" \((\d+)\)(?=\.\w+$|$)")  # Moodle's file picker: a second "x.ipynb" becomes "x (1).ipynb"
+
+RULES = {
+    CANVAS: "the higher submission id, then the higher re-upload counter (-1, -2 …), then the LATE marker",
+    MOODLE: "for two uploads of one file name, the upload counter (x.ipynb, then x (1).ipynb, x (2).ipynb …); "
+    "otherwise the later time of the file in the download (a zip entry's time: the upload's)",
+}
 
 
-def _recency(row) -> tuple:
-    """How late a row's submission is, from what the LMS download's name says: Canvas's submission id, then its
-    re-upload counter (``-1``, ``-2``), then its LATE marker; then the file name (Moodle says none of these)."""
+def _canvas_key(row) -> tuple[int, int, bool]:
     name = row.submission.rsplit("/", 1)[-1]
     m = _CANVAS_NAME.match(name)
-    submission_id = int(m["submission_id"]) if m else -1
     reupload = _REUPLOAD.search(name)
-    return (submission_id, int(reupload.group(1)) if reupload else 0, bool(row.late), row.submission)
+    return (int(m["submission_id"]) if m else -1, int(reupload.group(1)) if reupload else 0, bool(row.late))
 
 
-def one_per_student(rows) -> tuple[list, list[tuple]]:
-    """The rows an LMS import file carries, one per student (LMS and id), and the others with the row kept instead.
+def _moodle_upload(row) -> tuple[str, int]:
+    """(the uploaded file name without Moodle's counter, the counter: 0 for the first upload of that name)."""
+    name = row.submission.rsplit("/", 1)[-1]
+    m = _COUNTER.search(name)
+    return (name[: m.start()] + name[m.end() :], int(m.group(1))) if m else (name, 0)
 
-    The rule, when a student has several files in a batch (a resubmission, a stray upload): a file that is the
-    assignment's chapter beats one that is another chapter's notebook; among those, the latest submission
-    (:func:`_recency`). Rows without an LMS id are kept as they are (no LMS file carries them)."""
+
+def newer(a, b) -> bool | None:
+    """Whether row ``a``'s submission is later than ``b``'s by its LMS's rule (:data:`RULES`); None where the
+    download cannot tell (then the instructor chooses: ``--prefer``)."""
+    if a.lms == CANVAS:
+        ka, kb = _canvas_key(a), _canvas_key(b)
+        return None if ka == kb else ka > kb
+    (name_a, count_a), (name_b, count_b) = _moodle_upload(a), _moodle_upload(b)
+    if name_a == name_b and count_a != count_b:
+        return count_a > count_b
+    if a.uploaded_at and b.uploaded_at and a.uploaded_at != b.uploaded_at:
+        return a.uploaded_at > b.uploaded_at
+    return None
+
+
+def fits(row) -> bool:
+    """Whether a row can stand for its student in the LMS: a notebook of the assignment's chapter (gradeable or
+    not), not another chapter's notebook or a file that is no notebook."""
+    return not row.reason.startswith((OTHER_CHAPTER, NOT_A_NOTEBOOK))
+
+
+def preferred(row, prefer: Collection[str]) -> bool:
+    """Whether the instructor chose ``row`` (``--prefer``: its grades.csv name, or its file name)."""
+    return row.submission in prefer or row.submission.rsplit("/", 1)[-1] in prefer
+
+
+@dataclasses.dataclass
+class Choice:
+    """Which rows the LMS file carries: ``kept`` (one per student, and every row without an LMS id),
+    ``superseded`` ((row, the student's kept row) pairs) and ``undecided`` (per student, the rows among which the
+    download cannot tell the latest: none of them is in the LMS file until the instructor chooses)."""
+
+    kept: list
+    superseded: list[tuple]
+    undecided: list[list]
+
+
+def one_per_student(rows, prefer: Collection[str] = ()) -> Choice:
+    """One row per student (LMS and id) for the LMS import file, by a stated rule: the file the instructor chose
+    (``prefer``); else among the files that can stand for the student (:func:`fits`; all of them when none can)
+    the latest submission (:func:`newer`, :data:`RULES`). Where that leaves several files the download cannot
+    order, the student is ``undecided``. Rows without an LMS id are kept as they are (no LMS file carries them)."""
     by_student: dict[tuple[str, str], list] = {}
     for r in rows:
         if r.lms and r.lms_id:
             by_student.setdefault((r.lms, r.lms_id), []).append(r)
-    kept_ids, superseded = set(), []
+    kept_ids, superseded, undecided = set(), [], []
     for group in by_student.values():
-        best = max(group, key=lambda r: (not r.reason.startswith(OTHER_CHAPTER), _recency(r)))
-        kept_ids.add(id(best))
-        superseded += [(r, best) for r in group if r is not best]
-    return [r for r in rows if id(r) in kept_ids or not (r.lms and r.lms_id)], superseded
+        candidates = [r for r in group if preferred(r, prefer)][:1] or [r for r in group if fits(r)] or group
+        latest = [r for r in candidates if all(o is r or newer(r, o) for o in candidates)]
+        if not latest:
+            top = [r for r in candidates if not any(newer(o, r) for o in candidates if o is not r)]
+            undecided.append(top)
+            superseded += [(r, None) for r in group if r not in top]
+            continue
+        kept_ids.add(id(latest[0]))
+        superseded += [(r, latest[0]) for r in group if r is not latest[0]]
+    kept = [r for r in rows if id(r) in kept_ids or not (r.lms and r.lms_id)]
+    return Choice(kept, superseded, undecided)
 
 
 def late_text(late: bool | None) -> str:

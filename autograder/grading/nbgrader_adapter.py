@@ -169,18 +169,22 @@ def _download_names(coursedir, config, assignment: str) -> dict[str, tuple[str, 
         collect_step=zc.get("extracted_directory", "extracted"),
     )
     rule = config.FileNameCollectorPlugin.get("named_regexp", "") or lms.ZIP_COLLECT_REGEXP
-    found: dict[str, list[tuple[str, lms.SubmissionName]]] = {}
+    found: dict[str, list[tuple[str, lms.SubmissionName, float]]] = {}
     for path in sorted(extracted.rglob("*.ipynb")) if extracted.is_dir() else []:
         m = re.match(rule, str(path))
         who = lms.parse(path)
         if m and who.lms:
-            found.setdefault(m["student_id"], []).append((path.name, who))
+            found.setdefault(m["student_id"], []).append((path.name, who, path.stat().st_mtime))
 
-    def recency(file):  # the course's rule (lms.one_per_student): Canvas's submission id, re-upload counter, LATE
-        return lms._recency(types.SimpleNamespace(submission=file[0], late=file[1].late))
+    def as_row(file):
+        return types.SimpleNamespace(submission=file[0], lms=file[1].lms, late=file[1].late, uploaded_at=file[2])
+
+    def compare(a, b) -> int:  # the course's rule (lms.newer); 0 where the download cannot tell
+        later = lms.newer(as_row(a), as_row(b))
+        return 0 if later is None else (1 if later else -1)
 
     # several files of one student (re-uploads): the latest is the one zip_collect kept
-    return {student: max(files, key=recency) for student, files in found.items()}
+    return {student: max(files, key=functools.cmp_to_key(compare))[:2] for student, files in found.items()}
 
 
 def _unreadable_reason(coursedir, assignment: str, student: str) -> str:

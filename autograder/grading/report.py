@@ -8,14 +8,15 @@ import dataclasses
 import json
 import logging
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from . import lms
-from .results import Result
+from .results import Result, mark_feedback
 
 logger = logging.getLogger(__name__)
 
 CSV_NAME = "grades.csv"
+_LMS_NAMES = {lms.CANVAS: "Canvas", lms.MOODLE: "Moodle"}
 
 
 @dataclasses.dataclass
@@ -34,6 +35,7 @@ class Row:
     name: str = ""  # the student's name as the LMS wrote it
     late: bool | None = None  # Canvas's LATE marker; None when the name does not say
     graded_at: float = 0.0  # when the result was recorded (seconds since the epoch)
+    uploaded_at: float = 0.0  # the file's time in the download (a zip entry's time; lms.newer reads it)
 
 
 def row_from_result(
@@ -48,6 +50,13 @@ def row_from_result(
     max_score = float(sum(points.values()))
     reason = result.reason or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
     who = lms.parse(path)
+    warnings = list(result.warnings)
+    if who.claims and claim_note(who) not in warnings:
+        warnings.append(claim_note(who))
+    try:
+        uploaded_at = path.stat().st_mtime
+    except OSError:
+        uploaded_at = 0.0
     return Row(
         result.submission,
         result.student_id,
@@ -57,40 +66,84 @@ def row_from_result(
         max_score,
         result.status,
         reason,
-        list(result.warnings),
+        warnings,
         lms=who.lms,
         lms_id=who.lms_id,
         name=who.name,
         late=who.late,
         graded_at=graded_at,
+        uploaded_at=uploaded_at,
     )
 
 
-def write_reports(rows: list[Row], out: pathlib.Path, points: dict[str, int], *, assignment: str) -> None:
-    """grades.csv, summary.md/.csv/.png and the LMS files under ``out``."""
+def claim_note(who: lms.SubmissionName) -> str:
+    """The flag of a file whose own name carries a second LMS marker (``who.claims``)."""
+    return (
+        f"the file's own name carries another {_LMS_NAMES[who.lms]} id ({who.claims}): it counts for {who.lms_id} "
+        "(the download's own marker) only, never for anyone else"
+    )
+
+
+def write_reports(
+    rows: list[Row],
+    out: pathlib.Path,
+    points: dict[str, int],
+    *,
+    assignment: str,
+    prefer: Collection[str] = (),
+    ignored: Sequence[str] = (),
+) -> None:
+    """grades.csv, summary.md/.csv/.png and the LMS files under ``out``; the feedback pages of superseded files are
+    marked so (``prefer``: the files the instructor chose, ``lms.one_per_student``; ``ignored``: what the
+    download held that is no submission, listed in the summary)."""
     names = list(points)
-    kept, superseded = lms.one_per_student(rows)
+    choice = lms.one_per_student(rows, prefer)
     attention = []
-    for row, best in superseded:
-        note = (
-            f"not in the LMS file: {best.submission} is this student's row there (one row per student: the "
-            "assignment's chapter, then the latest submission)"
-        )
+
+    def flag(row: Row, note: str) -> None:
         if note not in row.warnings:
             row.warnings.append(note)
         attention.append(f"{row.submission} ({row.score:g} points): {note}")
         logger.warning(f"  needs attention: {row.submission}: {note}")
+
+    marks = {}
+    for row, best in choice.superseded:
+        if best is None:
+            flag(row, "not in the LMS file: an earlier upload than this student's files listed as undecided")
+            continue
+        if lms.preferred(best, prefer):
+            why = "chosen with --prefer"
+        elif lms.fits(best) and not lms.fits(row):
+            why = "a notebook of the assignment; this file is not"
+        else:
+            why = f"the latest upload by {_LMS_NAMES[row.lms]}'s rule: {lms.RULES[row.lms]}"
+        flag(row, f"not in the LMS file: {best.submission} is this student's row there ({why})")
+        marks[row.student_id] = f"superseded by {best.submission.rsplit('/', 1)[-1]}"
+    for top in choice.undecided:
+        files = ", ".join(r.submission for r in top)
+        for row in top:
+            flag(
+                row,
+                f"not in the LMS file yet: the download cannot tell which of {files} is this student's latest "
+                f"submission ({lms.RULES[row.lms]}); choose one: grade again with --prefer FILE",
+            )
     for row in rows:
-        if row.reason.startswith(lms.OTHER_CHAPTER) and not any(a.startswith(row.submission) for a in attention):
+        if not lms.fits(row) and not any(a.startswith(f"{row.submission} (") for a in attention):
             attention.append(f"{row.submission}: {row.reason}")
             logger.warning(f"  needs attention: {row.submission}: {row.reason}")
+        claim = [w for w in row.warnings if w.startswith("the file's own name carries another")]
+        if claim:
+            attention.append(f"{row.submission}: {claim[0]}")
+            logger.warning(f"  needs attention: {row.submission}: {claim[0]}")
+    for row in rows:
+        mark_feedback(out / "feedback" / f"{row.student_id}.html", marks.get(row.student_id, ""))
     write_csv(rows, out / CSV_NAME, names)
-    write_summary(rows, out, names, points, attention=attention)
-    lms.write_exports(kept, out, points, assignment=assignment)
+    write_summary(choice.kept, out, names, points, attention=attention, files=len(rows), ignored=ignored)
+    lms.write_exports(choice.kept, out, points, assignment=assignment)
 
 
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
-    with open(path, "w", newline="") as f:
+    with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(
             [
@@ -158,9 +211,18 @@ def _verdict_line(chapter: str) -> str:
 
 
 def write_summary(
-    rows: list[Row], out: pathlib.Path, names: list[str], points: dict[str, int], *, attention: Sequence[str] = ()
+    rows: list[Row],
+    out: pathlib.Path,
+    names: list[str],
+    points: dict[str, int],
+    *,
+    attention: Sequence[str] = (),
+    files: int | None = None,
+    ignored: Sequence[str] = (),
 ) -> None:
-    """summary.csv / summary.md (per exercise: how many scored full, partial, zero; mean) and summary.png."""
+    """summary.csv / summary.md (per exercise: how many scored full, partial, zero; mean) and summary.png, over
+    ``rows``: the row each student gets (``lms.one_per_student``'s kept rows), of ``files`` graded files (the
+    others are listed in ``attention``); ``ignored``: what the download held that is no submission."""
     table = []
     for n in names + ["total"]:
         vals = [r.score if n == "total" else r.scores[n] for r in rows]
@@ -175,14 +237,17 @@ def write_summary(
                 "mean": round(sum(vals) / len(vals), 2) if vals else 0.0,
             }
         )
-    with open(out / "summary.csv", "w", newline="") as f:
+    with open(out / "summary.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(table[0]))
         w.writeheader()
         w.writerows(table)
     status = {s: sum(r.status == s for r in rows) for s in ("graded", "error", "integrity")}
+    files = len(rows) if files is None else files
     md = [
-        f"# {rows[0].chapter if rows else ''}: {len(rows)} submissions "
-        f"({status['graded']} graded, {status['error']} not gradeable, {status['integrity']} integrity zero)",
+        f"# {rows[0].chapter if rows else ''}: {len(rows)} rows, one per student, from {files} files "
+        f"({status['graded']} graded, {status['error']} not gradeable, {status['integrity']} integrity zero"
+        + (f"; {files - len(rows)} more listed below, not counted" if files > len(rows) else "")
+        + ")",
         "",
         "| exercise | max | full | partial | zero | mean |",
         "|---|---|---|---|---|---|",
@@ -193,10 +258,12 @@ def write_summary(
     ]
     if attention:
         md += ["", "## Needs attention", ""] + [f"* {a}" for a in attention]
+    if ignored:
+        md += ["", "## Ignored (not submissions)", ""] + [f"* {i}" for i in ignored]
     md += ["", _jail_line(out)]
     if rows:
         md.append(_verdict_line(rows[0].chapter))
-    (out / "summary.md").write_text("\n".join(md) + "\n")
+    (out / "summary.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     import matplotlib
 
     matplotlib.use("Agg")

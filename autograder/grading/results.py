@@ -495,7 +495,8 @@ def write_feedback(
             + f"<p>Your file could not be graded: {html.escape(why)}</p>"
             + (f"Notes from the grader:<ul>{notes}</ul>" if notes else "")
             + advice
-            + "</div></body></html>\n"
+            + "</div></body></html>\n",
+            encoding="utf-8",
         )
         return
     import copy
@@ -527,4 +528,26 @@ def write_feedback(
         + (f"Notes from the grader:<ul>{notes}</ul>" if notes else "")
         + "</div>"
     )
-    path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1))
+    path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1), encoding="utf-8")
+
+
+_MARK = re.compile(r"<!-- autograder:mark -->.*?<!-- /autograder:mark -->", re.S)
+
+
+def mark_feedback(path: pathlib.Path, note: str) -> None:
+    """Put ``note`` at the top of the feedback page at ``path`` ("superseded by …"), replacing an earlier one; an
+    empty ``note`` removes it. A missing page is left missing."""
+    try:
+        page = path.read_text(encoding="utf-8")
+    except OSError:
+        return
+    new = _MARK.sub("", page)
+    if note:
+        box = (
+            "<!-- autograder:mark --><div style='padding:.6em 1em;font-family:sans-serif;background:#fd8'><b>"
+            f"{html.escape(note)}</b>: this file is not the one graded in the course's grade book.</div>"
+            "<!-- /autograder:mark -->"
+        )
+        new = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + box, new, count=1)
+    if new != page:
+        path.write_text(new, encoding="utf-8")
