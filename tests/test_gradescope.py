@@ -236,7 +236,7 @@ def _sample(chapter: str, who: str) -> pathlib.Path:
     "case,why",
     [
         ("another chapter", "this is the notebook of"),
-        ("not a notebook", "not a readable notebook"),
+        ("not a notebook", "not a notebook (.py file)"),
         ("several notebooks", "2 notebooks were submitted"),
         ("nothing", "nothing was submitted"),
         ("no notebook among files", "no notebook (.ipynb file) was submitted"),
