@@ -599,32 +599,8 @@ def _grade_todo(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-PROC_CGROUP = pathlib.Path("/proc/self/cgroup")
-CGROUP_ROOT = pathlib.Path("/sys/fs/cgroup")
-
-
-def cgroup_dirs(
-    controller: str, proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT
-) -> list[tuple[int, pathlib.Path]]:
-    """(cgroup version, folder) of this process's own cgroup for ``controller`` ("cpu", "memory"), then of the
-    hierarchy's root (a container often sees its own group as the root), where they may exist: cgroup v2's one
-    hierarchy, v1's ``root/<controller>`` (or the folder named by the co-mounted controllers, "cpu,cpuacct").
-    (``proc_cgroup``, ``root``: where this process's cgroup and the cgroup file system are read; tests point them
-    at a made-up tree.)"""
-    try:
-        own = [line.split(":", 2) for line in proc_cgroup.read_text().splitlines()]
-    except OSError:
-        return []
-    found: list[tuple[int, pathlib.Path]] = []
-    for _, controllers, where in (entry for entry in own if len(entry) == 3):
-        if controllers == "":
-            tops, version = [root], 2
-        elif controller in controllers.split(","):
-            tops, version = [root / controller, root / controllers], 1
-        else:
-            continue
-        found += [(version, d) for top in tops for d in (top / where.lstrip("/"), top)]
-    return found
+# this process's cgroup lookup lives with the kernel's limits (jail.py), which make a cgroup per kernel
+from .jail import CGROUP_ROOT, PROC_CGROUP, cgroup_dirs  # noqa: E402
 
 
 def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT) -> int:
