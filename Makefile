@@ -48,8 +48,9 @@ lint: $(STAMP)
 # a minute), workers started without the fork server, Chinese submissions graded like English ones, one simulated
 # Gradescope run (chapter 3, a hostile cell), and every chapter's Gradescope requirements resolved by pip with the
 # Python setup.sh picks on Ubuntu 22.04 (about a minute; skipped without a Python 3.10 or PyPI). The other
-# per-chapter kernel tests (variants, plain nbgrader, rewrites through the grader and Gradescope's samples of the other chapters, nbval), the scaffold and the
-# training-script tests run in `make test-full` (before a release; about 25 minutes on 2 cores).
+# per-chapter kernel tests (variants, plain nbgrader, rewrites through the grader and Gradescope's samples of the
+# other chapters, nbval), the scaffold and the training-script tests run in `make test-full` (before a release;
+# about 25 minutes on 2 cores).
 SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exercise_is_not_filled_in' \
 	'tests/test_colab_surface.py::test_reference_answers_pass_every_visible_check' \
 	'tests/test_colab_surface.py::test_chinese_notebook_with_the_reference_answers_passes_and_is_gradeable[ch03_self_attention]' \
