@@ -109,7 +109,7 @@ _COUNTER = re.compile(r" \((\d+)\)(?=\.\w+$|$)")  # Moodle's file picker: a seco
 RULES = {
     CANVAS: "the higher submission id, then the higher re-upload counter (-1, -2 …), then the LATE marker",
     MOODLE: "for two uploads of one file name, the upload counter (x.ipynb, then x (1).ipynb, x (2).ipynb …); "
-    "otherwise the later time of the file in the download (a zip entry's time: the upload's)",
+    "otherwise the later time of the file's entry in the zip (of a folder: the file's time)",
 }
 
 
