@@ -141,7 +141,7 @@ def _cmd_grade(args) -> int:
             )
             print(f"  wrote {out / report.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
             for system, name in ((lms.CANVAS, lms.CANVAS_FILE), (lms.MOODLE, lms.MOODLE_FILE)):
-                if any(r.lms == system for r in rows):
+                if (out / name).exists():  # none where no student's row could be chosen (README: --prefer)
                     print(f"  wrote {out / name} (to import into {system.capitalize()}: README, 'Grades into the LMS')")
     return 0
 

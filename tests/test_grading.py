@@ -917,3 +917,18 @@ def test_lms_downloads_give_every_student_one_right_row(tmp_path):
         page = out / "feedback" / f"{d['reuploader']}.html"
         assert "superseded" not in page.read_text(encoding="utf-8")
         assert "superseded by" in page.with_name(f"{d['reuploader']}-2.html").read_text(encoding="utf-8")
+
+
+def test_the_lms_row_gets_the_page_named_after_the_student(tmp_path):
+    """Before grading, the file the LMS file will carry gets the plain student id (its feedback page is
+    `<student>.html`); ``--prefer`` moves it."""
+    folder = tmp_path / "Alan Turing_5002_assignsubmission_file"
+    folder.mkdir()
+    old, new = folder / "ch05_transformer.ipynb", folder / "ch05_transformer (1).ipynb"
+    for path in (old, new):
+        path.write_bytes(_sample("lovelace"))
+    (tmp_path / "out" / "feedback").mkdir(parents=True)
+    ids = {s.path: s.student_id for s in batch._submissions([old, new], tmp_path / "out", "ch05_transformer")}
+    assert ids == {new: "Alan-Turing_5002", old: "Alan-Turing_5002-2"}
+    chosen = batch._submissions([old, new], tmp_path / "out", "ch05_transformer", prefer={"ch05_transformer.ipynb"})
+    assert {s.path: s.student_id for s in chosen} == {old: "Alan-Turing_5002", new: "Alan-Turing_5002-2"}

@@ -331,8 +331,13 @@ def _zero_reason(path: pathlib.Path, chapter: str) -> str:
 
 
 def _already_graded(sub: Submission) -> bool:
+    """Whether ``sub``'s result file is of the same contents, under the same student id (a file whose id changed,
+    e.g. with another ``--prefer``, is graded again: its feedback and graded pages are named by the id)."""
     try:
-        return sub.result.exists() and read_result(sub.result).sha256 == sub.sha256
+        if not sub.result.exists():
+            return False
+        done = read_result(sub.result)
+        return done.sha256 == sub.sha256 and done.student_id == sub.student_id
     except (OSError, ValueError):
         return False
 

@@ -12,8 +12,14 @@
   ``Full Name_<participant id>_assignsubmission_file_<uploaded name>``. The participant id is the number of the
   ``Identifier`` column ("Participant 12345") of the assignment's offline grading worksheet.
 
-:func:`parse` reads both (and plain names, which carry no identity); ``ZIP_COLLECT_REGEXP`` is the same rule for
-nbgrader's ``zip_collect`` (used by the shipped ``nbgrader_course/nbgrader_config.py``).
+:func:`parse` reads both (and plain names, which carry no identity) from the LMS's own structure only: the outermost
+Moodle folder, or the first marker of the name; a second marker, inside the student's own file name, names no one
+(it is reported: ``SubmissionName.claims``). ``ZIP_COLLECT_REGEXP`` is the same rule for nbgrader's ``zip_collect``
+(used by the shipped ``nbgrader_course/nbgrader_config.py``).
+
+**One row per student** (:func:`one_per_student`): the instructor's choice, else a notebook of the assignment, else
+the latest submission by the LMS's rule (:data:`RULES`, :func:`newer`); where the download cannot tell, no row is
+guessed.
 
 **Grade files** (one per batch, next to ``grades.csv``):
 
@@ -103,7 +109,7 @@ _COUNTER = re.compile(r" \((\d+)\)(?=\.\w+$|$)")  # Moodle's file picker: a seco
 RULES = {
     CANVAS: "the higher submission id, then the higher re-upload counter (-1, -2 …), then the LATE marker",
     MOODLE: "for two uploads of one file name, the upload counter (x.ipynb, then x (1).ipynb, x (2).ipynb …); "
-    "otherwise the later time of the file in the download (a zip entry's time: the upload's)",
+    "otherwise the later time of the file's entry in the zip (of a folder: the file's time)",
 }
 
 
