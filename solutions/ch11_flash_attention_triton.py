@@ -231,9 +231,7 @@ class LaunchConfig:
     num_stages: int = NUM_STAGES
 
 
-def launch_config(
-    d_k: int, d_v: int, element_size: int, shared_limit: int, *, max_block: int = 128
-) -> LaunchConfig:
+def launch_config(d_k: int, d_v: int, element_size: int, shared_limit: int, *, max_block: int = 128) -> LaunchConfig:
     """The largest square tile of :data:`LAUNCH_TABLE` (at most ``max_block``) that fits, with its warps and stages.
 
     A tile fits when its :func:`forward_shared_memory_bytes` estimate, with the most stages the table allows down to
