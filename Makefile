@@ -5,6 +5,8 @@
 #                 build and its check in headless Chromium (needs: apt-get install chromium chromium-driver)
 #   make grade  - grade the shipped sample submissions into grading_out/
 #   make release-check - build the sdist + wheel into dist/ and check them, the workflows and CITATION.cff
+#   make gpu-check - on a CUDA machine: the cuda-marked tests, chapter 11's kernels' registers/spills/shared memory,
+#                 the GPU benchmarks into benchmarks/results/ (about 10 minutes); without CUDA it says so and exits 0
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -12,7 +14,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup book lint test test-full grade notebooks release-check clean
+.PHONY: setup book lint test test-full grade notebooks release-check gpu-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +99,11 @@ release-check: $(STAMP)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(VENV)/bin/zizmor --offline --no-progress .github/workflows
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.citation-file-format CITATION.cff
+
+# Everything measured on a GPU, in one command (scripts/gpu_check.py; `python -m scripts.gpu_check --list` shows the
+# steps): skips cleanly without CUDA.
+gpu-check: $(STAMP)
+	$(PY) -m scripts.gpu_check
 
 grade: $(STAMP)
 	$(PY) -m autograder grade

@@ -10,8 +10,9 @@ exercises).
 
 Reading order follows the book:
 
-1. the GPU the kernels run on: :data:`SHARED_MEMORY_PER_SM`, :func:`forward_shared_memory_bytes` (why block sizes
-   are powers of two and what bounds them);
+1. the GPU the kernels run on: :data:`SHARED_MEMORY_PER_SM`, :data:`REGISTERS_PER_SM`, :data:`L2_CACHE`,
+   :func:`forward_shared_memory_bytes`, :func:`forward_registers_per_thread` (why block sizes are powers of two and
+   what bounds them), :data:`LAUNCH_TABLE` and :func:`launch_config` (the blocks, warps and stages a launch uses);
 2. :func:`flash_attention_forward_kernel` (one program per block of queries, a loop over blocks of keys with the
    online softmax: Dao 2023, FlashAttention-2, algorithm 1) and its launcher :func:`flash_attention_triton_forward`;
 3. :func:`flash_attention_backward_dkdv_kernel` (one program per block of keys, a loop over blocks of queries) and
@@ -93,7 +94,17 @@ __all__ = [
     "INTERPRETING",
     "SHARED_MEMORY_PER_SM",
     "forward_shared_memory_bytes",
+    "REGISTERS_PER_SM",
+    "MAX_REGISTERS_PER_THREAD",
+    "L2_CACHE",
+    "forward_registers_per_thread",
     "NUM_STAGES",
+    "REGISTER_BUDGET",
+    "LAUNCH_TABLE",
+    "BACKWARD_MAX_BLOCK",
+    "LaunchConfig",
+    "launch_config",
+    "default_config",
     "default_blocks",
     "flash_attention_forward_kernel",
     "flash_attention_triton_forward",
@@ -126,6 +137,14 @@ SHARED_MEMORY_PER_SM = {
     "A100 (sm_80)": {"per_sm": 164 * 1024, "per_block": 163 * 1024},
     "H100 (sm_90)": {"per_sm": 228 * 1024, "per_block": 227 * 1024},
 }
+# The register file (寄存器) of one SM: 65 536 32-bit registers (256 KB) on every compute capability from 5.0 to 9.0,
+# at most 255 per thread (the same table of the CUDA C++ Programming Guide). It is larger than the shared memory of
+# any GPU above: registers are the fastest and, per SM, the largest on-chip memory.
+REGISTERS_PER_SM = 64 * 1024
+MAX_REGISTERS_PER_THREAD = 255
+# The L2 cache in front of HBM, shared by all SMs: NVIDIA's whitepapers (Turing, 2018: 4 MB on the TU104 of a T4;
+# A100, 2020: 40 MB); 50 MB on the H100 SXM5 (Shah et al. 2024, FlashAttention-3, section 2.2).
+L2_CACHE = {"T4 (sm_75)": 4 * 2**20, "A100 (sm_80)": 40 * 2**20, "H100 (sm_90)": 50 * 2**20}
 
 
 def forward_shared_memory_bytes(
@@ -133,13 +152,17 @@ def forward_shared_memory_bytes(
 ) -> int:
     """Estimated shared memory of one program of :func:`flash_attention_forward_kernel`, in bytes.
 
-    ``tl.dot`` reads its operands from shared memory: the program's query tile ``(block_q, d_k)``, and for each step
-    the key and value tiles ``(block_k, d_k)``, ``(block_k, d_v)`` and the probabilities ``(block_q, block_k)``
-    (cast to the inputs' dtype); Triton's software pipeline keeps ``num_stages`` copies of the key and value tiles
-    so that the next ones load while the current ones are multiplied. ``d`` is rounded up to a power of two (at
-    least 16), as the kernel's tiles are. An estimate of the layout, not the compiler's figure: on a GPU, a compiled
-    kernel's ``metadata.shared`` is the exact number, and a launch that needs more than the per-block limit of
-    :data:`SHARED_MEMORY_PER_SM` fails with "out of resource: shared memory".
+    Shared memory holds the tiles that are loaded from HBM: the program's query tile ``(block_q, d_k)`` (loaded once,
+    staged there on its way into the tensor cores' operand layout), and for each step the key and value tiles
+    ``(block_k, d_k)`` and ``(block_k, d_v)``; Triton's software pipeline keeps ``num_stages`` copies of these so that
+    the next ones load while the current ones are multiplied. The score tile ``S``, the probabilities ``P`` and the
+    accumulator are computed, not loaded: they stay in registers. On sm_80 and later the tensor cores' ``mma``
+    instruction takes its operands from registers, and Triton converts ``P`` to that operand layout in registers
+    before the second ``tl.dot`` (FlashAttention-2 keeps ``P`` in registers by design: Dao 2023, section 3.3). ``d``
+    is rounded up to a power of two (at least 16), as the kernel's tiles are. An estimate of the layout, not the
+    compiler's figure: on a GPU, a compiled kernel's ``metadata.shared`` is the exact number (``make gpu-check``
+    reports it), and a launch that needs more than the per-block limit of :data:`SHARED_MEMORY_PER_SM` fails with
+    "out of resource: shared memory".
 
     Args:
         block_q, block_k: queries per program, keys per step (powers of two).
@@ -150,7 +173,27 @@ def forward_shared_memory_bytes(
         Bytes (int).
     """
     dk, dv = _tile_width(d_k), _tile_width(d_v)
-    return element_size * (block_q * dk + num_stages * block_k * (dk + dv) + block_q * block_k)
+    return element_size * (block_q * dk + num_stages * block_k * (dk + dv))
+
+
+def forward_registers_per_thread(block_q: int, block_k: int, d_v: int, num_warps: int) -> int:
+    """32-bit registers per thread that the forward kernel's float32 tiles need at least, spread over its threads.
+
+    The score tile ``S`` (``block_q × block_k``) and the output accumulator (``block_q × d_v``) are float32 values in
+    registers, divided among the ``32 · num_warps`` threads of the program; ``P`` (in the inputs' dtype), the
+    query tile's operand fragments, the row statistics, pointers and masks come on top. A thread has at most
+    :data:`MAX_REGISTERS_PER_THREAD`; what does not fit is *spilled* to local memory (in HBM, behind the caches),
+    which FlashAttention-2 names as what limits the block size (Dao 2023, section 3.3). On a GPU the compiled kernel's
+    ``n_regs`` and ``n_spills`` are the exact figures (``make gpu-check`` reports them).
+
+    Args:
+        block_q, block_k: the tile; d_v: the value width (rounded up as the kernel's tiles are); num_warps: warps
+            per program.
+
+    Returns:
+        Registers per thread (int).
+    """
+    return -(-(block_q * block_k + block_q * _tile_width(d_v)) // (32 * num_warps))
 
 
 def _tile_width(d: int) -> int:
@@ -158,16 +201,96 @@ def _tile_width(d: int) -> int:
     return max(16, triton.next_power_of_2(d))
 
 
-NUM_STAGES = 2  # copies of the key and value tiles in flight on a GPU (Triton's num_stages), as the estimate counts
+NUM_STAGES = 2  # the fewest copies of the key and value tiles that overlap a load with a multiply (Triton's num_stages)
+# The most registers per thread the float32 tiles S and the accumulator may take (forward_registers_per_thread):
+# half of MAX_REGISTERS_PER_THREAD, the other half left for P, the operand fragments, statistics and addresses.
+REGISTER_BUDGET = 128
+
+# Per square tile (block_q = block_k): the warps per program and the most pipeline stages to try. Sources: Triton's
+# tutorial 06-fused-attention autotunes the forward over BLOCK_M in {64, 128}, num_warps in {4, 8} — keeping 8 warps
+# only for 128 × 128 tiles — and num_stages from 3 up (2 with TMA); Triton's default is 4 warps; FlashAttention-2
+# (Dao 2023, section 3.3) uses 4 or 8 warps per thread block and blocks of {64, 128} × {64, 128}, past which
+# registers spill. With 4 warps a 128 × 128 tile would need 128 + 64 float32 registers per thread for S and the
+# accumulator at d = 64 (forward_registers_per_thread), beyond REGISTER_BUDGET; 8 warps halve it.
+LAUNCH_TABLE = {
+    128: {"num_warps": 8, "num_stages": 3},
+    64: {"num_warps": 4, "num_stages": 3},
+    32: {"num_warps": 4, "num_stages": 2},
+    16: {"num_warps": 4, "num_stages": 2},
+}
+BACKWARD_MAX_BLOCK = 64  # the backward holds dK, dV (or dQ) and up to four tiles of S's size (S, P, dP, dS) at once
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """What a launcher passes to a kernel: its blocks and Triton's ``num_warps`` and ``num_stages``."""
+
+    block_q: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = NUM_STAGES
+
+
+def launch_config(d_k: int, d_v: int, element_size: int, shared_limit: int, *, max_block: int = 128) -> LaunchConfig:
+    """The largest square tile of :data:`LAUNCH_TABLE` (at most ``max_block``) that fits, with its warps and stages.
+
+    A tile fits when its :func:`forward_shared_memory_bytes` estimate, with the most stages the table allows down to
+    :data:`NUM_STAGES`, is at most three quarters of ``shared_limit`` (a margin for what the estimate leaves out), and
+    :func:`forward_registers_per_thread` with the table's warps is at most :data:`REGISTER_BUDGET`.
+
+    On a T4 that is 64 × 64 with 4 warps and 2 stages for float16 up to ``d = 64`` and 32 × 32 for float32; on an A100
+    or H100, 128 × 128 with 8 warps and 3 stages for float16 at ``d = 64``.
+
+    Args:
+        d_k, d_v: head widths; element_size: bytes per number; shared_limit: the GPU's shared memory per program
+            (bytes); max_block: the largest tile to consider.
+
+    Returns:
+        A :class:`LaunchConfig`.
+    """
+    for block, entry in LAUNCH_TABLE.items():
+        if block > max_block or forward_registers_per_thread(block, block, d_v, entry["num_warps"]) > REGISTER_BUDGET:
+            continue
+        for stages in range(entry["num_stages"], NUM_STAGES - 1, -1):
+            if forward_shared_memory_bytes(block, block, d_k, d_v, element_size, stages) <= 0.75 * shared_limit:
+                return LaunchConfig(block, block, entry["num_warps"], stages)
+    return LaunchConfig(16, 16, LAUNCH_TABLE[16]["num_warps"], NUM_STAGES)
+
+
+def _shared_limit(device: torch.device | str | None) -> int:
+    index = torch.device(device or "cuda").index
+    try:  # the per-program limit a kernel may opt in to (larger than the 48 KB of the default)
+        return int(
+            triton.runtime.driver.active.utils.get_device_properties(
+                index if index is not None else torch.cuda.current_device()
+            )["max_shared_mem"]
+        )
+    except Exception:  # a driver without the query: the limit every CUDA GPU of compute capability >= 7 has
+        return 48 * 1024
+
+
+def default_config(
+    d_k: int, d_v: int, element_size: int, device: torch.device | str | None = None, *, backward: bool = False
+) -> LaunchConfig:
+    """The launch configuration used when no block sizes are given: :func:`launch_config` for this GPU (the
+    backward's tiles at most :data:`BACKWARD_MAX_BLOCK`); 64 × 64 under the interpreter, which has no such limits.
+
+    Args:
+        d_k, d_v: head widths; element_size: bytes per number; device: the CUDA device (default: the current one);
+        backward: for the backward kernels.
+
+    Returns:
+        A :class:`LaunchConfig`.
+    """
+    if INTERPRETING or not torch.cuda.is_available():
+        return LaunchConfig(64, 64)
+    return launch_config(
+        d_k, d_v, element_size, _shared_limit(device), max_block=BACKWARD_MAX_BLOCK if backward else 128
+    )
 
 
 def default_blocks(d_k: int, d_v: int, element_size: int, device: torch.device | str | None = None) -> tuple[int, int]:
-    """The square block ``(block_q, block_k)`` the launchers use when none is given: the largest of 128, 64, 32, 16
-    whose :func:`forward_shared_memory_bytes` estimate fits in three quarters of the GPU's shared memory per program
-    (a margin for what the estimate leaves out); 64 under the interpreter, which has no such limit.
-
-    On a T4 that is 64 × 64 for float16 up to ``d = 64`` and 32 × 32 for float32; on an A100 or H100, 128 × 128 for
-    float16 at ``d = 64``.
+    """The forward's ``(block_q, block_k)`` of :func:`default_config`.
 
     Args:
         d_k, d_v: head widths; element_size: bytes per number; device: the CUDA device (default: the current one).
@@ -175,24 +298,20 @@ def default_blocks(d_k: int, d_v: int, element_size: int, device: torch.device |
     Returns:
         ``(block_q, block_k)``.
     """
-    if INTERPRETING or not torch.cuda.is_available():
-        return 64, 64
-    index = torch.device(device or "cuda").index
-    try:  # the per-program limit a kernel may opt in to (larger than the 48 KB of the default)
-        limit = triton.runtime.driver.active.utils.get_device_properties(
-            index if index is not None else torch.cuda.current_device()
-        )["max_shared_mem"]
-    except Exception:  # a driver without the query: the limit every CUDA GPU of compute capability >= 7 has
-        limit = 48 * 1024
-    for block in (128, 64, 32):
-        if forward_shared_memory_bytes(block, block, d_k, d_v, element_size, NUM_STAGES) <= 0.75 * limit:
-            return block, block
-    return 16, 16
+    config = default_config(d_k, d_v, element_size, device)
+    return config.block_q, config.block_k
 
 
-def _blocks(q: torch.Tensor, v: torch.Tensor, block_q: int | None, block_k: int | None) -> tuple[int, int]:
-    default_q, default_k = default_blocks(q.shape[-1], v.shape[-1], q.element_size(), q.device)
-    return block_q or default_q, block_k or default_k
+def _config(
+    q: torch.Tensor, v: torch.Tensor, block_q: int | None, block_k: int | None, *, backward: bool = False
+) -> LaunchConfig:
+    """The blocks given, or the default ones; warps from :data:`LAUNCH_TABLE` for the larger block."""
+    default = default_config(q.shape[-1], v.shape[-1], q.element_size(), q.device, backward=backward)
+    if block_q is None and block_k is None:
+        return default
+    bq, bk = block_q or default.block_q, block_k or default.block_k
+    warps = LAUNCH_TABLE.get(max(bq, bk), {"num_warps": 8 if max(bq, bk) > 128 else 4})["num_warps"]
+    return LaunchConfig(bq, bk, warps, NUM_STAGES)
 
 
 def _check_blocks(block_q: int, block_k: int) -> None:
@@ -346,7 +465,8 @@ def flash_attention_triton_forward(
     """
     check_flash_inputs(q, k, v, causal=causal, attention_mask=None)
     _check_device(q, k, v)
-    block_q, block_k = _blocks(q, v, block_q, block_k)
+    config = _config(q, v, block_q, block_k)
+    block_q, block_k = config.block_q, config.block_k
     _check_blocks(block_q, block_k)
     B, H, T_q, d_k = q.shape
     T_k, d_v = k.shape[-2], v.shape[-1]
@@ -358,7 +478,7 @@ def flash_attention_triton_forward(
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         H, T_q, T_k, d_k, d_v, 1.0 / math.sqrt(d_k),
         CAUSAL=causal, BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_DK=_tile_width(d_k), BLOCK_DV=_tile_width(d_v),
-        num_stages=NUM_STAGES,
+        num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
     return o, lse
 
@@ -491,7 +611,8 @@ def flash_attention_backward_dq_kernel(
 
     Grid ``(cdiv(T_q, BLOCK_M), B * H)``: the forward's loop order, so that each program owns its rows of ``dq``
     (FlashAttention-2 itself adds into ``dq`` from the key-block programs with atomic additions; a second kernel
-    avoids them at the price of computing ``S`` and ``dP`` once more). ``dQ = dS K / sqrt(d_k)`` with
+    avoids them at the price of computing ``S`` and ``dP`` once more: seven matrix multiplies instead of the
+    backward's five, ``14 N² d`` FLOPs per head instead of ``10 N² d``). ``dQ = dS K / sqrt(d_k)`` with
     ``dS = P ∘ (dO V^T - D)``, ``P = exp(S - L)`` (Dao 2023, algorithm 2, lines 11–13).
     """
     pid_m = tl.program_id(0)
@@ -593,14 +714,15 @@ def flash_attention_triton_backward(
         )
     do = do.contiguous().to(q.dtype)
     _check_device(q, k, v, do)
-    block_q, block_k = _blocks(q, v, block_q, block_k)
+    config = _config(q, v, block_q, block_k, backward=True)
+    block_q, block_k = config.block_q, config.block_k
     _check_blocks(block_q, block_k)
     D = (do.float() * o.float()).sum(dim=-1).contiguous()  # (B, H, T_q)  algorithm 2, line 4
     lse = lse.float().contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     common = dict(
         CAUSAL=causal, BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_DK=_tile_width(d_k), BLOCK_DV=_tile_width(d_v),
-        num_stages=NUM_STAGES,
+        num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
     (dkdv_kernel or flash_attention_backward_dkdv_kernel)[(triton.cdiv(T_k, block_k), B * H)](
         q, k, v, do, lse, D, dk, dv,

@@ -21,15 +21,23 @@ from solutions.ch03_self_attention import causal_mask
 from solutions.ch10_flash_attention import flash_attention, flash_attention_forward
 from solutions.ch11_flash_attention_triton import (
     INTERPRETING,
+    L2_CACHE,
+    LAUNCH_TABLE,
+    MAX_REGISTERS_PER_THREAD,
+    REGISTER_BUDGET,
+    REGISTERS_PER_SM,
     SHARED_MEMORY_PER_SM,
     TRITON_VERSION,
     FlashAttentionTriton,
+    LaunchConfig,
     count_hbm_traffic,
     flash_attention_triton,
     flash_attention_triton_backward,
     flash_attention_triton_forward,
     flash_forward_traffic,
+    forward_registers_per_thread,
     forward_shared_memory_bytes,
+    launch_config,
     naive_attention_triton,
     naive_traffic,
 )
@@ -221,12 +229,48 @@ def test_counting_needs_the_interpreter():
 
 
 def test_shared_memory_table_and_estimate():
-    """The page's figures: per-SM shared memory of compute capability 7.5 / 8.0 / 9.0 (CUDA C++ Programming Guide)."""
+    """The page's figures: per-SM shared memory of compute capability 7.5 / 8.0 / 9.0 (CUDA C++ Programming Guide),
+    the register file (256 KB per SM, larger than any of them), the L2 sizes of the whitepapers; the estimate counts
+    Q and the staged K, V tiles, not P (which stays in registers)."""
     assert [v["per_sm"] // 1024 for v in SHARED_MEMORY_PER_SM.values()] == [64, 164, 228]
     assert [v["per_block"] // 1024 for v in SHARED_MEMORY_PER_SM.values()] == [64, 163, 227]
-    # float16, d = 64, 64 × 64 tiles, two stages: 8 + 32 + 8 KiB
-    assert forward_shared_memory_bytes(64, 64, 64, 64, element_size=2, num_stages=2) == 48 * 1024
-    assert forward_shared_memory_bytes(16, 16, 4, 6, element_size=4, num_stages=1) == 4 * (16 * 16 * 4)
+    assert REGISTERS_PER_SM * 4 == 256 * 1024 > max(v["per_sm"] for v in SHARED_MEMORY_PER_SM.values())
+    assert [v // 2**20 for v in L2_CACHE.values()] == [4, 40, 50] and list(L2_CACHE) == list(SHARED_MEMORY_PER_SM)
+    # float16, d = 64, 64 × 64 tiles, two stages: Q 8 KiB + 2 × (K 8 + V 8) KiB
+    assert forward_shared_memory_bytes(64, 64, 64, 64, element_size=2, num_stages=2) == 40 * 1024
+    assert forward_shared_memory_bytes(16, 16, 4, 6, element_size=4, num_stages=1) == 4 * (16 * 16 * 3)
+    # the issue's case: 128 × 128 at d = 128 in float16 needs 160 KB and fits an A100's 163 KB per block
+    need = forward_shared_memory_bytes(128, 128, 128, 128, element_size=2, num_stages=2)
+    assert need == 160 * 1024 <= SHARED_MEMORY_PER_SM["A100 (sm_80)"]["per_block"]
+
+
+def test_registers_bound_the_tile_and_the_launch_table_respects_them():
+    """With Triton's default of 4 warps a 128 × 128 tile at d = 64 needs 192 float32 registers per thread for S and the
+    accumulator alone (spilling territory: at most 255 per thread); the table's 8 warps halve it. Every entry of the
+    table keeps S and the accumulator within the budget at d = 64."""
+    assert forward_registers_per_thread(128, 128, 64, num_warps=4) == 192 > REGISTER_BUDGET
+    assert forward_registers_per_thread(128, 128, 64, num_warps=8) == 96 <= REGISTER_BUDGET
+    assert REGISTER_BUDGET < MAX_REGISTERS_PER_THREAD
+    for block, entry in LAUNCH_TABLE.items():
+        assert forward_registers_per_thread(block, block, 64, entry["num_warps"]) <= REGISTER_BUDGET, block
+        assert entry["num_stages"] >= 2
+
+
+@pytest.mark.parametrize(
+    "gpu, d, element_size, forward, backward",
+    [
+        ("T4 (sm_75)", 64, 2, LaunchConfig(64, 64, 4, 2), LaunchConfig(64, 64, 4, 2)),
+        ("T4 (sm_75)", 64, 4, LaunchConfig(32, 32, 4, 2), LaunchConfig(32, 32, 4, 2)),
+        ("A100 (sm_80)", 64, 2, LaunchConfig(128, 128, 8, 3), LaunchConfig(64, 64, 4, 3)),
+        ("A100 (sm_80)", 128, 2, LaunchConfig(64, 64, 4, 3), LaunchConfig(64, 64, 4, 3)),
+        ("H100 (sm_90)", 128, 2, LaunchConfig(128, 128, 8, 2), LaunchConfig(64, 64, 4, 3)),
+    ],
+)
+def test_launch_config_per_gpu(gpu, d, element_size, forward, backward):
+    """What the launchers choose on each GPU of the page's table (its shared memory per program as the limit)."""
+    limit = SHARED_MEMORY_PER_SM[gpu]["per_block"]
+    assert launch_config(d, d, element_size, limit) == forward
+    assert launch_config(d, d, element_size, limit, max_block=64) == backward
 
 
 # ---------------------------------------------------------------- the rest of the course does not need Triton
