@@ -10,6 +10,20 @@ REWRITES: list[Rewrite] = []
 # Whole answers written from scratch, as students write them from the page and the notebook's instructions.
 REWRITES += [
     Rewrite(
+        "the block added through its log-sum-exp",
+        "online_softmax_update",
+        """
+        def online_softmax_update(m, ell, x_block):
+            # ell' = ell * e^(m - m') + e^(LSE(x) - m'): exact in real arithmetic (issue 38: a stable formula that does
+            # not subtract the block's max itself must pass the check of very negative rows)
+            m_new = torch.maximum(m, x_block.amax(dim=-1))
+            shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+            ell_new = ell * torch.exp(m - shift) + torch.exp(torch.logsumexp(x_block, dim=-1) - shift)
+            return m_new, ell_new
+        """,
+        "the block's sum as exp(logsumexp(x) - m'), torch.logsumexp doing the block's own shift",
+    ),
+    Rewrite(
         "own block max, both sides rescaled",
         "online_softmax_update",
         '''
