@@ -1,0 +1,90 @@
+"""The Chinese edition's words for what the pages' code writes besides figures: figure captions (in the code cells'
+`mystnb: figure: caption:` metadata) and the tables and sentences that cells emit as Markdown. Used by the Chinese
+build only (`book/_ext/edition.py`), which translates them as it renders the cached outputs: the English edition
+shows what the code writes, unchanged, and a change here needs no re-execution. Figures' own text is translated in
+the kernel (`book/edition_text.py`).
+
+* `CAPTIONS`: figure name -> (the English caption, its Chinese). The English is checked against the page: a caption
+  changed in English but not here fails the Chinese build (a warning; the build runs with -W).
+* `OUTPUT_TEXT`: one paragraph or table cell of a Markdown output, written as Markdown (code spans in backticks,
+  math in dollars, **bold**), -> its Chinese.
+* `OUTPUT_PATTERNS`: the same for paragraphs and cells built with numbers: a regular expression matched against
+  the whole paragraph or cell -> its Chinese; each group is itself translated (so a phrase inside a sentence can
+  have its own entry) before it is put back.
+"""
+
+from __future__ import annotations
+
+CAPTIONS: dict[str, tuple[str, str]] = {
+    "fig-roadmap": (
+        "The eleven chapters and what each takes from the one before.",
+        "十一章内容，以及每一章从前一章继承了什么。",
+    ),
+    "fig-seq2seq": (
+        "The encoder–decoder of Sutskever et al. (2014): the encoder LSTM reads $x_1 \\dots x_S$, and all the decoder "
+        "ever learns about the source is its final state $v$, the same size for 3 tokens or 30.",
+        "Sutskever et al.（2014）的编码器–解码器：编码器 LSTM 读入 $x_1 \\dots x_S$，而解码器对源句所知的一切只有"
+        "它的最终状态 $v$——无论源句是 3 个词元还是 30 个，$v$ 的大小都一样。",
+    ),
+    "fig-bahdanau-step": (
+        "One decoder step of Bahdanau et al. (2014): the previous state $s_{i-1}$ scores every annotation $h_j$, the "
+        "softmax over $j$ turns the scores $e_{ij}$ into weights $\\alpha_{ij}$, their weighted sum is the context "
+        "$c_i$, and the GRU turns $c_i$, $E y_{i-1}$ and $s_{i-1}$ into $s_i$.",
+        "Bahdanau et al.（2014）的一个解码步：前一个状态 $s_{i-1}$ 给每个注解向量 $h_j$ 打分，对 $j$ 的 softmax 把"
+        "分数 $e_{ij}$ 变成权重 $\\alpha_{ij}$，它们的加权和就是上下文向量 $c_i$，GRU 再把 $c_i$、$E y_{i-1}$ 和 "
+        "$s_{i-1}$ 变成 $s_i$。",
+    ),
+    "fig-qkv": (
+        "Self-attention: three learned maps turn the same tokens $X$ into queries, keys and values; the "
+        "$T_q \\times T_k$ table of scaled scores, softmaxed row by row, weights the rows of $V$.",
+        "自注意力：三个学到的映射把同一组词元 $X$ 变成查询、键和值；缩放后的分数构成一张 $T_q \\times T_k$ 的表，"
+        "逐行做 softmax 之后，用来对 $V$ 的各行加权。",
+    ),
+    "fig-multi-head": (
+        "Multi-head attention: one projection per role, split into $h$ heads of width $d_k = d_\\text{model}/h$, "
+        "chapter 3's attention in every head at once, Concat (`merge_heads`), then $W^O$.",
+        "多头注意力：每种角色一个投影，拆成 $h$ 个宽度为 $d_k = d_\\text{model}/h$ 的头，所有头同时做第 3 章的注意"
+        "力，拼接（`merge_heads`），再乘以 $W^O$。",
+    ),
+    "fig-transformer": (
+        "The Transformer's encoder and decoder layers (post-LN, as in the paper), each repeated $N$ times, with their "
+        "three masks: source padding in the encoder's self-attention and in cross-attention, causal and target "
+        "padding in the decoder's self-attention (dark = may attend, light = masked).",
+        "Transformer 的编码器层和解码器层（与论文一样是 post-LN），各重复 $N$ 次，以及它们的三种掩码：编码器自注意"
+        "力和交叉注意力中的源端填充掩码，解码器自注意力中的因果掩码和目标端填充掩码（深色 = 可以关注，浅色 = 被"
+        "掩码）。",
+    ),
+    "fig-gpt": (
+        "GPT-2: token and position embeddings, $n_\\text{layers}$ pre-LN blocks with causal self-attention, a final "
+        "`ln_f`, and an LM head that shares its weight with `wte`.",
+        "GPT-2：词元嵌入和位置嵌入，$n_\\text{layers}$ 个带因果自注意力的 pre-LN 块，最后的 `ln_f`，以及与 `wte` "
+        "共享权重的语言模型头。",
+    ),
+    "fig-bert": (
+        "BERT's input is the sum of three embeddings per token (token, segment, position), normalised; the encoder "
+        "attends in both directions, and the MLM head predicts the original token at the selected positions (here "
+        "the `[MASK]`).",
+        "BERT 的输入是每个词元三种嵌入（词元、片段、位置）之和，再做归一化；编码器双向关注，MLM 头在选中的位置"
+        "（这里是 `[MASK]`）预测原来的词元。",
+    ),
+    "fig-ch11-memory": (
+        "Where the forward kernel keeps what. HBM holds the inputs and outputs; each program, on one SM, loads its "
+        "query block once and one key/value block per step into shared memory, and keeps the score and probability "
+        "tiles, the running statistics and the accumulator in registers. Only o and the log-sum-exp L go back to "
+        "HBM.",
+        "前向核函数把什么放在哪里。HBM 保存输入和输出；每个程序在一个 SM 上运行，把自己的查询块加载一次、每一步"
+        "把一个键/值块加载到共享内存中，而分数块和概率块、当前的统计量和累加器都留在寄存器里。只有 o 和对数求和"
+        "指数 L 写回 HBM。",
+    ),
+}
+
+OUTPUT_TEXT: dict[str, str] = {
+    # ch11: the benchmark's cell on a machine without a committed GPU measurement
+    "No GPU measurement is committed yet: this page was built on a CPU. On a GPU (Colab's T4 will do), "
+    "`python -m benchmarks.bench_flash_attention_triton` writes the results file this cell reads.": (
+        "仓库里还没有提交 GPU 上的测量结果：本页是在 CPU 上构建的。在 GPU 上（Colab 的 T4 即可）运行 "
+        "`python -m benchmarks.bench_flash_attention_triton`，它会写出本单元读取的结果文件。"
+    ),
+}
+
+OUTPUT_PATTERNS: list[tuple[str, str]] = []
