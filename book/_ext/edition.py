@@ -3,6 +3,10 @@
 The English edition builds from `_config.yml`/`_toc.yml` into `_build/html/`; the Chinese one from
 `_config.zh.yml`/`_toc.zh.yml` (its pages are `book/<stem>.zh.md`, beside the English ones) into `_build/html/zh/`
 (`make book`). `course_edition` ("en" or "zh", set in the edition's config) says which build this is.
+
+The Chinese build also puts what the code writes into Chinese (docs/translating.md): its kernels get
+`ATTENTION_COURSE_EDITION=zh` (their figures' text: book/edition_text.py), the figure captions in the cells' metadata
+and the cells' Markdown outputs are translated from book/_ext/edition_zh_text.py as the pages are read.
 """
 
 from __future__ import annotations
