@@ -208,8 +208,6 @@ OUTPUT_TEXT: dict[str, str] = {
 }
 
 OUTPUT_PATTERNS: list[tuple[str, str]] = [
-    ("(\\d+) BLEU", "\\1 BLEU"),
-    ("(.+) BLEU \\| (.+) exact", "\\1 BLEU | \\2 完全匹配率"),
     ("seed (\\d+)", "种子 \\1"),
     ("answer among the (\\d+) most frequent words", "答案在最常见的 \\1 个词中"),
     ('always "(.+)"', "总是猜“\\1”"),
@@ -218,5 +216,4 @@ OUTPUT_PATTERNS: list[tuple[str, str]] = [
     ("window \\+ global every (\\d+)", "窗口 + 每 \\1 个一个全局词元"),
     ("ALBERT, E = (\\d+)", "ALBERT，E = \\1"),
     ("(.+) \\((\\d+/\\d+) = ([\\d.]+)%\\)", "\\1（\\2 = \\3%）"),
-    ("(.+) \\((.+)\\)", "\\1（\\2）"),
 ]
