@@ -58,8 +58,9 @@ LATIN_ALLOWANCE_PAGES = {
 }
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*(?:-[A-Za-z]+)*")
 _CITATION = re.compile(
-    r"[A-Z][\w'’-]+(?:(?:, | & | and |，)[A-Z][\w'’-]+)*(?: et al\.?)?(?:,|，)? ?(?:19|20)\d\d[a-z]?"
+    r"[A-Z][\w'’-]+(?:(?:, | & | and |，)[A-Z][\w'’-]+)*(?: et al\.?)?(?:,|，)? ?[（(]?(?:19|20)\d\d[a-z]?"
 )
+_ET_AL = re.compile(r"[A-Z][\w'’-]+ et al\.")  # "Bahdanau et al.（2014，图 2）"
 _FULLWIDTH_PARENS = re.compile(r"（[^（）]*）")
 
 
@@ -75,8 +76,9 @@ def latin_words(page_html: str) -> list[str]:
         tag.decompose()
     text = article.get_text(" ")
     text = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$", " ", text, flags=re.S)  # math MathJax has not typeset
-    text = _FULLWIDTH_PARENS.sub(" ", text)
     text = _CITATION.sub(" ", text)
+    text = _ET_AL.sub(" ", text)
+    text = _FULLWIDTH_PARENS.sub(" ", text)
     found = []
     for word in _LATIN_WORD.findall(text):
         bare = word.strip("'’")
