@@ -323,7 +323,7 @@ untranslated: set[str] = set()  # figure strings with English words that have no
 
 def _expand(replacement: str, groups: list[str]) -> str:
     """``replacement`` with each ``\\N`` replaced by ``groups[N - 1]`` and ``\\n`` by a newline."""
-    return re.sub(r"\\(\d|n)", lambda k: "\n" if k.group(1) == "n" else groups[int(k.group(1)) - 1], replacement)
+    return re.sub(r"\\(\d+|n)", lambda k: "\n" if k.group(1) == "n" else groups[int(k.group(1)) - 1], replacement)
 
 
 def figure_text(text: str) -> str:

@@ -187,7 +187,7 @@ def translate_output(md: str, table: dict, patterns: list) -> str | None:
 
 def _expand(replacement: str, groups: list) -> str:
     """``replacement`` with each ``\\N`` replaced by ``groups[N - 1]`` and ``\\n`` by a newline (None: empty)."""
-    return re.sub(r"\\(\d|n)", lambda k: "\n" if k.group(1) == "n" else groups[int(k.group(1)) - 1] or "", replacement)
+    return re.sub(r"\\(\d+|n)", lambda k: "\n" if k.group(1) == "n" else groups[int(k.group(1)) - 1] or "", replacement)
 
 
 def _on_doctree_read(app, doctree):

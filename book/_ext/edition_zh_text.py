@@ -199,6 +199,9 @@ OUTPUT_TEXT: dict[str, str] = {
     "F.sdpa: ms": "F.sdpa：ms",
     "naive: ms": "朴素实现：ms",
     # sentences
+    "none": "无",
+    "no seed range": "没有种子范围",
+    "**Exact match** (sentences translated exactly):": "**完全匹配率**（完全译对的句子）：",
     # ch11: the benchmark's cell on a machine without a committed GPU measurement
     "No GPU measurement is committed yet: this page was built on a CPU. On a GPU (Colab's T4 will do), "
     "`python -m benchmarks.bench_flash_attention_triton` writes the results file this cell reads.": (
@@ -208,6 +211,27 @@ OUTPUT_TEXT: dict[str, str] = {
 }
 
 OUTPUT_PATTERNS: list[tuple[str, str]] = [
+    (
+        "`(\\w+)`: BLEU falls from (\\S+) to (\\S+) tokens in (\\d+) of (\\d+) seeds \\(mean ([-+−\\d.,]+) → ([-+−\\d.,]+)\\); the seeds' range is ([-+−\\d.,]+) BLEU on the whole test set and widest, ([-+−\\d.,]+), in bucket (\\S+)\\.",
+        "`\\1`：从 \\2 个词元到 \\3 个词元，BLEU 在 \\5 个种子中的 \\4 个里下降（均值 \\6 → \\7）；各种子的范围在整个测试集上为 \\8 BLEU，最宽的在 \\10 这一桶，为 \\9。",
+    ),
+    (
+        "Reversal: the worst reversed seed beats the best plain seed in (\\d+) of (\\d+) buckets \\((.*)\\); mean gain on the whole test set ([-+−\\d.,]+) BLEU\\.",
+        "倒序：在 \\2 个桶中的 \\1 个里（\\3），最差的倒序种子也胜过最好的正序种子；在整个测试集上平均提高 \\4 BLEU。",
+    ),
+    (
+        "By source length \\(tokens; n sentences\\), mean over (\\d+) seeds, in brackets the lowest and highest seed\\. \\*\\*BLEU:\\*\\*",
+        "按源句长度（词元数；n 为句子数）分组，\\1 个种子的均值，括号中为最低和最高的种子。**BLEU：**",
+    ),
+    (
+        "`attention` on (\\S+) tokens: worst seed ([-+−\\d.,]+) BLEU, best ([-+−\\d.,]+)\\.",
+        "`attention` 在 \\1 个词元的句子上：最差种子 \\2 BLEU，最好 \\3。",
+    ),
+    (
+        "`(\\w+)` on (\\S+) tokens: best seed ([-+−\\d.,]+) BLEU, ([-+−\\d.,]+) below attention's worst seed — (.+); it keeps (\\S+) of its 9-12-token BLEU\\.",
+        "`\\1` 在 \\2 个词元的句子上：最好种子 \\3 BLEU，比 attention 的最差种子低 \\4——\\5；它保留了自己在 9-12 个词元上 BLEU 的 \\6。",
+    ),
+    ("([-+−\\d.,]+) times the wider of the two models' seed ranges there", "是两个模型在该处种子范围中较宽者的 \\1 倍"),
     ("seed (\\d+)", "种子 \\1"),
     ("answer among the (\\d+) most frequent words", "答案在最常见的 \\1 个词中"),
     ('always "(.+)"', "总是猜“\\1”"),
