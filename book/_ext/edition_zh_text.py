@@ -199,6 +199,10 @@ OUTPUT_TEXT: dict[str, str] = {
     "F.sdpa: ms": "F.sdpa：ms",
     "naive: ms": "朴素实现：ms",
     # sentences
+    "Test accuracy after fine-tuning, one row per seed (the seed draws the pretraining, which sentences are shuffled, the classifier's initialisation and the batches):": "微调后的测试准确率，每个种子一行（种子决定预训练、哪些句子被打乱、分类器的初始化以及批次）：",
+    "Top-1 accuracy at the blank on the test items, with each seed's 95% Wilson interval in brackets (percent):": "测试题目中空白处的 top-1 准确率，括号中是每个种子的 95% Wilson 区间（百分数）：",
+    "Cache per token of one sequence, computed with `kv_cache_bytes` / `mla_cache_bytes` (GQA with 8 kv heads is MHA for the 4-head model):": "一个序列每个词元的缓存，用 `kv_cache_bytes` / `mla_cache_bytes` 计算（对 4 个头的模型而言，8 个键值头的 GQA 就是 MHA）：",
+    "HBM reads + writes (numbers) for one head:": "单个头的 HBM 读 + 写（数的个数）：",
     "none": "无",
     "no seed range": "没有种子范围",
     "**Exact match** (sentences translated exactly):": "**完全匹配率**（完全译对的句子）：",
@@ -211,6 +215,36 @@ OUTPUT_TEXT: dict[str, str] = {
 }
 
 OUTPUT_PATTERNS: list[tuple[str, str]] = [
+    (
+        "Top-1 accuracy on (\\d+) blanks in held-out sentences per seed \\(the seed draws the pretraining of both models and the blanks\\):",
+        "每个种子在留出句子中 \\1 个空白上的 top-1 准确率（种子决定两个模型的预训练和空白位置）：",
+    ),
+    ("One head, N = ([\\d,]+), d = (\\d+), float16, forward:", "单头，N = \\1，d = \\2，float16，前向："),
+    (
+        "DeepSeek-V2 itself \\(60 layers, \\$d_c = 512\\$, \\$d\\^R_h = 64\\$, bf16\\): ([-+−\\d.,]+) KiB per token\\.",
+        "DeepSeek-V2 本身（60 层，$d_c = 512$，$d^R_h = 64$，bf16）：每个词元 \\1 KiB。",
+    ),
+    (
+        "Seeds (\\[.*?\\]) \\(the seed sets the initialisation and the batch order; the data split is fixed\\); torch (\\S+) on (\\S+), one thread; (\\d+) steps of batch (\\d+); Transformer: (.+); label smoothing ([\\d.]+), warm-up (\\d+) steps\\. Quality: mean over the seeds, in brackets the lowest and highest seed; times: one value per seed, in seed order\\.",
+        "种子 \\1（种子决定初始化和批次顺序；数据划分是固定的）；torch \\2，运行在 \\3 上，单线程；\\4 步，批量 \\5；Transformer：\\6；标签平滑 \\7，预热 \\8 步。质量：各种子的均值，括号中为最低和最高的种子；时间：每个种子一个值，按种子顺序排列。",
+    ),
+    (
+        "Chapter 6 model, validation loss \\(nats per character\\) ([\\d.]+); (\\d+) uptraining steps of batch (\\d+) at lr ([\\d.e-]+), once for each of (\\d+) seeds \\(the seed draws the training batches; the pooling itself has no randomness\\); measured (\\S+) \\((.+)\\)\\.",
+        "第 6 章的模型，验证损失（nats/字符）\\1；以学习率 \\4、批量 \\3 继续训练 \\2 步，\\5 个种子各一次（种子决定训练批次；池化本身没有随机性）；测量于 \\6（\\7）。",
+    ),
+    (
+        "At \\$T = ([\\d,]+)\\$ \\(× MHA: median over the rounds of the speed-up against the same round's MHA step\\) — (.+)",
+        "在 $T = \\1$ 时（× MHA：相对同一轮 MHA 解码步的加速比在各轮中的中位数）——\\2",
+    ),
+    (
+        "Measured (\\S+) on (.+?), torch (\\S+), Triton (\\S+); (.+)\\.",
+        "测量于 \\1，设备 \\2，torch \\3，Triton \\4；\\5。",
+    ),
+    (
+        "Measured (\\S+) on (.+?), torch (\\S+), (\\d+) thread; (.+)\\.",
+        "测量于 \\1，机器 \\2，torch \\3，\\4 个线程；\\5。",
+    ),
+    ("Measured (\\S+) on (.+?), torch (\\S+); (.+)\\.", "测量于 \\1，机器 \\2，torch \\3；\\4。"),
     (
         "`(\\w+)`: BLEU falls from (\\S+) to (\\S+) tokens in (\\d+) of (\\d+) seeds \\(mean ([-+−\\d.,]+) → ([-+−\\d.,]+)\\); the seeds' range is ([-+−\\d.,]+) BLEU on the whole test set and widest, ([-+−\\d.,]+), in bucket (\\S+)\\.",
         "`\\1`：从 \\2 个词元到 \\3 个词元，BLEU 在 \\5 个种子中的 \\4 个里下降（均值 \\6 → \\7）；各种子的范围在整个测试集上为 \\8 BLEU，最宽的在 \\10 这一桶，为 \\9。",
