@@ -216,6 +216,12 @@ OUTPUT_TEXT: dict[str, str] = {
 
 OUTPUT_PATTERNS: list[tuple[str, str]] = [
     (
+        "Accuracy at the query, (\\d+) held-out sequences per distance bucket, (.+); chance is 1/(\\d+) = ([\\d.]+)\\. \\$T = (\\d+)\\$, \\$d_\\{model\\} = (\\d+)\\$, (\\d+) layers, (\\d+) heads; (\\d+) steps of (\\d+) sequences, AdamW lr (\\S+)\\. Measured with torch (\\S+) on (\\S+) \\((\\d+) thread, a shared 2-core machine at low priority\\), ([\\d.]+) minutes for (\\d+) seeds?\\.",
+        "查询处的准确率，每个距离分桶 \\1 个留出序列，\\2；随机水平为 1/\\3 = \\4。$T = \\5$，$d_{model} = \\6$，\\7 层，\\8 个头；\\9 步，每步 \\10 个序列，AdamW 学习率 \\11。用 torch \\12 在 \\13 上测量（\\14 个线程，一台低优先级运行的共享双核机器），\\16 个种子共 \\15 分钟。",
+    ),
+    ("mean over seeds (\\[.*\\]) \\[min–max\\]", "种子 \\1 的均值 [最小–最大]"),
+    ("one training seed \\((\\d+)\\): no spread measured", "只有一个训练种子（\\1）：没有测量种子间的波动"),
+    (
         "Top-1 accuracy on (\\d+) blanks in held-out sentences per seed \\(the seed draws the pretraining of both models and the blanks\\):",
         "每个种子在留出句子中 \\1 个空白上的 top-1 准确率（种子决定两个模型的预训练和空白位置）：",
     ),
