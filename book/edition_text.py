@@ -179,6 +179,8 @@ FIGURE_TEXT: dict[str, str] = {
     "standard": "标准实现",
     # more labels, by chapter
     "label-smoothed CE": "标签平滑交叉熵",
+    "kept": "保持原词",
+    "random": "随机词元",
     "CE": "交叉熵",
     "RNNs to attention": "从 RNN 到注意力",
     "the Transformer": "Transformer",
@@ -345,6 +347,7 @@ def figure_text(text: str) -> str:
 
 
 def _translate_figure(fig) -> None:
+    from matplotlib.category import StrCategoryFormatter
     from matplotlib.text import Text
     from matplotlib.ticker import FixedFormatter
 
@@ -353,6 +356,8 @@ def _translate_figure(fig) -> None:
             formatter = axis.get_major_formatter()
             if isinstance(formatter, FixedFormatter):
                 formatter.seq = [figure_text(s) for s in formatter.seq]
+            elif isinstance(formatter, StrCategoryFormatter):  # bars named by strings: the formatter's own copy
+                formatter._units = {figure_text(k): v for k, v in formatter._units.items()}
     for text in fig.findobj(Text):
         s = text.get_text()
         if s:
