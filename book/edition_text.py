@@ -180,6 +180,8 @@ FIGURE_TEXT: dict[str, str] = {
     # more labels, by chapter
     "label-smoothed CE": "标签平滑交叉熵",
     "kept": "保持原词",
+    "scaled scores": "缩放后的分数",
+    "unscaled scores": "未缩放的分数",
     "random": "随机词元",
     "CE": "交叉熵",
     "RNNs to attention": "从 RNN 到注意力",
