@@ -49,7 +49,9 @@ LATIN_NAMES = frozenset(
     autograd Tensor tensor nn Function kernel warp num_warps num_stages tl dot load store
     Multi-Query Grouped-Query Multi-head Latent Attention MQA GQA MLA MHA
     Sutskever Bahdanau Luong Vaswani Devlin Radford Dao Tillet Kung Cox Shazeer Ainslie Child Beltagy Zaheer
-    Kitaev Kaplan Press Su Liu Shah Rabe Staats Milakov Gimelshein Pope Kwon""".split()
+    Kitaev Kaplan Press Su Liu Shah Rabe Staats Milakov Gimelshein Pope Kwon Karpathy Schuster Nakajima Wilson
+    nanoGPT CPython Shakespeare Mamba PagedAttention SQuAD arXiv NeurIPS ICLR ICML ACL EMNLP NAACL
+    True False None NaN inf pre-LN post-LN top-k top-p""".split()
 )
 LATIN_ALLOWANCE = 12  # Latin-script words a Chinese page may show outside code, math, citations and names
 LATIN_ALLOWANCE_PAGES = {
@@ -59,6 +61,9 @@ LATIN_ALLOWANCE_PAGES = {
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*(?:-[A-Za-z]+)*")
 _CITATION = re.compile(
     r"[A-Z][\w'’-]+(?:(?:, | & | and |，)[A-Z][\w'’-]+)*(?: et al\.?)?(?:,|，)? ?[（(]?(?:19|20)\d\d[a-z]?"
+)
+_TITLE = re.compile(
+    r"(?:[A-Z0-9][\w'’:-]*|a|an|the|of|in|on|for|to|and|with|is|are|by|at|as)(?: (?:[A-Z0-9][\w'’:-]*|a|an|the|of|in|on|for|to|and|with|is|are|by|at|as))+[.?]?"
 )
 _ET_AL = re.compile(r"[A-Z][\w'’-]+ et al\.")  # "Bahdanau et al.（2014，图 2）"
 _FULLWIDTH_PARENS = re.compile(r"（[^（）]*）")
@@ -74,6 +79,16 @@ def latin_words(page_html: str) -> list[str]:
         "div.citation, .bibliography, dl.citation, .cell_input, .toggle-details, .sd-tab-set .sd-tab-label"
     ):
         tag.decompose()
+    for tag in article.find_all(["p", "tr", "em", "cite"]):
+        if tag.decomposed:
+            continue
+        text = " ".join(tag.get_text(" ").split())
+        if (
+            (tag.name == "p" and text.startswith("参考文献"))  # a chapter's references: authors, titles, venues
+            or (tag.name == "tr" and text.startswith("论文"))  # the header table's papers
+            or (tag.name in ("em", "cite") and _TITLE.fullmatch(text))  # a paper's or a book's title
+        ):
+            tag.decompose()
     text = article.get_text(" ")
     text = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$", " ", text, flags=re.S)  # math MathJax has not typeset
     text = _CITATION.sub(" ", text)

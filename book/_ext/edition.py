@@ -172,9 +172,12 @@ def _inline_nodes(md: str) -> list:
     return out
 
 
+_PLAIN_QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"'})
+
+
 def translate_output(md: str, table: dict, patterns: list) -> str | None:
     """The Chinese for one paragraph or table cell of a Markdown output (`_inline_markdown`), or None."""
-    key = md.strip()
+    key = md.strip().translate(_PLAIN_QUOTES)  # the doctree has Sphinx's smart quotes, the table the code's
     if key in table:
         return table[key]
     for pattern, replacement in patterns:
@@ -204,7 +207,7 @@ def _on_doctree_read(app, doctree):
             if md is None:
                 continue
             zh = translate_output(md, text.OUTPUT_TEXT, patterns)
-            if zh is not None and zh != md.strip():
+            if zh is not None and zh != md.strip().translate(_PLAIN_QUOTES):
                 paragraph.children = []
                 paragraph.extend(_inline_nodes(zh))
 
