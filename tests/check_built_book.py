@@ -51,14 +51,14 @@ LATIN_NAMES = frozenset(
     Sutskever Bahdanau Luong Vaswani Devlin Radford Dao Tillet Kung Cox Shazeer Ainslie Child Beltagy Zaheer
     Kitaev Kaplan Press Su Liu Shah Rabe Staats Milakov Gimelshein Pope Kwon Karpathy Schuster Nakajima Wilson
     nanoGPT CPython Shakespeare Mamba PagedAttention SQuAD arXiv NeurIPS ICLR ICML ACL EMNLP NAACL
-    True False None NaN inf pre-LN post-LN top-k top-p""".split()
+    True False None NaN inf pre-LN post-LN top-k top-p notebook""".split()
 )
 LATIN_ALLOWANCE = 12  # Latin-script words a Chinese page may show outside code, math, citations and names
 LATIN_ALLOWANCE_PAGES = {
     "glossary.zh": 400,  # its English column: the term every Chinese term translates
     "bibliography.zh": 10_000,  # the references themselves
 }
-_LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*(?:-[A-Za-z]+)*")
+_LATIN_WORD = re.compile(r"[A-Za-z][\w'’]*(?:-\w+)*")  # seq2seq, d_model and bf16 are one word each
 _CITATION = re.compile(
     r"[A-Z][\w'’-]+(?:(?:, | & | and |，)[A-Z][\w'’-]+)*(?: et al\.?)?(?:,|，)? ?[（(]?(?:19|20)\d\d[a-z]?"
 )
@@ -97,10 +97,10 @@ def latin_words(page_html: str) -> list[str]:
     found = []
     for word in _LATIN_WORD.findall(text):
         bare = word.strip("'’")
-        if len(bare) < 2 or bare in LATIN_NAMES or (bare.isupper() and len(bare) >= 2):
+        if len(bare) < 2 or bare in LATIN_NAMES or bare.isupper() or re.search(r"[\d_]", bare):
             continue
         if re.fullmatch(r"[A-Z]+s", bare) or any(part in LATIN_NAMES for part in bare.split("-")):
-            continue  # GPUs, SMs; FlashAttention-2, Multi-Query
+            continue  # GPUs, SMs; FlashAttention-2, Multi-Query (identifiers with digits or _ are code names)
         found.append(bare)
     return found
 

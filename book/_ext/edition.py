@@ -185,6 +185,10 @@ def translate_output(md: str, table: dict, patterns: list) -> str | None:
         if m:
             groups = [g if g is None else (translate_output(g, table, patterns) or g) for g in m.groups()]
             return _expand(replacement, groups)
+    if "; " in key:  # a measurement line: "measured ... on ...; causal mask; median of 7 rounds"
+        parts = [translate_output(part, table, patterns) for part in key.split("; ")]
+        if any(parts):
+            return "；".join(zh or part for zh, part in zip(parts, key.split("; ")))
     return None
 
 

@@ -10,7 +10,8 @@ the kernel (`book/edition_text.py`).
   math in dollars, **bold**), -> its Chinese.
 * `OUTPUT_PATTERNS`: the same for paragraphs and cells built with numbers: a regular expression matched against
   the whole paragraph or cell -> its Chinese; each group is itself translated (so a phrase inside a sentence can
-  have its own entry) before it is put back.
+  have its own entry) before it is put back. A measurement line without an entry is translated part by part
+  between its "; ".
 """
 
 from __future__ import annotations
@@ -199,6 +200,21 @@ OUTPUT_TEXT: dict[str, str] = {
     "F.sdpa: ms": "F.sdpa：ms",
     "naive: ms": "朴素实现：ms",
     # sentences
+    "causal mask": "因果掩码",
+    "forward+backward": "前向 + 反向",
+    "forward + backward": "前向 + 反向",
+    "median of repeated runs": "多次运行的中位数",
+    "ratio = time / torch_mha time": "比值 = 时间 / torch_mha 的时间",
+    "identical tokens checked": "已核对生成的词元完全相同",
+    "one decode step over T cached tokens": "在 T 个已缓存词元上解码一步",
+    "peak RSS of a fresh process above its inputs": "新进程超出其输入的峰值 RSS",
+    "memory = peak of the allocations made during the call (torch.profiler profile_memory events": "内存 = 调用期间所做分配的峰值（torch.profiler 的 profile_memory 事件",
+    "the inputs q, k, v not counted)": "输入 q、k、v 不计在内）",
+    "post-LN (paper), final LayerNorm": "post-LN（论文），最后加 LayerNorm",
+    "F.sdpa: MiB": "F.sdpa：MiB",
+    "F.sdpa: s": "F.sdpa：s",
+    "brackets": "括号匹配",
+    "copy": "复制",
     "Test accuracy after fine-tuning, one row per seed (the seed draws the pretraining, which sentences are shuffled, the classifier's initialisation and the batches):": "微调后的测试准确率，每个种子一行（种子决定预训练、哪些句子被打乱、分类器的初始化以及批次）：",
     "Top-1 accuracy at the blank on the test items, with each seed's 95% Wilson interval in brackets (percent):": "测试题目中空白处的 top-1 准确率，括号中是每个种子的 95% Wilson 区间（百分数）：",
     "Cache per token of one sequence, computed with `kv_cache_bytes` / `mla_cache_bytes` (GQA with 8 kv heads is MHA for the 4-head model):": "一个序列每个词元的缓存，用 `kv_cache_bytes` / `mla_cache_bytes` 计算（对 4 个头的模型而言，8 个键值头的 GQA 就是 MHA）：",
@@ -215,6 +231,46 @@ OUTPUT_TEXT: dict[str, str] = {
 }
 
 OUTPUT_PATTERNS: list[tuple[str, str]] = [
+    ("\\*\\*(\\w+), (\\w+)\\*\\* — (.+)", "**\\1，\\2**——\\3"),
+    (
+        "\\*\\*(\\w+), (\\w+)\\*\\*, time relative to nn\\.MultiheadAttention — (.+)",
+        "**\\1，\\2**，时间相对于 nn.MultiheadAttention——\\3",
+    ),
+    ("\\*\\*(\\w+)\\*\\* — (.+)", "**\\1**——\\2"),
+    (
+        "measured (\\S+) on (\\S+), (\\d+) cores, torch (\\S+), (\\d+) threads?",
+        "测量于 \\1，\\2，\\3 核，torch \\4，\\5 个线程",
+    ),
+    ("median of (\\d+) interleaved rounds", "交替进行的 \\1 轮的中位数"),
+    ("time = median of (\\d+) interleaved rounds", "时间 = 交替进行的 \\1 轮的中位数"),
+    (
+        "chapter 6 sizes \\((\\d+) layers, (\\d+) heads, d_model (\\d+)\\), random weights, greedy, batch (\\d+), prompt (\\d+)",
+        "第 6 章的规模（\\1 层，\\2 个头，d_model \\3），随机权重，贪心解码，批量 \\4，提示 \\5 个词元",
+    ),
+    (
+        "one attention layer, d_model (\\d+), (\\d+) query heads x (\\d+), (\\w+), batch (\\d+)",
+        "一个注意力层，d_model \\1，\\2 个查询头 × \\3，\\4，批量 \\5",
+    ),
+    (
+        "MHA/GQA/MQA = GroupedQueryAttention with ([\\d/]+) kv heads, MLA d_c (\\d+), d_rope (\\d+)",
+        "MHA/GQA/MQA = 键值头数为 \\1 的 GroupedQueryAttention，MLA 的 d_c 为 \\2、d_rope 为 \\3",
+    ),
+    (
+        "median of (\\d+) rounds, each visiting every length and variant \\(rotating order\\)",
+        "\\1 轮的中位数，每轮按轮换的顺序遍历每种长度和变体",
+    ),
+    ("(\\S+), Linux, torch (\\S+), (\\d+) thread\\(s\\)", "\\1，Linux，torch \\2，\\3 个线程"),
+    ("(\\S+), (\\d+) cores \\(shared\\), (\\d+) thread", "\\1，\\2 核（共享），\\3 个线程"),
+    ("(\\S+), (\\d+) cores", "\\1，\\2 核"),
+    (
+        "forward only, no gradients, q/k/v \\((.+?)\\) (\\w+), causal window w = (\\d+)",
+        "只做前向，不求梯度，q/k/v 为 (\\1) \\2，因果窗口 w = \\3",
+    ),
+    ("fastest of (\\d+) runs after a warm-up", "预热之后 \\1 次运行中最快的一次"),
+    ("dense measured up to T = (\\d+)", "稠密版只测到 T = \\1"),
+    ("([-+\\d.]+) points", "\\1 个百分点"),
+    ("(\\S+) exact", "\\1 完全匹配率"),
+    ("(\\w+) \\((\\d+/\\d+) = ([\\d.]+)%\\)", "\\1（\\2 = \\3%）"),
     (
         "Accuracy at the query, (\\d+) held-out sequences per distance bucket, (.+); chance is 1/(\\d+) = ([\\d.]+)\\. \\$T = (\\d+)\\$, \\$d_\\{model\\} = (\\d+)\\$, (\\d+) layers, (\\d+) heads; (\\d+) steps of (\\d+) sequences, AdamW lr (\\S+)\\. Measured with torch (\\S+) on (\\S+) \\((\\d+) thread, a shared 2-core machine at low priority\\), ([\\d.]+) minutes for (\\d+) seeds?\\.",
         "查询处的准确率，每个距离分桶 \\1 个留出序列，\\2；随机水平为 1/\\3 = \\4。$T = \\5$，$d_{model} = \\6$，\\7 层，\\8 个头；\\9 步，每步 \\10 个序列，AdamW 学习率 \\11。用 torch \\12 在 \\13 上测量（\\14 个线程，一台低优先级运行的共享双核机器），\\16 个种子共 \\15 分钟。",
