@@ -65,6 +65,7 @@ _CITATION = re.compile(
 _TITLE = re.compile(
     r"(?:[A-Z0-9][\w'’:-]*|a|an|the|of|in|on|for|to|and|with|is|are|by|at|as)(?: (?:[A-Z0-9][\w'’:-]*|a|an|the|of|in|on|for|to|and|with|is|are|by|at|as))+[.?]?"
 )
+_REFERENCE = re.compile(r"[A-Z][^()（）]{0,200}\((?:19|20)\d\d[a-z]?\)\. ")
 _ET_AL = re.compile(r"[A-Z][\w'’-]+ et al\.")  # "Bahdanau et al.（2014，图 2）"
 _FULLWIDTH_PARENS = re.compile(r"（[^（）]*）")
 
@@ -79,12 +80,13 @@ def latin_words(page_html: str) -> list[str]:
         "div.citation, .bibliography, dl.citation, .cell_input, .toggle-details, .sd-tab-set .sd-tab-label"
     ):
         tag.decompose()
-    for tag in article.find_all(["p", "tr", "em", "cite"]):
+    for tag in article.find_all(["p", "li", "tr", "em", "cite"]):
         if tag.decomposed:
             continue
         text = " ".join(tag.get_text(" ").split())
         if (
             (tag.name == "p" and text.startswith("参考文献"))  # a chapter's references: authors, titles, venues
+            or (tag.name in ("p", "li") and _REFERENCE.match(text))  # one reference: "Dao, Fu ... (2022). Title."
             or (tag.name == "tr" and text.startswith("论文"))  # the header table's papers
             or (tag.name in ("em", "cite") and _TITLE.fullmatch(text))  # a paper's or a book's title
         ):
