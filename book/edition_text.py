@@ -180,6 +180,15 @@ FIGURE_TEXT: dict[str, str] = {
     # more labels, by chapter
     "label-smoothed CE": "标签平滑交叉熵",
     "kept": "保持原词",
+    "blocked": "分块",
+    "dense": "稠密",
+    "copy": "复制",
+    "brackets": "括号匹配",
+    "from scratch": "从头训练",
+    "pretrained": "预训练",
+    "lean": "精简版",
+    "module": "模块版",
+    "store": "写回",
     "scaled scores": "缩放后的分数",
     "unscaled scores": "未缩放的分数",
     "random": "随机词元",
@@ -303,7 +312,7 @@ FIGURE_PATTERNS: list[tuple[str, str]] = [
     (r"(\w+) masking", r"\1 掩码"),
     # ch08
     (r"one attention layer, (\w+)", r"一个注意力层，\1"),
-    (r"(\w+) step", r"\1 解码步"),
+    (r"(\w+) step", r"\1解码步"),
     # ch09
     (r"window \+ global every (\d+)", r"窗口 + 每 \1 个一个全局词元"),
     (r"pairs kept: (\d+) of (\d+)", r"保留的对：\2 对中的 \1 对"),
@@ -320,7 +329,7 @@ FIGURE_PATTERNS: list[tuple[str, str]] = [
     (r"(.+) \((.+)\)", r"\1（\2）"),
 ]
 
-_PATTERNS = [(re.compile(p), r) for p, r in FIGURE_PATTERNS]
+_PATTERNS = [(re.compile(p, re.S), r) for p, r in FIGURE_PATTERNS]
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 untranslated: set[str] = set()  # figure strings with English words that have no entry (for the maintainer)
 
