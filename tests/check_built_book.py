@@ -51,9 +51,9 @@ LATIN_NAMES = frozenset(
     Sutskever Bahdanau Luong Vaswani Devlin Radford Dao Tillet Kung Cox Shazeer Ainslie Child Beltagy Zaheer
     Kitaev Kaplan Press Su Liu Shah Rabe Staats Milakov Gimelshein Pope Kwon Karpathy Schuster Nakajima Wilson
     nanoGPT CPython Shakespeare Mamba PagedAttention SQuAD arXiv NeurIPS ICLR ICML ACL EMNLP NAACL
-    True False None NaN inf pre-LN post-LN top-k top-p notebook""".split()
+    True False None NaN inf pre-LN post-LN top-k top-p notebook torch cpu cuda""".split()
 )
-LATIN_ALLOWANCE = 12  # Latin-script words a Chinese page may show outside code, math, citations and names
+LATIN_ALLOWANCE = 15  # Latin-script words a Chinese page may show outside code, math, citations and names
 LATIN_ALLOWANCE_PAGES = {
     "glossary.zh": 400,  # its English column: the term every Chinese term translates
     "bibliography.zh": 10_000,  # the references themselves
@@ -101,8 +101,8 @@ def latin_words(page_html: str) -> list[str]:
         bare = word.strip("'’")
         if len(bare) < 2 or bare in LATIN_NAMES or bare.isupper() or re.search(r"[\d_]", bare):
             continue
-        if re.fullmatch(r"[A-Z]+s", bare) or any(part in LATIN_NAMES for part in bare.split("-")):
-            continue  # GPUs, SMs; FlashAttention-2, Multi-Query (identifiers with digits or _ are code names)
+        if re.fullmatch(r"[A-Z]+s", bare) or any(p in LATIN_NAMES or p.isupper() for p in bare.split("-")):
+            continue  # GPUs, SMs; FlashAttention-2, BERT-base (identifiers with digits or _ are code names)
         found.append(bare)
     return found
 
