@@ -177,6 +177,24 @@ FIGURE_TEXT: dict[str, str] = {
     "HBM reads + writes (MiB)": "HBM 读 + 写（MiB）",
     "queries per program B": "每个程序的查询数 B",
     "standard": "标准实现",
+    # labels with math: the math written as plain text (mathtext cannot draw CJK)
+    "SM 0: one program\nshared memory: $Q_i$, $K_j$, $V_j$\nregisters: $S_{ij}$, $P_{ij}$, $m_i$, $\\ell_i$, acc": (
+        "SM 0：一个程序\n共享内存：Qᵢ、Kⱼ、Vⱼ\n寄存器：Sᵢⱼ、Pᵢⱼ、mᵢ、ℓᵢ、acc"
+    ),
+    "each sublayer adds to the\nresidual stream:\n$x \\leftarrow x + f(\\mathrm{LN}(x))$": "每个子层都加到\n残差流上：\nx ← x + f(LN(x))",
+    "causal mask\nquery $i$ sees keys $j \\leq i$": "因果掩码\n查询 i 看到键 j ≤ i",
+    "tokens $x_1 \\dots x_T$": "词元 x₁ … x_T",
+    "encoder: $n_\\mathrm{layers}$ post-LN layers, no causal mask": "编码器：n_layers 个 post-LN 层，无因果掩码",
+    "dense + GELU + LayerNorm, then\nscores with $E_\\mathrm{token}^\\top$ (tied) + bias": (
+        "dense + GELU + LayerNorm，\n再用 E_tokenᵀ（绑定）+ 偏置打分"
+    ),
+    "cached latent $c^{KV}$": "缓存的潜在向量 c^KV",
+    "rotary key $k^R$": "旋转键 k^R",
+    "blue: query heads   orange: what the cache stores   green: keys/values rebuilt from the latent\n"
+    "dotted: the one rotary key $k^R$ is part of every head's key": (
+        "蓝色：查询头   橙色：缓存中存的内容   绿色：由潜在向量重建的键/值\n虚线：唯一的旋转键 k^R 是每个头的键的一部分"
+    ),
+    "weights $\\mathrm{softmax}(QK^\\top/\\sqrt{d_k})$, $(T_q, T_k)$": "权重 softmax(QKᵀ/√d_k)，(T_q, T_k)",
     # more labels, by chapter
     "label-smoothed CE": "标签平滑交叉熵",
     "kept": "保持原词",
