@@ -28,7 +28,8 @@ setup: $(STAMP)
 # --all re-reads every page (execution stays cached in _build/.jupyter_cache), so a page's warnings recur on every
 # build: a failed build cannot turn green by being run again unchanged.
 # The Chinese edition (中文版, book/*.zh.md) builds from _config.zh.yml/_toc.zh.yml and lands in _build/html/zh/; its
-# code cells are the English pages', so the execution cache serves both.
+# code cells are the English pages', but its kernels draw the figures in Chinese (book/edition_text.py), so it keeps
+# its own execution cache (_build/.jupyter_cache_zh); captions and the cells' tables are translated as it renders.
 book: $(STAMP)
 	$(VENV)/bin/jupyter-book build . --all -W --keep-going
 	$(VENV)/bin/jupyter-book build . --config _config.zh.yml --toc _toc.zh.yml --path-output _build/zh --all -W --keep-going

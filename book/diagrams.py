@@ -19,10 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import edition_text
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import FancyBboxPatch, Patch, Rectangle
+
+# In the Chinese edition's kernels (ATTENTION_COURSE_EDITION=zh) every figure the page draws is drawn in Chinese
+# (book/edition_text.py); in the English edition this does nothing.
+edition_text.install()
 
 SMALL = 9  # points: the smallest text size of book/figures.mplstyle (tick and legend labels)
 MAX_WIDTH = 6.8  # inches: the text column at the style's dpi, shown 1:1

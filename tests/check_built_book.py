@@ -5,11 +5,23 @@ Run by `make test` after the build as `python -m tests.check_built_book` (a page
 e.g. because a non-inline matplotlib backend was forced — still builds without warnings, so the build alone does
 not catch it; neither does it catch a cell whose last line returns an object, which Jupyter then prints as
 ``<matplotlib.legend.Legend at 0x7f...>`` or ``<Figure size 640x480 with 1 Axes>``).
+
+The Chinese edition (`_build/html/zh/`) is held to Chinese: on every built Chinese page the check counts the
+Latin-script words a reader meets in the article outside code (`<pre>`, `<code>`: code cells, printed output,
+code spans), math, citations ("Dao et al. 2022"), the English names a Chinese term is introduced with
+("核函数（kernel）": text in full-width parentheses), acronyms (GPU, HBM, LSTM) and the proper names and
+standard symbols of `LATIN_NAMES` (PyTorch, Triton, softmax ...), and fails a page with more than
+`LATIN_ALLOWANCE` words (`LATIN_ALLOWANCE_PAGES` for the pages that list English by design: the glossary's English
+column, the bibliography's entries). So English cannot creep back into figure captions, tables that code cells
+emit, generated sentences or prose. `python -m tests.check_built_book --latin` prints every page's count and words.
 """
 
+import collections
 import pathlib
 import re
 import sys
+
+from bs4 import BeautifulSoup
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # an object's default repr, or matplotlib's Figure repr, as it appears (escaped) in a built page
@@ -21,6 +33,95 @@ LEAKED_REPR = re.compile(
 def leaked_reprs(html: str) -> list[str]:
     """The object reprs printed in ``html`` (a built page), in order."""
     return LEAKED_REPR.findall(html)
+
+
+# Names and symbols that Chinese technical prose writes in Latin letters (case-sensitive; acronyms in capitals of
+# two or more letters are names already): software, models and papers' systems, units, and the standard functions.
+LATIN_NAMES = frozenset(
+    """PyTorch Triton Transformer Transformers FlashAttention Tensor Jupyter Colab Python NumPy numpy Numba
+    GitHub Gradescope Canvas Moodle LMS Sphinx MathJax Chromium Jupyter-Book Hugging Face HuggingFace Kaggle Linux
+    Ampere Hopper Turing Volta Blackwell NVIDIA Nvidia Tesla Google Meta OpenAI DeepSeek Mistral LLaMA Llama
+    Longformer BigBird Reformer Performer Linformer Sparse ELMo RoBERTa ALBERT DistilBERT XLNet ViT
+    Adam AdamW LayerNorm BatchNorm RMSNorm GELU ReLU SwiGLU Dropout Seq2seq seq2seq WordPiece SentencePiece
+    softmax logsumexp tanh sigmoid sin cos exp log max min argmax sqrt diag mask logits logit token tokens
+    float float16 float32 bfloat16 fp16 fp32 bf16 int8 TF32 tf32 nats nat bits bit bytes byte
+    MiB GiB KiB MB GB KB TB ms GHz TFLOPS FLOPs FLOP FLOPS TB/s GB/s
+    autograd Tensor tensor nn Function kernel warp num_warps num_stages tl dot load store
+    Multi-Query Grouped-Query Multi-head Latent Attention MQA GQA MLA MHA
+    Sutskever Bahdanau Luong Vaswani Devlin Radford Dao Tillet Kung Cox Shazeer Ainslie Child Beltagy Zaheer
+    Kitaev Kaplan Press Su Liu Shah Rabe Staats Milakov Gimelshein Pope Kwon Karpathy Schuster Nakajima Wilson
+    nanoGPT CPython Shakespeare Mamba PagedAttention SQuAD arXiv NeurIPS ICLR ICML ACL EMNLP NAACL
+    True False None NaN inf pre-LN post-LN top-k top-p notebook torch cpu cuda""".split()
+)
+LATIN_ALLOWANCE = 15  # Latin-script words a Chinese page may show outside code, math, citations and names
+LATIN_ALLOWANCE_PAGES = {
+    "glossary.zh": 400,  # its English column: the term every Chinese term translates
+    "bibliography.zh": 10_000,  # the references themselves
+}
+_LATIN_WORD = re.compile(r"[A-Za-z][\w'’]*(?:-\w+)*")  # seq2seq, d_model and bf16 are one word each
+_CITATION = re.compile(
+    r"[A-Z][\w'’-]+(?:(?:, | & | and |，)[A-Z][\w'’-]+)*(?: et al\.?)?(?:,|，)? ?[（(]?(?:19|20)\d\d[a-z]?"
+)
+_TITLE = re.compile(
+    r"(?:[A-Z0-9][\w'’:-]*|a|an|the|of|in|on|for|to|and|with|is|are|by|at|as)(?: (?:[A-Z0-9][\w'’:-]*|a|an|the|of|in|on|for|to|and|with|is|are|by|at|as))+[.?]?"
+)
+_REFERENCE = re.compile(r"[A-Z][^()（）]{0,200}\((?:19|20)\d\d[a-z]?\)\. ")
+_ET_AL = re.compile(r"[A-Z][\w'’-]+ et al\.")  # "Bahdanau et al.（2014，图 2）"
+_FULLWIDTH_PARENS = re.compile(r"（[^（）]*）")
+
+
+def latin_words(page_html: str) -> list[str]:
+    """The Latin-script words of a built Chinese page that are neither code, math, a citation, an English name in
+    full-width parentheses, an acronym nor one of `LATIN_NAMES`, in order."""
+    soup = BeautifulSoup(page_html, "html.parser")
+    article = soup.find("article") or soup
+    for tag in article.select(
+        "pre, code, kbd, .math, .MathJax, mjx-container, script, style, .edition-switch, .headerlink, "
+        "div.citation, .bibliography, dl.citation, .cell_input, .toggle-details, .sd-tab-set .sd-tab-label"
+    ):
+        tag.decompose()
+    for tag in article.find_all(["p", "li", "tr", "em", "cite"]):
+        if tag.decomposed:
+            continue
+        text = " ".join(tag.get_text(" ").split())
+        if (
+            (tag.name == "p" and text.startswith("参考文献"))  # a chapter's references: authors, titles, venues
+            or (tag.name in ("p", "li") and _REFERENCE.match(text))  # one reference: "Dao, Fu ... (2022). Title."
+            or (tag.name == "tr" and text.startswith("论文"))  # the header table's papers
+            or (tag.name in ("em", "cite") and _TITLE.fullmatch(text))  # a paper's or a book's title
+        ):
+            tag.decompose()
+    text = article.get_text(" ")
+    text = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$", " ", text, flags=re.S)  # math MathJax has not typeset
+    text = _CITATION.sub(" ", text)
+    text = _ET_AL.sub(" ", text)
+    text = _FULLWIDTH_PARENS.sub(" ", text)
+    found = []
+    for word in _LATIN_WORD.findall(text):
+        bare = word.strip("'’")
+        if len(bare) < 2 or bare in LATIN_NAMES or bare.isupper() or re.search(r"[\d_]", bare):
+            continue
+        if re.fullmatch(r"[A-Z]+s", bare) or any(p in LATIN_NAMES or p.isupper() for p in bare.split("-")):
+            continue  # GPUs, SMs; FlashAttention-2, BERT-base (identifiers with digits or _ are code names)
+        found.append(bare)
+    return found
+
+
+def chinese_pages_with_english(html_root: pathlib.Path) -> tuple[dict[str, list[str]], list[str]]:
+    """Every built Chinese page's Latin words (`latin_words`), and the problems: pages over their allowance."""
+    counts = {}
+    problems = []
+    for page in sorted((html_root / "zh" / "book").glob("*.zh.html")):
+        words = latin_words(page.read_text())
+        counts[page.stem] = words
+        allowance = LATIN_ALLOWANCE_PAGES.get(page.stem, LATIN_ALLOWANCE)
+        if len(words) > allowance:
+            common = ", ".join(f"{w} ×{n}" for w, n in collections.Counter(words).most_common(8))
+            problems.append(
+                f"{page.relative_to(html_root.parent.parent)} shows {len(words)} English words outside code, math and names "
+                f"(allowed: {allowance}); most common: {common}"
+            )
+    return counts, problems
 
 
 def main() -> int:
@@ -39,11 +140,20 @@ def main() -> int:
     for page in sorted(html_dir.glob("*.html")) + sorted((ROOT / "_build" / "html").glob("*.html")):
         for found in leaked_reprs(page.read_text()):
             problems.append(f"{page.relative_to(ROOT)} prints {found} (end the cell with plt.show() or ';')")
+    reprs = len(problems) - missing
+    counts, english = chinese_pages_with_english(ROOT / "_build" / "html")
+    if not counts:
+        english = ["_build/html/zh/book has no Chinese page (the Chinese edition was not built)"]
+    problems += english
+    if "--latin" in sys.argv:
+        for stem, words in counts.items():
+            print(f"{stem}: {len(words)}  {' '.join(words)}")
     for p in problems:
         print("BOOK:", p)
     print(
         f"built book: {len(pages) - missing} of {len(pages)} chapter pages have executed figures; "
-        f"{len(problems) - missing} printed object repr(s)"
+        f"{reprs} printed object repr(s); {len(counts) - len(english)} of {len(counts)} Chinese pages within "
+        f"their allowance of English words"
     )
     return 1 if problems else 0
 

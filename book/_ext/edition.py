@@ -3,14 +3,22 @@
 The English edition builds from `_config.yml`/`_toc.yml` into `_build/html/`; the Chinese one from
 `_config.zh.yml`/`_toc.zh.yml` (its pages are `book/<stem>.zh.md`, beside the English ones) into `_build/html/zh/`
 (`make book`). `course_edition` ("en" or "zh", set in the edition's config) says which build this is.
+
+The Chinese build also puts what the code writes into Chinese (docs/translating.md): its kernels get
+`ATTENTION_COURSE_EDITION=zh` (their figures' text: book/edition_text.py), the figure captions in the cells' metadata
+and the cells' Markdown outputs are translated from book/_ext/edition_zh_text.py as the pages are read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import os
 import pathlib
 import re
 import shutil
+
+EDITION_VARIABLE = "ATTENTION_COURSE_EDITION"  # read by the pages' kernels (book/edition_text.py)
 
 
 def counterpart(pagename: str, edition: str) -> str:
@@ -90,9 +98,134 @@ def to_chinese_links(text: str, exists) -> str:
     )
 
 
+_CAPTION = re.compile(r"^(\s*caption: )'((?:[^']|'')*)'(\s*\n\s*name: )([\w-]+)", re.M)
+
+
+def to_chinese_captions(text: str, captions, warn) -> str:
+    """A Chinese page's figure captions in Chinese: the code cells' `mystnb: figure:` metadata carries the English
+    caption (the cells are the English page's), replaced here by ``captions[name]`` = (English, Chinese) when the
+    English matches; ``warn(message)`` for a figure whose caption has no translation or whose English changed."""
+
+    def replace(m: re.Match) -> str:
+        english = " ".join(m.group(2).replace("''", "'").split())
+        entry = captions.get(m.group(4))
+        if entry is None:
+            warn(f"figure {m.group(4)}: its caption has no Chinese in book/_ext/edition_zh_text.py (CAPTIONS)")
+            return m.group(0)
+        if " ".join(entry[0].split()) != english:
+            warn(
+                f"figure {m.group(4)}: its English caption changed; update its Chinese in book/_ext/edition_zh_text.py"
+            )
+            return m.group(0)
+        return m.group(1) + "'" + entry[1].replace("'", "''") + "'" + m.group(3) + m.group(4)
+
+    return _CAPTION.sub(replace, text)
+
+
+def _inline_markdown(node) -> str | None:
+    """A paragraph's inline content as Markdown (text, `code`, **bold**, *emphasis*, $math$), or None for content
+    this does not write back (links, images ...)."""
+    from docutils import nodes
+
+    parts = []
+    for child in node.children:
+        if isinstance(child, nodes.Text):
+            parts.append(str(child))
+        elif isinstance(child, nodes.literal):
+            parts.append(f"`{child.astext()}`")
+        elif isinstance(child, nodes.math):
+            parts.append(f"${child.astext()}$")
+        elif isinstance(child, (nodes.strong, nodes.emphasis)):
+            inner = _inline_markdown(child)
+            if inner is None:
+                return None
+            mark = "**" if isinstance(child, nodes.strong) else "*"
+            parts.append(mark + inner + mark)
+        else:
+            return None
+    return "".join(parts)
+
+
+_INLINE = re.compile(r"`([^`]+)`|\*\*(.+?)\*\*|\$([^$]+)\$|\*([^*]+)\*")
+
+
+def _inline_nodes(md: str) -> list:
+    """The inverse of `_inline_markdown` for the Markdown it writes."""
+    from docutils import nodes
+
+    out: list = []
+    pos = 0
+    for m in _INLINE.finditer(md):
+        if m.start() > pos:
+            out.append(nodes.Text(md[pos : m.start()]))
+        if m.group(1) is not None:
+            out.append(nodes.literal(m.group(1), m.group(1)))
+        elif m.group(2) is not None:
+            out.append(nodes.strong("", "", *_inline_nodes(m.group(2))))
+        elif m.group(3) is not None:
+            out.append(nodes.math(m.group(3), m.group(3)))
+        else:
+            out.append(nodes.emphasis("", "", *_inline_nodes(m.group(4))))
+        pos = m.end()
+    if pos < len(md):
+        out.append(nodes.Text(md[pos:]))
+    return out
+
+
+_PLAIN_QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"'})
+
+
+def translate_output(md: str, table: dict, patterns: list) -> str | None:
+    """The Chinese for one paragraph or table cell of a Markdown output (`_inline_markdown`), or None."""
+    key = md.strip().translate(_PLAIN_QUOTES)  # the doctree has Sphinx's smart quotes, the table the code's
+    if key in table:
+        return table[key]
+    for pattern, replacement in patterns:
+        m = pattern.fullmatch(key)
+        if m:
+            groups = [g if g is None else (translate_output(g, table, patterns) or g) for g in m.groups()]
+            return _expand(replacement, groups)
+    if "; " in key:  # a measurement line: "measured ... on ...; causal mask; median of 7 rounds"
+        parts = [translate_output(part, table, patterns) for part in key.split("; ")]
+        if any(parts):
+            return "；".join(zh or part for zh, part in zip(parts, key.split("; ")))
+    return None
+
+
+def _expand(replacement: str, groups: list) -> str:
+    """``replacement`` with each ``\\N`` replaced by ``groups[N - 1]`` and ``\\n`` by a newline (None: empty)."""
+    return re.sub(r"\\(\d+|n)", lambda k: "\n" if k.group(1) == "n" else groups[int(k.group(1)) - 1] or "", replacement)
+
+
+def _on_doctree_read(app, doctree):
+    """A Chinese page's Markdown outputs (tables and sentences that code cells emit) in Chinese."""
+    if app.config.course_edition != "zh":
+        return
+    import edition_zh_text as text
+    from docutils import nodes
+
+    patterns = [(re.compile(p, re.S), r) for p, r in text.OUTPUT_PATTERNS]
+    for output in doctree.findall(lambda n: isinstance(n, nodes.Element) and "cell_output" in n.get("classes", [])):
+        for paragraph in list(output.findall(nodes.paragraph)):
+            md = _inline_markdown(paragraph)
+            if md is None:
+                continue
+            zh = translate_output(md, text.OUTPUT_TEXT, patterns)
+            if zh is not None and zh != md.strip().translate(_PLAIN_QUOTES):
+                paragraph.children = []
+                paragraph.extend(_inline_nodes(zh))
+
+
 def _on_source_read(app, docname, source):
     if app.config.course_edition != "zh" or not docname.endswith(".zh"):
         return
+    import edition_zh_text
+    from sphinx.util import logging
+
+    logger = logging.getLogger(__name__)
+    source[0] = to_chinese_captions(
+        source[0], edition_zh_text.CAPTIONS, lambda message: logger.warning(message, location=docname)
+    )
     here = (pathlib.Path(app.srcdir) / docname).parent
     root = pathlib.Path(app.srcdir)
 
@@ -103,9 +236,32 @@ def _on_source_read(app, docname, source):
     source[0] = to_chinese_links(source[0], exists)
 
 
+def _on_config_inited(app, config):
+    """The Chinese build's kernels learn that they draw for the Chinese edition (their figures' text comes from
+    book/edition_text.py), and its execution cache — separate from the English one (`execute.cache` in
+    _config.zh.yml), since the same code draws different figures — is emptied when that table changed: the cache
+    knows only the cells' code."""
+    if config.course_edition != "zh":
+        return
+    os.environ[EDITION_VARIABLE] = "zh"
+    cache = pathlib.Path(getattr(config, "nb_execution_cache_path", "") or "")
+    if not cache.name or "zh" not in cache.name:
+        return  # not a cache of the Chinese edition's own: leave it alone
+    cache = cache if cache.is_absolute() else pathlib.Path(app.srcdir) / cache
+    table = pathlib.Path(app.srcdir) / "book" / "edition_text.py"
+    digest = hashlib.sha256(table.read_bytes()).hexdigest() if table.exists() else ""
+    stamp = cache.with_name(cache.name + ".edition_text.sha256")
+    if not stamp.exists() or stamp.read_text().strip() != digest:
+        shutil.rmtree(cache, ignore_errors=True)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(digest + "\n")
+
+
 def setup(app):
     app.add_config_value("course_edition", "en", "html")
+    app.connect("config-inited", _on_config_inited, priority=100)
     app.connect("html-page-context", _on_page_context)
     app.connect("html-page-context", _on_page_context_early, priority=400)
     app.connect("source-read", _on_source_read)
+    app.connect("doctree-read", _on_doctree_read)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

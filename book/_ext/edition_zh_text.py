@@ -1,0 +1,339 @@
+"""The Chinese edition's words for what the pages' code writes besides figures: figure captions (in the code cells'
+`mystnb: figure: caption:` metadata) and the tables and sentences that cells emit as Markdown. Used by the Chinese
+build only (`book/_ext/edition.py`), which translates them as it renders the cached outputs: the English edition
+shows what the code writes, unchanged, and a change here needs no re-execution. Figures' own text is translated in
+the kernel (`book/edition_text.py`).
+
+* `CAPTIONS`: figure name -> (the English caption, its Chinese). The English is checked against the page: a caption
+  changed in English but not here fails the Chinese build (a warning; the build runs with -W).
+* `OUTPUT_TEXT`: one paragraph or table cell of a Markdown output, written as Markdown (code spans in backticks,
+  math in dollars, **bold**), -> its Chinese.
+* `OUTPUT_PATTERNS`: the same for paragraphs and cells built with numbers: a regular expression matched against
+  the whole paragraph or cell -> its Chinese; each group is itself translated (so a phrase inside a sentence can
+  have its own entry) before it is put back. A measurement line without an entry is translated part by part
+  between its "; ".
+"""
+
+from __future__ import annotations
+
+CAPTIONS: dict[str, tuple[str, str]] = {
+    "fig-roadmap": (
+        "The eleven chapters and what each takes from the one before.",
+        "十一章内容，以及每一章从前一章继承了什么。",
+    ),
+    "fig-seq2seq": (
+        "The encoder–decoder of Sutskever et al. (2014): the encoder LSTM reads $x_1 \\dots x_S$, and all the decoder "
+        "ever learns about the source is its final state $v$, the same size for 3 tokens or 30.",
+        "Sutskever et al.（2014）的编码器–解码器：编码器 LSTM 读入 $x_1 \\dots x_S$，而解码器对源句所知的一切只有"
+        "它的最终状态 $v$——无论源句是 3 个词元还是 30 个，$v$ 的大小都一样。",
+    ),
+    "fig-bahdanau-step": (
+        "One decoder step of Bahdanau et al. (2014): the previous state $s_{i-1}$ scores every annotation $h_j$, the "
+        "softmax over $j$ turns the scores $e_{ij}$ into weights $\\alpha_{ij}$, their weighted sum is the context "
+        "$c_i$, and the GRU turns $c_i$, $E y_{i-1}$ and $s_{i-1}$ into $s_i$.",
+        "Bahdanau et al.（2014）的一个解码步：前一个状态 $s_{i-1}$ 给每个注解向量 $h_j$ 打分，对 $j$ 的 softmax 把"
+        "分数 $e_{ij}$ 变成权重 $\\alpha_{ij}$，它们的加权和就是上下文向量 $c_i$，GRU 再把 $c_i$、$E y_{i-1}$ 和 "
+        "$s_{i-1}$ 变成 $s_i$。",
+    ),
+    "fig-qkv": (
+        "Self-attention: three learned maps turn the same tokens $X$ into queries, keys and values; the "
+        "$T_q \\times T_k$ table of scaled scores, softmaxed row by row, weights the rows of $V$.",
+        "自注意力：三个学到的映射把同一组词元 $X$ 变成查询、键和值；缩放后的分数构成一张 $T_q \\times T_k$ 的表，"
+        "逐行做 softmax 之后，用来对 $V$ 的各行加权。",
+    ),
+    "fig-multi-head": (
+        "Multi-head attention: one projection per role, split into $h$ heads of width $d_k = d_\\text{model}/h$, "
+        "chapter 3's attention in every head at once, Concat (`merge_heads`), then $W^O$.",
+        "多头注意力：每种角色一个投影，拆成 $h$ 个宽度为 $d_k = d_\\text{model}/h$ 的头，所有头同时做第 3 章的注意"
+        "力，拼接（`merge_heads`），再乘以 $W^O$。",
+    ),
+    "fig-transformer": (
+        "The Transformer's encoder and decoder layers (post-LN, as in the paper), each repeated $N$ times, with their "
+        "three masks: source padding in the encoder's self-attention and in cross-attention, causal and target "
+        "padding in the decoder's self-attention (dark = may attend, light = masked).",
+        "Transformer 的编码器层和解码器层（与论文一样是 post-LN），各重复 $N$ 次，以及它们的三种掩码：编码器自注意"
+        "力和交叉注意力中的源端填充掩码，解码器自注意力中的因果掩码和目标端填充掩码（深色 = 可以关注，浅色 = 被"
+        "掩码）。",
+    ),
+    "fig-gpt": (
+        "GPT-2: token and position embeddings, $n_\\text{layers}$ pre-LN blocks with causal self-attention, a final "
+        "`ln_f`, and an LM head that shares its weight with `wte`.",
+        "GPT-2：词元嵌入和位置嵌入，$n_\\text{layers}$ 个带因果自注意力的 pre-LN 块，最后的 `ln_f`，以及与 `wte` "
+        "共享权重的语言模型头。",
+    ),
+    "fig-bert": (
+        "BERT's input is the sum of three embeddings per token (token, segment, position), normalised; the encoder "
+        "attends in both directions, and the MLM head predicts the original token at the selected positions (here "
+        "the `[MASK]`).",
+        "BERT 的输入是每个词元三种嵌入（词元、片段、位置）之和，再做归一化；编码器双向关注，MLM 头在选中的位置"
+        "（这里是 `[MASK]`）预测原来的词元。",
+    ),
+    "fig-ch11-memory": (
+        "Where the forward kernel keeps what. HBM holds the inputs and outputs; each program, on one SM, loads its "
+        "query block once and one key/value block per step into shared memory, and keeps the score and probability "
+        "tiles, the running statistics and the accumulator in registers. Only o and the log-sum-exp L go back to "
+        "HBM.",
+        "前向核函数把什么放在哪里。HBM 保存输入和输出；每个程序在一个 SM 上运行，把自己的查询块加载一次、每一步"
+        "把一个键/值块加载到共享内存中，而分数块和概率块、当前的统计量和累加器都留在寄存器里。只有 o 和对数求和"
+        "指数 L 写回 HBM。",
+    ),
+}
+
+OUTPUT_TEXT: dict[str, str] = {
+    # table headers and row labels
+    "network": "网络",
+    "steps per factor 10 (d = 10…50)": "每衰减 10 倍所需步数（d = 10…50）",
+    "RNN (tanh)": "RNN（tanh）",
+    "LSTM, default init": "LSTM，默认初始化",
+    "LSTM, forget bias 1": "LSTM，遗忘门偏置 1",
+    "source length": "源句长度",
+    "length": "长度",
+    "additive (ms)": "加性（ms）",
+    "dot product (ms)": "点积（ms）",
+    "additive / dot": "加性 / 点积",
+    "floats in the additive $\\tanh$": "加性分数中 $\\tanh$ 的浮点数个数",
+    "floats in the dot score table": "点积分数表的浮点数个数",
+    "ours (ms)": "本章实现（ms）",
+    "F.sdpa (ms)": "F.sdpa（ms）",
+    "ours / F.sdpa": "本章实现 / F.sdpa",
+    "teaching": "教学版",
+    "fused": "融合版",
+    "fused + F.sdpa": "融合版 + F.sdpa",
+    "nn.MultiheadAttention (ms)": "nn.MultiheadAttention（ms）",
+    "variant": "变体",
+    "max abs difference from nn.Transformer": "与 nn.Transformer 的最大绝对误差",
+    "post-LN (paper)": "post-LN（论文）",
+    "pre-LN, final LayerNorm": "pre-LN，最后加 LayerNorm",
+    "model": "模型",
+    "parameters": "参数量",
+    "training wall time (s)": "训练耗时（s）",
+    "greedy decoding of the test set (s)": "贪心解码测试集耗时（s）",
+    "test BLEU (greedy)": "测试 BLEU（贪心）",
+    "exact match": "完全匹配率",
+    "greedy": "贪心解码",
+    "beam 4, α = 0.6": "束宽 4，α = 0.6",
+    "Transformer, post-LN": "Transformer，post-LN",
+    "Transformer, pre-LN": "Transformer，pre-LN",
+    "Bahdanau (GRU + attention)": "Bahdanau（GRU + 注意力）",
+    "training time, Bahdanau / post-LN": "训练时间，Bahdanau / post-LN",
+    "decoding time, post-LN / Bahdanau": "解码时间，post-LN / Bahdanau",
+    "seed": "种子",
+    "pretrained": "预训练",
+    "from scratch": "从头训练",
+    "pretraining changes it by": "预训练带来的变化",
+    "mean": "均值",
+    "blanks": "空白",
+    "BERT, both sides": "BERT，两侧可见",
+    "BERT, words only": "BERT，仅限单词",
+    "GPT, left side": "GPT，只见左侧",
+    "GPT, words only": "GPT，仅限单词",
+    "all": "全部",
+    "the other answers": "其余答案",
+    "task (chance)": "任务（随机水平）",
+    "BERT, left side only": "BERT，只见左侧",
+    "GPT, left side only": "GPT，只见左侧",
+    "BERT, right side masked": "BERT，右侧被掩码",
+    "GPT (left to right)": "GPT（从左到右）",
+    "sizes": "规模",
+    "embeddings": "嵌入层",
+    "encoder layers": "编码器层",
+    "pooler": "池化层",
+    "total": "合计",
+    "this chapter": "本章",
+    "base (Lan et al. 2020, table 1)": "base（Lan et al. 2020，表 1）",
+    "new tokens": "新词元数",
+    "tokens/s, no cache": "词元/秒，无缓存",
+    "tokens/s, KV cache": "词元/秒，KV 缓存",
+    "speed-up": "加速比",
+    "cache at the end": "结束时的缓存",
+    "key/value heads": "键值头数",
+    "cache per token": "每个词元的缓存",
+    "val loss, converted": "验证损失，转换后",
+    "val loss after uptraining, mean (min–max)": "继续训练后的验证损失，均值（最小–最大）",
+    "chapter 6 GPT (4 × 4 heads × 32, float32)": "第 6 章的 GPT（4 × 4 头 × 32，float32）",
+    "7B-sized (32 × 32 heads × 128, float16)": "7B 规模（32 × 32 头 × 128，float16）",
+    "GQA, 8 kv heads": "GQA，8 个键值头",
+    "MLA, d_c = 4·d_head, d_rope = d_head/2": "MLA，d_c = 4·d_head，d_rope = d_head/2",
+    "cache at T": "长度 T 时的缓存",
+    "lean: tokens/s": "精简版：词元/秒",
+    "lean: × MHA": "精简版：相对 MHA 的倍数",
+    "module: tokens/s": "模块版：词元/秒",
+    "module: × MHA": "模块版：相对 MHA 的倍数",
+    "dense (s)": "稠密（s）",
+    "blocked (s)": "分块（s）",
+    "dense (MiB)": "稠密（MiB）",
+    "blocked (MiB)": "分块（MiB）",
+    "distance $d$": "距离 $d$",
+    "pairs / $T^2$ (cost)": "对数 / $T^2$（代价）",
+    "pairs / causal": "对数 / 因果",
+    "training time (s)": "训练时间（s）",
+    "full": "完整注意力",
+    "standard": "标准实现",
+    "FlashAttention (alg. 1)": "FlashAttention（算法 1）",
+    "ratio": "比值",
+    "naive: MiB": "朴素实现：MiB",
+    "×, per doubling": "每翻倍的倍数",
+    "naive: s": "朴素实现：s",
+    "tiled: MiB": "分块实现：MiB",
+    "tiled: s": "分块实现：s",
+    "GPU (compute capability)": "GPU（计算能力）",
+    "registers per SM": "每个 SM 的寄存器",
+    "shared memory per SM": "每个 SM 的共享内存",
+    "at most per program (thread block)": "每个程序（线程块）至多",
+    "L2 cache": "L2 缓存",
+    "shared memory (estimate)": "共享内存（估计）",
+    "registers per thread, 4 warps": "每线程寄存器数，4 个 warp",
+    "8 warps": "8 个 warp",
+    "fits": "放得下",
+    "too large": "太大",
+    "tile": "块",
+    "most num_stages": "num_stages 上限",
+    "causal": "因果",
+    "blocks": "块大小",
+    "o vs F.sdpa": "o 对比 F.sdpa",
+    "L vs logsumexp": "L 对比 logsumexp",
+    "o vs chapter 10": "o 对比第 10 章",
+    "True": "是",
+    "False": "否",
+    "B (launch_config)": "B（launch_config）",
+    "Triton (this chapter): ms": "Triton（本章）：ms",
+    "F.sdpa: ms": "F.sdpa：ms",
+    "naive: ms": "朴素实现：ms",
+    # sentences
+    "causal mask": "因果掩码",
+    "forward+backward": "前向 + 反向",
+    "forward + backward": "前向 + 反向",
+    "median of repeated runs": "多次运行的中位数",
+    "ratio = time / torch_mha time": "比值 = 时间 / torch_mha 的时间",
+    "identical tokens checked": "已核对生成的词元完全相同",
+    "one decode step over T cached tokens": "在 T 个已缓存词元上解码一步",
+    "peak RSS of a fresh process above its inputs": "新进程超出其输入的峰值 RSS",
+    "memory = peak of the allocations made during the call (torch.profiler profile_memory events": "内存 = 调用期间所做分配的峰值（torch.profiler 的 profile_memory 事件",
+    "the inputs q, k, v not counted)": "输入 q、k、v 不计在内）",
+    "post-LN (paper), final LayerNorm": "post-LN（论文），最后加 LayerNorm",
+    "F.sdpa: MiB": "F.sdpa：MiB",
+    "F.sdpa: s": "F.sdpa：s",
+    "brackets": "括号匹配",
+    "copy": "复制",
+    "Test accuracy after fine-tuning, one row per seed (the seed draws the pretraining, which sentences are shuffled, the classifier's initialisation and the batches):": "微调后的测试准确率，每个种子一行（种子决定预训练、哪些句子被打乱、分类器的初始化以及批次）：",
+    "Top-1 accuracy at the blank on the test items, with each seed's 95% Wilson interval in brackets (percent):": "测试题目中空白处的 top-1 准确率，括号中是每个种子的 95% Wilson 区间（百分数）：",
+    "Cache per token of one sequence, computed with `kv_cache_bytes` / `mla_cache_bytes` (GQA with 8 kv heads is MHA for the 4-head model):": "一个序列每个词元的缓存，用 `kv_cache_bytes` / `mla_cache_bytes` 计算（对 4 个头的模型而言，8 个键值头的 GQA 就是 MHA）：",
+    "HBM reads + writes (numbers) for one head:": "单个头的 HBM 读 + 写（数的个数）：",
+    "none": "无",
+    "no seed range": "没有种子范围",
+    "**Exact match** (sentences translated exactly):": "**完全匹配率**（完全译对的句子）：",
+    # ch11: the benchmark's cell on a machine without a committed GPU measurement
+    "No GPU measurement is committed yet: this page was built on a CPU. On a GPU (Colab's T4 will do), "
+    "`python -m benchmarks.bench_flash_attention_triton` writes the results file this cell reads.": (
+        "仓库里还没有提交 GPU 上的测量结果：本页是在 CPU 上构建的。在 GPU 上（Colab 的 T4 即可）运行 "
+        "`python -m benchmarks.bench_flash_attention_triton`，它会写出本单元读取的结果文件。"
+    ),
+}
+
+OUTPUT_PATTERNS: list[tuple[str, str]] = [
+    ("\\*\\*(\\w+), (\\w+)\\*\\* — (.+)", "**\\1，\\2**——\\3"),
+    (
+        "\\*\\*(\\w+), (\\w+)\\*\\*, time relative to nn\\.MultiheadAttention — (.+)",
+        "**\\1，\\2**，时间相对于 nn.MultiheadAttention——\\3",
+    ),
+    ("\\*\\*(\\w+)\\*\\* — (.+)", "**\\1**——\\2"),
+    (
+        "measured (\\S+) on (\\S+), (\\d+) cores, torch (\\S+), (\\d+) threads?",
+        "测量于 \\1，\\2，\\3 核，torch \\4，\\5 个线程",
+    ),
+    ("median of (\\d+) interleaved rounds", "交替进行的 \\1 轮的中位数"),
+    ("time = median of (\\d+) interleaved rounds", "时间 = 交替进行的 \\1 轮的中位数"),
+    (
+        "chapter 6 sizes \\((\\d+) layers, (\\d+) heads, d_model (\\d+)\\), random weights, greedy, batch (\\d+), prompt (\\d+)",
+        "第 6 章的规模（\\1 层，\\2 个头，d_model \\3），随机权重，贪心解码，批量 \\4，提示 \\5 个词元",
+    ),
+    (
+        "one attention layer, d_model (\\d+), (\\d+) query heads x (\\d+), (\\w+), batch (\\d+)",
+        "一个注意力层，d_model \\1，\\2 个查询头 × \\3，\\4，批量 \\5",
+    ),
+    (
+        "MHA/GQA/MQA = GroupedQueryAttention with ([\\d/]+) kv heads, MLA d_c (\\d+), d_rope (\\d+)",
+        "MHA/GQA/MQA = 键值头数为 \\1 的 GroupedQueryAttention，MLA 的 d_c 为 \\2、d_rope 为 \\3",
+    ),
+    (
+        "median of (\\d+) rounds, each visiting every length and variant \\(rotating order\\)",
+        "\\1 轮的中位数，每轮按轮换的顺序遍历每种长度和变体",
+    ),
+    ("(\\S+), Linux, torch (\\S+), (\\d+) thread\\(s\\)", "\\1，Linux，torch \\2，\\3 个线程"),
+    ("(\\S+), (\\d+) cores \\(shared\\), (\\d+) thread", "\\1，\\2 核（共享），\\3 个线程"),
+    ("(\\S+), (\\d+) cores", "\\1，\\2 核"),
+    (
+        "forward only, no gradients, q/k/v \\((.+?)\\) (\\w+), causal window w = (\\d+)",
+        "只做前向，不求梯度，q/k/v 为 (\\1) \\2，因果窗口 w = \\3",
+    ),
+    ("fastest of (\\d+) runs after a warm-up", "预热之后 \\1 次运行中最快的一次"),
+    ("dense measured up to T = (\\d+)", "稠密版只测到 T = \\1"),
+    ("([-+\\d.]+) points", "\\1 个百分点"),
+    ("(\\S+) exact", "\\1 完全匹配率"),
+    ("(\\w+) \\((\\d+/\\d+) = ([\\d.]+)%\\)", "\\1（\\2 = \\3%）"),
+    (
+        "Accuracy at the query, (\\d+) held-out sequences per distance bucket, (.+); chance is 1/(\\d+) = ([\\d.]+)\\. \\$T = (\\d+)\\$, \\$d_\\{model\\} = (\\d+)\\$, (\\d+) layers, (\\d+) heads; (\\d+) steps of (\\d+) sequences, AdamW lr (\\S+)\\. Measured with torch (\\S+) on (\\S+) \\((\\d+) thread, a shared 2-core machine at low priority\\), ([\\d.]+) minutes for (\\d+) seeds?\\.",
+        "查询处的准确率，每个距离分桶 \\1 个留出序列，\\2；随机水平为 1/\\3 = \\4。$T = \\5$，$d_{model} = \\6$，\\7 层，\\8 个头；\\9 步，每步 \\10 个序列，AdamW 学习率 \\11。用 torch \\12 在 \\13 上测量（\\14 个线程，一台低优先级运行的共享双核机器），\\16 个种子共 \\15 分钟。",
+    ),
+    ("mean over seeds (\\[.*\\]) \\[min–max\\]", "种子 \\1 的均值 [最小–最大]"),
+    ("one training seed \\((\\d+)\\): no spread measured", "只有一个训练种子（\\1）：没有测量种子间的波动"),
+    (
+        "Top-1 accuracy on (\\d+) blanks in held-out sentences per seed \\(the seed draws the pretraining of both models and the blanks\\):",
+        "每个种子在留出句子中 \\1 个空白上的 top-1 准确率（种子决定两个模型的预训练和空白位置）：",
+    ),
+    ("One head, N = ([\\d,]+), d = (\\d+), float16, forward:", "单头，N = \\1，d = \\2，float16，前向："),
+    (
+        "DeepSeek-V2 itself \\(60 layers, \\$d_c = 512\\$, \\$d\\^R_h = 64\\$, bf16\\): ([-+−\\d.,]+) KiB per token\\.",
+        "DeepSeek-V2 本身（60 层，$d_c = 512$，$d^R_h = 64$，bf16）：每个词元 \\1 KiB。",
+    ),
+    (
+        "Seeds (\\[.*?\\]) \\(the seed sets the initialisation and the batch order; the data split is fixed\\); torch (\\S+) on (\\S+), one thread; (\\d+) steps of batch (\\d+); Transformer: (.+); label smoothing ([\\d.]+), warm-up (\\d+) steps\\. Quality: mean over the seeds, in brackets the lowest and highest seed; times: one value per seed, in seed order\\.",
+        "种子 \\1（种子决定初始化和批次顺序；数据划分是固定的）；torch \\2，运行在 \\3 上，单线程；\\4 步，批量 \\5；Transformer：\\6；标签平滑 \\7，预热 \\8 步。质量：各种子的均值，括号中为最低和最高的种子；时间：每个种子一个值，按种子顺序排列。",
+    ),
+    (
+        "Chapter 6 model, validation loss \\(nats per character\\) ([\\d.]+); (\\d+) uptraining steps of batch (\\d+) at lr ([\\d.e-]+), once for each of (\\d+) seeds \\(the seed draws the training batches; the pooling itself has no randomness\\); measured (\\S+) \\((.+)\\)\\.",
+        "第 6 章的模型，验证损失（nats/字符）\\1；以学习率 \\4、批量 \\3 继续训练 \\2 步，\\5 个种子各一次（种子决定训练批次；池化本身没有随机性）；测量于 \\6（\\7）。",
+    ),
+    (
+        "At \\$T = ([\\d,]+)\\$ \\(× MHA: median over the rounds of the speed-up against the same round's MHA step\\) — (.+)",
+        "在 $T = \\1$ 时（× MHA：相对同一轮 MHA 解码步的加速比在各轮中的中位数）——\\2",
+    ),
+    (
+        "Measured (\\S+) on (.+?), torch (\\S+), Triton (\\S+); (.+)\\.",
+        "测量于 \\1，设备 \\2，torch \\3，Triton \\4；\\5。",
+    ),
+    (
+        "Measured (\\S+) on (.+?), torch (\\S+), (\\d+) thread; (.+)\\.",
+        "测量于 \\1，机器 \\2，torch \\3，\\4 个线程；\\5。",
+    ),
+    ("Measured (\\S+) on (.+?), torch (\\S+); (.+)\\.", "测量于 \\1，机器 \\2，torch \\3；\\4。"),
+    (
+        "`(\\w+)`: BLEU falls from (\\S+) to (\\S+) tokens in (\\d+) of (\\d+) seeds \\(mean ([-+−\\d.,]+) → ([-+−\\d.,]+)\\); the seeds' range is ([-+−\\d.,]+) BLEU on the whole test set and widest, ([-+−\\d.,]+), in bucket (\\S+)\\.",
+        "`\\1`：从 \\2 个词元到 \\3 个词元，BLEU 在 \\5 个种子中的 \\4 个里下降（均值 \\6 → \\7）；各种子的范围在整个测试集上为 \\8 BLEU，最宽的在 \\10 这一桶，为 \\9。",
+    ),
+    (
+        "Reversal: the worst reversed seed beats the best plain seed in (\\d+) of (\\d+) buckets \\((.*)\\); mean gain on the whole test set ([-+−\\d.,]+) BLEU\\.",
+        "倒序：在 \\2 个桶中的 \\1 个里（\\3），最差的倒序种子也胜过最好的正序种子；在整个测试集上平均提高 \\4 BLEU。",
+    ),
+    (
+        "By source length \\(tokens; n sentences\\), mean over (\\d+) seeds, in brackets the lowest and highest seed\\. \\*\\*BLEU:\\*\\*",
+        "按源句长度（词元数；n 为句子数）分组，\\1 个种子的均值，括号中为最低和最高的种子。**BLEU：**",
+    ),
+    (
+        "`attention` on (\\S+) tokens: worst seed ([-+−\\d.,]+) BLEU, best ([-+−\\d.,]+)\\.",
+        "`attention` 在 \\1 个词元的句子上：最差种子 \\2 BLEU，最好 \\3。",
+    ),
+    (
+        "`(\\w+)` on (\\S+) tokens: best seed ([-+−\\d.,]+) BLEU, ([-+−\\d.,]+) below attention's worst seed — (.+); it keeps (\\S+) of its 9-12-token BLEU\\.",
+        "`\\1` 在 \\2 个词元的句子上：最好种子 \\3 BLEU，比 attention 的最差种子低 \\4——\\5；它保留了自己在 9-12 个词元上 BLEU 的 \\6。",
+    ),
+    ("([-+−\\d.,]+) times the wider of the two models' seed ranges there", "是两个模型在该处种子范围中较宽者的 \\1 倍"),
+    ("seed (\\d+)", "种子 \\1"),
+    ("answer among the (\\d+) most frequent words", "答案在最常见的 \\1 个词中"),
+    ('always "(.+)"', "总是猜“\\1”"),
+    ("decoding \\((\\d+) test sentences\\)", "解码（\\1 个测试句子）"),
+    ("window \\(w = (\\d+)\\)", "窗口（w = \\1）"),
+    ("window \\+ global every (\\d+)", "窗口 + 每 \\1 个一个全局词元"),
+    ("ALBERT, E = (\\d+)", "ALBERT，E = \\1"),
+    ("(.+) \\((\\d+/\\d+) = ([\\d.]+)%\\)", "\\1（\\2 = \\3%）"),
+]

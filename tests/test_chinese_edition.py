@@ -1,0 +1,153 @@
+"""The Chinese edition's text that code writes (figures, captions, Markdown outputs) comes out in Chinese, the English
+edition's unchanged; and the built-book check counts the English left on a Chinese page (tests/check_built_book.py).
+
+The pages themselves are checked after a build (`python -m tests.check_built_book`); these tests hold the pieces.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import sys
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+sys.path.insert(0, str(ROOT / "book"))
+import edition  # noqa: E402  (book/_ext is the book's extension folder, not a package)
+import edition_text  # noqa: E402  (book/ holds the pages' helpers)
+import edition_zh_text  # noqa: E402
+
+from tests.check_built_book import chinese_pages_with_english, latin_words  # noqa: E402
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_latin_words_skip_code_math_citations_names_and_english_in_parentheses():
+    page = (
+        "<article><h1>用 Triton 写 FlashAttention（FlashAttention in Triton）</h1>"
+        "<p>本章（Dao et al. 2022）用 <code>tl.dot</code> 写<em>核函数</em>（kernel），Tillet, Kung &amp; Cox 2019，"
+        'GPUs 和 FlashAttention-2 的 softmax；<span class="math">\\(d_\\text{model}\\)</span></p>'
+        "<pre>the printed output of a cell</pre></article>"
+    )
+    assert latin_words(page) == []
+    assert latin_words("<article><p>the GPU is fast 很快</p></article>") == ["the", "is", "fast"]
+
+
+def test_the_built_book_check_fails_a_chinese_page_with_english(tmp_path):
+    pages = tmp_path / "zh" / "book"
+    pages.mkdir(parents=True)
+    (pages / "ch01_seq2seq.zh.html").write_text(
+        "<article><p>" + "measured on a shared machine " * 4 + "</p></article>", encoding="utf-8"
+    )
+    (pages / "ch02_bahdanau_attention.zh.html").write_text("<article><p>全是中文，GPU 除外。</p></article>")
+    counts, problems = chinese_pages_with_english(tmp_path)
+    assert len(counts["ch01_seq2seq.zh"]) == 16 and counts["ch02_bahdanau_attention.zh"] == []
+    assert len(problems) == 1 and "ch01_seq2seq.zh.html shows 16 English words" in problems[0]
+
+
+def test_every_figure_caption_has_its_chinese_and_the_english_matches():
+    """The Chinese build replaces each figure's caption (cell metadata) by its Chinese, and warns — failing the -W
+    build — when a caption has none or its English changed."""
+    captions = {}
+    for page in sorted((ROOT / "book").glob("*.md")):
+        if page.name.endswith(".zh.md"):
+            continue
+        warnings: list[str] = []
+        zh = edition.to_chinese_captions(page.read_text(encoding="utf-8"), edition_zh_text.CAPTIONS, warnings.append)
+        assert not warnings, f"{page.name}: {warnings}"
+        captions.update({n: c for c, n in re.findall(r"caption: '((?:[^']|'')*)'\s*\n\s*name: ([\w-]+)", zh)})
+    assert len(captions) >= 9
+    assert all(CJK.search(c) for c in captions.values())
+    warnings = []
+    edition.to_chinese_captions(
+        "    caption: 'Changed.'\n    name: fig-qkv\n", edition_zh_text.CAPTIONS, warnings.append
+    )
+    assert warnings and "changed" in warnings[0]
+
+
+def test_markdown_outputs_are_translated_with_their_code_math_and_bold():
+    from docutils import nodes
+
+    md = (
+        "No GPU measurement is committed yet: this page was built on a CPU. On a GPU (Colab's T4 will do), "
+        "`python -m benchmarks.bench_flash_attention_triton` writes the results file this cell reads."
+    )
+    patterns = [(re.compile(p, re.S), r) for p, r in edition_zh_text.OUTPUT_PATTERNS]
+    zh = edition.translate_output(md, edition_zh_text.OUTPUT_TEXT, patterns)
+    assert zh is not None and CJK.search(zh)
+    smart = md.replace("'", "’")  # as the doctree has it after Sphinx's smart quotes
+    assert edition.translate_output(smart, edition_zh_text.OUTPUT_TEXT, patterns) == zh
+    paragraph = nodes.paragraph("", "", *edition._inline_nodes(zh))
+    assert edition._inline_markdown(paragraph) == zh
+    assert any(isinstance(n, nodes.literal) for n in paragraph.children)
+    bold = nodes.paragraph("", "", nodes.strong("", "CPU"), nodes.Text(" at "), nodes.math("T", "T"))
+    assert edition._inline_markdown(bold) == "**CPU** at $T$"
+    assert edition.translate_output("nothing like this", edition_zh_text.OUTPUT_TEXT, patterns) is None
+
+
+def test_figure_text_is_chinese_without_math_and_patterns_translate_their_parts():
+    for english, chinese in edition_text.FIGURE_TEXT.items():
+        assert "$" not in chinese, f"{english!r}: matplotlib's mathtext cannot draw CJK; write the math as text"
+    assert edition_text.figure_text("sequence length T") == "序列长度 T"
+    assert edition_text.figure_text("head 3") == "头 3"
+    assert edition_text.figure_text("full\n12 of 64 pairs") == "完整注意力\n64 对中的 12 对"
+    assert edition_text.figure_text("$x_1$") == "$x_1$"
+
+
+def test_figures_are_translated_only_in_the_chinese_edition(monkeypatch):
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    draw = Figure.draw
+    monkeypatch.setattr(edition_text, "_installed", False)
+    monkeypatch.delenv(edition_text.EDITION_VARIABLE, raising=False)
+    edition_text.install()
+    assert Figure.draw is draw, "the English edition draws what the code writes"
+    monkeypatch.setenv(edition_text.EDITION_VARIABLE, "zh")
+    monkeypatch.setattr(Figure, "draw", draw)
+    with matplotlib.rc_context():
+        edition_text.install()
+        fig, ax = plt.subplots()
+        ax.set_xlabel("sequence length T")
+        ax.plot([0, 1], label="standard")
+        ax.legend()
+        fig.canvas.draw()
+        assert ax.get_xlabel() == "序列长度 T"
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["标准实现"]
+        assert edition_text.CJK_FONT in matplotlib.rcParams["font.family"]
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("variable", ["zh", "en"])
+def test_the_chinese_build_tells_its_kernels_and_keeps_its_own_cache(tmp_path, monkeypatch, variable):
+    monkeypatch.delenv(edition.EDITION_VARIABLE, raising=False)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "edition_text.py").write_text("TABLE = 1\n")
+    cache = tmp_path / "_build" / ".jupyter_cache_zh"
+    (cache / "executed").mkdir(parents=True)
+
+    class Config:
+        course_edition = variable
+        nb_execution_cache_path = "_build/.jupyter_cache_zh"
+
+    class App:
+        srcdir = str(tmp_path)
+
+    edition._on_config_inited(App, Config)
+    if variable == "en":
+        assert edition.EDITION_VARIABLE not in os.environ and (cache / "executed").exists()
+        return
+    assert os.environ[edition.EDITION_VARIABLE] == "zh"
+    assert not cache.exists(), "a new table empties the Chinese cache (it knows only the cells' code)"
+    (cache / "executed").mkdir(parents=True)
+    edition._on_config_inited(App, Config)
+    assert (cache / "executed").exists(), "an unchanged table keeps it"
+    (tmp_path / "book" / "edition_text.py").write_text("TABLE = 2\n")
+    edition._on_config_inited(App, Config)
+    assert not cache.exists()
