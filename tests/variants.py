@@ -40,21 +40,6 @@ class Variant:
     targets: tuple[str, ...] = ()  # expect="targets_zero": the exercises that score zero
 
 
-def _loop_first_in(source: str, name: str) -> str:
-    """``source`` with an endless (sleeping) loop as the first statement of ``name`` (a function), or of the first
-    method of ``name`` (a class)."""
-    import ast
-
-    node = next(n for n in ast.walk(ast.parse(source)) if getattr(n, "name", None) == name)
-    if isinstance(node, ast.ClassDef):
-        node = next(n for n in node.body if isinstance(n, ast.FunctionDef))
-    first = node.body[0]
-    lines = source.splitlines()
-    lines.insert(first.lineno - 1, " " * first.col_offset + "while True:  # a loop that never ends")
-    lines.insert(first.lineno, " " * (first.col_offset + 4) + "__import__('time').sleep(0.05)")
-    return "\n".join(lines)
-
-
 def _first_in(source: str, name: str, statements: list[str], method: str = "") -> str:
     """``source`` with ``statements`` as the first statements of function ``name``, or of ``name``'s method
     ``method`` (its first method when empty)."""
@@ -70,6 +55,12 @@ def _first_in(source: str, name: str, statements: list[str], method: str = "") -
     for k, statement in enumerate(statements):
         lines.insert(first.lineno - 1 + k, " " * first.col_offset + statement)
     return "\n".join(lines)
+
+
+def _loop_first_in(source: str, name: str) -> str:
+    """``source`` with an endless (sleeping) loop as the first statement of ``name`` (a function), or of the first
+    method of ``name`` (a class)."""
+    return _first_in(source, name, ["while True:  # a loop that never ends", "    __import__('time').sleep(0.05)"])
 
 
 def _takes_tensors(obj) -> bool:
