@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.nn.functional import log_softmax as _log_softmax
 from torch.nn.functional import one_hot as _one_hot
 
@@ -34,8 +35,6 @@ from .core import (
 )
 
 EXERCISES = Exercises("ch01_seq2seq")
-# judged by the grading kernel alone (grading/judge.py): nn.LSTM/nn.GRU hold flattened-weight state a record of their parameters cannot rebuild
-EXERCISES.judged_in_kernel = frozenset({"_encoder_lstm", "_encoder_gru_bidirectional"})
 
 PAD, BOS, EOS = 0, 1, 2  # the course's special ids (solutions/translation_data.py)
 
@@ -154,6 +153,27 @@ def _batch(lengths, vocab, seed, garbage=True):
     return seqs, src, torch.tensor(lengths)
 
 
+def _rnn_like(enc, cell):
+    """A fresh ``nn.LSTM``/``nn.GRU`` of the answer's sizes holding its ``self.rnn``'s weights: the oracle runs
+    PyTorch's own recurrence on them, never the answer's module."""
+    try:
+        r = enc.rnn
+        fresh = (nn.LSTM if cell == "lstm" else nn.GRU)(
+            r.input_size,
+            r.hidden_size,
+            r.num_layers,
+            bias=r.bias,
+            batch_first=r.batch_first,
+            bidirectional=r.bidirectional,
+        )
+        fresh.load_state_dict(dict(r.named_parameters()))
+    except (AttributeError, RuntimeError, TypeError) as err:
+        raise CheckFailed(
+            f"Encoder's self.rnn should be an nn.{cell.upper()} built from the arguments ({type(err).__name__}: {err})."
+        ) from None
+    return fresh.eval()
+
+
 def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
     torch.manual_seed(0)
     enc = call(f"Encoder(**{kwargs})", cls, **kwargs)
@@ -161,8 +181,9 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
     for name in ("embedding", "rnn"):
         expect_true(isinstance(getattr(enc, name, None), nn.Module), f"Encoder should keep its {name} as self.{name}.")
     seqs, src, lens = _batch(lengths, kwargs["vocab_size"], seed=len(lengths))
+    rnn, embed = _rnn_like(enc, kwargs.get("cell", "lstm")), (lambda tokens: F.embedding(tokens, enc.embedding.weight))
     with torch.no_grad():
-        unpacked = enc.rnn(enc.embedding(src))[0]  # what running over the padding gives
+        unpacked = rnn(embed(src))[0]  # what running over the padding gives
         result = call("Encoder.forward(src, src_lens)", enc, src, lens)
         expect_true(isinstance(result, tuple) and len(result) == 2, "Encoder.forward should return (outputs, state).")
         outputs, state = result
@@ -170,7 +191,7 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
         expect_shape("outputs", outputs, (len(lengths), src.shape[1], D))
         is_lstm = kwargs.get("cell", "lstm") == "lstm"
         for b, s in enumerate(seqs):
-            ref_out, ref_state = enc.rnn(enc.embedding(s[None]))  # this sentence alone: no padding, no packing
+            ref_out, ref_state = rnn(embed(s[None]))  # this sentence alone: no padding, no packing
             n = len(s)
             ran_over_padding = outputs.shape == unpacked.shape and torch.allclose(outputs[b, :n], unpacked[b, :n])
             expect_close(

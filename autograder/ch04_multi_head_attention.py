@@ -29,12 +29,11 @@ from .core import (
     expect_half_precision,
     expect_shape,
     expect_true,
+    observe,
     rng,
 )
 
 EXERCISES = Exercises("ch04_multi_head_attention")
-# judged by the grading kernel alone (grading/judge.py): reads the gradients of the answer's own weights after a backward pass
-EXERCISES.judged_in_kernel = frozenset({"_mha_float64_grad"})
 
 
 # ---------------------------------------------------------------- exercise 1: split_heads
@@ -240,7 +239,7 @@ def _mha_float64_grad(cls):
     expect_true(out.dtype == torch.float64, f"float64 inputs should give float64 outputs, not {out.dtype}.")
     call("backpropagating through your output", lambda: out.square().sum().backward())
     for name in ("W_q", "W_k", "W_v", "W_o"):
-        grad = getattr(m, name).weight.grad
+        grad = observe(f"{name}.weight.grad", lambda name=name: getattr(m, name).weight.grad)
         expect_true(grad is not None and bool(grad.abs().sum() > 0), f"No gradient reaches {name}.")
 
 

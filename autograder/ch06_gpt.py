@@ -29,21 +29,11 @@ from .core import (
     expect_half_precision,
     expect_seeded,
     expect_true,
+    observe,
     rng,
 )
 
 EXERCISES = Exercises("ch06_gpt")
-# judged by the grading kernel alone (grading/judge.py): the oracles run the answer's own sub-modules (its attention, its blocks) or test parameter identity (weight tying)
-EXERCISES.judged_in_kernel = frozenset(
-    {
-        "_block_basic",
-        "_gpt_tied",
-        "_gpt_logits",
-        "_gpt_positions_and_gradient",
-        "_gpt_layer_norm_eps",
-        "_gpt_input_forms",
-    }
-)
 
 
 def _randomise(module: nn.Module, seed: int) -> nn.Module:
@@ -58,33 +48,42 @@ def _randomise(module: nn.Module, seed: int) -> nn.Module:
 # ---------------------------------------------------------------- exercise 1: Block (pre-LN, causal)
 
 
-def _block_oracle(block, x):
-    B, T, C = x.shape
+def _attention(block, h, causal=True):
+    """The block's causal self-attention recomputed from its weights (its W_qkv and W_o) with PyTorch's SDPA."""
+    B, T, C = h.shape
     H = block.attn.n_heads
-    h = F.layer_norm(x, (C,), block.ln_1.weight, block.ln_1.bias, block.ln_1.eps)
     q, k, v = F.linear(h, block.attn.W_qkv.weight, block.attn.W_qkv.bias).split(C, dim=-1)
     q, k, v = (t.reshape(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
-    y = _torch_sdpa(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
-    x = x + F.linear(y, block.attn.W_o.weight, block.attn.W_o.bias)
-    h = F.layer_norm(x, (C,), block.ln_2.weight, block.ln_2.bias, block.ln_2.eps)
-    return x + F.linear(
+    y = _torch_sdpa(q, k, v, is_causal=causal).transpose(1, 2).reshape(B, T, C)
+    return F.linear(y, block.attn.W_o.weight, block.attn.W_o.bias)
+
+
+def _mlp(block, h):
+    """The block's MLP recomputed from its weights: W_2 GELU_tanh(W_1 h)."""
+    return F.linear(
         F.gelu(F.linear(h, block.mlp.W_1.weight, block.mlp.W_1.bias), approximate="tanh"),
         block.mlp.W_2.weight,
         block.mlp.W_2.bias,
     )
 
 
+def _layer_norm(ln, x):
+    return F.layer_norm(x, x.shape[-1:], ln.weight, ln.bias, ln.eps)
+
+
+def _block_oracle(block, x):
+    x = x + _attention(block, _layer_norm(block.ln_1, x))
+    return x + _mlp(block, _layer_norm(block.ln_2, x))
+
+
 def _block_hint(block, x, got):
-    """Name a known mistake when the student's output matches it."""
-    C = x.shape[-1]
-    ln1 = lambda t: F.layer_norm(t, (C,), block.ln_1.weight, block.ln_1.bias, block.ln_1.eps)
-    ln2 = lambda t: F.layer_norm(t, (C,), block.ln_2.weight, block.ln_2.bias, block.ln_2.eps)
+    """Name a known mistake when the student's output matches it (each recomputed from the block's weights)."""
+    ln1, ln2 = (lambda t: _layer_norm(block.ln_1, t)), (lambda t: _layer_norm(block.ln_2, t))
     with torch.no_grad():
-        x1 = ln1(x + block.attn(x, torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril())[0])
-        post = ln2(x1 + block.mlp(x1))
-        h = ln1(x)
-        nomask = x + block.attn(h)[0]
-        nomask = nomask + block.mlp(ln2(nomask))
+        x1 = ln1(x + _attention(block, x))
+        post = ln2(x1 + _mlp(block, x1))
+        nomask = x + _attention(block, ln1(x), causal=False)
+        nomask = nomask + _mlp(block, ln2(nomask))
     if isinstance(got, torch.Tensor) and got.shape == post.shape:
         if torch.allclose(got, post, atol=1e-5):
             return "This is post-LN, LN(x + Sublayer(x)); GPT-2 is pre-LN: x + Sublayer(LN(x))."
@@ -233,11 +232,15 @@ def _gpt_oracle(model, idx, position_ids=None):
     T = idx.shape[1]
     pos = torch.arange(T) if position_ids is None else position_ids
     x = F.embedding(idx, model.wte.weight) + F.embedding(pos, model.wpe.weight)
-    for block in model.h:  # the student's blocks: this exercise is about what surrounds them
-        x = block(x)
-    C = x.shape[-1]
-    x = F.layer_norm(x, (C,), model.ln_f.weight, model.ln_f.bias, model.ln_f.eps)
-    return x @ model.wte.weight.T
+    x = _through_blocks(model, x)  # the student's blocks: this exercise is about what surrounds them
+    return _layer_norm(model.ln_f, x) @ model.wte.weight.T
+
+
+def _through_blocks(model, x):
+    """``x`` through the answer's own blocks, each call recorded (the worker replays their outputs)."""
+    for i, block in enumerate(model.h):
+        x = call(f"model.h[{i}](x)", block, x)
+    return x
 
 
 def _build_gpt(cls, config, seed=0):
@@ -250,7 +253,7 @@ def _build_gpt(cls, config, seed=0):
 
 def _expect_tied(model):
     expect_true(
-        model.lm_head.weight is model.wte.weight,
+        observe("model.lm_head.weight is model.wte.weight", lambda: model.lm_head.weight is model.wte.weight),
         "model.lm_head.weight should be the very same Parameter as model.wte.weight (weight tying): "
         "assign it, `self.lm_head.weight = self.wte.weight`; a copy (clone, nn.Parameter(...), .data "
         "copy) is two tensors that drift apart as soon as training starts.",
@@ -277,9 +280,7 @@ def _gpt_logits(cls):
     hint = ""
     if isinstance(got, torch.Tensor) and got.shape == expected.shape:
         with torch.no_grad():
-            x = F.embedding(idx, model.wte.weight) + model.wpe.weight[:6]
-            for block in model.h:
-                x = block(x)
+            x = _through_blocks(model, F.embedding(idx, model.wte.weight) + model.wpe.weight[:6])
             if torch.allclose(got, x @ model.wte.weight.T, atol=1e-5):
                 hint = "The final layer norm ln_f is missing (GPT-2 applies it after the last block)."
     expect_close("logits", got, expected, hint=hint)
@@ -304,7 +305,7 @@ def _gpt_positions_and_gradient(cls):
     model.zero_grad()
     logits = call("model(idx)", model, idx[:, :3] % 5)  # tokens 5..16 never appear in the input
     call("backward", lambda: F.cross_entropy(logits.flatten(0, 1), (idx[:, :3] % 5).flatten()).backward())
-    grad = model.wte.weight.grad
+    grad = observe("model.wte.weight.grad", lambda: model.wte.weight.grad)
     expect_true(
         grad is not None and bool(grad[5:].abs().sum() > 0),
         "Embedding rows of tokens absent from the input get no gradient: the logits must come from the tied "

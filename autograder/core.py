@@ -101,16 +101,6 @@ def _fmt(t: Any, hidden: bool) -> str:
 
 _as_subclass = torch.Tensor.as_subclass  # bound at import: a student's tensor subclass cannot override it
 
-# In the grading kernel, autograder/guard.py runs the checks on private copies of these functions whose globals
-# set _BOUNDARY to its integrity check: it then runs after every call into student code and before every
-# comparison, so a library function swapped by the student's code is caught before it can decide anything.
-_BOUNDARY = None
-
-
-def _boundary() -> None:
-    if _BOUNDARY is not None:
-        _BOUNDARY()
-
 
 def _plain(value: Any) -> Any:
     """Tensor subclasses (which could override comparisons) become plain tensors sharing data and autograd graph."""
@@ -468,8 +458,8 @@ def timeout_message(name: str, seconds: float) -> str:
 # in, then runs the same check again (:func:`replay`) with that list: call and observe return the recorded values
 # instead of running anything, and the check's inputs, oracle, comparisons and verdict are computed there. Whatever
 # the kernel sends is then a right or a wrong answer: patching torch or the checks inside it changes nothing the
-# worker computes. A check that uses the student's object other than through call/observe cannot be replayed; the
-# chapter lists those in ``EXERCISES.judged_in_kernel`` (tests/test_replay.py keeps the list true).
+# worker computes. A check uses the student's object only through call/observe (a sub-module's output, a weight's
+# gradient, a parameter's identity are looked at with observe): every check replays (tests/test_replay.py).
 _RECORDER: dict[str, Any] = {"trace": None, "replay": None, "depth": 0, "leaves": []}
 _MAX_ITEMS = 20_000  # values recorded per call at most (a bigger result is not replayable)
 
@@ -874,10 +864,7 @@ def observe(what: str, thunk: Callable[[], Any]) -> Any:
             except Exception as exc:
                 raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}") from None
 
-        try:
-            return _recorded(what, run, (), {}) if outer else run()
-        finally:
-            _boundary()
+        return _recorded(what, run, (), {}) if outer else run()
 
 
 def replay(check: Callable, entries: list) -> tuple[str, str]:
@@ -937,7 +924,6 @@ def _call_leaving_inputs(what: str, fn: Callable, args: tuple, kwargs: dict) -> 
     snapshot = _snapshot_inputs(_inputs_state(fn, args, kwargs))
     result = _call(what, fn, args, kwargs)
     changed = _changed_inputs(snapshot, _inputs_state(fn, args, kwargs))
-    _boundary()
     if changed:
         raise CheckFailed(_modified_message(what, changed))
     return result
@@ -956,26 +942,20 @@ def _call(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
             result = fn(*args, **kwargs)
         result = _plain(result)
     except CheckFailed:
-        _boundary()
         raise
     except DeviceMismatch as exc:
-        _boundary()
         raise CheckFailed(f"{what}: {exc}") from None
     except NotImplementedError:
-        _boundary()
         raise CheckFailed(f"{what} raised NotImplementedError: the exercise has not been filled in yet.") from None
     except SystemExit as exc:
-        _boundary()
         raise CheckFailed(
             f"{what} exited (SystemExit: {exc.code!r}): an answer must return its result, not end the program "
             "(sys.exit, exit() or quit() in the answer?)."
         ) from None
     except Exception as exc:
-        _boundary()
-        # while grading, the guard's private copy of this module has the guard's own student_line (frame access
-        # is refused to everyone else while the checks run)
+        # while grading, the recorder (grading/guard.py) puts its own student_line here (frame access is refused to
+        # everyone else while the checks run)
         raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}{student_line(exc)}") from None
-    _boundary()
     return result
 
 
@@ -996,13 +976,11 @@ def rng(seed: int) -> torch.Generator:
 
 
 def expect_true(cond: bool, message: str) -> None:
-    _boundary()
     if not cond:
         raise CheckFailed(message)
 
 
 def expect_shape(what: str, got: Any, shape: tuple[int, ...]) -> None:
-    _boundary()
     if not isinstance(got, torch.Tensor):
         raise CheckFailed(f"{what} should be a torch.Tensor of shape {tuple(shape)}, you gave {type(got).__name__}.")
     if tuple(got.shape) != tuple(shape):
@@ -1011,7 +989,6 @@ def expect_shape(what: str, got: Any, shape: tuple[int, ...]) -> None:
 
 def expect_equal(what: str, got: torch.Tensor, expected: torch.Tensor, *, hidden: bool = False) -> None:
     """Exact equality, with dtype and shape (for masks and integer outputs)."""
-    _boundary()
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != expected.dtype:
         raise CheckFailed(f"{what} should have dtype {expected.dtype}, yours has dtype {got.dtype}.")
@@ -1036,7 +1013,6 @@ def expect_seeded(what: str, draw: Callable[[torch.Generator], Any]) -> None:
     alike: the two results must be identical, and torch's global random state must be as it was (it is restored
     either way, so one answer cannot disturb the next check).
     """
-    _boundary()
     before = torch.random.get_rng_state()
     try:
         first = draw(torch.Generator().manual_seed(20_251_201))
@@ -1047,7 +1023,6 @@ def expect_seeded(what: str, draw: Callable[[torch.Generator], Any]) -> None:
         )
     finally:
         torch.random.set_rng_state(before)
-    _boundary()
     if drew:
         raise CheckFailed(
             f"{what} drew from torch's global random generator: take every random number from the `generator` "
@@ -1071,7 +1046,6 @@ def expect_dropout_modes(
     with ``p = 0`` (``F.dropout(x, p)`` without ``training=self.training`` fails here); in training mode two calls
     must differ (a forgotten dropout fails here). The global random state is restored afterwards.
     """
-    _boundary()
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(0)
@@ -1118,7 +1092,6 @@ def expect_half_precision(
     to say when the values differ, where the inputs point at one cause (default: the usual causes of half-precision
     trouble).
     """
-    _boundary()
     expected, got = run(torch.float32), run(dtype)
     pairs = list(zip(*(pytree.tree_leaves(v) for v in (expected, got))))
     expect_true(
@@ -1164,7 +1137,6 @@ def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
 
 def expect_close(what: str, got: Any, expected: torch.Tensor, *, hidden: bool = False, hint: str = "") -> None:
     """Shape, dtype and values within the dtype's tolerance; the message gives the largest difference."""
-    _boundary()
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != expected.dtype:
         raise CheckFailed(
@@ -1314,9 +1286,6 @@ class Exercises:
         self.chapter = chapter
         self._by_name: dict[str, Exercise] = {}
         self._references: dict[str, Callable] = {}
-        # names of the checks whose verdict is the grading kernel's alone (they read the answer in ways a record of
-        # its calls cannot stand for); every other check is judged again outside the kernel (grading/judge.py)
-        self.judged_in_kernel: frozenset[str] = frozenset()
 
     def __iter__(self):
         return iter(self._by_name.values())

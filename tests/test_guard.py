@@ -1,6 +1,7 @@
-"""The in-kernel guard's parts, outside a kernel (autograder/grading/guard.py; design: docs/grading-design.md).
+"""The grading kernel's recorder and its channel, outside a kernel (autograder/grading/guard.py and channel.py;
+design: docs/grading-design.md).
 
-The engine, the audit hook and the record sender hold the key and the socket address and stay closures inside
+The recorder, the audit hook and the record sender hold the key and the socket address and stay closures inside
 ``_arm`` (they are exercised with real kernels by tests/test_robust_grading.py); what is tested here are the pure
 parts they are built from, and the worker's end of the record channel."""
 
@@ -9,77 +10,10 @@ import hmac
 import json
 import os
 import socket
-import types
 
 import pytest
 
-from autograder.grading import guard
-
-
-def _module(**attrs):
-    mod = types.ModuleType("fake")
-    vars(mod).update(attrs)
-    return mod
-
-
-def _f(x):
-    return x
-
-
-def _g(x):
-    return -x
-
-
-def test_snapshot_changes_report_replaced_deleted_and_added():
-    class Watched:
-        def method(self):
-            return 1
-
-    mod = _module(f=_f, g=_g, constant=3)
-    classes = {"Watched": Watched}
-    before = guard._snapshot({"fake": mod}, classes, (), {})
-    assert guard._changes(before, guard._snapshot({"fake": mod}, classes, (), {}), classes) == []
-    mod.f = _g
-    del mod.g
-    Watched.extra = lambda self: 2
-    found = guard._changes(before, guard._snapshot({"fake": mod}, classes, (), {}), classes)
-    assert sorted(found) == ["Watched.extra was added", "fake.f was replaced", "fake.g was deleted"]
-
-
-def test_snapshot_sees_code_swapped_in_place():
-    def check(x):
-        return x
-
-    checks = {"ex": (check,)}
-    before = guard._snapshot({}, {}, (), checks)
-    check.__code__ = _g.__code__
-    assert guard._changes(before, guard._snapshot({}, {}, (), checks), {}) == ["checks.ex:0 was replaced"]
-
-
-def test_boundary_records_detect_and_restore():
-    class Watched:
-        def method(self):
-            return 1
-
-    original = Watched.__dict__["method"]
-    mod = _module(f=_f)
-    private = {"helper": _g}
-    flat, owner_of, class_names = guard._boundary_records({"fake": mod}, {"Watched": Watched}, (private,))
-    assert guard._boundary_problem(flat, class_names) is None
-
-    mod.f, private["helper"] = _g, _f
-    assert guard._boundary_problem(flat, class_names) == "fake.f was replaced while the checks ran"
-    guard._restore(flat, owner_of, class_names)
-    assert mod.f is _f and private["helper"] is _g and guard._boundary_problem(flat, class_names) is None
-
-    Watched.method = lambda self: 2
-    Watched.added = 1
-    assert "Watched.method was replaced" in guard._boundary_problem(flat, class_names)
-    guard._restore(flat, owner_of, class_names)
-    assert Watched.__dict__["method"] is original and not hasattr(Watched, "added")
-
-    Watched.added = 1  # an attribute added to a class: no entry was replaced
-    assert guard._boundary_problem(flat, class_names) == "an attribute was added to Watched while the checks ran"
+from autograder.grading import channel, guard
 
 
 def test_path_rules(tmp_path):
@@ -123,24 +57,9 @@ def test_socket_addresses():
     ]
 
 
-def test_setattr_rules():
-    class Protected:
-        pass
-
-    private = {"__name__": "private"}
-    copied = types.FunctionType(_f.__code__, private)
-    protected = {id(Protected): Protected}
-    assert guard._setattr_problem(Protected, "x", protected, (private,)) == "patching a class the checks use"
-    assert guard._setattr_problem(None, "x", protected, (private,)) is None
-    assert guard._setattr_problem(copied, "__code__", protected, (private,)) == "patching a function the checks use"
-    assert guard._setattr_problem(guard.verdict, "__defaults__", {}, ()) == "patching a function the checks use"
-    assert guard._setattr_problem(_f, "__code__", protected, (private,)) is None, "the notebook's own functions"
-    assert guard._setattr_problem(copied, "__doc__", protected, (private,)) is None
-
-
 def test_records_reach_the_worker_only_signed_and_from_the_kernel():
     key = os.urandom(32)
-    server = guard.RecordServer()
+    server = channel.RecordServer()
     signer = hmac.new(key, digestmod=hashlib.sha256)
     entry = {"type": "verdict", "exercise": "causal_mask", "passed": True}
     lines = [

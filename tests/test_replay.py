@@ -2,8 +2,7 @@
 
 ``autograder.core.record`` runs a check on the answer and keeps every call into the answer's code;
 ``autograder.core.replay`` runs the same check on that record alone (the grading worker does this, in a process the
-student's code never runs in). A check that cannot be replayed must be listed in its chapter's
-``EXERCISES.judged_in_kernel``; these tests keep that list true in both directions.
+student's code never runs in), and that is the only verdict: every check of every chapter must replay.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import torch
 
 from autograder import core, notebooks
 from autograder.core import CheckFailed, call, expect_close, expect_true, record, replay, rng
-from autograder.grading import guard, judge
+from autograder.grading import channel, guard, judge
 
 CHAPTERS = notebooks.chapters()
 
@@ -106,8 +105,8 @@ def test_an_answers_object_is_replayed_as_a_shell_with_its_weights():
 
 def test_records_travel_as_data_that_loads_without_running_code():
     _, _, trace = record(_sdpa_check, _right)
-    text = guard._encode_traces([[trace]])
-    assert replay(_sdpa_check, guard.decode_traces(text)[0][0]) == ("passed", "")
+    text = guard.encode_traces([[trace]])
+    assert replay(_sdpa_check, channel.decode_traces(text)[0][0]) == ("passed", "")
 
     class Evil:
         def __reduce__(self):
@@ -119,7 +118,7 @@ def test_records_travel_as_data_that_loads_without_running_code():
     import zlib
 
     with pytest.raises(pickle.UnpicklingError):
-        guard.decode_traces(base64.b64encode(zlib.compress(buf.getvalue())).decode())
+        channel.decode_traces(base64.b64encode(zlib.compress(buf.getvalue())).decode())
 
 
 def _quiet(fn, *args):
@@ -133,30 +132,22 @@ def _quiet(fn, *args):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_every_check_not_listed_gives_the_same_verdict_when_replayed(chapter):
-    """On the reference answers: each check outside ``judged_in_kernel`` gives the same verdict from its record,
-    and each listed check really needs the kernel (the list does not outlive the reason)."""
+def test_every_check_gives_the_same_verdict_when_replayed(chapter):
+    """On the reference answers: each check gives the same verdict from its record as on the answer itself."""
     checks = importlib.import_module(f"autograder.{chapter}")
     solutions = importlib.import_module(f"solutions.{chapter}")
-    listed = checks.EXERCISES.judged_in_kernel
-    names = {fn.__name__ for ex in checks.EXERCISES for fn in ex.visible + ex.hidden}
-    assert listed <= names, f"not checks of {chapter}: {sorted(listed - names)}"
-    wrong, needless = [], []
+    wrong = []
     for ex in checks.EXERCISES:
         obj = getattr(solutions, ex.name)
         for fn in ex.visible + ex.hidden:
             outcome, message, trace = _quiet(record, fn, obj)
             assert outcome == "passed", f"{fn.__name__} fails on the reference: {message}"
             again, why = _quiet(replay, fn, trace)
-            if fn.__name__ in listed:
-                if again == "passed":
-                    needless.append(fn.__name__)
-            elif again != "passed":
+            if again != "passed":
                 wrong.append(f"{fn.__name__}: {again} ({why[:160]})")
-    assert not wrong, "checks that do not replay (fix them, or list them in EXERCISES.judged_in_kernel):\n" + "\n".join(
+    assert not wrong, "checks that do not replay (look at the answer through call() or observe()):\n" + "\n".join(
         wrong
     )
-    assert not needless, f"listed in judged_in_kernel but replayed fine on the reference: {needless}"
 
 
 def test_the_worker_withholds_what_the_kernel_passed_but_the_record_fails():
@@ -167,10 +158,10 @@ def test_the_worker_withholds_what_the_kernel_passed_but_the_record_fails():
     fns = checks.EXERCISES["repeat_kv"].visible + checks.EXERCISES["repeat_kv"].hidden
     traces = [[_quiet(record, fn, mutant.build(solutions))[2] for fn in fns]]
     forged = {"type": "verdict", "exercise": "repeat_kv", "passed": True, "failures": [], "violations": []}
-    judged = judge.judge("ch08_kv_cache", [dict(forged, traces=guard._encode_traces(traces))])[0]
-    assert judged["passed"] is False and judged["failures"] and judged["judged_outside"] == len(fns)
+    judged = judge.judge("ch08_kv_cache", [dict(forged, traces=guard.encode_traces(traces))])[0]
+    assert judged["passed"] is False and judged["failures"] and judged["judged"] == len(fns)
     honest = [[_quiet(record, fn, solutions.repeat_kv)[2] for fn in fns]]
-    assert judge.judge("ch08_kv_cache", [dict(forged, traces=guard._encode_traces(honest))])[0]["passed"] is True
+    assert judge.judge("ch08_kv_cache", [dict(forged, traces=guard.encode_traces(honest))])[0]["passed"] is True
     assert judge.judge("ch08_kv_cache", [forged])[0]["passed"] is False  # no record: nothing to judge, no points
 
 

@@ -248,7 +248,9 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         "    setattr(_c, _n, lambda *a, **k: None)\n_c.call = lambda what, fn, *a, **k: None\n"
         "_c.Exercises.run = lambda *a, **k: None\n"
     )
-    v["patches_grader"] = Variant(nbformat.writes(_insert_after_setup(release, fake)), "zero", "hostile", "integrity")
+    v["patches_grader"] = Variant(
+        nbformat.writes(_insert_after_setup(release, fake)), "zero", "hostile", "not been filled in"
+    )
     v["exits_kernel"] = Variant(
         nbformat.writes(_insert_after_first_answer(filled, "import os\nos._exit(3)")), "zero", "hostile", "kernel died"
     )
@@ -279,17 +281,17 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         nbformat.writes(_insert_after_first_answer(filled, runaway)), "at_most_full", "hostile", "blocked"
     )
 
-    # Library functions swapped on the stub: builtins and numpy (persistent) -> integrity zero.
+    # Library functions swapped on the stub: builtins and numpy (persistent): the worker judges the stubs' record.
     swap = (
         "import builtins, numpy\nbuiltins.all = lambda *a, **k: True\nbuiltins.any = lambda *a, **k: False\n"
         "numpy.allclose = lambda *a, **k: True\nnumpy.testing.assert_allclose = lambda *a, **k: None\n"
     )
     v["patches_builtins_numpy"] = Variant(
-        nbformat.writes(_insert_after_setup(release, swap)), "zero", "hostile", "integrity"
+        nbformat.writes(_insert_after_setup(release, swap)), "zero", "hostile", "not been filled in"
     )
 
     # Swaps made from inside the checks (the answer's own code runs when a check calls it) that undo themselves
-    # on first use, so that nothing is left to see once the verdict is over: caught at the next boundary.
+    # on first use, so that nothing is left to see once the verdict is over: the worker's comparisons are its own.
     restoring = "\n".join(
         [
             "import sys, torch",
@@ -309,10 +311,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         + _answers_calling("_swap_once", names)
     )
     v["self_restoring_swaps"] = Variant(
-        nbformat.writes(_insert_after_first_answer(release, restoring, last=True)),
-        "zero",
-        "hostile",
-        "replaced while the checks ran",
+        nbformat.writes(_insert_after_first_answer(release, restoring, last=True)), "zero", "hostile"
     )
 
     # Forging the grader's records: find its socket, reach the engine, silence the verdict in the test cells.
@@ -387,8 +386,8 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
 
     v["forges_records"] = Variant(nbformat.writes(_insert_after_setup(release, forge)), "zero", "hostile", "blocked")
 
-    # A replaced function caught by the first verdict, then undone, and every verdict run again: the clean
-    # second records do not wash out the first.
+    # A replaced function, then undone, and every verdict run again by the notebook: the worker judges every record
+    # (the answers are right: full marks), and the instructor is told the notebook ran the verdicts itself.
     rerun = "\n".join(
         [
             "import torch",
@@ -403,7 +402,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     last = nbformat.v4.new_code_cell(again)
     last.id = "student-rerun"
     nb.cells.append(last)
-    v["reruns_verdicts"] = Variant(nbformat.writes(nb), "zero", "hostile", "integrity")
+    v["reruns_verdicts"] = Variant(nbformat.writes(nb), "full", "hostile", "ran the grader's verdict itself")
 
     # A module whose weights are tensor subclasses with __torch_dispatch__, so that the grader's own reference
     # computed from them comes out as zeros (found by a red-team pass on ch03): only chapters whose exercise
@@ -465,8 +464,8 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
                 cell.source = _first_in(cell.source, cell.id, _ZERO_INPUTS, method)
         v["zeroes_its_inputs"] = Variant(nbformat.writes(nb), "targets_zero", "hostile", targets=targets)
 
-    # A kernel for an operator registered from inside the check (torch.library), with the buggy answer: refused
-    # while a verdict runs, and the operator table is compared at every boundary of the checks judged in the kernel.
+    # A kernel for an operator registered from inside the check (torch.library), with the buggy answer: it bends
+    # only the kernel's own comparisons, never the worker's.
     mutant = notebooks.checks_module(chapter).MUTANTS[0]
     buggy = notebooks.fill_release(release, chapter, mutants=[mutant])
     registers = [

@@ -3,7 +3,7 @@
 The grading machinery and the notebook builder call these functions; nothing else imports nbgrader (the student
 install has no nbgrader at all). What is here:
 
-* :func:`course_config`, :func:`generate_assignment`, :func:`autograde`, :func:`gradebook_scores` — nbgrader's
+* :func:`course_config`, :func:`generate_assignment`, :func:`autograde` — nbgrader's
   ``NbGraderAPI`` and gradebook, for a course directory of our own;
 * :class:`GradesExport`, :class:`CanvasExport`, :class:`MoodleExport` — nbgrader export plugins that write the
   course grader's ``grades.csv`` (``report.py``) or an LMS's grade import file (``lms.py``) from nbgrader's
@@ -39,7 +39,6 @@ import jinja2
 import nbgrader.api
 from nbconvert.exporters import HTMLExporter
 from nbgrader import preprocessors
-from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.plugins import ExportPlugin
 from traitlets import List, Unicode, default
@@ -104,13 +103,6 @@ def autograde(
         config.KernelManager.ip = ipc
     result = NbGraderAPI(config=config).autograde(chapter, student, force=True, create=True)
     return bool(result["success"]), (result.get("log") or "") + (result.get("error") or "")
-
-
-def gradebook_scores(course: pathlib.Path, chapter: str, student: str) -> dict[str, float]:
-    """Exercise -> nbgrader's autograded points of ``student``'s notebook (test cells with points only)."""
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        nb = gb.find_submission_notebook(chapter, chapter, student)
-        return {g.name.removeprefix("test_"): float(g.score) for g in nb.grades if g.max_score > 0}
 
 
 # ------------------------------------------------------------------------------------------------ feedback

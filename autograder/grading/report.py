@@ -195,7 +195,7 @@ def _jail_line(out: pathlib.Path) -> str:
 
 
 def _verdict_line(chapter: str) -> str:
-    """How this chapter's checks are judged: how many again outside the kernel (grading/judge.py)."""
+    """How this chapter's checks are judged (grading/judge.py): all of them outside the kernel."""
     import importlib
 
     try:
@@ -203,10 +203,9 @@ def _verdict_line(chapter: str) -> str:
     except Exception:
         return ""
     names = [fn.__name__ for e in ex for fn in e.visible + e.hidden]
-    kernel = sum(n in ex.judged_in_kernel for n in names)
     return (
-        f"Verdicts: {len(names) - kernel} of {len(names)} checks judged again outside the student's kernel, from "
-        f"what the answer returned; {kernel} by the kernel alone, under the guard."
+        f"Verdicts: all {len(names)} checks judged in the grading worker, outside the student's kernel, from what "
+        "the answer returned there."
     )
 
 

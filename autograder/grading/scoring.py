@@ -1,10 +1,9 @@
-"""The scoring rule: nbgrader's points count only with the guard's passing records.
+"""The scoring rule: an exercise's points come from the chapter's ``EXERCISES`` and the worker's verdict alone.
 
-nbgrader scores a test cell by whether it raised. The notebook could make a test cell pass without the checks
-passing (rebinding the checks, patching torch, ...), so the worker gives an exercise nbgrader's points only when
-the in-kernel guard (``guard.py``) sent a signed, passing verdict record for it, and zero for the whole submission
-when any record reports a change to the grading machinery. This module is that rule, on plain data: the records
-the worker verified, nbgrader's scores and the check messages.
+The worker judges every exercise's checks again on the kernel's record (``judge.py``); nbgrader's score of a test
+cell (whether the cell raised) is not counted. An exercise gets its points when it has a verdict record and every
+verdict of it passed here; the whole submission scores zero (status "integrity") when a record was forged or the
+recorder never armed. This module is that rule, on plain data.
 """
 
 from __future__ import annotations
@@ -25,54 +24,50 @@ class Scored:
 
 
 def blocked_warnings(records: Iterable[dict]) -> list[str]:
-    """One warning per kind of action the guard refused (its "blocked" records), for the instructor."""
+    """One warning per kind of action the recorder refused (its "blocked" records), for the instructor."""
     blocked = sorted({f"{r['what']} ({r['event']})" for r in records if r.get("type") == "blocked"})
     return [f"blocked: {b}" for b in blocked]
 
 
-def score(nbgrader_scores: dict[str, float], records: list[dict], forged: int, reasons: list[str]) -> Scored:
+def score(points: dict[str, int], records: list[dict], forged: int, reasons: list[str]) -> Scored:
     """Apply the rule.
 
-    ``nbgrader_scores``: exercise -> nbgrader's points; ``records``: the guard's verified records (dicts with
-    ``type`` "armed", "blocked" or "verdict"; a verdict has ``exercise``, ``passed``, ``failures``,
-    ``violations``, ``threads``); ``forged``: how many connections carried no correctly signed record;
-    ``reasons``: one line per failed test cell (``results.failure_reasons``), kept first.
-
-    Every record counts: a violation in any of them, a forged record or a guard that never armed zeroes the
-    submission (status "integrity"); an exercise keeps nbgrader's points only when it has at least one verdict
-    and every verdict of it passed (verdicts the notebook ran again itself are flagged for review).
+    ``points``: exercise -> its points (``EXERCISES``); ``records``: the verified records, verdicts judged by
+    ``judge.judge`` (dicts with ``type`` "armed", "blocked" or "verdict"; a verdict has ``exercise``, ``passed``,
+    ``failures``, ``threads``); ``forged``: how many connections carried no correctly signed record; ``reasons``:
+    one line per failed test cell (``results.failure_reasons``), kept for the exercises that earn nothing.
     """
-    reasons, warnings = list(reasons), []
-    verdicts = [r for r in records if r.get("type") == "verdict"]
+    warnings: list[str] = []
     by_exercise: dict[str, list[dict]] = {}
-    for r in verdicts:
-        by_exercise.setdefault(r["exercise"], []).append(r)
-    violations = sorted({v for r in verdicts for v in r["violations"]})
+    for r in records:
+        if r.get("type") == "verdict":
+            by_exercise.setdefault(r["exercise"], []).append(r)
     reruns = sorted(n for n, rs in by_exercise.items() if len(rs) > 1)
     if reruns:
         warnings.append(f"needs review: the notebook ran the grader's verdict itself ({', '.join(reruns)})")
-    scores = {}
-    for name, points in nbgrader_scores.items():
+    scores = {name: 0.0 for name in points}
+    said = {r.split(":", 1)[0] for r in reasons}
+    kept = [r for r in reasons if r.split(":", 1)[0] not in points]
+    for name, top in points.items():
         runs = by_exercise.get(name, [])
-        failed = [r for r in runs if not r["passed"]]
-        if points > 0 and (not runs or failed):
-            why = (
-                "no signed verdict from the grader's own checks"
-                if not runs
-                else "; ".join(failed[0]["failures"] + failed[0]["violations"])[:200]
-            )
-            reasons.append(f"{name}: points withheld — {why}")
-            points = 0.0
-        scores[name] = points
-    status = "graded"
+        if runs and all(r.get("passed") for r in runs):
+            scores[name] = float(top)
+            continue
+        kept += [r for r in reasons if r.split(":", 1)[0] == name]
+        if name not in said:  # the test cell passed in the kernel (or never ran): the worker's reason
+            failed = next((r for r in runs if not r.get("passed")), None)
+            why = "no verdict record from the grader's checks" if failed is None else "; ".join(failed["failures"])
+            kept.append(f"{name}: {why[:200] or 'its checks did not pass'}")
+    violations = []
     if forged:
-        violations.append(f"{forged} forged or corrupted guard record(s)")
-    if any(r.get("threads", 0) > 0 for r in verdicts):
-        warnings.append("needs review: the notebook's own threads were running while the checks ran")
+        violations.append(f"{forged} forged or corrupted record(s)")
     if not any(r.get("type") == "armed" for r in records):
-        violations.append("the grading guard did not start")
+        violations.append("the grading recorder did not start")
+    if any(r.get("threads", 0) > 0 for rs in by_exercise.values() for r in rs):
+        warnings.append("needs review: the notebook's own threads were running while the checks ran")
+    status = "graded"
     if violations:
         scores = {n: 0.0 for n in scores}
-        reasons.insert(0, "integrity: " + "; ".join(violations)[:300])
+        kept.insert(0, "integrity: " + "; ".join(violations)[:300])
         status = "integrity"
-    return Scored(status, scores, reasons, warnings)
+    return Scored(status, scores, kept, warnings)

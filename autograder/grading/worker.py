@@ -2,10 +2,10 @@
 
 The batch (``batch.py``) writes a :class:`Job` and starts one worker per distinct canonical notebook, under
 ``unshare --net --pid`` when it can (``jail.py``). The worker stages a private copy of the course directory,
-runs nbgrader's real ``autograde`` in a fresh kernel (launched by ``jail.py``, armed by ``guard.py``), collects
-the guard's signed records over a socket only the guard's engine may open, applies the scoring rule
-(``scoring.py``), and writes the result file and the feedback page (``results.py``). The student's code never
-runs in this process.
+runs nbgrader's real ``autograde`` in a fresh kernel (launched by ``jail.py``, its recorder armed by ``guard.py``),
+collects the recorder's signed records over a socket only the recorder may open (``channel.py``), judges every
+check again on them (``judge.py``: the only verdict), applies the scoring rule (``scoring.py``), and writes the
+result file and the feedback page (``results.py``). The student's code never runs in this process.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import nbformat
 
-from . import guard, jail, judge, nbgrader_adapter, scoring
+from . import channel, jail, judge, nbgrader_adapter, scoring
 from .results import (
     Result,
     failure_reasons,
@@ -234,7 +234,7 @@ def _import_in_background(module: str) -> threading.Thread:
 
 
 def grade_one(job: Job) -> Result:
-    """Run nbgrader's autograde on the job's notebook in a kernel armed with the guard; score; write feedback."""
+    """Run nbgrader's autograde on the job's notebook in a kernel with the recorder armed; judge; score; write feedback."""
     if job.netns:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=False, capture_output=True)
     chapter, sid = job.chapter, job.student_id
@@ -258,7 +258,7 @@ def grade_one(job: Job) -> Result:
     group = jail.make_memory_cgroup(job.memory_mb, f"autograder-kernel-{os.urandom(6).hex()}") if job.memory_mb > 0 else None  # fmt: skip
 
     key = os.urandom(32)
-    records = guard.RecordServer(str(link / guard.RECORD_FILE) if link else None)  # only the guard's engine may write
+    records = channel.RecordServer(str(link / channel.RECORD_FILE) if link else None)  # only the recorder may write
     config = home / "guard.json"
     files = {} if job.jail else {"hidden_files": job.hidden_files + [str(course / "source"), str(course / "gradebook.db"), str(sandbox / "kernel.pid")]}  # fmt: skip
     config.write_text(
@@ -337,7 +337,7 @@ def grade_one(job: Job) -> Result:
         if e.get("type") == "verdict" and e.get("details"):
             details.setdefault(e["exercise"], e["details"])
     scored = scoring.score(
-        nbgrader_adapter.gradebook_scores(course, chapter, sid),
+        dict(job.points),
         entries,
         forged,
         failure_reasons(graded, job.cell_timeout, job.memory_mb, details),
@@ -365,8 +365,7 @@ def grade_one(job: Job) -> Result:
     keep = pathlib.Path(job.keep)
     keep.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(graded_path, keep / f"{sid}.ipynb")
-    verdicts = [e for e in entries if e.get("type") == "verdict"]
-    judged = {k: sum(e.get(f"judged_{k}", 0) for e in verdicts) for k in ("outside", "in_kernel")}
+    judged = sum(e.get("judged", 0) for e in entries if e.get("type") == "verdict")
     return Result(
         job.submission_name,
         job.sha256,
@@ -375,7 +374,7 @@ def grade_one(job: Job) -> Result:
         "; ".join(scored.reasons),
         scored.scores,
         warnings,
-        judged={"outside": judged["outside"], "kernel": judged["in_kernel"]},
+        judged={"outside": judged},
         details=details,
     )
 
