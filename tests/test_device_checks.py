@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import pathlib
 
+import nbformat
 import pytest
 import torch
 from torch import nn
 
 import autograder.core as core
+from autograder import notebooks
+from autograder.checks import device
 from autograder.core import CheckFailed, call
 from solutions.ch03_self_attention import causal_mask
 
@@ -129,7 +132,7 @@ class ZerosWithoutDevice(WithBuffer):
 
 @pytest.fixture(params=["fake GPU", "fallback"])
 def path(request, monkeypatch):
-    monkeypatch.setattr(core, "FAKE_GPU", request.param == "fake GPU")
+    monkeypatch.setattr(device, "FAKE_GPU", request.param == "fake GPU")
     return request.param
 
 
@@ -213,3 +216,56 @@ def test_a_crash_names_the_students_line_not_the_course_helpers():
     message = str(err.value)
     assert "your line" in message and "scaled_dot_product_attention(q, k[..., :-1], k)" in message, message
     assert "raise ValueError" not in message
+
+
+# ---------------------------------------------------------------------------------------- the same check in grading
+DEVICE_CHAPTER = "ch03_self_attention"
+
+
+def _device_entries(chapter):
+    """The catalogue's device bugs of ``chapter`` (mutants that drop a ``device=``) and its device-correct idioms
+    (alternatives that build tensors on the input's device another way)."""
+    checks = notebooks.checks_module(chapter)
+    bugs = [m for m in checks.MUTANTS if any("device=" in old and "device=" not in new for old, new in m.edits)]
+    idioms = [a for a in checks.ALTERNATIVES if any("device=" in new for _, new in getattr(a, "edits", ()))]
+    return bugs, idioms
+
+
+@pytest.mark.slow
+def test_the_grader_decides_devices_as_the_notebook_does(tmp_path):
+    """Graded through the real grader (kernel, recorder, the worker's replay): each device bug of the catalogue
+    loses its exercise with the message the student's own test cell gives (the fake-GPU probe decides in both), and
+    each device-correct idiom of the catalogue keeps full marks."""
+    from autograder import releases
+    from autograder.grading import batch
+
+    chapter = DEVICE_CHAPTER
+    bugs, idioms = _device_entries(chapter)
+    assert bugs and idioms, "the catalogue has device bugs and device-correct idioms to grade"
+    release = releases.release_notebook(chapter)
+    solutions = notebooks.solution_module(chapter)
+    checks = notebooks.checks_module(chapter)
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    entries = {}
+    for i, entry in enumerate(bugs + idioms):
+        name = f"student{i:02d}_{7000 + i}_{8000 + i}_{chapter}.ipynb"
+        (folder / name).write_text(nbformat.writes(notebooks.fill_release(release, chapter, mutants=[entry])))
+        entries[name] = entry
+    rows = batch.grade(sorted(folder.glob("*.ipynb")), chapter, tmp_path / "out", cell_timeout=60, memory_mb=3072)
+    full = {ex.name: float(ex.points) for ex in checks.EXERCISES}
+    assert len(rows) == len(entries)
+    for row in rows:
+        entry = entries[row.submission]
+        if entry in idioms:
+            assert row.scores == full, (entry.name, row.reason)
+            continue
+        assert row.scores == {**full, entry.target: 0.0}, (entry.name, row.reason)
+        messages = []
+        for hidden in (False, True):  # the student's own test cell (and the hidden one), in this process
+            try:
+                checks.EXERCISES.run(entry.target, entry.build(solutions), hidden=hidden, verbose=False)
+            except CheckFailed as err:
+                messages += str(err).splitlines()
+        said = next(ln.strip() for ln in messages if "without device=" in ln)
+        assert "fails on a GPU" in said and said.split(":", 1)[1].strip()[:60] in row.reason, (said, row.reason)

@@ -145,9 +145,7 @@ def test_every_check_gives_the_same_verdict_when_replayed(chapter):
             again, why = _quiet(replay, fn, trace)
             if again != "passed":
                 wrong.append(f"{fn.__name__}: {again} ({why[:160]})")
-    assert not wrong, "checks that do not replay (look at the answer through call() or observe()):\n" + "\n".join(
-        wrong
-    )
+    assert not wrong, "checks that do not replay (look at the answer through call() or observe()):\n" + "\n".join(wrong)
 
 
 def test_the_worker_withholds_what_the_kernel_passed_but_the_record_fails():

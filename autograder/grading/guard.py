@@ -220,6 +220,7 @@ def _arm(chapter: str) -> None:
     import _thread
 
     from .. import core
+    from ..checks import trace
 
     user_ns = sys.modules["__main__"].__dict__
     own_globals = globals()  # this copy's globals: every frame running the recorder's own code has them
@@ -229,7 +230,7 @@ def _arm(chapter: str) -> None:
     get_ident, thread_count, getframe = threading.get_ident, _thread._count, sys._getframe
     check_failed, timeout_error = core.CheckFailed, core.ExerciseTimeout
     time_limit, timeout_message, crash_message = core.time_limit, core.timeout_message, core.crash_message
-    recorder, find_dependencies = core._RECORDER, core.dependencies
+    recorder, find_dependencies = trace._RECORDER, core.dependencies
     exercise_seconds = config.get("exercise_timeout") or None  # one exercise's whole run, in seconds
     AF_UNIX, SOCK_STREAM, new_socket = socket.AF_UNIX, socket.SOCK_STREAM, socket.socket
     gc_collect, getpid, path_like = gc.collect, os.getpid, os.PathLike
@@ -260,7 +261,7 @@ def _arm(chapter: str) -> None:
         return f" (your line {line})" if line is not None else ""
 
     student_line_code = student_line.__code__
-    core.student_line = student_line
+    trace.student_line = student_line  # what call() names the student's line with
 
     # ---------------------------------------------------------------- the recorder: the only writer of verdicts
     def engine():

@@ -65,7 +65,7 @@ def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
             out.append(rec)
             continue
         rec = dict(rec, passed=False, judged=0, details=[])
-        name = rec.get("exercise")
+        name = str(rec.get("exercise"))
         try:
             fns = list(exercises[name].visible) + list(exercises[name].hidden)
         except (KeyError, TypeError):

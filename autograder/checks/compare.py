@@ -1,0 +1,116 @@
+"""Comparisons inside checks: each raises :class:`CheckFailed` with "expected …, you gave …" wording.
+
+Also the one tolerance table (:func:`default_tolerance`), the checks' own random generators (:func:`rng`) and
+:func:`plain` (a student's tensor subclass, which could override comparisons, as a plain tensor).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import torch
+
+
+class CheckFailed(AssertionError):
+    """A check found a mistake. ``str(err)`` is written for the student."""
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython shows these lines instead of a traceback: the student sees the message, not the checks' frames."""
+        return [f"CheckFailed: {self}"]
+
+
+def _fmt(t: Any, hidden: bool) -> str:
+    if hidden:
+        return "(hidden)"
+    if isinstance(t, torch.Tensor):
+        with torch.no_grad():
+            return textwrap.indent(repr(t.detach().cpu()), "    ").lstrip()
+    return repr(t)
+
+
+_as_subclass = torch.Tensor.as_subclass  # bound at import: a student's tensor subclass cannot override it
+
+
+def _plain(value: Any) -> Any:
+    """Tensor subclasses (which could override comparisons) become plain tensors sharing data and autograd graph."""
+    if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+        return _as_subclass(value, torch.Tensor)
+    if isinstance(value, tuple):  # subclasses of tuple and list too: they become plain ones
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def rng(seed: int) -> torch.Generator:
+    """A new CPU ``torch.Generator`` seeded with ``seed``: the checks draw their inputs from their own generators,
+    so the inputs do not depend on, or change, the global random state the answer's code may use."""
+    return torch.Generator().manual_seed(seed)
+
+
+def expect_true(cond: bool, message: str) -> None:
+    if not cond:
+        raise CheckFailed(message)
+
+
+def expect_shape(what: str, got: Any, shape: tuple[int, ...]) -> None:
+    if not isinstance(got, torch.Tensor):
+        raise CheckFailed(f"{what} should be a torch.Tensor of shape {tuple(shape)}, you gave {type(got).__name__}.")
+    if tuple(got.shape) != tuple(shape):
+        raise CheckFailed(f"{what} should have shape {tuple(shape)}, yours has shape {tuple(got.shape)}.")
+
+
+def expect_equal(what: str, got: torch.Tensor, expected: torch.Tensor, *, hidden: bool = False) -> None:
+    """Exact equality, with dtype and shape (for masks and integer outputs)."""
+    expect_shape(what, got, tuple(expected.shape))
+    if got.dtype != expected.dtype:
+        raise CheckFailed(f"{what} should have dtype {expected.dtype}, yours has dtype {got.dtype}.")
+    if not torch.equal(got.cpu(), expected.cpu()):
+        raise CheckFailed(
+            f"{what} has the wrong values.\n  expected: {_fmt(expected, hidden)}\n  you gave: {_fmt(got, hidden)}"
+        )
+
+
+def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(rtol, atol) by dtype: fp64 tight, fp32 at single precision, half types loose."""
+    return {
+        torch.float64: (1e-10, 1e-12),
+        torch.float32: (1e-5, 1e-5),
+        torch.float16: (1e-2, 1e-2),
+        torch.bfloat16: (2e-2, 2e-2),
+    }.get(dtype, (1e-5, 1e-5))
+
+
+def expect_close(what: str, got: Any, expected: torch.Tensor, *, hidden: bool = False, hint: str = "") -> None:
+    """Shape, dtype and values within the dtype's tolerance; the message gives the largest difference."""
+    expect_shape(what, got, tuple(expected.shape))
+    if got.dtype != expected.dtype:
+        raise CheckFailed(
+            f"{what} should have dtype {expected.dtype} (the dtype of the inputs), yours has {got.dtype}."
+        )
+    got_c, exp_c = got.detach().cpu(), expected.detach().cpu()
+    if not torch.isfinite(got_c).all() and torch.isfinite(exp_c).all():
+        raise CheckFailed(
+            f"{what} contains NaN or inf where the expected values are all finite."
+            + (f"\n  you gave: {_fmt(got_c, hidden)}" if not hidden else "")
+            + (f"\n  Hint: {hint}" if hint else "")
+        )
+    rtol, atol = default_tolerance(expected.dtype)
+    if not torch.allclose(got_c, exp_c, rtol=rtol, atol=atol):
+        diff = (got_c - exp_c).abs()
+        worst = diff.max().item()
+        msg = f"{what} differs from the expected values by up to {worst:.3g} (allowed: about {atol:g})."
+        if hint:
+            msg += f"\n  Hint: {hint}"
+        if not hidden:
+            if exp_c.numel() <= 24:
+                msg += f"\n  expected: {_fmt(exp_c, False)}\n  you gave: {_fmt(got_c, False)}"
+            else:  # show the row that holds the largest difference
+                idx = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+                row = "[" + ", ".join(map(str, idx[:-1])) + ", :]" if len(idx) > 1 else "[:]"
+                msg += (
+                    f"\n  largest difference in row {what.split(':')[-1].strip()}{row}:"
+                    f"\n    expected: {_fmt(exp_c[idx[:-1]], False)}\n    you gave: {_fmt(got_c[idx[:-1]], False)}"
+                )
+        raise CheckFailed(msg)

@@ -1,0 +1,300 @@
+"""Device mistakes caught on a CPU-only machine: would this call fail on a GPU?
+
+PyTorch decides first (:func:`_device_probe`: the call again under ``FakeTensorMode`` with the inputs on a fake CUDA
+device, tensors made without ``device=`` left on the CPU); where that run cannot decide (it reads values), tensors
+made without ``device=`` are watched during the real call (:class:`_StrayTensors`). Either way only a tensor made by
+the student's own code is blamed (:func:`_owner`). The same decision in the notebook and in the grading kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import io
+import linecache
+import logging
+import os
+import sys
+import sysconfig
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, FakeTensorMode
+from torch.overrides import TorchFunctionMode
+from torch.utils._device import DeviceContext
+
+# Factory functions that put their result on the default device (the CPU) unless given ``device=``.
+_FACTORIES = {
+    getattr(torch, name): f"torch.{name}"
+    for name in (
+        "arange", "zeros", "ones", "full", "empty", "rand", "randn", "randint", "randperm", "tensor", "as_tensor",
+        "eye", "linspace", "logspace", "tril_indices", "triu_indices", "bernoulli_",
+    )
+    if hasattr(torch, name)
+}  # fmt: skip
+_MOVES = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.type_as, torch.Tensor.new_tensor}
+
+
+class DeviceMismatch(RuntimeError):
+    """A tensor the answer made without ``device=`` met a tensor on the inputs' device (it would fail on a GPU)."""
+
+
+# Whose code a frame runs: the course's checks (``autograder``), the course's library (``solutions``), a library
+# (torch, the standard library, site-packages), or else the student's (a notebook cell, a catalogue entry).
+def _package_dir(name: str) -> str:
+    spec = importlib.util.find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return os.path.realpath(locations[0]) + os.sep if locations else "\0"
+
+
+_CHECKS_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep  # autograder/
+_COURSE_DIR = _package_dir("solutions")
+_LIBRARY_DIRS = tuple(
+    {
+        os.path.realpath(p) + os.sep
+        for p in (
+            os.path.dirname(torch.__file__),
+            os.path.dirname(os.__file__),
+            *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+        )
+    }
+)
+_REALPATHS: dict[str, str] = {}
+
+
+def _owner(filename: str) -> str:
+    """ "checks", "course", "library" or "student" for a code object's ``co_filename``."""
+    if filename.startswith("<"):
+        return "library" if filename.startswith(("<frozen", "<string>")) else "student"
+    path = _REALPATHS.get(filename)
+    if path is None:
+        path = _REALPATHS[filename] = os.path.realpath(filename)
+    if path.startswith(_CHECKS_DIR):
+        return "checks"
+    if path.startswith(_COURSE_DIR):
+        return "course"
+    return "library" if path.startswith(_LIBRARY_DIRS) else "student"
+
+
+def _made_by_student(frame: Any) -> tuple[str, int] | None:
+    """Where a tensor made in ``frame`` (the innermost Python frame of the call that made it) is the student's doing:
+    ``(file, line)`` of the student's frame that asked for it, or None when it is not.
+
+    Made directly in the student's code: theirs. Made inside torch (its Python helpers): not. Made in the course's
+    library (``causal_mask(T)`` without ``device=``): the student's if the student's code called that helper,
+    not if the course's checks did (the checks' own toy models are the course's responsibility)."""
+    first = True
+    for _ in range(200):
+        if frame is None:
+            return None
+        owner = _owner(frame.f_code.co_filename)
+        if owner == "student":
+            return frame.f_code.co_filename, frame.f_lineno
+        if owner == "checks" or (owner == "library" and first):
+            return None
+        first = first and owner == "library"
+        frame = frame.f_back
+    return None
+
+
+def _caller_frame() -> Any:
+    """The innermost frame outside this module and torch's function-mode machinery."""
+    frame: Any = sys._getframe(1)
+    while frame is not None and (
+        frame.f_code.co_filename == __file__ or frame.f_code.co_filename.startswith(_TORCH_OVERRIDES)
+    ):
+        frame = frame.f_back
+    return frame
+
+
+_TORCH_OVERRIDES = tuple(
+    os.path.join(os.path.dirname(torch.__file__), name) for name in ("overrides.py", "utils/_device.py")
+)
+
+
+def _device_message(made_by: str, where: tuple[str, int] | None, op: str) -> str:
+    text = linecache.getline(where[0], where[1]).strip() if where else ""
+    line = f" by your line {where[1]}" + (f" ({text})" if text else "") if where else ""
+    return (
+        f"a tensor made{line} without device= (by {made_by}) was combined with the inputs in {op}(). That works "
+        'on a CPU but fails on a GPU ("Expected all tensors to be on the same device"): create it on the inputs\' '
+        f"device, e.g. {made_by}(..., device=x.device), or move it with .to(x.device)."
+    )
+
+
+class _StrayTensors(TorchFunctionMode):
+    """The fallback device check, for calls the fake-GPU run of :func:`_device_probe` cannot decide (code that
+    reads values, such as ``.item()``): inside the student's call, remember every tensor (of at least one dimension)
+    that a factory function made without ``device=`` *at the student's request* (see :func:`_made_by_student`),
+    and everything computed from such tensors alone; raise :class:`DeviceMismatch` when one of them meets a tensor
+    that came from elsewhere (the inputs, the module's parameters).
+
+    ``.to(x.device)``, ``.type_as(x)``, ``.cuda()`` and ``x.new_tensor`` move a tensor to the right device: their
+    result is never stray, even when it is the same tensor object (``.to`` returns its input when already there).
+    Zero-dimensional tensors are exempt, as PyTorch lets CPU scalars mix with GPU tensors.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        # id(tensor) -> (tensor, the factory that made it, where); strong references, so ids are not reused
+        self.stray: dict[int, tuple[torch.Tensor, str, tuple[str, int] | None]] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        flat = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        origin = next((self.stray[id(t)][1:] for t in flat if id(t) in self.stray), None)
+        moved = func in _MOVES and (len(args) > 1 or "device" in kwargs or func is not torch.Tensor.to)
+        indexing = func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and not (
+            args and id(args[0]) in self.stray
+        )  # CPU index tensors may index a GPU tensor
+        if origin is not None and func not in _MOVES and not indexing:
+            other = next((t for t in flat if id(t) not in self.stray and (t.ndim > 0 or t.requires_grad)), None)
+            if other is not None:
+                raise DeviceMismatch(_device_message(origin[0], origin[1], getattr(func, "__name__", str(func))))
+        out = func(*args, **kwargs)
+        if moved:
+            for t in pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self.stray.pop(id(t), None)
+        elif func in _FACTORIES and kwargs.get("device") is None:
+            if not (func in (torch.tensor, torch.as_tensor) and args and isinstance(args[0], torch.Tensor)):
+                where = _made_by_student(_caller_frame())
+                if where is not None:
+                    self._mark(out, (_FACTORIES[func], where))
+        elif origin is not None:
+            self._mark(out, origin)
+        return out
+
+    def _mark(self, out: Any, origin: tuple[str, tuple[str, int] | None]) -> None:
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.ndim > 0:
+                self.stray[id(t)] = (t, *origin)
+
+
+class _Undecided(Exception):
+    """The fake-GPU run could not decide (an op without a fake kernel, code that reads values)."""
+
+
+class _FakeGPUOrigins(TorchFunctionMode):
+    """Inside :func:`_device_probe`'s run: tensors made on the default device (which stands for the CPU there) are
+    remembered with who asked for them; when PyTorch's own device rule fails an op, the blame goes to the student's
+    line that made the tensor (or to nobody, when the course's checks made it)."""
+
+    def __init__(self, gpu: torch.device) -> None:
+        super().__init__()
+        self.gpu = gpu
+        self.origins: dict[int, tuple[torch.Tensor, str, tuple[str, int] | None]] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            out = func(*args, **kwargs)
+        except FakeTensorDeviceMismatchError:
+            for t in pytree.tree_leaves((args, kwargs)):
+                if isinstance(t, torch.Tensor) and id(t) in self.origins:
+                    _, made_by, where = self.origins[id(t)]
+                    if where is not None:
+                        raise DeviceMismatch(
+                            _device_message(made_by, where, getattr(func, "__name__", str(func)))
+                        ) from None
+            raise _Undecided() from None  # made by the course's own code, or not traceable: not the student's
+        if func in _FACTORIES and kwargs.get("device") is None:
+            where = _made_by_student(_caller_frame())
+            if isinstance(out, torch.Tensor) and out.device == self.gpu:
+                if out.ndim == 0:  # a CPU scalar mixes with GPU tensors: it stands for one on the inputs' device
+                    return out.to("cpu")
+                self.origins[id(out)] = (out, _FACTORIES[func], where)
+            return out
+        src = next(
+            (self.origins[id(a)] for a in pytree.tree_leaves((args, kwargs)) if id(a) in self.origins),
+            None,
+        )
+        if src is not None:  # what is computed from a stray tensor (and stays on its device) is stray, origin kept
+            for t in pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.device == self.gpu and id(t) not in self.origins:
+                    self.origins[id(t)] = (t, src[1], src[2])
+        return out
+
+
+FAKE_GPU = True  # tests set it False to check the fallback (_StrayTensors) on its own
+_PROBED: set = set()  # plain functions' calls found device-correct, by their code and the kinds of inputs
+
+
+def _device_probe(fn: Callable, args: tuple, kwargs: dict) -> str | None:
+    """Would ``fn(*args, **kwargs)`` fail on a GPU because of a tensor the student's code made on the CPU?
+
+    Decided by PyTorch itself: the call runs once more on deep copies of its arguments under PyTorch's
+    ``FakeTensorMode`` (shapes and devices, no values), with the roles of the devices swapped — the inputs and the
+    module's weights stay on the CPU (standing for the GPU they would be on) and every tensor made without
+    ``device=`` lands on a fake CUDA device (standing for the CPU it would be on), so PyTorch's own device rule
+    (``Expected all tensors to be on the same device``) fails exactly the ops that would fail on a GPU. Returns the
+    student's message, None when the call is device-correct, or raises :class:`_Undecided` when the fake run
+    cannot tell (then :class:`_StrayTensors` watches the real call).
+    """
+    if not FAKE_GPU or torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python):
+        raise _Undecided()  # dispatch modes are off (the grading guard runs checks so): no fake run possible
+    bound_self = getattr(fn, "__self__", None)
+    if isinstance(fn, torch.nn.Module):
+        target: Any = (fn, args, kwargs)
+    elif isinstance(bound_self, torch.nn.Module) and type(fn) is types.MethodType:
+        target = (bound_self, args, kwargs)
+    elif type(fn) is types.FunctionType and not fn.__closure__:
+        target = (None, args, kwargs)
+    else:
+        raise _Undecided()  # a lambda or closure over the checks' objects: its side effects cannot be copied
+    leaves = pytree.tree_leaves(target[1:])
+    if not (target[0] is not None or any(isinstance(t, torch.Tensor) for t in leaves)):
+        raise _Undecided()  # nothing on a device (a constructor, a shape function)
+    if any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in leaves):
+        raise _Undecided()  # already on a GPU: the real call says
+    key = None
+    if target[0] is None:  # a plain function: one fake run per kind of call (its code, the inputs' ranks, dtypes)
+        kinds = tuple((t.ndim, t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__ for t in leaves)
+        key = (fn.__code__, kinds, tuple(sorted(kwargs)))
+        if key in _PROBED:
+            return None
+    try:
+        module, c_args, c_kwargs = copy.deepcopy(target)
+    except Exception:
+        raise _Undecided() from None
+    if module is not None:
+        method: Any = fn
+        c_fn: Any = module if fn is target[0] else types.MethodType(method.__func__, module)
+    else:
+        c_fn = fn
+    gpu = torch.device("cuda", 0)
+    rng_state = torch.random.get_rng_state()
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    fake.cache_enabled = False  # its cache counters are class attributes, which the grading guard protects
+    # A wrong answer that fails inside the fake run makes PyTorch log a traceback through a handler that holds the
+    # original stderr (redirecting sys.stderr does not reach it): nbgrader scores a test cell with stderr as zero.
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    log_was = fake_log.disabled
+    fake_log.disabled = True
+    try:
+        with (
+            torch.no_grad(),
+            fake,
+            DeviceContext(gpu),
+            _FakeGPUOrigins(gpu),
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            warnings.simplefilter("ignore")
+            c_fn(*c_args, **c_kwargs)
+    except DeviceMismatch as exc:
+        return str(exc)
+    except Exception:  # anything else the fake run cannot settle
+        raise _Undecided() from None
+    finally:
+        torch.random.set_rng_state(rng_state)
+        fake_log.disabled = log_was
+    if key is not None and len(_PROBED) < 10_000:
+        _PROBED.add(key)  # holds the code object: its id is not reused while remembered
+    return None

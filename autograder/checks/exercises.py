@@ -1,0 +1,220 @@
+"""The one runner of a chapter's checks: the registry of exercises (:class:`Exercises`) and how an exercise is run.
+
+``EXERCISES.run`` runs an exercise's visible (or hidden) checks in the student's notebook; the grading kernel's
+recorder (``grading/guard.py``) runs the same functions with :func:`~autograder.checks.trace.record`, and the
+worker replays them (``grading/judge.py``). An exercise that calls an earlier one is checked with the course's
+version of it first (:func:`dependencies`), so that one mistake costs its own exercise's points only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import textwrap
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from .compare import CheckFailed
+from .limits import ExerciseTimeout, exercise_time_limit, time_limit, timeout_message
+
+
+@dataclasses.dataclass
+class Exercise:
+    name: str  # the function/class the student writes, also the nbgrader grade_id stem
+    points: int
+    visible: list[Callable] = dataclasses.field(default_factory=list)
+    hidden: list[Callable] = dataclasses.field(default_factory=list)
+
+
+class Exercises:
+    """Registry of a chapter's exercises and their checks, in notebook order."""
+
+    def __init__(self, chapter: str):
+        self.chapter = chapter
+        self._by_name: dict[str, Exercise] = {}
+        self._references: dict[str, Callable] = {}
+
+    def __iter__(self):
+        return iter(self._by_name.values())
+
+    def __getitem__(self, name: str) -> Exercise:
+        return self._by_name[name]
+
+    @property
+    def total_points(self) -> int:
+        return sum(ex.points for ex in self)
+
+    def check(self, name: str, *, points: int | None = None, hidden: bool = False):
+        """Decorator: register a check for exercise ``name`` (``points`` on its first registration)."""
+
+        def register(fn: Callable) -> Callable:
+            if name not in self._by_name:
+                if points is None:
+                    raise ValueError(f"the first check of exercise {name!r} must give its points")
+                self._by_name[name] = Exercise(name, points)
+            elif points is not None and points != self._by_name[name].points:
+                raise ValueError(f"exercise {name!r} already has {self._by_name[name].points} points")
+            (self._by_name[name].hidden if hidden else self._by_name[name].visible).append(fn)
+            return fn
+
+        return register
+
+    def reference(self, name: str):
+        """Decorator: register the course's version of exercise ``name`` (a function), written in the checks module
+        from an oracle. While *another* exercise that calls ``name`` is checked, the student's ``name`` is replaced
+        by it, so that a mistake in ``name`` costs ``name``'s points only (each exercise is graded on its own)."""
+
+        def register(fn: Callable) -> Callable:
+            if name not in self._by_name:
+                raise ValueError(f"register the checks of {name!r} before its reference")
+            self._references[name] = fn
+            return fn
+
+        return register
+
+    @property
+    def references(self) -> dict[str, Callable]:
+        """Exercise name -> the course's version registered with :meth:`reference` (a copy)."""
+        return dict(self._references)
+
+    def run(self, name: str, obj: Any, *, hidden: bool = False, verbose: bool = True) -> None:
+        """Run the visible (or, with ``hidden=True``, the hidden) checks of exercise ``name`` on ``obj``.
+
+        Prints one line per passed check; raises :class:`CheckFailed` listing every failed one. Warnings
+        raised by the student's code are silenced here: nbgrader scores a test cell that writes to stderr
+        as zero, and a deprecation warning is not a mistake.
+
+        Returns None on purpose: nbgrader reads a number left as a test cell's value as a partial score.
+        """
+        __tracebackhide__ = True  # IPython: show the student the message, not this function's frame
+        ex = self._by_name[name]
+        checks = ex.hidden if hidden else ex.visible
+        kind = "hidden" if hidden else "visible"
+        deps = dependencies(self._references, name, obj, list(self._by_name))
+        limit = exercise_time_limit()
+        failures: list[str] = []
+        own_failures: list[str] = []
+        sink, completed = failures, False
+        try:
+            with time_limit(limit) as expired:
+                if not deps:
+                    self._run_checks(checks, obj, failures, verbose, expired, limit)
+                else:  # checked with the reference versions of the exercises it calls, then with the student's own
+                    with _swapped({dep: (g, self._references[dep]) for dep, g in deps.items()}):
+                        self._run_checks(checks, obj, failures, verbose, expired, limit)
+                    sink = own_failures
+                    self._run_checks(checks, obj, own_failures, False, expired, limit)
+                completed = True
+        except ExerciseTimeout:
+            sink.append(f"✘ {timeout_message(name, limit or 0)}")
+        own = ", ".join(deps)
+        if failures and deps and completed and not own_failures:
+            failures = []  # the student's own versions fit this answer (e.g. an extra argument): full marks
+        if failures:
+            note = (
+                f"\n({name} was checked with the course's version of {own} in place of yours, so that a mistake "
+                "there is not charged twice.)"
+                if deps
+                else ""
+            )
+            raise CheckFailed(
+                f"{len(failures)} of {len(checks)} {kind} checks failed for {name}:\n" + "\n".join(failures) + note
+            )
+        if own_failures:
+            print(
+                f"Note: {name} is right, but with your own {own} its results change ({len(own_failures)} of "
+                f"{len(checks)} {kind} checks fail): the mistake is in your {own}, whose own checks say what it "
+                f"is. {name} keeps its points."
+            )
+        if verbose:
+            print(f"All {len(checks)} {kind} checks passed for {name}.")
+
+    @staticmethod
+    def _run_checks(checks, obj, failures: list[str], verbose: bool, expired: list[bool], limit) -> None:
+        """Run ``checks`` on ``obj``, appending a failure line per failed check (so a time-out keeps them)."""
+        for fn in checks:
+            label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+            try:
+                with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+                    warnings.simplefilter("ignore")
+                    fn(obj)
+            except CheckFailed as err:
+                failures.append(f"✘ {label}\n{textwrap.indent(str(err), '    ')}")
+            except Exception as err:
+                failures.append(f"✘ {label}\n    {crash_message(err)}")
+            else:
+                if verbose:
+                    print(f"✔ {label}")
+            if expired[0]:  # the answer swallowed the time-out (a bare except): stop all the same
+                raise ExerciseTimeout(limit)
+
+
+def dependencies(
+    references: dict[str, Callable], name: str, obj: Any, order: list[str] | tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
+    """The exercises in ``references`` that come before exercise ``name`` in ``order`` (the notebook's) and that
+    ``obj`` (a function or a class) calls by their global name, each with the globals dict it is looked up in (the
+    notebook's namespace while grading). A later exercise is never swapped in: the course's version of it would be
+    handed to the notebook before the notebook's own answer to it is checked."""
+    found: dict[str, dict[str, Any]] = {}
+    earlier = set(order[: order.index(name)]) if name in order else set()
+    try:
+        for fn in _functions_of(obj):
+            names = _global_names(fn.__code__)
+            for dep in references:
+                if dep in earlier and dep in names and dep in fn.__globals__:
+                    found[dep] = fn.__globals__
+    except Exception:  # an object too odd to inspect: checked as it is
+        return {}
+    return found
+
+
+def _functions_of(obj: Any) -> list[Any]:
+    """The plain functions that make up ``obj``: itself, or a class's methods (its own and its bases' up to
+    ``torch.nn.Module``)."""
+    if isinstance(obj, type):
+        found = []
+        for klass in obj.__mro__:
+            if klass.__module__.startswith(("torch", "builtins")):
+                continue
+            for value in list(vars(klass).values()):
+                if type(value) in (staticmethod, classmethod):
+                    value = value.__func__
+                if type(value) is types.FunctionType:  # exact types: nothing of the student's code runs here
+                    found.append(value)
+        return found
+    return [obj] if type(obj) is types.FunctionType else []
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    """Names ``code`` (and the functions, lambdas and comprehensions inside it) may look up as globals."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if type(const) is types.CodeType:
+            names |= _global_names(const)
+    return names
+
+
+@contextlib.contextmanager
+def _swapped(entries: dict[str, tuple[dict[str, Any], Any]]):
+    """Set ``globals[name] = value`` for each entry while the block runs; restore the student's afterwards."""
+    saved = {name: g[name] for name, (g, _) in entries.items()}
+    try:
+        for name, (g, value) in entries.items():
+            g[name] = value
+        yield
+    finally:
+        for name, (g, _) in entries.items():
+            g[name] = saved[name]
+
+
+def crash_message(err: BaseException) -> str:
+    """A check that raised something other than CheckFailed: almost always an answer whose output has another
+    shape or type than the docstring says (the check indexed or combined it), said so for the student."""
+    return (
+        f"your answer's result could not be checked ({type(err).__name__}: {str(err)[:200]}): compare the shapes, "
+        "dtypes and types it returns with the docstring."
+    )

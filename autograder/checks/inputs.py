@@ -1,0 +1,146 @@
+"""The answer cannot change the question: what a call hands the answer is copied before and compared after.
+
+:func:`_inputs_state` lists everything of the check's that a call hands over (tensors among the arguments, modules'
+weights, the course's objects' attributes, tensors a check's ``lambda`` closes over, the called module's
+parameters); a change fails the check (:func:`_modified_message`). The record keeps what a call did to its
+arguments (``trace._effects_after``); a replay fails on it, except for the course's objects an exercise updates by
+definition (:func:`updated_in_place`) and the gradients of the check's leaf tensors.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+from .device import _owner
+
+# The course's classes an exercise updates in place by definition (chapter 8's ``KVCache``: ``update`` appends to it),
+# registered by the chapter's checks with :func:`updated_in_place`. Their state after a call is recorded and put back
+# when replaying; every other input the answer is handed must come back as it went in (:func:`_inputs_state`).
+_IN_PLACE: set[type] = set()
+
+
+def updated_in_place(cls: type) -> type:
+    """Declare that the answer may change objects of the course's class ``cls`` it is handed (their state is part of
+    what the exercise computes, as a KV cache's is). Any other input changed by the answer fails the check."""
+    _IN_PLACE.add(cls)
+    return cls
+
+
+def _course_object(value: Any) -> bool:
+    """An object of the course's own classes (a ``KVCache`` the check hands the answer)."""
+    mod = type(value).__module__ or ""
+    return mod.split(".")[0] in ("solutions", "autograder") and hasattr(value, "__dict__")
+
+
+def _updated_in_place(value: Any) -> bool:
+    return _course_object(value) and type(value) in _IN_PLACE
+
+
+_PLAIN_TYPES = (bool, int, float, str, type(None))
+
+
+def _inputs_state(fn: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """label -> value of everything of the check's that a call hands to the answer: tensors among the arguments (in
+    tuples, lists and dicts too), the weights of modules among them, the attributes of the course's objects (but
+    those :func:`updated_in_place`), the tensors a check's own ``lambda`` closes over, and the parameters of the
+    module being called. Compared before and after the call (:func:`_changed_inputs`): the answer must not change
+    the question (an input zeroed in place would zero the oracle computed from it after the call)."""
+    state: dict[str, Any] = {}
+
+    def module(label: str, m: torch.nn.Module, buffers: bool) -> None:
+        try:
+            for n, p in torch.nn.Module.named_parameters(m):
+                state[f"{label}'s parameter {n}"] = p
+            if buffers:
+                for n, b in torch.nn.Module.named_buffers(m):
+                    state[f"{label}'s buffer {n}"] = b
+        except Exception:  # a module too odd to walk: the worker's replay still judges it
+            pass
+
+    def visit(label: str, value: Any, depth: int) -> None:
+        if depth > 3 or len(state) > 4096:
+            return
+        if isinstance(value, torch.Tensor):
+            state[label] = value
+        elif type(value) in (tuple, list):
+            for i, v in enumerate(value[:64]):
+                visit(f"{label}[{i}]", v, depth + 1)
+        elif type(value) is dict:
+            for k, v in list(value.items())[:64]:
+                visit(f"{label}[{k!r}]", v, depth + 1)
+        elif isinstance(value, torch.nn.Module):
+            module(label, value, _course_object(value) or type(value).__module__.startswith("torch."))
+        elif _course_object(value) and not _updated_in_place(value):
+            for k, v in list(vars(value).items())[:64]:
+                if isinstance(v, _PLAIN_TYPES):
+                    state[f"{label}.{k}"] = v
+                else:
+                    visit(f"{label}.{k}", v, depth + 1)
+
+    for i, a in enumerate(args):
+        visit(f"argument {i + 1}", a, 0)
+    for k, a in kwargs.items():
+        visit(f"argument {k}", a, 0)
+    code = getattr(fn, "__code__", None)
+    if type(fn) is types.FunctionType and code is not None and _owner(code.co_filename) == "checks":
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, torch.Tensor) or type(value) in (tuple, list, dict):
+                visit(f"the check's {name}", value, 1)
+    owner = getattr(fn, "__self__", fn)
+    if isinstance(owner, torch.nn.Module):
+        module("the module called", owner, False)
+    return state
+
+
+def _snapshot_inputs(state: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for label, v in state.items():
+        if isinstance(v, torch.Tensor):
+            if v.layout != torch.strided or v.is_meta:
+                continue
+            out[label] = (v, v.detach().clone())
+        else:
+            out[label] = (v, v)
+    return out
+
+
+def _same_value(now: Any, before: Any) -> bool:
+    if isinstance(before, torch.Tensor):
+        if not isinstance(now, torch.Tensor) or now.shape != before.shape or now.dtype != before.dtype:
+            return False
+        if now.layout != torch.strided or now.is_meta:
+            return False
+        now = now.detach()
+        if now.device != before.device:
+            now = now.to(before.device)
+        if now.is_floating_point() or now.is_complex():
+            return bool(((now == before) | (now.isnan() & before.isnan())).all())
+        return bool(torch.equal(now, before))
+    return type(now) is type(before) and now == before
+
+
+def _changed_inputs(snapshot: dict[str, Any], state: dict[str, Any]) -> list[str]:
+    """The labels of :func:`_snapshot_inputs` whose value is not what it was (the same object changed in place, or
+    an attribute bound to another value)."""
+    changed = []
+    for label, (obj, before) in snapshot.items():
+        now = state.get(label, obj)
+        if not _same_value(now, before) or (isinstance(before, torch.Tensor) and not _same_value(obj, before)):
+            changed.append(label)
+    return changed
+
+
+def _modified_message(what: str, labels: list[str]) -> str:
+    shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+    return (
+        f"{what} changed its input in place ({shown}): an answer must leave what it is given as it was — compute "
+        "new tensors (x * 2, torch.cat, x.masked_fill(...)) instead of changing them (x.mul_(2), x[...] = ..., "
+        "x.zero_(), x.fill_(...))."
+    )

@@ -1,0 +1,63 @@
+"""The per-exercise time limit (set while grading: one endless loop costs only its own exercise)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+
+
+class ExerciseTimeout(BaseException):
+    """An exercise's checks ran longer than the grader's time limit (raised by the timer of :func:`time_limit`).
+
+    A ``BaseException``, so that an answer's ``except Exception`` does not swallow it; it rings again every half
+    second until the check run stops, so that a bare ``except:`` in an endless loop does not either."""
+
+
+def exercise_time_limit() -> float | None:
+    """Seconds one exercise's check run may take: ``AUTOGRADER_EXERCISE_TIMEOUT`` (set by the grader), else None."""
+    try:
+        seconds = float(os.environ.get("AUTOGRADER_EXERCISE_TIMEOUT", ""))
+    except ValueError:
+        return None
+    return seconds if seconds > 0 else None
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise :class:`ExerciseTimeout` in the block once it has run ``seconds``, and every half second after (no
+    limit for None, off the main thread, or where there is no ``SIGALRM``). Yields a list whose first item turns
+    True at the first ring: code that swallowed the exception can still tell."""
+    expired = [False]
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield expired
+        return
+    armed = [True]
+
+    def ring(signum, frame):
+        if armed[0]:
+            expired[0] = True
+            raise ExerciseTimeout(seconds)
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)
+    try:
+        yield expired
+    finally:
+        for _ in range(100):  # a last ring may interrupt the disarming itself: disarm again
+            try:
+                armed[0] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+                break
+            except ExerciseTimeout:
+                continue
+
+
+def timeout_message(name: str, seconds: float) -> str:
+    """The student's explanation of a time-out in exercise ``name``'s checks."""
+    return (
+        f"{name} timed out after {seconds:g} s: its checks did not finish (an endless loop, or a loop whose stop "
+        "condition is never reached?). The remaining checks of this exercise were not run."
+    )

@@ -1,0 +1,412 @@
+"""Calls into the student's code, recorded in the grading kernel and replayed in the grading worker.
+
+:func:`call` and :func:`observe` are the only ways a check touches the answer. In the notebook they just run it; in
+the grading kernel (:func:`record`) they also keep what came back; in the worker (:func:`replay`) they return the
+recorded values instead of running anything, so the check's inputs, oracle and comparisons are computed where the
+student's code never ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .compare import CheckFailed, _as_subclass, _plain
+from .device import DeviceMismatch, _device_probe, _owner, _StrayTensors, _Undecided
+from .inputs import (
+    _changed_inputs,
+    _inputs_state,
+    _modified_message,
+    _snapshot_inputs,
+    _updated_in_place,
+)
+
+# While grading, the kernel's guard runs each check with _RECORDER["trace"] set to a list: every outermost call into
+# the student's code (:func:`call`, :func:`observe`) appends what came back (values, shapes, dtypes, the error it
+# raised) and what it did to the check's own arguments. The grading worker, a process the student's code never runs
+# in, then runs the same check again (:func:`replay`) with that list: call and observe return the recorded values
+# instead of running anything, and the check's inputs, oracle, comparisons and verdict are computed there. Whatever
+# the kernel sends is then a right or a wrong answer: patching torch or the checks inside it changes nothing the
+# worker computes. A check uses the student's object only through call/observe (a sub-module's output, a weight's
+# gradient, a parameter's identity are looked at with observe): every check replays (tests/test_replay.py).
+_RECORDER: dict[str, Any] = {"trace": None, "replay": None, "depth": 0, "leaves": []}
+_MAX_ITEMS = 20_000  # values recorded per call at most (a bigger result is not replayable)
+
+
+class NotReplayable(Exception):
+    """The check used the student's object outside :func:`call`/:func:`observe`, or the record ran out."""
+
+
+_MODE_SWITCHES = frozenset({"eval", "train", "zero_grad", "requires_grad_"})
+
+
+class _Opaque:
+    """What a replayed check holds in place of an object of the student's (their module, their class): it can be
+    passed back to :func:`call` or have attributes taken (``model.forward``), nothing else."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, what: str = "the answer") -> None:
+        object.__setattr__(self, "_what", what)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in _MODE_SWITCHES:  # module.eval(): its effect on the module shows in the calls recorded after it
+            return lambda *args, **kwargs: self
+        return _Opaque(f"{object.__getattribute__(self, '_what')}.{name}")
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotReplayable(f"{object.__getattribute__(self, '_what')} was used outside call()")
+
+    __call__ = __bool__ = __iter__ = __len__ = __getitem__ = __setattr__ = __setitem__ = _refuse
+    __add__ = __radd__ = __sub__ = __mul__ = __matmul__ = __float__ = __int__ = __index__ = _refuse
+    __contains__ = __lt__ = __le__ = __gt__ = __ge__ = __enter__ = __exit__ = _refuse
+
+
+def _encode(value: Any, budget: list[int]) -> Any:
+    """A value as plain data that ``torch.load(weights_only=True)`` reads back (no code runs on loading)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return ("opaque",)
+    if value is None or type(value) in (bool, int, float, str):
+        return ("v", value)
+    if isinstance(value, torch.Tensor):
+        t = _as_subclass(value, torch.Tensor) if type(value) is not torch.Tensor else value
+        if t.layout != torch.strided:
+            return ("opaque",)
+        budget[0] -= t.numel() // 64
+        data = torch.empty(t.shape, dtype=t.dtype) if t.is_meta else t.detach().cpu().clone()
+        return ("T", data, bool(t.requires_grad), str(t.device))
+    if isinstance(value, torch.Size):
+        return ("size", [int(d) for d in value])
+    if isinstance(value, torch.dtype):
+        return ("dtype", str(value).removeprefix("torch."))
+    if isinstance(value, torch.device):
+        return ("device", str(value))
+    if isinstance(value, (tuple, list)):
+        return ("tuple" if isinstance(value, tuple) else "list", [_encode(v, budget) for v in value])
+    if isinstance(value, dict) and all(type(k) in (str, int) for k in value):
+        return ("dict", [[k, _encode(v, budget)] for k, v in value.items()])
+    if isinstance(value, torch.nn.Module):
+        return _encode_module(value, budget)
+    return ("opaque",)
+
+
+def _encode_module(m: torch.nn.Module, budget: list[int]) -> Any:
+    """A module as its parts: parameters, buffers, plain attributes, submodules (each the same way), and its class
+    when that is one of ``torch.nn``'s (a student's own class is only named). Replayed as a module shell holding the
+    same weights (:func:`_decode_module`): the checks read and set its weights as they do the answer's."""
+    cls = type(m)
+    torch_class = f"{cls.__module__}:{cls.__qualname__}" if cls.__module__.startswith("torch.nn.") else ""
+    plain = {}
+    for k, v in vars(m).items():
+        if not k.startswith("_") and (v is None or type(v) in (bool, int, float, str) or _plain_tuple(v)):
+            plain[k] = _encode(v, budget)
+    return (
+        "module",
+        torch_class,
+        cls.__name__,
+        bool(m.training),
+        [[k, None if p is None else _encode(p, budget)] for k, p in m._parameters.items()],
+        [[k, None if b is None else _encode(b, budget)] for k, b in m._buffers.items()],
+        [[k, v] for k, v in plain.items()],
+        [[k, None if c is None else _encode(c, budget)] for k, c in m._modules.items()],
+    )
+
+
+def _plain_tuple(v: Any) -> bool:
+    return type(v) is tuple and len(v) < 16 and all(x is None or type(x) in (bool, int, float, str) for x in v)
+
+
+class _ReplayedModule(torch.nn.Module):
+    """The shell of a student's module class in a replayed check: its weights and submodules, no forward."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotReplayable(f"the check called {getattr(self, '_student_class', 'a module')}'s forward directly")
+
+
+def _decode_module(data: Any) -> torch.nn.Module:
+    import importlib
+
+    _, torch_class, name, training, params, buffers, plain, children = data
+    cls: Any = _ReplayedModule
+    if torch_class:
+        mod_name, qual = torch_class.split(":")
+        if not mod_name.startswith("torch.nn."):
+            raise NotReplayable(f"{torch_class} is no torch.nn class")
+        cls = importlib.import_module(mod_name)
+        for part in qual.split("."):
+            cls = getattr(cls, part)
+        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+            raise NotReplayable(f"{torch_class} is no module class")
+    m = cls.__new__(cls)
+    torch.nn.Module.__init__(m)
+    if cls is _ReplayedModule:
+        object.__setattr__(m, "_student_class", name)
+    for k, v in plain:
+        object.__setattr__(m, k, _decode(v))
+    for k, v in params:
+        t = None if v is None else _decode(v)
+        m._parameters[k] = None if t is None else torch.nn.Parameter(t.detach(), requires_grad=t.requires_grad)
+    for k, v in buffers:
+        m._buffers[k] = None if v is None else _decode(v).detach()
+    for k, v in children:
+        m._modules[k] = None if v is None else _decode_module(v)
+    object.__setattr__(m, "training", training)
+    return m
+
+
+def _decode(data: Any, what: str = "the result") -> Any:
+    kind = data[0]
+    if kind == "v":
+        return data[1]
+    if kind == "T":
+        t = data[1]
+        if data[3] == "meta":
+            t = t.to("meta")
+        if data[2] and (t.is_floating_point() or t.is_complex()):
+            t.requires_grad_(True)
+        return t
+    if kind == "size":
+        return torch.Size(data[1])
+    if kind == "dtype":
+        return getattr(torch, data[1])
+    if kind == "device":
+        return torch.device(data[1])
+    if kind == "tuple":
+        return tuple(_decode(v, what) for v in data[1])
+    if kind == "list":
+        return [_decode(v, what) for v in data[1]]
+    if kind == "dict":
+        return {k: _decode(v, what) for k, v in data[1]}
+    if kind == "module":
+        return _decode_module(data)
+    return _Opaque(what)
+
+
+def _watch_leaves(args: tuple, kwargs: dict) -> None:
+    """The check's own leaf tensors that require grad, in the order calls first receive them: a later backward pass
+    (``call("backward", lambda: out.sum().backward())``) gives them gradients, which are recorded and put back."""
+    leaves = _RECORDER.setdefault("leaves", [])
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor) and a.requires_grad and a.is_leaf and not any(a is b for b in leaves):
+            leaves.append(a)
+
+
+def _effects_before(args: tuple, kwargs: dict) -> tuple[list, list]:
+    _watch_leaves(args, kwargs)
+    items = list(args) + list(kwargs.values())
+    grads = [(g, None if g is None else g._version) for g in (t.grad for t in _RECORDER["leaves"])]
+    return [(i, a, a._version) for i, a in enumerate(items) if isinstance(a, torch.Tensor)], grads
+
+
+def _effects_after(args: tuple, kwargs: dict, before: tuple[list, list], budget: list[int]) -> list:
+    """What the call did to the check's own objects: its arguments' tensors changed in place, course objects' state,
+    the gradients of the leaf tensors it handed to the answer."""
+    versions, grads = before
+    items = list(args) + list(kwargs.values())
+    out: list = []
+    for i, a, version in versions:
+        if a._version != version:
+            out.append([i, "T", _encode(a, budget)])
+    for i, a in enumerate(items):
+        if _updated_in_place(a):
+            out.append([i, "state", _encode(dict(vars(a)), budget)])
+    for j, leaf in enumerate(_RECORDER["leaves"]):
+        g0, v0 = grads[j] if j < len(grads) else (None, None)
+        g = leaf.grad
+        if g is not g0 or (g is not None and g._version != v0):
+            out.append([j, "grad", _encode(g, budget)])
+    return out
+
+
+def _apply_effects(what: str, args: tuple, kwargs: dict, effects: list) -> None:
+    """Put back what the recorded call did to the check's objects: gradients of its leaf tensors and the state of
+    objects :func:`updated_in_place`. A recorded change to any other input fails the check (the worker's own inputs
+    stay as the check made them, so the oracle computed from them is the question the check asked)."""
+    items = list(args) + list(kwargs.values())
+    names = [f"argument {i + 1}" for i in range(len(args))] + [f"argument {k}" for k in kwargs]
+    leaves = _RECORDER["leaves"]
+    for i, kind, data in effects:
+        if kind == "grad":
+            if i >= len(leaves):
+                raise NotReplayable("the recorded gradient has no tensor to go to")
+            leaves[i].grad = _decode(data)
+            continue
+        target = items[i] if type(i) is int and 0 <= i < len(items) else None
+        if kind == "T" and isinstance(target, torch.Tensor):
+            raise CheckFailed(_modified_message(what, [names[i]]))
+        elif kind == "state" and _updated_in_place(target):
+            vars(target).update(_decode(data))
+        elif kind == "state" and target is not None:
+            raise CheckFailed(_modified_message(what, [names[i]]))
+        else:
+            raise NotReplayable("the recorded effect does not fit the replayed arguments")
+
+
+@contextlib.contextmanager
+def _outermost():
+    """True for the outermost call into the student's code (only that one is recorded or replayed)."""
+    _RECORDER["depth"] += 1
+    try:
+        yield _RECORDER["depth"] == 1
+    finally:
+        _RECORDER["depth"] -= 1
+
+
+def _replayed(what: str, args: tuple, kwargs: dict) -> Any:
+    """Replaying: the recorded outcome of this call (its value, or its CheckFailed raised again)."""
+    state = _RECORDER["replay"]
+    if state["at"] >= len(state["entries"]):
+        raise NotReplayable(f"the record has no call {what!r}")
+    kind, recorded_what, payload, effects = state["entries"][state["at"]]
+    state["at"] += 1
+    if recorded_what != what:
+        raise NotReplayable(f"the record has {recorded_what!r} where the check calls {what!r}")
+    _watch_leaves(args, kwargs)
+    _apply_effects(what, args, kwargs, effects)
+    if kind == "failed":
+        raise CheckFailed(payload)
+    return _decode(payload, what)
+
+
+def _recorded(what: str, run: Callable, args: tuple, kwargs: dict) -> Any:
+    """Run ``run()`` (the call into the student's code), recording its outcome when a trace is being kept."""
+    trace = _RECORDER["trace"]
+    if trace is None:
+        return run()
+    versions = _effects_before(args, kwargs)
+    try:
+        result = run()
+    except CheckFailed as err:
+        trace.append(["failed", what, str(err), _effects_after(args, kwargs, versions, [_MAX_ITEMS])])
+        raise
+    budget = [_MAX_ITEMS]
+    trace.append(["ok", what, _encode(result, budget), _effects_after(args, kwargs, versions, budget)])
+    return result
+
+
+def observe(what: str, thunk: Callable[[], Any]) -> Any:
+    """``thunk()``: a look at the student's object that the check needs as a value (a parameter count, weights to
+    compute an oracle from, ``module.eval()``). Recorded while grading, so the check can be judged outside the
+    kernel; an exception becomes a CheckFailed naming ``what``."""
+    with _outermost() as outer:
+        if outer and _RECORDER["replay"] is not None:
+            return _replayed(what, (), {})
+
+        def run() -> Any:
+            try:
+                return _plain(thunk())
+            except CheckFailed:
+                raise
+            except Exception as exc:
+                raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}") from None
+
+        return _recorded(what, run, (), {}) if outer else run()
+
+
+def replay(check: Callable, entries: list) -> tuple[str, str]:
+    """Run ``check`` again on a recorded trace, outside the kernel: ("passed" | "failed" | "unjudged", message).
+
+    "unjudged": the check used the object outside call/observe, or called something the record does not have."""
+    saved = dict(_RECORDER)
+    _RECORDER.update(trace=None, replay={"entries": entries, "at": 0}, depth=0, leaves=[])
+    try:
+        check(_Opaque())
+        if _RECORDER["replay"]["at"] != len(entries):
+            return "unjudged", "the check made fewer calls than the record holds"
+        return "passed", ""
+    except CheckFailed as err:
+        return "failed", str(err)
+    except NotReplayable as err:
+        return "unjudged", str(err)
+    except Exception as err:
+        return "unjudged", f"{type(err).__name__}: {err}"
+    finally:
+        _RECORDER.update(saved)
+
+
+def record(check: Callable, obj: Any) -> tuple[str, str, list]:
+    """Run ``check`` on ``obj`` keeping the trace :func:`replay` needs: (outcome, message, trace)."""
+    saved = dict(_RECORDER)
+    trace: list = []
+    _RECORDER.update(trace=trace, replay=None, depth=0, leaves=[])
+    try:
+        check(obj)
+        return "passed", "", trace
+    except CheckFailed as err:
+        return "failed", str(err), trace
+    finally:
+        _RECORDER.update(saved)
+
+
+def call(what: str, fn: Callable, *args, **kwargs):
+    """Call the student's ``fn``; turn an exception inside it into a CheckFailed that says what was called.
+
+    Tensors returned (alone or in a tuple) are converted to plain ``torch.Tensor``. Device mistakes are caught on a
+    CPU-only machine: PyTorch decides whether the call would fail on a GPU (:func:`_device_probe`), and where it
+    cannot, tensors made without ``device=`` are watched during the real call (:class:`_StrayTensors`); either
+    way only a tensor made by the student's own code is blamed. A crash names the student's own line. While grading,
+    the outcome is recorded, so that the grading worker can judge the check again outside the kernel (:func:`replay`).
+    """
+    with _outermost() as outer:
+        if outer and _RECORDER["replay"] is not None:
+            return _replayed(what, args, kwargs)
+        if outer:
+            return _recorded(what, lambda: _call_leaving_inputs(what, fn, args, kwargs), args, kwargs)
+        return _call(what, fn, args, kwargs)
+
+
+def _call_leaving_inputs(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """:func:`_call`, failing when the answer changed what the check handed it (:func:`_inputs_state`)."""
+    snapshot = _snapshot_inputs(_inputs_state(fn, args, kwargs))
+    result = _call(what, fn, args, kwargs)
+    changed = _changed_inputs(snapshot, _inputs_state(fn, args, kwargs))
+    if changed:
+        raise CheckFailed(_modified_message(what, changed))
+    return result
+
+
+def _call(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+    try:
+        try:
+            mismatch = _device_probe(fn, args, kwargs)
+            watch: Any = contextlib.nullcontext()
+        except _Undecided:
+            mismatch, watch = None, _StrayTensors()
+        if mismatch is not None:
+            raise DeviceMismatch(mismatch)
+        with watch:
+            result = fn(*args, **kwargs)
+        result = _plain(result)
+    except CheckFailed:
+        raise
+    except DeviceMismatch as exc:
+        raise CheckFailed(f"{what}: {exc}") from None
+    except NotImplementedError:
+        raise CheckFailed(f"{what} raised NotImplementedError: the exercise has not been filled in yet.") from None
+    except SystemExit as exc:
+        raise CheckFailed(
+            f"{what} exited (SystemExit: {exc.code!r}): an answer must return its result, not end the program "
+            "(sys.exit, exit() or quit() in the answer?)."
+        ) from None
+    except Exception as exc:
+        # while grading, the recorder (grading/guard.py) puts its own student_line here (frame access is refused to
+        # everyone else while the checks run)
+        raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}{student_line(exc)}") from None
+    return result
+
+
+def student_line(exc: BaseException) -> str:
+    """`` (your line N: source)`` for the innermost frame of ``exc``'s traceback that runs the student's code (not
+    torch's, the course's library or the checks'), or "" when there is none."""
+    tb = [f for f in traceback.extract_tb(exc.__traceback__) if _owner(f.filename) == "student"]
+    if not tb:
+        return ""
+    line = (tb[-1].line or "").strip()
+    return f" (your line {tb[-1].lineno}: {line})" if line else f" (your line {tb[-1].lineno})"
