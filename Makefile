@@ -51,8 +51,9 @@ lint: $(STAMP)
 # a minute), workers started without the fork server, Chinese submissions graded like English ones, one simulated
 # Gradescope run (chapter 3, a hostile cell), every chapter's Gradescope requirements resolved by pip with the
 # Python setup.sh picks on Ubuntu 22.04 (about a minute; skipped without a Python 3.10 or PyPI), chapter 8's answers
-# that change the question, the fresh _posixsubprocess without the jail, and the kernels' memory limits (a fill of
-# /tmp and home, a limit too small). The other per-chapter kernel tests (variants, plain nbgrader, rewrites through
+# and 6 that change the question, the fresh _posixsubprocess without the jail, chapter 3's device bugs and idioms of
+# the catalogue graded as the notebook decides them, and the kernels' memory limits (a fill of /tmp and home, a limit
+# too small). The other per-chapter kernel tests (variants, plain nbgrader, rewrites through
 # the grader and Gradescope's samples of the other chapters, nbval), the scaffold and the training-script tests run
 # in `make test-full` (before a release; about 25 minutes on 2 cores).
 SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exercise_is_not_filled_in' \
@@ -74,7 +75,9 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch08_kv_cache]' \
 	'tests/test_robust_grading.py::test_variants_grade_as_expected[ch09_sparse_attention]' \
 	'tests/test_robust_grading.py::test_answers_that_change_the_question_earn_nothing[ch08_kv_cache]' \
+	'tests/test_robust_grading.py::test_answers_that_change_the_question_earn_nothing[ch06_gpt]' \
 	tests/test_robust_grading.py::test_a_fresh_posixsubprocess_is_refused_without_the_jail \
+	tests/test_device_checks.py::test_the_grader_decides_devices_as_the_notebook_does \
 	tests/test_kernel_limits.py
 
 # Chapter 11's notebook in the Colab-like virtualenv installs Triton there and runs its kernels in the interpreter
