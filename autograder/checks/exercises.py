@@ -19,6 +19,7 @@ from typing import Any
 
 from .compare import CheckFailed
 from .limits import ExerciseTimeout, exercise_time_limit, time_limit, timeout_message
+from .trace import recording, replay
 
 
 @dataclasses.dataclass
@@ -136,7 +137,7 @@ class Exercises:
     def _run_checks(checks, obj, failures: list[str], verbose: bool, expired: list[bool], limit) -> None:
         """Run ``checks`` on ``obj``, appending a failure line per failed check (so a time-out keeps them)."""
         for fn in checks:
-            label = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+            label = _label(fn)
             try:
                 with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
                     warnings.simplefilter("ignore")
@@ -150,6 +151,95 @@ class Exercises:
                     print(f"✔ {label}")
             if expired[0]:  # the answer swallowed the time-out (a bare except): stop all the same
                 raise ExerciseTimeout(limit)
+
+    # ------------------------------------------------------------------ record mode: the grading kernel's recorder
+
+    def record(self, name: str, obj: Any, seconds: float | None = None) -> tuple[list[list[list]], list[str], bool]:
+        """Record mode: every check of exercise ``name`` (visible, then hidden) run on ``obj`` with its calls into
+        ``obj`` recorded (:func:`~autograder.checks.trace.recording`), for the grading worker to judge.
+
+        Returns ``(traces, failures, deps)``: ``traces`` one list per run, one trace per check (an exercise that
+        calls an earlier one is run twice: with the course's version of it swapped in, then with the student's own,
+        ``deps`` True), and the kernel's own reading of the first run's failures (first lines; shown in the grading
+        notebook's test cell, never counted). The whole run stops after ``seconds`` (:func:`time_limit`)."""
+        ex = self._by_name[name]
+        fns = list(ex.visible) + list(ex.hidden)
+        deps = dependencies(self._references, name, obj, list(self._by_name))
+        failures: list[str] = []
+        runs = ((failures, deps), ([], {})) if deps else ((failures, {}),)
+        traces: list[list[list]] = []
+        sink = failures
+        try:
+            with time_limit(seconds) as expired:
+                for sink, swap in runs:
+                    run_traces: list[list] = []
+                    traces.append(run_traces)
+                    with _swapped({dep: (g, self._references[dep]) for dep, g in swap.items()}):
+                        for fn in fns:
+                            trace: list = []
+                            run_traces.append(trace)
+                            try:
+                                with recording(trace):
+                                    fn(obj)
+                            except CheckFailed as err:
+                                sink.append(str(err).splitlines()[0][:200])
+                            except Exception as err:
+                                sink.append(crash_message(err)[:200])
+                            except (ExerciseTimeout, KeyboardInterrupt):
+                                raise  # the time limit (or the cell's): stop, do not call the answer again
+                            except BaseException as err:
+                                sink.append(f"the student's code raised {type(err).__name__}")
+                            if expired[0]:  # the answer swallowed the time-out: stop all the same
+                                raise ExerciseTimeout(seconds)
+        except ExerciseTimeout:
+            sink.append(timeout_message(name, seconds or 0))
+        except KeyboardInterrupt:
+            sink.append(f"{name}: the checks were interrupted (the cell ran past its time limit)")
+        return traces, failures, bool(deps)
+
+    # ------------------------------------------------------------------ replay mode: the grading worker's verdict
+
+    def replay(self, name: str, traces: list, deps: bool) -> tuple[bool, list[str], list[str]]:
+        """Replay mode: every check of exercise ``name`` run again on ``traces`` (as :meth:`record` made them, after
+        they travelled as data), in a process where the student's code never runs.
+
+        Returns ``(passed, failures, details)``: the verdict (as in the notebook: the first run passes, or it fails
+        and the run with the student's own versions of earlier exercises passes), the first lines of the failures,
+        and the first run's failed checks as the student reads them ("✘ label" and the message, indented)."""
+        ex = self._by_name[name]
+        fns = list(ex.visible) + list(ex.hidden)
+        if not isinstance(traces, list) or not traces or len(traces) > 2:
+            return False, [f"{name}: the grader could not read the record of its checks"], []
+        details: list[str] = []
+        runs = [self._replay_run(name, fns, run, details if r == 0 else None) for r, run in enumerate(traces)]
+        passed = not runs[0] or (deps and len(runs) == 2 and not runs[1])
+        return passed, ([] if passed else (runs[0] or runs[-1])[:3]), details[:6]
+
+    @staticmethod
+    def _replay_run(name: str, fns: list[Callable], run: Any, details: list[str] | None) -> list[str]:
+        if not isinstance(run, list) or len(run) > len(fns):
+            return [f"{name}: the record of its checks does not fit them"]
+        failures: list[str] = []
+        for fn, entries in zip(fns, run):
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                with contextlib.redirect_stderr(io.StringIO()):
+                    warnings.simplefilter("ignore")
+                    outcome, message = replay(fn, entries)
+            if outcome == "failed":
+                failures.append(message.splitlines()[0][:200])
+                if details is not None:
+                    label = _label(fn)
+                    details.append(f"✘ {label}\n" + textwrap.indent(message[:1500], "    "))
+            elif outcome == "unjudged":
+                failures.append(f"{name}: a check's record could not be judged by the grader ({message[:120]})")
+        if len(run) < len(fns):  # the kernel stopped early (a time-out): its own failure says why
+            failures.append(f"{name}: not every check ran")
+        return failures
+
+
+def _label(fn: Callable) -> str:
+    """A check's label as the student reads it: its whole docstring on one line (a wrapped one is not cut)."""
+    return " ".join((fn.__doc__ or fn.__name__).split())
 
 
 def dependencies(

@@ -331,18 +331,25 @@ def replay(check: Callable, entries: list) -> tuple[str, str]:
         _RECORDER.update(saved)
 
 
-def record(check: Callable, obj: Any) -> tuple[str, str, list]:
-    """Run ``check`` on ``obj`` keeping the trace :func:`replay` needs: (outcome, message, trace)."""
+@contextlib.contextmanager
+def recording(trace: list):
+    """Record mode while the block runs: every outermost :func:`call` / :func:`observe` appends to ``trace``."""
     saved = dict(_RECORDER)
-    trace: list = []
     _RECORDER.update(trace=trace, replay=None, depth=0, leaves=[])
     try:
-        check(obj)
-        return "passed", "", trace
-    except CheckFailed as err:
-        return "failed", str(err), trace
+        yield trace
     finally:
         _RECORDER.update(saved)
+
+
+def record(check: Callable, obj: Any) -> tuple[str, str, list]:
+    """Run ``check`` on ``obj`` keeping the trace :func:`replay` needs: (outcome, message, trace)."""
+    with recording([]) as trace:
+        try:
+            check(obj)
+            return "passed", "", trace
+        except CheckFailed as err:
+            return "failed", str(err), trace
 
 
 def call(what: str, fn: Callable, *args, **kwargs):

@@ -219,7 +219,6 @@ def _arm(chapter: str) -> None:
     checks_mod = __import__(f"autograder.{chapter}", fromlist=["EXERCISES"])  # before any student code
     import _thread
 
-    from .. import core
     from ..checks import trace
 
     user_ns = sys.modules["__main__"].__dict__
@@ -228,9 +227,6 @@ def _arm(chapter: str) -> None:
     socket_address, remote, signed_line, encode = _socket_address, _remote, _signed_line, encode_traces
     unreadable, missing = _UNREADABLE, _MISSING
     get_ident, thread_count, getframe = threading.get_ident, _thread._count, sys._getframe
-    check_failed, timeout_error = core.CheckFailed, core.ExerciseTimeout
-    time_limit, timeout_message, crash_message = core.time_limit, core.timeout_message, core.crash_message
-    recorder, find_dependencies = trace._RECORDER, core.dependencies
     exercise_seconds = config.get("exercise_timeout") or None  # one exercise's whole run, in seconds
     AF_UNIX, SOCK_STREAM, new_socket = socket.AF_UNIX, socket.SOCK_STREAM, socket.socket
     gc_collect, getpid, path_like = gc.collect, os.getpid, os.PathLike
@@ -243,8 +239,7 @@ def _arm(chapter: str) -> None:
     active = [False]  # a verdict is being recorded
     seq = [0]
     exercises = checks_mod.EXERCISES
-    references = exercises.references  # the course's versions, swapped in for earlier exercises only
-    exercise_order = tuple(ex.name for ex in exercises)
+    record_exercise = exercises.record  # the checks in record mode (autograder/checks/exercises.py)
     checks = {ex.name: tuple(ex.visible) + tuple(ex.hidden) for ex in exercises}
     threads_at_arm = thread_count()
 
@@ -274,7 +269,7 @@ def _arm(chapter: str) -> None:
             obj = user_ns.get(name, missing)
             fns = checks.get(name, ())
             traces: list = []  # per run, per check: the calls into the student's code, for the worker to judge
-            deps: dict = {}
+            deps = False
             if not fns:
                 failures.append(f"{name} is not an exercise of this chapter")
             elif obj is missing:
@@ -283,44 +278,10 @@ def _arm(chapter: str) -> None:
                 failures.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
             else:
                 active[0] = True
-                deps = find_dependencies(references, name, obj, exercise_order)
-                # with the course's versions of the earlier exercises it calls, then with the student's own
-                runs = ((failures, deps), ([], {})) if deps else ((failures, {}),)
-                sink = failures
                 try:
-                    with time_limit(exercise_seconds) as expired:
-                        for sink, swap in runs:
-                            saved = {dep: g[dep] for dep, g in swap.items()}
-                            try:
-                                for dep, g in swap.items():
-                                    g[dep] = references[dep]
-                                run_traces: list = []
-                                traces.append(run_traces)
-                                for fn in fns:
-                                    trace: list = []
-                                    run_traces.append(trace)
-                                    recorder.update(trace=trace, replay=None, depth=0, leaves=[])
-                                    try:
-                                        fn(obj)
-                                    except check_failed as err:
-                                        sink.append(str(err).splitlines()[0][:200])
-                                    except Exception as err:
-                                        sink.append(crash_message(err)[:200])
-                                    except (timeout_error, KeyboardInterrupt):
-                                        raise  # the time limit (or the cell's): stop, do not call the answer again
-                                    except BaseException as err:
-                                        sink.append(f"the student's code raised {type(err).__name__}")
-                                    finally:
-                                        recorder.update(trace=None, depth=0, leaves=[])
-                                    if expired[0]:  # the answer swallowed the time-out: stop all the same
-                                        raise timeout_error(exercise_seconds)
-                            finally:
-                                for dep, g in swap.items():
-                                    g[dep] = saved[dep]
-                except timeout_error:
-                    sink.append(timeout_message(name, exercise_seconds))
-                except KeyboardInterrupt:
-                    sink.append(f"{name}: the checks were interrupted (the cell ran past its time limit)")
+                    traces, failures, deps = record_exercise(name, obj, exercise_seconds)
+                except BaseException as err:  # the recorder goes on to the next exercise whatever happened here
+                    traces, failures = [], [f"{name}: the checks could not be recorded ({type(err).__name__})"]
                 finally:
                     active[0] = False
             entry = {
@@ -329,7 +290,7 @@ def _arm(chapter: str) -> None:
                 "failures": failures[:3],
                 "threads": extra_threads,
                 "seq": seq[0],
-                "deps": bool(deps),
+                "deps": deps,
             }
             try:
                 entry["traces"] = encode(traces)
