@@ -2,7 +2,7 @@
 ("Gradescope"): ``python -m benchmarks.bench_gradescope [--chapters ch01_seq2seq ...] [--no-limits]``.
 
 Each chapter in turn (one at a time: grading one submission uses one core) gets its zip built and installed in a
-simulated container (``autograder.gradescope.Simulation``: ``setup.sh`` once, in a clean virtualenv with this
+simulated container (``autograder.gradescope.simulate.Simulation``: ``setup.sh`` once, in a clean virtualenv with this
 environment's packages hard-linked in, so nothing is downloaded; each further chapter only swaps its course in with
 ``setup.sh --course-only``), and its reference sample (``autograder/samples/<chapter>/lovelace*``) is graded by
 ``run_autograder``:
@@ -42,7 +42,8 @@ import tempfile
 import threading
 import time
 
-from autograder import gradescope, notebooks
+from autograder import notebooks
+from autograder.gradescope import build, simulate
 
 OUT = pathlib.Path(__file__).resolve().parent / "results"
 CSV = OUT / "gradescope_resources.csv"
@@ -214,7 +215,7 @@ def drop_page_cache(*folders: pathlib.Path) -> None:
                         os.close(fd)
 
 
-def measure(sim: gradescope.Simulation, sample: pathlib.Path, memory_mb: int | None, cpus: float | None) -> dict:
+def measure(sim: simulate.Simulation, sample: pathlib.Path, memory_mb: int | None, cpus: float | None) -> dict:
     """One run_autograder of ``sample`` in a cgroup of its own (with the limits given), from a cold page cache; what
     it used."""
     import subprocess
@@ -299,11 +300,11 @@ def main(argv=None) -> int:
     try:
         for i, chapter in enumerate(chapters):
             print(f"{chapter}:", flush=True)
-            sim = gradescope.Simulation(chapter, base / chapter)
+            sim = simulate.Simulation(chapter, base / chapter)
             if i == 0:
-                requirements = sorted({r for c in chapters for r in gradescope.grading_requirements(chapter=c)[1]})
-                names = ["torch"] + [gradescope._requirement_name(r) for r in requirements]
-                staged = gradescope.stage_packages(base / "site", names, closure=True, link=False)
+                requirements = sorted({r for c in chapters for r in build.grading_requirements(chapter=c)[1]})
+                names = ["torch"] + [build._requirement_name(r) for r in requirements]
+                staged = simulate.stage_packages(base / "site", names, closure=True, link=False)
                 python = getattr(sys, "_base_executable", sys.executable)  # the Python these packages were made for
                 home = sim.course_home
                 sim.setup(staged, python=python)

@@ -1,12 +1,12 @@
-"""Grading on Gradescope (``autograder/gradescope.py``; README, "Gradescope"), tested as Gradescope runs it.
+"""Grading on Gradescope (``autograder/gradescope/``; README, "Gradescope"), tested as Gradescope runs it.
 
 Fast: the zip's layout (``setup.sh`` and ``run_autograder`` at its root, executable, the course without its sample
 submissions; the same checkout gives the same bytes); ``results.json`` built from the course grader's result files —
 stored ones (``benchmarks/results/gradescope/``, written by ``benchmarks/bench_gradescope.py``) and, for every
 chapter, ones made from its checks (full marks, a bug, untouched, unreadable, integrity) — against the JSON Schema
-of Gradescope's documented fields (``autograder/gradescope_results.schema.json``) and this course's contract (one
-scored test per exercise, the total the course grader's, the hidden checks' detail in their own tests at the chosen
-visibility and nowhere else); wrong submissions (another chapter's notebook, a file that is not a notebook, several
+of Gradescope's documented fields (``autograder/gradescope/gradescope_results.schema.json``) and this course's
+contract (one scored test per exercise, the total the course grader's, the hidden checks' detail in their own tests
+at the chosen visibility and nowhere else); wrong submissions (another chapter's notebook, a file that is not a notebook, several
 notebooks, nothing) graded in process: a zero and the reason, never a crash.
 
 Slow: the zip unpacked into a tree laid out as ``/autograder`` (``AUTOGRADER_ROOT``), ``setup.sh`` run in a clean
@@ -33,12 +33,13 @@ import jsonschema
 import nbformat
 import pytest
 
-from autograder import gradescope, notebooks
+from autograder import notebooks
+from autograder.gradescope import build, results_json, run, simulate
 from autograder.grading import results
 from tests import variants
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SCHEMA = json.loads(gradescope.SCHEMA.read_text())
+SCHEMA = json.loads(results_json.SCHEMA.read_text())
 STORED = ROOT / "benchmarks" / "results" / "gradescope"
 CHAPTER = "ch03_self_attention"  # the chapter the slow tests install
 FORGED = 999.0  # the score the hostile notebooks write
@@ -95,8 +96,8 @@ def test_schema_is_a_valid_json_schema():
 
 
 def test_the_zip_has_gradescopes_layout_and_is_reproducible(tmp_path):
-    one = gradescope.build_zip(CHAPTER, tmp_path / "one", hidden_visibility="after_due_date")
-    two = gradescope.build_zip(CHAPTER, tmp_path / "two", hidden_visibility="after_due_date")
+    one = build.build_zip(CHAPTER, tmp_path / "one", hidden_visibility="after_due_date")
+    two = build.build_zip(CHAPTER, tmp_path / "two", hidden_visibility="after_due_date")
     assert one.name == f"{CHAPTER}_gradescope.zip"
     assert one.read_bytes() == two.read_bytes()
     with zipfile.ZipFile(one) as z:
@@ -113,7 +114,7 @@ def test_the_zip_has_gradescopes_layout_and_is_reproducible(tmp_path):
     assert f"course/autograder/templates/{CHAPTER}.py" in names and f"course/notebooks/{CHAPTER}.ipynb" in names
     assert not [n for n in names if "/samples/" in n or "__pycache__" in n or n.startswith("course/tests")]
     torch_pin = next(ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln.startswith("torch=="))
-    assert f'TORCH="{torch_pin.split()[0]}"' in setup and gradescope.TORCH_INDEX in setup
+    assert f'TORCH="{torch_pin.split()[0]}"' in setup and build.TORCH_INDEX in setup
     assert "nbgrader>=0.9,<0.10" in requirements and "\ntorch" not in requirements
     assert "conda" not in setup and "chromium" not in setup
     for script in ("setup.sh", "run_autograder"):
@@ -136,7 +137,7 @@ def test_results_from_stored_course_results_fit_the_schema(path):
     grader = written["extra_data"]["course_grader"]
     chapter, result = grader["chapter"], results.Result(**grader["result"])
     assert written["score"] == result.score == sum(ex.points for ex in notebooks.checks_module(chapter).EXERCISES)
-    rebuilt = gradescope.results_payload(result, chapter, output=written["output"])
+    rebuilt = results_json.results_payload(result, chapter, output=written["output"])
     check_contract(rebuilt, result, chapter)
     assert rebuilt["tests"] == written["tests"]
 
@@ -146,13 +147,13 @@ def _synthetic_results(chapter: str) -> dict[str, results.Result]:
     exercises = list(notebooks.checks_module(chapter).EXERCISES)
     full = {ex.name: float(ex.points) for ex in exercises}
     first = exercises[0]
-    visible = gradescope._label(first.visible[0])
+    visible = results_json._label(first.visible[0])
     details = [f"✘ {visible}\n    {first.name}: the output has the wrong values.\n      Hint: a hint"]
     if first.hidden:
-        details.append(f"✘ {gradescope._label(first.hidden[0])}\n    {first.name}: differs (allowed: about 1e-05).")
+        details.append(f"✘ {results_json._label(first.hidden[0])}\n    {first.name}: differs (allowed: about 1e-05).")
     untouched = [
-        f"{ex.name}: ✘ {gradescope._label(ex.visible[0])} — {ex.name} raised NotImplementedError: the exercise has "
-        "not been filled in yet."
+        f"{ex.name}: ✘ {results_json._label(ex.visible[0])} — {ex.name} raised NotImplementedError: "
+        "the exercise has not been filled in yet."
         for ex in exercises
     ]
     return {
@@ -194,7 +195,7 @@ def test_results_of_every_kind_fit_the_schema(chapter):
             page = (
                 {} if (kind, visibility) in (("bug", "after_published"), ("unreadable", "visible")) else {"output": ""}
             )
-            made[kind, visibility] = payload = gradescope.results_payload(
+            made[kind, visibility] = payload = results_json.results_payload(
                 result, chapter, graded=graded if result.status != "error" else None, hidden_visibility=visibility,
                 **page,
             )  # fmt: skip
@@ -223,7 +224,7 @@ def _in_process_run(tmp_path: pathlib.Path, files: dict[str, bytes], chapter: st
     for name, data in files.items():
         (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
         (root / "submission" / name).write_bytes(data)
-    payload = gradescope.run(root, gradescope.Config(chapter))
+    payload = run.run(root, build.Config(chapter))
     assert json.loads((root / "results" / "results.json").read_text()) == payload
     return payload
 
@@ -310,7 +311,7 @@ def _hostile(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
     return variants._insert_after_setup(nb, source)
 
 
-def _submissions(box: gradescope.Simulation, folder: pathlib.Path) -> dict[str, pathlib.Path]:
+def _submissions(box: simulate.Simulation, folder: pathlib.Path) -> dict[str, pathlib.Path]:
     """The four samples and two hostile notebooks (on the untouched notebook: they can earn nothing themselves)."""
     folder.mkdir(exist_ok=True)
     files = {who: _sample(box.chapter, who) for who in ("lovelace", "hopper", "turing", "babbage")}
@@ -335,7 +336,7 @@ def _course_grades(files: dict[str, pathlib.Path], chapter: str, out: pathlib.Pa
     return {who: by_name[f.name] for who, f in files.items()}
 
 
-def _assert_not_forged(box: gradescope.Simulation, payload: dict) -> None:
+def _assert_not_forged(box: simulate.Simulation, payload: dict) -> None:
     time.sleep(3)  # anything the kernel left behind had time to write
     again = json.loads((box.root / "results" / "results.json").read_text())
     assert again == payload, "results.json changed after run_autograder ended"
@@ -347,9 +348,9 @@ def _assert_not_forged(box: gradescope.Simulation, payload: dict) -> None:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """The autograder of CHAPTER installed by setup.sh with torch linked in and every other package from pip."""
-    box = gradescope.Simulation(CHAPTER)
+    box = simulate.Simulation(CHAPTER)
     try:
-        box.setup(gradescope.stage_packages(box.base / "torch-site", ["torch"], closure=False))
+        box.setup(simulate.stage_packages(box.base / "torch-site", ["torch"], closure=False))
         assert (box.course_home / "course" / "solutions").stat().st_mode & 0o077 == 0
         files = _submissions(box, tmp_path_factory.mktemp("files"))
         expected = _course_grades(files, CHAPTER, tmp_path_factory.mktemp("course-grader"))
@@ -413,12 +414,12 @@ def test_simulated_gradescope_run(chapter, tmp_path):
     """CI's tier: the zip installed by setup.sh (every package hard-linked from the development virtualenv, so pip
     finds them all) and one run_autograder of the reference sample with a cell that writes results.json itself:
     full marks, jailed, nothing forged."""
-    box = gradescope.Simulation(chapter)
+    box = simulate.Simulation(chapter)
     try:
-        _, requirements = gradescope.grading_requirements(chapter=chapter)
-        names = ["torch"] + [gradescope._requirement_name(r) for r in requirements]
+        _, requirements = build.grading_requirements(chapter=chapter)
+        names = ["torch"] + [build._requirement_name(r) for r in requirements]
         python = getattr(sys, "_base_executable", sys.executable)  # the Python these packages were installed for
-        box.setup(gradescope.stage_packages(box.base / "site", names, closure=True), python=python)
+        box.setup(simulate.stage_packages(box.base / "site", names, closure=True), python=python)
         target = str(box.root / "results" / "results.json")
         nb = _hostile(
             nbformat.read(_sample(chapter, "lovelace"), as_version=4),
@@ -441,12 +442,12 @@ def test_simulated_gradescope_run(chapter, tmp_path):
 def every_package_installed():
     """One simulated container, set up once with every package hard-linked from the development virtualenv (as CI's
     tier does); each chapter's test swaps its course in with ``setup.sh --course-only`` (as the benchmark does)."""
-    box = gradescope.Simulation(CHAPTER)
+    box = simulate.Simulation(CHAPTER)
     try:
-        requirements = sorted({r for c in notebooks.chapters() for r in gradescope.grading_requirements(chapter=c)[1]})
-        names = ["torch"] + [gradescope._requirement_name(r) for r in requirements]
+        requirements = sorted({r for c in notebooks.chapters() for r in build.grading_requirements(chapter=c)[1]})
+        names = ["torch"] + [build._requirement_name(r) for r in requirements]
         python = getattr(sys, "_base_executable", sys.executable)
-        box.setup(gradescope.stage_packages(box.base / "site", names, closure=True), python=python)
+        box.setup(simulate.stage_packages(box.base / "site", names, closure=True), python=python)
         yield box
     finally:
         box.close()
@@ -459,7 +460,7 @@ def test_every_chapters_autograder_gives_the_course_graders_points(every_package
     """For every chapter: its zip, installed as Gradescope installs it, gives each shipped sample (correct, buggy,
     untouched, truncated) exactly the points and status of ``python -m autograder grade`` on the same files."""
     home = every_package_installed.course_home
-    box = gradescope.Simulation(chapter, tmp_path / "container")
+    box = simulate.Simulation(chapter, tmp_path / "container")
     box.course_home = home
     box.setup(course_only=True)
     files = {who: _sample(chapter, who) for who in ("lovelace", "hopper", "turing", "babbage")}
@@ -485,10 +486,10 @@ def test_only_the_triton_chapters_autograder_installs_triton(tmp_path):
     requirements.txt); the other chapters' zips do not."""
     pin = next(ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln.startswith("triton=="))
     for chapter in notebooks.chapters():
-        with zipfile.ZipFile(gradescope.build_zip(chapter, tmp_path / chapter)) as z:
+        with zipfile.ZipFile(build.build_zip(chapter, tmp_path / chapter)) as z:
             wanted = z.read("requirements.txt").decode().splitlines()
-        assert (pin in wanted) == gradescope.needs_triton(chapter), chapter
-    assert [c for c in notebooks.chapters() if gradescope.needs_triton(c)] == ["ch11_flash_attention_triton"]
+        assert (pin in wanted) == build.needs_triton(chapter), chapter
+    assert [c for c in notebooks.chapters() if build.needs_triton(c)] == ["ch11_flash_attention_triton"]
 
 
 def _python(version: str) -> str | None:
@@ -538,12 +539,12 @@ def test_setup_sh_installs_every_chapter_on_ubuntu_2204s_python(tmp_path):
     env.pop("AUTOGRADER_PYTHON", None)
     distinct: dict[tuple, str] = {}  # (minimum Python, torch, the other requirements) -> a chapter with them
     for chapter in notebooks.chapters():
-        torch, others = gradescope.grading_requirements(chapter=chapter)
-        distinct.setdefault((gradescope.min_python(chapter), torch, tuple(others)), chapter)
+        torch, others = build.grading_requirements(chapter=chapter)
+        distinct.setdefault((build.min_python(chapter), torch, tuple(others)), chapter)
     assert len(distinct) >= 2, "chapter 11 (Triton) and the others"
     for (minimum, torch, _), chapter in distinct.items():
         source = tmp_path / chapter
-        gradescope.unpack(gradescope.build_zip(chapter, tmp_path / "zips"), source)
+        build.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
         chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
         assert chose.returncode == 0, chose.stderr
         assert chose.stdout.strip() == ("python3" if minimum == "3.10" else f"python{minimum}"), chapter
@@ -566,7 +567,7 @@ def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch):
 
     readings = iter([(2, 768), (3, 768)])  # before and after grading: one kill in between
     monkeypatch.setattr(batch, "container_memory", lambda: next(readings))
-    monkeypatch.setattr(gradescope, "isolation", lambda: ("jailed", "the kernel runs in a bubblewrap jail"))
+    monkeypatch.setattr(run, "isolation", lambda: ("jailed", "the kernel runs in a bubblewrap jail"))
 
     def fake_grade(files, chapter, out, **kw):  # a grade that a thrashing, half-killed run could give
         return [report.Row(pathlib.Path(files[0]).name, "s", chapter, {}, 6.0, 10.0, "graded", "timed out")]

@@ -1,0 +1,247 @@
+"""Grading one submission inside Gradescope's container: ``run_autograder`` runs ``python -m autograder.gradescope
+run`` (:func:`run`), which grades the one notebook in ``/autograder/submission/`` and writes
+``/autograder/results/results.json``.
+
+It grades with :func:`batch.grade <autograder.grading.batch.grade>` — the same canonicalisation, jailed kernel,
+guard, checks judged again in the worker, scoring and feedback as ``python -m autograder grade`` — and writes what
+:mod:`autograder.gradescope.results_json` makes of the result. A wrong submission — another chapter's notebook, a
+file that is not a notebook, several notebooks, nothing — gets a zero and the reason, never a crash; a failure of
+the grader itself also ends in a ``results.json`` (a zero saying so).
+
+Who can write the score: only this process, after the worker (and with it the kernel) has ended, from the
+worker's result file; the kernel of the student's code runs jailed (bubblewrap: ``/autograder`` is not in its
+view) where bubblewrap works, else as its own unprivileged uid, which cannot write ``/autograder/results``, the
+course or the virtualenv (root's, not writable by others); processes left behind by that uid are killed before
+``results.json`` is written. Where neither holds (not root, or a Python installation other users cannot read), it
+refuses to grade. How this follows the course grader's design: README, "Gradescope".
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import pathlib
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from .build import Config
+from .results_json import results_payload, write_results, zero_payload
+
+UNISOLATED_SWITCH = "AUTOGRADER_GRADESCOPE_UNISOLATED"  # "1": grade even where the kernel cannot be isolated
+
+
+def submitted_files(folder: pathlib.Path) -> list[pathlib.Path]:
+    """The files a student submitted (Gradescope puts them in ``/autograder/submission/``, in folders when they
+    uploaded some), without the folders an editor or an archiver adds (``.ipynb_checkpoints``, ``__MACOSX``,
+    hidden files)."""
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not any(part.startswith(".") or part == "__MACOSX" for part in p.relative_to(folder).parts)
+    )
+
+
+def choose_submission(files: Sequence[pathlib.Path], folder: pathlib.Path) -> tuple[pathlib.Path | None, str]:
+    """(the file to grade, "") or (None, why the submission gets zero). One notebook is graded (other files beside
+    it are ignored); a single file of another kind is graded too, so the course grader says what it is."""
+    shown = ", ".join(str(p.relative_to(folder)) for p in files[:6]) + (" …" if len(files) > 6 else "")
+    notebooks_ = [p for p in files if p.suffix.lower() == ".ipynb"]
+    if len(notebooks_) == 1:
+        return notebooks_[0], ""
+    if len(notebooks_) > 1:
+        return None, (
+            f"{len(notebooks_)} notebooks were submitted ({shown}): submit exactly one, the chapter's notebook"
+        )
+    if len(files) == 1:
+        return files[0], ""
+    if files:
+        return None, f"no notebook (.ipynb file) was submitted, only: {shown}"
+    return None, "nothing was submitted: upload the chapter's notebook (.ipynb file)"
+
+
+def isolation() -> tuple[str, str]:
+    """(mode, what holds and why): "jailed" (bubblewrap works here), "unprivileged" (it does not, but the kernel can
+    run as its own unprivileged uid), or "none"."""
+    from ..grading import jail
+
+    problem = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+    if problem is None:
+        return "jailed", (
+            "the kernel runs in a bubblewrap jail (own filesystem view without /autograder, no network, its own "
+            "unprivileged uid)"
+        )
+    if jail.uid_drop_possible():
+        return "unprivileged", (
+            f"bubblewrap cannot be used here ({problem}): the kernel runs as its own unprivileged uid, which cannot "
+            "write /autograder/results, the course or its Python installation, under the course grader's guard "
+            "(fallback mode)"
+        )
+    return "none", (
+        f"bubblewrap cannot be used here ({problem}) and the kernel cannot run as another uid (the grader is not "
+        "root, or its Python installation is not readable by other users)"
+    )
+
+
+def end_processes_of(uid: int) -> int:
+    """Kill every process whose real uid is ``uid`` (the kernel's own: anything it left running); how many."""
+    if uid <= 0 or os.geteuid() != 0:
+        return 0
+    killed = 0
+    for proc in pathlib.Path("/proc").glob("[0-9]*"):
+        try:
+            uids = next(ln for ln in (proc / "status").read_text().splitlines() if ln.startswith("Uid:"))
+            if int(uids.split()[1]) == uid:
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+    return killed
+
+
+def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
+    """results.json's content for the submission under ``root`` (no exception escapes for a wrong submission)."""
+    from ..grading import batch, jail, results
+
+    chapter = config.chapter
+    folder = root / "submission"
+    files = submitted_files(folder)
+    chosen, why = choose_submission(files, folder)
+    mode, how = isolation()
+    extra: dict[str, Any] = {"isolation": mode, "isolation_detail": how, "version": config.version}
+    extra["commit"] = config.commit
+    print(f"Attention in NLP, {chapter} (course {config.version} {config.commit}): {how}")
+    if chosen is None:
+        print(f"  zero: {why}")
+        return zero_payload(chapter, why, extra=extra)
+    if mode == "none" and os.environ.get(UNISOLATED_SWITCH) != "1":
+        why = (
+            "the autograder could not keep the notebook's code away from its own files here, so it graded nothing: "
+            f"{how}. Instructor: rebuild the autograder (setup.sh makes its Python installation readable and runs "
+            f"as root), or set {UNISOLATED_SWITCH}=1 to grade anyway"
+        )
+        print(f"  refused: {why}")
+        return zero_payload(chapter, why, extra=extra)
+    incoming = work / "submission"
+    incoming.mkdir(mode=0o700)
+    copy = incoming / chosen.name
+    shutil.copyfile(chosen, copy)
+    out = work / "out"
+    oom_before, memory_limit = batch.container_memory()
+    switch = os.environ.get(jail.JAIL_SWITCH)
+    if mode != "jailed":
+        os.environ[jail.JAIL_SWITCH] = "off"  # the batch then grades in fallback mode, as said above
+    try:
+        rows = batch.grade(
+            [copy],
+            chapter,
+            out,
+            cell_timeout=config.cell_timeout,
+            notebook_timeout=config.timeout,
+            memory_mb=config.memory_mb,
+            jobs=1,
+            force=True,
+        )
+    finally:
+        if switch is None:
+            os.environ.pop(jail.JAIL_SWITCH, None)
+        else:
+            os.environ[jail.JAIL_SWITCH] = switch
+    row = rows[0]
+    oom_after, _ = batch.container_memory()
+    if oom_after > oom_before:  # a process of the run was killed for memory: what it scored cannot be trusted
+        limit = f" ({memory_limit} MB)" if memory_limit else ""
+        why = (
+            f"the autograder's container ran out of memory{limit} while grading this notebook, so its grade could not "
+            "be trusted and nothing was graded; your instructor has been told. Instructor: raise the autograder's "
+            f"memory (README, 'Gradescope': the memory this chapter needs) and regrade"
+        )
+        print(f"  zero: {why} (the course grader gave {row.score:g}/{row.max_score:g}: {row.reason[:200]})")
+        extra["oom_kills"] = oom_after - oom_before
+        return zero_payload(chapter, why, extra=extra)
+    result_files = sorted((out / "results").glob("*.json"))
+    result = results.read_result(result_files[0])
+    drop = mode == "jailed" or jail.uid_drop_possible()
+    left = end_processes_of(batch.kernel_uid(result.student_id, drop))
+    if left:
+        print(f"  killed {left} process(es) the kernel's uid left running")
+        extra["killed_after_grading"] = left
+    graded_path = out / "graded" / f"{result.student_id}.ipynb"
+    graded = None
+    if graded_path.exists() and result.status != "error":
+        import nbformat
+
+        graded = nbformat.read(graded_path, as_version=4)
+    print(f"  {row.submission}: {row.score:g}/{row.max_score:g} ({row.status}) {row.reason[:200]}")
+    for w in row.warnings:
+        print(f"  warning: {w}")
+    extra["judged"] = dict(result.judged)
+    return results_payload(result, chapter, graded=graded, hidden_visibility=config.hidden_visibility, extra=extra)
+
+
+def run(root: pathlib.Path, config: Config) -> dict:
+    """Grade the submission under ``root`` (Gradescope's ``/autograder``) and write ``root/results/results.json``;
+    returns what it wrote. Whatever happens, a results.json is written, by this process only, at the end."""
+    start = time.monotonic()
+    results_dir = root / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chown(results_dir, 0, 0)
+    os.chmod(results_dir, 0o755)  # the kernel's uid (another user) cannot write here
+    target = results_dir / "results.json"
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()
+    work = pathlib.Path(tempfile.mkdtemp(prefix="gradescope-"))  # 0700: the grader's own
+    try:
+        payload = _grade(root, config, work)
+    except Exception as exc:  # the grader's own failure: a zero that says so, and the traceback for the instructor
+        traceback.print_exc()
+        payload = zero_payload(
+            config.chapter,
+            f"the autograder failed while grading this submission ({type(exc).__name__}): nothing was graded; "
+            "your instructor can see why",
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    payload["execution_time"] = round(time.monotonic() - start)
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()  # nothing but this process writes it: whatever is there now goes
+    write_results(target, payload)
+    print(f"wrote {target}: {payload['score']:g} points")
+    return payload
+
+
+# ------------------------------------------------------------------------------------------------ the command
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m autograder.gradescope run`` (what ``run_autograder`` calls)."""
+    p.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"))
+    p.add_argument("--config", required=True, help="the autograder's gradescope.json")
+
+
+def run_command(args) -> int:
+    """``python -m autograder.gradescope run``: the grader's log on stdout (Gradescope shows it to the instructor),
+    no more threads than the container's cores, then :func:`run`."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log = logging.getLogger("autograder")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    from ..grading import batch
+
+    cores = str(batch.usable_cores())  # this process's torch (the worker's judge) as the kernel's: no more threads
+    os.environ.setdefault("OMP_NUM_THREADS", cores)
+    os.environ.setdefault("MKL_NUM_THREADS", cores)
+    run(pathlib.Path(args.root), Config.read(pathlib.Path(args.config)))
+    return 0
