@@ -523,16 +523,16 @@ def feedback_output(
     exercises: Sequence[_Exercise],
     general: Sequence[str],
 ) -> str:
-    """The feedback page of ``python -m autograder grade`` for this result (``results.write_feedback``), its
+    """The feedback page of ``python -m autograder grade`` for this result (``feedback.write_feedback``), its
     content only (:func:`page_content`), with each exercise's hidden checks' messages left to their own tests."""
-    from .grading import results
+    from .grading import feedback
 
     points = {ex.name: int(ex.points) for ex in exercises}
     with tempfile.TemporaryDirectory(prefix="gradescope-feedback-") as tmp:
         page = pathlib.Path(tmp) / "feedback.html"
         if graded is None or result.status == "error":
             reasons = [result.reason] if result.reason else ["the file could not be graded"]
-            results.write_feedback(
+            feedback.write_feedback(
                 page,
                 None,
                 result.student_id,
@@ -545,7 +545,7 @@ def feedback_output(
             )
         else:
             reasons = list(general) + [f"{ex.name}: {line}" for ex in exercises for line in ex.shown]
-            results.write_feedback(
+            feedback.write_feedback(
                 page,
                 graded,
                 result.student_id,
@@ -554,7 +554,7 @@ def feedback_output(
                 points,
                 warnings=result.warnings,
                 reasons=reasons,
-                secrets=results.grader_secrets(graded, chapter),
+                secrets=feedback.grader_secrets(graded, chapter),
                 details={ex.name: ex.shown for ex in exercises if ex.got < ex.points},
             )
         return page_content(page.read_text())
@@ -575,7 +575,7 @@ def results_payload(
     output: str | None = None,
     extra: dict | None = None,
 ) -> dict:
-    """Gradescope's results.json for the course grader's ``result`` (a ``results.Result``) of a ``chapter``
+    """Gradescope's results.json for the course grader's ``result`` (a ``submission.Result``) of a ``chapter``
     submission; ``graded``: the graded notebook (for the feedback page), None for a file that was not run;
     ``output``: the page content to show (default: built here from ``result`` and ``graded``)."""
     general, exercises = _exercises(result, chapter, hidden_visibility)
@@ -634,7 +634,7 @@ def results_payload(
 def zero_payload(chapter: str, why: str, *, execution_time: float = 0.0, extra: dict | None = None) -> dict:
     """results.json for a submission that gets zero without being graded (nothing submitted, several notebooks, the
     grader cannot isolate the kernel here, the grader itself failed): every exercise zero, with ``why``."""
-    from .grading.results import Result
+    from .grading.submission import Result
 
     return results_payload(
         Result("", "", "submission", "error", why),
@@ -732,7 +732,7 @@ def end_processes_of(uid: int) -> int:
 
 def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     """results.json's content for the submission under ``root`` (no exception escapes for a wrong submission)."""
-    from .grading import batch, jail, results
+    from .grading import batch, execute, jail, submission
 
     chapter = config.chapter
     folder = root / "submission"
@@ -758,7 +758,7 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     copy = incoming / chosen.name
     shutil.copyfile(chosen, copy)
     out = work / "out"
-    oom_before, memory_limit = batch.container_memory()
+    oom_before, memory_limit = execute.container_memory()
     switch = os.environ.get(jail.JAIL_SWITCH)
     if mode != "jailed":
         os.environ[jail.JAIL_SWITCH] = "off"  # the batch then grades in fallback mode, as said above
@@ -779,7 +779,7 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
         else:
             os.environ[jail.JAIL_SWITCH] = switch
     row = rows[0]
-    oom_after, _ = batch.container_memory()
+    oom_after, _ = execute.container_memory()
     if oom_after > oom_before:  # a process of the run was killed for memory: what it scored cannot be trusted
         limit = f" ({memory_limit} MB)" if memory_limit else ""
         why = (
@@ -791,9 +791,9 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
         extra["oom_kills"] = oom_after - oom_before
         return zero_payload(chapter, why, extra=extra)
     result_files = sorted((out / "results").glob("*.json"))
-    result = results.read_result(result_files[0])
+    result = submission.read_result(result_files[0])
     drop = mode == "jailed" or jail.uid_drop_possible()
-    left = end_processes_of(batch.kernel_uid(result.student_id, drop))
+    left = end_processes_of(execute.kernel_uid(result.student_id, drop))
     if left:
         print(f"  killed {left} process(es) the kernel's uid left running")
         extra["killed_after_grading"] = left
@@ -1061,9 +1061,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
-    from .grading import batch
+    from .grading import execute
 
-    cores = str(batch.usable_cores())  # this process's torch (the worker's judge) as the kernel's: no more threads
+    cores = str(execute.usable_cores())  # this process's torch (the worker's judge) as the kernel's: no more threads
     os.environ.setdefault("OMP_NUM_THREADS", cores)
     os.environ.setdefault("MKL_NUM_THREADS", cores)
     run(pathlib.Path(args.root), Config.read(pathlib.Path(args.config)))
