@@ -934,3 +934,75 @@ def test_the_lms_row_gets_the_page_named_after_the_student(tmp_path):
     assert ids == {new: "Alan-Turing_5002", old: "Alan-Turing_5002-2"}
     chosen = collect.collect([old, new], tmp_path / "out", "ch05_transformer", prefer={"ch05_transformer.ipynb"})
     assert {s.path: s.student_id for s in chosen} == {old: "Alan-Turing_5002", new: "Alan-Turing_5002-2"}
+
+
+def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_place(tmp_path, monkeypatch):
+    """One batch: the release notebook is the committed one (never built), the grading notebook and nbgrader's
+    gradebook are built once, and every outcome's page — a file that cannot be read, a run that timed out, a graded
+    run — comes from ``feedback.write``, the one writer, called once per submission; the result file comes last."""
+    import sys
+
+    from autograder.grading import feedback as feedback_module
+
+    chapter = "ch03_self_attention"
+    samples = notebooks.SAMPLES / chapter
+    files = {
+        "unreadable": samples / f"babbagecharles_LATE_1004_90004_{chapter}.ipynb",  # a download cut short
+        "timeout": samples / f"hoppergrace_1003_90003_{chapter}.ipynb",
+        "graded": samples / f"lovelaceada_1001_90001_{chapter}.ipynb",
+    }
+    built: dict[str, int] = {"build_instructor": 0, "build_release": 0, "generate_assignment": 0}
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def call(*args, **kwargs):
+            built[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, call)
+
+    from autograder.grading import nbgrader_adapter
+
+    counted(notebooks, "build_instructor")
+    counted(notebooks, "build_release")
+    counted(nbgrader_adapter, "generate_assignment")
+
+    def run_job(job, job_path, prefix, cwd, timeout, spawner=None):  # the worker's two outcomes, without a kernel
+        if job.student_id.startswith("hopper"):
+            return submission.Result("", "", job.student_id, "error", f"the notebook ran longer than {timeout} s"), None
+        scores = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}
+        result = submission.Result("", "", job.student_id, "graded", "", scores, ["from the run"])
+        return result, pathlib.Path(job.canonical).read_text()
+
+    monkeypatch.setattr(batch.execute, "run_job", run_job)
+    monkeypatch.setenv("AUTOGRADER_FORK_WORKERS", "off")
+    pages: list[tuple[str, str]] = []  # (submission, status) per feedback.write
+    writers: set[str] = set()  # who called write_feedback
+    real_write, real_page = feedback_module.write, feedback_module.write_feedback
+
+    def write(sub, *args, **kwargs):
+        assert not sub.result_file.exists(), "the result file is written after the feedback"
+        pages.append((sub.label, sub.outcome.status))
+        return real_write(sub, *args, **kwargs)
+
+    def write_feedback(*args, **kwargs):
+        writers.add(sys._getframe(1).f_code.co_name)
+        return real_page(*args, **kwargs)
+
+    monkeypatch.setattr(feedback_module, "write", write)
+    monkeypatch.setattr(feedback_module, "write_feedback", write_feedback)
+    rows = batch.grade(list(files.values()), chapter, tmp_path, jobs=2, notebook_timeout=5)
+
+    assert built == {"build_instructor": 1, "build_release": 0, "generate_assignment": 1}
+    assert sorted(pages) == sorted((f.name, "graded" if k == "graded" else "error") for k, f in files.items())
+    assert writers == {"write"}
+    by_name = {r.submission: r for r in rows}
+    assert by_name[files["graded"].name].score == by_name[files["graded"].name].max_score
+    assert "ran longer than 5 s" in by_name[files["timeout"].name].reason
+    for r in rows:
+        page = (tmp_path / "feedback" / f"{r.student_id}.html").read_text()
+        assert r.student_id in page
+    assert "Download the notebook again" in (tmp_path / "feedback" / "babbagecharles_1004.html").read_text()
+    assert "longer than 5 s" in (tmp_path / "feedback" / "hoppergrace_1003.html").read_text()
+    assert "from the run" in (tmp_path / "feedback" / "lovelaceada_1001.html").read_text()
