@@ -734,7 +734,7 @@ def test_lms_identity_comes_only_from_the_lms_structure():
     chinese = lms.parse("李伟_2005_assignsubmission_file/ch05_transformer.ipynb")
     assert (chinese.lms, chinese.name, chinese.lms_id, chinese.claims) == (lms.MOODLE, "李伟", "2005", "")
     (sub,) = collect.collect([pathlib.Path(eve)], pathlib.Path("/nonexistent-out"), "ch08_kv_cache")
-    row = submission.row(sub, submission.Result("x", "", "s", "graded", ""), "ch08_kv_cache", {"x": 1}, 0.0)
+    row = report.row(sub, submission.Result("x", "", "s", "graded", ""), "ch08_kv_cache", {"x": 1}, 0.0)
     assert row.lms_id == "5006" and any("another Moodle id (5001)" in w for w in row.warnings)
 
 

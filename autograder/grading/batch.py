@@ -37,7 +37,7 @@ import nbformat
 
 from .. import canonical, notebooks, releases
 from . import collect, execute, feedback, jail, nbgrader_adapter, report
-from .submission import Result, Submission, read_result, row, write_result
+from .submission import Result, Submission, read_result, write_result
 from .worker import Job
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,10 @@ def grade(
 
                 run(runs, chapter, course, out, points, prefix, spawner, judged, executor=executor, jobs=jobs,
                     cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb)  # fmt: skip
-    rows = [row(s, read_result(s.result_file), chapter, points, graded_at=s.result_file.stat().st_mtime) for s in subs]
+    rows = [
+        report.row(s, read_result(s.result_file), chapter, points, graded_at=s.result_file.stat().st_mtime)
+        for s in subs
+    ]
     report.write_reports(rows, out, points, assignment=lms_assignment or chapter, prefer=prefer, ignored=ignored)
     return rows
 

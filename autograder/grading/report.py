@@ -1,6 +1,6 @@
 """The batch's reports: ``grades.csv`` (one row per submission file), ``summary.md/.csv/.png`` (per exercise:
 how many scored full, partial, zero) and the LMS's import files (``lms.py``), all from the result files. A
-:class:`Row` is a submission's record as those files need it (``submission.row``)."""
+:class:`Row` is a submission's record as those files need it (:func:`row`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ import json
 import logging
 import pathlib
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 from . import lms
 from .feedback import mark_feedback
+
+if TYPE_CHECKING:
+    from .submission import Result, Submission
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,33 @@ class Row:
     late: bool | None = None  # Canvas's LATE marker; None when the name does not say
     graded_at: float = 0.0  # when the result was recorded (seconds since the epoch)
     uploaded_at: float = 0.0  # the file's time in the download (a zip entry's time; lms.newer reads it)
+
+
+def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], graded_at: float) -> Row:
+    """The grades.csv row of ``sub`` from its ``result`` (the identity is the one collection read)."""
+    scores = {name: float(result.scores.get(name, 0.0)) for name in points}
+    max_score = float(sum(points.values()))
+    reason = result.reason or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
+    warnings = list(result.warnings)
+    if sub.who.claims and claim_note(sub.who) not in warnings:
+        warnings.append(claim_note(sub.who))
+    return Row(
+        sub.label,
+        sub.student_id,
+        chapter,
+        scores,
+        sum(scores.values()),
+        max_score,
+        result.status,
+        reason,
+        warnings,
+        lms=sub.who.lms,
+        lms_id=sub.who.lms_id,
+        name=sub.who.name,
+        late=sub.who.late,
+        graded_at=graded_at,
+        uploaded_at=sub.uploaded_at,
+    )
 
 
 def claim_note(who: lms.SubmissionName) -> str:

@@ -4,7 +4,7 @@ Every step of the line (``batch.py``) reads and returns into one :class:`Submiss
 (the LMS identity, read once), its label, its gradebook id and its hash; canonicalisation its canonical text and
 warnings, or a zero; the run its :class:`Result`, the scoring reasons and the graded notebook. The result file
 ``out/results/<submission>.json`` is that record's outcome (:func:`write_result`, written last, so that a rerun skips
-only what is done), and its grades.csv row is :func:`row`.
+only what is done), and its grades.csv row is ``report.row``.
 """
 
 from __future__ import annotations
@@ -128,32 +128,3 @@ class Submission:
             student_id=self.student_id,
             warnings=self.warnings + self.outcome.warnings + note,
         )
-
-
-def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], graded_at: float):
-    """The grades.csv row of ``sub`` from its ``result`` (the identity is the one collection read)."""
-    from .report import Row, claim_note
-
-    scores = {name: float(result.scores.get(name, 0.0)) for name in points}
-    max_score = float(sum(points.values()))
-    reason = result.reason or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
-    warnings = list(result.warnings)
-    if sub.who.claims and claim_note(sub.who) not in warnings:
-        warnings.append(claim_note(sub.who))
-    return Row(
-        sub.label,
-        sub.student_id,
-        chapter,
-        scores,
-        sum(scores.values()),
-        max_score,
-        result.status,
-        reason,
-        warnings,
-        lms=sub.who.lms,
-        lms_id=sub.who.lms_id,
-        name=sub.who.name,
-        late=sub.who.late,
-        graded_at=graded_at,
-        uploaded_at=sub.uploaded_at,
-    )
