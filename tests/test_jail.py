@@ -335,7 +335,7 @@ def test_fallback_mode(tmp_path, monkeypatch, caplog):
     text = next(t for t, e in notebooks.sample_submissions(chapter, release).values() if e == "full")
     sub = tmp_path / f"full_1_2_{chapter}.ipynb"
     sub.write_text(text)
-    with caplog.at_level("WARNING", logger=batch.logger.name):
+    with caplog.at_level("WARNING", logger="autograder.grading"):
         rows = batch.grade([sub], chapter, tmp_path / "out", jobs=1)
     assert sum("not jailed" in r.getMessage() for r in caplog.records) == 1
     assert rows[0].score == rows[0].max_score, (rows[0].reason, rows[0].warnings)
