@@ -41,7 +41,7 @@ def _cmd_grade(args) -> int:
             file=sys.stderr,
         )
         return 2
-    from .grading import batch, lms, report
+    from .grading import batch, collect, lms, report
 
     ignored: list[str] = []  # what the downloads held that is no submission
     if not args.submissions:  # the default run: every chapter's shipped samples
@@ -51,7 +51,7 @@ def _cmd_grade(args) -> int:
         if missing:
             print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
             return 2
-        files = batch.expand_submissions(args.submissions, pathlib.Path(args.out) / "_unzipped", ignored)
+        files = collect.expand_submissions(args.submissions, pathlib.Path(args.out) / "_unzipped", ignored)
         if ignored:
             print(f"Ignored {len(ignored)} file(s) that are no submissions:")
             for line in ignored:
@@ -124,7 +124,7 @@ def _cmd_grade(args) -> int:
                 return 2
         for chapter, files in jobs:
             out = pathlib.Path(args.out) / chapter
-            print(f"Grading {chapter} -> {out}: {batch.describe(files)}")
+            print(f"Grading {chapter} -> {out}: {collect.describe(files)}")
             rows = batch.grade(
                 files,
                 chapter,

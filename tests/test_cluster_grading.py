@@ -15,8 +15,7 @@ import time
 import pytest
 
 from autograder import releases
-from autograder.grading import batch, executors, report
-from autograder.grading.results import read_result
+from autograder.grading import batch, collect, executors, feedback, report
 from autograder.grading.worker import Job
 from tests import variants
 
@@ -100,15 +99,21 @@ def test_a_worker_with_other_course_code_is_refused(tmp_path):
 
 
 def test_a_lost_submission_gets_a_row_and_feedback(tmp_path):
+    """A notebook the cluster could not grade gets an "error" result, and the batch's one feedback writer its page."""
     from distributed import KilledWorker
 
     job = Job(
-        canonical="", warnings=["w"], submission_name="a.ipynb", sha256="s", chapter=CHAPTER, student_id="a",
-        course_template="", stage="", sandbox="", result=str(tmp_path / "a.json"), feedback=str(tmp_path / "a.html"),
-        keep="", cell_timeout=1, memory_mb=1, max_score=10.0, points={"x": 10}, hidden_files=[], netns=False, uid=-1,
-        threads=1,
+        canonical="", chapter=CHAPTER, student_id="a", course_template="", stage="", sandbox="",
+        result=str(tmp_path / "a.json"), graded=str(tmp_path / "a.ipynb"), cell_timeout=1, memory_mb=1,
+        points={"x": 10}, hidden_files=[], netns=False, uid=-1, threads=1,
     )  # fmt: skip
-    result = executors.write_lost(job, executors._lost_reason(KilledWorker("k", None, 3)))
-    assert result.status == "error" and "lost the worker" in result.reason and result.warnings == ["w"]
-    assert read_result(tmp_path / "a.json") == result
-    assert "lost the worker" in (tmp_path / "a.html").read_text()
+    result = executors.lost(job, executors._lost_reason(KilledWorker("k", None, 3)))
+    upload = tmp_path / "a.ipynb"
+    upload.write_text("{}")
+    (sub,) = collect.collect([upload], tmp_path, CHAPTER)
+    sub.warnings = ["w"]
+    batch.share([sub], result, None)
+    feedback.write(sub, CHAPTER, {"x": 10}, tmp_path)
+    row = sub.result()
+    assert row.status == "error" and "lost the worker" in row.reason and row.warnings == ["w"]
+    assert "lost the worker" in (tmp_path / f"{sub.student_id}.html").read_text()

@@ -35,7 +35,7 @@ import pytest
 
 from autograder import notebooks
 from autograder.gradescope import build, results_json, run, simulate
-from autograder.grading import results
+from autograder.grading import submission
 from tests import variants
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def validate(payload: dict) -> None:
     jsonschema.Draft202012Validator(SCHEMA).validate(payload)
 
 
-def check_contract(payload: dict, result: results.Result, chapter: str, visibility: str = "after_published") -> None:
+def check_contract(payload: dict, result: submission.Result, chapter: str, visibility: str = "after_published") -> None:
     """What the course promises of every results.json, beyond Gradescope's schema."""
     validate(payload)
     exercises = list(notebooks.checks_module(chapter).EXERCISES)
@@ -135,14 +135,14 @@ def test_results_from_stored_course_results_fit_the_schema(path):
     written = json.loads(path.read_text())
     validate(written)
     grader = written["extra_data"]["course_grader"]
-    chapter, result = grader["chapter"], results.Result(**grader["result"])
+    chapter, result = grader["chapter"], submission.Result(**grader["result"])
     assert written["score"] == result.score == sum(ex.points for ex in notebooks.checks_module(chapter).EXERCISES)
     rebuilt = results_json.results_payload(result, chapter, output=written["output"])
     check_contract(rebuilt, result, chapter)
     assert rebuilt["tests"] == written["tests"]
 
 
-def _synthetic_results(chapter: str) -> dict[str, results.Result]:
+def _synthetic_results(chapter: str) -> dict[str, submission.Result]:
     """Result files as the course grader writes them, for every kind of outcome, from the chapter's checks."""
     exercises = list(notebooks.checks_module(chapter).EXERCISES)
     full = {ex.name: float(ex.points) for ex in exercises}
@@ -157,8 +157,8 @@ def _synthetic_results(chapter: str) -> dict[str, results.Result]:
         for ex in exercises
     ]
     return {
-        "full": results.Result("a.ipynb", "0" * 64, "a", "graded", "", full),
-        "bug": results.Result(
+        "full": submission.Result("a.ipynb", "0" * 64, "a", "graded", "", full),
+        "bug": submission.Result(
             "b.ipynb",
             "1" * 64,
             "b",
@@ -167,13 +167,13 @@ def _synthetic_results(chapter: str) -> dict[str, results.Result]:
             dict(full, **{first.name: 0.0}),
             details={first.name: details},
         ),
-        "untouched": results.Result(
+        "untouched": submission.Result(
             "c.ipynb", "2" * 64, "c", "graded", "; ".join(untouched), {ex.name: 0.0 for ex in exercises}
         ),
-        "unreadable": results.Result(
+        "unreadable": submission.Result(
             "d.ipynb", "3" * 64, "d", "error", "not a readable notebook: not valid JSON (Unterminated string)"
         ),
-        "integrity": results.Result(
+        "integrity": submission.Result(
             "e.ipynb",
             "4" * 64,
             "e",
@@ -253,7 +253,7 @@ def test_a_wrong_submission_gets_zero_and_its_reason(tmp_path, case, why):
         "no notebook among files": {"answers.py": b"x = 1\n", "notes.txt": b"hello\n"},
     }[case]
     payload = _in_process_run(tmp_path, files)
-    result = results.Result("", "", "", "error", payload["extra_data"]["course_grader"]["reason"])
+    result = submission.Result("", "", "", "error", payload["extra_data"]["course_grader"]["reason"])
     check_contract(payload, result, CHAPTER)
     assert payload["score"] == 0 and why in payload["extra_data"]["course_grader"]["reason"]
     assert why in payload["output"] or why in payload["output"].replace("&#x27;", "'")
@@ -324,14 +324,14 @@ def _submissions(box: simulate.Simulation, folder: pathlib.Path) -> dict[str, pa
     return files
 
 
-def _course_grades(files: dict[str, pathlib.Path], chapter: str, out: pathlib.Path) -> dict[str, results.Result]:
+def _course_grades(files: dict[str, pathlib.Path], chapter: str, out: pathlib.Path) -> dict[str, submission.Result]:
     """What ``python -m autograder grade`` gives each file (this process's grader, jailed)."""
     from autograder.grading import batch
 
     batch.grade(list(files.values()), chapter, out, jobs=2)
     by_name = {}
     for path in (out / "results").glob("*.json"):
-        r = results.read_result(path)
+        r = submission.read_result(path)
         by_name[r.submission] = r
     return {who: by_name[f.name] for who, f in files.items()}
 
@@ -429,7 +429,7 @@ def test_simulated_gradescope_run(chapter, tmp_path):
         nbformat.write(nb, path)
         payload, stdout = box.run([path])
         top = sum(ex.points for ex in notebooks.checks_module(chapter).EXERCISES)
-        result = results.Result(path.name, "", "", "graded", "", {ex.name: float(ex.points) for ex in
+        result = submission.Result(path.name, "", "", "graded", "", {ex.name: float(ex.points) for ex in
                                 notebooks.checks_module(chapter).EXERCISES})  # fmt: skip
         check_contract(payload, result, chapter)
         assert payload["score"] == top and payload["extra_data"]["course_grader"]["isolation"] == "jailed", stdout
@@ -581,7 +581,7 @@ def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch):
 
 
 def test_container_memory_reads_the_cgroups_oom_kills_and_limit(tmp_path):
-    from autograder.grading import batch
+    from autograder.grading import execute
 
     v2 = tmp_path / "v2" / "box"
     v2.mkdir(parents=True)
@@ -589,14 +589,14 @@ def test_container_memory_reads_the_cgroups_oom_kills_and_limit(tmp_path):
     (v2 / "memory.max").write_text(str(768 * 2**20) + "\n")
     own = tmp_path / "own-v2"
     own.write_text("0::/box\n")
-    assert batch.container_memory(own, tmp_path / "v2") == (2, 768)
+    assert execute.container_memory(own, tmp_path / "v2") == (2, 768)
     (v2 / "memory.max").write_text("max\n")
-    assert batch.container_memory(own, tmp_path / "v2") == (2, None)
+    assert execute.container_memory(own, tmp_path / "v2") == (2, None)
     v1 = tmp_path / "v1" / "memory" / "box"
     v1.mkdir(parents=True)
     (v1 / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
     (v1 / "memory.limit_in_bytes").write_text(str(2**63 - 4096) + "\n")
     own1 = tmp_path / "own-v1"
     own1.write_text("4:memory:/box\n7:cpu,cpuacct:/box\n")
-    assert batch.container_memory(own1, tmp_path / "v1") == (1, None)
-    assert batch.container_memory(tmp_path / "none", tmp_path) == (0, None)
+    assert execute.container_memory(own1, tmp_path / "v1") == (1, None)
+    assert execute.container_memory(tmp_path / "none", tmp_path) == (0, None)

@@ -11,7 +11,8 @@ import pytest
 
 from autograder import canonical, notebooks, releases
 from autograder.core import CheckFailed
-from autograder.grading import batch, lms, report, results, scoring
+from autograder.grading import batch, collect, execute, feedback, lms, report, scoring, submission
+from autograder.grading import reasons as reasons_
 
 CHAPTERS = notebooks.chapters()
 
@@ -110,10 +111,12 @@ def check_offline_feedback(html_text: str) -> None:
 
 def test_student_ids_from_lms_names():
     taken = set()
-    assert batch.student_id_from_filename("smithjane_1234_5678_ch03_self_attention.ipynb", taken) == "smithjane_1234"
-    assert batch.student_id_from_filename("smithjane_1234_9999_ch03_self_attention.ipynb", taken) == "smithjane_1234-2"
-    assert batch.student_id_from_filename("smithjane_LATE_77_1_ch03.ipynb", taken) == "smithjane_77"
-    assert batch.student_id_from_filename("My notebook (1).ipynb", taken) == "My-notebook-1"
+    assert collect.student_id_from_filename("smithjane_1234_5678_ch03_self_attention.ipynb", taken) == "smithjane_1234"
+    assert (
+        collect.student_id_from_filename("smithjane_1234_9999_ch03_self_attention.ipynb", taken) == "smithjane_1234-2"
+    )
+    assert collect.student_id_from_filename("smithjane_LATE_77_1_ch03.ipynb", taken) == "smithjane_77"
+    assert collect.student_id_from_filename("My notebook (1).ipynb", taken) == "My-notebook-1"
 
 
 # ------------------------------------------------------------------------------------------------ LMS files
@@ -211,16 +214,16 @@ def test_moodle_download_is_expanded(tmp_path):
         f.writestr("Alan Turing_12346_assignsubmission_file_/ch03_self_attention.ipynb", "{}")
         f.writestr("Grace Hopper_12347_assignsubmission_file_ch03_self_attention.ipynb", "{}")
         f.writestr("Ada Lovelace_12345_assignsubmission_onlinetext/onlinetext.html", "x")
-    files = batch.expand_submissions([z], tmp_path / "unzipped")
+    files = collect.expand_submissions([z], tmp_path / "unzipped")
     assert len(files) == 3
-    labels = batch.submission_labels(files)
+    labels = collect.submission_labels(files)
     assert sorted(labels.values()) == [
         "Ada Lovelace_12345_assignsubmission_file/ch03_self_attention.ipynb",
         "Alan Turing_12346_assignsubmission_file_/ch03_self_attention.ipynb",
         "Grace Hopper_12347_assignsubmission_file_ch03_self_attention.ipynb",
     ]
     taken = set()
-    ids = [batch.student_id_from_filename(p, taken) for p in files]
+    ids = [collect.student_id_from_filename(p, taken) for p in files]
     assert sorted(ids) == ["Ada-Lovelace_12345", "Alan-Turing_12346", "Grace-Hopper_12347"]
     assert sorted(lms.parse(p).lms_id for p in files) == ["12345", "12346", "12347"]
     assert {lms.parse(p).lms for p in files} == {lms.MOODLE}
@@ -240,7 +243,7 @@ def test_feedback_page(tmp_path):
     scores = _expected_scores(chapter, bug)
     points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
     page = tmp_path / "feedback.html"
-    results.write_feedback(page, nb, "lovelaceada_1001", chapter, scores, points, warnings=["a note"])
+    feedback.write_feedback(page, nb, "lovelaceada_1001", chapter, scores, points, warnings=["a note"])
     text = page.read_text()
     assert feedback_points(text) == {**scores, "total": sum(scores.values())}
     assert f"<b>{sum(scores.values()):g} / {sum(points.values()):g}</b>" in text
@@ -309,13 +312,13 @@ def test_scoring_flags_threads_and_blocked_actions():
 
 
 def test_result_files_round_trip(tmp_path):
-    result = results.Result("a.ipynb", "00", "ada_1", "graded", "", {"x": 1.0}, ["w"], log="tail")
+    result = submission.Result("a.ipynb", "00", "ada_1", "graded", "", {"x": 1.0}, ["w"], log="tail")
     path = tmp_path / "r.json"
-    results.write_result(path, result)
-    assert results.read_result(path) == result and not path.with_suffix(".tmp").exists()
+    submission.write_result(path, result)
+    assert submission.read_result(path) == result and not path.with_suffix(".tmp").exists()
     path.write_text("[]")
     with pytest.raises(ValueError):
-        results.read_result(path)
+        submission.read_result(path)
 
 
 # ------------------------------------------------------------------------------------------------ every zero explained
@@ -414,7 +417,7 @@ def test_failure_reasons_say_what_happened():
         _cell("m = 1", grade_id="m", solution=True),
         _cell("EXERCISES.run('m', m)", grade_id="test_m", grade=True, error=("NameError", "name 'm' is not defined")),
     ]
-    reasons = results.failure_reasons(nb, cell_timeout=30)
+    reasons = reasons_.failure_reasons(nb, cell_timeout=30)
     assert reasons[0].startswith("f: the answer cell of f exited (SystemExit: 3)") and "never defined" in reasons[0]
     assert reasons[1].startswith("g: the answer cell of g timed out") and "30 s" in reasons[1]
     assert reasons[2].startswith("h: the answer cell of h ran out of memory")
@@ -434,7 +437,7 @@ def test_failure_reasons_keep_the_failed_check():
         _cell("EXERCISES.run('f', f)", grade_id="test_f", grade=True, error=("CheckFailed", one)),
         _cell("EXERCISES.run('g', g)", grade_id="test_g", grade=True, error=("CheckFailed", two)),
     ]
-    assert results.failure_reasons(nb) == [
+    assert reasons_.failure_reasons(nb) == [
         "f: ✘ f timed out after 15 s: its checks did not finish",
         "g: ✘ shape (2, 3) — expected (2, 4) Hint: the last axis",
     ]
@@ -483,13 +486,13 @@ def test_failure_reasons_come_from_the_workers_judgement_where_it_has_one():
         _cell("_autograder_guard.verdict('f')", grade_id="test_f", grade=True, error=("CheckFailed", verdict)),
         _cell("_autograder_guard.verdict('g')", grade_id="test_g", grade=True, error=("KeyboardInterrupt", "")),
     ]
-    reasons = results.failure_reasons(nb, cell_timeout=30, details=details)
+    reasons = reasons_.failure_reasons(nb, cell_timeout=30, details=details)
     assert (
         reasons[0]
         == "f: ✘ matches softmax(QK^T/sqrt(d_k))V — f: weights differs by up to 0.3 Hint: divide by sqrt(d_k)"
     )
     assert reasons[1].startswith("g: the checks of g timed out")
-    assert results.failure_reasons(nb)[0] == "f: ✘ f: weights differs from the expected values by up to 0.3"
+    assert reasons_.failure_reasons(nb)[0] == "f: ✘ f: weights differs from the expected values by up to 0.3"
 
 
 def test_grading_test_cells_run_the_verdict_alone():
@@ -504,7 +507,7 @@ def test_grading_test_cells_run_the_verdict_alone():
         for c in tests
         for n in [c.metadata["nbgrader"]["grade_id"].removeprefix("test_")]
     )
-    shown = results.decided_feedback(nb, {}, {"causal_mask": 2}, [])
+    shown = feedback.decided_feedback(nb, {}, {"causal_mask": 2}, [])
     cell = next(c for c in shown.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_causal_mask")
     assert (
         cell.source.startswith("# Checks for `causal_mask` (2 points)") and 'EXERCISES.run("causal_mask"' in cell.source
@@ -524,15 +527,15 @@ def test_usable_cores_follow_the_cgroups_cpu_quota(tmp_path):
     own.write_text("0::/grader\n")
     for quota, expected in (("50000 100000", 1), ("max 100000", mine), ("150000 100000", min(mine, 2))):
         (v2 / "grader" / "cpu.max").write_text(quota + "\n")
-        assert batch.usable_cores(own, v2) == expected, quota
+        assert execute.usable_cores(own, v2) == expected, quota
     v1 = tmp_path / "v1"
     (v1 / "cpu,cpuacct" / "grader").mkdir(parents=True)
     (v1 / "cpu,cpuacct" / "grader" / "cpu.cfs_quota_us").write_text("50000\n")
     (v1 / "cpu,cpuacct" / "grader" / "cpu.cfs_period_us").write_text("100000\n")
     own1 = tmp_path / "cgroup-v1"
     own1.write_text("5:cpu,cpuacct:/grader\n3:memory:/grader\n")
-    assert batch.usable_cores(own1, v1) == 1
-    assert batch.usable_cores(tmp_path / "missing", tmp_path / "none") == mine
+    assert execute.usable_cores(own1, v1) == 1
+    assert execute.usable_cores(tmp_path / "missing", tmp_path / "none") == mine
 
 
 @pytest.mark.slow
@@ -563,7 +566,7 @@ def test_errors_in_ungraded_cells_are_flagged():
         _cell("g()", error=("NotImplementedError", "")),
         _cell("g(); g()", error=("NotImplementedError", "")),
     ]
-    warnings = results.ungraded_cell_errors(nb)
+    warnings = reasons_.ungraded_cell_errors(nb)
     assert warnings == [
         "a cell after the answer of f raised ValueError: mask of shape (2, 3) cannot broadcast "
         "(that cell is not graded: see the feedback)",
@@ -586,7 +589,7 @@ def test_feedback_never_shows_grader_code(tmp_path):
     nb.cells.append(printed)
     page = tmp_path / "feedback.html"
     points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
-    results.write_feedback(page, nb, "s", chapter, {}, points)
+    feedback.write_feedback(page, nb, "s", chapter, {}, points)
     text = page.read_text()
     assert "_autograder_guard" not in text and "autograder.grading" not in text and "hidden=True" not in text
 
@@ -604,7 +607,7 @@ def test_feedback_does_not_depend_on_how_the_kernel_chunked_a_cells_prints(tmp_p
         cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=t) for t in chunks]
         nb.cells.append(cell)
         page = tmp_path / f"{len(chunks)}.html"
-        results.write_feedback(page, nb, "s", chapter, {}, points)
+        feedback.write_feedback(page, nb, "s", chapter, {}, points)
         pages.append(page.read_bytes())
     assert pages[0] == pages[1]
     assert pages[0].count("✔".encode()) == 2
@@ -618,7 +621,7 @@ def test_rows_that_could_not_be_run_get_feedback(tmp_path):
     )
     assert "kernel died while running the cells of c" in why and "after the checks of b" in why and "3072 MB" in why
     page = tmp_path / "f.html"
-    results.write_feedback(page, None, "s", "ch", {}, {"a": 1}, warnings=["a note"], reasons=[why], unreadable=False)
+    feedback.write_feedback(page, None, "s", "ch", {}, {"a": 1}, warnings=["a note"], reasons=[why], unreadable=False)
     text = page.read_text()
     assert "kernel died" in text and "a note" in text and "Download the notebook again" not in text
 
@@ -729,9 +732,8 @@ def test_lms_identity_comes_only_from_the_lms_structure():
     assert (canvas.lms_id, canvas.claims) == ("1004", "1002")
     chinese = lms.parse("李伟_2005_assignsubmission_file/ch05_transformer.ipynb")
     assert (chinese.lms, chinese.name, chinese.lms_id, chinese.claims) == (lms.MOODLE, "李伟", "2005", "")
-    row = report.row_from_result(
-        results.Result("x", "", "s", "graded", ""), pathlib.Path(eve), "ch08_kv_cache", {"x": 1}, 0.0
-    )
+    (sub,) = collect.collect([pathlib.Path(eve)], pathlib.Path("/nonexistent-out"), "ch08_kv_cache")
+    row = report.row(sub, submission.Result("x", "", "s", "graded", ""), "ch08_kv_cache", {"x": 1}, 0.0)
     assert row.lms_id == "5006" and any("another Moodle id (5001)" in w for w in row.warnings)
 
 
@@ -774,15 +776,15 @@ def test_canvas_files_of_one_submission_are_left_to_the_instructor(tmp_path):
 def test_names_in_any_script_are_kept_and_fall_back_to_the_lms_id(tmp_path):
     taken: set[str] = set()
     name = "李伟_2005_assignsubmission_file/ch05_transformer.ipynb"
-    assert batch.student_id_from_filename(name, taken) == "李伟_2005"
-    assert batch.student_id_from_filename(name, taken) == "李伟_2005-2"
-    assert batch.student_id_from_filename(name, set(), ascii_only=True) == "moodle_2005"
-    assert batch.student_id_from_filename("Ada Lovelace_7_assignsubmission_file/x.ipynb", set(), ascii_only=True) == (
+    assert collect.student_id_from_filename(name, taken) == "李伟_2005"
+    assert collect.student_id_from_filename(name, taken) == "李伟_2005-2"
+    assert collect.student_id_from_filename(name, set(), ascii_only=True) == "moodle_2005"
+    assert collect.student_id_from_filename("Ada Lovelace_7_assignsubmission_file/x.ipynb", set(), ascii_only=True) == (
         "Ada-Lovelace_7"
     )
-    plain = batch.student_id_from_filename("作业.ipynb", set(), ascii_only=True)
-    assert plain.isascii() and plain == batch.student_id_from_filename("作业.ipynb", set(), ascii_only=True)
-    assert batch.unicode_names_work(tmp_path)
+    plain = collect.student_id_from_filename("作业.ipynb", set(), ascii_only=True)
+    assert plain.isascii() and plain == collect.student_id_from_filename("作业.ipynb", set(), ascii_only=True)
+    assert collect.unicode_names_work(tmp_path)
 
 
 def test_every_file_of_a_download_is_counted_by_what_it_is(tmp_path):
@@ -797,7 +799,7 @@ def test_every_file_of_a_download_is_counted_by_what_it_is(tmp_path):
     ]:
         (tmp_path / name).write_bytes(data)
     files = sorted(tmp_path.iterdir())
-    assert batch.describe(files) == (
+    assert collect.describe(files) == (
         "7 files from 6 students: 3 notebooks, 1 PDF, 1 zip archive, 1 empty file, 1 .py file"
     )
     assert canonical.not_a_notebook("PDF", b"%PDF-1.4").startswith("not a notebook (PDF): this is a PDF")
@@ -927,7 +929,79 @@ def test_the_lms_row_gets_the_page_named_after_the_student(tmp_path):
     for path in (old, new):
         path.write_bytes(_sample("lovelace"))
     (tmp_path / "out" / "feedback").mkdir(parents=True)
-    ids = {s.path: s.student_id for s in batch._submissions([old, new], tmp_path / "out", "ch05_transformer")}
+    ids = {s.path: s.student_id for s in collect.collect([old, new], tmp_path / "out", "ch05_transformer")}
     assert ids == {new: "Alan-Turing_5002", old: "Alan-Turing_5002-2"}
-    chosen = batch._submissions([old, new], tmp_path / "out", "ch05_transformer", prefer={"ch05_transformer.ipynb"})
+    chosen = collect.collect([old, new], tmp_path / "out", "ch05_transformer", prefer={"ch05_transformer.ipynb"})
     assert {s.path: s.student_id for s in chosen} == {old: "Alan-Turing_5002", new: "Alan-Turing_5002-2"}
+
+
+def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_place(tmp_path, monkeypatch):
+    """One batch: the release notebook is the committed one (never built), the grading notebook and nbgrader's
+    gradebook are built once, and every outcome's page — a file that cannot be read, a run that timed out, a graded
+    run — comes from ``feedback.write``, the one writer, called once per submission; the result file comes last."""
+    import sys
+
+    from autograder.grading import feedback as feedback_module
+
+    chapter = "ch03_self_attention"
+    samples = notebooks.SAMPLES / chapter
+    files = {
+        "unreadable": samples / f"babbagecharles_LATE_1004_90004_{chapter}.ipynb",  # a download cut short
+        "timeout": samples / f"hoppergrace_1003_90003_{chapter}.ipynb",
+        "graded": samples / f"lovelaceada_1001_90001_{chapter}.ipynb",
+    }
+    built: dict[str, int] = {"build_instructor": 0, "build_release": 0, "generate_assignment": 0}
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def call(*args, **kwargs):
+            built[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, call)
+
+    from autograder.grading import nbgrader_adapter
+
+    counted(notebooks, "build_instructor")
+    counted(notebooks, "build_release")
+    counted(nbgrader_adapter, "generate_assignment")
+
+    def run_job(job, job_path, prefix, cwd, timeout, spawner=None):  # the worker's two outcomes, without a kernel
+        if job.student_id.startswith("hopper"):
+            return submission.Result("", "", job.student_id, "error", f"the notebook ran longer than {timeout} s"), None
+        scores = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}
+        result = submission.Result("", "", job.student_id, "graded", "", scores, ["from the run"])
+        return result, pathlib.Path(job.canonical).read_text()
+
+    monkeypatch.setattr(batch.execute, "run_job", run_job)
+    monkeypatch.setenv("AUTOGRADER_FORK_WORKERS", "off")
+    pages: list[tuple[str, str]] = []  # (submission, status) per feedback.write
+    writers: set[str] = set()  # who called write_feedback
+    real_write, real_page = feedback_module.write, feedback_module.write_feedback
+
+    def write(sub, *args, **kwargs):
+        assert not sub.result_file.exists(), "the result file is written after the feedback"
+        pages.append((sub.label, sub.outcome.status))
+        return real_write(sub, *args, **kwargs)
+
+    def write_feedback(*args, **kwargs):
+        writers.add(sys._getframe(1).f_code.co_name)
+        return real_page(*args, **kwargs)
+
+    monkeypatch.setattr(feedback_module, "write", write)
+    monkeypatch.setattr(feedback_module, "write_feedback", write_feedback)
+    rows = batch.grade(list(files.values()), chapter, tmp_path, jobs=2, notebook_timeout=5)
+
+    assert built == {"build_instructor": 1, "build_release": 0, "generate_assignment": 1}
+    assert sorted(pages) == sorted((f.name, "graded" if k == "graded" else "error") for k, f in files.items())
+    assert writers == {"write"}
+    by_name = {r.submission: r for r in rows}
+    assert by_name[files["graded"].name].score == by_name[files["graded"].name].max_score
+    assert "ran longer than 5 s" in by_name[files["timeout"].name].reason
+    for r in rows:
+        page = (tmp_path / "feedback" / f"{r.student_id}.html").read_text()
+        assert r.student_id in page
+    assert "Download the notebook again" in (tmp_path / "feedback" / "babbagecharles_1004.html").read_text()
+    assert "longer than 5 s" in (tmp_path / "feedback" / "hoppergrace_1003.html").read_text()
+    assert "from the run" in (tmp_path / "feedback" / "lovelaceada_1001.html").read_text()

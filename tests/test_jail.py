@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from autograder import notebooks
-from autograder.grading import batch, jail, results
+from autograder.grading import batch, feedback, jail, submission
 from tests import variants
 
 JAIL = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
@@ -144,7 +144,7 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
     student's own code printed back stays."""
     chapter = "ch03_self_attention"
     graded = batch.grading_instructor(chapter)
-    secrets = results.grader_secrets(graded, chapter)
+    secrets = feedback.grader_secrets(graded, chapter)
     hidden_line = next(s for s in secrets if "_autograder_guard.verdict(" in s)  # the grading test cell's line
     solution = (notebooks.ROOT / "solutions" / f"{chapter}.py").read_text()
     region = re.search(re.escape(notebooks.BEGIN) + r"\n(.*?)" + re.escape(notebooks.END), solution, re.S)
@@ -156,7 +156,7 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
         if cell.metadata.get("nbgrader", {}).get("solution"):
             cell.source = "my_own_line_of_code = 12345"
     student.cells.extend(c for c in graded.cells if "BEGIN HIDDEN TESTS" in c.source)
-    secrets = results.grader_secrets(student, chapter)
+    secrets = feedback.grader_secrets(student, chapter)
     assert hidden_line in secrets and reference in secrets
     leak = nbformat.v4.new_output(
         "stream", name="stdout", text=f"before\n    {hidden_line}\nmy_own_line_of_code = 12345\n{reference}\nafter\n"
@@ -168,10 +168,10 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
 
     encoded = base64.b64encode(hidden_line.encode()).decode()
     student.cells[-1].outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{encoded}\n")]
-    assert results.secret_output_lines(student, secrets) == 2
+    assert feedback.secret_output_lines(student, secrets) == 2
     assert hidden_line in own.outputs[0].text, "counting does not change the notebook"
     page = tmp_path / "feedback.html"
-    results.write_feedback(page, student, "s1", chapter, {}, {"x": 1}, secrets=secrets)
+    feedback.write_feedback(page, student, "s1", chapter, {}, {"x": 1}, secrets=secrets)
     html = page.read_text()
     assert "before" in html and "after" in html and "my_own_line_of_code = 12345" in html
     assert "removed by the grader" in html
@@ -243,7 +243,7 @@ def _secrets(chapter: str, reference: bool = True) -> set[str]:
     lines = {
         ln.strip()
         for c in graded.cells
-        for r in results._HIDDEN_REGION.finditer(c.source)
+        for r in feedback._HIDDEN_REGION.finditer(c.source)
         for ln in r.group(0).split("\n")
     }
     solution = (notebooks.ROOT / "solutions" / f"{chapter}.py").read_text()
@@ -290,7 +290,7 @@ def _grade_probe(tmp_path: pathlib.Path, mode: str) -> dict:
     thread.join()
     assert window["run"].returncode == 0, window["run"].stderr[-2000:]
     (result,) = (tmp_path / "out-other" / other / "results").glob("*.json")
-    window["result"] = results.read_result(result)
+    window["result"] = submission.read_result(result)
     graded = nbformat.read(tmp_path / "out-probe" / "graded" / f"{rows[0].student_id}.ipynb", as_version=4)
     outputs = "".join(
         o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
@@ -335,7 +335,7 @@ def test_fallback_mode(tmp_path, monkeypatch, caplog):
     text = next(t for t, e in notebooks.sample_submissions(chapter, release).values() if e == "full")
     sub = tmp_path / f"full_1_2_{chapter}.ipynb"
     sub.write_text(text)
-    with caplog.at_level("WARNING", logger=batch.logger.name):
+    with caplog.at_level("WARNING", logger="autograder.grading"):
         rows = batch.grade([sub], chapter, tmp_path / "out", jobs=1)
     assert sum("not jailed" in r.getMessage() for r in caplog.records) == 1
     assert rows[0].score == rows[0].max_score, (rows[0].reason, rows[0].warnings)

@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from autograder import canonical, notebooks, releases
-from autograder.grading import batch, jail, report
+from autograder.grading import batch, collect, jail, report
 from tests import variants
 from tests.test_grading import check_sample_rows
 
@@ -141,7 +141,7 @@ def test_lms_zip_is_expanded(tmp_path):
         f.writestr("__MACOSX/folder/._smithjane_1_2_ch03_self_attention.ipynb", "x")
         f.writestr("folder/.ipynb_checkpoints/smithjane_1_2_ch03_self_attention-checkpoint.ipynb", "{}")
     ignored: list[str] = []
-    files = batch.expand_submissions([z], tmp_path / "unzipped", ignored)
+    files = collect.expand_submissions([z], tmp_path / "unzipped", ignored)
     assert sorted(p.name for p in files) == ["readme.txt", "smithjane_1_2_ch03_self_attention.ipynb"]
     assert len(ignored) == 2 and all("operating system or editor" in i for i in ignored), ignored
 
@@ -335,12 +335,12 @@ def test_zip_entries_with_long_or_clashing_names_each_become_a_file(tmp_path):
         f.writestr("doe?john_3_4_ch03_self_attention.ipynb", "{}")
         f.writestr("doe*john_3_4_ch03_self_attention.ipynb", "{}")
     for _ in range(2):
-        files = batch.expand_submissions([z], tmp_path / "unzipped")
+        files = collect.expand_submissions([z], tmp_path / "unzipped")
         names = sorted(p.name for p in files)
         assert len(names) == 3, names
         assert all(len(n.encode()) <= 160 and n.endswith(".ipynb") for n in names), names
         assert any(n.startswith("smithjane_1_2_x") for n in names)
-    labels = batch.submission_labels(files)
+    labels = collect.submission_labels(files)
     assert len(set(labels.values())) == 3
 
 

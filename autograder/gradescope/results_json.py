@@ -1,4 +1,4 @@
-"""Gradescope's ``results.json`` for a submission, from the course grader's result (``results.Result``).
+"""Gradescope's ``results.json`` for a submission, from the course grader's result (``submission.Result``).
 
 What ``results.json`` holds: one scored test per exercise (its points, and the checks' messages the course's
 feedback shows for it), visible at once; one unscored test per exercise with what its hidden checks found, shown
@@ -147,16 +147,16 @@ def feedback_output(
     exercises: Sequence[_Exercise],
     general: Sequence[str],
 ) -> str:
-    """The feedback page of ``python -m autograder grade`` for this result (``results.write_feedback``), its
+    """The feedback page of ``python -m autograder grade`` for this result (``feedback.write_feedback``), its
     content only (:func:`page_content`), with each exercise's hidden checks' messages left to their own tests."""
-    from ..grading import results
+    from ..grading import feedback
 
     points = {ex.name: int(ex.points) for ex in exercises}
     with tempfile.TemporaryDirectory(prefix="gradescope-feedback-") as tmp:
         page = pathlib.Path(tmp) / "feedback.html"
         if graded is None or result.status == "error":
             reasons = [result.reason] if result.reason else ["the file could not be graded"]
-            results.write_feedback(
+            feedback.write_feedback(
                 page,
                 None,
                 result.student_id,
@@ -169,7 +169,7 @@ def feedback_output(
             )
         else:
             reasons = list(general) + [f"{ex.name}: {line}" for ex in exercises for line in ex.shown]
-            results.write_feedback(
+            feedback.write_feedback(
                 page,
                 graded,
                 result.student_id,
@@ -178,7 +178,7 @@ def feedback_output(
                 points,
                 warnings=result.warnings,
                 reasons=reasons,
-                secrets=results.grader_secrets(graded, chapter),
+                secrets=feedback.grader_secrets(graded, chapter),
                 details={ex.name: ex.shown for ex in exercises if ex.got < ex.points},
             )
         return page_content(page.read_text())
@@ -199,7 +199,7 @@ def results_payload(
     output: str | None = None,
     extra: dict | None = None,
 ) -> dict:
-    """Gradescope's results.json for the course grader's ``result`` (a ``results.Result``) of a ``chapter``
+    """Gradescope's results.json for the course grader's ``result`` (a ``submission.Result``) of a ``chapter``
     submission; ``graded``: the graded notebook (for the feedback page), None for a file that was not run;
     ``output``: the page content to show (default: built here from ``result`` and ``graded``)."""
     general, exercises = _exercises(result, chapter, hidden_visibility)
@@ -258,7 +258,7 @@ def results_payload(
 def zero_payload(chapter: str, why: str, *, execution_time: float = 0.0, extra: dict | None = None) -> dict:
     """results.json for a submission that gets zero without being graded (nothing submitted, several notebooks, the
     grader cannot isolate the kernel here, the grader itself failed): every exercise zero, with ``why``."""
-    from ..grading.results import Result
+    from ..grading.submission import Result
 
     return results_payload(
         Result("", "", "submission", "error", why),

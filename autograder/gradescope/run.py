@@ -110,7 +110,7 @@ def end_processes_of(uid: int) -> int:
 
 def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     """results.json's content for the submission under ``root`` (no exception escapes for a wrong submission)."""
-    from ..grading import batch, jail, results
+    from ..grading import batch, execute, jail, submission
 
     chapter = config.chapter
     folder = root / "submission"
@@ -136,7 +136,7 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     copy = incoming / chosen.name
     shutil.copyfile(chosen, copy)
     out = work / "out"
-    oom_before, memory_limit = batch.container_memory()
+    oom_before, memory_limit = execute.container_memory()
     switch = os.environ.get(jail.JAIL_SWITCH)
     if mode != "jailed":
         os.environ[jail.JAIL_SWITCH] = "off"  # the batch then grades in fallback mode, as said above
@@ -157,7 +157,7 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
         else:
             os.environ[jail.JAIL_SWITCH] = switch
     row = rows[0]
-    oom_after, _ = batch.container_memory()
+    oom_after, _ = execute.container_memory()
     if oom_after > oom_before:  # a process of the run was killed for memory: what it scored cannot be trusted
         limit = f" ({memory_limit} MB)" if memory_limit else ""
         why = (
@@ -169,9 +169,9 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
         extra["oom_kills"] = oom_after - oom_before
         return zero_payload(chapter, why, extra=extra)
     result_files = sorted((out / "results").glob("*.json"))
-    result = results.read_result(result_files[0])
+    result = submission.read_result(result_files[0])
     drop = mode == "jailed" or jail.uid_drop_possible()
-    left = end_processes_of(batch.kernel_uid(result.student_id, drop))
+    left = end_processes_of(execute.kernel_uid(result.student_id, drop))
     if left:
         print(f"  killed {left} process(es) the kernel's uid left running")
         extra["killed_after_grading"] = left
@@ -238,9 +238,9 @@ def run_command(args) -> int:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
-    from ..grading import batch
+    from ..grading import execute
 
-    cores = str(batch.usable_cores())  # this process's torch (the worker's judge) as the kernel's: no more threads
+    cores = str(execute.usable_cores())  # this process's torch (the worker's judge) as the kernel's: no more threads
     os.environ.setdefault("OMP_NUM_THREADS", cores)
     os.environ.setdefault("MKL_NUM_THREADS", cores)
     run(pathlib.Path(args.root), Config.read(pathlib.Path(args.config)))

@@ -1,21 +1,20 @@
 """The grading machinery, for instructors (``pip install 'attention-course[grading]'``; the student install has
-no nbgrader). Imports point one way, from the batch down to the reports::
+no nbgrader). A submission travels one line, :func:`autograder.grading.batch.grade`, whose body is the list of
+steps; each step returns into the submission's record (``submission.Submission``)::
 
-    batch  ─▶ worker ─▶ results ◀─ report ─▶ lms
-      │         ├─▶ jail, guard (RecordServer), scoring
-      └─────────┴─▶ nbgrader_adapter ─▶ report
-    executors ─▶ batch, jail (optional: the batch's workers on a Dask cluster)
+    collect ─▶ canonicalise ─▶ execute ─▶ judge ─▶ feedback ─▶ report (and LMS files)
 
-* ``batch`` — collect submissions (files, folders, LMS zips), canonicalise them, run one worker per distinct
-  notebook, write the reports: :func:`autograder.grading.batch.grade`;
-* ``executors`` — optional: run the batch's workers on a Dask cluster instead of this machine's processes
-  (``--executor dask``, ``--scheduler ADDRESS``); it plugs into ``batch`` (``batch.Executor``);
-* ``worker`` — one submission: stage a private course directory, run nbgrader's autograde in a kernel armed with
-  the guard, score it (``python -m autograder.grading.worker JOB.json``);
+* ``batch`` — the line itself; canonicalises against the committed release notebook and builds the grading notebook
+  and nbgrader's gradebook once per batch;
+* ``collect`` — files, folders, LMS zips: every uploaded file one record, its LMS identity read once (``lms``);
+* ``submission`` — the record, from the file to its row; the result file (``Result``, written last);
+* ``execute`` — the one job function (``run_job``) that the local pool, the fork server (``forkserver``) and a Dask
+  task (``executors``) all run; what this machine gives the kernels;
+* ``worker`` — one submission in a process of its own: a private course directory, nbgrader's autograde in a kernel
+  armed with the guard (``guard``), the records judged again (``judge``) and scored (``scoring``); returns its
+  result and graded notebook (``python -m autograder.grading.worker JOB.json``); ``reasons``: its one-line reasons;
 * ``jail`` — the kernel's process limits and what it may see (``python -m autograder.grading.jail kernel ...``);
-* ``guard`` — the engine inside the student's kernel that writes the only verdicts that count;
-* ``scoring`` — the rule that turns nbgrader's points and the guard's records into scores;
-* ``results`` — the one writer of result files and of feedback pages;
+* ``feedback`` — the student's page, written by ``feedback.write`` alone, for every outcome;
 * ``report`` — grades.csv, the summary, the LMS files (``lms``);
 * ``nbgrader_adapter`` — every use of nbgrader's API, and the nbgrader plugins of ``nbgrader_course/`` (export to
   grades.csv and the LMS files, an offline feedback page).

@@ -1,12 +1,12 @@
 """Where a batch's workers run: this machine (the default, in ``batch.py``) or a Dask distributed cluster.
 
 The batch (``batch.py``) canonicalises the files, builds the gradebook and decides what to run; an executor only
-runs :mod:`worker` jobs and hands each result back to the batch, which writes the reports. :class:`DaskCluster`
-sends each distinct notebook to a Dask worker as one task (https://distributed.dask.org): the task receives the
-canonical notebook, the job and the batch's nbgrader course directory (zipped once per batch), builds a private
-scratch folder on its machine, runs today's sandboxed worker there (``python -m autograder.grading.worker``
-under ``jail.py``'s limits, the same command as on one machine) and returns the result, the feedback page and the
-graded notebook; the batch writes them into its output folder. So:
+runs :mod:`worker` jobs and hands each result back to the batch, which writes the feedback and the reports.
+:class:`DaskCluster` sends each distinct notebook to a Dask worker as one task (https://distributed.dask.org): the
+task receives the canonical notebook, the job and the batch's nbgrader course directory (zipped once per batch),
+builds a private scratch folder on its machine, runs the batch's job function there (``execute.run_job``: the
+sandboxed worker under ``jail.py``'s limits, the same command as on one machine) and returns the result and the
+graded notebook; the batch writes the feedback, the graded notebook and the result file from them. So:
 
 * grades.csv, the feedback and the summary are the local path's (the same worker, the same files written);
 * a rerun skips what is done: each result is written as soon as its task ends, the result file last;
@@ -39,13 +39,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import notebooks
-from . import batch, jail
-from .results import Result, write_feedback, write_result
+from . import execute, jail
+from .submission import Result
 from .worker import Job
 
 logger = logging.getLogger(__name__)
 
-Finish = Callable[[Job, Result], None]
+Finish = Callable[[Job, Result, "str | None"], None]
 
 
 class GraderMismatch(RuntimeError):
@@ -102,8 +102,8 @@ def grade_task(
     fingerprint: str,
 ) -> dict[str, Any]:
     """One Dask task: grade one canonical notebook on this worker's machine with the batch's worker, in a private
-    scratch folder removed afterwards. Returns the result (as a dict), the feedback page and the graded notebook
-    (bytes, or None), and where it ran."""
+    scratch folder removed afterwards. Returns the result (as a dict), the graded notebook's text (or None), and
+    where it ran."""
     if _local_fingerprint() != fingerprint:
         raise GraderMismatch(
             f"{socket.gethostname()} runs other course code than the batch (grader fingerprint "
@@ -136,28 +136,19 @@ def grade_task(
             stage=str(jail.stage_solutions(job.chapter, scratch / "stage")),
             sandbox=str(scratch / "sandbox"),
             result=str(private / "result.json"),
-            feedback=str(private / "feedback.html"),
-            keep=str(private / "graded"),
+            graded=str(private / "graded.ipynb"),
             # the batch's own hidden files (its output folder, on a local cluster), this machine's copies of the
             # reference, this task's private folder, and the Dask worker's folder (other tasks' spilled data)
             hidden_files=sorted(
                 {*job.hidden_files, *jail.hidden_files(job.chapter), str(private), *([local_dir] if local_dir else [])}
             ),
             netns="unshare" in prefix,
-            uid=batch.kernel_uid(sid, drop_uid),
+            uid=execute.kernel_uid(sid, drop_uid),
             jail=jailed,
             threads=threads,
         )
-        job_path = private / "job.json"
-        here.write(job_path)
-        result = batch._run_worker(batch.worker_command(prefix, job_path), here, scratch, notebook_timeout)
-        feedback, graded = pathlib.Path(here.feedback), pathlib.Path(here.keep) / f"{sid}.ipynb"
-        return {
-            "result": dataclasses.asdict(result),
-            "feedback": feedback.read_bytes() if feedback.exists() else None,
-            "graded": graded.read_bytes() if graded.exists() else None,
-            "where": where,
-        }
+        result, graded = execute.run_job(here, private / "job.json", prefix, scratch, notebook_timeout)
+        return {"result": dataclasses.asdict(result), "graded": graded, "where": where}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -175,30 +166,9 @@ def _task_key(job: Job, text: str, course_hash: str, notebook_timeout: int) -> s
     return f"autograder-grade-{h.hexdigest()[:32]}"  # one task group: the scheduler queues them, hands out by load
 
 
-def write_task_output(job: Job, output: dict[str, Any]) -> Result:
-    """Write what a task returned into the batch's output folder, the result file last (a rerun skips a
-    submission only when its result is there)."""
-    feedback, graded = output.get("feedback"), output.get("graded")
-    if feedback is not None:
-        pathlib.Path(job.feedback).write_bytes(feedback)
-    if graded is not None:
-        keep = pathlib.Path(job.keep)
-        keep.mkdir(parents=True, exist_ok=True)
-        (keep / f"{job.student_id}.ipynb").write_bytes(graded)
-    result = Result(**output["result"])
-    write_result(pathlib.Path(job.result), result)
-    return result
-
-
-def write_lost(job: Job, reason: str) -> Result:
-    """The "error" row of a submission the cluster could not grade (its worker lost too often, a task error)."""
-    result = Result(job.submission_name, job.sha256, job.student_id, "error", reason, warnings=list(job.warnings))
-    write_feedback(
-        pathlib.Path(job.feedback), None, job.student_id, job.chapter, {}, job.points, warnings=job.warnings,
-        reasons=[reason], unreadable=False,
-    )  # fmt: skip
-    write_result(pathlib.Path(job.result), result)
-    return result
+def lost(job: Job, reason: str) -> Result:
+    """The "error" result of a submission the cluster could not grade (its worker lost too often, a task error)."""
+    return Result("", "", job.student_id, "error", reason)
 
 
 class DaskCluster:
@@ -266,7 +236,7 @@ class DaskCluster:
             )
 
     def grade(self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int, finish: Finish) -> None:
-        """Send every job to the cluster; as each ends, write its files and call ``finish`` (in this process)."""
+        """Send every job to the cluster; as each ends, call ``finish`` with its result (in this process)."""
         from distributed import as_completed
 
         if self.client is None:
@@ -284,7 +254,6 @@ class DaskCluster:
         course_hash = hashlib.sha256(course_zip).hexdigest()
         by_future: dict[Any, Job] = {}
         for job, text in jobs:
-            pathlib.Path(job.result).unlink(missing_ok=True)  # as on one machine: a started job has no old result
             future = self.client.submit(
                 grade_task,
                 dataclasses.asdict(job),
@@ -303,13 +272,12 @@ class DaskCluster:
                 if future.status == "finished":
                     output = future.result()
                     self.ran_on[job.student_id] = output["where"]
-                    result = write_task_output(job, output)
+                    finish(job, Result(**output["result"]), output["graded"])
                 else:
                     error = future.exception()
                     if isinstance(error, GraderMismatch):
                         raise error
-                    result = write_lost(job, _lost_reason(error))
-                finish(job, result)
+                    finish(job, lost(job, _lost_reason(error)), None)
         finally:  # interrupted (or a worker with other code): nothing is left running for this batch
             unfinished = [f for f in by_future if not f.done()]
             if unfinished:

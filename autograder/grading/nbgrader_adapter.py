@@ -45,7 +45,7 @@ from traitlets import List, Unicode, default
 from traitlets.config import Config
 
 from .. import canonical, releases
-from . import lms, report, results
+from . import feedback, lms, report
 from .report import Row
 
 warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader's gradebook
@@ -127,7 +127,7 @@ _BADGE = "colab-badge.svg"  # the "Open in Colab" badge cell of every notebook (
 
 class FeedbackExporter(HTMLExporter):
     """nbgrader's feedback page (its ``feedback`` template), readable offline as the course grader's is
-    (``results.write_feedback``): the formulas of the text as MathML, which browsers render natively, and no
+    (``feedback.write_feedback``): the formulas of the text as MathML, which browsers render natively, and no
     MathJax script (nbgrader's page loads MathJax from a CDN: offline, the student saw the LaTeX source); no
     "Open in Colab" badge (an image from the network, broken offline, and no use in feedback)."""
 
@@ -139,7 +139,7 @@ class FeedbackExporter(HTMLExporter):
     def from_notebook_node(self, nb, resources=None, **kw):
         nb = copy.deepcopy(nb)
         nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown" and _BADGE in c.source)]
-        math = results._math_to_mathml(nb)
+        math = feedback._math_to_mathml(nb)
         body, resources = super().from_notebook_node(nb, resources, **kw)
         for key, markup in math.items():
             body = body.replace(key, markup)

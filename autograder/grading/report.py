@@ -1,5 +1,6 @@
 """The batch's reports: ``grades.csv`` (one row per submission file), ``summary.md/.csv/.png`` (per exercise:
-how many scored full, partial, zero) and the LMS's import files (``lms.py``), all from the result files."""
+how many scored full, partial, zero) and the LMS's import files (``lms.py``), all from the result files. A
+:class:`Row` is a submission's record as those files need it (:func:`row`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import json
 import logging
 import pathlib
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 from . import lms
-from .results import Result, mark_feedback
+from .feedback import mark_feedback
+
+if TYPE_CHECKING:
+    from .submission import Result, Submission
 
 logger = logging.getLogger(__name__)
 
@@ -38,28 +43,17 @@ class Row:
     uploaded_at: float = 0.0  # the file's time in the download (a zip entry's time; lms.newer reads it)
 
 
-def row_from_result(
-    result: Result,
-    path: pathlib.Path,
-    chapter: str,
-    points: dict[str, int],
-    graded_at: float,
-) -> Row:
-    """The grades.csv row of submission file ``path`` (its LMS download name says whose it is) from its result."""
+def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], graded_at: float) -> Row:
+    """The grades.csv row of ``sub`` from its ``result`` (the identity is the one collection read)."""
     scores = {name: float(result.scores.get(name, 0.0)) for name in points}
     max_score = float(sum(points.values()))
     reason = result.reason or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
-    who = lms.parse(path)
     warnings = list(result.warnings)
-    if who.claims and claim_note(who) not in warnings:
-        warnings.append(claim_note(who))
-    try:
-        uploaded_at = path.stat().st_mtime
-    except OSError:
-        uploaded_at = 0.0
+    if sub.who.claims and claim_note(sub.who) not in warnings:
+        warnings.append(claim_note(sub.who))
     return Row(
-        result.submission,
-        result.student_id,
+        sub.label,
+        sub.student_id,
         chapter,
         scores,
         sum(scores.values()),
@@ -67,12 +61,12 @@ def row_from_result(
         result.status,
         reason,
         warnings,
-        lms=who.lms,
-        lms_id=who.lms_id,
-        name=who.name,
-        late=who.late,
+        lms=sub.who.lms,
+        lms_id=sub.who.lms_id,
+        name=sub.who.name,
+        late=sub.who.late,
         graded_at=graded_at,
-        uploaded_at=uploaded_at,
+        uploaded_at=sub.uploaded_at,
     )
 
 
@@ -181,7 +175,7 @@ def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) ->
 
 
 def _jail_line(out: pathlib.Path) -> str:
-    """The summary's line on whether the kernels of the last run were jailed (``batch.RUN_FILE``)."""
+    """The summary's line on whether the kernels of the last run were jailed (``execute.RUN_FILE``)."""
     try:
         run = json.loads((out / "grading_run.json").read_text())
     except (OSError, ValueError):

@@ -1,78 +1,22 @@
-"""What grading one submission produced: the result file and the student's feedback page, each with one writer.
-
-* :class:`Result` — the per-submission result file ``out/results/<submission>.json`` (status, reason, scores,
-  warnings), written by :func:`write_result` only: by the worker for a graded notebook, by the batch for a file
-  that could not be read, a worker that ended without a result, and identical copies of a graded notebook;
-* :func:`write_feedback` — ``out/feedback/<student>.html``, for a graded notebook (the student's code and the
-  check messages; the hidden tests' source removed and a failed test's traceback cut to its message: hidden
-  checks' messages never contain reference values; any output line showing a line of the hidden tests or of the
-  reference solution removed, :func:`grader_secrets`) or for a file that could not be graded (zero and why).
+"""The student's feedback page ``out/feedback/<student>.html``, written by :func:`write` alone, once per
+submission, for every outcome: a graded notebook (the student's code and the grader's decisions: hidden tests'
+source removed, a failed test's traceback cut to its message, hidden checks' messages never contain reference values,
+any output line showing a line of the hidden tests or of the reference solution removed, :func:`grader_secrets`), or
+a file that could not be graded (zero and why: unreadable, another chapter's, a run that timed out or crashed).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import html
-import itertools
-import json
 import pathlib
 import re
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 
-
-@dataclasses.dataclass
-class Result:
-    """One submission's result file. ``status``: "graded", "error" (not gradeable: zero) or "integrity" (the grading
-    machinery was changed: zero); ``scores``: exercise -> points (empty when not graded); ``log``/``trace``: the
-    tail of nbgrader's log or the worker's traceback, for the instructor (never in the feedback)."""
-
-    submission: str
-    sha256: str
-    student_id: str
-    status: str
-    reason: str
-    scores: dict[str, float] = dataclasses.field(default_factory=dict)
-    warnings: list[str] = dataclasses.field(default_factory=list)
-    log: str = ""
-    trace: str = ""
-    # checks judged again outside the kernel from their records ("outside") and by the kernel alone ("kernel")
-    judged: dict[str, int] = dataclasses.field(default_factory=dict)
-    # exercise -> the failed checks' messages as the worker computed them (what the feedback's test cells show)
-    details: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-
-    @property
-    def score(self) -> float:
-        return sum(self.scores.values())
-
-
-def write_result(path: pathlib.Path, result: Result) -> None:
-    """Write ``result`` to ``path`` atomically (a reader never sees half a file)."""
-    fields = {
-        k: v
-        for k, v in dataclasses.asdict(result).items()
-        if (v != "" and v != {}) or k not in ("log", "trace", "judged", "details")
-    }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(fields, indent=1, sort_keys=True))
-    tmp.replace(path)
-
-
-def read_result(path: pathlib.Path) -> Result:
-    """The result at ``path``. Raises OSError or ValueError for a missing or unreadable file."""
-    data = json.loads(pathlib.Path(path).read_text())
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a result file")
-    names = {f.name for f in dataclasses.fields(Result)}
-    try:
-        return Result(**{k: v for k, v in data.items() if k in names})
-    except TypeError as exc:
-        raise ValueError(f"{path}: not a result file ({exc})") from None
-
-
-# ------------------------------------------------------------------------------------------------ feedback
+if TYPE_CHECKING:
+    from .submission import Submission
 
 
 OUTPUT_CHARS = 4000  # characters of a student cell's text output the feedback shows (the rest is cut)
@@ -279,123 +223,6 @@ def _strip_grader_code(out) -> None:
     _rewrite_output_text(out, _strip_grader_text)
 
 
-def what_happened(ename: str, evalue: str, cell_timeout: int | None = None, memory_mb: int = 0) -> str | None:
-    """A student-readable account of an error that is not a check's message (an exit, a time-out, the memory
-    limit, in MB when given), or None."""
-    limit = f" ({cell_timeout} s)" if cell_timeout else ""
-    memory = f" of {memory_mb} MB" if memory_mb else ""
-    if ename == "SystemExit":
-        return f"exited (SystemExit: {evalue or 'None'}): an answer must return its result, not end the program"
-    if ename in ("KeyboardInterrupt", "CellTimeoutError", "ExerciseTimeout"):
-        return f"timed out: ran longer than the grader's time limit{limit} and was stopped (an endless loop?)"
-    if ename == "MemoryError" or "can't allocate memory" in evalue or "not enough memory" in evalue:
-        return f"ran out of memory: it needed more than the grader's memory limit{memory} (a runaway allocation?)"
-    return None
-
-
-def _answer_cells(nb: nbformat.NotebookNode, name: str) -> list:
-    return [
-        c
-        for c in nb.cells
-        if c.cell_type == "code"
-        and (c.metadata.get("nbgrader", {}).get("grade_id") == name or c.get("id", "").startswith(f"{name}-part"))
-    ]
-
-
-def _first_error(cell) -> dict | None:
-    return next((o for o in cell.get("outputs", []) if o.output_type == "error"), None)
-
-
-def detail_reason(detail: str) -> str:
-    """A failed check as the worker judged it (``judge.judge``'s details: "✘ label" and the message, indented) in
-    one line: "✘ label — the message's first line", and its hints."""
-    lines = [ln.strip() for ln in detail.strip().splitlines() if ln.strip()]
-    line = " — ".join(lines[:2])
-    return line + "".join(f" {ln}" for ln in lines[2:5] if ln.startswith("Hint:"))
-
-
-def failure_reasons(
-    nb: nbformat.NotebookNode,
-    cell_timeout: int | None = None,
-    memory_mb: int = 0,
-    details: dict[str, list[str]] | None = None,
-) -> list[str]:
-    """One short line per failed test cell: an exit, a time-out or the memory limit (in the test cell, or in the
-    answer cell that therefore never defined the exercise) said as such; else the first failed check as the worker
-    judged it (``details``: exercise -> its failed checks' messages, computed outside the kernel), else the check's
-    message in the cell's error."""
-    details = details or {}
-    reasons = []
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if not meta.get("grade") or cell.cell_type != "code":
-            continue
-        name = meta["grade_id"].removeprefix("test_")
-        out = _first_error(cell)
-        if out is None:
-            continue
-        ename, evalue = out.get("ename") or "", out.get("evalue") or ""
-        lines = [ln.strip() for ln in (evalue or ename).strip().splitlines()]
-        # "k of n checks failed for X:" / "✘ <check>" / "<what was wrong>": keep the last two.
-        first = " — ".join(lines[1:3]) if len(lines) >= 2 and lines[1].startswith("✘") else (lines or [""])[0]
-        first += "".join(f" {ln}" for ln in lines[3:6] if ln.startswith("Hint:"))
-        happened = what_happened(ename, evalue, cell_timeout, memory_mb)
-        if happened:
-            first = f"the checks of {name} {happened}"
-        elif details.get(name):
-            first = detail_reason(details[name][0])
-        elif ename == "NameError":
-            first = f"{evalue} (was the exercise cell deleted or renamed?)"
-            for answer in _answer_cells(nb, name):
-                err = _first_error(answer)
-                if err is not None:
-                    why = what_happened(err.get("ename", ""), err.get("evalue", ""), cell_timeout, memory_mb)
-                    first = f"the answer cell of {name} " + (
-                        why or f"raised {err.get('ename')}: {str(err.get('evalue', ''))[:150]}"
-                    )
-                    first += f", so {name} was never defined"
-                    break
-        reasons.append(f"{name}: {first}")
-    return reasons
-
-
-def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = None) -> list[str]:
-    """One warning per ungraded code cell (a demo "try it" cell, a cell the student added, an answer cell after
-    its definitions) that ended in an error: no check scores it, but it often shows a bug the checks missed.
-    Consecutive cells after the same answer that failed alike (an untouched exercise's demo cells) make one
-    warning that counts them."""
-    found: list[tuple[str, str]] = []  # (where, what happened)
-    after = "the setup"
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code":
-            continue
-        if meta.get("solution"):
-            after = f"the answer of {meta.get('grade_id')}"
-        if meta.get("grade") or "selfcheck_here(" in cell.source:
-            continue
-        err = _first_error(cell)
-        if err is None:
-            continue
-        ename, evalue = err.get("ename") or "", str(err.get("evalue") or "")
-        where = f"the answer cell of {meta.get('grade_id')}" if meta.get("solution") else f"after {after}"
-        first_line = (evalue.strip().splitlines() or [""])[0][:150]
-        how = what_happened(ename, evalue, cell_timeout) or f"raised {ename}" + (
-            f": {first_line}" if first_line else ""
-        )
-        found.append((where, how))
-    warnings: list[str] = []
-    for (where, how), group in itertools.groupby(found):
-        n = len(list(group))
-        if where.startswith("the answer cell"):
-            warnings += [f"{where} {how} (that cell is not graded: see the feedback)"] * n
-        elif n == 1:
-            warnings.append(f"a cell {where} {how} (that cell is not graded: see the feedback)")
-        else:
-            warnings.append(f"{n} cells {where} {how} (those cells are not graded: see the feedback)")
-    return warnings
-
-
 # The feedback page works offline: no MathJax, require.js or mermaid from a CDN (nbconvert's lab template loads
 # them); formulas in the notebook's text are converted to MathML here, which browsers render natively.
 _FEEDBACK_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
@@ -551,3 +378,33 @@ def mark_feedback(path: pathlib.Path, note: str) -> None:
         new = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + box, new, count=1)
     if new != page:
         path.write_text(new, encoding="utf-8")
+
+
+def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib.Path) -> None:
+    """The feedback page of ``sub`` at ``folder/<student id>.html``, whatever its outcome: the graded notebook with
+    the grader's decisions; or zero and why (a file that could not be read as a notebook, or another chapter's,
+    says to download it again; a run that could not be completed, to make every cell finish). The warnings are the
+    canonicalisation's and the run's; a submission that shares another's run never names the other student."""
+    outcome = sub.outcome
+    assert outcome is not None
+    warnings = sub.warnings + outcome.warnings
+    page = folder / f"{sub.student_id}.html"
+    if sub.graded is None:
+        write_feedback(
+            page, None, sub.student_id, chapter, {}, points, warnings=warnings, reasons=[outcome.reason],
+            unreadable=sub.unreadable,
+        )  # fmt: skip
+        return
+    graded = nbformat.reads(sub.graded, as_version=4)
+    write_feedback(
+        page,
+        graded,
+        sub.student_id,
+        chapter,
+        outcome.scores,
+        points,
+        warnings=warnings,
+        reasons=outcome.reasons if outcome.reasons else [r for r in outcome.reason.split("; ") if r],
+        secrets=grader_secrets(graded, chapter),
+        details=outcome.details,
+    )

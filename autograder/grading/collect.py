@@ -1,0 +1,260 @@
+"""The collect step: every uploaded file of files, folders and LMS zip downloads becomes one submission record
+(``submission.Submission``), whatever it is (a file that is not a notebook gets a row and a zero). Whose it is is
+read here, once, from the LMS's download name (``lms.parse``); so are its label in grades.csv, its gradebook id
+(the file the LMS file will carry gets the plain id) and its hash.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import pathlib
+import re
+import shutil
+import time
+import zipfile
+from collections.abc import Collection, Mapping, Sequence
+
+from .. import canonical, releases
+from . import lms
+from .submission import Submission
+
+
+def collect(
+    paths: Sequence[pathlib.Path], out: pathlib.Path, chapter: str, prefer: Collection[str] = ()
+) -> list[Submission]:
+    """The batch's submissions, one record per file: whose it is (read once), its label, student id, hash and
+    result file. Of a student's several files, the one the LMS file will carry (``lms.one_per_student``, from what
+    the files are before grading) gets the plain student id, so that ``feedback/<student>.html`` is the page of the
+    row the LMS receives."""
+    who = {p: lms.parse(p) for p in paths}
+    labels = submission_labels(paths, who)
+    subs = [
+        Submission(
+            path=p,
+            label=labels[p],
+            student_id="",
+            sha256=_sha256(p),
+            who=who[p],
+            uploaded_at=_mtime(p),
+            result_file=out / "results" / f"{safe_name(labels[p])}.json",
+            zero=zero_reason(p, chapter),
+        )
+        for p in paths
+    ]
+    choice = lms.one_per_student(subs, prefer)
+    first = {s.label for s in choice.kept} | {s.label for top in choice.undecided for s in top[:1]}
+    taken: set[str] = set()
+    ascii_only = not unicode_names_work(out / "feedback")
+    for s in sorted(subs, key=lambda s: s.label not in first):
+        s.student_id = student_id_from_filename(s.path, taken, ascii_only=ascii_only, who=s.who)
+    return subs
+
+
+def student_id_from_filename(
+    path, taken: set[str], *, ascii_only: bool = False, who: lms.SubmissionName | None = None
+) -> str:
+    """A gradebook id from an LMS download name, unique in ``taken`` (a later file of one name gets ``-2``, ``-3``
+    …): name and LMS id, in the name's own script ('smithjane_1234_5678_ch03_x.ipynb' -> 'smithjane_1234'; Moodle's
+    'Jane Smith_77_assignsubmission_file/x.ipynb' -> 'Jane-Smith_77', '李伟_2005_…' -> '李伟_2005'), else the
+    file's stem. ``ascii_only`` (a file system that takes no other names): a name with other letters becomes the
+    LMS and its id ('moodle_2005'), a plain file's stem its ASCII letters and a short hash of the whole. ``who``:
+    the file's identity where it was read already."""
+    who = who or lms.parse(path)
+    base = f"{who.name}_{who.lms_id}" if who.lms else pathlib.PurePath(path).stem
+    base = re.sub(r"[^\w-]+", "-", base).strip("-")
+    if ascii_only and not base.isascii():
+        plain = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-")
+        base = f"{who.lms}_{who.lms_id}" if who.lms else f"{plain}-{hashlib.sha256(base.encode()).hexdigest()[:6]}"
+    base = _capped(base, 100) or "student"
+    sid, n = base, 1
+    while sid in taken:
+        n += 1
+        sid = f"{base}-{n}"
+    taken.add(sid)
+    return sid
+
+
+def unicode_names_work(folder: pathlib.Path) -> bool:
+    """Whether the file system of ``folder`` takes file names in any script (the feedback pages are named after
+    the students)."""
+    probe = folder / ".名前-é.probe"
+    try:
+        probe.touch()
+        probe.unlink()
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+def _sha256(path: pathlib.Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"unreadable:{exc.errno}"
+
+
+_NAME_BYTES = 150  # file systems allow 255 bytes a name: room for the suffixes the grader adds
+
+
+def _capped(name: str, limit: int = _NAME_BYTES) -> str:
+    """``name`` cut to ``limit`` UTF-8 bytes, keeping its start (an LMS puts the student there) and its suffix, with
+    a short hash of the whole name so that two long names cut alike stay apart."""
+    if len(name.encode()) <= limit:
+        return name
+    stem, dot, suffix = name.rpartition(".") if "." in name[-12:] else (name, "", "")
+    tail = f"~{hashlib.sha256(name.encode()).hexdigest()[:8]}{dot}{suffix}"
+    head = stem.encode()[: limit - len(tail.encode())].decode(errors="ignore")
+    return head + tail
+
+
+def safe_name(name: str) -> str:
+    return _capped(re.sub(r"[^\w.-]+", "_", name))
+
+
+def _safe_part(part: str) -> str:
+    """A file or folder name from a zip, kept readable (Moodle's folders carry the student's full name)."""
+    part = re.sub(r"[^\w .()@+-]+", "_", part).strip()
+    return _capped(part) if part.strip(".") else "_"
+
+
+def _unused(target: pathlib.Path) -> pathlib.Path:
+    """``target``, or ``name (2).ipynb``, ``name (3).ipynb`` … when a file of that name was already extracted (two
+    zip entries whose names differ only in characters a file name cannot keep)."""
+    n, candidate = 1, target
+    while candidate.exists():
+        n += 1
+        candidate = target.with_name(f"{target.stem} ({n}){target.suffix}")
+    return candidate
+
+
+_LITTER = {"__MACOSX", ".DS_Store", "Thumbs.db", "desktop.ini", ".ipynb_checkpoints"}  # added by an OS or editor
+_MOODLE_OTHER_PLUGIN = re.compile(r"_\d+_assignsubmission_(?!file_?$)(\w+)$")  # e.g. online text: no file upload
+_INDEX = re.compile(r"^index\.html?$", re.I)  # an index page at the download's top level, naming no student
+
+
+def ignored_because(parts: Sequence[str]) -> str:
+    """Why a file of a download, at ``parts`` (its path inside the zip or folder), is no submission (it is listed,
+    not graded), or "" for a submission. Every other file is one: it gets a row, a zero if it is not a notebook."""
+    if any(q in _LITTER for q in parts):
+        return "added by an operating system or editor"
+    if any(_MOODLE_OTHER_PLUGIN.search(q) for q in parts[:-1]):
+        return "another Moodle submission plugin than file uploads (e.g. online text)"
+    if len(parts) == 1 and _INDEX.match(parts[0]) and not lms.parse(parts[0]).lms:
+        return "the download's index page"
+    return ""
+
+
+def expand_submissions(paths, unzip_dir: pathlib.Path, ignored: list[str] | None = None) -> list[pathlib.Path]:
+    """Every submitted file of files, folders and LMS zip downloads (extracted under ``unzip_dir``, keeping the
+    folder each file is in, Moodle names the student in the folder, and the zip entry's time, Moodle's rule for the
+    latest reads it), whatever it is: a file that is not a notebook gets a row and a zero. What is no submission
+    (:func:`ignored_because`) is appended to ``ignored`` ("path: why")."""
+    files = []
+    skipped = [] if ignored is None else ignored
+    for p in map(pathlib.Path, paths):
+        if p.is_dir():
+            for q in sorted(q for q in p.rglob("*") if q.is_file()):
+                why = ignored_because(q.relative_to(p).parts)
+                if why:
+                    skipped.append(f"{q.relative_to(p)}: {why}")
+                else:
+                    files.append(q)
+        elif p.suffix.lower() == ".zip":
+            files += _extract(p, unzip_dir / safe_name(p.stem), skipped)
+        else:
+            files.append(p)
+    return files
+
+
+def _extract(zip_path: pathlib.Path, dest: pathlib.Path, skipped: list[str]) -> list[pathlib.Path]:
+    shutil.rmtree(dest, ignore_errors=True)  # extracted anew each run: the same names as the last time
+    files = []
+    with zipfile.ZipFile(zip_path) as z:
+        for info in z.infolist():
+            if info.is_dir():
+                continue
+            parts = [q for q in info.filename.replace("\\", "/").split("/") if q not in ("", ".", "..")]
+            why = ignored_because(parts)
+            if why:
+                skipped.append(f"{'/'.join(parts)}: {why}")
+                continue
+            target = _unused(dest.joinpath(*(_safe_part(q) for q in parts)))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(z.read(info))
+            when = time.mktime((*info.date_time, 0, 0, -1))
+            os.utime(target, (when, when))
+            files.append(target)
+    return sorted(files)
+
+
+def describe(files: Sequence[pathlib.Path]) -> str:
+    """The batch in one line: "7 files from 6 students: 6 notebooks, 1 PDF" (students by LMS id, else per file)."""
+    kinds: collections.Counter[str] = collections.Counter()
+    students = set()
+    for f in files:
+        who = lms.parse(f)
+        students.add((who.lms, who.lms_id) if who.lms else (str(f),))
+        kinds[_kind(f)] += 1
+    each = ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in kinds.most_common())
+    return f"{_count(len(files), 'file')} from {_count(len(students), 'student')}: {each}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _kind(path: pathlib.Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            return canonical.file_kind(f.read(4096), path.name)
+    except OSError:
+        return "unreadable file"
+
+
+def submission_labels(paths, who: Mapping[pathlib.Path, lms.SubmissionName] | None = None) -> dict[pathlib.Path, str]:
+    """How grades.csv names each file: its name, with its folder in front where the folder names the student
+    (Moodle) or where two files of the batch share a name (``who``: the files' identities, read already)."""
+    shared = {n for n, k in collections.Counter(p.name for p in paths).items() if k > 1}
+    labels, seen = {}, set()
+    for p in paths:
+        one = who[p] if who is not None else lms.parse(p)
+        folder = p.name in shared or (one.lms == lms.MOODLE and one.file == p.name)
+        label = f"{p.parent.name}/{p.name}" if folder else p.name
+        base, n = label, 1
+        while label in seen:
+            n += 1
+            label = f"{base} ({n})"
+        seen.add(label)
+        labels[p] = label
+    return labels
+
+
+def _mtime(path: pathlib.Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def zero_reason(path: pathlib.Path, chapter: str) -> str:
+    """Why ``path`` gets a zero whatever its content's run would give: it is not a notebook, or another chapter's
+    notebook; else ""."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""  # said when it is canonicalised
+    kind = canonical.file_kind(data, path.name)
+    if kind != canonical.NOTEBOOK:
+        return canonical.not_a_notebook(kind, data)
+    other = canonical.chapter_of(data)
+    return other_chapter_reason(other, chapter) if other is not None and other != chapter else ""
+
+
+def other_chapter_reason(other: str, chapter: str) -> str:
+    """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``."""
+    return (
+        f"{lms.OTHER_CHAPTER}: this is the notebook of {releases.chapter_label(other)}, and this assignment is "
+        f"{releases.chapter_label(chapter)} (a stray upload? grade it with --chapter {other})"
+    )

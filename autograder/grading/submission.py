@@ -1,0 +1,130 @@
+"""One uploaded file's record, from collection to its row in grades.csv; and its result file.
+
+Every step of the line (``batch.py``) reads and returns into one :class:`Submission`: collection fills in who it is
+(the LMS identity, read once), its label, its gradebook id and its hash; canonicalisation its canonical text and
+warnings, or a zero; the run its :class:`Result`, the scoring reasons and the graded notebook. The result file
+``out/results/<submission>.json`` is that record's outcome (:func:`write_result`, written last, so that a rerun skips
+only what is done), and its grades.csv row is ``report.row``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+from . import lms
+
+
+@dataclasses.dataclass
+class Result:
+    """One submission's outcome, as its result file holds it. ``status``: "graded", "error" (not gradeable: zero) or
+    "integrity" (the grading machinery was changed: zero); ``scores``: exercise -> points (empty when not graded);
+    ``log``/``trace``: the tail of nbgrader's log or the worker's traceback, for the instructor (never in the
+    feedback). ``reasons``: the scoring's reasons one by one (``reason`` joins them); kept in memory, not in the
+    file."""
+
+    submission: str
+    sha256: str
+    student_id: str
+    status: str
+    reason: str
+    scores: dict[str, float] = dataclasses.field(default_factory=dict)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    log: str = ""
+    trace: str = ""
+    # checks judged again outside the kernel from their records ("outside") and by the kernel alone ("kernel")
+    judged: dict[str, int] = dataclasses.field(default_factory=dict)
+    # exercise -> the failed checks' messages as the worker computed them (what the feedback's test cells show)
+    details: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    reasons: list[str] = dataclasses.field(default_factory=list, compare=False)
+
+    @property
+    def score(self) -> float:
+        return sum(self.scores.values())
+
+
+_OPTIONAL = ("log", "trace", "judged", "details")
+
+
+def result_fields(result: Result) -> dict:
+    """``result`` as its file holds it (the in-memory ``reasons`` left out, empty optional fields too)."""
+    return {
+        k: v
+        for k, v in dataclasses.asdict(result).items()
+        if k != "reasons" and ((v != "" and v != {}) or k not in _OPTIONAL)
+    }
+
+
+def write_result(path: pathlib.Path, result: Result) -> None:
+    """Write ``result`` to ``path`` atomically (a reader never sees half a file)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result_fields(result), indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def read_result(path: pathlib.Path) -> Result:
+    """The result at ``path``. Raises OSError or ValueError for a missing or unreadable file."""
+    data = json.loads(pathlib.Path(path).read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a result file")
+    names = {f.name for f in dataclasses.fields(Result)}
+    try:
+        return Result(**{k: v for k, v in data.items() if k in names})
+    except TypeError as exc:
+        raise ValueError(f"{path}: not a result file ({exc})") from None
+
+
+@dataclasses.dataclass
+class Submission:
+    """One uploaded file of the batch. Collection sets the first fields; each later step sets its own."""
+
+    path: pathlib.Path
+    label: str  # its name in grades.csv
+    student_id: str  # its id in the gradebook and the feedback's file name
+    sha256: str  # of the file as uploaded
+    who: lms.SubmissionName  # whose it is, from the LMS's download name (read once, at collection)
+    uploaded_at: float  # the file's time in the download (a zip entry's time; lms.newer reads it)
+    result_file: pathlib.Path  # out/results/<label>.json
+    zero: str = ""  # why it gets a zero whatever its run would give (not a notebook, another chapter's), or ""
+    # canonicalise
+    warnings: list[str] = dataclasses.field(default_factory=list)  # from canonicalising the file
+    unreadable: bool = False  # the file itself could not be read as a notebook (the feedback says: download again)
+    # execute and judge
+    outcome: Result | None = None  # the run's result (its warnings: the run's own)
+    graded: str | None = None  # the graded notebook's text (None: not run to the end)
+    same_as: str = ""  # the label of the identical submission whose run this one shares
+
+    # what lms.one_per_student reads of a row, known before grading
+    @property
+    def submission(self) -> str:
+        return self.label
+
+    @property
+    def lms(self) -> str:
+        return self.who.lms
+
+    @property
+    def lms_id(self) -> str:
+        return self.who.lms_id
+
+    @property
+    def late(self) -> bool | None:
+        return self.who.late
+
+    @property
+    def reason(self) -> str:
+        return self.outcome.reason if self.outcome is not None else self.zero
+
+    def result(self) -> Result:
+        """The record's result file: the run's outcome under this file's identity, its warnings the
+        canonicalisation's, then the run's, then (for a shared run) which file it shares it with."""
+        assert self.outcome is not None
+        note = [f"identical code to {self.same_as} (graded once for both)"] if self.same_as else []
+        return dataclasses.replace(
+            self.outcome,
+            submission=self.label,
+            sha256=self.sha256,
+            student_id=self.student_id,
+            warnings=self.warnings + self.outcome.warnings + note,
+        )
