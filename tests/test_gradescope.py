@@ -563,10 +563,10 @@ def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch):
     """Gradescope's container has a memory limit (768 MB by default). A process of the run killed by the OOM killer
     (the container's cgroup counts it) can cost a correct notebook points without a word: instead the submission
     gets zero with a reason that says so, names the limit and tells the instructor what to do."""
-    from autograder.grading import batch, report
+    from autograder.grading import batch, execute, report
 
     readings = iter([(2, 768), (3, 768)])  # before and after grading: one kill in between
-    monkeypatch.setattr(batch, "container_memory", lambda: next(readings))
+    monkeypatch.setattr(execute, "container_memory", lambda: next(readings))
     monkeypatch.setattr(run, "isolation", lambda: ("jailed", "the kernel runs in a bubblewrap jail"))
 
     def fake_grade(files, chapter, out, **kw):  # a grade that a thrashing, half-killed run could give
