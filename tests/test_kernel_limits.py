@@ -14,11 +14,11 @@ import nbformat
 import pytest
 
 from autograder import notebooks
-from autograder.grading import batch, jail, worker
+from autograder.grading import batch, jail, memory, worker
 from tests import variants
 
 JAIL = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
-CGROUP = jail.memory_cgroup_problem()
+CGROUP = memory.memory_cgroup_problem()
 needs_limits = pytest.mark.skipif(
     JAIL is not None or CGROUP is not None or os.geteuid() != 0, reason=f"no jail or cgroup here: {JAIL or CGROUP}"
 )

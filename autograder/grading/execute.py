@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Iterator
 
 from .. import releases
-from . import jail
+from . import jail, memory
 from .forkserver import FORK_SWITCH, Spawner
 from .submission import Result, read_result
 from .worker import Job
@@ -41,7 +41,7 @@ def jail_status(out: pathlib.Path) -> str | None:
         logger.warning(f"  kernels are not jailed ({no_jail}): the guard's file rules only (README, fallback mode)")
     else:
         logger.info("  kernels are jailed (bubblewrap: own filesystem view, no network, an unprivileged uid)")
-    no_cgroup = jail.memory_cgroup_problem()
+    no_cgroup = memory.memory_cgroup_problem()
     if no_cgroup:
         logger.warning(
             f"  kernels' memory is not limited by a cgroup ({no_cgroup}): files a kernel writes to /tmp, /dev/shm "
@@ -51,8 +51,8 @@ def jail_status(out: pathlib.Path) -> str | None:
     return no_jail
 
 
-# this process's cgroup lookup lives with the kernel's limits (jail.py), which make a cgroup per kernel
-CGROUP_ROOT, PROC_CGROUP, cgroup_dirs = jail.CGROUP_ROOT, jail.PROC_CGROUP, jail.cgroup_dirs
+# this process's cgroup lookup lives with the kernel's memory limits (memory.py), which make a cgroup per kernel
+CGROUP_ROOT, PROC_CGROUP, cgroup_dirs = memory.CGROUP_ROOT, memory.PROC_CGROUP, memory.cgroup_dirs
 
 
 def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT) -> int:

@@ -16,10 +16,7 @@
   :func:`write_kernelspec`): it sets resource limits (address space, file size, processes, no core dumps), drops
   to the submission's own unprivileged uid (when started as root), and execs ipykernel in the submission's
   working directory;
-* :func:`make_memory_cgroup`, :func:`join_memory_cgroup`, :func:`oom_kills`, :func:`remove_memory_cgroup` — one
-  memory cgroup per kernel (where the grader may make one): the kernel's memory and every file it writes to a
-  memory file system (the jail's /tmp, /dev/shm and home: :func:`mount_kernel_files`) counted against one limit,
-  ``--memory-mb``, and the OOM kill read back for the row's reason.
+* the kernel's memory cgroup and sized file system are in ``memory.py``.
 
 What these limits do and do not guarantee: docs/grading-design.md.
 """
@@ -35,6 +32,8 @@ import shutil
 import subprocess
 import sys
 import types
+
+from . import memory
 
 
 def _notebooks() -> types.ModuleType:
@@ -140,8 +139,8 @@ def hidden_files(chapter: str) -> list[str]:
 def kernel_main(connection_file: str) -> None:
     """The grading kernel's launcher (the kernelspec's argv): join the kernel's memory cgroup, set the limits, then
     start ipykernel in the jail (or, in fallback mode, exec it here as the submission's uid)."""
-    if os.environ.get(CGROUP_ENV):
-        join_memory_cgroup(os.environ[CGROUP_ENV])  # first: everything started from here is counted
+    if os.environ.get(memory.CGROUP_ENV):
+        memory.join_memory_cgroup(os.environ[memory.CGROUP_ENV])  # first: everything started from here is counted
     uid = int(os.environ.get("AUTOGRADER_UID", "-1"))
     mem_mb = int(os.environ.get("AUTOGRADER_MEMORY_MB", "0"))
     if mem_mb > 0:
@@ -417,164 +416,6 @@ def _jailed_kernel(view: JailView, uid: int, argv: list[str], pid_file: pathlib.
     return proc.wait()
 
 
-# ------------------------------------------------------------------------------------------------ memory and files
-
-CGROUP_ENV = "AUTOGRADER_MEMORY_CGROUP"  # the kernel's memory cgroup (a folder the worker made), joined first
-STARTUP_MB = 1536  # measured: ``--memory-mb`` a chapter's kernel needs to import torch and arm the guard (README)
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x2, 0x4, 0x2
-
-
-def _libc():
-    """The C library (``mount``, ``umount2``), through ctypes."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
-    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-    return libc
-
-
-def mount_kernel_files(folder: pathlib.Path, memory_mb: int) -> bool:
-    """Mount a memory file system of ``memory_mb`` MB on ``folder`` (in this process's own mount namespace: the
-    worker's, when it runs as root under ``unshare``), to hold everything a jailed kernel may write (its home,
-    /tmp, /dev/shm, runtime folder): bounded as a whole, and charged to the kernel's memory cgroup. False (and
-    nothing mounted) where it cannot be."""
-    options = f"size={max(memory_mb, 16)}m,mode=0755".encode()
-    return _libc().mount(b"tmpfs", str(folder).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) == 0
-
-
-def unmount_kernel_files(folder: pathlib.Path) -> None:
-    """Unmount :func:`mount_kernel_files`'s file system (lazily: a kernel still running keeps it until it ends)."""
-    _libc().umount2(str(folder).encode(), _MNT_DETACH)
-
-
-def _cap_memory(group: pathlib.Path, version: int, limit: int) -> None:
-    """Limit cgroup ``group`` to ``limit`` bytes of memory, swap included where the controller counts it."""
-    if version == 2:
-        (group / "memory.max").write_text(str(limit))
-        try:
-            (group / "memory.swap.max").write_text("0")
-        except OSError:
-            pass  # no swap accounting: no swap to spill into either
-        return
-    (group / "memory.limit_in_bytes").write_text(str(limit))
-    if (group / "memory.memsw.limit_in_bytes").exists():
-        (group / "memory.memsw.limit_in_bytes").write_text(str(limit))
-
-
-def make_memory_cgroup(memory_mb: int, name: str) -> pathlib.Path | None:
-    """A memory cgroup ``name`` limited to ``memory_mb`` MB (swap included), made under this process's own memory
-    cgroup (v1 or v2), for one kernel; None where none can be made here (not root, no writable memory controller,
-    cgroup v2 without the memory controller delegated)."""
-
-    tried: set[int] = set()
-    for version, parent in cgroup_dirs("memory"):
-        if version in tried or not parent.is_dir():
-            continue
-        tried.add(version)  # this process's own group only (or the root it sees as its own), never one above it
-        group = parent / name
-        try:
-            if version == 2 and "memory" not in (parent / "cgroup.subtree_control").read_text().split():
-                (parent / "cgroup.subtree_control").write_text("+memory")
-            group.mkdir()
-        except OSError:
-            continue
-        try:
-            _cap_memory(group, version, memory_mb << 20)
-            return group
-        except OSError:
-            remove_memory_cgroup(group)
-    return None
-
-
-def join_memory_cgroup(group: str | pathlib.Path) -> None:
-    """Move this process (and so everything it starts) into cgroup ``group`` (best effort)."""
-    try:
-        (pathlib.Path(group) / "cgroup.procs").write_text(str(os.getpid()))
-    except OSError:
-        pass
-
-
-def oom_kills(group: pathlib.Path) -> int:
-    """How many processes the OOM killer has ended in cgroup ``group`` (v2 ``memory.events``, v1
-    ``memory.oom_control``); 0 where it cannot be read."""
-    for name in ("memory.events", "memory.oom_control"):
-        try:
-            for line in (group / name).read_text().splitlines():
-                if line.startswith("oom_kill "):
-                    return int(line.split()[1])
-        except (OSError, ValueError):
-            continue
-    return 0
-
-
-def remove_memory_cgroup(group: pathlib.Path, wait: float = 10.0) -> None:
-    """Remove cgroup ``group``, killing what is left in it (the kernel's processes) first."""
-    import signal
-    import time
-
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            group.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                return
-        try:
-            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            pids = []
-        for pid in pids:
-            try:
-                if pid > 0:
-                    os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.05)
-
-
-def memory_cgroup_problem() -> str | None:
-    """Why no memory cgroup per kernel can be made here (None: one can), tried for real."""
-    import secrets
-
-    group = make_memory_cgroup(64, f"autograder-probe-{secrets.token_hex(6)}")
-    if group is None:
-        return "no writable memory cgroup here (not root, or the memory controller is not delegated)"
-    remove_memory_cgroup(group)
-    return None
-
-
 if __name__ == "__main__":
     if sys.argv[1] == "kernel":
         kernel_main(sys.argv[2])
-
-
-PROC_CGROUP = pathlib.Path("/proc/self/cgroup")
-CGROUP_ROOT = pathlib.Path("/sys/fs/cgroup")
-
-
-def cgroup_dirs(
-    controller: str, proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT
-) -> list[tuple[int, pathlib.Path]]:
-    """(cgroup version, folder) of this process's own cgroup for ``controller`` ("cpu", "memory"), then of the
-    hierarchy's root (a container often sees its own group as the root), where they may exist: cgroup v2's one
-    hierarchy, v1's ``root/<controller>`` (or the folder named by the co-mounted controllers, "cpu,cpuacct").
-    (``proc_cgroup``, ``root``: where this process's cgroup and the cgroup file system are read; tests point them
-    at a made-up tree.)"""
-    try:
-        own = [line.split(":", 2) for line in proc_cgroup.read_text().splitlines()]
-    except OSError:
-        return []
-    found: list[tuple[int, pathlib.Path]] = []
-    for _, controllers, where in (entry for entry in own if len(entry) == 3):
-        if controllers == "":
-            tops, version = [root], 2
-        elif controller in controllers.split(","):
-            tops, version = [root / controller, root / controllers], 1
-        else:
-            continue
-        found += [(version, d) for top in tops for d in (top / where.lstrip("/"), top)]
-    return found

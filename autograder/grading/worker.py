@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import nbformat
 
-from . import channel, jail, judge, nbgrader_adapter, scoring
+from . import channel, jail, judge, memory, nbgrader_adapter, scoring
 from .feedback import grader_secrets, secret_output_lines
 from .reasons import failure_reasons, ungraded_cell_errors
 from .submission import Result, result_fields
@@ -138,10 +138,10 @@ def exercise_timeout(cell_timeout: int) -> int:
 
 def _kernel_files(link: pathlib.Path, job: Job) -> bool:
     """Make ``link`` (the jailed kernel's short folder) a memory file system of ``--memory-mb`` holding its
-    runtime folder, home, /tmp and /dev/shm (:func:`jail.mount_kernel_files`), where the worker may mount one (root,
+    runtime folder, home, /tmp and /dev/shm (:func:`memory.mount_kernel_files`), where the worker may mount one (root,
     in its own mount namespace); True if it did. Else only ``link/run`` is made, and the home stays on disk."""
     link.chmod(0o755)
-    sized = job.netns and os.geteuid() == 0 and jail.mount_kernel_files(link, job.memory_mb or 2048)
+    sized = job.netns and os.geteuid() == 0 and memory.mount_kernel_files(link, job.memory_mb or 2048)
     (link / "run").mkdir(mode=0o700)
     for name in ("tmp", "shm") if sized else ():
         (link / name).mkdir()
@@ -161,15 +161,15 @@ def _setup_error(graded: nbformat.NotebookNode | None) -> str:
 def startup_failure(memory_mb: int, armed: bool, died: bool, oom_killed: bool, setup_error: str) -> str | None:
     """The row's reason when the kernel could not start under ``--memory-mb`` (None otherwise): the grader's setup
     cell (which runs before any of the submission's code) never armed the guard, and the kernel was OOM-killed, its
-    setup cell ran out of memory, or it died under a limit below what torch needs (:data:`jail.STARTUP_MB`)."""
+    setup cell ran out of memory, or it died under a limit below what torch needs (:data:`memory.STARTUP_MB`)."""
     if armed or memory_mb <= 0:
         return None
     out_of_memory = "MemoryError" in setup_error or "allocate memory" in setup_error
-    if not (oom_killed or out_of_memory or (died and memory_mb < jail.STARTUP_MB)):
+    if not (oom_killed or out_of_memory or (died and memory_mb < memory.STARTUP_MB)):
         return None
     return (
         f"the kernel could not start within --memory-mb {memory_mb} (torch and the chapter's setup need about "
-        f"{jail.STARTUP_MB} MB): raise --memory-mb; none of the submission's code ran (a grader setting, "
+        f"{memory.STARTUP_MB} MB): raise --memory-mb; none of the submission's code ran (a grader setting, "
         "not the submission's fault)"
     )
 
@@ -250,7 +250,7 @@ def grade_one(job: Job) -> Result:
     home = (link if sized and link is not None else sandbox) / "home"
     home.mkdir(mode=0o700)
     course = _stage_course(job, nb, sandbox)
-    group = jail.make_memory_cgroup(job.memory_mb, f"autograder-kernel-{os.urandom(6).hex()}") if job.memory_mb > 0 else None  # fmt: skip
+    group = memory.make_memory_cgroup(job.memory_mb, f"autograder-kernel-{os.urandom(6).hex()}") if job.memory_mb > 0 else None  # fmt: skip
 
     key = os.urandom(32)
     records = channel.RecordServer(str(link / channel.RECORD_FILE) if link else None)  # only the recorder may write
@@ -286,7 +286,7 @@ def grade_one(job: Job) -> Result:
         view.write(sandbox / "jail.json")
         env["AUTOGRADER_JAIL_VIEW"] = str(sandbox / "jail.json")
     if group is not None:
-        env[jail.CGROUP_ENV] = str(group)
+        env[memory.CGROUP_ENV] = str(group)
     os.environ.update(env)
     os.chdir(sandbox)
 
@@ -299,11 +299,11 @@ def grade_one(job: Job) -> Result:
         records.close()
         if link is not None:
             if sized:
-                jail.unmount_kernel_files(link)  # the kernel's files freed before its cgroup goes
+                memory.unmount_kernel_files(link)  # the kernel's files freed before its cgroup goes
             shutil.rmtree(link, ignore_errors=True)
-        oom_killed = group is not None and jail.oom_kills(group) > 0
+        oom_killed = group is not None and memory.oom_kills(group) > 0
         if group is not None:
-            jail.remove_memory_cgroup(group)
+            memory.remove_memory_cgroup(group)
     graded_path = course / "autograded" / sid / chapter / f"{chapter}.ipynb"
     try:
         kernel_pid = int((sandbox / "kernel.pid").read_text())
