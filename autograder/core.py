@@ -16,8 +16,8 @@ checks run in three places:
 
 * the visible test cell after each exercise in the student notebook (``hidden=False`` checks),
 * the hidden part of that cell, which exists only in the instructor notebook that nbgrader grades with,
-* pytest, on the reference solution (``tests/``), and against a catalogue of plausible student bugs
-  (:class:`Mutant`), each of which must be caught by at least one check.
+* pytest, on the reference solution (``tests/``), and against the checkout's catalogue of plausible student bugs
+  (``catalogue/``), each of which must be caught by at least one check.
 
 Messages of hidden checks never contain reference values: they say what property was violated, not what the
 right numbers are.
@@ -42,7 +42,7 @@ import traceback
 import types
 import warnings
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -54,10 +54,6 @@ __all__ = [
     "CheckFailed",
     "Exercises",
     "Exercise",
-    "Mutant",
-    "Alternative",
-    "Rewrite",
-    "check_failures",
     "expect_close",
     "expect_equal",
     "expect_shape",
@@ -1208,103 +1204,6 @@ class Exercise:
     points: int
     visible: list[Callable] = dataclasses.field(default_factory=list)
     hidden: list[Callable] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass(frozen=True)
-class _SourceEdit:
-    """Text edits of the reference solution's source: the shared form of :class:`Mutant` and :class:`Alternative`.
-
-    ``target`` names the exercise (function or class) whose source is edited; every ``old`` must occur in
-    that source (so an entry that no longer applies fails loudly instead of silently testing nothing).
-    """
-
-    name: str
-    target: str
-    edits: tuple[tuple[str, str], ...]
-    description: str
-    kind: ClassVar[str] = "edit"  # how messages and the edited code's file name call it
-
-    def build(self, module) -> Any:
-        """Return the edited object: the target's source, edited, executed in a copy of ``module``'s namespace."""
-        return _build_edited(self, module, self.kind)
-
-    def apply(self, source: str) -> str:
-        for old, new in self.edits:
-            if old not in source:
-                raise ValueError(f"{self.kind} {self.name!r}: {old!r} not found in the source of {self.target}")
-            source = source.replace(old, new)
-        return source
-
-
-class Mutant(_SourceEdit):
-    """A plausible student bug, written as a text edit of the reference solution's source (see :class:`_SourceEdit`);
-    some check must catch it."""
-
-    kind = "mutant"
-
-
-class Alternative(_SourceEdit):
-    """A valid way to write an exercise that differs from the reference: it must get full marks.
-
-    Written like a :class:`Mutant` (text edits of the reference source of ``target``; every ``old`` must occur),
-    e.g. ``torch.einsum`` instead of ``@``, ``torch.where`` instead of ``masked_fill``, float64 inside. The
-    catalogue of alternatives keeps the checks from rejecting correct answers that merely look different.
-    """
-
-    kind = "alternative"
-
-
-@dataclasses.dataclass(frozen=True)
-class Rewrite:
-    """A correct answer written from scratch, not as an edit of the reference: it must get full marks.
-
-    ``source`` is the whole exercise cell as a student would leave it (the function or class ``target``, with any
-    helpers it defines); it is run in the notebook's namespace (the chapter's solution module stands in for it in
-    process, ``tests/test_alternatives_graded.py`` puts it in a real notebook). Write it from the page and the
-    notebook's instructions, not from the reference: another decomposition, loops instead of vectorised code,
-    ``einsum`` instead of ``@``, documented defaults relied upon, another but equivalent masking, device-careful
-    idioms. ``python -m autograder catalogue`` counts these per exercise.
-    """
-
-    name: str
-    target: str
-    source: str
-    description: str
-    kind: ClassVar[str] = "rewrite"
-
-    def apply(self, source: str) -> str:
-        """The answer's cell text (``source``, the reference cell, is replaced whole)."""
-        return textwrap.dedent(self.source).strip("\n") + "\n"
-
-    def build(self, module) -> Any:
-        namespace = dict(vars(module))
-        exec(compile(self.apply(""), f"<rewrite {self.name}>", "exec"), namespace)
-        return namespace[self.target]
-
-
-def _build_edited(entry: _SourceEdit, module, kind: str) -> Any:
-    import inspect
-
-    source = textwrap.dedent(inspect.getsource(getattr(module, entry.target)))
-    namespace = dict(vars(module))
-    exec(compile(entry.apply(source), f"<{kind} {entry.name}>", "exec"), namespace)
-    return namespace[entry.target]
-
-
-def check_failures(exercises: Exercises, entry: Mutant | Alternative | Rewrite, module) -> list[str]:
-    """Run every check (visible, then hidden) of ``entry.target`` on ``entry`` built from ``module``.
-
-    Returns the failure messages: a caught mutant gives at least one, a valid alternative none. Used by
-    ``tests/test_checks.py`` and ``python -m autograder catalogue``.
-    """
-    obj = entry.build(module)
-    failures = []
-    for hidden in (False, True):
-        try:
-            exercises.run(entry.target, obj, hidden=hidden, verbose=False)
-        except CheckFailed as err:
-            failures.append(str(err))
-    return failures
 
 
 class Exercises:
