@@ -1,6 +1,7 @@
 """ch01_seq2seq's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import head
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; each must be caught by at least one check.
@@ -229,62 +230,15 @@ ALTERNATIVES: list[Alternative] = [
 
 
 # Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
-_SHIFT_HEAD = '''
-def shift_for_teacher_forcing(tgt):
-    """(dec_in, dec_out): tgt without its last column, and without its first; both (B, T-1)."""
-    if tgt.dim() != 2 or tgt.shape[1] < 2:
-        raise ValueError(f"tgt must be (B, T) with T >= 2, got shape {tuple(tgt.shape)}")
-'''
+_SHIFT_HEAD = head("ch01_seq2seq", "shift_for_teacher_forcing")  # the stub's given text, as the release notebook has it
 _LOSS_HEAD = '''
 def sequence_loss(logits, targets, pad_id=PAD_ID):
     """Mean cross-entropy over the positions whose target is not pad_id."""
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(f"logits (B, T, V) and targets (B, T) must match, got {logits.shape} and {targets.shape}")
 '''
-_ENCODER_HEAD = '''
-class Encoder(nn.Module):
-    """Embedding + recurrent network over a padded batch."""
-
-    def __init__(
-        self,
-        vocab_size: int,
-        emb_dim: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        cell: str = "lstm",
-        bidirectional: bool = False,
-        dropout: float = 0.0,
-    ):
-        super().__init__()
-        rnn_cls = {"lstm": nn.LSTM, "gru": nn.GRU}.get(cell)
-        if rnn_cls is None:
-            raise ValueError(f"cell must be 'lstm' or 'gru', got {cell!r}")
-        self.cell, self.hidden_size, self.num_layers, self.bidirectional = cell, hidden_size, num_layers, bidirectional
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
-        self.dropout = nn.Dropout(dropout)
-        self.rnn = rnn_cls(
-            emb_dim,
-            hidden_size,
-            num_layers=num_layers,
-            batch_first=True,
-            bidirectional=bidirectional,
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
-
-    def forward(self, src, src_lens):
-        check_tokens("src", src, src_lens)
-'''
-_GREEDY_HEAD = '''
-@torch.no_grad()
-def greedy_decode(model, src, src_lens, max_new_tokens=60, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID):
-    """Always take the most probable next token; stop a sentence at its first <eos>, then pad."""
-    check_tokens("src", src, src_lens)
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    was_training = model.training
-    model.eval()
-    B = src.shape[0]
-'''
+_ENCODER_HEAD = head("ch01_seq2seq", "Encoder")  # the stub's given text, as the release notebook has it
+_GREEDY_HEAD = head("ch01_seq2seq", "greedy_decode")  # the stub's given text, as the release notebook has it
 
 
 REWRITES: list[Rewrite] = []

@@ -1,6 +1,7 @@
 """ch02_bahdanau_attention's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import head
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; each must be caught by at least one check.
@@ -256,12 +257,9 @@ def masked_softmax(scores, mask):
     if scores.shape != mask.shape or mask.dtype != torch.bool:
         raise ValueError(f"scores and a bool mask must have the same shape, got {scores.shape} and {mask.shape}")
 '''
-_CONTEXT_HEAD = '''
-def context_vector(alpha, h):
-    """c_i = sum_j alpha_ij h_j: alpha (B, S), h (B, S, D) -> (B, D)."""
-    if alpha.dim() != 2 or h.dim() != 3 or alpha.shape != h.shape[:2]:
-        raise ValueError(f"alpha (B, S) and h (B, S, D) must match, got {tuple(alpha.shape)} and {tuple(h.shape)}")
-'''
+_CONTEXT_HEAD = head(
+    "ch02_bahdanau_attention", "context_vector"
+)  # the stub's given text, as the release notebook has it
 
 
 REWRITES: list[Rewrite] = []

@@ -1,6 +1,7 @@
 """ch03_self_attention's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import head
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -299,28 +300,14 @@ ALTERNATIVES: list[Alternative] = [
 
 
 # Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
-_SDPA_HEAD = '''
-def scaled_dot_product_attention(q, k, v, mask=None):
-    """softmax(Q K^T / sqrt(d_k)) V over the last two axes; mask True = may attend; returns (output, weights)."""
-    check_qkv_shapes(q, k, v, mask)
-'''
+_SDPA_HEAD = head(
+    "ch03_self_attention", "scaled_dot_product_attention"
+)  # the stub's given text, as the release notebook has it
 
 
-_SELF_ATTENTION_INIT = '''
-class SelfAttention(nn.Module):
-    """Single-head self-attention: Q = X W^Q, K = X W^K, V = X W^V, then scaled dot-product attention."""
-
-    def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False):
-        super().__init__()
-        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v if d_v is not None else d_k
-        self.W_q = nn.Linear(d_model, d_k, bias=bias)
-        self.W_k = nn.Linear(d_model, d_k, bias=bias)
-        self.W_v = nn.Linear(d_model, self.d_v, bias=bias)
-
-    def forward(self, x, mask=None):
-        if x.ndim != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must be (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
-'''
+_SELF_ATTENTION_INIT = head(
+    "ch03_self_attention", "SelfAttention"
+)  # the stub's given text, as the release notebook has it
 
 
 REWRITES: list[Rewrite] = []

@@ -1,6 +1,7 @@
 """ch04_multi_head_attention's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import head
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -241,12 +242,7 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
         raise ValueError(f"d_model={x.shape[-1]} is not divisible by n_heads={n_heads}")
 '''
 
-_MERGE_HEAD = '''
-def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """(B, H, T, d_k) -> (B, T, H*d_k): token t holds [head_1[t], ..., head_H[t]]."""
-    if x.ndim != 4:
-        raise ValueError(f"merge_heads expects (B, H, T, d_k), got shape {tuple(x.shape)}")
-'''
+_MERGE_HEAD = head("ch04_multi_head_attention", "merge_heads")  # the stub's given text, as the release notebook has it
 
 _MHA_HEAD = '''
 class MultiHeadAttention(nn.Module):

@@ -1,6 +1,7 @@
 """ch05_transformer's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import head
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -367,17 +368,7 @@ ALTERNATIVES: list[Alternative] = [
 
 
 # Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
-_PE_HEAD = '''
-class PositionalEncoding(nn.Module):
-    """Adds the sinusoidal table (sine on even dims, cosine on odd dims) to (B, T, d_model), then dropout."""
-
-    pe: torch.Tensor
-
-    def __init__(self, d_model: int, context_length: int = 5000, dropout: float = 0.0):
-        super().__init__()
-        self.d_model, self.context_length = d_model, context_length
-        self.dropout = nn.Dropout(dropout)
-'''
+_PE_HEAD = head("ch05_transformer", "PositionalEncoding")  # the stub's given text, as the release notebook has it
 
 _PE_TAIL = """
         self.register_buffer("pe", pe.float(), persistent=False)
@@ -388,17 +379,7 @@ _PE_TAIL = """
         return self.dropout(x + self.pe[: x.shape[1]].to(x.dtype))
 """
 
-_EMB_HEAD = '''
-class TokenEmbedding(nn.Module):
-    """Token ids (B, T) -> embeddings (B, T, d_model) multiplied by sqrt(d_model)."""
-
-    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None):
-        super().__init__()
-        self.d_model = d_model
-        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-'''
+_EMB_HEAD = head("ch05_transformer", "TokenEmbedding")  # the stub's given text, as the release notebook has it
 
 _LAYER_INIT = """
     def __init__(
@@ -429,23 +410,7 @@ class EncoderLayer(nn.Module):
 """
 )
 
-_DEC_HEAD = (
-    '''
-class DecoderLayer(nn.Module):
-    """Causal self-attention, cross-attention over memory, FFN; post-LN or (norm_first=True) pre-LN."""
-'''
-    + _LAYER_INIT
-    + """        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
-
-    def forward(self, y, memory, tgt_attention_mask=None, src_attention_mask=None):
-        T = y.shape[1]
-"""
-)
+_DEC_HEAD = head("ch05_transformer", "DecoderLayer")  # the stub's given text, as the release notebook has it
 
 
 REWRITES: list[Rewrite] = []

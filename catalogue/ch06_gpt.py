@@ -1,6 +1,7 @@
 """ch06_gpt's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import head
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -307,20 +308,7 @@ class Block(nn.Module):
         self.use_sdpa = True
 """
 
-_GPT_INIT_HEAD = """
-class GPT(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        self.context_length = config.context_length
-        self.wte = nn.Embedding(config.vocab_size, config.d_model)
-        self.wpe = nn.Embedding(config.context_length, config.d_model)
-        self.drop = nn.Dropout(config.dropout)
-        blocks = [Block(config) for _ in range(config.n_layers)]
-        self.h = nn.ModuleList(blocks)
-        self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-"""
+_GPT_INIT_HEAD = head("ch06_gpt", "GPT")  # the stub's given text, as the release notebook has it
 
 _GPT_INIT_TAIL = """
         self.apply(self._init_weights)

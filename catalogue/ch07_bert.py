@@ -1,6 +1,7 @@
 """ch07_bert's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import head
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -325,10 +326,7 @@ ALTERNATIVES: list[Alternative] = [
 
 
 # Correct answers written from scratch (whole cells, from the page and the notebook); each gets full marks.
-_MASK_HEAD = """
-def mask_tokens(input_ids, *, mask_id, vocab_size, special_ids, mlm_probability=0.15, generator=None):
-    special = torch.isin(input_ids, torch.as_tensor(list(special_ids), device=input_ids.device))
-"""
+_MASK_HEAD = head("ch07_bert", "mask_tokens")  # the stub's given text, as the release notebook has it
 
 _BERT_INIT = """
 class BertEmbeddings(nn.Module):

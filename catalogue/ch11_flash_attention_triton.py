@@ -6,6 +6,7 @@ import textwrap
 from typing import Any
 
 from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import tail
 
 _FWD_HEAD = """
 @triton.jit
@@ -39,14 +40,9 @@ def flash_attention_forward_kernel(
     qk_scale = scale * 1.4426950408889634
 """
 
-_FWD_TAIL = """
-    tl.store(
-        Out + b * stride_ob + h * stride_oh + rows[:, None] * stride_ot + offs_dv[None, :] * stride_od,
-        o.to(Out.dtype.element_ty),
-        mask=(rows[:, None] < T_q) & (offs_dv[None, :] < d_v),
-    )
-    tl.store(LSE + pid_bh * T_q + rows, lse, mask=rows < T_q)
-"""
+_FWD_TAIL = tail(
+    "ch11_flash_attention_triton", "flash_attention_forward_kernel"
+)  # the stub's given text, as the release notebook has it
 
 _DKDV_HEAD = """
 @triton.jit
@@ -88,18 +84,9 @@ def flash_attention_backward_dkdv_kernel(
     offset = T_k - T_q
 """
 
-_DKDV_TAIL = """
-    tl.store(
-        DK + b * stride_dkb + h * stride_dkh + cols[:, None] * stride_dkt + offs_dk[None, :] * stride_dkd,
-        dk.to(DK.dtype.element_ty),
-        mask=(cols[:, None] < T_k) & (offs_dk[None, :] < d_k),
-    )
-    tl.store(
-        DV + b * stride_dvb + h * stride_dvh + cols[:, None] * stride_dvt + offs_dv[None, :] * stride_dvd,
-        dv.to(DV.dtype.element_ty),
-        mask=(cols[:, None] < T_k) & (offs_dv[None, :] < d_v),
-    )
-"""
+_DKDV_TAIL = tail(
+    "ch11_flash_attention_triton", "flash_attention_backward_dkdv_kernel"
+)  # the stub's given text, as the release notebook has it
 
 
 # --------------------------------------------------------------------------------------------------
