@@ -23,6 +23,7 @@ def course(tmp_path) -> pathlib.Path:
     for folder in ("solutions", "autograder", "catalogue"):
         shutil.copytree(ROOT / folder, copy / folder, ignore=skip)
     (copy / "book").mkdir()
+    (copy / "tests").mkdir()
     for name in (
         "tests/__init__.py",
         "tests/conftest.py",
