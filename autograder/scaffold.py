@@ -176,8 +176,8 @@ REWRITES: list[Rewrite] = [
     Rewrite(
         "softmax written out",
         "example_function",
-        head("{stem}", "example_function") + "    e = torch.exp(x - x.amax(dim=-1, keepdim=True))\n"
-        "    return e / e.sum(dim=-1, keepdim=True)\n",
+        head("{stem}", "example_function") + "    e = torch.exp(x - x.amax(dim=-1, keepdim=True))\\n"
+        "    return e / e.sum(dim=-1, keepdim=True)\\n",
         "the softmax by exp and a sum, shifted by the row maximum",
     ),
 ]
