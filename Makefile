@@ -114,6 +114,7 @@ grade: $(STAMP)
 
 notebooks: $(STAMP)
 	$(PY) -m autograder build
+	$(PY) -m catalogue.samples
 
 clean:
 	rm -rf _build build dist grading_out

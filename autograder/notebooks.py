@@ -14,7 +14,8 @@ From these, one command (``python -m autograder build``) produces
   as nbgrader's source when grading),
 * the *release* notebook ``notebooks/chNN_name.ipynb`` — nbgrader's ``generate_assignment`` output, without
   outputs, with a Colab badge and Colab GPU-runtime metadata,
-* the sample submissions under ``autograder/samples/chNN_name/`` that the grading command grades by default,
+* (not here: the sample submissions under ``autograder/samples/chNN_name/`` that the grading command grades by
+  default, one of them with a catalogued bug, come from the checkout's ``catalogue/samples.py``)
 * the nbgrader course directory ``nbgrader_course/`` (source notebooks and configuration) for instructors who use
   nbgrader's own workflow (``nbgrader_course.py``).
 
@@ -181,31 +182,6 @@ def fill_release(release: nbformat.NotebookNode, chapter: str, mutants=()) -> nb
     return nb
 
 
-# ------------------------------------------------------------------------------------------------ samples
-# Names as Canvas writes them in a "Download submissions" zip: lastfirst_userid_submissionid_filename.
-
-
-def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str, tuple[str, str]]:
-    """File name -> (file text, what grading it must give) for the samples graded by default.
-
-    The expectation is ``"full"``, ``"zero"``, ``"invalid"`` (a zero with a reason) or ``"bug:<mutant name>"``
-    (the exercises the catalogued bug breaks score zero; see ``tests/test_grading.py``).
-    """
-    mutants = checks_module(chapter).MUTANTS
-    bug = next((m for m in mutants if m.name == "no scaling"), mutants[0])
-    correct = nbformat.writes(fill_release(release, chapter))
-    return {
-        f"lovelaceada_1001_90001_{chapter}.ipynb": (correct, "full"),
-        f"turingalan_1002_90002_{chapter}.ipynb": (nbformat.writes(release), "zero"),
-        f"hoppergrace_1003_90003_{chapter}.ipynb": (
-            nbformat.writes(fill_release(release, chapter, [bug])),
-            f"bug:{bug.name}",
-        ),
-        # A download cut short: not valid JSON.
-        f"babbagecharles_LATE_1004_90004_{chapter}.ipynb": (correct[: len(correct) // 2], "invalid"),
-    }
-
-
 # ------------------------------------------------------------------------------------------------ commands
 
 
@@ -223,14 +199,13 @@ def derived_files(chapter: str, instructor: nbformat.NotebookNode | None = None)
         files[RELEASE_DIR / "zh" / f"{chapter}.ipynb"] = (
             nbformat.writes(translations.translate_notebook(release, chapter)) + "\n"
         )
-    for name, (text, _) in sample_submissions(chapter, release).items():
-        files[SAMPLES / chapter / name] = text
     files.update(nbgrader_course.chapter_files(chapter, instructor))
     return files
 
 
 def build(chapter_list=None, instructor_dir: pathlib.Path = INSTRUCTOR_DIR) -> list[pathlib.Path]:
-    """Write release notebooks, samples and (under build/) instructor notebooks. Returns the files written."""
+    """Write release notebooks, the nbgrader course and (under build/) instructor notebooks (the samples:
+    ``python -m catalogue.samples``). Returns the files written."""
     written = []
     for chapter in chapter_list or chapters():
         instructor_dir.mkdir(parents=True, exist_ok=True)
@@ -238,14 +213,10 @@ def build(chapter_list=None, instructor_dir: pathlib.Path = INSTRUCTOR_DIR) -> l
         instructor = build_instructor(chapter)
         nbformat.write(instructor, path)
         written.append(path)
-        stale_samples = set((SAMPLES / chapter).glob("*.ipynb"))
         for path, text in derived_files(chapter, instructor).items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-            stale_samples.discard(path)
             written.append(path)
-        for path in stale_samples:
-            path.unlink()
     from . import nbgrader_course
 
     for path, text in nbgrader_course.course_files().items():
@@ -262,10 +233,7 @@ def stale(chapter_list=None) -> list[str]:
     problems = []
     expected = nbgrader_course.course_files()
     for chapter in chapter_list or chapters():
-        files = derived_files(chapter)
-        expected.update(files)
-        extra = set((SAMPLES / chapter).glob("*.ipynb")) - set(files)
-        problems += [f"{p.relative_to(ROOT)} is not produced by the build" for p in sorted(extra)]
+        expected.update(derived_files(chapter))
     for path, text in expected.items():
         rel = path.relative_to(ROOT)
         if not path.exists():

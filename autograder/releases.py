@@ -31,7 +31,7 @@ CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 
 
 def checks_module(chapter: str) -> types.ModuleType:
-    """The checks of ``chapter``: the module ``autograder.<chapter>`` (``EXERCISES``, ``MUTANTS``)."""
+    """The checks of ``chapter``: the module ``autograder.<chapter>`` (``EXERCISES``)."""
     return importlib.import_module(f"autograder.{chapter}")
 
 

@@ -88,7 +88,7 @@ import torch
 from torch import nn
 from torch.nn.functional import linear as _linear
 
-from .core import Alternative, Exercises, Mutant, call, expect_close, expect_true, rng
+from .core import Exercises, call, expect_close, expect_true, rng
 
 _softmax = torch.softmax
 
@@ -138,6 +138,14 @@ def _module_other_width(cls):
 # TODO checks for the blind-spot classes (CONTRIBUTING.md): expect_dropout_modes, expect_seeded (generator=),
 # expect_half_precision (float16/bfloat16), every input form the docstring allows; tensors made without device= are
 # caught by call() itself. An exercise that calls another one needs @EXERCISES.reference("that one").
+'''
+
+CATALOGUE = '''"""The catalogue of {stem}'s checks (see catalogue/__init__.py): bugs each caught by some check, correct
+answers each given full marks."""
+
+from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import head
+
 # The bug catalogue: typical mistakes, each caught by some check (tests/test_checks.py). TODO: at least 12, covering
 # dropout, generator=, device, half precision and inputs the docstring allows where the exercises have them; the
 # first is the bug of the sample submissions, which must cost some points but not all.
@@ -153,12 +161,24 @@ MUTANTS = [
 
 # Valid answers written differently from the reference, each getting full marks (tests/test_checks.py). TODO: at
 # least 4 (einsum for @, torch.where for masked_fill, float64 inside, other reshapes, functional calls, ...).
-ALTERNATIVES = [
+ALTERNATIVES: list[Alternative] = [
     Alternative(
         "softmax by logsumexp",
         "example_function",
         (("torch.softmax(x, dim=-1)", "torch.exp(x - x.logsumexp(dim=-1, keepdim=True))"),),
         "the softmax written out through logsumexp",
+    ),
+]
+
+# Whole answers written from the page and the notebook, not from the reference (tests/test_alternatives_graded.py).
+# TODO: at least 3 per exercise; each starts from the exercise's stub as the release notebook gives it (head).
+REWRITES: list[Rewrite] = [
+    Rewrite(
+        "softmax written out",
+        "example_function",
+        head("{stem}", "example_function") + "    e = torch.exp(x - x.amax(dim=-1, keepdim=True))\\n"
+        "    return e / e.sum(dim=-1, keepdim=True)\\n",
+        "the softmax by exp and a sum, shifted by the row maximum",
     ),
 ]
 '''
@@ -303,6 +323,7 @@ def scaffold(root: pathlib.Path, stem: str, title: str) -> list[pathlib.Path]:
     files = {
         root / "solutions" / f"{stem}.py": SOLUTION,
         root / "autograder" / f"{stem}.py": CHECKS,
+        root / "catalogue" / f"{stem}.py": CATALOGUE,
         root / "autograder" / "templates" / f"{stem}.py": TEMPLATE,
         root / "book" / f"{stem}.md": PAGE,
         root / "tests" / f"test_{stem}.py": TESTS,

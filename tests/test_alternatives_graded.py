@@ -1,8 +1,9 @@
 """Correct answers written independently of the reference get full marks through the real grader, and their
 feedback pages show no error.
 
-Every exercise has at least ``MIN_REWRITES`` :class:`autograder.core.Rewrite` entries in
-``tests/rewrites/<chapter>.py`` (not in the course package, which students and the grading kernel see) (whole cells written from the page and the notebook, not edits of the reference); the in-process
+Every exercise has at least ``MIN_REWRITES`` :class:`catalogue.entries.Rewrite` entries in the ``REWRITES`` of
+``catalogue/<chapter>.py`` (not in the course package, which students and the grading kernel see) (whole cells
+written from the page and the notebook, not edits of the reference); the in-process
 catalogue test (``tests/test_checks.py``) runs each through the checks. Here they go into real notebooks: notebook
 ``i`` of a chapter answers every exercise with its ``i``-th rewrite, and the batch is graded as an instructor grades
 one (``batch.grade``: canonicalisation, the guard, nbgrader's gradebook, the jail where bubblewrap is installed).
@@ -13,10 +14,10 @@ from __future__ import annotations
 import nbformat
 import pytest
 
+import catalogue
 from autograder import notebooks
-from autograder.core import Rewrite
 from autograder.grading import batch
-from tests.rewrites import rewrites as chapter_rewrites
+from catalogue.entries import Rewrite
 
 MIN_REWRITES = 3
 CHAPTERS = notebooks.chapters()
@@ -26,7 +27,7 @@ def rewrites(chapter: str) -> dict[str, list[Rewrite]]:
     """Exercise name -> its catalogued rewrites, in catalogue order."""
     checks = notebooks.checks_module(chapter)
     found: dict[str, list[Rewrite]] = {ex.name: [] for ex in checks.EXERCISES}
-    for entry in chapter_rewrites(chapter):
+    for entry in catalogue.rewrites(chapter):
         found[entry.target].append(entry)
     return found
 

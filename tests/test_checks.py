@@ -14,18 +14,18 @@ from typing import Any
 import pytest
 import torch
 
-from autograder import catalogue, notebooks
-from autograder.core import CheckFailed, check_failures, dependencies
-from tests.rewrites import rewrites
+import catalogue
+from autograder import notebooks
+from autograder.core import CheckFailed, dependencies
+from catalogue import figures
+from catalogue.entries import check_failures
 
 MIN_BUGS, MIN_ALTERNATIVES = 12, 4
 
 CHAPTERS = notebooks.chapters()
 CASES = [(c, ex.name) for c in CHAPTERS for ex in notebooks.checks_module(c).EXERCISES]
-MUTANT_CASES = [(c, m) for c in CHAPTERS for m in notebooks.checks_module(c).MUTANTS]
-ALTERNATIVE_CASES = [
-    (c, a) for c in CHAPTERS for a in [*getattr(notebooks.checks_module(c), "ALTERNATIVES", []), *rewrites(c)]
-]
+MUTANT_CASES = [(c, m) for c in CHAPTERS for m in catalogue.mutants(c)]
+ALTERNATIVE_CASES = [(c, a) for c in CHAPTERS for a in [*catalogue.alternatives(c), *catalogue.rewrites(c)]]
 
 
 def test_there_are_chapters():
@@ -79,28 +79,28 @@ def test_every_catalogued_alternative_gets_full_marks(chapter, alternative):
 
 def test_catalogue_size():
     for chapter in CHAPTERS:
-        checks = notebooks.checks_module(chapter)
-        assert len(checks.MUTANTS) >= MIN_BUGS, f"{chapter}: fewer than {MIN_BUGS} catalogued bugs"
-        assert len(getattr(checks, "ALTERNATIVES", [])) >= MIN_ALTERNATIVES, (
+        assert len(catalogue.mutants(chapter)) >= MIN_BUGS, f"{chapter}: fewer than {MIN_BUGS} catalogued bugs"
+        assert len(catalogue.alternatives(chapter)) >= MIN_ALTERNATIVES, (
             f"{chapter}: fewer than {MIN_ALTERNATIVES} catalogued valid alternatives"
         )
 
 
 def test_readme_catalogue_table_is_current():
-    """The README's table is the output of `python -m autograder catalogue` (so it cannot go stale)."""
+    """The README's table is the output of `python -m catalogue` (so it cannot go stale)."""
     readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     found = re.search(r"^\| chapter \| bugs caught \|.*?(?=\n(?!\|))", readme, re.S | re.M)
-    assert found, "README.md has no catalogue table: paste the output of `python -m autograder catalogue`"
-    # every case is checked on its own above: with all of them green, the command prints catalogue.sizes' table
-    assert found.group(0).strip() == catalogue.table(figures_of=catalogue.sizes), (
-        "README.md's catalogue table is stale: paste the output of `python -m autograder catalogue`"
+    assert found, "README.md has no catalogue table: paste the output of `python -m catalogue`"
+    # every case is checked on its own above: with all of them green, the command prints figures.sizes' table
+    assert found.group(0).strip() == figures.table(figures_of=figures.sizes), (
+        "README.md's catalogue table is stale: paste the output of `python -m catalogue`"
     )
 
 
 def test_hidden_messages_carry_no_values():
     """A hidden check's failure names the property, never the reference numbers."""
     import solutions.ch03_self_attention as sol
-    from autograder.ch03_self_attention import EXERCISES, MUTANTS
+    from autograder.ch03_self_attention import EXERCISES
+    from catalogue.ch03_self_attention import MUTANTS
 
     buggy = next(m for m in MUTANTS if m.name == "no scaling").build(sol)
     with pytest.raises(CheckFailed) as err:
@@ -124,7 +124,7 @@ HINTS = [
 @pytest.mark.parametrize("chapter, name, says, never", HINTS, ids=[h[1] for h in HINTS])
 def test_hints_name_the_real_cause(chapter, name, says, never):
     checks = notebooks.checks_module(chapter)
-    mutant = next(m for m in checks.MUTANTS if m.name == name)
+    mutant = next(m for m in catalogue.mutants(chapter) if m.name == name)
     with pytest.raises(CheckFailed) as err:
         checks.EXERCISES.run(mutant.target, mutant.build(notebooks.solution_module(chapter)), verbose=False)
     hints = "\n".join(line for line in str(err.value).splitlines() if "Hint:" in line)
@@ -142,7 +142,7 @@ def _dependent_cases():
         for ex in checks.EXERCISES:
             order = [e.name for e in checks.EXERCISES]
             deps = dependencies(checks.EXERCISES.references, ex.name, getattr(module, ex.name), order)
-            cases += [(chapter, ex.name, m) for m in checks.MUTANTS if m.target in deps]
+            cases += [(chapter, ex.name, m) for m in catalogue.mutants(chapter) if m.target in deps]
     return cases
 
 
@@ -192,7 +192,7 @@ def test_a_buggy_earlier_exercise_costs_only_its_own_points(chapter, name, mutan
 
 def test_selfattention_keeps_its_points_and_names_the_buggy_sdpa(capsys):
     checks = notebooks.checks_module("ch03_self_attention")
-    mutant = next(m for m in checks.MUTANTS if m.name == "no scaling")
+    mutant = next(m for m in catalogue.mutants("ch03_self_attention") if m.name == "no scaling")
     assert mutant.target == "scaled_dot_product_attention"
     obj = _with_buggy_dependency("ch03_self_attention", "SelfAttention", mutant)
     checks.EXERCISES.run("SelfAttention", obj, verbose=True)
@@ -202,7 +202,7 @@ def test_selfattention_keeps_its_points_and_names_the_buggy_sdpa(capsys):
     # the student's namespace is left as it was
     assert obj.forward.__globals__["scaled_dot_product_attention"] is not checks._sdpa_reference
     # and a SelfAttention bug of its own is still charged, with the note that the reference sdpa was used
-    own_bug = next(m for m in checks.MUTANTS if m.name == "keys from W_q")
+    own_bug = next(m for m in catalogue.mutants("ch03_self_attention") if m.name == "keys from W_q")
     with pytest.raises(CheckFailed) as err:
         checks.EXERCISES.run("SelfAttention", own_bug.build(notebooks.solution_module("ch03_self_attention")))
     assert "course's version of scaled_dot_product_attention" in str(err.value)

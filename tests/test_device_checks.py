@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 import autograder.core as core
+import catalogue
 from autograder import notebooks
 from autograder.checks import device
 from autograder.core import CheckFailed, call
@@ -226,9 +227,8 @@ DEVICE_CHAPTER = "ch03_self_attention"
 def _device_entries(chapter):
     """The catalogue's device bugs of ``chapter`` (mutants that drop a ``device=``) and its device-correct idioms
     (alternatives that build tensors on the input's device another way)."""
-    checks = notebooks.checks_module(chapter)
-    bugs = [m for m in checks.MUTANTS if any("device=" in old and "device=" not in new for old, new in m.edits)]
-    idioms = [a for a in checks.ALTERNATIVES if any("device=" in new for _, new in getattr(a, "edits", ()))]
+    bugs = [m for m in catalogue.mutants(chapter) if any("device=" in old and "device=" not in new for old, new in m.edits)]
+    idioms = [a for a in catalogue.alternatives(chapter) if any("device=" in new for _, new in getattr(a, "edits", ()))]
     return bugs, idioms
 
 

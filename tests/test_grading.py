@@ -9,10 +9,12 @@ import textwrap
 
 import pytest
 
+import catalogue
 from autograder import canonical, notebooks, releases
 from autograder.core import CheckFailed
 from autograder.grading import batch, collect, execute, feedback, lms, report, scoring, submission
 from autograder.grading import reasons as reasons_
+from catalogue import samples as sample_files
 
 CHAPTERS = notebooks.chapters()
 
@@ -25,7 +27,7 @@ def _expected_scores(chapter: str, expectation: str) -> dict[str, float]:
     if expectation in ("zero", "invalid"):
         return {ex.name: 0.0 for ex in exercises}
     assert expectation.startswith("bug:")
-    mutant = next(m for m in notebooks.checks_module(chapter).MUTANTS if m.name == expectation[4:])
+    mutant = next(m for m in catalogue.mutants(chapter) if m.name == expectation[4:])
     # The bug is in one exercise; any exercise whose checks fail when run on the buggy notebook's objects
     # scores zero. Exercises that call the buggy one (e.g. a module using the attention function) are checked with
     # the course's version of it where the checks register one (Exercises.reference), and are charged otherwise:
@@ -53,7 +55,7 @@ def check_sample_rows(chapter, rows, out: pathlib.Path) -> None:
     """The shipped samples' rows (graded by tests/test_robust_grading.py in the same batch as the variants):
     per-exercise scores derived from the checks themselves, reasons, feedback without hidden tests."""
     release = notebooks.build_release(chapter)
-    samples = notebooks.sample_submissions(chapter, release)
+    samples = sample_files.sample_submissions(chapter, release)
     rows = [r for r in rows if r.submission in samples]
     assert sorted(r.submission for r in rows) == sorted(samples), "exactly one row per submission file"
     total = float(notebooks.checks_module(chapter).EXERCISES.total_points)
@@ -172,7 +174,7 @@ def _rows_from_names(chapter, names_and_expectations):
 
 def test_lms_files_have_the_documented_columns(tmp_path):
     chapter = "ch03_self_attention"
-    samples = notebooks.sample_submissions(chapter, notebooks.build_release(chapter))
+    samples = sample_files.sample_submissions(chapter, notebooks.build_release(chapter))
     moodle = [
         (f"Ada Lovelace_{5000 + i}_assignsubmission_file/{chapter}.ipynb", e)
         for i, (_, e) in enumerate(samples.values())
@@ -239,7 +241,7 @@ def test_feedback_page(tmp_path):
     for cell in nb.cells:
         if "selfcheck_here(" in cell.source:
             cell.outputs = [nbformat.v4.new_output("stream", text="Could not read this notebook from here.\n")]
-    bug = next(e for _, e in notebooks.sample_submissions(chapter, nb).values() if e.startswith("bug:"))
+    bug = next(e for _, e in sample_files.sample_submissions(chapter, nb).values() if e.startswith("bug:"))
     scores = _expected_scores(chapter, bug)
     points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
     page = tmp_path / "feedback.html"

@@ -26,6 +26,7 @@ import pytest
 
 from autograder import notebooks
 from autograder.grading import batch, feedback, jail, submission
+from catalogue import samples as sample_files
 from tests import variants
 
 JAIL = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
@@ -211,7 +212,7 @@ def _probe_submission(chapter: str, hashes: list[str]) -> str:
     what it found (paths) to its output, and the file texts it could read go to a file the test reads back."""
     release = notebooks.build_release(chapter)
     name, (text, expectation) = next(
-        (n, v) for n, v in notebooks.sample_submissions(chapter, release).items() if v[1] == "full"
+        (n, v) for n, v in sample_files.sample_submissions(chapter, release).items() if v[1] == "full"
     )
     nb = nbformat.reads(text, as_version=4)
     # the probe's texts: printed as a digest of the secret lines it found (the test gives it the secrets' hashes)
@@ -267,7 +268,7 @@ def _grade_probe(tmp_path: pathlib.Path, mode: str) -> dict:
     sub.parent.mkdir()
     sub.write_text(text)
     release = notebooks.build_release(other)
-    other_text = next(t for t, e in notebooks.sample_submissions(other, release).values() if e == "full")
+    other_text = next(t for t, e in sample_files.sample_submissions(other, release).values() if e == "full")
     slow = nbformat.writes(
         variants._insert_after_setup(nbformat.reads(other_text, as_version=4), "import time\ntime.sleep(30)")
     )
@@ -332,7 +333,7 @@ def test_fallback_mode(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv(jail.JAIL_SWITCH, "off")
     chapter = "ch03_self_attention"
     release = notebooks.build_release(chapter)
-    text = next(t for t, e in notebooks.sample_submissions(chapter, release).values() if e == "full")
+    text = next(t for t, e in sample_files.sample_submissions(chapter, release).values() if e == "full")
     sub = tmp_path / f"full_1_2_{chapter}.ipynb"
     sub.write_text(text)
     with caplog.at_level("WARNING", logger="autograder.grading"):

@@ -113,3 +113,64 @@ def test_student_side_needs_no_grading_machinery(module):
     """The student install has no nbgrader: what its notebooks import must not reach it."""
     reached = reachable(import_graph(), module)
     assert not {m for m in reached if m.startswith("autograder.grading")} and "nbgrader" not in reached, reached
+
+
+CHECKOUT_ONLY = {"tests", "catalogue"}  # folders of the checkout that the installed package does not have
+
+
+def _imported_top_levels(path: pathlib.Path) -> set[str]:
+    """Top-level names of what ``path`` imports (absolute imports, and importlib.import_module of a literal)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add((node.module or "").split(".")[0])
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names.add(node.args[0].value.split(".")[0])
+    return names
+
+
+def _package_files() -> list[pathlib.Path]:
+    skip = {"templates", "samples", "_release"}
+    files = [p for p in sorted(PACKAGE.rglob("*.py")) if not skip & set(p.relative_to(PACKAGE).parts)]
+    return files + sorted((PACKAGE.parent / "solutions").rglob("*.py"))
+
+
+def test_the_package_never_imports_the_tests_or_the_catalogue():
+    """autograder/ and solutions/ are what students install: tests/ and catalogue/ exist only in the checkout."""
+    found = {
+        str(p.relative_to(PACKAGE.parent)): sorted(_imported_top_levels(p) & CHECKOUT_ONLY) for p in _package_files()
+    }
+    assert not {k: v for k, v in found.items() if v}, found
+
+
+def test_check_modules_hold_checks_only():
+    """The catalogue (MUTANTS, ALTERNATIVES, REWRITES) lives in catalogue/<chapter>.py, not in the check modules."""
+    defined = {}
+    for path in sorted(PACKAGE.glob("ch[0-9][0-9]_*.py")):
+        targets = [
+            t.id
+            for node in ast.parse(path.read_text()).body
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(t, ast.Name)
+        ]
+        defined[path.name] = sorted({"MUTANTS", "ALTERNATIVES", "REWRITES"} & set(targets))
+        assert "MUTANTS" not in path.read_text() and "ALTERNATIVES" not in path.read_text(), path.name
+    assert not {k: v for k, v in defined.items() if v}, defined
+
+
+def test_the_guards_see_a_checkout_import():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = pathlib.Path(tmp) / "bad.py"
+        bad.write_text("import importlib\nfrom catalogue.entries import Mutant\nimportlib.import_module('tests.x')\n")
+        assert _imported_top_levels(bad) & CHECKOUT_ONLY == {"catalogue", "tests"}

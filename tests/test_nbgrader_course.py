@@ -28,6 +28,7 @@ import pytest
 
 from autograder import nbgrader_course, notebooks
 from autograder.grading import lms
+from catalogue import samples as sample_files
 from tests.test_grading import _expected_scores
 
 CHAPTERS = notebooks.chapters()
@@ -287,7 +288,7 @@ def test_plain_nbgrader_gives_the_course_points(chapter, tmp_path):
     cells = lambda nb: [(c.cell_type, c.source, c.metadata.get("nbgrader")) for c in nb.cells]
     assert cells(release) == cells(student_notebook), "the course's student notebook is nbgrader's release"
 
-    samples = notebooks.sample_submissions(chapter, student_notebook)
+    samples = sample_files.sample_submissions(chapter, student_notebook)
     if chapter == EXCHANGE_CHAPTER:  # students fetch and submit; the truncated download is tested via the LMS zips
         students = {lms.parse(n).name: (lms.parse(n), t, e) for n, (t, e) in samples.items() if e != "invalid"}
         _submit_through_the_exchange(course, chapter, students, env, tmp_path)

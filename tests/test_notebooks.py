@@ -12,6 +12,7 @@ import pytest
 
 import autograder
 from autograder import notebooks
+from catalogue import samples
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHAPTERS = notebooks.chapters()
@@ -20,6 +21,11 @@ CHAPTERS = notebooks.chapters()
 def test_derived_files_in_sync():
     problems = notebooks.stale()
     assert not problems, "derived files are stale; run `python -m autograder build`:\n" + "\n".join(problems)
+
+
+def test_sample_submissions_in_sync():
+    problems = samples.stale()
+    assert not problems, "samples are stale; run `python -m catalogue.samples`:\n" + "\n".join(problems)
 
 
 def _release(chapter: str) -> nbformat.NotebookNode:

@@ -16,6 +16,7 @@ import warnings
 import pytest
 import torch
 
+import catalogue
 from autograder import core, notebooks
 from autograder.core import CheckFailed, call, expect_close, expect_true, record, replay, rng
 from autograder.grading import channel, guard, judge
@@ -152,7 +153,7 @@ def test_the_worker_withholds_what_the_kernel_passed_but_the_record_fails():
     """judge.judge on a verdict record as a patched kernel would send it: 'passed', with a wrong answer's record."""
     checks = importlib.import_module("autograder.ch08_kv_cache")
     solutions = importlib.import_module("solutions.ch08_kv_cache")
-    mutant = next(m for m in checks.MUTANTS if m.target == "repeat_kv")
+    mutant = next(m for m in catalogue.mutants("ch08_kv_cache") if m.target == "repeat_kv")
     fns = checks.EXERCISES["repeat_kv"].visible + checks.EXERCISES["repeat_kv"].hidden
     traces = [[_quiet(record, fn, mutant.build(solutions))[2] for fn in fns]]
     forged = {"type": "verdict", "exercise": "repeat_kv", "passed": True, "failures": [], "violations": []}

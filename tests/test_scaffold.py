@@ -20,10 +20,10 @@ def course(tmp_path) -> pathlib.Path:
     """The parts of the course a chapter's checks and build need, copied to tmp_path."""
     copy = tmp_path / "course"
     skip = shutil.ignore_patterns("__pycache__", "samples", "_release")
-    for folder in ("solutions", "autograder"):
+    for folder in ("solutions", "autograder", "catalogue"):
         shutil.copytree(ROOT / folder, copy / folder, ignore=skip)
     (copy / "book").mkdir()
-    shutil.copytree(ROOT / "tests" / "rewrites", copy / "tests" / "rewrites", ignore=skip)  # test_checks reads them
+    (copy / "tests").mkdir()
     for name in (
         "tests/__init__.py",
         "tests/conftest.py",
@@ -38,7 +38,12 @@ def course(tmp_path) -> pathlib.Path:
 
 def test_scaffold_writes_the_parts_and_lists_the_page(course, capsys):
     assert scaffold.main([STEM, "Sparse attention", "--root", str(course)]) == 0
-    for part in (f"solutions/{STEM}.py", f"autograder/{STEM}.py", f"autograder/templates/{STEM}.py"):
+    for part in (
+        f"solutions/{STEM}.py",
+        f"autograder/{STEM}.py",
+        f"catalogue/{STEM}.py",
+        f"autograder/templates/{STEM}.py",
+    ):
         assert (course / part).exists(), part
     page = (course / f"book/{STEM}.md").read_text()
     assert page.startswith("---\njupytext:") and "# 12. Sparse attention" in page and 'style.use("figures' in page
@@ -77,9 +82,10 @@ def test_scaffolded_chapter_passes_the_chapter_wide_checks(course):
     build = run(
         "-c",
         "from autograder import notebooks\n"
+        "from catalogue.samples import sample_submissions\n"
         "from tests.test_grading import _expected_scores\n"
         f"release = notebooks.build_release({STEM!r})\n"
-        f"samples = notebooks.sample_submissions({STEM!r}, release)\n"
+        f"samples = sample_submissions({STEM!r}, release)\n"
         f"print(sorted(sum(_expected_scores({STEM!r}, e).values()) for _, e in samples.values()))",
     )
     assert build.returncode == 0, build.stderr[-3000:]

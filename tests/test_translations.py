@@ -9,6 +9,7 @@ import nbformat
 import pytest
 import yaml
 
+import catalogue
 from autograder import canonical, notebooks, translations
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -149,7 +150,7 @@ def test_chinese_submissions_are_graded_like_english_ones(chapter, tmp_path):
     buggy sample's bug, and untouched gets the English notebook's rows — scores, status and reasons."""
     from autograder.grading import batch
 
-    mutants = notebooks.checks_module(chapter).MUTANTS
+    mutants = catalogue.mutants(chapter)
     bug = next((m for m in mutants if m.name == "no scaling"), mutants[0])
     editions = {
         "en": notebooks.build_release(chapter),

@@ -27,6 +27,7 @@ import zlib
 
 import nbformat
 
+import catalogue
 from autograder import notebooks
 
 
@@ -466,7 +467,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
 
     # A kernel for an operator registered from inside the check (torch.library), with the buggy answer: it bends
     # only the kernel's own comparisons, never the worker's.
-    mutant = notebooks.checks_module(chapter).MUTANTS[0]
+    mutant = catalogue.mutants(chapter)[0]
     buggy = notebooks.fill_release(release, chapter, mutants=[mutant])
     registers = [
         "import torch as _t  # red team: a kernel registered while the check runs",
@@ -513,7 +514,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
 
     # A bug hidden below Python (red team, jailed too): replacement CPU kernels for aten::allclose and aten::equal,
     # registered through torch.library, make every comparison succeed. The buggy exercise must still score zero.
-    mutant = notebooks.checks_module(chapter).MUTANTS[0]
+    mutant = catalogue.mutants(chapter)[0]
     override = "\n".join(
         [
             "import torch",

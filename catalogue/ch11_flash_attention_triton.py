@@ -1,12 +1,12 @@
-"""Answers to the exercises of ch11_flash_attention_triton written from scratch (see tests/rewrites/__init__.py).
+"""ch11_flash_attention_triton's catalogue."""
 
-Each is a whole exercise cell: the given head of the kernel (signature and the loads the notebook writes for the
-student), then the student's loop, then the given stores — or a kernel restructured around a helper of its own.
-``KernelRewrite`` (from the checks) builds them with their source where ``@triton.jit`` reads it.
-"""
+import inspect
+import linecache
+import textwrap
+from typing import Any
 
-from autograder.ch11_flash_attention_triton import KernelRewrite
-from autograder.core import Rewrite
+from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import tail
 
 _FWD_HEAD = """
 @triton.jit
@@ -40,14 +40,9 @@ def flash_attention_forward_kernel(
     qk_scale = scale * 1.4426950408889634
 """
 
-_FWD_TAIL = """
-    tl.store(
-        Out + b * stride_ob + h * stride_oh + rows[:, None] * stride_ot + offs_dv[None, :] * stride_od,
-        o.to(Out.dtype.element_ty),
-        mask=(rows[:, None] < T_q) & (offs_dv[None, :] < d_v),
-    )
-    tl.store(LSE + pid_bh * T_q + rows, lse, mask=rows < T_q)
-"""
+_FWD_TAIL = tail(
+    "ch11_flash_attention_triton", "flash_attention_forward_kernel"
+)  # the stub's given text, as the release notebook has it
 
 _DKDV_HEAD = """
 @triton.jit
@@ -89,18 +84,262 @@ def flash_attention_backward_dkdv_kernel(
     offset = T_k - T_q
 """
 
-_DKDV_TAIL = """
-    tl.store(
-        DK + b * stride_dkb + h * stride_dkh + cols[:, None] * stride_dkt + offs_dk[None, :] * stride_dkd,
-        dk.to(DK.dtype.element_ty),
-        mask=(cols[:, None] < T_k) & (offs_dk[None, :] < d_k),
-    )
-    tl.store(
-        DV + b * stride_dvb + h * stride_dvh + cols[:, None] * stride_dvt + offs_dv[None, :] * stride_dvd,
-        dv.to(DV.dtype.element_ty),
-        mask=(cols[:, None] < T_k) & (offs_dv[None, :] < d_v),
-    )
-"""
+_DKDV_TAIL = tail(
+    "ch11_flash_attention_triton", "flash_attention_backward_dkdv_kernel"
+)  # the stub's given text, as the release notebook has it
+
+
+# --------------------------------------------------------------------------------------------------
+# The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
+# --------------------------------------------------------------------------------------------------
+
+
+def _with_source(entry: Any, module: Any, source: str) -> Any:
+    """Run ``source`` (an edited or rewritten kernel cell) in a copy of ``module``'s namespace, with its text in
+    ``linecache`` under the entry's file name: ``@triton.jit`` reads a kernel's source (as it does a notebook
+    cell's, which IPython keeps there), to compile it for a GPU, or to rewrite it for the interpreter."""
+    filename = f"<{entry.kind} {entry.name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace = dict(vars(module))
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[entry.target]
+
+
+def _reference_source(module: Any, target: str) -> str:
+    kernel = getattr(module, target)
+    return textwrap.dedent(inspect.getsource(getattr(kernel, "fn", kernel)))
+
+
+class KernelMutant(Mutant):
+    """A :class:`~catalogue.entries.Mutant` of a Triton kernel: built with its source where ``@triton.jit`` finds it."""
+
+    def build(self, module) -> Any:
+        return _with_source(self, module, self.apply(_reference_source(module, self.target)))
+
+
+class KernelAlternative(Alternative):
+    """An :class:`~autograder.core.Alternative` of a Triton kernel, built as :class:`KernelMutant` is."""
+
+    def build(self, module) -> Any:
+        return _with_source(self, module, self.apply(_reference_source(module, self.target)))
+
+
+class KernelRewrite(Rewrite):
+    """A :class:`~catalogue.entries.Rewrite` whose cell defines Triton kernels, built as :class:`KernelMutant` is."""
+
+    def build(self, module) -> Any:
+        return _with_source(self, module, self.apply(""))
+
+
+_FWD, _DKDV = "flash_attention_forward_kernel", "flash_attention_backward_dkdv_kernel"
+_WHERE = '        s = tl.where(allowed, s, float("-inf"))  # mask before the max\n'
+_MAX = "        m_new = tl.maximum(m_i, tl.max(s, 1))  # (BLOCK_M,)\n"
+
+MUTANTS = [
+    KernelMutant(
+        "no scaling",
+        _FWD,
+        (("s = tl.dot(q, tl.trans(k)) * qk_scale", "s = tl.dot(q, tl.trans(k))"),),
+        "forgets 1/sqrt(d_k) (and the base-2 factor log2 e)",
+    ),
+    KernelMutant(
+        "accumulator not rescaled",
+        _FWD,
+        (("acc = acc * alpha[:, None] + ", "acc = acc + "),),
+        "the running max grows but the output accumulated so far is not rescaled",
+    ),
+    KernelMutant(
+        "running sum not rescaled",
+        _FWD,
+        (("l_i = l_i * alpha + ", "l_i = l_i + "),),
+        "the running sum is not rescaled when the max grows",
+    ),
+    KernelMutant(
+        "key mask from offsets within the block",
+        _FWD,
+        (("allowed = cols[None, :] < T_k", "allowed = offs_n[None, :] < T_k"),),
+        "compares the keys' offsets inside the block with T_k: the last, partial block's padding keys get weight",
+    ),
+    KernelMutant(
+        "key mask off by one",
+        _FWD,
+        (("allowed = cols[None, :] < T_k", "allowed = cols[None, :] <= T_k"),),
+        "lets key T_k, the first padding key of the last block, through",
+    ),
+    KernelMutant(
+        "causal blocks skipped one too many",
+        _FWD,
+        (("(pid_m + 1) * BLOCK_M + T_k - T_q", "pid_m * BLOCK_M + T_k - T_q"),),
+        "stops the loop before the key block that holds the diagonal",
+    ),
+    KernelMutant(
+        "causal bound top-left aligned",
+        _FWD,
+        (("hi = tl.minimum(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q)", "hi = tl.minimum(T_k, (pid_m + 1) * BLOCK_M)"),),
+        "stops at key (pid_m + 1) * BLOCK_M, as if T_k were T_q: wrong when T_k > T_q",
+    ),
+    KernelMutant(
+        "masking applied after the max",
+        _FWD,
+        ((_WHERE + _MAX, _MAX + _WHERE),),
+        "the max includes masked scores: large masked scores underflow every allowed one",
+    ),
+    KernelMutant(
+        "running max started at 0",
+        _FWD,
+        (('m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)', "m_i = tl.zeros([BLOCK_M], dtype=tl.float32)"),),
+        "right unless every allowed score of a query is far below 0: then exp2(s - 0) underflows",
+    ),
+    KernelMutant(
+        "log-sum-exp stored in base 2",
+        _FWD,
+        (("lse = (m_i + tl.log2(l_i)) * 0.6931471805599453", "lse = m_i + tl.log2(l_i)"),),
+        "stores log2 of the sum (the kernel's base-2 units) instead of the natural log-sum-exp",
+    ),
+    KernelMutant(
+        "exp instead of exp2",
+        _FWD,
+        (
+            ("alpha = tl.exp2(m_i - m_new)", "alpha = tl.exp(m_i - m_new)"),
+            ("p = tl.exp2(s - m_new[:, None])", "p = tl.exp(s - m_new[:, None])"),
+        ),
+        "scores in base 2 (times log2 e) but exponentiated with e: softmax(log2(e) s) instead of softmax(s)",
+    ),
+    KernelMutant(
+        "accumulation in float16",
+        _FWD,
+        (
+            (
+                "acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)",
+                "acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=V.dtype.element_ty)",
+            ),
+            (
+                "acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)",
+                "acc = (acc * alpha[:, None]).to(v.dtype) + tl.dot(p.to(v.dtype), v, out_dtype=v.dtype)",
+            ),
+        ),
+        "keeps the unnormalised output in the inputs' dtype: for float16 it overflows past 65504",
+    ),
+    KernelMutant(
+        "value loads without a mask",
+        _FWD,
+        (
+            (
+                "            V_bh + cols[:, None] * stride_vt + offs_dv[None, :] * stride_vd,\n"
+                "            mask=(cols[:, None] < T_k) & (offs_dv[None, :] < d_v),\n"
+                "            other=0.0,\n",
+                "            V_bh + cols[:, None] * stride_vt + offs_dv[None, :] * stride_vd,\n",
+            ),
+        ),
+        "reads past the last value and past d_v: whatever lies there (NaN in the checks) enters the output",
+    ),
+    # the dK/dV kernel
+    KernelMutant(
+        "D not subtracted",
+        _DKDV,
+        (("ds = p * (dp - delta[:, None])", "ds = p * dp"),),
+        "softmax backward without the rowsum(dO ∘ O) term",
+    ),
+    KernelMutant(
+        "dK without the scale",
+        _DKDV,
+        (("    dk = dk * scale  # the 1/sqrt(d_k) of S = Q K^T / sqrt(d_k)\n", ""),),
+        "forgets the 1/sqrt(d_k) of the chain rule for K",
+    ),
+    KernelMutant(
+        "recomputed P not masked",
+        _DKDV,
+        (("            p = tl.where(cols[None, :] <= rows[:, None] + offset, p, 0.0)\n", "            p = p\n"),),
+        "keys in a query's future get probability exp(s - lse) > 0 in the backward pass",
+    ),
+    KernelMutant(
+        "causal query blocks skipped one too many",
+        _DKDV,
+        (("// BLOCK_M * BLOCK_M", "// BLOCK_M * BLOCK_M + BLOCK_M"),),
+        "starts after the query block that holds the diagonal",
+    ),
+    KernelMutant(
+        "dK overwritten per query block",
+        _DKDV,
+        (("dk += tl.dot(tl.trans(ds.to(q.dtype)), q)", "dk = tl.dot(tl.trans(ds.to(q.dtype)), q)"),),
+        "keeps only the last query block's contribution to dK",
+    ),
+    KernelMutant(
+        "output gradients loaded without a mask",
+        _DKDV,
+        (
+            (
+                "            DO_bh + rows[:, None] * stride_dot + offs_dv[None, :] * stride_dod,\n"
+                "            mask=(rows[:, None] < T_q) & (offs_dv[None, :] < d_v),\n"
+                "            other=0.0,\n",
+                "            DO_bh + rows[:, None] * stride_dot + offs_dv[None, :] * stride_dod,\n",
+            ),
+        ),
+        "reads dO past the last query and past d_v: whatever lies there (NaN in the checks) enters dK and dV",
+    ),
+    KernelMutant(
+        "P normalised within the tile",
+        _DKDV,
+        (
+            (
+                "p = tl.exp(s - lse[:, None])",
+                "p = tl.exp(s - tl.max(s, 1)[:, None])\n        p = p / tl.sum(p, 1)[:, None]",
+            ),
+        ),
+        "a softmax over the tile's keys instead of exp(s - lse), the probabilities over all keys",
+    ),
+]
+
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES: list[Alternative | Rewrite] = [
+    KernelAlternative(
+        "additive -inf bias",
+        _FWD,
+        (
+            (
+                '        s = tl.where(allowed, s, float("-inf"))  # mask before the max\n',
+                '        s = s + tl.where(allowed, 0.0, float("-inf"))\n',
+            ),
+        ),
+        "adds a bias of 0 / -inf instead of selecting with tl.where",
+    ),
+    KernelAlternative(
+        "dot with an accumulator",
+        _FWD,
+        (
+            (
+                "acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)",
+                "acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])",
+            ),
+        ),
+        "tl.dot(a, b, acc) adds into the rescaled accumulator",
+    ),
+    KernelAlternative(
+        "scores masked before the exponential",
+        _DKDV,
+        (
+            (
+                "        p = tl.exp(s - lse[:, None])  # the forward's probabilities, already normalised\n"
+                "        if CAUSAL:\n"
+                "            p = tl.where(cols[None, :] <= rows[:, None] + offset, p, 0.0)\n",
+                "        if CAUSAL:\n"
+                '            s = tl.where(cols[None, :] <= rows[:, None] + offset, s, float("-inf"))\n'
+                "        p = tl.exp(s - lse[:, None])\n",
+            ),
+        ),
+        "masks the scores with -inf, so that exp gives 0, instead of zeroing p",
+    ),
+    KernelAlternative(
+        "scale applied to ds",
+        _DKDV,
+        (
+            ("        ds = p * (dp - delta[:, None])\n", "        ds = p * (dp - delta[:, None]) * scale\n"),
+            ("    dk = dk * scale  # the 1/sqrt(d_k) of S = Q K^T / sqrt(d_k)\n", ""),
+        ),
+        "scales every dS tile instead of dK once at the end",
+    ),
+]
+
 
 REWRITES: list[Rewrite] = []
 

@@ -1,9 +1,317 @@
-"""Answers to the exercises of ch10_flash_attention written from scratch (see tests/rewrites/__init__.py)."""
+"""ch10_flash_attention's catalogue."""
 
-from autograder import ch10_flash_attention as _checks
-from autograder.core import Rewrite
+from catalogue.entries import Alternative, Mutant, Rewrite
 
-globals().update({k: v for k, v in vars(_checks).items() if not k.startswith("__")})  # the checks' helpers
+# --------------------------------------------------------------------------------------------------
+# The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
+# --------------------------------------------------------------------------------------------------
+
+_MASK_LINES = (
+    "            if allowed is not None:\n"
+    "                s_ij = s_ij.masked_fill(~allowed, -math.inf)  # mask before the max\n"
+)
+_MAX_LINE = "            m_new = torch.maximum(m_i, s_ij.amax(dim=-1))  # (B, H, n_q)\n"
+
+MUTANTS = [
+    # online_softmax_update
+    Mutant(
+        "running sum not rescaled",
+        "online_softmax_update",
+        (("ell * torch.exp(m - m_safe)", "ell"),),
+        "adds the new block's sum without rescaling the old one to the new max",
+    ),
+    Mutant(
+        "rescaled the wrong way",
+        "online_softmax_update",
+        (("torch.exp(m - m_safe)", "torch.exp(m_safe - m)"),),
+        "multiplies by exp(m_new - m) instead of exp(m - m_new)",
+    ),
+    Mutant(
+        "max of the block only",
+        "online_softmax_update",
+        (("torch.maximum(m, x_block.amax(dim=-1))", "x_block.amax(dim=-1)"),),
+        "forgets the running max: m is the max of the last block",
+    ),
+    Mutant(
+        "-inf minus -inf",
+        "online_softmax_update",
+        (("m_new.masked_fill(m_new == -math.inf, 0.0)", "m_new"),),
+        "a block of masked entries makes the state NaN",
+    ),
+    # flash_attention_forward
+    Mutant(
+        "accumulator not rescaled",
+        "flash_attention_forward",
+        (("o_i = alpha[..., None] * o_i + ", "o_i = o_i + "),),
+        "the running max grows but the output accumulated so far is not rescaled",
+    ),
+    Mutant(
+        "running sum not rescaled (forward)",
+        "flash_attention_forward",
+        (("l_i = alpha * l_i + ", "l_i = l_i + "),),
+        "the running sum is not rescaled when the max grows",
+    ),
+    Mutant(
+        "masking applied after the max",
+        "flash_attention_forward",
+        ((_MASK_LINES + _MAX_LINE, _MAX_LINE + _MASK_LINES),),
+        "the max includes masked scores: large masked scores underflow every allowed one",
+    ),
+    Mutant(
+        "causal blocks skipped one too many",
+        "flash_attention_forward",
+        (("min(T_k, q_end + offset) if causal", "min(T_k, q_start + offset) if causal"),),
+        "skips the key block that holds the diagonal",
+    ),
+    Mutant(
+        "causal mask top-left aligned",
+        "flash_attention_forward",
+        (("k_stop = min(T_k, q_end + offset) if causal", "k_stop = min(T_k, q_end) if causal"),),
+        "stops at key q_end, as if T_k were T_q: wrong when T_k > T_q",
+    ),
+    Mutant(
+        "log-sum-exp of the wrong block",
+        "flash_attention_forward",
+        (
+            (
+                "lse[:, :, q_start:q_end] = m_i + torch.log(l_i)",
+                "lse[:, :, q_start:q_end] = s_ij.amax(-1) + torch.log(l_i)",
+            ),
+        ),
+        "uses the last key block's max instead of the running max",
+    ),
+    Mutant(
+        "fully masked rows divide by zero",
+        "flash_attention_forward",
+        (("o_i / l_safe[..., None]", "o_i / l_i[..., None]"),),
+        "a query with no allowed key gets 0 / 0 = NaN",
+    ),
+    Mutant(
+        "no scaling",
+        "flash_attention_forward",
+        ((".transpose(-2, -1) * scale", ".transpose(-2, -1)"),),
+        "forgets 1/sqrt(d_k)",
+    ),
+    Mutant(
+        "last block not clipped",
+        "flash_attention_forward",
+        (("k_end = min(k_start + block_k, T_k)", "k_end = k_start + block_k"),),
+        "assumes T_k is a multiple of block_k",
+    ),
+    # flash_attention_backward
+    Mutant(
+        "D not subtracted",
+        "flash_attention_backward",
+        (("p_ij * (dp_ij - D[:, :, q_start:q_end, None])", "p_ij * dp_ij"),),
+        "softmax backward without the rowsum(dO ∘ O) term",
+    ),
+    Mutant(
+        "log-sum-exp of the wrong block (backward)",
+        "flash_attention_backward",
+        (("lse_safe[:, :, q_start:q_end, None]", "lse_safe[:, :, k_start : k_start + q_end - q_start, None]"),),
+        "recomputes P with the log-sum-exp of other queries",
+    ),
+    Mutant(
+        "recomputed scores not masked",
+        "flash_attention_backward",
+        (("                s_ij = s_ij.masked_fill(~allowed, -math.inf)\n", "                pass\n"),),
+        "masked keys get probability exp(s - lse) > 0 in the backward pass",
+    ),
+    Mutant(
+        "causal query blocks skipped one too many",
+        "flash_attention_backward",
+        (("// block_q) * block_q if causal", "// block_q + 1) * block_q if causal"),),
+        "skips the query block that holds the diagonal",
+    ),
+    Mutant(
+        "dK without the scale",
+        "flash_attention_backward",
+        (("dk_j += ds_ij.transpose(-2, -1) @ q_i * scale", "dk_j += ds_ij.transpose(-2, -1) @ q_i"),),
+        "forgets the 1/sqrt(d_k) of the chain rule for K",
+    ),
+    Mutant(
+        "dV from unnormalised scores",
+        "flash_attention_backward",
+        (("p_ij = torch.exp(s_ij - lse_safe[:, :, q_start:q_end, None])", "p_ij = torch.softmax(s_ij, dim=-1)"),),
+        "normalises P within the key block instead of with the saved log-sum-exp",
+    ),
+    Mutant(
+        "dK overwritten per query block",
+        "flash_attention_backward",
+        (("dk_j += ds_ij", "dk_j = ds_ij"),),
+        "keeps only the last query block's contribution to dK",
+    ),
+    Mutant(
+        "accumulators in the inputs' dtype",
+        "flash_attention_forward",
+        (("acc = torch.promote_types(q.dtype, torch.float32)", "acc = q.dtype"),),
+        "running max, sum, output and lse kept in float16 for float16 inputs (lse should be float32)",
+    ),
+    Mutant(
+        "running max on the CPU",
+        "flash_attention_forward",
+        (
+            (
+                "torch.full((B, H, q_end - q_start), -math.inf, dtype=acc, device=q.device)",
+                "torch.full((B, H, q_end - q_start), -math.inf, dtype=acc)",
+            ),
+        ),
+        "the running max is made on the default device: fails on a GPU",
+    ),
+]
+
+MUTANTS += [
+    Mutant(
+        "-inf avoided by clamping the shift",
+        "online_softmax_update",
+        (("m_new.masked_fill(m_new == -math.inf, 0.0)", "m_new.clamp_min(-1e4)"),),
+        "shifts by max(m_new, -1e4): right for ordinary scores, a row of entries below -1e4 sums to 0",
+    ),
+    Mutant(
+        "new terms by the block's own max",
+        "online_softmax_update",
+        (
+            (
+                "torch.exp(x_block - m_safe[..., None]).sum(dim=-1)",
+                "torch.exp(x_block - x_block.amax(dim=-1, keepdim=True).clamp_min(-1e30)).sum(dim=-1)",
+            ),
+        ),
+        "rescales the old sum to m_new but leaves the block's sum relative to the block's own max",
+    ),
+    Mutant(
+        "running max started at 0",
+        "flash_attention_forward",
+        (
+            (
+                "torch.full((B, H, q_end - q_start), -math.inf, dtype=acc, device=q.device)",
+                "torch.zeros(B, H, q_end - q_start, dtype=acc, device=q.device)",
+            ),
+        ),
+        "right unless every allowed score of a query is far below 0: then exp(s - 0) underflows",
+    ),
+    Mutant(
+        "running max started at -5e4",
+        "flash_attention_forward",
+        (
+            (
+                "torch.full((B, H, q_end - q_start), -math.inf, dtype=acc, device=q.device)",
+                "torch.full((B, H, q_end - q_start), -5e4, dtype=acc, device=q.device)",
+            ),
+        ),
+        "a large negative start instead of -inf: scores below it underflow",
+    ),
+    Mutant(
+        "tile scores in the inputs' dtype",
+        "flash_attention_forward",
+        (
+            (
+                "s_ij = q_i @ k[:, :, k_start:k_end].to(acc).transpose(-2, -1) * scale",
+                "s_ij = (q[:, :, q_start:q_end] @ k[:, :, k_start:k_end].transpose(-2, -1)).to(acc) * scale",
+            ),
+        ),
+        "QK^T in float16, cast afterwards: overflows (and rounds) for large entries",
+    ),
+    Mutant(
+        "recomputed scores in the inputs' dtype",
+        "flash_attention_backward",
+        (
+            (
+                "s_ij = q_i @ k_j.transpose(-2, -1) * scale",
+                "s_ij = (q[:, :, q_start:q_end] @ k[:, :, k_start:k_end].transpose(-2, -1)).to(acc) * scale",
+            ),
+        ),
+        "QK^T in float16 in the backward pass: overflows for large entries",
+    ),
+    Mutant(
+        "padding mask dropped in the backward",
+        "flash_attention_backward",
+        (
+            (
+                "            allowed = tile_mask(q_start, q_end, k_start, k_end)\n"
+                "            if allowed is not None:\n"
+                "                s_ij = s_ij.masked_fill(~allowed, -math.inf)\n",
+                "            allowed = block_mask(\n"
+                "                q_start, q_end, k_start, k_end, T_q=T_q, T_k=T_k, causal=causal, attention_mask=None,"
+                " device=q.device\n"
+                "            )\n"
+                "            if allowed is not None:\n"
+                "                s_ij = s_ij.masked_fill(~allowed, -math.inf)\n",
+            ),
+        ),
+        "recomputes the scores with the causal mask only: padding keys get gradient",
+    ),
+    Mutant(
+        "masked scores filled with finfo.min (forward)",
+        "flash_attention_forward",
+        (
+            (
+                "s_ij.masked_fill(~allowed, -math.inf)  # mask before the max",
+                "s_ij.masked_fill(~allowed, torch.finfo(acc).min)",
+            ),
+        ),
+        "a finite fill: right wherever a query has an allowed key, a query with none averages every value",
+    ),
+    Mutant(
+        "padding mask dropped in the forward",
+        "flash_attention_forward",
+        (
+            (
+                "            allowed = tile_mask(q_start, q_end, k_start, k_end)\n",
+                "            allowed = block_mask(\n"
+                "                q_start, q_end, k_start, k_end, T_q=T_q, T_k=T_k, causal=causal, attention_mask=None,"
+                " device=q.device\n"
+                "            )\n",
+            ),
+        ),
+        "masks the causal future only: padding keys get weight",
+    ),
+]
+
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES: list[Alternative] = [
+    Alternative(
+        "torch.where for the safe max",
+        "online_softmax_update",
+        (("m_new.masked_fill(m_new == -math.inf, 0.0)", "torch.where(torch.isneginf(m_new), 0.0, m_new)"),),
+        "torch.where and isneginf instead of masked_fill",
+    ),
+    Alternative(
+        "max(...).values",
+        "online_softmax_update",
+        (("x_block.amax(dim=-1)", "x_block.max(dim=-1).values"),),
+        "Tensor.max instead of amax",
+    ),
+    Alternative(
+        "einsum tile scores",
+        "flash_attention_forward",
+        (
+            (
+                "q_i @ k[:, :, k_start:k_end].to(acc).transpose(-2, -1) * scale",
+                'torch.einsum("bhqd,bhkd->bhqk", q_i, k[:, :, k_start:k_end].to(acc)) * scale',
+            ),
+        ),
+        "torch.einsum instead of matmul with a transpose",
+    ),
+    Alternative(
+        "clamped denominator",
+        "flash_attention_forward",
+        (("l_i.masked_fill(l_i == 0, 1.0)", "l_i.clamp_min(torch.finfo(l_i.dtype).tiny)"),),
+        "clamps the sum instead of replacing zeros (the output is 0 there either way)",
+    ),
+    Alternative(
+        "einsum for dV",
+        "flash_attention_backward",
+        (("p_ij.transpose(-2, -1) @ do_i", 'torch.einsum("bhqk,bhqd->bhkd", p_ij, do_i)'),),
+        "torch.einsum instead of matmul with a transpose",
+    ),
+    Alternative(
+        "out-of-place dK",
+        "flash_attention_backward",
+        (("dk_j += ds_ij.transpose(-2, -1) @ q_i * scale", "dk_j = dk_j + scale * (ds_ij.transpose(-2, -1) @ q_i)"),),
+        "accumulates out of place, scale applied last",
+    ),
+]
+
 
 REWRITES: list[Rewrite] = []
 

@@ -1,9 +1,281 @@
-"""Answers to the exercises of ch09_sparse_attention written from scratch (see tests/rewrites/__init__.py)."""
+"""ch09_sparse_attention's catalogue."""
 
-from autograder import ch09_sparse_attention as _checks
-from autograder.core import Rewrite
+from catalogue.entries import Alternative, Mutant, Rewrite
 
-globals().update({k: v for k, v in vars(_checks).items() if not k.startswith("__")})  # the checks' helpers
+# --------------------------------------------------------------------------------------------------
+# The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
+# --------------------------------------------------------------------------------------------------
+
+MUTANTS = [
+    Mutant(
+        "window one too narrow",
+        "sliding_window_mask",
+        (("(i - j).abs() <= window", "(i - j).abs() < window"),),
+        "off by one: the key at distance exactly `window` is hidden",
+    ),
+    Mutant(
+        "window counts keys",
+        "sliding_window_mask",
+        (("(i - j).abs() <= window", "(i - j).abs() <= window + 1"),),
+        "off by one the other way: one key too many on each side",
+    ),
+    Mutant(
+        "window causal ignored",
+        "sliding_window_mask",
+        (("if causal:", "if False:"),),
+        "a causal window that still sees the future",
+    ),
+    Mutant(
+        "window keeps the future",
+        "sliding_window_mask",
+        (("band & causal_mask(T, device=device)", "band & causal_mask(T, device=device).T"),),
+        "the upper band instead of the lower one",
+    ),
+    Mutant(
+        "window ignores device",
+        "sliding_window_mask",
+        (
+            ("torch.arange(T, device=device)[:, None]", "torch.arange(T)[:, None]"),
+            ("torch.arange(T, device=device)[None, :]", "torch.arange(T)[None, :]"),
+            ("causal_mask(T, device=device)", "causal_mask(T)"),
+        ),
+        "always builds the mask on the CPU",
+    ),
+    Mutant(
+        "global tokens do not attend to everything",
+        "global_token_mask",
+        (("mask | is_global[..., :, None] | ", "mask | "),),
+        "only the columns of the global tokens are added",
+    ),
+    Mutant(
+        "global tokens not attended to",
+        "global_token_mask",
+        ((" | is_global[..., None, :]", ""),),
+        "only the rows of the global tokens are added",
+    ),
+    Mutant(
+        "global causal leaks the future",
+        "global_token_mask",
+        (("if causal:", "if False:"),),
+        "global tokens see (and are seen from) the future in the causal case",
+    ),
+    Mutant(
+        "global replaces the mask",
+        "global_token_mask",
+        (("merged = mask | ", "merged = torch.zeros_like(mask) | "),),
+        "drops the base (window) mask",
+    ),
+    Mutant(
+        "slab looks ahead in the causal case",
+        "sliding_window_attention",
+        (("left, right = window, 0 if causal else window", "left, right = window, window"),),
+        "future keys leak into causal window attention",
+    ),
+    Mutant(
+        "padding keys attended",
+        "sliding_window_attention",
+        (
+            (
+                "allowed = in_band[None, :, :] & real_key[:, None, :]",
+                "allowed = in_band[None, :, :].expand(n_blocks, b, S)",
+            ),
+        ),
+        "the zero keys padded in front of the sequence get weight",
+    ),
+    Mutant(
+        "band one too narrow",
+        "sliding_window_attention",
+        (("(offset <= left)", "(offset < left)"),),
+        "the key at distance exactly `window` is dropped",
+    ),
+    Mutant(
+        "window attention not scaled",
+        "sliding_window_attention",
+        ((" / math.sqrt(q.shape[-1])", ""),),
+        "missing 1/sqrt(d_k)",
+    ),
+    Mutant(
+        "dense attention under the mask",
+        "sliding_window_attention",
+        (
+            (
+                "n_blocks = math.ceil(T / b)",
+                "return scaled_dot_product_attention(q, k, v, sliding_window_mask(T, window, causal=causal,"
+                " device=q.device))[0]",
+            ),
+        ),
+        "the right output, but T x T scores: no memory saved",
+    ),
+    Mutant(
+        "routing ignores causality",
+        "routing_mask",
+        (("if causal:", "if False:"),),
+        "queries see future keys of their cluster",
+    ),
+    Mutant(
+        "routing compares queries with queries",
+        "routing_mask",
+        (("key_clusters[..., None, :]", "query_clusters[..., None, :]"),),
+        "uses the queries' clusters for the keys",
+    ),
+    Mutant(
+        "routing causal top-left aligned",
+        "routing_mask",
+        (("causal_mask(query_clusters.shape[-1], key_clusters.shape[-1],", "causal_mask(key_clusters.shape[-1],"),),
+        "wrong when T_k > T_q (decoding with a cache)",
+    ),
+    Mutant(
+        "selection leaks a future block",
+        "topk_block_mask",
+        (("visible = j <= own if causal", "visible = j <= own + 1 if causal"),),
+        "the block after the query's own block can be selected (it holds only future keys)",
+    ),
+    Mutant(
+        "selection ignores causality",
+        "topk_block_mask",
+        (("visible = j <= own if causal", "visible = j <= own if False"),),
+        "every block is visible, also in the causal case",
+    ),
+    Mutant(
+        "own block off by one",
+        "topk_block_mask",
+        (("own = t // block_len", "own = (t + 1) // block_len"),),
+        "the last query of a block takes the next block as its own",
+    ),
+    Mutant(
+        "top-k over the queries",
+        "topk_block_mask",
+        (("dim=-1).indices", "dim=-2).indices"),),
+        "ranks the queries of a block instead of the blocks of a query",
+    ),
+    Mutant(
+        "forced blocks not forced",
+        "topk_block_mask",
+        ((".masked_fill(forced, math.inf)", ""),),
+        "the initial and local blocks compete on score",
+    ),
+    Mutant(
+        "lowest scores selected",
+        "topk_block_mask",
+        (("dim=-1).indices", "dim=-1, largest=False).indices"),),
+        "topk(largest=False)",
+    ),
+    Mutant(
+        "forced blocks on top of n",
+        "topk_block_mask",
+        (("min(n_selected, n_blocks)", "min(n_selected + n_initial + n_local, n_blocks)"),),
+        "n counts only the blocks chosen by score, so rows select too many",
+    ),
+    Mutant(
+        "invisible blocks fill the row",
+        "topk_block_mask",
+        (("return chosen & visible", "return chosen"),),
+        "an early query with fewer visible blocks than n gets future blocks",
+    ),
+    Mutant(
+        "one local block too many",
+        "topk_block_mask",
+        (("(j > own - n_local)", "(j >= own - n_local)"),),
+        "n_local + 1 local blocks forced",
+    ),
+    Mutant(
+        "masked scores filled with -1e9",
+        "sliding_window_attention",
+        (("scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)", "scores.masked_fill(~allowed, -1e9)"),),
+        "a -1e9 fill, which overflows float16",
+    ),
+]
+
+MUTANTS += [
+    Mutant(
+        "global causal transposed",
+        "global_token_mask",
+        (("merged & causal_mask(T, device=mask.device)", "merged & causal_mask(T, device=mask.device).T"),),
+        "the causal part transposed: global tokens see the future only",
+    ),
+    Mutant(
+        "global rows from the first sequence only",
+        "global_token_mask",
+        (
+            (
+                "mask | is_global[..., :, None] | is_global[..., None, :]",
+                "mask | is_global.reshape(-1, T)[0][:, None] | is_global.reshape(-1, T)[0][None, :]",
+            ),
+        ),
+        "uses the first sequence's global tokens for every sequence (batched is_global)",
+    ),
+    Mutant(
+        "routing needs a batch dimension",
+        "routing_mask",
+        (
+            (
+                "same = query_clusters[..., :, None] == key_clusters[..., None, :]",
+                "same = query_clusters[:, :, None] == key_clusters[:, None, :]",
+            ),
+        ),
+        "indexes dim 1 as the time axis: wrong for unbatched or (B, H, T) clusters",
+    ),
+    Mutant(
+        "n_initial hard-coded",
+        "topk_block_mask",
+        (("(j < n_initial)", "(j < 1)"),),
+        "always forces exactly one initial block (the default), whatever n_initial says",
+    ),
+    Mutant(
+        "n_local hard-coded",
+        "topk_block_mask",
+        (("(j > own - n_local)", "(j > own - 2)"),),
+        "always forces two local blocks (the default), whatever n_local says",
+    ),
+]
+
+# Valid answers written differently from the reference; tests/ asserts each gets full marks.
+ALTERNATIVES: list[Alternative] = [
+    Alternative(
+        "band by two comparisons",
+        "sliding_window_mask",
+        (("(i - j).abs() <= window", "(j >= i - window) & (j <= i + window)"),),
+        "two one-sided comparisons instead of abs",
+    ),
+    Alternative(
+        "causal by comparing positions",
+        "sliding_window_mask",
+        (("band & causal_mask(T, device=device)", "band & (j <= i)"),),
+        "j <= i instead of causal_mask",
+    ),
+    Alternative(
+        "logical_or and unsqueeze",
+        "global_token_mask",
+        (
+            (
+                "mask | is_global[..., :, None] | is_global[..., None, :]",
+                "torch.logical_or(mask, is_global.unsqueeze(-1) | is_global.unsqueeze(-2))",
+            ),
+        ),
+        "torch.logical_or and unsqueeze instead of | and None-indexing",
+    ),
+    Alternative(
+        "eq and unsqueeze",
+        "routing_mask",
+        (
+            (
+                "query_clusters[..., :, None] == key_clusters[..., None, :]",
+                "query_clusters.unsqueeze(-1).eq(key_clusters.unsqueeze(-2))",
+            ),
+        ),
+        "Tensor.eq with unsqueeze",
+    ),
+    Alternative(
+        "einsum and -inf",
+        "sliding_window_attention",
+        (
+            ("q_blocks @ k_slabs", 'torch.einsum("...nbd,...nds->...nbs", q_blocks, k_slabs)'),
+            ("torch.finfo(scores.dtype).min", 'float("-inf")'),
+        ),
+        "torch.einsum for the block scores and -inf for the fill (every query sees itself)",
+    ),
+]
+
 
 REWRITES: list[Rewrite] = []
 

@@ -1,8 +1,9 @@
-"""The bug and alternative catalogues' figures: ``python -m autograder catalogue``.
+"""The catalogue's figures: ``python -m catalogue``.
 
 Per chapter, how many catalogued bugs (``MUTANTS``) some check catches, how many catalogued valid alternatives
-(``ALTERNATIVES``) get full marks (every visible and hidden check passes), and how many of those are whole answers
-written from scratch (:class:`~autograder.core.Rewrite`), with the fewest any exercise has; then the totals. The
+(``ALTERNATIVES`` and ``REWRITES``) get full marks (every visible and hidden check passes), and how many of those are
+whole answers written from scratch (:class:`~catalogue.entries.Rewrite`), with the fewest any exercise has; then the
+totals. The
 output is a Markdown table. ``tests/test_checks.py`` checks every case on its own and compares the README's copy
 with the table those cases imply (:func:`sizes`), so a stale copy fails fast.
 """
@@ -14,14 +15,15 @@ import contextlib
 import io
 from collections.abc import Callable
 
-from . import notebooks
-from .core import Rewrite, check_failures
+from autograder import notebooks
+from catalogue import alternatives, mutants, rewrites
+from catalogue.entries import Rewrite, check_failures
 
 Figures = tuple[int, int, int, int, int, int]
 
 
 def _rewrites(checks) -> tuple[int, int]:
-    """(rewrites, the fewest rewrites of any one exercise) in a checks module's ``ALTERNATIVES``."""
+    """(rewrites, the fewest rewrites of any one exercise) of a checks module's chapter."""
     per = {ex.name: 0 for ex in checks.EXERCISES}
     for entry in _rewrite_entries(checks.EXERCISES.chapter):
         per[entry.target] += 1
@@ -29,11 +31,7 @@ def _rewrites(checks) -> tuple[int, int]:
 
 
 def _rewrite_entries(chapter: str) -> list[Rewrite]:
-    """The chapter's rewrites, kept in the checkout's ``tests/rewrites/`` (not in the package students install)."""
-    try:
-        from tests.rewrites import rewrites
-    except ImportError:
-        return []
+    """The chapter's rewrites (``REWRITES``)."""
     return [r for r in rewrites(chapter) if isinstance(r, Rewrite)]
 
 
@@ -41,21 +39,21 @@ def figures(chapter: str) -> Figures:
     """(bugs caught, bugs, alternatives passed, alternatives, rewrites among them, fewest rewrites per exercise) of
     ``chapter``."""
     checks, module = notebooks.checks_module(chapter), notebooks.solution_module(chapter)
-    mutants = checks.MUTANTS
-    alternatives = [*getattr(checks, "ALTERNATIVES", []), *_rewrite_entries(chapter)]
+    bugs = mutants(chapter)
+    correct = [*alternatives(chapter), *_rewrite_entries(chapter)]
     with contextlib.redirect_stdout(io.StringIO()):
-        caught = sum(bool(check_failures(checks.EXERCISES, m, module)) for m in mutants)
-        passed = sum(not check_failures(checks.EXERCISES, a, module) for a in alternatives)
-    return (caught, len(mutants), passed, len(alternatives), *_rewrites(checks))
+        caught = sum(bool(check_failures(checks.EXERCISES, m, module)) for m in bugs)
+        passed = sum(not check_failures(checks.EXERCISES, a, module) for a in correct)
+    return (caught, len(bugs), passed, len(correct), *_rewrites(checks))
 
 
 def sizes(chapter: str) -> Figures:
     """The figures of ``chapter`` when every bug is caught and every alternative passes (what
     ``tests/test_checks.py`` asserts case by case), from the catalogue's sizes alone."""
     checks = notebooks.checks_module(chapter)
-    bugs = len(checks.MUTANTS)
-    alternatives = len(getattr(checks, "ALTERNATIVES", [])) + len(_rewrite_entries(chapter))
-    return (bugs, bugs, alternatives, alternatives, *_rewrites(checks))
+    bugs = len(mutants(chapter))
+    correct = len(alternatives(chapter)) + len(_rewrite_entries(chapter))
+    return (bugs, bugs, correct, correct, *_rewrites(checks))
 
 
 def table(chapters: list[str] | None = None, figures_of: Callable[[str], Figures] = figures) -> str:
@@ -79,7 +77,7 @@ def table(chapters: list[str] | None = None, figures_of: Callable[[str], Figures
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table; exit status 1 when a bug escapes or an alternative is rejected."""
-    parser = argparse.ArgumentParser(prog="python -m autograder catalogue", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m catalogue", description=__doc__)
     parser.add_argument("chapters", nargs="*", help="chapter stems (default: all)")
     args = parser.parse_args(argv)
     text = table(args.chapters or None)
