@@ -11,9 +11,12 @@ steps; each step returns into the submission's record (``submission.Submission``
 * ``execute`` — the one job function (``run_job``) that the local pool, the fork server (``forkserver``) and a Dask
   task (``executors``) all run; what this machine gives the kernels;
 * ``worker`` — one submission in a process of its own: a private course directory, nbgrader's autograde in a kernel
-  armed with the guard (``guard``), the records judged again (``judge``) and scored (``scoring``); returns its
-  result and graded notebook (``python -m autograder.grading.worker JOB.json``); ``reasons``: its one-line reasons;
+  whose recorder (``guard``) runs the checks and sends what the answers returned over a signed channel
+  (``channel``), every check judged again on that record (``judge``: the only verdict) and scored (``scoring``);
+  returns its result and graded notebook (``python -m autograder.grading.worker JOB.json``); ``reasons``: its
+  one-line reasons;
 * ``jail`` — the kernel's process limits and what it may see (``python -m autograder.grading.jail kernel ...``);
+  ``memory``: its memory cgroup and sized file system;
 * ``feedback`` — the student's page, written by ``feedback.write`` alone, for every outcome;
 * ``report`` — grades.csv, the summary, the LMS files (``lms``);
 * ``nbgrader_adapter`` — every use of nbgrader's API, and the nbgrader plugins of ``nbgrader_course/`` (export to
