@@ -231,12 +231,7 @@ ALTERNATIVES: list[Alternative] = [
 
 # Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
 _SHIFT_HEAD = head("ch01_seq2seq", "shift_for_teacher_forcing")  # the stub's given text, as the release notebook has it
-_LOSS_HEAD = '''
-def sequence_loss(logits, targets, pad_id=PAD_ID):
-    """Mean cross-entropy over the positions whose target is not pad_id."""
-    if logits.dim() != 3 or targets.shape != logits.shape[:2]:
-        raise ValueError(f"logits (B, T, V) and targets (B, T) must match, got {logits.shape} and {targets.shape}")
-'''
+_LOSS_HEAD = head("ch01_seq2seq", "sequence_loss")  # the stub's given text, as the release notebook has it
 _ENCODER_HEAD = head("ch01_seq2seq", "Encoder")  # the stub's given text, as the release notebook has it
 _GREEDY_HEAD = head("ch01_seq2seq", "greedy_decode")  # the stub's given text, as the release notebook has it
 

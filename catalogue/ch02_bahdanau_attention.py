@@ -241,22 +241,10 @@ ALTERNATIVES: list[Alternative] = [
 
 
 # Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
-_SCORE_HEAD = '''
-def additive_score(s_prev, W, v, U_h):
-    """e_ij = v^T tanh(W s_{i-1} + U h_j): s_prev (B, N), W (A, N), v (A,), U_h (B, S, A) -> (B, S)."""
-    if s_prev.dim() != 2 or W.dim() != 2 or v.dim() != 1 or U_h.dim() != 3:
-        raise ValueError("expected s_prev (B, N), W (A, N), v (A,), U_h (B, S, A)")
-    if W.shape[1] != s_prev.shape[1] or W.shape[0] != v.shape[0] or U_h.shape[2] != v.shape[0]:
-        raise ValueError("incompatible shapes")
-    if U_h.shape[0] != s_prev.shape[0]:
-        raise ValueError("incompatible shapes")
-'''
-_SOFTMAX_HEAD = '''
-def masked_softmax(scores, mask):
-    """Softmax over the last axis, exactly 0 where mask is False; a fully masked row gives zeros."""
-    if scores.shape != mask.shape or mask.dtype != torch.bool:
-        raise ValueError(f"scores and a bool mask must have the same shape, got {scores.shape} and {mask.shape}")
-'''
+_SCORE_HEAD = head("ch02_bahdanau_attention", "additive_score")  # the stub's given text, as the release notebook has it
+_SOFTMAX_HEAD = head(
+    "ch02_bahdanau_attention", "masked_softmax"
+)  # the stub's given text, as the release notebook has it
 _CONTEXT_HEAD = head(
     "ch02_bahdanau_attention", "context_vector"
 )  # the stub's given text, as the release notebook has it

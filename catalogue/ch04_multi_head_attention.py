@@ -233,41 +233,12 @@ ALTERNATIVES: list[Alternative] = [
 
 
 # Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
-_SPLIT_HEAD = '''
-def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """(B, T, d_model) -> (B, H, T, d_k): head i holds features i*d_k ... (i+1)*d_k - 1 of every token."""
-    if x.ndim != 3:
-        raise ValueError(f"split_heads expects (B, T, d_model), got shape {tuple(x.shape)}")
-    if n_heads < 1 or x.shape[-1] % n_heads:
-        raise ValueError(f"d_model={x.shape[-1]} is not divisible by n_heads={n_heads}")
-'''
-
+_SPLIT_HEAD = head("ch04_multi_head_attention", "split_heads")  # the stub's given text, as the release notebook has it
 _MERGE_HEAD = head("ch04_multi_head_attention", "merge_heads")  # the stub's given text, as the release notebook has it
 
-_MHA_HEAD = '''
-class MultiHeadAttention(nn.Module):
-    """Concat(head_1, ..., head_h) W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)."""
-
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
-        super().__init__()
-        if n_heads < 1 or d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
-        self.W_q = nn.Linear(d_model, d_model, bias=bias)
-        self.W_k = nn.Linear(d_model, d_model, bias=bias)
-        self.W_v = nn.Linear(d_model, d_model, bias=bias)
-        self.W_o = nn.Linear(d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, query, key, value, mask=None):
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if t.ndim != 3 or t.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must be (B, T, d_model={self.d_model}), got {tuple(t.shape)}")
-        if key.shape[:2] != value.shape[:2] or query.shape[0] != key.shape[0]:
-            raise ValueError("query, key and value must share B, and key/value must share T_k")
-'''
-
-
+_MHA_HEAD = head(
+    "ch04_multi_head_attention", "MultiHeadAttention"
+)  # the stub's given text, as the release notebook has it
 REWRITES: list[Rewrite] = []
 
 REWRITES += [

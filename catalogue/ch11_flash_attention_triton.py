@@ -6,84 +6,18 @@ import textwrap
 from typing import Any
 
 from catalogue.entries import Alternative, Mutant, Rewrite
-from catalogue.stubs import tail
+from catalogue.stubs import head, tail
 
-_FWD_HEAD = """
-@triton.jit
-def flash_attention_forward_kernel(
-    Q, K, V, Out, LSE,
-    stride_qb, stride_qh, stride_qt, stride_qd,
-    stride_kb, stride_kh, stride_kt, stride_kd,
-    stride_vb, stride_vh, stride_vt, stride_vd,
-    stride_ob, stride_oh, stride_ot, stride_od,
-    H, T_q, T_k, d_k, d_v,
-    scale,
-    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
-):
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // H
-    h = pid_bh % H
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_dk = tl.arange(0, BLOCK_DK)
-    offs_dv = tl.arange(0, BLOCK_DV)
-    q = tl.load(
-        Q + b * stride_qb + h * stride_qh + rows[:, None] * stride_qt + offs_dk[None, :] * stride_qd,
-        mask=(rows[:, None] < T_q) & (offs_dk[None, :] < d_k),
-        other=0.0,
-    )
-    K_bh = K + b * stride_kb + h * stride_kh
-    V_bh = V + b * stride_vb + h * stride_vh
-    q_pos = rows + (T_k - T_q)
-    qk_scale = scale * 1.4426950408889634
-"""
-
+_FWD_HEAD = head(
+    "ch11_flash_attention_triton", "flash_attention_forward_kernel"
+)  # the stub's given text, as the release notebook has it
 _FWD_TAIL = tail(
     "ch11_flash_attention_triton", "flash_attention_forward_kernel"
 )  # the stub's given text, as the release notebook has it
 
-_DKDV_HEAD = """
-@triton.jit
-def flash_attention_backward_dkdv_kernel(
-    Q, K, V, DO, LSE, D, DK, DV,
-    stride_qb, stride_qh, stride_qt, stride_qd,
-    stride_kb, stride_kh, stride_kt, stride_kd,
-    stride_vb, stride_vh, stride_vt, stride_vd,
-    stride_dob, stride_doh, stride_dot, stride_dod,
-    stride_dkb, stride_dkh, stride_dkt, stride_dkd,
-    stride_dvb, stride_dvh, stride_dvt, stride_dvd,
-    H, T_q, T_k, d_k, d_v,
-    scale,
-    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
-):
-    pid_n = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // H
-    h = pid_bh % H
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_dk = tl.arange(0, BLOCK_DK)
-    offs_dv = tl.arange(0, BLOCK_DV)
-    k = tl.load(
-        K + b * stride_kb + h * stride_kh + cols[:, None] * stride_kt + offs_dk[None, :] * stride_kd,
-        mask=(cols[:, None] < T_k) & (offs_dk[None, :] < d_k),
-        other=0.0,
-    )
-    v = tl.load(
-        V + b * stride_vb + h * stride_vh + cols[:, None] * stride_vt + offs_dv[None, :] * stride_vd,
-        mask=(cols[:, None] < T_k) & (offs_dv[None, :] < d_v),
-        other=0.0,
-    )
-    Q_bh = Q + b * stride_qb + h * stride_qh
-    DO_bh = DO + b * stride_dob + h * stride_doh
-    LSE_bh = LSE + pid_bh * T_q
-    D_bh = D + pid_bh * T_q
-    offset = T_k - T_q
-"""
-
+_DKDV_HEAD = head(
+    "ch11_flash_attention_triton", "flash_attention_backward_dkdv_kernel"
+)  # the stub's given text, as the release notebook has it
 _DKDV_TAIL = tail(
     "ch11_flash_attention_triton", "flash_attention_backward_dkdv_kernel"
 )  # the stub's given text, as the release notebook has it
