@@ -367,7 +367,8 @@ def test_grading_refuses_to_run_unjailed_without_the_flag(tmp_path):
 @pytest.mark.parametrize("chapter", ["ch08_kv_cache", "ch10_flash_attention"])
 def test_replacing_pytorchs_comparison_kernels_gains_nothing(chapter, tmp_path):
     """The red team's attack below Python (jailed or not): CPU kernels for aten::allclose and aten::equal that always
-    say True, registered through torch.library next to a buggy answer. The buggy exercise still scores zero."""
+    say True, registered through torch.library next to a buggy answer. They bend only the kernel's own comparisons:
+    the worker judges the record with its own, so the buggy exercise still scores zero, for the check's reason."""
     release = nbformat.read(notebooks.RELEASE_DIR / f"{chapter}.ipynb", as_version=4)
     var = variants.variants(chapter, release)["kernel_override_on_a_bug"]
     sub = tmp_path / f"override_1_2_{chapter}.ipynb"
@@ -376,7 +377,7 @@ def test_replacing_pytorchs_comparison_kernels_gains_nothing(chapter, tmp_path):
     full = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}
     assert row.scores[var.target] == 0, (row.scores, row.reason, row.warnings)
     assert all(row.scores[n] <= full[n] for n in full)
-    assert "replaced" in row.reason + " ".join(row.warnings), (row.reason, row.warnings)
+    assert f"{var.target}: " in row.reason, (row.reason, row.warnings)  # the worker's failed check, not a crash
 
 
 def test_fallback_kernels_never_run_as_root_unless_allowed(tmp_path, monkeypatch):

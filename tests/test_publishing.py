@@ -169,3 +169,18 @@ def test_ci_entry_point_parses_and_runs_the_readme_test_command():
     ]
     assert commands[-1] == "make test", f".ci/run ends with {commands[-1]!r}, not the README's `make test`"
     assert "make test" in (ROOT / "README.md").read_text()
+
+
+def test_every_package_of_the_course_is_in_the_wheel():
+    """pyproject.toml lists the packages explicitly: every folder of ``autograder`` and ``solutions`` with an
+    ``__init__.py`` must be there, or an install (Colab's, the grader's) misses it."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("autograder", "solutions")
+        for init in (ROOT / top).rglob("__init__.py")
+        if "samples" not in init.parts and "templates" not in init.parts
+    }
+    assert found <= listed, f"not in pyproject.toml's packages: {sorted(found - listed)}"
