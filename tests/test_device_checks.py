@@ -227,7 +227,9 @@ DEVICE_CHAPTER = "ch03_self_attention"
 def _device_entries(chapter):
     """The catalogue's device bugs of ``chapter`` (mutants that drop a ``device=``) and its device-correct idioms
     (alternatives that build tensors on the input's device another way)."""
-    bugs = [m for m in catalogue.mutants(chapter) if any("device=" in old and "device=" not in new for old, new in m.edits)]
+    bugs = [
+        m for m in catalogue.mutants(chapter) if any("device=" in old and "device=" not in new for old, new in m.edits)
+    ]
     idioms = [a for a in catalogue.alternatives(chapter) if any("device=" in new for _, new in getattr(a, "edits", ()))]
     return bugs, idioms
 
