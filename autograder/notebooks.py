@@ -2,7 +2,7 @@
 
 For a chapter ``chNN_name`` the sources are
 
-* ``autograder/templates/chNN_name.py`` — the notebook's prose and demo cells, in jupytext's percent format;
+* ``notebooks/templates/chNN_name.py`` — the notebook's prose and demo cells, in jupytext's percent format;
   a code cell whose header carries ``exercise="NAME"`` marks where exercise ``NAME`` goes;
 * ``solutions/chNN_name.py`` — the reference code; the exercise cell gets the source of ``NAME`` from here,
   with the student's part between ``### BEGIN SOLUTION`` / ``### END SOLUTION``;
@@ -38,9 +38,13 @@ from .releases import CODE_STUB, KERNELSPEC, checks_module, test_source  # noqa:
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
-TEMPLATES = PACKAGE_DIR / "templates"
-SAMPLES = PACKAGE_DIR / "samples"
 RELEASE_DIR = ROOT / "notebooks"
+# The notebooks' sources live beside the notebooks; an installed package carries them as autograder/_release/templates/.
+TEMPLATES = next(
+    (d for d in (RELEASE_DIR / "templates", PACKAGE_DIR / "_release" / "templates") if d.is_dir()),
+    RELEASE_DIR / "templates",
+)
+SAMPLES = PACKAGE_DIR / "samples"
 INSTRUCTOR_DIR = ROOT / "build" / "instructor"
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"

@@ -324,7 +324,7 @@ def scaffold(root: pathlib.Path, stem: str, title: str) -> list[pathlib.Path]:
         root / "solutions" / f"{stem}.py": SOLUTION,
         root / "autograder" / f"{stem}.py": CHECKS,
         root / "catalogue" / f"{stem}.py": CATALOGUE,
-        root / "autograder" / "templates" / f"{stem}.py": TEMPLATE,
+        root / "notebooks" / "templates" / f"{stem}.py": TEMPLATE,
         root / "book" / f"{stem}.md": PAGE,
         root / "tests" / f"test_{stem}.py": TESTS,
     }

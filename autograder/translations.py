@@ -15,7 +15,7 @@ translation is brought up to date.
 
 A chapter's Chinese student notebook, ``notebooks/zh/<chapter>.ipynb``, is built by ``python -m autograder build``
 from the same sources: the English release notebook with its markdown cells replaced by
-``autograder/templates/zh/<chapter>.md``, a list of cells separated by lines ``<!-- cell HASH -->`` (HASH: the first 12
+``notebooks/templates/zh/<chapter>.md``, a list of cells separated by lines ``<!-- cell HASH -->`` (HASH: the first 12
 hex digits of the SHA-256 of the English cell it translates, so a changed English cell makes the notebook stale).
 Code cells, cell ids, grade ids and points are the English notebook's: the grader grades either edition alike.
 """
@@ -28,7 +28,7 @@ import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
-ZH_TEMPLATES = ROOT / "autograder" / "templates" / "zh"
+ZH_TEMPLATES = ROOT / "notebooks" / "templates" / "zh"
 _FENCE = re.compile(r"^(```+|~~~+)")
 
 

@@ -111,7 +111,7 @@ def test_the_zip_has_gradescopes_layout_and_is_reproducible(tmp_path):
     assert config["timeout"] < 600, "the notebook's limit must leave time within Gradescope's default 10 minutes"
     names = set(infos)
     assert f"course/solutions/{CHAPTER}.py" in names and f"course/autograder/{CHAPTER}.py" in names
-    assert f"course/autograder/templates/{CHAPTER}.py" in names and f"course/notebooks/{CHAPTER}.ipynb" in names
+    assert f"course/notebooks/templates/{CHAPTER}.py" in names and f"course/notebooks/{CHAPTER}.ipynb" in names
     assert not [n for n in names if "/samples/" in n or "__pycache__" in n or n.startswith("course/tests")]
     torch_pin = next(ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln.startswith("torch=="))
     assert f'TORCH="{torch_pin.split()[0]}"' in setup and build.TORCH_INDEX in setup

@@ -22,6 +22,7 @@ def course(tmp_path) -> pathlib.Path:
     skip = shutil.ignore_patterns("__pycache__", "samples", "_release")
     for folder in ("solutions", "autograder", "catalogue"):
         shutil.copytree(ROOT / folder, copy / folder, ignore=skip)
+    shutil.copytree(ROOT / "notebooks" / "templates", copy / "notebooks" / "templates", ignore=skip)
     (copy / "book").mkdir()
     (copy / "tests").mkdir()
     for name in (
@@ -42,7 +43,7 @@ def test_scaffold_writes_the_parts_and_lists_the_page(course, capsys):
         f"solutions/{STEM}.py",
         f"autograder/{STEM}.py",
         f"catalogue/{STEM}.py",
-        f"autograder/templates/{STEM}.py",
+        f"notebooks/templates/{STEM}.py",
     ):
         assert (course / part).exists(), part
     page = (course / f"book/{STEM}.md").read_text()

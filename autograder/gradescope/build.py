@@ -136,12 +136,17 @@ def _commit(root: pathlib.Path) -> str:
 
 
 def course_files(root: pathlib.Path = notebooks.ROOT) -> list[tuple[pathlib.Path, str]]:
-    """(file, its name in the zip under ``course/``): the course package at this version — ``autograder/`` (code,
-    notebook templates; not the sample submissions, one of which scores full marks), ``solutions/`` (the grader
+    """(file, its name in the zip under ``course/``): the course package at this version — ``autograder/`` (code;
+    not the sample submissions, one of which scores full marks), ``solutions/`` (the grader
     needs the chapter's reference to build its grading notebook; the kernel sees only a staged copy in which it
-    raises) and the release notebooks (the grader reads a file's chapter and its repairs from them)."""
+    raises) the notebooks' templates and the release notebooks (the grader reads a file's chapter and its repairs from them)."""
     found = []
-    for top, pattern in (("autograder", "**/*"), ("solutions", "**/*.py"), ("notebooks", "ch[0-9][0-9]_*.ipynb")):
+    for top, pattern in (
+        ("autograder", "**/*"),
+        ("solutions", "**/*.py"),
+        ("notebooks", "ch[0-9][0-9]_*.ipynb"),
+        ("notebooks", "templates/**/*"),
+    ):
         for p in sorted((root / top).glob(pattern)):
             rel = p.relative_to(root)
             if not p.is_file() or "__pycache__" in rel.parts or p.suffix in (".pyc", ".tmp"):
