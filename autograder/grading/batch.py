@@ -12,8 +12,9 @@ into them, and only the last two write into the output folder:
    jailed worker and kernel, ``jobs`` at a time (or on a Dask cluster, ``executors.py``: the same job function);
 4. **judge** — in the worker, the guard's records are judged again and scored (``judge.py``, ``scoring.py``); here,
    each identical submission gets its group's outcome;
-5. **feedback** (``feedback.write``) — each submission's page, for every outcome, then its graded notebook and its
-   result file (last: a rerun skips only what is done);
+5. **feedback** (``feedback.write``) — each submission's page, for every outcome (a file the LMS file does not
+   carry says which does, as chosen at collection), then its graded notebook and its result file (last: a rerun
+   skips only what is done; a file graded by an earlier run keeps its page, its note brought up to date);
 6. **report** (``report.py``, ``lms.py``) — ``grades.csv``, ``summary.*`` and the LMS's grade files.
 
 Progress goes to the ``logging`` logger of this module (the command line shows it).
@@ -80,9 +81,12 @@ def grade(
     ``ignored``: what the download held that is no submission (``collect.expand_submissions``), listed in the
     summary."""
     out = _output_folder(out)
-    points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
+    # the chapter, read once: its exercises' points and the release notebook every file is canonicalised against
+    points = {ex.name: ex.points for ex in releases.checks_module(chapter).EXERCISES}
+    release = releases.release_notebook(chapter)
     subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter, prefer)
     todo = [s for s in subs if force or not _already_graded(s)]
+    done = [s for s in subs if not any(s is t for t in todo)]  # graded by an earlier run of this batch
 
     def record(sub: Submission) -> None:  # feedback, then the graded notebook, then the result file (last)
         feedback.write(sub, chapter, points, out / "feedback")
@@ -95,7 +99,7 @@ def grade(
         prefix = jail.unshare_prefix()
         # started first: the workers' fork server imports what a worker needs while the batch canonicalises
         with execute.worker_spawner(chapter, prefix, out) if executor is None else contextlib.nullcontext() as spawner:
-            runs = canonicalise(todo, chapter)
+            runs = canonicalise(todo, release)
             for sub in todo:
                 if sub.outcome is not None:  # not gradeable: its zero and why
                     record(sub)
@@ -110,6 +114,8 @@ def grade(
 
                 run(runs, chapter, course, out, points, prefix, spawner, judged, executor=executor, jobs=jobs,
                     cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb)  # fmt: skip
+    for sub in done:  # their pages stay; whether the LMS file carries them may have changed since
+        feedback.mark_feedback(out / "feedback" / f"{sub.student_id}.html", feedback.superseded_note(sub))
     rows = [
         report.row(s, read_result(s.result_file), chapter, points, graded_at=s.result_file.stat().st_mtime)
         for s in subs
@@ -148,10 +154,9 @@ def _log_row(sub: Submission, max_score: float) -> None:
 # ------------------------------------------------------------------------------------------------ canonicalise
 
 
-def canonicalise(todo: list[Submission], chapter: str) -> dict[str, tuple[str, list[Submission]]]:
-    """Canonicalise every file against the committed release notebook: canonical text's hash -> (that text, the
+def canonicalise(todo: list[Submission], release: nbformat.NotebookNode) -> dict[str, tuple[str, list[Submission]]]:
+    """Canonicalise every file against the committed ``release`` notebook: canonical text's hash -> (that text, the
     submissions with it). A file that cannot be graded gets its zero and reason in its record (``outcome``)."""
-    release = releases.release_notebook(chapter)
     runs: dict[str, tuple[str, list[Submission]]] = {}
     for sub in todo:
         try:
@@ -174,9 +179,9 @@ def canonicalise(todo: list[Submission], chapter: str) -> dict[str, tuple[str, l
 
 
 def grading_instructor(chapter: str):
-    """The instructor notebook nbgrader grades with: the setup cell arms the guard; each test cell is the guard's
-    verdict alone (its private checks, visible and hidden, recorded for the worker to judge again; raises when they
-    fail, so nbgrader's score of the cell agrees), in a hidden region so the feedback never shows it. The notebook's
+    """The instructor notebook nbgrader runs: the setup cell arms the guard (the recorder); each test cell is
+    ``guard.verdict`` alone — it records the exercise's checks, visible and hidden, and sends the record to the
+    worker, whose replay (``judge.py``) is the only verdict — in a hidden region so the feedback never shows it. The notebook's
     own check runs (``EXERCISES.run``) are left out: they would run the same checks a second time in the kernel, and
     neither the score nor the feedback reads their output (both come from the worker's judgement)."""
     nb = notebooks.build_instructor(chapter)
@@ -252,7 +257,7 @@ def run(
 
         def job_for(group: list[Submission]) -> Job:
             sid = group[0].student_id
-            name = collect.safe_name(sid)
+            name = group[0].result_file.stem  # a file name unique in the batch (collect.py made it)
             return Job(
                 canonical=str(private / f"{name}.canonical.ipynb"),
                 chapter=chapter,
@@ -276,7 +281,7 @@ def run(
         def run_one(text: str, group: list[Submission]) -> None:
             job = job_for(group)
             pathlib.Path(job.canonical).write_text(text)
-            job_path = private / f"{collect.safe_name(job.student_id)}.job.json"
+            job_path = private / f"{group[0].result_file.stem}.job.json"
             result, graded = execute.run_job(job, job_path, prefix, scratch, notebook_timeout, spawner)
             shutil.rmtree(job.sandbox, ignore_errors=True)
             judged(group, result, graded)

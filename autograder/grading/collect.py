@@ -49,6 +49,9 @@ def collect(
     ascii_only = not unicode_names_work(out / "feedback")
     for s in sorted(subs, key=lambda s: s.label not in first):
         s.student_id = student_id_from_filename(s.path, taken, ascii_only=ascii_only, who=s.who)
+    for s, best in choice.superseded:
+        if best is not None:  # its feedback page says so (an undecided file's page waits for the instructor)
+            s.superseded_by = best.label.rsplit("/", 1)[-1]
     return subs
 
 

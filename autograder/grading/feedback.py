@@ -384,7 +384,8 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
     """The feedback page of ``sub`` at ``folder/<student id>.html``, whatever its outcome: the graded notebook with
     the grader's decisions; or zero and why (a file that could not be read as a notebook, or another chapter's,
     says to download it again; a run that could not be completed, to make every cell finish). The warnings are the
-    canonicalisation's and the run's; a submission that shares another's run never names the other student."""
+    canonicalisation's and the run's; a submission that shares another's run never names the other student. A file
+    the LMS file does not carry (another of the student's files does) says so at the top (:func:`mark_feedback`)."""
     outcome = sub.outcome
     assert outcome is not None
     warnings = sub.warnings + outcome.warnings
@@ -394,6 +395,7 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
             page, None, sub.student_id, chapter, {}, points, warnings=warnings, reasons=[outcome.reason],
             unreadable=sub.unreadable,
         )  # fmt: skip
+        mark_feedback(page, superseded_note(sub))
         return
     graded = nbformat.reads(sub.graded, as_version=4)
     write_feedback(
@@ -408,3 +410,9 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
         secrets=grader_secrets(graded, chapter),
         details=outcome.details,
     )
+    mark_feedback(page, superseded_note(sub))
+
+
+def superseded_note(sub: Submission) -> str:
+    """The note at the top of ``sub``'s page when another of the student's files is their row in the LMS file."""
+    return f"superseded by {sub.superseded_by}" if sub.superseded_by else ""

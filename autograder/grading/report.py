@@ -13,7 +13,6 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from . import lms
-from .feedback import mark_feedback
 
 if TYPE_CHECKING:
     from .submission import Result, Submission
@@ -87,9 +86,9 @@ def write_reports(
     prefer: Collection[str] = (),
     ignored: Sequence[str] = (),
 ) -> None:
-    """grades.csv, summary.md/.csv/.png and the LMS files under ``out``; the feedback pages of superseded files are
-    marked so (``prefer``: the files the instructor chose, ``lms.one_per_student``; ``ignored``: what the
-    download held that is no submission, listed in the summary)."""
+    """grades.csv, summary.md/.csv/.png and the LMS files under ``out``, with the rows that need the instructor's
+    attention flagged (``prefer``: the files the instructor chose, ``lms.one_per_student``; ``ignored``: what the
+    download held that is no submission, listed in the summary). The feedback pages are the feedback step's."""
     names = list(points)
     choice = lms.one_per_student(rows, prefer)
     attention = []
@@ -100,7 +99,6 @@ def write_reports(
         attention.append(f"{row.submission} ({row.score:g} points): {note}")
         logger.warning(f"  needs attention: {row.submission}: {note}")
 
-    marks = {}
     for row, best in choice.superseded:
         if best is None:
             flag(row, "not in the LMS file: an earlier upload than this student's files listed as undecided")
@@ -112,7 +110,6 @@ def write_reports(
         else:
             why = f"the latest upload by {_LMS_NAMES[row.lms]}'s rule: {lms.RULES[row.lms]}"
         flag(row, f"not in the LMS file: {best.submission} is this student's row there ({why})")
-        marks[row.student_id] = f"superseded by {best.submission.rsplit('/', 1)[-1]}"
     for top in choice.undecided:
         files = ", ".join(r.submission for r in top)
         for row in top:
@@ -129,8 +126,6 @@ def write_reports(
         if claim:
             attention.append(f"{row.submission}: {claim[0]}")
             logger.warning(f"  needs attention: {row.submission}: {claim[0]}")
-    for row in rows:
-        mark_feedback(out / "feedback" / f"{row.student_id}.html", marks.get(row.student_id, ""))
     write_csv(rows, out / CSV_NAME, names)
     write_summary(choice.kept, out, names, points, attention=attention, files=len(rows), ignored=ignored)
     lms.write_exports(choice.kept, out, points, assignment=assignment)

@@ -87,6 +87,7 @@ class Submission:
     uploaded_at: float  # the file's time in the download (a zip entry's time; lms.newer reads it)
     result_file: pathlib.Path  # out/results/<label>.json
     zero: str = ""  # why it gets a zero whatever its run would give (not a notebook, another chapter's), or ""
+    superseded_by: str = ""  # the file the LMS file carries for this student instead of this one (its page says so)
     # canonicalise
     warnings: list[str] = dataclasses.field(default_factory=list)  # from canonicalising the file
     unreadable: bool = False  # the file itself could not be read as a notebook (the feedback says: download again)
