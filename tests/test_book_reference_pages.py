@@ -458,3 +458,23 @@ def test_built_book_check_finds_leaked_object_reprs():
     ]
     # what pages legitimately show: masks and shapes in angle brackets, HTML itself, a tensor's repr
     assert leaked_reprs("<p>x &lt; y and &lt;pad&gt; tokens</p><pre>tensor([1, 2])</pre>") == []
+
+
+def test_figures_are_numbered_by_chapter():
+    """book/_ext/figure_numbers.py: chapter 11's first figure is Fig. 11.1 in both editions, the intro's Fig. 1; a
+    page's figures keep their order; both configurations load the extension."""
+    spec = importlib.util.spec_from_file_location("figure_numbers", BOOK / "_ext" / "figure_numbers.py")
+    figure_numbers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figure_numbers)
+    book_wide = {
+        "book/intro": {"figure": {"fig-roadmap": (1,)}},
+        "book/ch01_seq2seq": {"figure": {"fig-b": (3,), "fig-a": (2,)}, "table": {"t": (1,)}},
+        "book/ch11_flash_attention_triton.zh": {"figure": {"fig-tiles": (9,)}},
+    }
+    assert figure_numbers.per_chapter(book_wide) == {
+        "book/intro": {"figure": {"fig-roadmap": (1,)}},
+        "book/ch01_seq2seq": {"figure": {"fig-a": (1, 1), "fig-b": (1, 2)}, "table": {"t": (1, 1)}},
+        "book/ch11_flash_attention_triton.zh": {"figure": {"fig-tiles": (11, 1)}},
+    }
+    for config in ("_config.yml", "_config.zh.yml"):
+        assert re.search(r"^\s+figure_numbers: book/_ext", (ROOT / config).read_text(), re.M), config
