@@ -13,7 +13,10 @@ code spans), math, citations ("Dao et al. 2022"), the English names a Chinese te
 standard symbols of `LATIN_NAMES` (PyTorch, Triton, softmax ...), and fails a page with more than
 `LATIN_ALLOWANCE` words (`LATIN_ALLOWANCE_PAGES` for the pages that list English by design: the glossary's English
 column, the bibliography's entries). So English cannot creep back into figure captions, tables that code cells
-emit, generated sentences or prose. `python -m tests.check_built_book --latin` prints every page's count and words.
+emit, generated sentences or prose. The cells' printed output (`<pre>`) is counted apart (`printed_latin_words`):
+its labels and measurement lines are translated as the Chinese book renders them, its data stays English, and each
+page may print no more English words than `PRINTED_ALLOWANCE_PAGES` allows it. `python -m tests.check_built_book
+--latin` prints every page's counts and words.
 """
 
 import collections
@@ -57,6 +60,22 @@ LATIN_ALLOWANCE = 15  # Latin-script words a Chinese page may show outside code,
 LATIN_ALLOWANCE_PAGES = {
     "glossary.zh": 400,  # its English column: the term every Chinese term translates
     "bibliography.zh": 10_000,  # the references themselves
+}
+# Printed output (`print`, in <pre>) is held apart: its measurement lines and labels are translated as the Chinese
+# book renders them (book/_ext/edition_zh_text.py, PRINTED_TEXT and PRINTED_PATTERNS), but the data a cell prints —
+# the training text, the model's generated text, source sentences and their French translations — stays as printed.
+# So each page has its own allowance of English words in printed output, the count its data leaves (measured
+# 2026-12-06 after the translation of the printed lines; it was 1,532 words on the eleven chapters before): a label
+# line that loses its translation, or a new English line without one, puts its page over.
+PRINTED_ALLOWANCE = 10  # a page not listed below
+PRINTED_ALLOWANCE_PAGES = {
+    "ch01_seq2seq.zh": 225,  # the number words of the source sentences, their decoded translations
+    "ch04_multi_head_attention.zh": 15,  # a translated sentence
+    "ch05_transformer.zh": 115,  # the source sentences, their references and translations
+    "ch06_gpt.zh": 240,  # a sample of the training text, generated text, a printed method's source
+    "ch07_bert.zh": 245,  # the fill-in sentences and blanks, the swapped-sentence pairs, the predicted words
+    "ch08_kv_cache.zh": 30,  # the generated continuation
+    "ch10_flash_attention.zh": 15,  # "max |ours - F.sdpa|", tensors' names
 }
 _LATIN_WORD = re.compile(r"[A-Za-z][\w'’]*(?:-\w+)*")  # seq2seq, d_model and bf16 are one word each
 _CITATION = re.compile(
@@ -107,6 +126,21 @@ def latin_words(page_html: str) -> list[str]:
     return found
 
 
+def printed_latin_words(page_html: str) -> list[str]:
+    """The Latin-script words in a built Chinese page's printed output (its cells' stream outputs, in <pre>),
+    counted by the rules of `latin_words` (names, acronyms and identifiers do not count)."""
+    import html
+
+    soup = BeautifulSoup(page_html, "html.parser")
+    article = soup.find("article") or soup
+    found = []
+    for pre in article.select(".cell_output .output.stream pre, .cell_output pre"):
+        if pre.find_parent(class_="cell_input"):
+            continue
+        found += latin_words("<article><p>" + html.escape(pre.get_text()) + "</p></article>")
+    return found
+
+
 def chinese_pages_with_english(html_root: pathlib.Path) -> tuple[dict[str, list[str]], list[str]]:
     """Every built Chinese page's Latin words (`latin_words`), and the problems: pages over their allowance."""
     counts = {}
@@ -120,6 +154,15 @@ def chinese_pages_with_english(html_root: pathlib.Path) -> tuple[dict[str, list[
             problems.append(
                 f"{page.relative_to(html_root.parent.parent)} shows {len(words)} English words outside code, math and names "
                 f"(allowed: {allowance}); most common: {common}"
+            )
+        printed = printed_latin_words(page.read_text())
+        allowance = PRINTED_ALLOWANCE_PAGES.get(page.stem, PRINTED_ALLOWANCE)
+        if len(printed) > allowance:
+            common = ", ".join(f"{w} ×{n}" for w, n in collections.Counter(printed).most_common(8))
+            problems.append(
+                f"{page.relative_to(html_root.parent.parent)} prints {len(printed)} English words in its cells' output "
+                f"(allowed: {allowance}; translate the line in book/_ext/edition_zh_text.py, PRINTED_PATTERNS); "
+                f"most common: {common}"
             )
     return counts, problems
 
@@ -147,7 +190,9 @@ def main() -> int:
     problems += english
     if "--latin" in sys.argv:
         for stem, words in counts.items():
+            printed = printed_latin_words((ROOT / "_build" / "html" / "zh" / "book" / f"{stem}.html").read_text())
             print(f"{stem}: {len(words)}  {' '.join(words)}")
+            print(f"{stem} (printed output): {len(printed)}  {' '.join(printed)}")
     for p in problems:
         print("BOOK:", p)
     print(

@@ -458,3 +458,55 @@ def test_built_book_check_finds_leaked_object_reprs():
     ]
     # what pages legitimately show: masks and shapes in angle brackets, HTML itself, a tensor's repr
     assert leaked_reprs("<p>x &lt; y and &lt;pad&gt; tokens</p><pre>tensor([1, 2])</pre>") == []
+
+
+def test_figures_are_numbered_by_chapter():
+    """book/_ext/figure_numbers.py: chapter 11's first figure is Fig. 11.1 in both editions, the intro's Fig. 1; a
+    page's figures keep their order; both configurations load the extension."""
+    spec = importlib.util.spec_from_file_location("figure_numbers", BOOK / "_ext" / "figure_numbers.py")
+    figure_numbers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figure_numbers)
+    book_wide = {
+        "book/intro": {"figure": {"fig-roadmap": (1,)}},
+        "book/ch01_seq2seq": {"figure": {"fig-b": (3,), "fig-a": (2,)}, "table": {"t": (1,)}},
+        "book/ch11_flash_attention_triton.zh": {"figure": {"fig-tiles": (9,)}},
+    }
+    assert figure_numbers.per_chapter(book_wide) == {
+        "book/intro": {"figure": {"fig-roadmap": (1,)}},
+        "book/ch01_seq2seq": {"figure": {"fig-a": (1, 1), "fig-b": (1, 2)}, "table": {"t": (1, 1)}},
+        "book/ch11_flash_attention_triton.zh": {"figure": {"fig-tiles": (11, 1)}},
+    }
+    for config in ("_config.yml", "_config.zh.yml"):
+        assert re.search(r"^\s+figure_numbers: book/_ext", (ROOT / config).read_text(), re.M), config
+
+
+def test_inline_math_keeps_the_punctuation_beside_it():
+    """book/_ext/inline_math.py: "$x$," and "（$x$，" become one unbreakable span (`_static/course.css`); the text
+    around it and math without punctuation beside it stay as they were."""
+    from docutils import nodes
+
+    spec = importlib.util.spec_from_file_location("inline_math", BOOK / "_ext" / "inline_math.py")
+    inline_math = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(inline_math)
+    paragraph = nodes.paragraph(
+        "",
+        "",
+        nodes.Text("with "),
+        nodes.math("x", "x"),
+        nodes.Text(", and ("),
+        nodes.math("y", "y"),
+        nodes.Text(") then "),
+        nodes.math("z", "z"),
+        nodes.Text(" 和（"),
+        nodes.math("w", "w"),
+        nodes.Text("）。"),
+    )
+    assert inline_math.glue_punctuation(paragraph) == 3
+    html = "".join(
+        f"<{n['classes'][0]}:{n.astext()}>" if isinstance(n, nodes.inline) else n.astext() for n in paragraph.children
+    )
+    assert html == "with <math-nowrap:x,> and <math-nowrap:(y)> then z 和<math-nowrap:（w）。>"
+    assert inline_math.glue_punctuation(paragraph) == 0  # already glued
+    assert "span.math-nowrap" in (ROOT / "_static" / "course.css").read_text()
+    for config in ("_config.yml", "_config.zh.yml"):
+        assert re.search(r"^\s+inline_math: book/_ext", (ROOT / config).read_text(), re.M), config

@@ -151,3 +151,29 @@ def test_the_chinese_build_tells_its_kernels_and_keeps_its_own_cache(tmp_path, m
     (tmp_path / "book" / "edition_text.py").write_text("TABLE = 2\n")
     edition._on_config_inited(App, Config)
     assert not cache.exists()
+
+
+def test_printed_output_is_translated_line_by_line_and_its_data_kept():
+    """book/_ext/edition.py, `translate_printed`: a printed measurement line comes out in Chinese with its numbers
+    and indentation, a line of data (generated text, a tensor) stays as printed; the built-book check counts the
+    English of a page's printed output apart from its prose."""
+    patterns = [(re.compile(p, re.S), r) for p, r in edition_zh_text.PRINTED_PATTERNS]
+    printed = (
+        "final: train 1.347, validation 1.417 nats/char (2.05 bits/char)\n"
+        "  seed 0: final held-out MLM loss dynamic 5.894, static 6.144 (+0.250)\n"
+        "The value of the class a suite as a support\n"
+        "tensor([[0.6285, 0.2312]])\n"
+    )
+    zh = edition.translate_printed(printed, edition_zh_text.PRINTED_TEXT, patterns)
+    assert zh.splitlines() == [
+        "最终：训练 1.347，验证 1.417 nats/字符（2.05 bits/字符）",
+        "  种子 0：最终留出集 MLM 损失 动态 5.894，静态 6.144（+0.250）",
+        "The value of the class a suite as a support",
+        "tensor([[0.6285, 0.2312]])",
+    ]
+    assert all(re.compile(p) for p, _ in edition_zh_text.PRINTED_PATTERNS)
+    from tests.check_built_book import printed_latin_words
+
+    page = "<article><div class='cell_output'><pre>held-out loss went down</pre></div><p>正文</p></article>"
+    assert printed_latin_words(page) == ["held-out", "loss", "went", "down"]
+    assert latin_words(page) == []

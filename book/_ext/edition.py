@@ -192,6 +192,18 @@ def translate_output(md: str, table: dict, patterns: list) -> str | None:
     return None
 
 
+def translate_printed(printed: str, table: dict, patterns: list) -> str:
+    """The Chinese of a cell's printed output (a stream output, shown in <pre>): each line that ``table`` (whole
+    lines) or ``patterns`` (lines with numbers; the groups translated in turn, see `translate_output`) know is
+    replaced, keeping its indentation; any other line — data, generated text, numbers — stays as printed."""
+    lines = []
+    for line in printed.split("\n"):
+        body = line.strip()
+        zh = translate_output(body, table, patterns) if body else None
+        lines.append(line[: len(line) - len(line.lstrip())] + zh + line[len(line.rstrip()) :] if zh else line)
+    return "\n".join(lines)
+
+
 def _expand(replacement: str, groups: list) -> str:
     """``replacement`` with each ``\\N`` replaced by ``groups[N - 1]`` and ``\\n`` by a newline (None: empty)."""
     return re.sub(r"\\(\d+|n)", lambda k: "\n" if k.group(1) == "n" else groups[int(k.group(1)) - 1] or "", replacement)
@@ -205,6 +217,7 @@ def _on_doctree_read(app, doctree):
     from docutils import nodes
 
     patterns = [(re.compile(p, re.S), r) for p, r in text.OUTPUT_PATTERNS]
+    printed_patterns = [(re.compile(p, re.S), r) for p, r in text.PRINTED_PATTERNS]
     for output in doctree.findall(lambda n: isinstance(n, nodes.Element) and "cell_output" in n.get("classes", [])):
         for paragraph in list(output.findall(nodes.paragraph)):
             md = _inline_markdown(paragraph)
@@ -214,6 +227,15 @@ def _on_doctree_read(app, doctree):
             if zh is not None and zh != md.strip().translate(_PLAIN_QUOTES):
                 paragraph.children = []
                 paragraph.extend(_inline_nodes(zh))
+        for block in list(output.findall(nodes.literal_block)):  # printed output (`print`, in <pre>)
+            if "stream" not in block.get("classes", []):
+                continue
+            printed = block.astext()
+            zh = translate_printed(printed, text.PRINTED_TEXT, printed_patterns)
+            if zh != printed:
+                block.children = []
+                block += nodes.Text(zh)
+                block.rawsource = zh
 
 
 def _on_source_read(app, docname, source):

@@ -337,3 +337,282 @@ OUTPUT_PATTERNS: list[tuple[str, str]] = [
     ("ALBERT, E = (\\d+)", "ALBERT，E = \\1"),
     ("(.+) \\((\\d+/\\d+) = ([\\d.]+)%\\)", "\\1（\\2 = \\3%）"),
 ]
+
+# Printed output (a cell's `print`, shown in <pre>): the Chinese build translates it line by line as it renders
+# (`book/_ext/edition.py`, `translate_printed`). `PRINTED_TEXT`: a whole line as printed (without its indentation)
+# -> its Chinese; `PRINTED_PATTERNS`: a regular expression matched against the whole line -> its Chinese, its groups
+# translated in turn (a line without an entry is tried part by part between its "; "). Lines of data — the
+# training text, the model's generated text, source sentences and their translations, tensors — have no entry and
+# stay as printed.
+PRINTED_TEXT: dict[str, str] = {
+    # ch01
+    "(the other seeds and the summary: see the docstring of scripts/train_length_experiment.py)": (
+        "（其他种子和汇总：见 scripts/train_length_experiment.py 的文档字符串）"
+    ),
+    "(one CPU thread of a shared machine: the range of times is its load, not the seed)": (
+        "（共享机器上的一个 CPU 线程：时间的范围反映的是机器负载，而不是种子）"
+    ),
+    # ch03
+    "scores / sqrt(d_k):": "分数 / sqrt(d_k)：",
+    "weights (rows sum to 1):": "权重（每行之和为 1）：",
+    "output:": "输出：",
+    "nn.LSTM vs chapter 3 SelfAttention": "nn.LSTM 对比第 3 章的 SelfAttention",
+    "median of repeats": "多次重复的中位数",
+    "chapter 2 additive vs chapter 3 dot-product attention": "第 2 章的加性注意力对比第 3 章的点积注意力",
+    # ch04
+    "x:": "x：",
+    "a reshape straight to (B, H, T, d_k) mixes the tokens:": "直接 reshape 成 (B, H, T, d_k) 会把词元混在一起：",
+    # ch06
+    "lm_head.weight is wte.weight: True": "lm_head.weight 就是 wte.weight：True",
+    "each model's own loss": "各模型用自己的损失",
+    "nanogpt: no biases, exact GELU": "nanogpt：无偏置，精确 GELU",
+    "nanogpt_bias: biases, exact GELU": "nanogpt_bias：有偏置，精确 GELU",
+    "nice -n 19, machine quiet": "nice -n 19，机器空闲",
+    "validation losses identical in all": "验证损失在所有运行中都相同",
+    "device cpu": "设备 cpu",
+    # ch07
+    "seed 0's first blanks:": "种子 0 的前几个空白：",
+}
+
+PRINTED_PATTERNS: list[tuple[str, str]] = [
+    # measurement lines shared by several chapters
+    (
+        "measured (\\S+) on (\\S+), (\\d+) cores, torch (\\S+), (\\d+) threads?",
+        "测量于 \\1，\\2，\\3 核，torch \\4，\\5 个线程",
+    ),
+    ("measured (\\S+) on (\\S+) \\((\\d+) thread\\(s\\)\\)", "测量于 \\1，\\2（\\3 个线程）"),
+    ("retrain: (python -m .+)", "重新训练：\\1"),
+    (
+        "measured with torch (\\S+) on (\\S+); (\\d+) updates of (\\d+) pairs, seeds (\\[.*?\\])(, greedy decoding)?",
+        "用 torch \\1 在 \\2 上测量；\\3 次更新，每次 \\4 个句对，种子 \\5\\6",
+    ),
+    (", greedy decoding", "，贪心解码"),
+    ("(\\w+) +([\\d,]+) parameters, trained in ([\\d–]+) s", "\\1  \\2 个参数，训练用时 \\3 秒"),
+    (
+        "(\\w+) +([\\d,]+) parameters, trained in ([\\d–]+) s \\(one thread of a shared machine: the range is its load\\)",
+        "\\1  \\2 个参数，训练用时 \\3 秒（共享机器的一个线程：范围反映的是机器负载）",
+    ),
+    # ch01
+    ("largest difference after (\\d+) steps: h (\\S+)  c (\\S+)", "\\1 步之后的最大差异：h \\2  c \\3"),
+    (
+        "forget bias 1 vs default init: ([\\d.]+) times as many steps per factor of ten",
+        "遗忘门偏置 1 对比默认初始化：每衰减十倍所需的步数是 \\1 倍",
+    ),
+    ("decoder input : (.+)", "解码器输入：\\1"),
+    ("([\\d,]+ +)?(\\d+) tokens  (.+)", "\\1\\2 个词元  \\3"),
+    ("\\[(\\d+) tokens\\] (.+)", "[\\1 个词元] \\2"),
+    ("must predict  : (.+)", "应预测    ：\\1"),
+    # ch03
+    (
+        "one layer, forward\\+backward, B=(\\d+), d_model=(\\d+)",
+        "一层，前向 + 反向，B=\\1，d_model=\\2",
+    ),
+    (
+        "T_q = T_k queries and keys, forward\\+backward, B=(\\d+), A=d_model=(\\d+)",
+        "查询数与键数 T_q = T_k，前向 + 反向，B=\\1，A=d_model=\\2",
+    ),
+    ("self-attention / LSTM time: (.+)", "自注意力 / LSTM 的时间比：\\1"),
+    ("first T where the self-attention layer is the slower one: (\\d+)", "自注意力层开始更慢的第一个 T：\\1"),
+    ("query scaled by +(\\d+): weights (.+)  ->  value (\\S+)", "查询放大 \\1 倍：权重 \\2  ->  值 \\3"),
+    (
+        "cross-attention weights: (\\(.+?\\)) = \\(B, T_q = (\\d+) target positions, T_k = (\\d+) source positions\\)",
+        "交叉注意力权重：\\1 = (B, T_q = \\2 个目标位置, T_k = \\3 个源位置)",
+    ),
+    (
+        "self-attention weights: +(\\(.+?\\)) = \\(B, T_q = T_k = (\\d+) source positions\\)",
+        "自注意力权重：  \\1 = (B, T_q = T_k = \\2 个源位置)",
+    ),
+    ("entropy, scaled: +(.+)", "熵，缩放：  \\1"),
+    ("entropy, unscaled: (.+)", "熵，未缩放：\\1"),
+    ("output (\\(.+?\\))  weights (\\(.+?\\))", "输出 \\1  权重 \\2"),
+    ("permutation equivariant \\(no mask\\): (\\w+)", "置换等变（无掩码）：\\1"),
+    ("max \\|ours - F\\.scaled_dot_product_attention\\|: (\\S+)", "max |我们的 - F.scaled_dot_product_attention|：\\1"),
+    (
+        "average_attn_weights=(\\w+): max \\|Δ output\\| = (\\S+), max \\|Δ weights\\| = (\\S+)",
+        "average_attn_weights=\\1：max |Δ 输出| = \\2，max |Δ 权重| = \\3",
+    ),
+    ("fused vs teaching: +(\\S+)", "融合版对比教学版：       \\1"),
+    ("fused\\+F\\.sdpa vs teaching: (\\S+)", "融合版+F.sdpa 对比教学版：\\1"),
+    ("--- greedy", "--- 贪心"),
+    # ch04
+    (
+        "split_heads\\(x, (\\d+)\\): head i holds features 2i, 2i\\+1 of both tokens",
+        "split_heads(x, \\1)：第 i 个头持有两个词元的特征 2i、2i+1",
+    ),
+    ("merge_heads undoes the split: (\\w+)", "merge_heads 撤销了拆分：\\1"),
+    ("translation: (.+)", "译文：\\1"),
+    # ch05
+    ("ratios within each run, seeds (\\[.*?\\]):", "每次运行内部的比值，种子 \\1："),
+    ("training time, Bahdanau / post-LN: (.+)", "训练时间，Bahdanau / post-LN：\\1"),
+    ("decoding time, post-LN / Bahdanau: (.+)", "解码时间，post-LN / Bahdanau：\\1"),
+    ("lowest overall test BLEU of any model and seed: (\\S+)", "所有模型和种子中最低的整体测试 BLEU：\\1"),
+    ("reference: (.+)", "参考译文：\\1"),
+    ("greedy: +(.+)", "贪心：  \\1"),
+    ("beam (\\d+): +(.+)", "束宽 \\1：\\2"),
+    # ch06
+    ("largest logit change per position: (.+)", "每个位置 logit 的最大变化：\\1"),
+    (
+        "by hand ([\\d,]+)   num_parameters\\(\\) ([\\d,]+)   \\(an untied head would add ([\\d,]+)\\)",
+        "手工计算 \\1   num_parameters() \\2   （不共享权重的输出头会多出 \\3）",
+    ),
+    (
+        "max \\|logit difference\\|: (\\S+) \\(fused kernel\\), (\\S+) \\(chapter 3's explicit softmax\\); logits are of size ~(\\S+)",
+        "最大 |logit 差异|：\\1（融合核函数），\\2（第 3 章的显式 softmax）；logit 的量级约为 \\3",
+    ),
+    (
+        "greedy continuations identical token for token: (\\w+) \\(transformers (\\S+)\\)",
+        "贪心续写逐词元一致：\\1（transformers \\2）",
+    ),
+    ("(\\d+) topics, ([\\d,]+) characters; a sample:", "\\1 个主题，\\2 个字符；样例："),
+    (
+        "final: train ([\\d.]+), validation ([\\d.]+) nats/char \\(([\\d.]+) bits/char\\)",
+        "最终：训练 \\1，验证 \\2 nats/字符（\\3 bits/字符）",
+    ),
+    (
+        "throughput: ([\\d,]+) tokens/s on (\\S+) with (\\d+) thread\\(s\\), ([\\d.]+) min of training; measured (\\S+), torch (\\S+)",
+        "吞吐量：在 \\2 上用 \\3 个线程每秒 \\1 个词元，训练 \\4 分钟；测量于 \\5，torch \\6",
+    ),
+    (
+        "(\\d+) interleaved iterations each, batch (\\d+), context (\\d+), (\\S+), python docs, median step time after (\\d+)",
+        "各交替运行 \\1 次迭代，批量 \\2，上下文 \\3，\\4，Python 文档，去掉前 \\5 步后的单步时间中位数",
+    ),
+    ("load average ([\\d.]+) at the start, ([\\d.]+) at the end", "开始时平均负载 \\1，结束时 \\2"),
+    (
+        "course and nanogpt_gpt2: GPT-2 layout \\(biases, GELU-tanh\\), nanogpt: no biases, exact GELU",
+        "course 和 nanogpt_gpt2：GPT-2 的布局（有偏置，GELU-tanh），nanogpt：无偏置，精确 GELU",
+    ),
+    ("train_gpt_ddp rows: (\\d+) iterations each", "train_gpt_ddp 各行：每行 \\1 次迭代"),
+    (
+        "course/this in three other (\\d+)-iteration runs the same day \\(nanogpt, nanogpt_bias, nanogpt_gpt2\\): (.+)",
+        "同一天另外三次 \\1 次迭代的运行中的 course/this（nanogpt、nanogpt_bias、nanogpt_gpt2）：\\2",
+    ),
+    ("([\\d.]+, [\\d.]+, [\\d.]+) \\(load ([\\d.-]+)\\)", "\\1（负载 \\2）"),
+    (
+        "(\\w+): +([\\d.]+) ms/step, +([\\d,]+) tokens/s, validation loss ([\\d.]+); course / this = ([\\d.]+)",
+        "\\1：\\2 ms/步，每秒 \\3 个词元，验证损失 \\4；course / this = \\5",
+    ),
+    (
+        "(\\w+): +([\\d,]+) tokens/s \\(scripts/train_gpt\\.py, all ranks\\)",
+        "\\1：每秒 \\2 个词元（scripts/train_gpt.py，所有进程合计）",
+    ),
+    # ch07
+    ("vocabulary: (\\d+)  special: (.+)", "词表：\\1  特殊词元：\\2"),
+    ("tokens: +(\\[.+)", "词元：  \\1"),
+    ("segments: (\\[.+)", "片段：\\1"),
+    (
+        "embeddings (\\(.+?\\)) \\| change when segments are dropped, per token:",
+        "嵌入 \\1 | 去掉片段嵌入后每个词元的变化：",
+    ),
+    (
+        "change of each position's output when only the last word changes: (.+)",
+        "只改变最后一个词时各位置输出的变化：\\1",
+    ),
+    (
+        "MLM logits: max \\|difference\\| (\\S+) \\(logits ~(\\S+)\\); hidden states (\\S+); pooler (\\S+)",
+        "MLM logit：最大 |差异| \\1（logit 约 \\2）；隐藏状态 \\3；pooler \\4",
+    ),
+    (
+        "selected: ([\\d.]+)% of ordinary tokens, special tokens selected: (\\d+)",
+        "被选中：普通词元的 \\1%，被选中的特殊词元：\\2",
+    ),
+    (
+        "BERT ([\\d,]+) parameters, GPT ([\\d,]+); (\\d+) iterations of (\\d+) × (\\d+) tokens each",
+        "BERT \\1 个参数，GPT \\2；\\3 次迭代，每次 \\4 × \\5 个词元",
+    ),
+    (
+        "held-out MLM: loss ([\\d.]+), accuracy ([\\d.]+)% over all selected positions, ([\\d.]+)% at \\[MASK\\] positions \\(measured (\\S+) on a shared 2-core CPU\\)",
+        "留出集 MLM：损失 \\1，在所有被选中位置上的准确率 \\2%，在 [MASK] 位置上 \\3%（测量于 \\4，共享的双核 CPU）",
+    ),
+    (
+        "(\\d+) training, (\\d+) test sentences \\((\\d+)% of the test sentences shuffled, seed (\\d+)\\)",
+        "\\1 个训练句子，\\2 个测试句子（\\3% 的测试句子被打乱，种子 \\4）",
+    ),
+    ("original: (.+)", "原句：  \\1"),
+    ("shuffled: (.+)", "打乱后：\\1"),
+    (
+        "gain from pretraining: ([-+\\d.]+) points on average over the seeds, from ([-+\\d.]+) to ([-+\\d.]+)",
+        "预训练带来的提升：各种子平均 \\1 个百分点，范围从 \\2 到 \\3",
+    ),
+    (
+        "with about (\\d+) test sentences, one accuracy has a standard error of about ±(\\d+) points",
+        "大约 \\1 个测试句子时，单个准确率的标准误约为 ±\\2 个百分点",
+    ),
+    (
+        "answer ('.*?'): BERT (.+?), BERT left-only (.+?), GPT (.+)",
+        "答案 \\1：BERT \\2，只看左侧的 BERT \\3，GPT \\4",
+    ),
+    (
+        "held-out MLM loss at the (\\d+) selected test positions: BERT ([\\d.]+) nats, the unigram baseline \\(training-text frequencies, no context\\) ([\\d.]+); GPT next-token loss ([\\d.]+)",
+        "在 \\1 个被选中的测试位置上的留出集 MLM 损失：BERT \\2 nats，一元基线（训练文本词频，无上下文）\\3；GPT 下一个词元的损失 \\4",
+    ),
+    (
+        "distinct predictions over the blanks: BERT (\\d+), GPT (\\d+) \\(distinct answers: (\\d+)\\); BERT's most common: (.+)",
+        "各空白上不同预测的个数：BERT \\1，GPT \\2（不同答案：\\3）；BERT 最常见的预测：\\4",
+    ),
+    (
+        "validation sweep \\((\\d+) steps, the script's default sizes\\): BERT (\\{.*?\\}) -> (\\S+); GPT (\\{.*?\\}) -> (\\S+)",
+        "验证集扫描（\\1 步，脚本的默认规模）：BERT \\2 -> \\3；GPT \\4 -> \\5",
+    ),
+    ("(copy|brackets) +e\\.g\\. (.+)", "\\1 例如 \\2"),
+    (
+        "(copy|brackets) +(bert - right-masked BERT|bert - gpt) +(.+) points \\(seeds ([\\d, ]+), paired bootstrap 95%\\)",
+        "\\1 \\2  \\3 个百分点（种子 \\4，配对 bootstrap 95%）",
+    ),
+    (
+        "brackets: answering with the nearest closing bracket \\(no counting\\) scores ([\\d.]+)%",
+        "brackets：用最近的闭括号作答（不计数）得分 \\1%",
+    ),
+    (
+        "measured (\\S+): all (\\d+) runs in (\\d+) minutes on 1 thread of a shared 2-core CPU",
+        "测量于 \\1：全部 \\2 次运行在共享双核 CPU 的 1 个线程上共用 \\3 分钟",
+    ),
+    (
+        "left-side models' final test loss: at most ([\\d.]+) nats above ln\\(number of answers\\), the least a model that cannot see the answer can reach",
+        "只看左侧的模型的最终测试损失：至多比 ln(答案个数) 高 \\1 nats，这是看不到答案的模型所能达到的最低值",
+    ),
+    (
+        "(\\d+)-layer, (\\d+)-wide BERT, (\\d+) training pairs, (\\d+) steps of (\\d+) = (\\d+) passes, learning rate ([\\d.]+); seeds (\\[.*?\\]) \\(the seed draws the pairs, the initialisation, the batches and the masks\\)",
+        "\\1 层、宽 \\2 的 BERT，\\3 个训练句对，\\4 步、每步 \\5 个 = \\6 遍，学习率 \\7；种子 \\8（种子决定句对、初始化、批次和掩码）",
+    ),
+    (
+        "seed (\\d+): final held-out MLM loss dynamic ([\\d.]+), static ([\\d.]+) \\(([-+\\d.]+)\\)",
+        "种子 \\1：最终留出集 MLM 损失 动态 \\2，静态 \\3（\\4）",
+    ),
+    (
+        "ALBERT vs Hugging Face: MLM logits max \\|difference\\| (\\S+), SOP logits (\\S+), hidden states (\\S+)",
+        "ALBERT 对比 Hugging Face：MLM logit 最大 |差异| \\1，SOP logit \\2，隐藏状态 \\3",
+    ),
+    ("label 0 \\(in order\\): (.+)", "标签 0（顺序正确）：\\1"),
+    ("label 1 \\(swapped\\): (.+)", "标签 1（顺序颠倒）：\\1"),
+    # ch08
+    ("largest difference of the logits: (\\S+)", "logit 的最大差异：\\1"),
+    (
+        "cached positions: (\\d+)  layers: (\\d+)  key tensor of a layer: (\\(.+\\))",
+        "缓存的位置数：\\1  层数：\\2  一层的键张量：\\3",
+    ),
+    ("identical tokens: (\\w+)", "词元完全相同：\\1"),
+    (
+        "prompt (\\d+) tokens, context_length (\\d+): decode steps (\\d+) \\(= (\\d+) - (\\d+)\\), prefills (\\d+) \\(1 \\+ one per step past the window\\)",
+        "提示 \\1 个词元，context_length \\2：解码 \\3 步（= \\4 - \\5），预填充 \\6 次（1 + 超出窗口后每步一次）",
+    ),
+    ("(\\[.*\\]) \\(query (\\d+) positions after the key\\)", "\\1（查询在键之后 \\2 个位置）"),
+    # ch09
+    ("largest difference: (\\S+)", "最大差异：\\1"),
+    ("dense weights: ([\\d,]+) numbers; blocked scores: ([\\d,]+)", "稠密权重：\\1 个数；分块分数：\\2"),
+    (
+        "routing attention vs dense under its mask: (\\S+); pairs kept: (\\d+) of (\\d+)",
+        "路由注意力对比同一掩码下的稠密注意力：\\1；保留的对数：\\3 中的 \\2",
+    ),
+    # ch10, ch11
+    ("max \\|(d[qkv]) - autograd through F\\.sdpa\\| = (\\S+)", "max |\\1 - 经 F.sdpa 自动求导| = \\2"),
+    ("no key at all -> output, lse +: (.+)", "完全没有键 -> 输出、lse：\\1"),
+    (
+        "(d[qkv]): max \\|ours - autograd through F\\.sdpa\\| = (\\S+), max \\|ours - chapter 10\\| = (\\S+)",
+        "\\1：max |我们的 - 经 F.sdpa 自动求导| = \\2，max |我们的 - 第 10 章| = \\3",
+    ),
+    (
+        "(\\d+) kernel runs counted; every count equals its formula: (\\w+)",
+        "统计了 \\1 次核函数运行；每个计数都等于它的公式：\\2",
+    ),
+    ("interpreter: (.+)", "解释器：\\1"),
+]
