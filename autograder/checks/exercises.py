@@ -94,20 +94,17 @@ class Exercises:
         ex = self._by_name[name]
         checks = ex.hidden if hidden else ex.visible
         kind = "hidden" if hidden else "visible"
-        deps = dependencies(self._references, name, obj, list(self._by_name))
+        deps, passes = self._passes(name, obj)
         limit = exercise_time_limit()
         failures: list[str] = []
         own_failures: list[str] = []
         sink, completed = failures, False
         try:
             with time_limit(limit) as expired:
-                if not deps:
-                    self._run_checks(checks, obj, failures, verbose, expired, limit)
-                else:  # checked with the reference versions of the exercises it calls, then with the student's own
-                    with _swapped({dep: (g, self._references[dep]) for dep, g in deps.items()}):
-                        self._run_checks(checks, obj, failures, verbose, expired, limit)
-                    sink = own_failures
-                    self._run_checks(checks, obj, own_failures, False, expired, limit)
+                for n, swap in enumerate(passes):
+                    sink = own_failures if n else failures
+                    with _swapped(swap):
+                        self._run_checks(checks, obj, sink, verbose and not n, expired, limit)
                 completed = True
         except ExerciseTimeout:
             sink.append(f"✘ {timeout_message(name, limit or 0)}")
@@ -132,6 +129,14 @@ class Exercises:
             )
         if verbose:
             print(f"All {len(checks)} {kind} checks passed for {name}.")
+
+    def _passes(self, name: str, obj: Any) -> tuple[dict[str, dict[str, Any]], list[dict]]:
+        """How exercise ``name``'s checks run on ``obj`` (in every mode): ``(deps, passes)``, where ``deps`` are the
+        earlier exercises it calls (:func:`dependencies`) and each pass is what :func:`_swapped` puts in place while
+        it runs — with ``deps``, first the course's versions of them, then the student's own; else one pass."""
+        deps = dependencies(self._references, name, obj, list(self._by_name))
+        swap = {dep: (g, self._references[dep]) for dep, g in deps.items()}
+        return deps, ([swap, {}] if deps else [{}])
 
     @staticmethod
     def _run_checks(checks, obj, failures: list[str], verbose: bool, expired: list[bool], limit) -> None:
@@ -164,17 +169,17 @@ class Exercises:
         notebook's test cell, never counted). The whole run stops after ``seconds`` (:func:`time_limit`)."""
         ex = self._by_name[name]
         fns = list(ex.visible) + list(ex.hidden)
-        deps = dependencies(self._references, name, obj, list(self._by_name))
+        deps, passes = self._passes(name, obj)
         failures: list[str] = []
-        runs = ((failures, deps), ([], {})) if deps else ((failures, {}),)
         traces: list[list[list]] = []
         sink = failures
         try:
             with time_limit(seconds) as expired:
-                for sink, swap in runs:
+                for n, swap in enumerate(passes):
+                    sink = [] if n else failures  # the kernel's reading of the first pass only
                     run_traces: list[list] = []
                     traces.append(run_traces)
-                    with _swapped({dep: (g, self._references[dep]) for dep, g in swap.items()}):
+                    with _swapped(swap):
                         for fn in fns:
                             trace: list = []
                             run_traces.append(trace)
