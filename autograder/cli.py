@@ -124,7 +124,6 @@ def _cmd_grade(args) -> int:
                 return 2
         for chapter, files in jobs:
             out = pathlib.Path(args.out) / chapter
-            print(f"Grading {chapter} -> {out}: {collect.describe(files)}")
             rows = batch.grade(
                 files,
                 chapter,

@@ -800,7 +800,7 @@ def test_every_file_of_a_download_is_counted_by_what_it_is(tmp_path):
         ("f_11_12_x.py", b"print(1)"),
     ]:
         (tmp_path / name).write_bytes(data)
-    files = sorted(tmp_path.iterdir())
+    files = collect.collect(sorted(tmp_path.iterdir()), tmp_path / "out", "ch05_transformer")
     assert collect.describe(files) == (
         "7 files from 6 students: 3 notebooks, 1 PDF, 1 zip archive, 1 empty file, 1 .py file"
     )

@@ -85,6 +85,7 @@ def grade(
     points = {ex.name: ex.points for ex in releases.checks_module(chapter).EXERCISES}
     release = releases.release_notebook(chapter)
     subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter, prefer)
+    logger.info(f"Grading {chapter} -> {out}: {collect.describe(subs)}")
     todo = [s for s in subs if force or not _already_graded(s)]
     done = [s for s in subs if not any(s is t for t in todo)]  # graded by an earlier run of this batch
 

@@ -192,14 +192,14 @@ def _extract(zip_path: pathlib.Path, dest: pathlib.Path, skipped: list[str]) -> 
     return sorted(files)
 
 
-def describe(files: Sequence[pathlib.Path]) -> str:
+def describe(subs: Sequence[Submission]) -> str:
     """The batch in one line: "7 files from 6 students: 6 notebooks, 1 PDF" (students by LMS id, else per file)."""
     kinds: collections.Counter[str] = collections.Counter()
     students = set()
-    for f in files:
-        who = lms.parse(f)
-        students.add((who.lms, who.lms_id) if who.lms else (str(f),))
-        kinds[_kind(f)] += 1
+    for s in subs:
+        students.add((s.who.lms, s.who.lms_id) if s.who.lms else (str(s.path),))
+        kinds[_kind(s.path)] += 1
+    files = subs
     each = ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in kinds.most_common())
     return f"{_count(len(files), 'file')} from {_count(len(students), 'student')}: {each}"
 
