@@ -1,7 +1,7 @@
 """ch05_transformer's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
-from catalogue.stubs import head
+from catalogue.stubs import before, head, tail
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -370,45 +370,11 @@ ALTERNATIVES: list[Alternative] = [
 # Whole answers written from the page and the notebook, not from the reference (each a complete exercise cell).
 _PE_HEAD = head("ch05_transformer", "PositionalEncoding")  # the stub's given text, as the release notebook has it
 
-_PE_TAIL = """
-        self.register_buffer("pe", pe.float(), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.ndim != 3 or x.shape[-1] != self.d_model or x.shape[1] > self.context_length:
-            raise ValueError(f"x must be (B, T <= {self.context_length}, {self.d_model}), got {tuple(x.shape)}")
-        return self.dropout(x + self.pe[: x.shape[1]].to(x.dtype))
-"""
+_PE_TAIL = tail("ch05_transformer", "PositionalEncoding")  # the stub's given text after the student's part
 
 _EMB_HEAD = head("ch05_transformer", "TokenEmbedding")  # the stub's given text, as the release notebook has it
 
-_LAYER_INIT = """
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        activation: str = "relu",
-        layer_norm_eps: float = 1e-5,
-    ):
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-"""
-
-_ENC_HEAD = (
-    '''
-class EncoderLayer(nn.Module):
-    """Self-attention then the FFN, each in a residual block; post-LN or (norm_first=True) pre-LN."""
-'''
-    + _LAYER_INIT
-    + """        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
-"""
-)
+_ENC_HEAD = before(head("ch05_transformer", "EncoderLayer"), "    def forward")  # the given class up to forward
 
 _DEC_HEAD = head("ch05_transformer", "DecoderLayer")  # the stub's given text, as the release notebook has it
 

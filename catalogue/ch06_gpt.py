@@ -1,7 +1,7 @@
 """ch06_gpt's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
-from catalogue.stubs import head
+from catalogue.stubs import before, head, pieces
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -296,44 +296,15 @@ ALTERNATIVES: list[Alternative] = [
 
 
 # Correct answers written from scratch (whole cells, from the page and the notebook); each gets full marks.
-_BLOCK_INIT = """
-class Block(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        C = config.d_model
-        self.ln_1 = nn.LayerNorm(C, eps=config.layer_norm_eps)
-        self.attn = FusedMultiHeadSelfAttention(C, config.n_heads, config.dropout)
-        self.ln_2 = nn.LayerNorm(C, eps=config.layer_norm_eps)
-        self.mlp = PositionwiseFeedForward(C, 4 * C, config.dropout, "gelu_tanh")
-        self.use_sdpa = True
-"""
+_BLOCK_INIT = before(head("ch06_gpt", "Block"), "    def forward")  # the given class up to forward
 
 _GPT_INIT_HEAD = head("ch06_gpt", "GPT")  # the stub's given text, as the release notebook has it
 
-_GPT_INIT_TAIL = """
-        self.apply(self._init_weights)
-        for block in blocks:
-            for proj in (block.attn.W_o, block.mlp.W_2):
-                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+_GPT_INIT_TAIL = before(pieces("ch06_gpt", "GPT")[1], "    def forward")  # given: the rest of __init__, num_parameters
 
-    @staticmethod
-    def _init_weights(module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-
-    def num_parameters(self, non_embedding=False):
-        n = count_parameters(self)
-        return n - self.wpe.weight.numel() if non_embedding else n
-"""
-
-_GENERATE_HEAD = """
-@torch.no_grad()
-def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, generator=None):
-    if temperature < 0 or (top_k is not None and top_k < 1) or (top_p is not None and not 0 < top_p <= 1):
-        raise ValueError(f"need temperature >= 0, top_k >= 1, 0 < top_p <= 1; got {temperature}, {top_k}, {top_p}")
-"""
+_GENERATE_HEAD = before(
+    head("ch06_gpt", "generate"), "    for _ in range(max_new_tokens)"
+)  # signature, docstring, checks
 
 
 REWRITES: list[Rewrite] = []

@@ -1,7 +1,7 @@
 """ch07_bert's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
-from catalogue.stubs import head
+from catalogue.stubs import before, head
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -328,29 +328,9 @@ ALTERNATIVES: list[Alternative] = [
 # Correct answers written from scratch (whole cells, from the page and the notebook); each gets full marks.
 _MASK_HEAD = head("ch07_bert", "mask_tokens")  # the stub's given text, as the release notebook has it
 
-_BERT_INIT = """
-class BertEmbeddings(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
-        self.position_embeddings = nn.Embedding(config.context_length, config.d_model)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.d_model)
-        self.LayerNorm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.dropout)
-"""
+_BERT_INIT = before(head("ch07_bert", "BertEmbeddings"), "    def forward")  # the given class up to forward
 
-_ALBERT_INIT = """
-class AlbertEmbeddings(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        E = config.embedding_size
-        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_id)
-        self.position_embeddings = nn.Embedding(config.context_length, E)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
-        self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.dropout)
-        self.projection = nn.Linear(E, config.d_model)
-"""
+_ALBERT_INIT = before(head("ch07_bert", "AlbertEmbeddings"), "    def forward")  # the given class up to forward
 
 _CHECK_2D = """
         if input_ids.ndim != 2:

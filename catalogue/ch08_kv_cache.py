@@ -1,6 +1,7 @@
 """ch08_kv_cache's catalogue."""
 
 from catalogue.entries import Alternative, Mutant, Rewrite
+from catalogue.stubs import head
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -212,38 +213,7 @@ MUTANTS += [
     ),
 ]
 
-_MLA_INIT = """
-class MultiHeadLatentAttention(nn.Module):
-    def __init__(self, d_model, n_heads, d_c, d_head, d_rope, d_v=None, *, d_cq=None, rope_theta=10000.0, eps=1e-6):
-        super().__init__()
-        d_v = d_head if d_v is None else d_v
-        self.d_model, self.n_heads, self.d_c, self.d_head, self.d_rope, self.d_v = (
-            d_model, n_heads, d_c, d_head, d_rope, d_v
-        )
-        self.d_cq, self.rope_theta = d_cq, rope_theta
-        d_qk = d_head + d_rope
-        if d_cq is None:
-            self.W_q = nn.Linear(d_model, n_heads * d_qk, bias=False)
-        else:
-            self.W_dq = nn.Linear(d_model, d_cq, bias=False)
-            self.q_norm = nn.RMSNorm(d_cq, eps=eps)
-            self.W_uq = nn.Linear(d_cq, n_heads * d_qk, bias=False)
-        self.W_dkv = nn.Linear(d_model, d_c, bias=False)
-        self.kv_norm = nn.RMSNorm(d_c, eps=eps)
-        self.W_kr = nn.Linear(d_model, d_rope, bias=False)
-        self.W_uk = nn.Linear(d_c, n_heads * d_head, bias=False)
-        self.W_uv = nn.Linear(d_c, n_heads * d_v, bias=False)
-        self.W_o = nn.Linear(n_heads * d_v, d_model, bias=False)
-
-    def forward(self, x, *, cache=None, layer=0):
-        cache = KVCache() if cache is None else cache
-        T_past, T = cache.length(layer), x.shape[1]
-        angles = rope_angles(torch.arange(T_past, T_past + T, device=x.device), self.d_rope, self.rope_theta)
-        q = self.W_q(x) if self.d_cq is None else self.W_uq(self.q_norm(self.W_dq(x)))
-        q = split_heads(q, self.n_heads)
-        q_c, q_r = q.split([self.d_head, self.d_rope], dim=-1)
-        q = torch.cat([q_c, apply_rope(q_r, angles, interleaved=True)], dim=-1)
-"""
+_MLA_INIT = head("ch08_kv_cache", "MultiHeadLatentAttention")  # the stub's given text, as the release notebook has it
 
 
 REWRITES: list[Rewrite] = []
