@@ -8,14 +8,21 @@ rebinds them does not change the reference.
 
 Sizes are chosen so that batch, heads, T_q, T_k, d_k and d_v all differ, and so that T is not a multiple of the
 block sizes (the last block is ragged).
+
+That the tiled passes never hold a ``T_q × T_k`` intermediate is measured, not assumed: :class:`_LargestTensor`, a
+``TorchDispatchMode`` active only inside the answer's call, keeps the largest storage any operation makes there; the
+call returns that number, so the grading worker judges it from the record like any other result.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .core import (
     CheckFailed,
@@ -534,6 +541,76 @@ def _backward_batch_one_more_queries(fn):
     _compare_backward(fn, *_qkv(1, 2, 6, 11, 3, 4, seed=30), causal=True, block_q=4, block_k=3, hidden=True)
     q, k, v = _qkv(2, 1, 9, 5, 4, 3, seed=31)
     _compare_backward(fn, q, k, v, attention_mask=_lengths_mask([5, 2], 5), block_q=4, block_k=2, hidden=True)
+
+
+# ---------------------------------------------------------------- both passes: tiles only, measured
+
+
+class _LargestTensor(TorchDispatchMode):
+    """While active: the largest storage (in elements) that any operation returns, with its tensor's shape. A view
+    counts as the storage it looks into (an ``expand``ed tile mask as the tile, a slice of an input as the input), so
+    only what was really allocated is counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numel, self.shape = 0, ()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                n = t.untyped_storage().nbytes() // max(t.element_size(), 1)
+                if n > self.numel:
+                    self.numel, self.shape = n, tuple(t.shape)
+        return out
+
+
+def _expect_tiles_only(what: str, fn: Any, args: tuple, kwargs: dict, T_q: int, T_k: int) -> None:
+    """The largest tensor ``fn(*args, **kwargs)`` makes holds fewer numbers than one head's score matrix, T_q · T_k."""
+    what += ", causal=True, attention_mask given, block_q=8, block_k=8)"
+
+    def measured():
+        with _LargestTensor() as seen:
+            fn(*args, **kwargs)
+        return seen.numel, list(seen.shape)
+
+    numel, shape = call(what, measured)
+    expect_true(
+        numel < T_q * T_k,
+        f"{what} made a tensor of {numel} numbers (shape {tuple(shape)}): at least "
+        f"T_q · T_k = {T_q * T_k}, the whole score matrix of one head. A tiled pass holds at most one block_q × "
+        "block_k tile of scores (and the tile's mask) at a time.\n  Hint: compute the scores, probabilities and masks "
+        "tile by tile inside the loops over query and key blocks (block_mask gives one tile's mask); do not build "
+        "them for all queries and keys, and do not call torch.autograd or F.scaled_dot_product_attention on the "
+        "whole matrices.",
+    )
+
+
+def _tiles_inputs():
+    q, k, v = _qkv(1, 2, 40, 48, 4, 6, seed=40)
+    return q, k, v, _lengths_mask([45], 48)
+
+
+@EXERCISES.check("flash_attention_forward", hidden=True)
+def _forward_tiles_only(fn):
+    """Tried q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), causal with padding, blocks 8 × 8, and measured the
+    largest tensor the call makes (T_q · T_k = 1920 numbers would be a whole score matrix)."""
+    q, k, v, am = _tiles_inputs()
+    kwargs = dict(causal=True, attention_mask=am, block_q=8, block_k=8)
+    what = "flash_attention_forward(q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6)"
+    _expect_tiles_only(what, fn, (q, k, v), kwargs, 40, 48)
+
+
+@EXERCISES.check("flash_attention_backward", hidden=True)
+def _backward_tiles_only(fn):
+    """Tried q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), causal with padding, blocks 8 × 8, and measured the
+    largest tensor the call makes (T_q · T_k = 1920 numbers would be a whole score matrix)."""
+    q, k, v, am = _tiles_inputs()
+    o, lse = _forward_oracle(q, k, v, _full_mask(40, 48, True, am))
+    do = _randn(1, 2, 40, 6, seed=41)
+    kwargs = dict(causal=True, attention_mask=am, block_q=8, block_k=8)
+    what = "flash_attention_backward(do, q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), o, lse"
+    _expect_tiles_only(what, fn, (do, q, k, v, o, lse.float()), kwargs, 40, 48)
 
 
 __all__ = ["EXERCISES", "CheckFailed"]

@@ -9,12 +9,19 @@ run under Triton's interpreter (``TRITON_INTERPRET=1``, set here before anything
 the inputs are small (one or two query blocks of 16, two or three key blocks) so that a check takes well under a
 second on the interpreter.
 
-Every input lives inside a NaN-filled buffer (:func:`_in_nan_padding`): a load that is missing its mask reads NaN
-past the last row or column — never memory outside the buffer — so it shows up as NaN in the result, on the
-interpreter and on a GPU alike. The outputs are written into padded buffers too.
+Every input lives inside a NaN-filled buffer (:func:`_in_nan_padding`), padded before and after each (batch, head)'s
+rows and columns: a load that is missing its mask, or that starts before the first row (a loop start not clamped at
+0), reads NaN — never memory outside the buffer — so it shows up as NaN in the result, on the interpreter and on a
+GPU alike. The outputs are written into padded buffers too.
 
-This module imports neither Triton nor the chapter's solution: the notebook's setup cell imports it before the
-notebook installs Triton where it is missing.
+The answers must be Triton kernels (objects made by ``@triton.jit``): anything else is refused (:func:`_run`). Block
+skipping is checked by the loads the kernel makes: under the interpreter the chapter's own counter
+(``count_hbm_traffic`` of the chapter's module, which adds up the bytes of every ``tl.load`` and ``tl.store``) counts
+the bytes a causal launch reads, which must be less than the same launch without the mask by at least the blocks that
+lie wholly in the future (:func:`_expect_skipped`). On a GPU nothing is counted and that part is not checked.
+
+This module imports neither Triton nor the chapter's solution at import time: the notebook's setup cell imports it
+before the notebook installs Triton where it is missing (both are imported inside the launches).
 """
 
 from __future__ import annotations
@@ -32,8 +39,10 @@ from .core import (
     CheckFailed,
     Exercises,
     call,
+    default_tolerance,
     expect_close,
     expect_half_precision,
+    expect_true,
     rng,
 )
 
@@ -59,19 +68,21 @@ def _tile_width(d: int) -> int:
 
 
 def _in_nan_padding(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (B, H, T, d) copied into the top-left corner of a NaN-filled (B, H, T + _PAD, d + _PAD) buffer: the
-    view has x's values and strides of the buffer, and every element just past its rows or columns is NaN."""
+    """``x`` (B, H, T, d) copied into the middle of a NaN-filled (B, H, _PAD + T + _PAD, _PAD + d + _PAD) buffer: the
+    view has x's values and strides of the buffer, and every element just before or past its rows or columns (in the
+    same batch and head) is NaN."""
     B, H, T, d = x.shape
-    buf = torch.full((B, H, T + _PAD, d + _PAD), math.nan, dtype=x.dtype, device=_DEVICE)
-    buf[:, :, :T, :d] = x.to(_DEVICE)
-    return buf[:, :, :T, :d]
+    buf = torch.full((B, H, T + 2 * _PAD, d + 2 * _PAD), math.nan, dtype=x.dtype, device=_DEVICE)
+    buf[:, :, _PAD : _PAD + T, _PAD : _PAD + d] = x.to(_DEVICE)
+    return buf[:, :, _PAD : _PAD + T, _PAD : _PAD + d]
 
 
 def _flat_in_nan_padding(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (B, H, T) float32, contiguous, followed in memory by _PAD NaNs (the kernels index it as one array)."""
-    buf = torch.full((x.numel() + _PAD,), math.nan, dtype=torch.float32, device=_DEVICE)
-    buf[: x.numel()] = x.reshape(-1).to(_DEVICE, torch.float32)
-    return buf[: x.numel()].view(x.shape)
+    """``x`` (B, H, T) float32, contiguous, with _PAD NaNs before and after it in memory (the kernels index it as one
+    array)."""
+    buf = torch.full((x.numel() + 2 * _PAD,), math.nan, dtype=torch.float32, device=_DEVICE)
+    buf[_PAD : _PAD + x.numel()] = x.reshape(-1).to(_DEVICE, torch.float32)
+    return buf[_PAD : _PAD + x.numel()].view(x.shape)
 
 
 def _empty_padded(B: int, H: int, T: int, d: int, dtype: torch.dtype) -> torch.Tensor:
@@ -85,18 +96,37 @@ def _source_of(kernel: Any) -> str:
         return ""
 
 
+def _is_kernel(kernel: Any) -> bool:
+    """True for what ``@triton.jit`` makes: a ``JITFunction`` (compiled for a GPU) or, under the interpreter, an
+    ``InterpretedFunction`` (Triton's front end rewrites the function's code for numpy)."""
+    return any(
+        c.__name__ in ("JITFunction", "InterpretedFunction") and c.__module__.startswith("triton.runtime.")
+        for c in type(kernel).__mro__
+    )
+
+
+class TritonError(Exception):
+    """Triton refused the kernel's code (a construct this version does not support, a compile error)."""
+
+
 def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
     """``kernel[grid](*args, **kwargs)``, with the errors of Triton's interpreter and compiler made readable.
 
-    An answer that is no kernel (a plain function: ``@triton.jit`` forgotten) is called once as what it is, with the
-    arguments a launch would give each program — as the checks of the other chapters call any answer, so that what it
-    does is seen — and then refused: the grid of programs needs a kernel."""
-    if not (hasattr(kernel, "run") and callable(getattr(kernel, "__getitem__", None))):
-        if callable(kernel):
+    Only a Triton kernel is launched (:func:`_is_kernel`). An answer that is no kernel is refused; a plain function
+    (``@triton.jit`` forgotten) is first called once as what it is, with the arguments a launch would give each
+    program — as the checks of the other chapters call any answer, so that what it does is seen. The notebook's stub
+    (``raise NotImplementedError()``, no message) says the exercise is not filled in; an error that Triton raises
+    while it runs or compiles the kernel (e.g. ``NotImplementedError: Block pointers have been removed``) is reported
+    as that error, with the kernel's line (the traceback keeps the student's frame; :func:`~autograder.core.call`
+    names it)."""
+    if not _is_kernel(kernel):
+        if callable(kernel) and not hasattr(kernel, "run"):
             with contextlib.suppress(Exception):
                 kernel(*args, **kwargs)
         raise TypeError(
-            f"expected a Triton kernel (a function decorated with @triton.jit), got {type(kernel).__name__}"
+            f"expected a Triton kernel, a function decorated with @triton.jit in the notebook; got "
+            f"{type(kernel).__name__}. The checks launch it on a grid of programs, which only Triton does: write the "
+            "exercise as a @triton.jit kernel (tl.load, tl.dot, tl.store), not as Python or PyTorch code."
         )
     try:
         kernel[grid](*args, **kwargs)
@@ -105,33 +135,60 @@ def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
         while type(cause).__name__ == "InterpreterError" and cause.__cause__ is not None:
             cause = cause.__cause__  # the interpreter wraps what the kernel's own line raised
         if isinstance(cause, NotImplementedError):
+            if not str(cause):  # the stub's `raise NotImplementedError()`
+                raise NotImplementedError() from None
+            raise TritonError(f"Triton cannot run this kernel: NotImplementedError: {cause}").with_traceback(
+                cause.__traceback__
+            ) from None
+        if "Raise" in str(err) and "raise NotImplementedError()" in _source_of(kernel):  # a GPU cannot compile it
             raise NotImplementedError() from None
-        if "Raise" in str(err) and "NotImplementedError" in _source_of(kernel):  # a GPU cannot compile `raise`
-            raise NotImplementedError() from None
+        if type(cause).__name__ == "CompilationError":
+            raise TritonError(f"Triton cannot compile this kernel: {cause}") from None
         if cause is not err:
             raise cause from None
         raise
 
 
-def _launch_forward(kernel, q, k, v, causal, block_q, block_k):
-    """Run the answer's forward kernel on (q, k, v) as ``flash_attention_triton_forward`` does: (o, lse)."""
+def _counting_reads(launch: Any) -> tuple[Any, int | None]:
+    """``(launch(), bytes its kernels read)``: the bytes counted by the chapter's own ``count_hbm_traffic`` (every
+    unmasked lane of every ``tl.load``), or None on a GPU, where no interpreter counts."""
+    from solutions.ch11_flash_attention_triton import INTERPRETING, count_hbm_traffic
+
+    if not INTERPRETING:
+        return launch(), None
+    with count_hbm_traffic() as traffic:
+        result = launch()
+    return result, traffic.read
+
+
+def _launch_forward(kernel, q, k, v, causal, block_q, block_k, count=False):
+    """Run the answer's forward kernel on (q, k, v) as ``flash_attention_triton_forward`` does: (o, lse), or with
+    ``count`` (o, lse, bytes read or None)."""
     B, H, T_q, d_k = q.shape
     T_k, d_v = k.shape[-2], v.shape[-1]
     q, k, v = (_in_nan_padding(t) for t in (q, k, v))
     o = _empty_padded(B, H, T_q, d_v, q.dtype)
     lse = _flat_in_nan_padding(torch.full((B, H, T_q), math.nan))
     grid = (-(-T_q // block_q), B * H)
-    _run(
-        kernel, grid, q, k, v, o, lse,
-        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        H, T_q, T_k, d_k, d_v, 1.0 / math.sqrt(d_k),
-        CAUSAL=causal, BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_DK=_tile_width(d_k), BLOCK_DV=_tile_width(d_v),
-    )  # fmt: skip
-    return o, lse
+
+    def launch():
+        _run(
+            kernel, grid, q, k, v, o, lse,
+            *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+            H, T_q, T_k, d_k, d_v, 1.0 / math.sqrt(d_k),
+            CAUSAL=causal, BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_DK=_tile_width(d_k), BLOCK_DV=_tile_width(d_v),
+        )  # fmt: skip
+
+    if not count:
+        launch()
+        return o, lse
+    read = _counting_reads(launch)[1]
+    return o, lse, read
 
 
-def _launch_dkdv(kernel, do, q, k, v, o, lse, causal, block_q, block_k):
-    """Run the answer's dK/dV kernel as ``flash_attention_triton_backward`` does: (dk, dv)."""
+def _launch_dkdv(kernel, do, q, k, v, o, lse, causal, block_q, block_k, count=False):
+    """Run the answer's dK/dV kernel as ``flash_attention_triton_backward`` does: (dk, dv), or with ``count``
+    (dk, dv, bytes read or None)."""
     B, H, T_q, d_k = q.shape
     T_k, d_v = k.shape[-2], v.shape[-1]
     D = _flat_in_nan_padding((do.float() * o.float()).sum(dim=-1))  # rowsum(dO ∘ O), as the launcher computes it
@@ -140,13 +197,20 @@ def _launch_dkdv(kernel, do, q, k, v, o, lse, causal, block_q, block_k):
     dk = _empty_padded(B, H, T_k, d_k, k.dtype)
     dv = _empty_padded(B, H, T_k, d_v, v.dtype)
     grid = (-(-T_k // block_k), B * H)
-    _run(
-        kernel, grid, q, k, v, do, lse, D, dk, dv,
-        *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(),
-        H, T_q, T_k, d_k, d_v, 1.0 / math.sqrt(d_k),
-        CAUSAL=causal, BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_DK=_tile_width(d_k), BLOCK_DV=_tile_width(d_v),
-    )  # fmt: skip
-    return dk, dv
+
+    def launch():
+        _run(
+            kernel, grid, q, k, v, do, lse, D, dk, dv,
+            *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(),
+            H, T_q, T_k, d_k, d_v, 1.0 / math.sqrt(d_k),
+            CAUSAL=causal, BLOCK_M=block_q, BLOCK_N=block_k, BLOCK_DK=_tile_width(d_k), BLOCK_DV=_tile_width(d_v),
+        )  # fmt: skip
+
+    if not count:
+        launch()
+        return dk, dv
+    read = _counting_reads(launch)[1]
+    return dk, dv, read
 
 
 # ---------------------------------------------------------------- inputs and oracles
@@ -195,15 +259,81 @@ _FORWARD_HINT = (
     "be attended to (past T_k, or in the query's future) before the max; m_new = max(m_i, rowmax(s)); rescale both "
     "l_i and acc by exp2(m_i - m_new) before adding the block's exp2(s - m_new)."
 )
+_CAUSAL_FORWARD_HINT = (
+    "without CAUSAL your kernel is right, so look at the causal parts: query i sees keys j <= q_pos = i + T_k - T_q; "
+    "stop the loop at hi = min(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q), so that the block holding a query block's "
+    "last position is still visited, and set s to -inf at the keys in a query's future."
+)
+_SKIP_FORWARD_HINT = (
+    "with CAUSAL, stop the loop at hi = min(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q): the key blocks after it lie "
+    "wholly in the future of the program's queries and must not be loaded at all (masking them is not enough)."
+)
+
+
+def _close(got: Any, expected: torch.Tensor) -> bool:
+    """``got`` equals ``expected`` within the tolerance of its dtype (what :func:`expect_close` accepts)."""
+    if not (isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype):
+        return False
+    rtol, atol = default_tolerance(expected.dtype)
+    return bool(torch.allclose(got.detach().cpu(), expected.cpu(), rtol=rtol, atol=atol))
+
+
+def _forward_what(q, k, v, causal, block_q, block_k) -> str:
+    what = f"flash_attention_forward_kernel on q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+    return what + f" ({q.dtype}, CAUSAL={causal}, BLOCK_M={block_q}, BLOCK_N={block_k})"
 
 
 def _compare_forward(fn, q, k, v, *, causal, block_q=16, block_k=16, hidden=False, hint=_FORWARD_HINT):
-    what = f"flash_attention_forward_kernel on q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-    what += f" ({q.dtype}, causal={causal}, BLOCK_M={block_q}, BLOCK_N={block_k})"
+    what = _forward_what(q, k, v, causal, block_q, block_k)
     o, lse = call(what, lambda: _launch_forward(fn, q, k, v, causal, block_q, block_k))
     exp_o, exp_lse = _forward_oracle(q, k, v, causal)
     expect_close(f"{what}: o", o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
     expect_close(f"{what}: lse", lse, exp_lse.float(), hidden=hidden, hint=_lse_hint(lse, exp_lse))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _expect_skipped(what: str, read: int | None, read_plain: int | None, skippable: int, rows: int, hint: str) -> None:
+    """The causal launch read at least ``skippable`` bytes less than the same launch without CAUSAL (counted by the
+    chapter's ``count_hbm_traffic``; None on a GPU, where nothing is counted and nothing is checked here)."""
+    if read is None or read_plain is None:
+        return
+    expect_true(
+        read <= read_plain - skippable,
+        f"{what} loaded {_plural(read, 'byte')}, and {_plural(read_plain, 'byte')} in the same launch with "
+        f"CAUSAL=False: skipping the blocks that lie wholly in the future of a program's rows ({_plural(rows, 'row')} "
+        f"here) saves {_plural(skippable, 'byte')}, so at most {read_plain - skippable} were expected. Your kernel "
+        f"loads blocks that it should skip.\n  Hint: {hint}",
+    )
+
+
+def _forward_skippable(q, k, v, block_q, block_k) -> tuple[int, int]:
+    """(bytes, rows) of the keys and values in key blocks that start after the last query position of a program."""
+    B, H, T_q, d_k = q.shape
+    T_k, d_v = k.shape[-2], v.shape[-1]
+    rows = 0
+    for start in range(0, T_q, block_q):
+        last = min(start + block_q, T_q) - 1 + T_k - T_q  # the program's last query position
+        rows += max(0, T_k - (last // block_k + 1) * block_k)
+    return B * H * rows * (d_k + d_v) * q.element_size(), B * H * rows
+
+
+def _forward_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=False):
+    """The causal launch against the oracle (the causal hint only where the same launch without CAUSAL is right),
+    and its loads against those of the launch without CAUSAL."""
+    plain = _forward_what(q, k, v, False, block_q, block_k)
+    o_plain, lse_plain, read_plain = call(plain, lambda: _launch_forward(fn, q, k, v, False, block_q, block_k, True))
+    exp_plain = _forward_oracle(q, k, v, False)
+    plain_ok = _close(o_plain, exp_plain[0].to(q.dtype)) and _close(lse_plain, exp_plain[1].float())
+    what = _forward_what(q, k, v, True, block_q, block_k)
+    o, lse, read = call(what, lambda: _launch_forward(fn, q, k, v, True, block_q, block_k, True))
+    exp_o, exp_lse = _forward_oracle(q, k, v, True)
+    hint = _CAUSAL_FORWARD_HINT if plain_ok else _FORWARD_HINT
+    expect_close(f"{what}: o", o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
+    expect_close(f"{what}: lse", lse, exp_lse.float(), hidden=hidden, hint=_lse_hint(lse, exp_lse))
+    _expect_skipped(what, read, read_plain, *_forward_skippable(q, k, v, block_q, block_k), _SKIP_FORWARD_HINT)
 
 
 # ---------------------------------------------------------------- exercise 1: the forward kernel's loop
@@ -217,15 +347,10 @@ def _forward_no_mask(fn):
 
 @EXERCISES.check("flash_attention_forward_kernel")
 def _forward_causal(fn):
-    """causal with T_q = 20 < T_k = 35 (bottom-right aligned): the last key block of the first query block is skipped"""
-    _compare_forward(
-        fn,
-        *_qkv(2, 1, 20, 35, 4, 6, seed=11),
-        causal=True,
-        hint="query i sees keys j <= i + T_k - T_q (q_pos); stop the loop at min(T_k, (pid_m + 1) * BLOCK_M + T_k - "
-        "T_q), so that the block holding the diagonal is still visited, and mask its future keys with -inf. "
-        + _FORWARD_HINT,
-    )
+    """causal with T_q = 20 < T_k = 35 (bottom-right aligned), 16 × 16: equals the masked attention, and the first
+    query block's program loads no key or value of the last key block (the bytes its tl.load calls read are counted
+    under the interpreter and compared with the same launch without CAUSAL)"""
+    _forward_causal_and_skip(fn, *_qkv(2, 1, 20, 35, 4, 6, seed=11))
 
 
 def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
@@ -239,16 +364,26 @@ def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
 
 @EXERCISES.check("flash_attention_forward_kernel", hidden=True)
 def _forward_very_negative_scores(fn):
-    """every allowed score is below -57 000: the running max must start at -inf, not at a finite number"""
+    """Tried causal attention where every allowed score is below -57 000 (q > 0 and k < 0 with entries of 170 to
+    260; T_q = 20, T_k = 35)."""
     _compare_forward(fn, *_exact_negative_qkv(1, 1, 20, 35, 3, seed=12), causal=True, hidden=True)
 
 
 @EXERCISES.check("flash_attention_forward_kernel", hidden=True)
 def _forward_more_queries_other_blocks(fn):
-    """T_q = 37 > T_k = 20 (not causal) with BLOCK_M = 32, BLOCK_N = 16; causal T_q = T_k = 40 with BLOCK_M = 16,
-    BLOCK_N = 32"""
+    """Tried T_q = 37 > T_k = 20 without CAUSAL with BLOCK_M = 32 and BLOCK_N = 16, and causal attention with
+    T_q = T_k = 40, BLOCK_M = 16 and BLOCK_N = 32."""
     _compare_forward(fn, *_qkv(1, 1, 37, 20, 4, 6, seed=14), causal=False, block_q=32, block_k=16, hidden=True)
     _compare_forward(fn, *_qkv(1, 1, 40, 40, 8, 4, seed=15), causal=True, block_q=16, block_k=32, hidden=True)
+
+
+@EXERCISES.check("flash_attention_forward_kernel", hidden=True)
+def _forward_causal_ragged_gap(fn):
+    """Tried causal attention where T_k - T_q is not a multiple of the key block: T_q = 20, T_k = 41 (a gap of 21)
+    with 16 × 16 blocks, and T_q = 24, T_k = 61 (a gap of 37) with BLOCK_M = 16 and BLOCK_N = 32; the loads of each
+    launch were counted too."""
+    _forward_causal_and_skip(fn, *_qkv(1, 2, 20, 41, 4, 6, seed=31), hidden=True)
+    _forward_causal_and_skip(fn, *_qkv(1, 1, 24, 61, 8, 4, seed=32), block_q=16, block_k=32, hidden=True)
 
 
 def _half_exact(*shape, seed, scale, offset=0.0):
@@ -260,14 +395,14 @@ def _half_exact(*shape, seed, scale, offset=0.0):
 
 @EXERCISES.check("flash_attention_forward_kernel", hidden=True)
 def _forward_half(fn):
-    """float16 inputs with values of about 3000: the running sum and output accumulate in float32 (29 keys of
-    weight ~1 times 3000 exceed float16's 65504), o comes back in float16 and lse in float32"""
+    """Tried float16 inputs with values of about 3000 (29 keys of weight about 1, so sums beyond float16's 65504)
+    against the kernel's own float32 run: o comes back in float16, lse in float32."""
     q = _half_exact(1, 1, 20, 4, seed=16, scale=0.1)
     k = _half_exact(1, 1, 29, 4, seed=17, scale=0.1)
     v = _half_exact(1, 1, 29, 6, seed=18, scale=100, offset=3000)
 
     def run(dtype):
-        what = f"flash_attention_forward_kernel in {dtype} (causal=False, BLOCK_M=16, BLOCK_N=16)"
+        what = f"flash_attention_forward_kernel in {dtype} (CAUSAL=False, BLOCK_M=16, BLOCK_N=16)"
         return call(what, lambda: _launch_forward(fn, q.to(dtype), k.to(dtype), v.to(dtype), False, 16, 16))
 
     expect_half_precision(
@@ -282,25 +417,73 @@ def _forward_half(fn):
 # ---------------------------------------------------------------- exercise 2: the dK/dV kernel's loop
 
 
-def _compare_dkdv(fn, q, k, v, *, causal, block_q=16, block_k=16, hidden=False, hint=""):
+def _dkdv_what(q, k, v, causal, block_q, block_k) -> str:
+    what = f"flash_attention_backward_dkdv_kernel on q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+    return what + f" ({q.dtype}, CAUSAL={causal}, BLOCK_M={block_q}, BLOCK_N={block_k})"
+
+
+def _dkdv_oracle(q, k, v, causal):
+    """(do, o, lse, dk, dv): autograd through PyTorch's attention for the output gradient ``do``."""
     mask = _mask(q.shape[-2], k.shape[-2], causal)
     qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
     out = _torch_sdpa(qg, kg, vg, attn_mask=mask)
     do = _randn(*out.shape, seed=99, dtype=q.dtype)
     _, exp_dk, exp_dv = _grad(out, (qg, kg, vg), do)
     o, lse = _forward_oracle(q, k, v, causal)
-    what = f"flash_attention_backward_dkdv_kernel on q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-    what += f" ({q.dtype}, causal={causal}, BLOCK_M={block_q}, BLOCK_N={block_k})"
-    dk, dv = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse.float(), causal, block_q, block_k))
+    return do, o, lse.float(), exp_dk, exp_dv
+
+
+def _compare_dkdv(fn, q, k, v, *, causal, block_q=16, block_k=16, hidden=False, hint=""):
+    do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, causal)
+    what = _dkdv_what(q, k, v, causal, block_q, block_k)
+    dk, dv = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, causal, block_q, block_k))
     expect_close(f"{what}: dk", dk, exp_dk, hidden=hidden, hint=hint or _BACKWARD_HINT)
     expect_close(f"{what}: dv", dv, exp_dv, hidden=hidden, hint=hint or _BACKWARD_HINT)
 
 
 _BACKWARD_HINT = (
-    "for each query block: load q, do (masked), lse and delta; s = dot(q, trans(k)) * scale, p = exp(s - lse) (0 "
-    "where a key is in the query's future); dv += dot(trans(p), do); dp = dot(do, trans(v)); ds = p * (dp - delta); "
+    "for each query block: load q, do, lse and D with masks; s = dot(q, trans(k)) * scale, p = exp(s - lse) (0 where "
+    "a key is in the query's future); dv += dot(trans(p), do); dp = dot(do, trans(v)); ds = p * (dp - D); "
     "dk += dot(trans(ds), q); after the loop dk = dk * scale."
 )
+_CAUSAL_BACKWARD_HINT = (
+    "without CAUSAL your kernel is right, so look at the causal parts: query i sees key j when j <= i + offset "
+    "(offset = T_k - T_q); set p to 0 at the keys in a query's future, and start the loop at "
+    "max(pid_n * BLOCK_N - offset, 0) // BLOCK_M * BLOCK_M, the query block that holds the first query seeing this "
+    "key block (never below 0)."
+)
+_SKIP_BACKWARD_HINT = (
+    "with CAUSAL, start the loop at max(pid_n * BLOCK_N - offset, 0) // BLOCK_M * BLOCK_M: the query blocks before "
+    "it come wholly before the program's keys and must not be loaded at all (masking them is not enough)."
+)
+
+
+def _dkdv_skippable(q, k, v, block_q, block_k) -> tuple[int, int]:
+    """(bytes, rows) of q and do in query blocks whose last query comes before a program's first key."""
+    B, H, T_q, d_k = q.shape
+    T_k, d_v = k.shape[-2], v.shape[-1]
+    rows = 0
+    for first_key in range(0, T_k, block_k):
+        for start in range(0, T_q, block_q):
+            stop = min(start + block_q, T_q)
+            if stop - 1 + T_k - T_q < first_key:
+                rows += stop - start
+    return B * H * rows * (d_k + d_v) * q.element_size(), B * H * rows
+
+
+def _dkdv_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=False):
+    """As :func:`_forward_causal_and_skip`, for the dK/dV kernel."""
+    do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, False)
+    plain = _dkdv_what(q, k, v, False, block_q, block_k)
+    dk, dv, read_plain = call(plain, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, False, block_q, block_k, True))
+    plain_ok = _close(dk, exp_dk) and _close(dv, exp_dv)
+    do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, True)
+    what = _dkdv_what(q, k, v, True, block_q, block_k)
+    dk, dv, read = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, True, block_q, block_k, True))
+    hint = _CAUSAL_BACKWARD_HINT if plain_ok else _BACKWARD_HINT
+    expect_close(f"{what}: dk", dk, exp_dk, hidden=hidden, hint=hint)
+    expect_close(f"{what}: dv", dv, exp_dv, hidden=hidden, hint=hint)
+    _expect_skipped(what, read, read_plain, *_dkdv_skippable(q, k, v, block_q, block_k), _SKIP_BACKWARD_HINT)
 
 
 @EXERCISES.check("flash_attention_backward_dkdv_kernel", points=4)
@@ -311,44 +494,71 @@ def _dkdv_no_mask(fn):
 
 @EXERCISES.check("flash_attention_backward_dkdv_kernel")
 def _dkdv_causal(fn):
-    """causal with T_q = 20 < T_k = 35: key blocks whose queries all come before them skip those query blocks"""
-    _compare_dkdv(
-        fn,
-        *_qkv(2, 1, 20, 35, 4, 6, seed=21),
-        causal=True,
-        hint="query i sees key j when j <= i + T_k - T_q; start the loop at the query block that holds the first query "
-        "seeing this key block (max(pid_n * BLOCK_N - offset, 0) rounded down to a multiple of BLOCK_M) and set p to "
-        "0 at the keys in a query's future. " + _BACKWARD_HINT,
-    )
+    """causal with T_q = 20 < T_k = 35, 16 × 16: dk, dv equal autograd through the masked attention, and the last key
+    block's program loads no q or do of the first query block, whose queries all come before its keys (the bytes
+    its tl.load calls read are counted under the interpreter and compared with the same launch without CAUSAL)"""
+    _dkdv_causal_and_skip(fn, *_qkv(2, 1, 20, 35, 4, 6, seed=21))
 
 
 @EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
 def _dkdv_more_queries_other_blocks(fn):
-    """T_q = 37 > T_k = 20 (not causal) with BLOCK_M = 16, BLOCK_N = 32; causal T_q = T_k = 40 with BLOCK_M = 32,
-    BLOCK_N = 16 (the first query block a key block needs is not the key block's own index)"""
+    """Tried T_q = 37 > T_k = 20 without CAUSAL with BLOCK_M = 16 and BLOCK_N = 32, and causal attention with
+    T_q = T_k = 40, BLOCK_M = 32 and BLOCK_N = 16 (where the first query block a key block needs is not the key
+    block's own index)."""
     _compare_dkdv(fn, *_qkv(1, 1, 37, 20, 4, 6, seed=22), causal=False, block_q=16, block_k=32, hidden=True)
     _compare_dkdv(fn, *_qkv(1, 1, 40, 40, 8, 4, seed=23), causal=True, block_q=32, block_k=16, hidden=True)
 
 
 @EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
+def _dkdv_many_more_keys(fn):
+    """Tried causal attention with T_q = 20 and T_k = 57, 37 more keys than queries (more than two query blocks),
+    with 16 × 16 blocks and again with BLOCK_M = 32, BLOCK_N = 16; the inputs had NaN just before and after their
+    rows, and the loads of each launch were counted."""
+    _dkdv_causal_and_skip(fn, *_qkv(1, 2, 20, 57, 4, 6, seed=33), hidden=True)
+    _dkdv_causal_and_skip(fn, *_qkv(1, 1, 20, 57, 8, 4, seed=34), block_q=32, block_k=16, hidden=True)
+
+
+@EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
 def _dkdv_half(fn):
-    """float16 inputs, causal: dk and dv come back in float16 and agree with the answer's own float32 run"""
+    """Tried float16 inputs with CAUSAL against the kernel's own float32 run: dk and dv come back in float16."""
     q, k, v = (_half_exact(1, 1, T, d, seed=24 + i, scale=1) for i, (T, d) in enumerate(((20, 4), (35, 4), (35, 6))))
     do = _half_exact(1, 1, 20, 6, seed=27, scale=1)
     o, lse = _forward_oracle(q.double(), k.double(), v.double(), True)
     o, lse = o.half().float(), lse.float()
 
     def run(dtype):
-        what = f"flash_attention_backward_dkdv_kernel in {dtype} (causal=True, BLOCK_M=16, BLOCK_N=16)"
+        what = f"flash_attention_backward_dkdv_kernel in {dtype} (CAUSAL=True, BLOCK_M=16, BLOCK_N=16)"
         args = (do.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), o.to(dtype), lse)
         return call(what, lambda: _launch_dkdv(fn, *args, True, 16, 16))
 
-    expect_half_precision(
-        "flash_attention_backward_dkdv_kernel",
-        run,
-        hint="keep dk and dv in float32 (tl.zeros(..., dtype=tl.float32)) and cast only the tl.dot operands (p, ds) "
-        "to the inputs' dtype.",
-    )
+    expect_half_precision("flash_attention_backward_dkdv_kernel", run, hint=_HALF_DKDV_HINT)
+
+
+_HALF_DKDV_HINT = (
+    "keep dk and dv in float32 (tl.zeros(..., dtype=tl.float32)) and cast only the tl.dot operands (p, ds) to the "
+    "inputs' dtype."
+)
+
+
+@EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
+def _dkdv_half_long(fn):
+    """Tried float16 inputs with 2048 queries (128 query blocks of 16) and 16 keys, where the first query block's do
+    is about 4096 times larger than the others', against the kernel's own float32 run."""
+    g = rng(35)
+    q = torch.zeros(1, 1, 2048, 4)  # every score 0: p = 1/16 at every key
+    k = _half_exact(1, 1, 16, 4, seed=36, scale=1)
+    v = _half_exact(1, 1, 16, 6, seed=37, scale=1)
+    do = ((torch.rand(1, 1, 2048, 6, generator=g) + 0.5) / 64).half().float()
+    do[:, :, :16] = 64.0  # dv is 64 after the first block; each later block adds about 1/64, under half a float16 step
+    o, lse = _forward_oracle(q.double(), k.double(), v.double(), False)
+    o, lse = o.half().float(), lse.float()
+
+    def run(dtype):
+        what = f"flash_attention_backward_dkdv_kernel in {dtype} on 2048 queries (CAUSAL=False, BLOCK_M=16, BLOCK_N=16)"
+        args = (do.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), o.to(dtype), lse)
+        return call(what, lambda: _launch_dkdv(fn, *args, False, 16, 16))
+
+    expect_half_precision("flash_attention_backward_dkdv_kernel (2048 queries)", run, hint=_HALF_DKDV_HINT)
 
 
 __all__ = ["EXERCISES", "CheckFailed"]

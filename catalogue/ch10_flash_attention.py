@@ -1,6 +1,22 @@
 """ch10_flash_attention's catalogue."""
 
+import textwrap
+
 from catalogue.entries import Alternative, Mutant, Rewrite
+
+
+class _WholeCell(Mutant):
+    """A :class:`Mutant` written as the whole exercise cell (its one edit is ``("", cell)``): an answer that is not an
+    edit of the reference."""
+
+    def apply(self, source: str) -> str:
+        return textwrap.dedent(self.edits[0][1]).strip("\n") + "\n"
+
+    def build(self, module):
+        namespace = dict(vars(module))
+        exec(compile(self.apply(""), f"<mutant {self.name}>", "exec"), namespace)
+        return namespace[self.target]
+
 
 # --------------------------------------------------------------------------------------------------
 # The catalogue of plausible student bugs; tests/ asserts each is caught by at least one check.
@@ -268,6 +284,62 @@ MUTANTS += [
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.
+# issue 38: the tiled passes are the exercise; full-matrix attention gives the right numbers without them
+_FULL_MASK = """
+    def _full_mask(T_q, T_k, causal, attention_mask, device):
+        mask = torch.ones(T_q, T_k, dtype=torch.bool, device=device)
+        if causal:
+            mask = mask.tril(T_k - T_q)
+        if attention_mask is not None:
+            mask = mask & attention_mask[:, None, None, :]
+        return mask
+"""
+MUTANTS += [
+    _WholeCell(
+        "whole score matrix in the forward pass",
+        "flash_attention_forward",
+        (
+            (
+                "",
+                _FULL_MASK
+                + """
+    def flash_attention_forward(q, k, v, *, causal=False, attention_mask=None, block_q=64, block_k=64):
+        acc = torch.promote_types(q.dtype, torch.float32)
+        s = q.to(acc) @ k.to(acc).transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T_q, T_k)
+        s = s.masked_fill(~_full_mask(q.shape[-2], k.shape[-2], causal, attention_mask, q.device), -math.inf)
+        lse = torch.logsumexp(s, dim=-1)
+        p = torch.exp(s - lse.masked_fill(lse == -math.inf, 0.0)[..., None])
+        return (p @ v.to(acc)).to(q.dtype), lse
+""",
+            ),
+        ),
+        "plain attention on the whole (B, H, T_q, T_k) score matrix: right numbers, none of the tiling the exercise is",
+    ),
+    _WholeCell(
+        "torch.autograd through the whole matrices in the backward pass",
+        "flash_attention_backward",
+        (
+            (
+                "",
+                _FULL_MASK
+                + """
+    def flash_attention_backward(do, q, k, v, o, lse, *, causal=False, attention_mask=None, block_q=64, block_k=64):
+        acc = torch.promote_types(q.dtype, torch.float32)
+        qg, kg, vg = (t.detach().to(acc).requires_grad_() for t in (q, k, v))
+        with torch.enable_grad():
+            s = qg @ kg.transpose(-2, -1) / math.sqrt(q.shape[-1])
+            s = s.masked_fill(~_full_mask(q.shape[-2], k.shape[-2], causal, attention_mask, q.device), -math.inf)
+            p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+            out = p @ vg
+            dq, dk, dv = torch.autograd.grad(out, (qg, kg, vg), do.to(acc))
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+""",
+            ),
+        ),
+        "recomputes attention on the whole matrices and lets torch.autograd differentiate it: right gradients, no tiles",
+    ),
+]
+
 ALTERNATIVES: list[Alternative] = [
     Alternative(
         "torch.where for the safe max",

@@ -51,6 +51,14 @@ class KernelMutant(Mutant):
         return _with_source(self, module, self.apply(_reference_source(module, self.target)))
 
 
+class CellMutant(KernelMutant):
+    """A :class:`KernelMutant` written as the whole exercise cell (its one edit is ``("", cell)``), for answers that
+    are not edits of the reference (no kernel at all, a construct Triton refuses)."""
+
+    def apply(self, source: str) -> str:
+        return textwrap.dedent(self.edits[0][1]).strip("\n") + "\n"
+
+
 class KernelAlternative(Alternative):
     """An :class:`~autograder.core.Alternative` of a Triton kernel, built as :class:`KernelMutant` is."""
 
@@ -221,6 +229,126 @@ MUTANTS = [
             ),
         ),
         "a softmax over the tile's keys instead of exp(s - lse), the probabilities over all keys",
+    ),
+]
+
+# issue 38: what the checks claim to test (block skipping, ragged causal gaps, clamped starts, long accumulations,
+# kernels only) is what they test
+MUTANTS += [
+    KernelMutant(
+        "causal gap rounded to the nearest key block",
+        _FWD,
+        (
+            (
+                "hi = tl.minimum(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q)",
+                "hi = tl.minimum(T_k, (pid_m + 1 + (T_k - T_q + BLOCK_N // 2) // BLOCK_N) * BLOCK_N)",
+            ),
+        ),
+        "counts the causal bound in whole key blocks, rounding T_k - T_q to the nearest: one block short when the gap "
+        "is not a multiple of BLOCK_N and its remainder is under half a block",
+    ),
+    KernelMutant(
+        "future key blocks loaded and masked, never skipped",
+        _FWD,
+        (("hi = tl.minimum(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q)", "hi = T_k"),),
+        "right values, but every program loads every key block (the causal mask zeroes the future ones): the skip "
+        "the exercise asks for is missing",
+    ),
+    CellMutant(
+        "PyTorch code behind a launcher object",
+        _FWD,
+        (
+            (
+                "",
+                """
+import torch
+
+
+class _Launcher:
+    \"\"\"Looks like a kernel (kernel[grid](...) and .run) but computes with PyTorch on the tensors it is given.\"\"\"
+
+    def run(self, *args, **kwargs):
+        pass
+
+    def __getitem__(self, grid):
+        def launch(Q, K, V, Out, LSE, *rest, CAUSAL, **kwargs):
+            scale = rest[-1]
+            s = (Q.float() @ K.float().transpose(-2, -1)) * scale
+            if CAUSAL:
+                T_q, T_k = s.shape[-2:]
+                s = s.masked_fill(~torch.ones(T_q, T_k, dtype=torch.bool).tril(T_k - T_q), float("-inf"))
+            Out.copy_((torch.softmax(s, dim=-1) @ V.float()).to(Out.dtype))
+            LSE.copy_(torch.logsumexp(s, dim=-1))
+
+        return launch
+
+
+flash_attention_forward_kernel = _Launcher()
+""",
+            ),
+        ),
+        "not a Triton kernel: an object with .run and [grid] that runs PyTorch's attention on the launch's tensors",
+    ),
+    KernelMutant(
+        "block pointers (removed in Triton 3.9)",
+        _FWD,
+        (
+            (
+                "        k = tl.load(\n"
+                "            K_bh + cols[:, None] * stride_kt + offs_dk[None, :] * stride_kd,\n"
+                "            mask=(cols[:, None] < T_k) & (offs_dk[None, :] < d_k),\n"
+                "            other=0.0,\n"
+                "        )  # (BLOCK_N, BLOCK_DK)\n",
+                "        k_block = tl.make_block_ptr(K_bh, shape=(T_k, d_k), strides=(stride_kt, stride_kd),\n"
+                "                                    offsets=(start_n, 0), block_shape=(BLOCK_N, BLOCK_DK), order=(1, 0))\n"
+                '        k = tl.load(k_block, boundary_check=(0, 1), padding_option="zero")\n',
+            ),
+        ),
+        "loads K through tl.make_block_ptr, which Triton 3.9 no longer has (it raises NotImplementedError): the "
+        "checks must say so, not that the exercise is not filled in",
+    ),
+    KernelMutant(
+        "causal start not clamped at 0",
+        _DKDV,
+        (
+            (
+                "lo = tl.maximum(pid_n * BLOCK_N - offset, 0) // BLOCK_M * BLOCK_M",
+                "lo = (pid_n * BLOCK_N - offset) // BLOCK_M * BLOCK_M",
+            ),
+        ),
+        "where queries are fewer than keys by more than a block, the first key blocks' loops start at a negative row "
+        "and load q, do, lse and D from before the tensors",
+    ),
+    KernelMutant(
+        "dK and dV accumulated in float16",
+        _DKDV,
+        (
+            (
+                "dk = tl.zeros([BLOCK_N, BLOCK_DK], dtype=tl.float32)",
+                "dk = tl.zeros([BLOCK_N, BLOCK_DK], dtype=DK.dtype.element_ty)",
+            ),
+            (
+                "dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)",
+                "dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=DV.dtype.element_ty)",
+            ),
+            (
+                "dv += tl.dot(tl.trans(p.to(do.dtype)), do)",
+                "dv += tl.dot(tl.trans(p.to(do.dtype)), do).to(DV.dtype.element_ty)",
+            ),
+            (
+                "dk += tl.dot(tl.trans(ds.to(q.dtype)), q)",
+                "dk += tl.dot(tl.trans(ds.to(q.dtype)), q).to(DK.dtype.element_ty)",
+            ),
+        ),
+        "keeps the running dK and dV in the inputs' dtype: for float16, the contributions of later query blocks round "
+        "away once the sums are large (visible over many query blocks)",
+    ),
+    KernelMutant(
+        "query blocks before the key block loaded, never skipped",
+        _DKDV,
+        (("lo = tl.maximum(pid_n * BLOCK_N - offset, 0) // BLOCK_M * BLOCK_M", "lo = 0"),),
+        "right values, but every program loads every query block (the causal mask zeroes p there): the skip the "
+        "exercise asks for is missing",
     ),
 ]
 
@@ -449,15 +577,18 @@ REWRITES += [
         "computes the tiles transposed, (BLOCK_N, BLOCK_M), so that no tl.trans is needed on P and dS",
     ),
     KernelRewrite(
-        "base-2 recomputation, every query block, scores masked with -inf",
+        "base-2 recomputation, first query block counted in blocks, scores masked with -inf",
         "flash_attention_backward_dkdv_kernel",
         _DKDV_HEAD
         + """
     LOG2E = 1.4426950408889634
     dk = tl.zeros([BLOCK_N, BLOCK_DK], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
-    for start_m in range(0, T_q, BLOCK_M):  # no block skipped: the mask zeroes what the causal rule forbids
-        rows = start_m + offs_m
+    first_block = 0
+    if CAUSAL:  # the first query that sees key pid_n * BLOCK_N is pid_n * BLOCK_N - offset (none before query 0)
+        first_block = tl.maximum(pid_n * BLOCK_N - offset, 0) // BLOCK_M
+    for block in range(first_block, tl.cdiv(T_q, BLOCK_M)):
+        rows = block * BLOCK_M + offs_m
         q = tl.load(Q_bh + rows[:, None] * stride_qt + offs_dk[None, :] * stride_qd,
                     mask=(rows[:, None] < T_q) & (offs_dk[None, :] < d_k), other=0.0)
         do = tl.load(DO_bh + rows[:, None] * stride_dot + offs_dv[None, :] * stride_dod,
@@ -473,8 +604,8 @@ REWRITES += [
         dk = dk + scale * tl.dot(tl.trans(ds.to(q.dtype)), q)
 """
         + _DKDV_TAIL,
-        "recomputes P with exp2 in base 2, visits every query block (no causal skip), masks the scores rather than P, "
-        "scales each block's dK",
+        "recomputes P with exp2 in base 2, loops over query block numbers from the first one a key block needs, masks "
+        "the scores rather than P, scales each block's dK",
     ),
     KernelRewrite(
         "advancing pointers for a counted number of steps",

@@ -353,3 +353,61 @@ def test_benchmark_without_a_gpu_says_so_and_exits_cleanly(capsys):
 
     assert bench.main([]) == 0
     assert "no CUDA device" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- what the checks tell the student (issue 38)
+
+
+def _caught(name):
+    """The visible and hidden failure messages of the catalogued chapter 11 mistake ``name``."""
+    import catalogue
+    import solutions.ch11_flash_attention_triton as sol
+    from autograder.ch11_flash_attention_triton import EXERCISES
+    from autograder.core import CheckFailed
+
+    mutant = next(m for m in catalogue.mutants("ch11_flash_attention_triton") if m.name == name)
+    obj, text = mutant.build(sol), []
+    for hidden in (False, True):
+        try:
+            EXERCISES.run(mutant.target, obj, hidden=hidden, verbose=False)
+        except CheckFailed as err:
+            text.append(str(err))
+    return "\n".join(text)
+
+
+@pytest.mark.skipif(not INTERPRETING, reason="the refusal is the interpreter's")
+def test_a_construct_triton_refuses_is_reported_with_the_students_line_not_as_unfilled():
+    text = _caught("block pointers (removed in Triton 3.9)")
+    assert "not been filled in" not in text, text
+    assert "Block pointers have been removed" in text and "(your line " in text and "make_block_ptr" in text, text
+
+
+def test_an_object_that_is_no_triton_kernel_is_refused():
+    text = _caught("PyTorch code behind a launcher object")
+    assert "expected a Triton kernel, a function decorated with @triton.jit" in text, text
+    from autograder.ch11_flash_attention_triton import EXERCISES
+
+    ex = EXERCISES["flash_attention_forward_kernel"]
+    assert text.count("✘") == len(ex.visible) + len(ex.hidden), text  # every check of the exercise
+
+
+@pytest.mark.skipif(not INTERPRETING, reason="the loads are counted under the interpreter")
+def test_a_kernel_that_never_skips_future_blocks_loses_the_visible_causal_check():
+    for name, check in (
+        ("future key blocks loaded and masked, never skipped", "causal with T_q = 20 < T_k = 35"),
+        ("query blocks before the key block loaded, never skipped", "causal with T_q = 20 < T_k = 35"),
+    ):
+        text = _caught(name)
+        assert check in text and "loads blocks that it should skip" in text, text
+        assert "visible checks failed" in text, text
+
+
+def test_hints_are_one_per_line_and_the_causal_hint_needs_a_right_plain_launch():
+    causal_only = _caught("causal blocks skipped one too many")  # right without CAUSAL
+    assert "without CAUSAL your kernel is right" in causal_only, causal_only
+    everywhere = _caught("no scaling")  # wrong without CAUSAL too
+    assert "without CAUSAL your kernel is right" not in everywhere, everywhere
+    for text in (causal_only, everywhere, _caught("D not subtracted")):
+        for line in text.splitlines():
+            assert line.count("Hint:") <= 1, line
+            assert "delta" not in line, line  # the notebook's name is D
