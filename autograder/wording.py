@@ -269,7 +269,7 @@ def to_chinese(message: str, phrases: Mapping[str, str] = {}) -> tuple[str, bool
             for pattern, chinese, fields in _templates():
                 m = pattern.fullmatch(line)
                 if m:
-                    values = {f: m[f] if f in VERBATIM else one(m[f], depth + 1) for f in fields}
+                    values = {f: m[f] if f in VERBATIM and m[f] not in fixed else one(m[f], depth + 1) for f in fields}
                     return chinese.format(**values)
             head, sep, rest = line.partition(": ")
             if sep and _is_code(head) and rest:  # "scaled_dot_product_attention: weights"
