@@ -9,6 +9,9 @@ Where the release notebooks are:
 * in a checkout of the course: ``notebooks/chNN_name.ipynb``;
 * in an installed course package (wheel or sdist, e.g. from the notebooks' setup cell): the same files,
   packaged as ``autograder/_release/chNN_name.ipynb`` (see ``pyproject.toml``).
+
+The Chinese edition's notebooks (``zh/chNN_name.ipynb`` beside them) are the same notebooks with their prose in
+Chinese; the grader writes a Chinese submission's feedback page from them (``release_notebook(chapter, "zh")``).
 """
 
 from __future__ import annotations
@@ -51,16 +54,20 @@ def chapters() -> list[str]:
 
 
 @functools.cache
-def _release_text(chapter: str) -> str:
-    path = release_dir() / f"{chapter}.ipynb"
+def _release_text(chapter: str, edition: str = "en") -> str:
+    folder = release_dir() if edition == "en" else release_dir() / edition
+    path = folder / f"{chapter}.ipynb"
     if not path.is_file():
+        if edition != "en" and chapter in chapters():
+            raise ValueError(f"{chapter} has no release notebook in the {edition!r} edition ({path})")
         raise ValueError(f"unknown chapter {chapter!r}; the chapters are: {', '.join(chapters())}")
     return path.read_text(encoding="utf-8")
 
 
-def release_notebook(chapter: str) -> nbformat.NotebookNode:
-    """The release notebook of ``chapter`` (a fresh copy each call). Raises ValueError for an unknown chapter."""
-    return nbformat.reads(_release_text(chapter), as_version=4)
+def release_notebook(chapter: str, edition: str = "en") -> nbformat.NotebookNode:
+    """The release notebook of ``chapter`` (a fresh copy each call) in ``edition`` ("en", or "zh": the Chinese
+    edition's, ``zh/<chapter>.ipynb``). Raises ValueError for an unknown chapter or one without that edition."""
+    return nbformat.reads(_release_text(chapter, edition), as_version=4)
 
 
 def chapter_from_filename(name: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 
 import nbformat
@@ -173,3 +174,46 @@ def test_chinese_submissions_are_graded_like_english_ones(chapter, tmp_path):
         assert (zh.score, zh.status, zh.reason) == (en.score, en.status, en.reason), who
     assert rows[f"fullzh_1_2_{chapter}.ipynb"].score == top and rows[f"zerozh_1_2_{chapter}.ipynb"].score == 0
     assert 0 < rows[f"bugzh_1_2_{chapter}.ipynb"].score < top
+    # feedback in the edition submitted: the Chinese notebook's page is Chinese around the student's code
+    title, *headings = [h for h in _headings(editions["zh"]) if h]
+    names = {w for c in editions["zh"].cells if c.cell_type == "code" for w in re.findall(r"\w+", c.source)}
+    for who in ("full", "bug", "zero"):
+        en = (tmp_path / "out" / "feedback" / f"{rows[f'{who}en_1_2_{chapter}.ipynb'].student_id}.html").read_text()
+        zh = (tmp_path / "out" / "feedback" / f"{rows[f'{who}zh_1_2_{chapter}.ipynb'].student_id}.html").read_text()
+        assert f">{title}" in zh and all(f">{h}" in zh for h in headings), who
+        assert f">{title}" not in en and "<th>points</th>" in en and "<td>total</td>" in en, who
+        for word in ("<th>得分</th>", "<th style='padding-left:1em'>满分</th>", "<td>总分</td>", "</b> 分"):
+            assert word in zh, (who, word)
+        english = [w for w in _english_outside_code(zh) if w not in names and not w.endswith("Error")]
+        assert len(english) <= 10, (who, english)
+    bug = (tmp_path / "out" / "feedback" / f"{rows[f'bugzh_1_2_{chapter}.ipynb'].student_id}.html").read_text()
+    assert "✘ scaled_dot_product_attention：得 0 分（满分 4 分）" in bug
+    assert "✘ 无掩码时与 softmax(QK^T/sqrt(d_k))V 一致" in bug and "提示：你没有把分数除以 sqrt(d_k)" in bug
+    zero = (tmp_path / "out" / "feedback" / f"{rows[f'zerozh_1_2_{chapter}.ipynb'].student_id}.html").read_text()
+    assert "引发了 NotImplementedError：这道练习还没有作答。" in zero, "a reason of the run, in Chinese"
+
+
+def _headings(nb) -> list[str]:
+    """The title and the headings of a notebook's prose, each up to its first markup (code, emphasis, brackets)."""
+    lines = [ln for c in nb.cells if c.cell_type == "markdown" for ln in c.source.splitlines()]
+    return [re.split(r"[`*（(&<\\[]", ln.lstrip("#").strip())[0].strip() for ln in lines if re.match(r"#{1,3} ", ln)]
+
+
+def _english_outside_code(page: str) -> list[str]:
+    """The English words of a feedback page outside the student's code and the values shown (what
+    ``tests.check_built_book.latin_words`` counts on a built Chinese page, the code cells' source left out); the
+    grader's decisions (in ``<pre>``) count too, their tensors and names left out."""
+    from bs4 import BeautifulSoup
+
+    from tests.check_built_book import latin_words
+
+    soup = BeautifulSoup(page, "html.parser")
+    for tag in soup.select(".jp-CodeCell .jp-InputArea"):
+        tag.decompose()
+    decisions = [pre.get_text() for pre in soup.select(".jp-OutputArea-output pre") if "分（满分" in pre.get_text()]
+    words = latin_words(f"<article>{soup.body}</article>")
+    for text in decisions:
+        for line in text.splitlines():
+            if not re.match(r"\s*(tensor\(|\[|[-\d])", line.strip()):
+                words += latin_words(f"<article><p>{line}</p></article>")
+    return words

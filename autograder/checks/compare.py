@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from ..wording import say
+
 
 class CheckFailed(AssertionError):
     """A check found a mistake. ``str(err)`` is written for the student."""
@@ -22,7 +24,7 @@ class CheckFailed(AssertionError):
 
 def _fmt(t: Any, hidden: bool) -> str:
     if hidden:
-        return "(hidden)"
+        return say("hidden value")
     if isinstance(t, torch.Tensor):
         with torch.no_grad():
             return textwrap.indent(repr(t.detach().cpu()), "    ").lstrip()
@@ -56,19 +58,20 @@ def expect_true(cond: bool, message: str) -> None:
 
 def expect_shape(what: str, got: Any, shape: tuple[int, ...]) -> None:
     if not isinstance(got, torch.Tensor):
-        raise CheckFailed(f"{what} should be a torch.Tensor of shape {tuple(shape)}, you gave {type(got).__name__}.")
+        raise CheckFailed(say("not a tensor", what=what, shape=tuple(shape), type=type(got).__name__))
     if tuple(got.shape) != tuple(shape):
-        raise CheckFailed(f"{what} should have shape {tuple(shape)}, yours has shape {tuple(got.shape)}.")
+        raise CheckFailed(say("wrong shape", what=what, shape=tuple(shape), got=tuple(got.shape)))
 
 
 def expect_equal(what: str, got: torch.Tensor, expected: torch.Tensor, *, hidden: bool = False) -> None:
     """Exact equality, with dtype and shape (for masks and integer outputs)."""
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != expected.dtype:
-        raise CheckFailed(f"{what} should have dtype {expected.dtype}, yours has dtype {got.dtype}.")
+        raise CheckFailed(say("wrong dtype", what=what, dtype=expected.dtype, got=got.dtype))
     if not torch.equal(got.cpu(), expected.cpu()):
         raise CheckFailed(
-            f"{what} has the wrong values.\n  expected: {_fmt(expected, hidden)}\n  you gave: {_fmt(got, hidden)}"
+            say("wrong values", what=what)
+            + f"\n  {say('expected', value=_fmt(expected, hidden))}\n  {say('you gave', value=_fmt(got, hidden))}"
         )
 
 
@@ -86,31 +89,30 @@ def expect_close(what: str, got: Any, expected: torch.Tensor, *, hidden: bool = 
     """Shape, dtype and values within the dtype's tolerance; the message gives the largest difference."""
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != expected.dtype:
-        raise CheckFailed(
-            f"{what} should have dtype {expected.dtype} (the dtype of the inputs), yours has {got.dtype}."
-        )
+        raise CheckFailed(say("wrong dtype of inputs", what=what, dtype=expected.dtype, got=got.dtype))
     got_c, exp_c = got.detach().cpu(), expected.detach().cpu()
     if not torch.isfinite(got_c).all() and torch.isfinite(exp_c).all():
         raise CheckFailed(
-            f"{what} contains NaN or inf where the expected values are all finite."
-            + (f"\n  you gave: {_fmt(got_c, hidden)}" if not hidden else "")
-            + (f"\n  Hint: {hint}" if hint else "")
+            say("not finite", what=what)
+            + (f"\n  {say('you gave', value=_fmt(got_c, hidden))}" if not hidden else "")
+            + (f"\n  {say('hint', hint=hint)}" if hint else "")
         )
     rtol, atol = default_tolerance(expected.dtype)
     if not torch.allclose(got_c, exp_c, rtol=rtol, atol=atol):
         diff = (got_c - exp_c).abs()
         worst = diff.max().item()
-        msg = f"{what} differs from the expected values by up to {worst:.3g} (allowed: about {atol:g})."
+        msg = say("differs", what=what, worst=f"{worst:.3g}", atol=f"{atol:g}")
         if hint:
-            msg += f"\n  Hint: {hint}"
+            msg += f"\n  {say('hint', hint=hint)}"
         if not hidden:
             if exp_c.numel() <= 24:
-                msg += f"\n  expected: {_fmt(exp_c, False)}\n  you gave: {_fmt(got_c, False)}"
+                msg += f"\n  {say('expected', value=_fmt(exp_c, False))}\n  {say('you gave', value=_fmt(got_c, False))}"
             else:  # show the row that holds the largest difference
                 idx = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
                 row = "[" + ", ".join(map(str, idx[:-1])) + ", :]" if len(idx) > 1 else "[:]"
                 msg += (
-                    f"\n  largest difference in row {what.split(':')[-1].strip()}{row}:"
-                    f"\n    expected: {_fmt(exp_c[idx[:-1]], False)}\n    you gave: {_fmt(got_c[idx[:-1]], False)}"
+                    f"\n  {say('largest difference', row=what.split(':')[-1].strip() + row)}"
+                    f"\n    {say('expected', value=_fmt(exp_c[idx[:-1]], False))}"
+                    f"\n    {say('you gave', value=_fmt(got_c[idx[:-1]], False))}"
                 )
         raise CheckFailed(msg)

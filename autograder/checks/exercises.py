@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ..wording import say
 from .compare import CheckFailed
 from .limits import ExerciseTimeout, exercise_time_limit, time_limit, timeout_message
 from .trace import recording, replay
@@ -112,15 +113,9 @@ class Exercises:
         if failures and deps and completed and not own_failures:
             failures = []  # the student's own versions fit this answer (e.g. an extra argument): full marks
         if failures:
-            note = (
-                f"\n({name} was checked with the course's version of {own} in place of yours, so that a mistake "
-                "there is not charged twice.)"
-                if deps
-                else ""
-            )
-            raise CheckFailed(
-                f"{len(failures)} of {len(checks)} {kind} checks failed for {name}:\n" + "\n".join(failures) + note
-            )
+            note = "\n" + say("checked with the course's version", name=name, own=own) if deps else ""
+            head = say(f"{kind} failed", k=len(failures), n=len(checks), name=name)
+            raise CheckFailed(head + "\n" + "\n".join(failures) + note)
         if own_failures:
             print(
                 f"Note: {name} is right, but with your own {own} its results change ({len(own_failures)} of "
@@ -236,9 +231,9 @@ class Exercises:
                     label = _label(fn)
                     details.append(f"✘ {label}\n" + textwrap.indent(message[:1500], "    "))
             elif outcome == "unjudged":
-                failures.append(f"{name}: a check's record could not be judged by the grader ({message[:120]})")
+                failures.append(say("record not judged", name=name, why=message[:120]))
         if len(run) < len(fns):  # the kernel stopped early (a time-out): its own failure says why
-            failures.append(f"{name}: not every check ran")
+            failures.append(say("not every check ran", name=name))
         return failures
 
 
@@ -309,7 +304,4 @@ def _swapped(entries: dict[str, tuple[dict[str, Any], Any]]):
 def crash_message(err: BaseException) -> str:
     """A check that raised something other than CheckFailed: almost always an answer whose output has another
     shape or type than the docstring says (the check indexed or combined it), said so for the student."""
-    return (
-        f"your answer's result could not be checked ({type(err).__name__}: {str(err)[:200]}): compare the shapes, "
-        "dtypes and types it returns with the docstring."
-    )
+    return say("crash", error=f"{type(err).__name__}: {str(err)[:200]}")

@@ -7,6 +7,8 @@ import os
 import signal
 import threading
 
+from ..wording import say
+
 
 class ExerciseTimeout(BaseException):
     """An exercise's checks ran longer than the grader's time limit (raised by the timer of :func:`time_limit`).
@@ -57,7 +59,4 @@ def time_limit(seconds: float | None):
 
 def timeout_message(name: str, seconds: float) -> str:
     """The student's explanation of a time-out in exercise ``name``'s checks."""
-    return (
-        f"{name} timed out after {seconds:g} s: its checks did not finish (an endless loop, or a loop whose stop "
-        "condition is never reached?). The remaining checks of this exercise were not run."
-    )
+    return say("timeout", name=name, seconds=f"{seconds:g}")

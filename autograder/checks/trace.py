@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..wording import say
 from .compare import CheckFailed, _as_subclass, _plain
 from .device import DeviceMismatch, _device_probe, _owner, _StrayTensors, _Undecided
 from .inputs import (
@@ -396,7 +397,7 @@ def _call(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
     except DeviceMismatch as exc:
         raise CheckFailed(f"{what}: {exc}") from None
     except NotImplementedError:
-        raise CheckFailed(f"{what} raised NotImplementedError: the exercise has not been filled in yet.") from None
+        raise CheckFailed(say("not filled in", what=what)) from None
     except SystemExit as exc:
         raise CheckFailed(
             f"{what} exited (SystemExit: {exc.code!r}): an answer must return its result, not end the program "
@@ -405,7 +406,9 @@ def _call(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
     except Exception as exc:
         # while grading, the recorder (grading/guard.py) puts its own student_line here (frame access is refused to
         # everyone else while the checks run)
-        raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}{student_line(exc)}") from None
+        raise CheckFailed(
+            say("raised", what=what, ename=type(exc).__name__, error=f"{exc}{student_line(exc)}")
+        ) from None
     return result
 
 

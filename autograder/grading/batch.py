@@ -162,6 +162,7 @@ def canonicalise(todo: list[Submission], release: nbformat.NotebookNode) -> dict
     for sub in todo:
         try:
             data = sub.path.read_bytes()
+            sub.edition = canonical.edition_of(data, chapter)
             if sub.zero:
                 raise canonical.Ungradeable(sub.zero)
             nb, sub.warnings = canonical.canonicalise(data, release)

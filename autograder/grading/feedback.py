@@ -3,6 +3,11 @@ submission, for every outcome: a graded notebook (the student's code and the gra
 source removed, a failed test's traceback cut to its message, hidden checks' messages never contain reference values,
 any output line showing a line of the hidden tests or of the reference solution removed, :func:`grader_secrets`), or
 a file that could not be graded (zero and why: unreadable, another chapter's, a run that timed out or crashed).
+
+A submission of the Chinese edition (``sub.edition == "zh"``, read from its file by ``canonical.edition_of``) gets its
+page in Chinese: the prose cells of the Chinese release notebook (``notebooks/zh/``), the grader's own words from
+``autograder/wording.py`` and the checks' messages through ``wording.to_chinese`` with the chapter's ``ZH`` phrases;
+what has no Chinese yet is said once at the top. An English submission's page is as it always was.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 
+from .. import wording
+from ..wording import EN, ZH, say
+
 if TYPE_CHECKING:
     from .submission import Submission
 
@@ -24,20 +32,48 @@ OUTPUT_IMAGE_BYTES = 400_000  # an image output bigger than this is left out
 _SHOWN_DATA = ("text/plain", "image/png", "image/jpeg")
 
 
-def _cut(text: str) -> str:
+def _cut(text: str, edition: str = EN) -> str:
     if len(text) <= OUTPUT_CHARS:
         return text
-    return text[:OUTPUT_CHARS] + f"\n[… {len(text) - OUTPUT_CHARS} more characters cut by the grader]\n"
+    return text[:OUTPUT_CHARS] + "\n" + wording.text("cut", edition, n=len(text) - OUTPUT_CHARS) + "\n"
 
 
-def _shown_output(out) -> Any:
+class _Words:
+    """The grader's words for one page in ``edition``: :meth:`message` turns an English message of the grader into
+    the page's language (the chapter's ``ZH`` phrases for its own words) and remembers whether any of it stayed
+    English (``untranslated``), for the one note that says so."""
+
+    def __init__(self, edition: str = EN, chapter: str = ""):
+        self.edition, self.untranslated = edition, False
+        self.phrases: dict[str, str] = {}
+        if edition == ZH and chapter:
+            from ..releases import checks_module
+
+            try:
+                self.phrases = dict(getattr(checks_module(chapter), "ZH", {}))
+            except ImportError:
+                pass
+
+    def __call__(self, key: str, **fields: object) -> str:
+        return wording.text(key, self.edition, **fields)
+
+    def message(self, english: str) -> str:
+        if self.edition != ZH:
+            return english
+        chinese, whole = wording.to_chinese(english, self.phrases)
+        self.untranslated |= not whole
+        return chinese
+
+
+def _shown_output(out, edition: str = EN) -> Any:
     """What the feedback shows of one output of the student's own cell: text cut to a size, plain text and images
     only (HTML, JavaScript and other rich outputs are left out), an error as its one-line message."""
     kind = out.get("output_type")
     if kind == "stream":
-        return nbformat.v4.new_output("stream", name=out.get("name", "stdout"), text=_cut(_text(out.get("text", ""))))
+        text = _cut(_text(out.get("text", "")), edition)
+        return nbformat.v4.new_output("stream", name=out.get("name", "stdout"), text=text)
     if kind == "error":
-        ename, evalue = str(out.get("ename", "")), _cut(str(out.get("evalue", "")))
+        ename, evalue = str(out.get("ename", "")), _cut(str(out.get("evalue", "")), edition)
         return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
     if kind in ("execute_result", "display_data"):
         data = {}
@@ -47,7 +83,7 @@ def _shown_output(out) -> Any:
                 continue
             value = _text(value)
             if mime == "text/plain":
-                data[mime] = _cut(value)
+                data[mime] = _cut(value, edition)
             elif len(value) <= OUTPUT_IMAGE_BYTES:
                 data[mime] = value
         if not data:
@@ -63,15 +99,21 @@ def _text(value: Any) -> str:
 
 
 def _decision_text(
-    name: str, scores: dict[str, float], points: dict[str, int], reasons: Iterable[str], details: Iterable[str] = ()
+    name: str,
+    scores: dict[str, float],
+    points: dict[str, int],
+    reasons: Iterable[str],
+    details: Iterable[str] = (),
+    words: _Words | None = None,
 ) -> str:
     """What a test cell shows in the feedback: the grader's decision for exercise ``name`` — its points, and either
     the failed checks' messages as the grading worker computed them outside the kernel (``details``) or the reasons
     — never the kernel's raw output."""
+    words = words or _Words()
     got, top = scores.get(name, 0.0), points.get(name, 0)
     mine = [r.removeprefix(f"{name}: ") for r in reasons if r.startswith(f"{name}:")]
-    head = f"{'✔' if got >= top and top else '✘'} {name}: {got:g} of {top:g} points"
-    shown = list(details) if got < top and details else mine
+    head = words("decision", mark="✔" if got >= top and top else "✘", name=name, got=f"{got:g}", top=f"{top:g}")
+    shown = [words.message(m) for m in (list(details) if got < top and details else mine)]
     return head + "".join("\n" + "\n".join("  " + ln for ln in line.splitlines()) for line in shown) + "\n"
 
 
@@ -82,13 +124,16 @@ def decided_feedback(
     reasons: Iterable[str],
     secrets: Collection[str] = (),
     details: dict[str, list[str]] | None = None,
+    words: _Words | None = None,
 ) -> nbformat.NotebookNode:
     """The feedback notebook, built from what the grader decides to show: every test cell's outputs are replaced by
     the grader's decision for its exercise (points and messages); the student's own cells keep their outputs cut to
     a size (:func:`_shown_output`); then :func:`sanitize_feedback`. Nothing the kernel printed in a test cell — where
-    the hidden tests run — reaches the page, in whatever encoding."""
+    the hidden tests run — reaches the page, in whatever encoding. ``words``: the page's edition (English when not
+    given)."""
     from ..releases import test_source
 
+    words = words or _Words()
     reasons = list(reasons)
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -102,15 +147,18 @@ def decided_feedback(
                 nbformat.v4.new_output(
                     "stream",
                     name="stdout",
-                    text=_decision_text(name, scores, points, reasons, (details or {}).get(name, ())),
+                    text=_decision_text(name, scores, points, reasons, (details or {}).get(name, ()), words),
                 )
             ]
         else:
-            cell.outputs = [o for o in (_shown_output(out) for out in cell.get("outputs", [])) if o is not None]
-    return sanitize_feedback(nb, secrets)
+            shown = (_shown_output(out, words.edition) for out in cell.get("outputs", []))
+            cell.outputs = [o for o in shown if o is not None]
+    return sanitize_feedback(nb, secrets, words.edition)
 
 
-def sanitize_feedback(nb: nbformat.NotebookNode, secrets: Collection[str] = ()) -> nbformat.NotebookNode:
+def sanitize_feedback(
+    nb: nbformat.NotebookNode, secrets: Collection[str] = (), edition: str = EN
+) -> nbformat.NotebookNode:
     """Remove hidden-test source, cut tracebacks of test cells down to the check's message, drop the self-check
     cell's output (it reports on the grader's copy, not on the student's file), drop the "Open in Colab" badge (an
     image from the network: a broken image offline, and no use in feedback), and remove every output line that
@@ -123,18 +171,18 @@ def sanitize_feedback(nb: nbformat.NotebookNode, secrets: Collection[str] = ()) 
         if "_autograder_guard" in cell.source:  # the grading guard's lines in the setup cell
             cell.source = "\n".join(ln for ln in cell.source.splitlines() if "_autograder_guard" not in ln)
         if "BEGIN HIDDEN TESTS" in cell.source:
-            cell.source = pattern.sub("\n# (hidden tests run here)", cell.source)
+            cell.source = pattern.sub(lambda _: "\n" + wording.text("hidden tests run here", edition), cell.source)
         if "selfcheck_here(" in cell.source:  # the "Before you submit" cell cannot read the file while grading
             cell.outputs = []
         for out in cell.get("outputs", []):
             if out.output_type == "error":
                 out.traceback = [f"{out.ename}: {out.evalue}"]
             _strip_grader_code(out)
-            redact_output(out, secrets)
+            redact_output(out, secrets, wording.text("redacted", edition))
     return nb
 
 
-REDACTED = "[removed by the grader: text of the hidden tests or of the reference solution]"
+REDACTED = say("redacted")
 _MIN_SECRET = 12  # characters (stripped): shorter lines ("return out", "x = 1") are too common to be a secret
 
 
@@ -178,9 +226,9 @@ def _rewrite_output_text(out, rewrite: Callable[[str], str]) -> None:
                 out.data[mime] = rewrite(value)
 
 
-def redact_output(out, secrets: Collection[str]) -> int:
+def redact_output(out, secrets: Collection[str], replacement: str = REDACTED) -> int:
     """Replace every line of a cell output (stream text, text data, error message) that contains one of
-    ``secrets`` by :data:`REDACTED`, in place; the number of lines replaced."""
+    ``secrets`` by ``replacement`` (:data:`REDACTED`), in place; the number of lines replaced."""
     if not secrets:
         return 0
     count = [0]
@@ -189,7 +237,7 @@ def redact_output(out, secrets: Collection[str]) -> int:
         lines = text.split("\n")
         for i, line in enumerate(lines):
             if any(secret in line for secret in secrets):
-                lines[i] = REDACTED
+                lines[i] = replacement
                 count[0] += 1
         return "\n".join(lines)
 
@@ -263,21 +311,22 @@ def _math_to_mathml(nb: nbformat.NotebookNode) -> dict[str, str]:
     return found
 
 
-def _points_table(scores: dict[str, float], points: dict[str, int]) -> str:
+def _points_table(scores: dict[str, float], points: dict[str, int], edition: str = EN) -> str:
+    word = {k: wording.text(k, edition) for k in ("exercise", "points", "max", "total")}
     cells = "".join(
         f"<tr><td><code>{html.escape(n)}</code></td><td style='text-align:right'>{scores.get(n, 0.0):g}"
         f"</td><td style='text-align:right'>{top:g}</td></tr>"
         for n, top in points.items()
     )
     total = (
-        f"<tr style='font-weight:bold;border-top:1px solid #888'><td>total</td><td style='text-align:right'>"
+        f"<tr style='font-weight:bold;border-top:1px solid #888'><td>{word['total']}</td><td style='text-align:right'>"
         f"{sum(scores.get(n, 0.0) for n in points):g}</td><td style='text-align:right'>{sum(points.values()):g}"
         f"</td></tr>"
     )
     return (
         "<table class='autograder-points' style='border-collapse:collapse;margin:.5em 0'><thead><tr>"
-        "<th style='text-align:left;padding-right:2em'>exercise</th><th>points</th><th style='padding-left:1em'>"
-        f"max</th></tr></thead><tbody>{cells}{total}</tbody></table>"
+        f"<th style='text-align:left;padding-right:2em'>{word['exercise']}</th><th>{word['points']}</th>"
+        f"<th style='padding-left:1em'>{word['max']}</th></tr></thead><tbody>{cells}{total}</tbody></table>"
     )
 
 
@@ -294,33 +343,34 @@ def write_feedback(
     unreadable: bool = True,
     secrets: Collection[str] = (),
     details: dict[str, list[str]] | None = None,
+    edition: str = EN,
 ) -> None:
-    """The student's feedback page at ``path``, readable offline.
+    """The student's feedback page at ``path``, readable offline, in ``edition`` ("en", or "zh": the Chinese
+    release's prose and the grader's words in Chinese, :class:`_Words`).
 
     For a graded notebook: points per exercise and the grader's notes at the top, then the notebook (hidden tests
     removed, tracebacks cut to the check's message, no self-check output; ``graded`` is not changed). With
     ``graded=None`` (a file that could not be read as a notebook, or, with ``unreadable=False``, a notebook whose run
     could not be completed: an exit, a crash, the time or memory limit): zero points and why (``reasons``,
     ``warnings``), and how to resubmit — the student needs to know, e.g. to download the notebook again."""
+    words = _Words(edition, chapter)
     if graded is None:
-        why = "; ".join(reasons)
-        notes = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
-        advice = (
-            "<p>Download the notebook again (File &gt; Download &gt; .ipynb), check it with <code>python -m "
-            "autograder selfcheck</code> or the notebook's last cell, and submit it again.</p>"
-            if unreadable
-            else "<p>Run the whole notebook (Runtime &gt; Restart and run all) and make every cell finish "
-            "without exiting the program, then submit it again.</p>"
-        )
+        why = "; ".join(words.message(r) for r in reasons)
+        notes = "".join(f"<li>{html.escape(words.message(w))}</li>" for w in warnings)
+        advice = f"<p>{words('download again' if unreadable else 'run it all')}</p>"
+        said = html.escape(words("could not be graded", why=why))
         path.write_text(
-            "<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
+            ("<!DOCTYPE html><html>" if edition == EN else "<!DOCTYPE html><html lang='zh-CN'>")
+            + "<head><meta charset='utf-8'><title>"
             + html.escape(f"{chapter} — {sid}")
             + "</title></head><body><div style='padding:1em;font-family:sans-serif;background:#eef'><b>"
             + html.escape(chapter)
-            + f"</b> — {html.escape(sid)}: <b>0 / {sum(points.values()):g}</b> points"
-            + _points_table({}, points)
-            + f"<p>Your file could not be graded: {html.escape(why)}</p>"
-            + (f"Notes from the grader:<ul>{notes}</ul>" if notes else "")
+            + f"</b> — {html.escape(sid)}: "
+            + words("score line", total=0, max=f"{sum(points.values()):g}")
+            + _points_table({}, points, edition)
+            + _untranslated_note(words)
+            + f"<p>{said}</p>"
+            + (f"{words('notes from the grader')}<ul>{notes}</ul>" if notes else "")
             + advice
             + "</div></body></html>\n",
             encoding="utf-8",
@@ -332,7 +382,10 @@ def write_feedback(
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
-    nb = decided_feedback(copy.deepcopy(graded), scores, points, reasons, secrets, details)
+    nb = copy.deepcopy(graded)
+    if edition == ZH:
+        _chinese_prose(nb, chapter)
+    nb = decided_feedback(nb, scores, points, reasons, secrets, details, words)
     # A kernel sends a cell's prints in as many stream messages as its output buffer was flushed, which depends on
     # timing: merged, the same run gives the same page whichever machine or worker graded it.
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
@@ -345,17 +398,45 @@ def write_feedback(
         body = body.replace(key, markup)
     total, max_score = sum(scores.get(n, 0.0) for n in points), sum(points.values())
     notes = "".join(
-        f"<li>{html.escape(w)}</li>"
+        f"<li>{html.escape(words.message(w))}</li>"
         for w in list(warnings) + [r for r in reasons if "integrity" in r or "withheld" in r]
     )
     banner = (
         f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter)}</b> — "
-        f"{html.escape(sid)}: <b>{total:g} / {max_score:g}</b> points"
-        + _points_table(scores, points)
-        + (f"Notes from the grader:<ul>{notes}</ul>" if notes else "")
+        f"{html.escape(sid)}: "
+        + words("score line", total=f"{total:g}", max=f"{max_score:g}")
+        + _points_table(scores, points, edition)
+        + (f"{words('notes from the grader')}<ul>{notes}</ul>" if notes else "")
+        + _untranslated_note(words)
         + "</div>"
     )
+    if edition == ZH:
+        body = body.replace('<html lang="en">', '<html lang="zh-CN">', 1)
     path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1), encoding="utf-8")
+
+
+def _untranslated_note(words: _Words) -> str:
+    """The one line that says some of the grader's messages on the page are still English (none when all are in
+    the page's language)."""
+    return (
+        f"<p style='font-size:90%;color:#555'>{html.escape(words('still in English'))}</p>"
+        if words.untranslated
+        else ""
+    )
+
+
+def _chinese_prose(nb: nbformat.NotebookNode, chapter: str) -> None:
+    """The prose cells of ``nb`` (the graded notebook, with the English release's prose) as the Chinese release
+    notebook has them (same cell ids), in place: the title, instructions and headings the student read."""
+    from ..releases import release_notebook
+
+    try:
+        zh = {c.get("id"): c.source for c in release_notebook(chapter, ZH).cells if c.cell_type == "markdown"}
+    except (ValueError, FileNotFoundError):
+        return
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.get("id") in zh:
+            cell.source = zh[cell.get("id")]
 
 
 _MARK = re.compile(r"<!-- autograder:mark -->.*?<!-- /autograder:mark -->", re.S)
@@ -393,7 +474,7 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
     if sub.graded is None:
         write_feedback(
             page, None, sub.student_id, chapter, {}, points, warnings=warnings, reasons=[outcome.reason],
-            unreadable=sub.unreadable,
+            unreadable=sub.unreadable, edition=sub.edition,
         )  # fmt: skip
         mark_feedback(page, superseded_note(sub))
         return
@@ -409,6 +490,7 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
         reasons=outcome.reasons if outcome.reasons else [r for r in outcome.reason.split("; ") if r],
         secrets=grader_secrets(graded, chapter),
         details=outcome.details,
+        edition=sub.edition,
     )
     mark_feedback(page, superseded_note(sub))
 

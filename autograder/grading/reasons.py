@@ -8,6 +8,8 @@ import itertools
 
 import nbformat
 
+from ..wording import say
+
 
 def what_happened(ename: str, evalue: str, cell_timeout: int | None = None, memory_mb: int = 0) -> str | None:
     """A student-readable account of an error that is not a check's message (an exit, a time-out, the memory
@@ -15,11 +17,11 @@ def what_happened(ename: str, evalue: str, cell_timeout: int | None = None, memo
     limit = f" ({cell_timeout} s)" if cell_timeout else ""
     memory = f" of {memory_mb} MB" if memory_mb else ""
     if ename == "SystemExit":
-        return f"exited (SystemExit: {evalue or 'None'}): an answer must return its result, not end the program"
+        return say("exited", value=evalue or "None")
     if ename in ("KeyboardInterrupt", "CellTimeoutError", "ExerciseTimeout"):
-        return f"timed out: ran longer than the grader's time limit{limit} and was stopped (an endless loop?)"
+        return say("timed out", limit=limit)
     if ename == "MemoryError" or "can't allocate memory" in evalue or "not enough memory" in evalue:
-        return f"ran out of memory: it needed more than the grader's memory limit{memory} (a runaway allocation?)"
+        return say("out of memory", memory=memory)
     return None
 
 
@@ -32,6 +34,10 @@ def _answer_cells(nb: nbformat.NotebookNode, name: str) -> list:
     ]
 
 
+def _is_answer(cell) -> bool:
+    return cell.cell_type == "code" and bool(cell.metadata.get("nbgrader", {}).get("solution"))
+
+
 def _first_error(cell) -> dict | None:
     return next((o for o in cell.get("outputs", []) if o.output_type == "error"), None)
 
@@ -41,7 +47,7 @@ def detail_reason(detail: str) -> str:
     one line: "✘ label — the message's first line", and its hints."""
     lines = [ln.strip() for ln in detail.strip().splitlines() if ln.strip()]
     line = " — ".join(lines[:2])
-    return line + "".join(f" {ln}" for ln in lines[2:5] if ln.startswith("Hint:"))
+    return line + "".join(f" {ln}" for ln in lines[2:5] if ln.startswith(say("hint", hint="")))
 
 
 def failure_reasons(
@@ -68,22 +74,20 @@ def failure_reasons(
         lines = [ln.strip() for ln in (evalue or ename).strip().splitlines()]
         # "k of n checks failed for X:" / "✘ <check>" / "<what was wrong>": keep the last two.
         first = " — ".join(lines[1:3]) if len(lines) >= 2 and lines[1].startswith("✘") else (lines or [""])[0]
-        first += "".join(f" {ln}" for ln in lines[3:6] if ln.startswith("Hint:"))
+        first += "".join(f" {ln}" for ln in lines[3:6] if ln.startswith(say("hint", hint="")))
         happened = what_happened(ename, evalue, cell_timeout, memory_mb)
         if happened:
-            first = f"the checks of {name} {happened}"
+            first = say("the checks of", name=name, happened=happened)
         elif details.get(name):
             first = detail_reason(details[name][0])
         elif ename == "NameError":
-            first = f"{evalue} (was the exercise cell deleted or renamed?)"
+            first = say("deleted or renamed", error=evalue)
             for answer in _answer_cells(nb, name):
                 err = _first_error(answer)
                 if err is not None:
                     why = what_happened(err.get("ename", ""), err.get("evalue", ""), cell_timeout, memory_mb)
-                    first = f"the answer cell of {name} " + (
-                        why or f"raised {err.get('ename')}: {str(err.get('evalue', ''))[:150]}"
-                    )
-                    first += f", so {name} was never defined"
+                    why = why or say("raised error", ename=err.get("ename"), error=str(err.get("evalue", ""))[:150])
+                    first = say("answer never defined", name=name, happened=why)
                     break
         reasons.append(f"{name}: {first}")
     return reasons
@@ -95,32 +99,33 @@ def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = N
     Consecutive cells after the same answer that failed alike (an untouched exercise's demo cells) make one
     warning that counts them."""
     found: list[tuple[str, str]] = []  # (where, what happened)
-    after = "the setup"
+    after = say("after the setup")
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code":
             continue
         if meta.get("solution"):
-            after = f"the answer of {meta.get('grade_id')}"
+            after = say("after the answer", name=meta.get("grade_id"))
         if meta.get("grade") or "selfcheck_here(" in cell.source:
             continue
         err = _first_error(cell)
         if err is None:
             continue
         ename, evalue = err.get("ename") or "", str(err.get("evalue") or "")
-        where = f"the answer cell of {meta.get('grade_id')}" if meta.get("solution") else f"after {after}"
+        where = str(meta.get("grade_id")) if meta.get("solution") else after
         first_line = (evalue.strip().splitlines() or [""])[0][:150]
-        how = what_happened(ename, evalue, cell_timeout) or f"raised {ename}" + (
-            f": {first_line}" if first_line else ""
+        how = what_happened(ename, evalue, cell_timeout) or (
+            say("raised error", ename=ename, error=first_line) if first_line else say("raised bare", ename=ename)
         )
         found.append((where, how))
     warnings: list[str] = []
+    answers = {str(c.metadata.get("nbgrader", {}).get("grade_id")) for c in nb.cells if _is_answer(c)}
     for (where, how), group in itertools.groupby(found):
         n = len(list(group))
-        if where.startswith("the answer cell"):
-            warnings += [f"{where} {how} (that cell is not graded: see the feedback)"] * n
+        if where in answers:
+            warnings += [say("ungraded answer cell", name=where, happened=how)] * n
         elif n == 1:
-            warnings.append(f"a cell {where} {how} (that cell is not graded: see the feedback)")
+            warnings.append(say("ungraded cell", where=where, happened=how))
         else:
-            warnings.append(f"{n} cells {where} {how} (those cells are not graded: see the feedback)")
+            warnings.append(say("ungraded cells", n=n, where=where, happened=how))
     return warnings

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from ..wording import say
+
 
 @dataclasses.dataclass
 class Scored:
@@ -56,18 +58,18 @@ def score(points: dict[str, int], records: list[dict], forged: int, reasons: lis
         kept += [r for r in reasons if r.split(":", 1)[0] == name]
         if name not in said:  # the test cell passed in the kernel (or never ran): the worker's reason
             failed = next((r for r in runs if not r.get("passed")), None)
-            why = "no verdict record from the grader's checks" if failed is None else "; ".join(failed["failures"])
-            kept.append(f"{name}: {why[:200] or 'its checks did not pass'}")
+            why = say("no verdict record") if failed is None else "; ".join(failed["failures"])
+            kept.append(f"{name}: {why[:200] or say('checks did not pass')}")
     violations = []
     if forged:
-        violations.append(f"{forged} forged or corrupted record(s)")
+        violations.append(say("forged", n=forged))
     if not any(r.get("type") == "armed" for r in records):
-        violations.append("the grading recorder did not start")
+        violations.append(say("recorder did not start"))
     if any(r.get("threads", 0) > 0 for rs in by_exercise.values() for r in rs):
         warnings.append("needs review: the notebook's own threads were running while the checks ran")
     status = "graded"
     if violations:
         scores = {n: 0.0 for n in scores}
-        kept.insert(0, "integrity: " + "; ".join(violations)[:300])
+        kept.insert(0, say("integrity", violations="; ".join(violations))[:300])
         status = "integrity"
     return Scored(status, scores, kept, warnings)

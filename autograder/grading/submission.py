@@ -91,6 +91,7 @@ class Submission:
     # canonicalise
     warnings: list[str] = dataclasses.field(default_factory=list)  # from canonicalising the file
     unreadable: bool = False  # the file itself could not be read as a notebook (the feedback says: download again)
+    edition: str = "en"  # the course edition the file was made from ("zh": notebooks/zh/), its feedback's language
     # execute and judge
     outcome: Result | None = None  # the run's result (its warnings: the run's own)
     graded: str | None = None  # the graded notebook's text (None: not run to the end)
