@@ -100,7 +100,7 @@ def grade(
         prefix = jail.unshare_prefix()
         # started first: the workers' fork server imports what a worker needs while the batch canonicalises
         with execute.worker_spawner(chapter, prefix, out) if executor is None else contextlib.nullcontext() as spawner:
-            runs = canonicalise(todo, release)
+            runs = canonicalise(todo, chapter, release)
             for sub in todo:
                 if sub.outcome is not None:  # not gradeable: its zero and why
                     record(sub)
@@ -155,7 +155,9 @@ def _log_row(sub: Submission, max_score: float) -> None:
 # ------------------------------------------------------------------------------------------------ canonicalise
 
 
-def canonicalise(todo: list[Submission], release: nbformat.NotebookNode) -> dict[str, tuple[str, list[Submission]]]:
+def canonicalise(
+    todo: list[Submission], chapter: str, release: nbformat.NotebookNode
+) -> dict[str, tuple[str, list[Submission]]]:
     """Canonicalise every file against the committed ``release`` notebook: canonical text's hash -> (that text, the
     submissions with it). A file that cannot be graded gets its zero and reason in its record (``outcome``)."""
     runs: dict[str, tuple[str, list[Submission]]] = {}
