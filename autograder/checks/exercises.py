@@ -123,7 +123,11 @@ class Exercises:
                 f"is. {name} keeps its points."
             )
         if verbose:
-            print(f"All {len(checks)} {kind} checks passed for {name}.")
+            print(
+                f"All {len(checks)} {kind} checks passed for {name}."
+                if len(checks) > 1
+                else f"The {kind} check passed for {name}."
+            )
 
     def _passes(self, name: str, obj: Any) -> tuple[dict[str, dict[str, Any]], list[dict]]:
         """How exercise ``name``'s checks run on ``obj`` (in every mode): ``(deps, passes)``, where ``deps`` are the
