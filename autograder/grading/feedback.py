@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 
+from ..releases import points_text
+
 if TYPE_CHECKING:
     from .submission import Submission
 
@@ -70,7 +72,7 @@ def _decision_text(
     — never the kernel's raw output."""
     got, top = scores.get(name, 0.0), points.get(name, 0)
     mine = [r.removeprefix(f"{name}: ") for r in reasons if r.startswith(f"{name}:")]
-    head = f"{'✔' if got >= top and top else '✘'} {name}: {got:g} of {top:g} points"
+    head = f"{'✔' if got >= top and top else '✘'} {name}: {got:g} of {points_text(top)}"
     shown = list(details) if got < top and details else mine
     return head + "".join("\n" + "\n".join("  " + ln for ln in line.splitlines()) for line in shown) + "\n"
 
