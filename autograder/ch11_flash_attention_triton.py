@@ -237,13 +237,23 @@ def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
     return q, k, torch.randn(B, H, T_k, d_v, generator=g)
 
 
-@EXERCISES.check("flash_attention_forward_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward_kernel",
+    hidden=True,
+    requires="starts the running max at -inf, so that scores below -57 000 work too",
+    requires_zh="让运行最大值从 -inf 开始，因此低于 -57 000 的分数也能正确处理",
+)
 def _forward_very_negative_scores(fn):
     """every allowed score is below -57 000: the running max must start at -inf, not at a finite number"""
     _compare_forward(fn, *_exact_negative_qkv(1, 1, 20, 35, 3, seed=12), causal=True, hidden=True)
 
 
-@EXERCISES.check("flash_attention_forward_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward_kernel",
+    hidden=True,
+    requires="works for T_q > T_k and for BLOCK_M ≠ BLOCK_N, causal or not",
+    requires_zh="适用于 T_q > T_k 以及 BLOCK_M ≠ BLOCK_N 的情况，无论是否因果",
+)
 def _forward_more_queries_other_blocks(fn):
     """T_q = 37 > T_k = 20 (not causal) with BLOCK_M = 32, BLOCK_N = 16; causal T_q = T_k = 40 with BLOCK_M = 16,
     BLOCK_N = 32"""
@@ -258,7 +268,12 @@ def _half_exact(*shape, seed, scale, offset=0.0):
     return (x.abs() + offset if offset else x).half().float()
 
 
-@EXERCISES.check("flash_attention_forward_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward_kernel",
+    hidden=True,
+    requires="accumulates the running sum and the output in float32 for float16 inputs; `o` comes back in float16, `lse` in float32",
+    requires_zh="对 float16 输入在 float32 中累加运行和与输出；`o` 以 float16 返回，`lse` 以 float32 返回",
+)
 def _forward_half(fn):
     """float16 inputs with values of about 3000: the running sum and output accumulate in float32 (29 keys of
     weight ~1 times 3000 exceed float16's 65504), o comes back in float16 and lse in float32"""
@@ -322,7 +337,12 @@ def _dkdv_causal(fn):
     )
 
 
-@EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward_dkdv_kernel",
+    hidden=True,
+    requires="works for T_q > T_k and for BLOCK_M ≠ BLOCK_N, causal or not (a key block's first query block is not its own index)",
+    requires_zh="适用于 T_q > T_k 以及 BLOCK_M ≠ BLOCK_N 的情况，无论是否因果（键块所需的第一个查询块不一定是它自己的序号）",
+)
 def _dkdv_more_queries_other_blocks(fn):
     """T_q = 37 > T_k = 20 (not causal) with BLOCK_M = 16, BLOCK_N = 32; causal T_q = T_k = 40 with BLOCK_M = 32,
     BLOCK_N = 16 (the first query block a key block needs is not the key block's own index)"""
@@ -330,7 +350,12 @@ def _dkdv_more_queries_other_blocks(fn):
     _compare_dkdv(fn, *_qkv(1, 1, 40, 40, 8, 4, seed=23), causal=True, block_q=32, block_k=16, hidden=True)
 
 
-@EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward_dkdv_kernel",
+    hidden=True,
+    requires="returns dk and dv in float16 for float16 inputs, agreeing with float32",
+    requires_zh="对 float16 输入返回 float16 的 dk 和 dv，与 float32 下一致",
+)
 def _dkdv_half(fn):
     """float16 inputs, causal: dk and dv come back in float16 and agree with the answer's own float32 run"""
     q, k, v = (_half_exact(1, 1, T, d, seed=24 + i, scale=1) for i, (T, d) in enumerate(((20, 4), (35, 4), (35, 6))))

@@ -28,13 +28,20 @@ import copy
 import importlib
 import inspect
 import pathlib
+import re
 import tempfile
 import textwrap
 
 import nbformat
 
 from . import BRANCH, PACKAGE_SOURCE, REPOSITORY
-from .releases import CODE_STUB, KERNELSPEC, checks_module, test_source  # noqa: F401 - CODE_STUB, checks_module: re-exported
+from .releases import (  # noqa: F401 - CODE_STUB, checks_module: re-exported
+    CODE_STUB,
+    KERNELSPEC,
+    checks_module,
+    points_text,
+    test_source,
+)
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
@@ -103,6 +110,55 @@ def exercise_source(chapter: str, name: str) -> str:
     return source.rstrip("\n")
 
 
+REQUIREMENTS_HEAD = {
+    "en": "**What is graded.** The test cell below runs the visible checks; the grader runs hidden ones too. "
+    "Together they require that your answer",
+    "zh": "**评分要求。** 下方的测试单元运行可见检查，评分程序还会运行隐藏检查。它们一起要求你的答案",
+}
+
+
+def requirements_markdown(exercise, edition: str = "en") -> str:
+    """The markdown cell the build puts between an exercise's instructions and its answer cell: the requirements its
+    checks declare (``Exercises.check(..., requires=, requires_zh=)``), in ``edition`` ("en" or "zh")."""
+    items = [req.zh if edition == "zh" else req.en for req in exercise.requirements]
+    colon = "：" if edition == "zh" else ":"
+    return REQUIREMENTS_HEAD[edition] + colon + "\n\n" + "\n".join(f"* {item}" for item in items)
+
+
+def requirements_cell(exercise) -> nbformat.NotebookNode:
+    """The generated requirements cell of ``exercise`` (English; the Chinese edition re-renders it from the same
+    declarations, found by the cell's ``requirements`` metadata)."""
+    cell = nbformat.v4.new_markdown_cell(requirements_markdown(exercise))
+    cell.metadata["requirements"] = exercise.name
+    return cell
+
+
+_POINTS = {"en": re.compile(r"\((\d+) points?\)"), "zh": re.compile(r"（(\d+) 分）")}
+
+
+def points_problems(chapter: str, markdown: list[str], edition: str = "en") -> list[str]:
+    """Where the hand-written points of ``chapter``'s notebook text (``markdown``: its cells in order, in ``edition``)
+    disagree with the points in ``EXERCISES``: the overview table's row that names an exercise (its last column) and
+    an exercise heading's "(N points)" / "（N 分）". Empty when they agree; the build fails otherwise."""
+    exercises = checks_module(chapter).EXERCISES
+    problems = []
+    text = "\n".join(markdown)
+    for number, ex in enumerate(exercises, start=1):
+        for line in text.splitlines():
+            cols = [c.strip() for c in line.strip().strip("|").split("|")]
+            if line.lstrip().startswith("|") and len(cols) > 2 and re.search(rf"`{ex.name}\b", cols[1]):
+                if cols[-1] != str(ex.points):
+                    problems.append(
+                        f"the table gives {ex.name} {cols[-1]!r} points, EXERCISES {points_text(ex.points)}"
+                    )
+        heading = re.compile(rf"^#+ (Exercise|练习) {number}\b.*$", re.M)
+        for m in heading.finditer(text):
+            stated = _POINTS[edition].search(m.group(0))
+            if stated is None or int(stated.group(1)) != ex.points:
+                problems.append(f"heading {m.group(0)!r} should give {ex.name}'s {points_text(ex.points)}")
+    return [f"{chapter} ({edition}): {p}" for p in problems]
+
+
 def build_instructor(chapter: str) -> nbformat.NotebookNode:
     """The instructor notebook: reference solutions, visible and hidden tests, nbgrader metadata."""
     import jupytext
@@ -123,6 +179,13 @@ def build_instructor(chapter: str) -> nbformat.NotebookNode:
             cells.append(new)
             continue
         ex = exercises[name]
+        if ex.unstated:
+            raise ValueError(
+                f"{chapter}: hidden checks of {name} declare no requirement ({', '.join(ex.unstated)}): give each "
+                "requires= and requires_zh= (the notebook lists them; a student cannot read a hidden check)"
+            )
+        if ex.requirements:
+            cells.append(requirements_cell(ex))
         solution = nbformat.v4.new_code_cell(exercise_source(chapter, name))
         solution.metadata["nbgrader"] = _nbgrader(name, solution=True)
         test = nbformat.v4.new_code_cell(test_source(name, ex.points))
@@ -135,9 +198,17 @@ def build_instructor(chapter: str) -> nbformat.NotebookNode:
             f"{chapter}: template exercises {seen} differ from the checks' exercises {registered} "
             "(same names, same order)"
         )
-    for i, cell in enumerate(cells):  # stable ids keep regenerated files byte-identical
+    problems = points_problems(chapter, [c.source for c in cells if c.cell_type == "markdown"])
+    if problems:
+        raise ValueError("\n".join(problems))
+    i = 0
+    for cell in cells:  # stable ids keep regenerated files byte-identical
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if "requirements" in cell.metadata:
+            cell["id"] = f"{cell.metadata['requirements']}-requirements"
+            continue  # not counted: the other cells keep their ids
         cell["id"] = f"{grade_id}" if grade_id else f"cell-{i:03d}"
+        i += 1
     nb.cells = cells
     nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
     return nb
