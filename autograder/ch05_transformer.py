@@ -82,9 +82,25 @@ def _pe_table(cls):
 
 @EXERCISES.check(
     "PositionalEncoding",
+    requires="works for an odd `d_model` too (its last dim is a sine)",
+    requires_zh="对奇数的 `d_model` 同样适用（最后一维是正弦）",
+)
+def _pe_odd_width(cls):
+    """PositionalEncoding(d_model=5): an odd width has 3 sine dims and 2 cosine dims (x = 0, T = 4)"""
+    pe = call("PositionalEncoding(5, context_length=10)", cls, 5, 10)
+    got = call("PositionalEncoding.forward", pe, torch.zeros(2, 4, 5))
+    hint = _pe_hint(got, 4, 5) + (
+        " For an odd d_model the sine takes ceil(d_model/2) dims (0, 2, 4) and the cosine d_model // 2 (1, 3): "
+        "pe[:, 1::2] has one column fewer than pe[:, 0::2]."
+    )
+    expect_close("PositionalEncoding(5)(zeros (2, 4, 5))", got, _pe_oracle(4, 5).expand(2, 4, 5), hint=hint)
+
+
+@EXERCISES.check(
+    "PositionalEncoding",
     hidden=True,
-    requires="works for an odd `d_model` too, and for longer sequences and other widths",
-    requires_zh="对奇数的 `d_model` 同样适用，也适用于更长的序列和其他宽度",
+    requires="works for longer sequences and other widths, odd ones included",
+    requires_zh="适用于更长的序列和其他宽度（包括奇数宽度）",
 )
 def _pe_long_and_added(cls):
     """adds the encoding to the input, for longer sequences and other widths (an odd d_model too)"""
