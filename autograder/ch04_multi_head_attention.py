@@ -214,6 +214,17 @@ def _mha_cross_padding(cls):
 
 @EXERCISES.check(
     "MultiHeadAttention",
+    requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
+    requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
+)
+def _mha_half_large_products_visible(cls):
+    """float16, d_model=24, 2 heads: the products q.k pass 65 504, the scaled scores q.k/sqrt(d_k) do not; results as
+    in float32"""
+    _large_products_case(cls, 24, 2, seed=11)  # d_k = 12
+
+
+@EXERCISES.check(
+    "MultiHeadAttention",
     hidden=True,
     requires="handles an attention mask and a key padding mask together, and `bias=False`",
     requires_zh="能同时处理注意力掩码和键填充掩码，也支持 `bias=False`",
@@ -410,20 +421,16 @@ def _mha_extreme_scores(cls):
     )
 
 
-@EXERCISES.check(
-    "MultiHeadAttention",
-    hidden=True,
-    requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
-    requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
-)
-def _mha_half_large_products(cls):
-    """float16 where the products q.k pass 65 504 but the scaled scores q.k/sqrt(d_k) fit: scale before the product"""
-    d, H = 128, 2  # d_k = 64: products near 8e4, scores near 1e4, the last key some hundreds ahead
+def _large_products_case(cls, d: int, H: int, seed: int) -> None:
+    """float16 with identity W_q, W_k: every product q.k of a head is about 78 000 (past float16's 65 504) while the
+    scaled scores q.k/sqrt(d_k) stay below 30 000; the last key some hundreds ahead of the others after scaling."""
+    d_k = d // H
+    c = 280 / d_k**0.5  # d_k * c^2 = 78 400
     m = _build(cls, d, H, bias=False).eval()
     _projections_set(m, W_q=torch.eye(d), W_k=torch.eye(d))
-    g = rng(10)
-    query = 35 * (1 + 0.02 * torch.rand(2, 3, d, generator=g))
-    key = 35 * (1 + 0.05 * torch.arange(5.0)[None, :, None]) * torch.ones(2, 5, d)
+    g = rng(seed)
+    query = c * (1 + 0.02 * torch.rand(2, 3, d, generator=g))
+    key = c * (1 + 0.05 * torch.arange(5.0)[None, :, None]) * torch.ones(2, 5, d)
     value = torch.randn(2, 5, d, generator=g)
 
     def run(dtype):
@@ -439,6 +446,17 @@ def _mha_half_large_products(cls):
         hint="the products q.k of these inputs pass float16's 65 504 although the scaled scores do not: scale q by "
         "1/sqrt(d_k) before the product (scaled_dot_product_attention does).",
     )
+
+
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
+    requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
+)
+def _mha_half_large_products(cls):
+    """float16 where the products q.k pass 65 504 but the scaled scores q.k/sqrt(d_k) fit: scale before the product"""
+    _large_products_case(cls, 128, 2, seed=10)  # d_k = 64
 
 
 __all__ = ["EXERCISES", "CheckFailed"]
