@@ -28,7 +28,6 @@ import copy
 import importlib
 import inspect
 import pathlib
-import re
 import tempfile
 import textwrap
 
@@ -42,6 +41,7 @@ from .releases import (  # noqa: F401 - CODE_STUB, checks_module: re-exported
     points_text,
     test_source,
 )
+from .requirements import points_problems, requirements_markdown
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
@@ -110,53 +110,12 @@ def exercise_source(chapter: str, name: str) -> str:
     return source.rstrip("\n")
 
 
-REQUIREMENTS_HEAD = {
-    "en": "**What is graded.** The test cell below runs the visible checks; the grader runs hidden ones too. "
-    "Together they require that your answer",
-    "zh": "**评分要求。** 下方的测试单元运行可见检查，评分程序还会运行隐藏检查。它们一起要求你的答案",
-}
-
-
-def requirements_markdown(exercise, edition: str = "en") -> str:
-    """The markdown cell the build puts between an exercise's instructions and its answer cell: the requirements its
-    checks declare (``Exercises.check(..., requires=, requires_zh=)``), in ``edition`` ("en" or "zh")."""
-    items = [req.zh if edition == "zh" else req.en for req in exercise.requirements]
-    colon = "：" if edition == "zh" else ":"
-    return REQUIREMENTS_HEAD[edition] + colon + "\n\n" + "\n".join(f"* {item}" for item in items)
-
-
 def requirements_cell(exercise) -> nbformat.NotebookNode:
     """The generated requirements cell of ``exercise`` (English; the Chinese edition re-renders it from the same
     declarations, found by the cell's ``requirements`` metadata)."""
     cell = nbformat.v4.new_markdown_cell(requirements_markdown(exercise))
     cell.metadata["requirements"] = exercise.name
     return cell
-
-
-_POINTS = {"en": re.compile(r"\((\d+) points?\)"), "zh": re.compile(r"（(\d+) 分）")}
-
-
-def points_problems(chapter: str, markdown: list[str], edition: str = "en") -> list[str]:
-    """Where the hand-written points of ``chapter``'s notebook text (``markdown``: its cells in order, in ``edition``)
-    disagree with the points in ``EXERCISES``: the overview table's row that names an exercise (its last column) and
-    an exercise heading's "(N points)" / "（N 分）". Empty when they agree; the build fails otherwise."""
-    exercises = checks_module(chapter).EXERCISES
-    problems = []
-    text = "\n".join(markdown)
-    for number, ex in enumerate(exercises, start=1):
-        for line in text.splitlines():
-            cols = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.lstrip().startswith("|") and len(cols) > 2 and re.search(rf"`{ex.name}\b", cols[1]):
-                if cols[-1] != str(ex.points):
-                    problems.append(
-                        f"the table gives {ex.name} {cols[-1]!r} points, EXERCISES {points_text(ex.points)}"
-                    )
-        heading = re.compile(rf"^#+ (Exercise|练习) {number}\b.*$", re.M)
-        for m in heading.finditer(text):
-            stated = _POINTS[edition].search(m.group(0))
-            if stated is None or int(stated.group(1)) != ex.points:
-                problems.append(f"heading {m.group(0)!r} should give {ex.name}'s {points_text(ex.points)}")
-    return [f"{chapter} ({edition}): {p}" for p in problems]
 
 
 def build_instructor(chapter: str) -> nbformat.NotebookNode:

@@ -160,14 +160,14 @@ def translate_notebook(release, chapter: str):
     cells = notebook_translation(chapter)
     if cells is None:
         raise ValueError(f"{chapter} has no Chinese notebook text ({ZH_TEMPLATES / (chapter + '.md')})")
-    from . import notebooks
     from .releases import checks_module
+    from .requirements import points_problems, requirements_markdown
 
     nb = copy.deepcopy(release)
     exercises = checks_module(chapter).EXERCISES
     for c in nb.cells:  # generated from the checks' declarations (requires_zh), not translated by hand
         if "requirements" in c.metadata:
-            c.source = notebooks.requirements_markdown(exercises[c.metadata["requirements"]], "zh")
+            c.source = requirements_markdown(exercises[c.metadata["requirements"]], "zh")
     md = _translated_cells(nb)
     if len(md) != len(cells):
         raise ValueError(f"{chapter}: {len(md)} markdown cells in English, {len(cells)} in the Chinese notebook text")
@@ -179,7 +179,7 @@ def translate_notebook(release, chapter: str):
         )
     for c, (_, text) in zip(md, cells):
         c.source = text
-    problems = notebooks.points_problems(chapter, [c.source for c in nb.cells if c.cell_type == "markdown"], "zh")
+    problems = points_problems(chapter, [c.source for c in nb.cells if c.cell_type == "markdown"], "zh")
     if problems:
         raise ValueError("\n".join(problems))
     return nb  # metadata as the English notebook's: the grader canonicalises either edition to the same notebook
