@@ -53,7 +53,12 @@ def _shift_basic(fn):
     expect_equal("dec_out", result[1], torch.tensor([[10, 11, EOS, PAD], [12, 13, 14, EOS]]))
 
 
-@EXERCISES.check("shift_for_teacher_forcing", hidden=True)
+@EXERCISES.check(
+    "shift_for_teacher_forcing",
+    hidden=True,
+    requires="works for any batch size and length (T = 2 too) and keeps the ids' integer dtype (int32 too)",
+    requires_zh="适用于任意批大小和长度（包括 T = 2），并保持 id 的整数 dtype（包括 int32）",
+)
 def _shift_other(fn):
     """other batch sizes and lengths; T = 2; int32 ids keep their dtype"""
     for B, T, dtype in ((3, 7, torch.long), (1, 2, torch.long), (2, 5, torch.int32)):
@@ -101,7 +106,12 @@ def _loss_basic(fn):
     expect_close("sequence_loss(logits, targets)", got, expected, hint=hint)
 
 
-@EXERCISES.check("sequence_loss", hidden=True)
+@EXERCISES.check(
+    "sequence_loss",
+    hidden=True,
+    requires="ignores the logits at padded positions, for any `pad_id` and sizes",
+    requires_zh="忽略填充位置上的 logits，适用于任意 `pad_id` 和尺寸",
+)
 def _loss_ignores_pad(fn):
     """logits at padded positions change nothing; other pad ids and sizes"""
     logits = torch.randn(3, 5, 7, generator=rng(2))
@@ -123,7 +133,12 @@ def _loss_ignores_pad(fn):
     )
 
 
-@EXERCISES.check("sequence_loss", hidden=True)
+@EXERCISES.check(
+    "sequence_loss",
+    hidden=True,
+    requires="gives a finite float32 loss for float16 logits with a wide spread, as in float32",
+    requires_zh="对取值范围很大的 float16 logits 给出有限的 float32 损失，与 float32 下一致",
+)
 def _loss_half(fn):
     """float16 logits (a Colab GPU's dtype) with a wide spread: a finite float32 loss, as in float32"""
     logits = 12 * torch.randn(2, 4, 9, generator=rng(4))  # probabilities down to ~1e-10: below float16's range
@@ -222,7 +237,12 @@ def _encoder_lstm(cls):
     _compare_encoder(cls, dict(vocab_size=23, emb_dim=6, hidden_size=9, num_layers=2, cell="lstm"), [5, 2, 7, 1])
 
 
-@EXERCISES.check("Encoder", hidden=True)
+@EXERCISES.check(
+    "Encoder",
+    hidden=True,
+    requires="works with a bidirectional GRU and with sentences in increasing length order",
+    requires_zh="适用于双向 GRU，也适用于按长度递增排列的句子",
+)
 def _encoder_gru_bidirectional(cls):
     """bidirectional GRU, sentences in increasing length order"""
     _compare_encoder(
@@ -233,7 +253,12 @@ def _encoder_gru_bidirectional(cls):
     )
 
 
-@EXERCISES.check("Encoder", hidden=True)
+@EXERCISES.check(
+    "Encoder",
+    hidden=True,
+    requires="applies dropout in training mode only",
+    requires_zh="只在训练模式下应用 dropout",
+)
 def _encoder_dropout(cls):
     """dropout on the embeddings (a 1-layer encoder has no other): off in eval mode, on in training mode"""
     _, src, lens = _batch([4, 2, 5], 13, seed=5)
@@ -244,7 +269,12 @@ def _encoder_dropout(cls):
     )
 
 
-@EXERCISES.check("Encoder", hidden=True)
+@EXERCISES.check(
+    "Encoder",
+    hidden=True,
+    requires="applies the dropout to the embeddings only",
+    requires_zh="只对嵌入应用 dropout",
+)
 def _encoder_dropout_site(cls):
     """the dropout acts on the embeddings only: in training mode it changes the final states, and no output is 0"""
     _, src, lens = _batch([4, 2, 5], 13, seed=6)
@@ -343,7 +373,12 @@ def _greedy_feeds_back(fn):
     expect_shape("attn (stacked attention weights)", attn, (2, 6, 4))
 
 
-@EXERCISES.check("greedy_decode", hidden=True)
+@EXERCISES.check(
+    "greedy_decode",
+    hidden=True,
+    requires="stops after `max_new_tokens` steps when `<eos>` never comes",
+    requires_zh="在始终没有出现 `<eos>` 时，生成 `max_new_tokens` 步后停止",
+)
 def _greedy_limit(fn):
     """respects max_new_tokens when <eos> never comes"""
     model = _Scripted([[5, 5, 5, 5, 5], [6, EOS, 6, 6, 6]])
@@ -370,7 +405,12 @@ class _Table(nn.Module):
         return _one_hot(nxt, self.vocab).float(), state + 1, attn
 
 
-@EXERCISES.check("greedy_decode", hidden=True)
+@EXERCISES.check(
+    "greedy_decode",
+    hidden=True,
+    requires="uses the `bos_id`, `eos_id` and `pad_id` it is given, and stacks each step's attention weights in order",
+    requires_zh="使用传入的 `bos_id`、`eos_id` 和 `pad_id`，并按顺序堆叠每一步的注意力权重",
+)
 def _greedy_other_ids(fn):
     """uses the bos_id, eos_id and pad_id it is given, and stacks each step's attention in order"""
     #        ids: 0  1  2  3  4  5  6  7  8  9 10 11

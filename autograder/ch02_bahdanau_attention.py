@@ -81,7 +81,12 @@ def _score_basic(fn):
     )
 
 
-@EXERCISES.check("additive_score", hidden=True)
+@EXERCISES.check(
+    "additive_score",
+    hidden=True,
+    requires="works for other sizes, a single sentence and float64",
+    requires_zh="适用于其他尺寸、单个句子和 float64",
+)
 def _score_other_sizes(fn):
     """other sizes, one sentence, float64"""
     for B, S, N, A, dtype in ((3, 7, 6, 2, torch.float32), (1, 4, 5, 9, torch.float64), (4, 1, 2, 3, torch.float32)):
@@ -94,7 +99,12 @@ def _score_other_sizes(fn):
         )
 
 
-@EXERCISES.check("additive_score", hidden=True)
+@EXERCISES.check(
+    "additive_score",
+    hidden=True,
+    requires="lets gradients reach `s_prev`, `W`, `v` and `U_h`",
+    requires_zh="让梯度传到 `s_prev`、`W`、`v` 和 `U_h`",
+)
 def _score_grad(fn):
     """gradients reach s_prev, W, v and U_h"""
     args = [t.requires_grad_() for t in _score_inputs(2, 5, 3, 4, seed=3)]
@@ -163,7 +173,12 @@ def _softmax_fully_masked(fn):
     expect_true(bool((got[1] == 0).all()), "A row with no real source position should get all-zero weights.")
 
 
-@EXERCISES.check("masked_softmax", hidden=True)
+@EXERCISES.check(
+    "masked_softmax",
+    hidden=True,
+    requires="stays finite for large scores and random masks, keeps float64 and has finite gradients",
+    requires_zh="对很大的分数和随机掩码保持有限，保持 float64，且梯度有限",
+)
 def _softmax_hidden(fn):
     """large scores, random masks, float64, finite gradients"""
     scores = torch.tensor([[1e4, 1e4 - 1.0, -1e4, 5e3]])
@@ -196,7 +211,12 @@ def _softmax_hidden(fn):
 # ---------------------------------------------------------------- exercise 3: context_vector
 
 
-@EXERCISES.check("masked_softmax", hidden=True)
+@EXERCISES.check(
+    "masked_softmax",
+    hidden=True,
+    requires="works in float16 and bfloat16 without overflow, and gives masked positions weight 0 even when every score is below -1e5",
+    requires_zh="在 float16 和 bfloat16 下不溢出；即使所有分数都低于 -1e5，被屏蔽的位置权重仍为 0",
+)
 def _masked_softmax_half_and_very_negative(fn):
     """float16 and bfloat16 scores (no overflow); scores all below -1e4 or -1e5 give masked positions weight 0"""
     scores = torch.randn(4, 7, generator=rng(8))
@@ -260,7 +280,12 @@ def _context_basic(fn):
     )
 
 
-@EXERCISES.check("context_vector", hidden=True)
+@EXERCISES.check(
+    "context_vector",
+    hidden=True,
+    requires="works for other sizes and float64, with zero weights on padding",
+    requires_zh="适用于其他尺寸和 float64，填充处权重为零",
+)
 def _context_hidden(fn):
     """other sizes, zero weights on padding, float64"""
     g = rng(9)

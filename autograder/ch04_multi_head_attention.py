@@ -70,7 +70,12 @@ def _split_basic(fn):
     expect_close("split_heads(x, 3)", got, _split_oracle(x, 3), hint=_split_hint(got, x, 3))
 
 
-@EXERCISES.check("split_heads", hidden=True)
+@EXERCISES.check(
+    "split_heads",
+    hidden=True,
+    requires="works for other sizes (one head, `d_k = 1`) and keeps gradients",
+    requires_zh="适用于其他尺寸（一个头、`d_k = 1`），并保留梯度",
+)
 def _split_other_sizes(fn):
     """works for other sizes (one head, d_k = 1) and keeps gradients"""
     for B, T, d, H in ((3, 7, 8, 2), (1, 4, 6, 6), (2, 3, 10, 1)):
@@ -100,7 +105,12 @@ def _merge_basic(fn):
     expect_close("merge_heads(x)", got, _merge_oracle(x), hint=hint)
 
 
-@EXERCISES.check("merge_heads", hidden=True)
+@EXERCISES.check(
+    "merge_heads",
+    hidden=True,
+    requires="inverts `split_heads` for other sizes too",
+    requires_zh="对其他尺寸同样是 `split_heads` 的逆运算",
+)
 def _merge_other_sizes(fn):
     """inverts the head split for other sizes"""
     for shape in ((3, 2, 7, 5), (1, 6, 2, 3), (2, 1, 4, 9)):
@@ -202,7 +212,23 @@ def _mha_cross_padding(cls):
     _compare_mha(cls, 12, 3, q, k, v, key_pad=pad)
 
 
-@EXERCISES.check("MultiHeadAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadAttention",
+    requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
+    requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
+)
+def _mha_half_large_products_visible(cls):
+    """float16, d_model=24, 2 heads: the products q.k pass 65 504, the scaled scores q.k/sqrt(d_k) do not; results as
+    in float32"""
+    _large_products_case(cls, 24, 2, seed=11)  # d_k = 12
+
+
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="handles an attention mask and a key padding mask together, and `bias=False`",
+    requires_zh="能同时处理注意力掩码和键填充掩码，也支持 `bias=False`",
+)
 def _mha_masks_averaged(cls):
     """attention mask and key padding together; head-averaged weights; 4 heads, no bias"""
     g = rng(3)
@@ -213,7 +239,12 @@ def _mha_masks_averaged(cls):
     _compare_mha(cls, 16, 4, q, k, v, key_pad=pad, attn=causal, bias=False, hidden=True, average=True)
 
 
-@EXERCISES.check("MultiHeadAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="treats the tokens as a set: permuting the queries permutes the output; permuting keys and values together changes nothing",
+    requires_zh="把词元当作集合处理：置换查询会相应地置换输出；同时置换键和值不改变输出",
+)
 def _mha_permutation(cls):
     """without positions, attention is permutation equivariant in the queries and invariant to reordering keys+values"""
     m = _build(cls, 12, 2)
@@ -228,7 +259,12 @@ def _mha_permutation(cls):
     expect_close("output with keys and values permuted together", perm_k, base, hidden=True)
 
 
-@EXERCISES.check("MultiHeadAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="keeps float64 and lets gradients reach every projection",
+    requires_zh="保持 float64，并让梯度传到每个投影",
+)
 def _mha_float64_grad(cls):
     """keeps float64 and lets gradients reach every projection"""
     m = _build(cls, 8, 2).double()
@@ -241,7 +277,12 @@ def _mha_float64_grad(cls):
         expect_true(grad is not None and bool(grad.abs().sum() > 0), f"No gradient reaches {name}.")
 
 
-@EXERCISES.check("MultiHeadAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="works in float16 with a key padding mask: float16 results, as in float32",
+    requires_zh="在带键填充掩码的 float16 下工作：结果为 float16，与 float32 下一致",
+)
 def _mha_half(cls):
     """float16 (a Colab GPU's dtype), with a key padding mask: float16 results, as in float32"""
     g = rng(7)
@@ -257,7 +298,12 @@ def _mha_half(cls):
     expect_half_precision("MultiHeadAttention", run)
 
 
-@EXERCISES.check("MultiHeadAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="applies dropout in training mode only",
+    requires_zh="只在训练模式下应用 dropout",
+)
 def _mha_dropout(cls):
     """dropout on the attention weights: off in eval mode, on in training mode"""
     g = rng(6)
@@ -269,7 +315,12 @@ def _mha_dropout(cls):
     )
 
 
-@EXERCISES.check("MultiHeadAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="accepts a bare 2-D `(T_q, T_k)` mask shared by the batch and the heads",
+    requires_zh="接受由整个批次和所有头共享的二维 `(T_q, T_k)` 掩码",
+)
 def _mha_bare_2d_mask(cls):
     """a bare 2-D (T_q, T_k) mask, shared by the batch and the heads (B = 3, T_q = 4, T_k = 6)"""
     g = rng(8)
@@ -289,7 +340,12 @@ def _projections_set(m, **weights):
                 getattr(m, name).bias.zero_()
 
 
-@EXERCISES.check("MultiHeadAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="applies dropout to the attention weights (not the heads' outputs) and returns the weights before dropout",
+    requires_zh="把 dropout 作用在注意力权重上（而不是各头的输出上），并返回 dropout 之前的权重",
+)
 def _mha_dropout_site(cls):
     """in training mode the dropout acts on the attention weights (not on the heads' outputs), and the weights
     returned are those before dropout"""
@@ -323,7 +379,12 @@ def _mha_dropout_site(cls):
     )
 
 
-@EXERCISES.check("MultiHeadAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="gives a query's only allowed key all the weight, even when its scores are about ±2e5",
+    requires_zh="即使唯一允许的键的分数约为 ±2e5，也把全部权重分给它",
+)
 def _mha_extreme_scores(cls):
     """one allowed key per query whose scores are about -2e5 (batch 0) or +2e5 (batch 1): it gets all the weight"""
     d, H, T_q, T_k = 12, 3, 3, 5
@@ -360,15 +421,16 @@ def _mha_extreme_scores(cls):
     )
 
 
-@EXERCISES.check("MultiHeadAttention", hidden=True)
-def _mha_half_large_products(cls):
-    """float16 where the products q.k pass 65 504 but the scaled scores q.k/sqrt(d_k) fit: scale before the product"""
-    d, H = 128, 2  # d_k = 64: products near 8e4, scores near 1e4, the last key some hundreds ahead
+def _large_products_case(cls, d: int, H: int, seed: int) -> None:
+    """float16 with identity W_q, W_k: every product q.k of a head is about 78 000 (past float16's 65 504) while the
+    scaled scores q.k/sqrt(d_k) stay below 30 000; the last key some hundreds ahead of the others after scaling."""
+    d_k = d // H
+    c = 280 / d_k**0.5  # d_k * c^2 = 78 400
     m = _build(cls, d, H, bias=False).eval()
     _projections_set(m, W_q=torch.eye(d), W_k=torch.eye(d))
-    g = rng(10)
-    query = 35 * (1 + 0.02 * torch.rand(2, 3, d, generator=g))
-    key = 35 * (1 + 0.05 * torch.arange(5.0)[None, :, None]) * torch.ones(2, 5, d)
+    g = rng(seed)
+    query = c * (1 + 0.02 * torch.rand(2, 3, d, generator=g))
+    key = c * (1 + 0.05 * torch.arange(5.0)[None, :, None]) * torch.ones(2, 5, d)
     value = torch.randn(2, 5, d, generator=g)
 
     def run(dtype):
@@ -386,12 +448,26 @@ def _mha_half_large_products(cls):
     )
 
 
+@EXERCISES.check(
+    "MultiHeadAttention",
+    hidden=True,
+    requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
+    requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
+)
+def _mha_half_large_products(cls):
+    """float16 where the products q.k pass 65 504 but the scaled scores q.k/sqrt(d_k) fit: scale before the product"""
+    _large_products_case(cls, 128, 2, seed=10)  # d_k = 64
+
+
 __all__ = ["EXERCISES", "CheckFailed"]
 
 
 # The chapter's own words in Chinese, for a Chinese submission's feedback page (autograder/wording.py): its checks'
 # labels (their docstrings), the names its comparisons give the values and its hints.
 ZH = {
+    "float16, d_model=24, 2 heads: the products q.k pass 65 504, the scaled scores q.k/sqrt(d_k) do not; results as in float32": (
+        "float16，d_model=24，2 个头：乘积 q.k 超过 65 504，而缩放后的分数 q.k/sqrt(d_k) 不超过；结果与 float32 一致"
+    ),
     # visible checks
     "split_heads(x (2, 5, 12), 3) has shape (2, 3, 5, 4); head i holds features 4i..4i+3 of each token": (
         "split_heads(x (2, 5, 12), 3) 的形状为 (2, 3, 5, 4)；第 i 个头保存每个词元的第 4i..4i+3 个特征"

@@ -80,7 +80,28 @@ def _pe_table(cls):
     expect_close("PositionalEncoding()(zeros (2, 6, 8))", got, expected, hint=_pe_hint(got, 6, 8))
 
 
-@EXERCISES.check("PositionalEncoding", hidden=True)
+@EXERCISES.check(
+    "PositionalEncoding",
+    requires="works for an odd `d_model` too (its last dim is a sine)",
+    requires_zh="对奇数的 `d_model` 同样适用（最后一维是正弦）",
+)
+def _pe_odd_width(cls):
+    """PositionalEncoding(d_model=5): an odd width has 3 sine dims and 2 cosine dims (x = 0, T = 4)"""
+    pe = call("PositionalEncoding(5, context_length=10)", cls, 5, 10)
+    got = call("PositionalEncoding.forward", pe, torch.zeros(2, 4, 5))
+    hint = _pe_hint(got, 4, 5) + (
+        " For an odd d_model the sine takes ceil(d_model/2) dims (0, 2, 4) and the cosine d_model // 2 (1, 3): "
+        "pe[:, 1::2] has one column fewer than pe[:, 0::2]."
+    )
+    expect_close("PositionalEncoding(5)(zeros (2, 4, 5))", got, _pe_oracle(4, 5).expand(2, 4, 5), hint=hint)
+
+
+@EXERCISES.check(
+    "PositionalEncoding",
+    hidden=True,
+    requires="works for longer sequences and other widths, odd ones included",
+    requires_zh="适用于更长的序列和其他宽度（包括奇数宽度）",
+)
 def _pe_long_and_added(cls):
     """adds the encoding to the input, for longer sequences and other widths (an odd d_model too)"""
     for d, T in ((12, 40), (6, 17), (7, 9)):
@@ -91,7 +112,12 @@ def _pe_long_and_added(cls):
         )
 
 
-@EXERCISES.check("PositionalEncoding", hidden=True)
+@EXERCISES.check(
+    "PositionalEncoding",
+    hidden=True,
+    requires="applies dropout to the sum, in training mode only",
+    requires_zh="对求和结果应用 dropout，且只在训练模式下",
+)
 def _pe_dropout(cls):
     """applies dropout to the sum in training mode only"""
     pe = call("PositionalEncoding(16, context_length=32, dropout=0.5)", cls, 16, 32, 0.5)
@@ -112,7 +138,12 @@ def _pe_dropout(cls):
     )
 
 
-@EXERCISES.check("PositionalEncoding", hidden=True)
+@EXERCISES.check(
+    "PositionalEncoding",
+    hidden=True,
+    requires="keeps a float16 input's dtype, with or without `.half()` on the module",
+    requires_zh="对 float16 输入保持其 dtype，无论模块是否调用过 `.half()`",
+)
 def _pe_half(cls):
     """float16 x (a Colab GPU's dtype): the sum keeps x's dtype and values, with or without .half() on the module"""
     x = torch.randn(2, 7, 10, generator=rng(8))
@@ -123,7 +154,12 @@ def _pe_half(cls):
     expect_half_precision("PositionalEncoding after .half()", lambda dtype: call("forward", pe, x.to(dtype)))
 
 
-@EXERCISES.check("PositionalEncoding", hidden=True)
+@EXERCISES.check(
+    "PositionalEncoding",
+    hidden=True,
+    requires="builds `pe` with exactly `context_length` rows",
+    requires_zh="构造的 `pe` 恰好有 `context_length` 行",
+)
 def _pe_full_length(cls):
     """the table has exactly context_length rows (its documented shape) and serves a sequence of that length"""
     pe = call("PositionalEncoding(6, context_length=9)", cls, 6, 9)
@@ -167,7 +203,12 @@ def _embedding_scaled(cls):
     )
 
 
-@EXERCISES.check("TokenEmbedding", hidden=True)
+@EXERCISES.check(
+    "TokenEmbedding",
+    hidden=True,
+    requires="keeps `nn.Embedding`'s `padding_idx`: the `<pad>` embedding is zero and gets no gradient",
+    requires_zh="保留 `nn.Embedding` 的 `padding_idx`：`<pad>` 的嵌入为零且不接收梯度",
+)
 def _embedding_padding(cls):
     """with padding_idx = 2 the <pad> embedding is zero and gets no gradient (nn.Embedding's padding_idx)"""
     torch.manual_seed(1)
@@ -294,7 +335,12 @@ def _encoder_pre_ln(cls):
     _compare_encoder(cls, norm_first=True, activation="gelu", causal=True)
 
 
-@EXERCISES.check("EncoderLayer", hidden=True)
+@EXERCISES.check(
+    "EncoderLayer",
+    hidden=True,
+    requires="matches BERT-style (post-LN, GELU) and GPT-style (pre-LN, tanh GELU, causal and padding masks) layers",
+    requires_zh="与 BERT 式（post-LN、GELU）和 GPT 式（pre-LN、tanh 近似的 GELU、因果掩码加填充掩码）的层一致",
+)
 def _encoder_variants(cls):
     """BERT-style (post-LN, GELU, eps 1e-12) and GPT-style (pre-LN, GELU tanh, causal + padding) layers"""
     _compare_encoder(cls, norm_first=False, activation="gelu", eps=1e-12, lengths=[4, 6], hidden=True, seed=3)
@@ -302,7 +348,12 @@ def _encoder_variants(cls):
     _compare_encoder(cls, norm_first=False, causal=True, hidden=True, seed=5)
 
 
-@EXERCISES.check("EncoderLayer", hidden=True)
+@EXERCISES.check(
+    "EncoderLayer",
+    hidden=True,
+    requires="uses the layer's `layer_norm_eps` in its norms",
+    requires_zh="在归一化层中使用该层的 `layer_norm_eps`",
+)
 def _encoder_eps(cls):
     """layer_norm_eps = 0.1, post-LN and pre-LN: the norms use the layer's epsilon (at 1e-5 it could not matter)"""
     _compare_encoder(cls, norm_first=False, eps=0.1, lengths=[6, 4], hidden=True, seed=6)
@@ -379,27 +430,47 @@ def _decoder_no_future_leak(cls):
             )
 
 
-@EXERCISES.check("DecoderLayer", hidden=True)
+@EXERCISES.check(
+    "DecoderLayer",
+    hidden=True,
+    requires="handles target and source padding together, post-LN and pre-LN",
+    requires_zh="能同时处理目标端和源端的填充，post-LN 和 pre-LN 都正确",
+)
 def _decoder_all_masks(cls):
     """post-LN and pre-LN with target padding and source padding together"""
     _compare_decoder(cls, norm_first=False, tgt_lengths=[5, 3, 4], src_lengths=[2, 7, 5], hidden=True, seed=3)
     _compare_decoder(cls, norm_first=True, tgt_lengths=[4, 5, 2], src_lengths=[7, 3, 6], hidden=True, seed=4)
 
 
-@EXERCISES.check("DecoderLayer", hidden=True)
+@EXERCISES.check(
+    "DecoderLayer",
+    hidden=True,
+    requires="takes the cross-attention's keys and values from `memory` (even when T = S)",
+    requires_zh="交叉注意力的键和值取自 `memory`（即使 T = S）",
+)
 def _decoder_same_lengths(cls):
     """T = S without masks: keys and values of the cross-attention come from memory"""
     _compare_decoder(cls, norm_first=False, hidden=True, seed=5, T=6, S=6)
 
 
-@EXERCISES.check("DecoderLayer", hidden=True)
+@EXERCISES.check(
+    "DecoderLayer",
+    hidden=True,
+    requires="handles target padding without a source mask (`src_attention_mask=None`)",
+    requires_zh="在没有源端掩码（`src_attention_mask=None`）时也能处理目标端填充",
+)
 def _decoder_target_padding_only(cls):
     """target padding without a source mask (src_attention_mask=None), post-LN and pre-LN"""
     _compare_decoder(cls, norm_first=False, tgt_lengths=[5, 3, 1], hidden=True, seed=8)
     _compare_decoder(cls, norm_first=True, tgt_lengths=[2, 5, 4], hidden=True, seed=9)
 
 
-@EXERCISES.check("DecoderLayer", hidden=True)
+@EXERCISES.check(
+    "DecoderLayer",
+    hidden=True,
+    requires="uses the layer's `layer_norm_eps` and activation (GELU too)",
+    requires_zh="使用该层的 `layer_norm_eps` 和激活函数（包括 GELU）",
+)
 def _decoder_eps_gelu(cls):
     """layer_norm_eps = 0.1 and GELU, post-LN and pre-LN, with both paddings: the norms use the layer's epsilon"""
     kw = dict(tgt_lengths=[5, 2, 4], src_lengths=[3, 7, 6], hidden=True, activation="gelu", eps=0.1)
@@ -407,7 +478,12 @@ def _decoder_eps_gelu(cls):
     _compare_decoder(cls, norm_first=True, seed=7, **kw)
 
 
-@EXERCISES.check("EncoderLayer", hidden=True)
+@EXERCISES.check(
+    "EncoderLayer",
+    hidden=True,
+    requires="applies dropout in training mode only",
+    requires_zh="只在训练模式下应用 dropout",
+)
 def _encoder_dropout(cls):
     """dropout (attention, feed-forward, residual branches) is off in eval mode and on in training mode"""
     x = torch.randn(2, 5, 12, generator=rng(21))
@@ -418,7 +494,12 @@ def _encoder_dropout(cls):
     )
 
 
-@EXERCISES.check("DecoderLayer", hidden=True)
+@EXERCISES.check(
+    "DecoderLayer",
+    hidden=True,
+    requires="works in float16 with both paddings: float16 results, as in float32",
+    requires_zh="在带两种填充掩码的 float16 下工作：结果为 float16，与 float32 下一致",
+)
 def _decoder_half(cls):
     """float16 (a Colab GPU's dtype) with target and source padding: float16 results, as in float32"""
     layer = call("DecoderLayer", cls, **_layer_args(12, 3, 24, True, "relu", 1e-5)).eval()
@@ -436,7 +517,12 @@ def _decoder_half(cls):
     expect_half_precision("DecoderLayer", run)
 
 
-@EXERCISES.check("DecoderLayer", hidden=True)
+@EXERCISES.check(
+    "DecoderLayer",
+    hidden=True,
+    requires="applies dropout in training mode only",
+    requires_zh="只在训练模式下应用 dropout",
+)
 def _decoder_dropout(cls):
     """dropout (both attentions, feed-forward, residual branches) is off in eval mode and on in training mode"""
     g = rng(22)
@@ -513,7 +599,12 @@ def _expect_dropout_sites(what, cls, sublayers, forward, shape):
         torch.random.set_rng_state(state)
 
 
-@EXERCISES.check("EncoderLayer", hidden=True)
+@EXERCISES.check(
+    "EncoderLayer",
+    hidden=True,
+    requires="applies `dropout1` after the attention and `dropout2` after the FFN, and no other dropout",
+    requires_zh="在注意力之后用 `dropout1`、在 FFN 之后用 `dropout2`，没有别的 dropout",
+)
 def _encoder_dropout_sites(cls):
     """each sublayer's output has its own dropout (dropout1 after attention, dropout2 after the FFN), nothing else"""
     x = torch.randn(2, 5, 12, generator=rng(24))
@@ -526,7 +617,12 @@ def _encoder_dropout_sites(cls):
     )
 
 
-@EXERCISES.check("DecoderLayer", hidden=True)
+@EXERCISES.check(
+    "DecoderLayer",
+    hidden=True,
+    requires="applies `dropout1`, `dropout2`, `dropout3` after the three sublayers, and no other dropout",
+    requires_zh="在三个子层之后分别用 `dropout1`、`dropout2`、`dropout3`，没有别的 dropout",
+)
 def _decoder_dropout_sites(cls):
     """each sublayer's output has its own dropout (self-attention, cross-attention, FFN), and nothing else"""
     g = rng(25)

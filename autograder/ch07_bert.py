@@ -114,7 +114,12 @@ def _mask_proportions(fn):
     )
 
 
-@EXERCISES.check("mask_tokens", hidden=True)
+@EXERCISES.check(
+    "mask_tokens",
+    hidden=True,
+    requires="honours `mlm_probability` and spreads random replacements over the vocabulary",
+    requires_zh="遵守 `mlm_probability`，随机替换的词元分布在整个词表上",
+)
 def _mask_other_rate(fn):
     """honours mlm_probability (0.3), spreads random replacements over the vocabulary"""
     x = _batch(seed=2, B=32, T=300, V=500)
@@ -130,7 +135,12 @@ def _mask_other_rate(fn):
     )
 
 
-@EXERCISES.check("mask_tokens", hidden=True)
+@EXERCISES.check(
+    "mask_tokens",
+    hidden=True,
+    requires="draws all its randomness from `generator` and leaves the global random state untouched",
+    requires_zh="所有随机性都来自 `generator`，不改变全局随机状态",
+)
 def _mask_seeded(fn):
     """all randomness from `generator`: equal seeds give equal results; the global random state is untouched"""
     x = _batch(seed=5)
@@ -140,7 +150,12 @@ def _mask_seeded(fn):
     )
 
 
-@EXERCISES.check("mask_tokens", hidden=True)
+@EXERCISES.check(
+    "mask_tokens",
+    hidden=True,
+    requires="uses the given `special_ids` and `mask_id`, not hard-coded ones",
+    requires_zh="使用传入的 `special_ids` 和 `mask_id`，而不是写死的值",
+)
 def _mask_other_specials(fn):
     """uses the given special_ids (not a hard-coded list) and the given mask_id"""
     x = torch.randint(0, 300, (40, 200), generator=rng(3))
@@ -161,7 +176,12 @@ def _mask_other_specials(fn):
     expect_true(abs(frac_mask - 0.8) < 0.05, "Selected tokens should become mask_id (here 299) 80% of the time.")
 
 
-@EXERCISES.check("mask_tokens", hidden=True)
+@EXERCISES.check(
+    "mask_tokens",
+    hidden=True,
+    requires="draws random replacements uniformly from the vocabulary, not from the batch",
+    requires_zh="从整个词表中均匀抽取随机替换的词元，而不是从当前批次中抽取",
+)
 def _mask_random_from_vocabulary(fn):
     """random replacements are drawn uniformly from the vocabulary, not from the batch (a batch of two tokens)"""
     V = 40
@@ -182,7 +202,12 @@ def _mask_random_from_vocabulary(fn):
     )
 
 
-@EXERCISES.check("mask_tokens", hidden=True)
+@EXERCISES.check(
+    "mask_tokens",
+    hidden=True,
+    requires="selects each token on its own (a Bernoulli draw), so the count varies from row to row",
+    requires_zh="每个词元独立地被选中（伯努利抽样），因此每行被选中的数目各不相同",
+)
 def _mask_independent_per_token(fn):
     """each token is selected on its own (a Bernoulli draw), so the number selected varies from row to row"""
     x = torch.randint(5, 300, (64, 200), generator=rng(64))
@@ -196,7 +221,12 @@ def _mask_independent_per_token(fn):
     )
 
 
-@EXERCISES.check("mask_tokens", hidden=True)
+@EXERCISES.check(
+    "mask_tokens",
+    hidden=True,
+    requires="accepts `input_ids` of any shape (1-D, 3-D) and keeps it",
+    requires_zh="接受任意形状的 `input_ids`（一维、三维），并保持其形状",
+)
 def _mask_any_shape(fn):
     """input_ids of any shape: a 1-D sequence and a (2, 3, 200) batch keep their shape and bookkeeping"""
     for shape, seed in (((4000,), 62), ((2, 3, 200), 63)):
@@ -291,7 +321,12 @@ def _emb_default_types(cls):
     _expect_default_segments(m, _emb_oracle, torch.randint(20, (3, 5), generator=rng(6)))
 
 
-@EXERCISES.check("BertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "BertEmbeddings",
+    hidden=True,
+    requires="works for other sizes and random segments, with BERT's `layer_norm_eps` 1e-12",
+    requires_zh="适用于其他尺寸和随机分段，`layer_norm_eps` 取 BERT 的 1e-12 时也正确",
+)
 def _emb_other_sizes(cls):
     """other sizes, random segments, BERT's eps 1e-12"""
     m = _build_emb(cls, BertConfig(vocab_size=31, context_length=16, d_model=12, type_vocab_size=3), seed=2)
@@ -299,7 +334,12 @@ def _emb_other_sizes(cls):
     _expect_segments_hidden(m, _emb_oracle, ids, torch.randint(3, (4, 11), generator=rng(8)))
 
 
-@EXERCISES.check("BertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "BertEmbeddings",
+    hidden=True,
+    requires="applies dropout in training mode only",
+    requires_zh="只在训练模式下应用 dropout",
+)
 def _emb_dropout(cls):
     """dropout after the LayerNorm: off in eval mode, on in training mode"""
     _expect_dropout_after_norm(
@@ -346,7 +386,12 @@ def _albert_default_types(cls):
     _expect_default_segments(m, _albert_oracle, torch.randint(20, (3, 5), generator=rng(16)))
 
 
-@EXERCISES.check("AlbertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "AlbertEmbeddings",
+    hidden=True,
+    requires="works for other sizes (E larger than `d_model` too) and random segments",
+    requires_zh="适用于其他尺寸（包括 E 大于 `d_model`）和随机分段",
+)
 def _albert_other_sizes(cls):
     """other sizes (E larger than d_model too), random segments"""
     m = _build_albert(
@@ -356,7 +401,12 @@ def _albert_other_sizes(cls):
     _expect_segments_hidden(m, _albert_oracle, ids, torch.randint(3, (4, 11), generator=rng(18)))
 
 
-@EXERCISES.check("AlbertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "AlbertEmbeddings",
+    hidden=True,
+    requires="applies dropout in training mode only",
+    requires_zh="只在训练模式下应用 dropout",
+)
 def _albert_dropout(cls):
     """dropout after the LayerNorm: off in eval mode, on in training mode"""
     _expect_dropout_after_norm(
@@ -367,7 +417,12 @@ def _albert_dropout(cls):
     )
 
 
-@EXERCISES.check("BertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "BertEmbeddings",
+    hidden=True,
+    requires="works after `.half()`, with and without segments: float16 results, as in float32",
+    requires_zh="调用 `.half()` 后，有无分段都能工作：结果为 float16，与 float32 下一致",
+)
 def _emb_half(cls):
     """after .half() (a Colab GPU's dtype), with and without segments: float16 results, as in float32"""
     m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8), seed=3).eval()
@@ -410,7 +465,12 @@ def _expect_dropped_copy(what, noisy, quiet, p):
     )
 
 
-@EXERCISES.check("BertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "BertEmbeddings",
+    hidden=True,
+    requires="applies the dropout after the LayerNorm",
+    requires_zh="在 LayerNorm 之后应用 dropout",
+)
 def _emb_dropout_last(cls):
     """the dropout comes after the LayerNorm: in training mode each element is 0 or the eval value times 2"""
     m = _build_emb(cls, BertConfig(vocab_size=30, context_length=10, d_model=8, dropout=0.5), seed=4)
@@ -418,7 +478,12 @@ def _emb_dropout_last(cls):
     _expect_dropped_copy("BertEmbeddings", noisy, quiet, 0.5)
 
 
-@EXERCISES.check("BertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "BertEmbeddings",
+    hidden=True,
+    requires="uses `config.layer_norm_eps` in its LayerNorm",
+    requires_zh="在 LayerNorm 中使用 `config.layer_norm_eps`",
+)
 def _emb_layer_norm_eps(cls):
     """the LayerNorm's own eps (config.layer_norm_eps = 0.001, embeddings of small variance)"""
     m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8, layer_norm_eps=1e-3), seed=5)
@@ -429,7 +494,12 @@ def _emb_layer_norm_eps(cls):
     _expect_segments_hidden(m, _emb_oracle, ids, torch.randint(2, (2, 7), generator=rng(66)))
 
 
-@EXERCISES.check("BertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "BertEmbeddings",
+    hidden=True,
+    requires="accepts a batch of one with T = `context_length`, `token_type_ids` by keyword, and a single token",
+    requires_zh="接受 T = `context_length` 的单个样本、以关键字传入的 `token_type_ids`，以及单个词元",
+)
 def _emb_input_forms(cls):
     """a batch of one with T = context_length, token_type_ids by keyword, a single token"""
     m = _build_emb(cls, BertConfig(vocab_size=20, context_length=9, d_model=8), seed=6)
@@ -450,7 +520,12 @@ def _emb_input_forms(cls):
         )
 
 
-@EXERCISES.check("AlbertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "AlbertEmbeddings",
+    hidden=True,
+    requires="applies the dropout between the LayerNorm and the projection",
+    requires_zh="在 LayerNorm 与投影之间应用 dropout",
+)
 def _albert_dropout_site(cls):
     """the dropout sits between the LayerNorm and the projection (projection set to [I; 0] plus a bias of 1)"""
     E, D = 4, 7
@@ -470,7 +545,12 @@ def _albert_dropout_site(cls):
     _expect_dropped_copy("AlbertEmbeddings (before its projection)", noisy[..., :E] - 1, quiet[..., :E] - 1, 0.5)
 
 
-@EXERCISES.check("AlbertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "AlbertEmbeddings",
+    hidden=True,
+    requires="uses `config.layer_norm_eps` in its LayerNorm",
+    requires_zh="在 LayerNorm 中使用 `config.layer_norm_eps`",
+)
 def _albert_layer_norm_eps(cls):
     """the LayerNorm's own eps (config.layer_norm_eps = 0.001, embeddings of small variance)"""
     m = _build_albert(
@@ -485,7 +565,12 @@ def _albert_layer_norm_eps(cls):
     _expect_segments_hidden(m, _albert_oracle, ids, torch.randint(2, (2, 7), generator=rng(71)))
 
 
-@EXERCISES.check("AlbertEmbeddings", hidden=True)
+@EXERCISES.check(
+    "AlbertEmbeddings",
+    hidden=True,
+    requires="works after `.half()`, with and without segments: float16 results, as in float32",
+    requires_zh="调用 `.half()` 后，有无分段都能工作：结果为 float16，与 float32 下一致",
+)
 def _albert_half(cls):
     """after .half() (a Colab GPU's dtype), with and without segments: float16 results, as in float32"""
     m = _build_albert(cls, AlbertConfig(vocab_size=20, context_length=10, embedding_size=6, d_model=9), seed=9)

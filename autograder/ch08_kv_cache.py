@@ -60,7 +60,12 @@ def _repeat_identity(fn):
     _check_repeat(fn, 2, 4, 3, 5, 1, seed=2)
 
 
-@EXERCISES.check("repeat_kv", hidden=True)
+@EXERCISES.check(
+    "repeat_kv",
+    hidden=True,
+    requires="works for multi-query attention (one key/value head) and for groups of 3",
+    requires_zh="适用于多查询注意力（一个键/值头）和每组 3 个头",
+)
 def _repeat_other(fn):
     """MQA (one key/value head for 6 query heads) and groups of 3"""
     _check_repeat(fn, 3, 1, 4, 2, 6, seed=3, hidden=True)
@@ -149,7 +154,12 @@ def _decode(fn):
     expect_close("cache.values[0]", cache.values[0], v)
 
 
-@EXERCISES.check("attend_with_cache", hidden=True)
+@EXERCISES.check(
+    "attend_with_cache",
+    hidden=True,
+    requires="handles several new tokens at once (bottom-right causal mask), MHA and MQA, and keeps each layer's keys and values under its `layer` in one cache",
+    requires_zh="能一次处理多个新词元（右下对齐的因果掩码），适用于 MHA 和 MQA，并在同一个缓存中按 `layer` 分别保存各层的键和值",
+)
 def _chunks_and_layers(fn):
     """several new tokens at once (bottom-right mask), MHA and MQA, two layers"""
     for H_kv, seed in ((3, 7), (1, 8)):
@@ -168,7 +178,12 @@ def _chunks_and_layers(fn):
         expect_true(cache.length(1) == 9 and cache.length(0) == 2, "each layer keeps its own cache (cache, layer)")
 
 
-@EXERCISES.check("attend_with_cache", hidden=True)
+@EXERCISES.check(
+    "attend_with_cache",
+    hidden=True,
+    requires="works in float16: float16 results, as in float32",
+    requires_zh="在 float16 下工作：结果为 float16，与 float32 下一致",
+)
 def _cache_half(fn):
     """float16 (a Colab GPU's dtype): a prefill of 3 then 2 new tokens give float16 results, as in float32"""
     q, k, v = _qkv(2, 4, 2, 5, 6, 7, seed=9)
@@ -179,7 +194,12 @@ def _cache_half(fn):
     expect_half_precision("attend_with_cache", run)
 
 
-@EXERCISES.check("attend_with_cache", hidden=True)
+@EXERCISES.check(
+    "attend_with_cache",
+    hidden=True,
+    requires="handles a first step of a single token (empty cache), batch 1, and `d_v` ≠ `d_head`",
+    requires_zh="能处理第一步只有一个词元（缓存为空）、批大小为 1，以及 `d_v` ≠ `d_head` 的情况",
+)
 def _first_token_alone(fn):
     """batch 1, a first step of a single token (empty cache, T_q = T_k = 1), then decode steps; d_v != d_head"""
     q, k, v = _qkv(1, 6, 2, 4, 3, 5, seed=10)
@@ -272,7 +292,12 @@ def _mla_caches_latent(cls):
     expect_close("cache.values[0] (the rotary key k_R)", cache.values[0], k_rot[:, None])
 
 
-@EXERCISES.check("MultiHeadLatentAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadLatentAttention",
+    hidden=True,
+    requires="decodes with the cache (a prefill, a chunk, single tokens), with a query latent (`d_cq`) too",
+    requires_zh="能借助缓存解码（预填充、一段词元、单个词元），也支持查询潜向量（`d_cq`）",
+)
 def _mla_decode(cls):
     """prefill, a chunk of 2, then single tokens with the cache; with a query latent (d_cq) too"""
     for seed, sizes in ((3, _SIZES), (4, dict(d_model=16, n_heads=2, d_c=5, d_head=4, d_rope=2, d_v=3, d_cq=7))):
@@ -288,7 +313,12 @@ def _mla_decode(cls):
         expect_close("outputs of the cached steps", torch.cat(outs, 1), expected, hidden=True)
 
 
-@EXERCISES.check("MultiHeadLatentAttention", hidden=True)
+@EXERCISES.check(
+    "MultiHeadLatentAttention",
+    hidden=True,
+    requires="rotates with the module's own RoPE base (`self.rope_theta`), works with `d_v` at its default, and keeps each layer's latents under its `layer` in a shared cache",
+    requires_zh="用模块自己的 RoPE 底数（`self.rope_theta`）旋转，`d_v` 取默认值时也正确，并在共享缓存中按 `layer` 分别保存各层的潜向量",
+)
 def _mla_rope_base_and_layers(cls):
     """a RoPE base of 500 (not the default 10 000), d_v left at its default, two layers sharing one cache, batch 1"""
     sizes = dict(d_model=12, n_heads=3, d_c=4, d_head=2, d_rope=6, rope_theta=500.0)

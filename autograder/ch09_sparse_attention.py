@@ -92,7 +92,12 @@ def _window_bidirectional(fn):
     _compare_window_mask(fn, 6, 1, False)
 
 
-@EXERCISES.check("sliding_window_mask", hidden=True)
+@EXERCISES.check(
+    "sliding_window_mask",
+    hidden=True,
+    requires="handles window 0, a window wider than the sequence and T = 1, causal or not",
+    requires_zh="能处理窗口为 0、窗口比序列还宽以及 T = 1 的情况，无论是否因果",
+)
 def _window_edges(fn):
     """window 0, a window wider than the sequence, T = 1, both directions"""
     for T, window in ((5, 0), (4, 9), (1, 3), (11, 4)):
@@ -100,7 +105,12 @@ def _window_edges(fn):
             _compare_window_mask(fn, T, window, causal, hidden=True)
 
 
-@EXERCISES.check("sliding_window_mask", hidden=True)
+@EXERCISES.check(
+    "sliding_window_mask",
+    hidden=True,
+    requires="creates the mask on the requested `device`",
+    requires_zh="在指定的 `device` 上创建掩码",
+)
 def _window_device(fn):
     """creates the mask on the requested device"""
     m = call("sliding_window_mask(4, 1, device='meta')", fn, 4, 1, device="meta")
@@ -164,7 +174,12 @@ def _global_causal(fn):
     _compare_global(fn, _band(6, 1, True), is_global, True)
 
 
-@EXERCISES.check("global_token_mask", hidden=True)
+@EXERCISES.check(
+    "global_token_mask",
+    hidden=True,
+    requires="accepts per-sequence global tokens `(B, T)` with a shared `(T, T)` or a batched `(B, T, T)` mask",
+    requires_zh="接受每个序列各自的全局词元 `(B, T)`，配合共享的 `(T, T)` 掩码或批量的 `(B, T, T)` 掩码",
+)
 def _global_batched(fn):
     """per-sequence global tokens (B, T) with a shared (T, T) mask and a batched (B, T, T) mask"""
     is_global = torch.rand(3, 9, generator=rng(1)) < 0.25
@@ -173,7 +188,12 @@ def _global_batched(fn):
     _compare_global(fn, torch.rand(3, 9, 9, generator=rng(2)) < 0.3, is_global, True, hidden=True)
 
 
-@EXERCISES.check("global_token_mask", hidden=True)
+@EXERCISES.check(
+    "global_token_mask",
+    hidden=True,
+    requires="accepts per-head global tokens `(B, H, T)` with a `(B, 1, T, T)` mask, and one shared `is_global` `(T,)` with a `(B, T, T)` mask",
+    requires_zh="接受每个头各自的全局词元 `(B, H, T)` 配合 `(B, 1, T, T)` 掩码，以及共享的 `is_global` `(T,)` 配合 `(B, T, T)` 掩码",
+)
 def _global_other_forms(fn):
     """per-head global tokens (B, H, T) with a (B, 1, T, T) mask, one shared is_global (T,) with a (B, T, T) mask"""
     g = rng(3)
@@ -260,7 +280,12 @@ def _attention_memory(fn):
         )
 
 
-@EXERCISES.check("sliding_window_attention", hidden=True)
+@EXERCISES.check(
+    "sliding_window_attention",
+    hidden=True,
+    requires="works for any `(T, window, block_len)`, 3-D and 5-D inputs, and `d_v` ≠ `d_k`",
+    requires_zh="适用于任意 `(T, window, block_len)` 组合、三维和五维输入，以及 `d_v` ≠ `d_k`",
+)
 def _attention_many_sizes(fn):
     """many (T, window, block_len) combinations, 3-D and 5-D inputs, d_v != d_k"""
     cases = [((3,), 1, 0, True, None), ((2,), 9, 0, False, 4), ((1, 2), 7, 10, True, 3), ((2, 1, 2), 17, 3, False, 1)]
@@ -269,7 +294,12 @@ def _attention_many_sizes(fn):
         _compare_window_attention(fn, *_qkv(lead, T, 5, 3, seed=10 + seed), window, causal, block, hidden=True)
 
 
-@EXERCISES.check("sliding_window_attention", hidden=True)
+@EXERCISES.check(
+    "sliding_window_attention",
+    hidden=True,
+    requires="works in float16, causal or not: float16 results, as in float32",
+    requires_zh="在 float16 下工作，无论是否因果：结果为 float16，与 float32 下一致",
+)
 def _attention_half(fn):
     """float16 (a Colab GPU's dtype), causal and bidirectional: float16 results, as in float32"""
     q, k, v = _qkv((2, 2), 11, 4, 6, seed=21)
@@ -282,7 +312,12 @@ def _attention_half(fn):
         )
 
 
-@EXERCISES.check("sliding_window_attention", hidden=True)
+@EXERCISES.check(
+    "sliding_window_attention",
+    hidden=True,
+    requires="keeps float64 and lets gradients flow to q, k and v",
+    requires_zh="保持 float64，并让梯度传到 q、k 和 v",
+)
 def _attention_dtype_and_grad(fn):
     """keeps float64 and lets gradients flow to q, k and v"""
     q, k, v = (t.requires_grad_() for t in _qkv((2,), 9, 4, 3, seed=20, dtype=torch.float64))
@@ -342,7 +377,12 @@ def _routing_bidirectional(fn):
     _compare_routing(fn, torch.randint(2, (3, 5), generator=g), torch.randint(2, (3, 5), generator=g), False)
 
 
-@EXERCISES.check("routing_mask", hidden=True)
+@EXERCISES.check(
+    "routing_mask",
+    hidden=True,
+    requires="accepts `(B, H, T)` clusters, and T_k > T_q with the queries at the last positions",
+    requires_zh="接受 `(B, H, T)` 的聚类，以及 T_k > T_q（查询位于最后几个位置）",
+)
 def _routing_heads_and_cache(fn):
     """(B, H, T) clusters, and T_k > T_q (queries are the last positions, as chapter 3's causal_mask)"""
     g = rng(32)
@@ -354,7 +394,12 @@ def _routing_heads_and_cache(fn):
     )
 
 
-@EXERCISES.check("routing_mask", hidden=True)
+@EXERCISES.check(
+    "routing_mask",
+    hidden=True,
+    requires="accepts unbatched `(T,)` clusters, and more queries than keys when not causal",
+    requires_zh="接受不带批维度的 `(T,)` 聚类，以及非因果时查询多于键的情况",
+)
 def _routing_other_forms(fn):
     """unbatched (T,) clusters, and more queries than keys without causality (T_q = 7 > T_k = 4)"""
     g = rng(33)
@@ -432,7 +477,12 @@ def _topk_bidirectional(fn):
     _compare_topk(fn, torch.randn(3, 8, 4, generator=rng(42)), 2, 2, causal=False, n_initial=0, n_local=1)
 
 
-@EXERCISES.check("topk_block_mask", hidden=True)
+@EXERCISES.check(
+    "topk_block_mask",
+    hidden=True,
+    requires="accepts `(B, H, T, n_blocks)` scores, n larger than the number of blocks, no forced blocks, and T not a multiple of the block",
+    requires_zh="接受 `(B, H, T, n_blocks)` 的分数、n 大于块数、没有强制选中的块，以及 T 不是块长整数倍的情况",
+)
 def _topk_many_shapes(fn):
     """(B, H, T, n_blocks) scores, n larger than the blocks, no forced blocks, T not a multiple of the block"""
     cases = [

@@ -129,14 +129,24 @@ def _update_several_blocks(fn):
     _expect_fold(fn, x, [3, 8])
 
 
-@EXERCISES.check("online_softmax_update", hidden=True)
+@EXERCISES.check(
+    "online_softmax_update",
+    hidden=True,
+    requires="stays finite for entries of several hundreds (the running max keeps exp from overflowing)",
+    requires_zh="对几百大小的元素保持有限（运行最大值防止 exp 溢出）",
+)
 def _update_large_values(fn):
     """stays finite for entries of several hundreds (exp would overflow without the running max)"""
     x = _randn(2, 3, 12, seed=3) * 300
     _expect_fold(fn, x, [4, 5, 11], hidden=True)
 
 
-@EXERCISES.check("online_softmax_update", hidden=True)
+@EXERCISES.check(
+    "online_softmax_update",
+    hidden=True,
+    requires="leaves m = -inf and ell = 0 after a block of -inf entries, never NaN",
+    requires_zh="在全为 -inf 的块之后保持 m = -inf、ell = 0，不产生 NaN",
+)
 def _update_masked_block(fn):
     """a first block of -inf entries (masked scores) leaves m = -inf and ell = 0, never NaN"""
     x = _randn(3, 9, seed=4)
@@ -151,7 +161,12 @@ def _update_masked_block(fn):
     _expect_fold(fn, x, [4, 7], hidden=True)
 
 
-@EXERCISES.check("online_softmax_update", hidden=True)
+@EXERCISES.check(
+    "online_softmax_update",
+    hidden=True,
+    requires="works for rows whose every entry is about -1e5 (no finite floor on the shift)",
+    requires_zh="对所有元素都约为 -1e5 的行也正确（平移量不设有限下限）",
+)
 def _update_very_negative(fn):
     """rows whose every entry is about -1e5 or -2e5 (a shift clamped to some finite floor underflows them to 0)"""
     # float64: near 1e5 float32's spacing is 0.0078, too coarse for a formula that is exact but orders its
@@ -162,7 +177,12 @@ def _update_very_negative(fn):
     _expect_fold(fn, x, [4, 7], hidden=True)
 
 
-@EXERCISES.check("online_softmax_update", hidden=True)
+@EXERCISES.check(
+    "online_softmax_update",
+    hidden=True,
+    requires="keeps float64",
+    requires_zh="保持 float64",
+)
 def _update_float64(fn):
     """keeps float64"""
     _expect_fold(fn, _randn(5, 8, seed=5, dtype=torch.float64) * 10, [2, 6], hidden=True)
@@ -257,7 +277,12 @@ def _forward_padding(fn):
     _compare_forward(fn, q, k, v, attention_mask=_lengths_mask([11, 5], 11), block_q=3, block_k=4, hint=_FORWARD_HINT)
 
 
-@EXERCISES.check("flash_attention_forward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward",
+    hidden=True,
+    requires="handles both masks together, for any block sizes (1 × 1, 64 × 64, 3 × 7)",
+    requires_zh="能同时处理两种掩码，适用于任意块大小（1 × 1、64 × 64、3 × 7）",
+)
 def _forward_both_masks_and_blocks(fn):
     """both masks together, for blocks 1 × 1, 64 × 64 and 3 × 7"""
     q, k, v = _qkv(3, 2, 11, 13, 6, 5, seed=13)
@@ -266,7 +291,12 @@ def _forward_both_masks_and_blocks(fn):
         _compare_forward(fn, q, k, v, causal=True, attention_mask=am, block_q=block_q, block_k=block_k, hidden=True)
 
 
-@EXERCISES.check("flash_attention_forward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward",
+    hidden=True,
+    requires="gives a query that may attend to no key a zero output and lse = -inf, not NaN",
+    requires_zh="对不能关注任何键的查询给出零输出和 lse = -inf，而不是 NaN",
+)
 def _forward_fully_masked(fn):
     """a query that may attend to no key gets a zero output and lse = -inf, not NaN"""
     q, k, v = _qkv(2, 2, 6, 6, 3, 4, seed=14)
@@ -298,7 +328,12 @@ def _forward_fully_masked(fn):
     _compare_forward(fn, q, k, v, causal=True, attention_mask=am, block_q=4, block_k=4, hidden=True)
 
 
-@EXERCISES.check("flash_attention_forward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward",
+    hidden=True,
+    requires="masks the scores before taking the max, so padded keys with huge scores change nothing",
+    requires_zh="在取最大值之前先应用掩码，使分数极大的填充键不影响结果",
+)
 def _forward_masked_keys_with_huge_scores(fn):
     """padded keys whose scores dwarf the real ones do not disturb the result (mask before the max)"""
     q, k, v = _qkv(2, 2, 5, 9, 4, 3, seed=15)
@@ -310,7 +345,12 @@ def _forward_masked_keys_with_huge_scores(fn):
     )
 
 
-@EXERCISES.check("flash_attention_forward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward",
+    hidden=True,
+    requires="keeps float64 and stays exact for scores of several thousands",
+    requires_zh="保持 float64，对几千大小的分数仍然精确",
+)
 def _forward_float64_large_scores(fn):
     """keeps float64 and stays exact for scores of several thousands"""
     q, k, v = _qkv(2, 1, 7, 8, 4, 5, seed=16, dtype=torch.float64)
@@ -326,7 +366,12 @@ def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
     return q, k, torch.randn(B, H, T_k, d_v, generator=g, dtype=torch.float64)
 
 
-@EXERCISES.check("flash_attention_forward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward",
+    hidden=True,
+    requires="starts the running max at -inf, so that scores below -57 000 work too",
+    requires_zh="让运行最大值从 -inf 开始，因此低于 -57 000 的分数也能正确处理",
+)
 def _forward_very_negative_scores(fn):
     """every allowed score of every query is below -57 000 (float64): the running max must start at -inf"""
     q, k, v = _exact_negative_qkv(2, 2, 7, 10, 3, seed=18)
@@ -368,7 +413,12 @@ def _large_qk(T_q, T_k, seed):
     return q, k
 
 
-@EXERCISES.check("flash_attention_forward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward",
+    hidden=True,
+    requires="computes the tile scores in float32 for float16 inputs (QKᵀ can pass 65 504)",
+    requires_zh="对 float16 输入在 float32 中计算分块的分数（QKᵀ 可能超过 65 504）",
+)
 def _forward_half_large(fn):
     """float16 inputs with entries of 100 to 500: the tile scores (QK^T beyond 65504) are computed in float32"""
     q, k = _large_qk(6, 9, seed=19)
@@ -384,7 +434,12 @@ def _forward_half_large(fn):
     expect_half_precision("flash_attention_forward (large entries)", run, float32_results=(1,))
 
 
-@EXERCISES.check("flash_attention_forward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward",
+    hidden=True,
+    requires="handles batch 1 and more queries than keys (not causal) with padding",
+    requires_zh="能处理批大小为 1、查询多于键（非因果）并带填充的情况",
+)
 def _forward_batch_one_more_queries(fn):
     """batch 1, and more queries than keys (T_q = 9 > T_k = 5, not causal) with padding"""
     _compare_forward(fn, *_qkv(1, 2, 6, 11, 3, 4, seed=22), causal=True, block_q=4, block_k=3, hidden=True)
@@ -392,7 +447,12 @@ def _forward_batch_one_more_queries(fn):
     _compare_forward(fn, q, k, v, attention_mask=_lengths_mask([5, 2], 5), block_q=4, block_k=2, hidden=True)
 
 
-@EXERCISES.check("flash_attention_forward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward",
+    hidden=True,
+    requires="returns `o` in float16 and `lse` in float32 for float16 inputs, as in float32",
+    requires_zh="对 float16 输入返回 float16 的 `o` 和 float32 的 `lse`，与 float32 下一致",
+)
 def _forward_half(fn):
     """float16 inputs (a Colab GPU's dtype), causal with padding: o in float16 and lse in float32, as in float32"""
     q, k, v = _qkv(2, 2, 6, 9, 4, 5, seed=17)
@@ -460,7 +520,12 @@ def _backward_causal(fn):
     )
 
 
-@EXERCISES.check("flash_attention_backward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward",
+    hidden=True,
+    requires="handles padding and causal masks, for any block sizes",
+    requires_zh="能处理填充掩码和因果掩码，适用于任意块大小",
+)
 def _backward_masks_and_blocks(fn):
     """padding and causal masks, for blocks 64 × 64 and 3 × 4, and 1 × 1 with both masks"""
     q, k, v = _qkv(3, 2, 8, 11, 5, 3, seed=22)
@@ -472,7 +537,12 @@ def _backward_masks_and_blocks(fn):
             )
 
 
-@EXERCISES.check("flash_attention_backward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward",
+    hidden=True,
+    requires="gives finite, zero gradients for a query that may attend to no key (lse = -inf)",
+    requires_zh="对不能关注任何键的查询（lse = -inf）给出有限的零梯度",
+)
 def _backward_fully_masked(fn):
     """a query that may attend to no key (lse = -inf) gives finite, zero gradients"""
     q, k, v = _qkv(2, 2, 5, 5, 3, 4, seed=23)
@@ -510,14 +580,24 @@ def _backward_fully_masked(fn):
     _compare_backward(fn, q[:1], k[:1], v[:1], causal=True, block_q=2, block_k=3, hidden=True)
 
 
-@EXERCISES.check("flash_attention_backward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward",
+    hidden=True,
+    requires="keeps float64 and matches to float64 precision",
+    requires_zh="保持 float64，并达到 float64 的精度",
+)
 def _backward_float64(fn):
     """keeps float64 and matches to float64 precision"""
     q, k, v = _qkv(1, 2, 7, 9, 4, 5, seed=25, dtype=torch.float64)
     _compare_backward(fn, q, k, v, causal=True, attention_mask=_lengths_mask([8], 9), block_q=3, block_k=2, hidden=True)
 
 
-@EXERCISES.check("flash_attention_backward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward",
+    hidden=True,
+    requires="recomputes the scores in float32 for float16 inputs (QKᵀ can pass 65 504)",
+    requires_zh="对 float16 输入在 float32 中重新计算分数（QKᵀ 可能超过 65 504）",
+)
 def _backward_half_large(fn):
     """float16 inputs with entries of 100 to 500: the recomputed scores (beyond 65504) are computed in float32"""
     q, k = _large_qk(6, 9, seed=26)
@@ -535,7 +615,12 @@ def _backward_half_large(fn):
     expect_half_precision("flash_attention_backward (large entries)", run)
 
 
-@EXERCISES.check("flash_attention_backward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward",
+    hidden=True,
+    requires="handles batch 1 and more queries than keys (not causal) with padding",
+    requires_zh="能处理批大小为 1、查询多于键（非因果）并带填充的情况",
+)
 def _backward_batch_one_more_queries(fn):
     """batch 1, and more queries than keys (T_q = 9 > T_k = 5, not causal) with padding"""
     _compare_backward(fn, *_qkv(1, 2, 6, 11, 3, 4, seed=30), causal=True, block_q=4, block_k=3, hidden=True)
@@ -591,7 +676,12 @@ def _tiles_inputs():
     return q, k, v, _lengths_mask([45], 48)
 
 
-@EXERCISES.check("flash_attention_forward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward",
+    hidden=True,
+    requires="never makes a tensor as large as a whole T_q × T_k score matrix: it works tile by tile",
+    requires_zh="从不生成与整个 T_q × T_k 分数矩阵一样大的张量：逐块计算",
+)
 def _forward_tiles_only(fn):
     """Tried q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), causal with padding, blocks 8 × 8, and measured the
     largest tensor the call makes (T_q · T_k = 1920 numbers would be a whole score matrix)."""
@@ -601,7 +691,12 @@ def _forward_tiles_only(fn):
     _expect_tiles_only(what, fn, (q, k, v), kwargs, 40, 48)
 
 
-@EXERCISES.check("flash_attention_backward", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward",
+    hidden=True,
+    requires="never makes a tensor as large as a whole T_q × T_k matrix (no torch.autograd through the full attention): it works tile by tile",
+    requires_zh="从不生成与整个 T_q × T_k 矩阵一样大的张量（不对完整注意力使用 torch.autograd）：逐块计算",
+)
 def _backward_tiles_only(fn):
     """Tried q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), causal with padding, blocks 8 × 8, and measured the
     largest tensor the call makes (T_q · T_k = 1920 numbers would be a whole score matrix)."""

@@ -362,14 +362,24 @@ def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
     return q, k, torch.randn(B, H, T_k, d_v, generator=g)
 
 
-@EXERCISES.check("flash_attention_forward_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward_kernel",
+    hidden=True,
+    requires="starts the running max at -inf, so that scores below -57 000 work too",
+    requires_zh="让运行最大值从 -inf 开始，因此低于 -57 000 的分数也能正确处理",
+)
 def _forward_very_negative_scores(fn):
     """Tried causal attention where every allowed score is below -57 000 (q > 0 and k < 0 with entries of 170 to
     260; T_q = 20, T_k = 35)."""
     _compare_forward(fn, *_exact_negative_qkv(1, 1, 20, 35, 3, seed=12), causal=True, hidden=True)
 
 
-@EXERCISES.check("flash_attention_forward_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward_kernel",
+    hidden=True,
+    requires="works for T_q > T_k and for BLOCK_M ≠ BLOCK_N, causal or not",
+    requires_zh="适用于 T_q > T_k 以及 BLOCK_M ≠ BLOCK_N 的情况，无论是否因果",
+)
 def _forward_more_queries_other_blocks(fn):
     """Tried T_q = 37 > T_k = 20 without CAUSAL with BLOCK_M = 32 and BLOCK_N = 16, and causal attention with
     T_q = T_k = 40, BLOCK_M = 16 and BLOCK_N = 32."""
@@ -377,7 +387,12 @@ def _forward_more_queries_other_blocks(fn):
     _compare_forward(fn, *_qkv(1, 1, 40, 40, 8, 4, seed=15), causal=True, block_q=16, block_k=32, hidden=True)
 
 
-@EXERCISES.check("flash_attention_forward_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward_kernel",
+    hidden=True,
+    requires="works when T_k - T_q is not a multiple of the key block, and still skips the key blocks wholly in a query block's future",
+    requires_zh="在 T_k - T_q 不是键块大小的整数倍时也正确，并且仍跳过完全位于查询块未来的键块",
+)
 def _forward_causal_ragged_gap(fn):
     """Tried causal attention where T_k - T_q is not a multiple of the key block: T_q = 20, T_k = 41 (a gap of 21)
     with 16 × 16 blocks, and T_q = 24, T_k = 61 (a gap of 37) with BLOCK_M = 16 and BLOCK_N = 32; the loads of each
@@ -393,7 +408,12 @@ def _half_exact(*shape, seed, scale, offset=0.0):
     return (x.abs() + offset if offset else x).half().float()
 
 
-@EXERCISES.check("flash_attention_forward_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_forward_kernel",
+    hidden=True,
+    requires="accumulates the running sum and the output in float32 for float16 inputs; `o` comes back in float16, `lse` in float32",
+    requires_zh="对 float16 输入在 float32 中累加运行和与输出；`o` 以 float16 返回，`lse` 以 float32 返回",
+)
 def _forward_half(fn):
     """Tried float16 inputs with values of about 3000 (29 keys of weight about 1, so sums beyond float16's 65504)
     against the kernel's own float32 run: o comes back in float16, lse in float32."""
@@ -500,7 +520,12 @@ def _dkdv_causal(fn):
     _dkdv_causal_and_skip(fn, *_qkv(2, 1, 20, 35, 4, 6, seed=21))
 
 
-@EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward_dkdv_kernel",
+    hidden=True,
+    requires="works for T_q > T_k and for BLOCK_M ≠ BLOCK_N, causal or not (a key block's first query block is not its own index)",
+    requires_zh="适用于 T_q > T_k 以及 BLOCK_M ≠ BLOCK_N 的情况，无论是否因果（键块所需的第一个查询块不一定是它自己的序号）",
+)
 def _dkdv_more_queries_other_blocks(fn):
     """Tried T_q = 37 > T_k = 20 without CAUSAL with BLOCK_M = 16 and BLOCK_N = 32, and causal attention with
     T_q = T_k = 40, BLOCK_M = 32 and BLOCK_N = 16 (where the first query block a key block needs is not the key
@@ -509,7 +534,12 @@ def _dkdv_more_queries_other_blocks(fn):
     _compare_dkdv(fn, *_qkv(1, 1, 40, 40, 8, 4, seed=23), causal=True, block_q=32, block_k=16, hidden=True)
 
 
-@EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward_dkdv_kernel",
+    hidden=True,
+    requires="works when queries are fewer than keys by more than a block (a key block's first query block is clamped at 0)",
+    requires_zh="在查询比键少一个块以上时也正确（键块的起始查询块在 0 处截断）",
+)
 def _dkdv_many_more_keys(fn):
     """Tried causal attention with T_q = 20 and T_k = 57, 37 more keys than queries (more than two query blocks),
     with 16 × 16 blocks and again with BLOCK_M = 32, BLOCK_N = 16; the inputs had NaN just before and after their
@@ -518,7 +548,12 @@ def _dkdv_many_more_keys(fn):
     _dkdv_causal_and_skip(fn, *_qkv(1, 1, 20, 57, 8, 4, seed=34), block_q=32, block_k=16, hidden=True)
 
 
-@EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward_dkdv_kernel",
+    hidden=True,
+    requires="returns dk and dv in float16 for float16 inputs, agreeing with float32",
+    requires_zh="对 float16 输入返回 float16 的 dk 和 dv，与 float32 下一致",
+)
 def _dkdv_half(fn):
     """Tried float16 inputs with CAUSAL against the kernel's own float32 run: dk and dv come back in float16."""
     q, k, v = (_half_exact(1, 1, T, d, seed=24 + i, scale=1) for i, (T, d) in enumerate(((20, 4), (35, 4), (35, 6))))
@@ -540,7 +575,12 @@ _HALF_DKDV_HINT = (
 )
 
 
-@EXERCISES.check("flash_attention_backward_dkdv_kernel", hidden=True)
+@EXERCISES.check(
+    "flash_attention_backward_dkdv_kernel",
+    hidden=True,
+    requires="accumulates dk and dv in float32 for float16 inputs, over many query blocks",
+    requires_zh="对 float16 输入在 float32 中累加 dk 和 dv，即使查询块很多",
+)
 def _dkdv_half_long(fn):
     """Tried float16 inputs with 2048 queries (128 query blocks of 16) and 16 keys, where the first query block's do
     is about 4096 times larger than the others', against the kernel's own float32 run."""

@@ -34,7 +34,14 @@ import textwrap
 import nbformat
 
 from . import BRANCH, PACKAGE_SOURCE, REPOSITORY
-from .releases import CODE_STUB, KERNELSPEC, checks_module, test_source  # noqa: F401 - CODE_STUB, checks_module: re-exported
+from .releases import (  # noqa: F401 - CODE_STUB, checks_module: re-exported
+    CODE_STUB,
+    KERNELSPEC,
+    checks_module,
+    points_text,
+    test_source,
+)
+from .requirements import points_problems, requirements_markdown
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 ROOT = PACKAGE_DIR.parent
@@ -103,6 +110,14 @@ def exercise_source(chapter: str, name: str) -> str:
     return source.rstrip("\n")
 
 
+def requirements_cell(exercise) -> nbformat.NotebookNode:
+    """The generated requirements cell of ``exercise`` (English; the Chinese edition re-renders it from the same
+    declarations, found by the cell's ``requirements`` metadata)."""
+    cell = nbformat.v4.new_markdown_cell(requirements_markdown(exercise))
+    cell.metadata["requirements"] = exercise.name
+    return cell
+
+
 def build_instructor(chapter: str) -> nbformat.NotebookNode:
     """The instructor notebook: reference solutions, visible and hidden tests, nbgrader metadata."""
     import jupytext
@@ -123,6 +138,13 @@ def build_instructor(chapter: str) -> nbformat.NotebookNode:
             cells.append(new)
             continue
         ex = exercises[name]
+        if ex.unstated:
+            raise ValueError(
+                f"{chapter}: hidden checks of {name} declare no requirement ({', '.join(ex.unstated)}): give each "
+                "requires= and requires_zh= (the notebook lists them; a student cannot read a hidden check)"
+            )
+        if ex.requirements:
+            cells.append(requirements_cell(ex))
         solution = nbformat.v4.new_code_cell(exercise_source(chapter, name))
         solution.metadata["nbgrader"] = _nbgrader(name, solution=True)
         test = nbformat.v4.new_code_cell(test_source(name, ex.points))
@@ -135,9 +157,17 @@ def build_instructor(chapter: str) -> nbformat.NotebookNode:
             f"{chapter}: template exercises {seen} differ from the checks' exercises {registered} "
             "(same names, same order)"
         )
-    for i, cell in enumerate(cells):  # stable ids keep regenerated files byte-identical
+    problems = points_problems(chapter, [c.source for c in cells if c.cell_type == "markdown"])
+    if problems:
+        raise ValueError("\n".join(problems))
+    i = 0
+    for cell in cells:  # stable ids keep regenerated files byte-identical
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if "requirements" in cell.metadata:
+            cell["id"] = f"{cell.metadata['requirements']}-requirements"
+            continue  # not counted: the other cells keep their ids
         cell["id"] = f"{grade_id}" if grade_id else f"cell-{i:03d}"
+        i += 1
     nb.cells = cells
     nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
     return nb

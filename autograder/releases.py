@@ -90,11 +90,18 @@ def chapter_label(chapter: str) -> str:
     return f"chapter {number} ({chapter})"
 
 
+def points_text(points: float, edition: str = "en") -> str:
+    """How many points, as a sentence says it: "1 point", "2 points", "0.5 points"; Chinese "1 分"."""
+    if edition == "zh":
+        return f"{points:g} 分"
+    return f"{points:g} point" + ("" if points == 1 else "s")
+
+
 def test_source(name: str, points: int) -> str:
     """The source of exercise ``name``'s test cell in the instructor notebook: the visible checks, then the hidden
     ones in nbgrader's hidden region (the release notebook shows the first part; feedback pages show it too)."""
     return (
-        f"# Checks for `{name}` ({points} points). A failure says what was expected and what you gave.\n"
+        f"# Checks for `{name}` ({points_text(points)}). A failure says what was expected and what you gave.\n"
         f'EXERCISES.run("{name}", {name})\n'
         f"### BEGIN HIDDEN TESTS\n"
         f'EXERCISES.run("{name}", {name}, hidden=True)\n'

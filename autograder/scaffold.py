@@ -103,7 +103,12 @@ def _function_matches_softmax(fn):
     expect_close("example_function(x)", call("example_function(x)", fn, x), _softmax(x, dim=-1))
 
 
-@EXERCISES.check("example_function", hidden=True)
+@EXERCISES.check(
+    "example_function",
+    hidden=True,
+    requires="works for another shape and float64",  # TODO what this check requires, one short sentence
+    requires_zh="适用于其他形状和 float64",  # TODO the same sentence in Chinese (both are listed in the notebook)
+)
 def _function_other_shape(fn):
     """example_function on another shape and float64"""
     x = torch.randn(4, 7, generator=rng(1), dtype=torch.float64)
@@ -129,7 +134,12 @@ def _module_matches_linear(cls):
     _module_case(cls, 8, seed=0)
 
 
-@EXERCISES.check("ExampleModule", hidden=True)
+@EXERCISES.check(
+    "ExampleModule",
+    hidden=True,
+    requires="works for another width",  # TODO
+    requires_zh="适用于其他宽度",  # TODO
+)
 def _module_other_width(cls):
     """ExampleModule with another width"""
     _module_case(cls, 6, seed=1, hidden=True)

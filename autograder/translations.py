@@ -17,7 +17,9 @@ A chapter's Chinese student notebook, ``notebooks/zh/<chapter>.ipynb``, is built
 from the same sources: the English release notebook with its markdown cells replaced by
 ``notebooks/templates/zh/<chapter>.md``, a list of cells separated by lines ``<!-- cell HASH -->`` (HASH: the first 12
 hex digits of the SHA-256 of the English cell it translates, so a changed English cell makes the notebook stale).
-Code cells, cell ids, grade ids and points are the English notebook's: the grader grades either edition alike.
+Code cells, cell ids, grade ids and points are the English notebook's: the grader grades either edition alike. The
+requirement lists the build generates below each exercise's instructions (cells with ``requirements`` metadata) are not
+in the text: they are written from the checks' ``requires_zh`` declarations.
 """
 
 from __future__ import annotations
@@ -158,8 +160,15 @@ def translate_notebook(release, chapter: str):
     cells = notebook_translation(chapter)
     if cells is None:
         raise ValueError(f"{chapter} has no Chinese notebook text ({ZH_TEMPLATES / (chapter + '.md')})")
+    from .releases import checks_module
+    from .requirements import points_problems, requirements_markdown
+
     nb = copy.deepcopy(release)
-    md = [c for c in nb.cells if c.cell_type == "markdown"]
+    exercises = checks_module(chapter).EXERCISES
+    for c in nb.cells:  # generated from the checks' declarations (requires_zh), not translated by hand
+        if "requirements" in c.metadata:
+            c.source = requirements_markdown(exercises[c.metadata["requirements"]], "zh")
+    md = _translated_cells(nb)
     if len(md) != len(cells):
         raise ValueError(f"{chapter}: {len(md)} markdown cells in English, {len(cells)} in the Chinese notebook text")
     wrong = [i for i, (c, (h, _)) in enumerate(zip(md, cells)) if digest(c.source) != h]
@@ -170,14 +179,21 @@ def translate_notebook(release, chapter: str):
         )
     for c, (_, text) in zip(md, cells):
         c.source = text
+    problems = points_problems(chapter, [c.source for c in nb.cells if c.cell_type == "markdown"], "zh")
+    if problems:
+        raise ValueError("\n".join(problems))
     return nb  # metadata as the English notebook's: the grader canonicalises either edition to the same notebook
 
 
+def _translated_cells(nb) -> list:
+    """The markdown cells a Chinese notebook text translates: all but the generated requirement lists."""
+    return [c for c in nb.cells if c.cell_type == "markdown" and "requirements" not in c.metadata]
+
+
 def notebook_skeleton(release) -> str:
-    """A ``templates/zh/<chapter>.md`` to translate: every English markdown cell under its hash."""
-    return "".join(
-        f"<!-- cell {digest(c.source)} -->\n{c.source}\n\n" for c in release.cells if c.cell_type == "markdown"
-    )
+    """A ``templates/zh/<chapter>.md`` to translate: every English markdown cell under its hash (not the generated
+    requirement lists: the build writes their Chinese from the checks' ``requires_zh``)."""
+    return "".join(f"<!-- cell {digest(c.source)} -->\n{c.source}\n\n" for c in _translated_cells(release))
 
 
 def notebook_stale(chapter: str, release) -> list[str]:

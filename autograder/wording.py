@@ -144,6 +144,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "total": ("total", "总分"),
     "score line": ("<b>{total} / {max}</b> points", "<b>{total} / {max}</b> 分"),
     "decision": ("{mark} {name}: {got} of {top} points", "{mark} {name}：得 {got} 分（满分 {top} 分）"),
+    "decision one": ("{mark} {name}: {got} of {top} point", "{mark} {name}：得 {got} 分（满分 {top} 分）"),
     "notes from the grader": ("Notes from the grader:", "评分程序的说明："),
     "could not be graded": ("Your file could not be graded: {why}", "你的文件无法评分：{why}"),
     "download again": (

@@ -154,6 +154,22 @@ MUTANTS = [
         "QKᵀ first, then the division: in float16 the products pass 65 504 (inf) where the scaled scores fit",
     ),
     Mutant(
+        "textbook attention: einsum QKᵀ, then ÷√d_k, finfo.min fill",
+        "MultiHeadAttention",
+        (
+            (
+                "heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+                'scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / self.d_k**0.5\n'
+                "        if mask is not None:\n"
+                "            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)\n"
+                "        weights = scores.softmax(dim=-1)\n"
+                '        heads = torch.einsum("bhqk,bhkd->bhqd", weights, v)',
+            ),
+        ),
+        "the textbook's order, einsum then the division: in float16 the products q·k pass 65 504 (inf, then NaN) "
+        "where the scaled scores fit; the notebook says to divide q first",
+    ),
+    Mutant(
         "2-D mask read as a key padding mask",
         "MultiHeadAttention",
         (
@@ -216,6 +232,25 @@ ALTERNATIVES: list[Alternative] = [
         "merge_heads",
         (("x.transpose(1, 2).reshape(B, T, H * d_k)", "x.transpose(1, 2).contiguous().view(B, T, H * d_k)"),),
         "the classic .contiguous().view(...)",
+    ),
+    Alternative(
+        "inline attention, q and k each scaled by d_k^(-1/4)",
+        "MultiHeadAttention",
+        (
+            (
+                "heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+                "s = self.d_k**-0.25  # the 1/sqrt(d_k) split between q and k: the products stay small too\n"
+                '        scores = torch.einsum("bhqd,bhkd->bhqk", q * s, k * s)\n'
+                "        if mask is not None:\n"
+                "            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)\n"
+                "        weights = scores.softmax(dim=-1)\n"
+                "        if mask is not None:\n"
+                "            weights = weights.masked_fill(~mask, 0.0)\n"
+                '        heads = torch.einsum("bhqk,bhkd->bhqd", weights, v)',
+            ),
+        ),
+        "attention written out with einsum, scaled before the product as the notebook says, but half the scaling "
+        "on q and half on k",
     ),
     Alternative(
         "F.dropout with the module's mode",

@@ -322,6 +322,18 @@ ALTERNATIVES: list[Alternative] = [
         "the frequencies as exp(-2i ln(10000)/d_model), as the Annotated Transformer",
     ),
     Alternative(
+        "odd width: the cosines cut to the odd columns",
+        "PositionalEncoding",
+        (
+            (
+                "pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])",
+                "odd = pe[:, 1::2]\n        odd[:] = torch.cos(angle)[:, : odd.shape[1]]",
+            ),
+        ),
+        "written from the instructions for any width: the cosine of every frequency, cut to as many columns as the "
+        "odd dims have (one fewer than the sines for an odd d_model), written through a view",
+    ),
+    Alternative(
         "float32 table",
         "PositionalEncoding",
         (("dtype=torch.float64", "dtype=torch.float32"),),

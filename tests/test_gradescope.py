@@ -36,6 +36,7 @@ import pytest
 from autograder import notebooks
 from autograder.gradescope import build, results_json, run, simulate
 from autograder.grading import submission
+from autograder.releases import points_text
 from tests import variants
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -59,7 +60,7 @@ def check_contract(payload: dict, result: submission.Result, chapter: str, visib
         assert t["max_score"] == ex.points and t["visibility"] == "visible"
         assert t["score"] == result.scores.get(ex.name, 0.0)
         assert t["status"] == ("passed" if t["score"] >= ex.points else "failed")
-        assert t["output"].startswith(("✔", "✘")) and f"{t['score']:g} of {ex.points:g} points" in t["output"]
+        assert t["output"].startswith(("✔", "✘")) and f"{t['score']:g} of {points_text(ex.points)}" in t["output"]
     assert payload["score"] == sum(t["score"] for t in scored) == result.score  # the course grader's total
     hidden = [t for t in payload["tests"] if "hidden checks" in t["tags"]]
     assert [t["name"] for t in hidden] == [f"{ex.name}: hidden checks" for ex in exercises if ex.hidden]

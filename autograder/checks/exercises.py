@@ -23,12 +23,39 @@ from .limits import ExerciseTimeout, exercise_time_limit, time_limit, timeout_me
 from .trace import recording, replay
 
 
+@dataclasses.dataclass(frozen=True)
+class Requirement:
+    """What one check requires of the answer, in one short sentence per edition (English, Chinese), written as the
+    end of "your answer ...": "works for an odd ``d_model`` too". The build lists an exercise's requirements below
+    its instructions in the notebook (``notebooks.requirements_markdown``), so the text the student reads is
+    generated from the checks that grade it."""
+
+    en: str
+    zh: str
+
+
 @dataclasses.dataclass
 class Exercise:
     name: str  # the function/class the student writes, also the nbgrader grade_id stem
     points: int
     visible: list[Callable] = dataclasses.field(default_factory=list)
     hidden: list[Callable] = dataclasses.field(default_factory=list)
+    declared: dict[Callable, Requirement] = dataclasses.field(default_factory=dict)  # check -> its requirement
+
+    @property
+    def requirements(self) -> list[Requirement]:
+        """The requirements the checks declare, in registration order (visible checks first), each once."""
+        found: list[Requirement] = []
+        for fn in self.visible + self.hidden:
+            req = self.declared.get(fn)
+            if req is not None and req not in found:
+                found.append(req)
+        return found
+
+    @property
+    def unstated(self) -> list[str]:
+        """The hidden checks that declare no requirement (the build refuses them: the student cannot see them)."""
+        return [fn.__name__ for fn in self.hidden if fn not in self.declared]
 
 
 class Exercises:
@@ -49,8 +76,22 @@ class Exercises:
     def total_points(self) -> int:
         return sum(ex.points for ex in self)
 
-    def check(self, name: str, *, points: int | None = None, hidden: bool = False):
-        """Decorator: register a check for exercise ``name`` (``points`` on its first registration)."""
+    def check(
+        self,
+        name: str,
+        *,
+        points: int | None = None,
+        hidden: bool = False,
+        requires: str | None = None,
+        requires_zh: str | None = None,
+    ):
+        """Decorator: register a check for exercise ``name`` (``points`` on its first registration).
+
+        ``requires`` / ``requires_zh``: the requirement the check tests, one short sentence in English and in Chinese
+        that completes "your answer ..." (:class:`Requirement`). Every hidden check must declare one (the build
+        fails otherwise); a visible check may. The notebook lists them below the exercise's instructions."""
+        if (requires is None) != (requires_zh is None):
+            raise ValueError(f"a check of {name!r} declares its requirement in one edition only: give both")
 
         def register(fn: Callable) -> Callable:
             if name not in self._by_name:
@@ -60,6 +101,10 @@ class Exercises:
             elif points is not None and points != self._by_name[name].points:
                 raise ValueError(f"exercise {name!r} already has {self._by_name[name].points} points")
             (self._by_name[name].hidden if hidden else self._by_name[name].visible).append(fn)
+            if requires is not None and requires_zh is not None:
+                self._by_name[name].declared[fn] = Requirement(
+                    " ".join(requires.split()), " ".join(requires_zh.split())
+                )
             return fn
 
         return register

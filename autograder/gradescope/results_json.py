@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Sequence
 
 from .. import notebooks
+from ..releases import points_text
 
 SCHEMA = pathlib.Path(__file__).resolve().parent / "gradescope_results.schema.json"
 
@@ -105,7 +106,7 @@ def _exercises(result, chapter: str, hidden_visibility: str) -> tuple[list[str],
 
 
 def _exercise_text(ex: _Exercise, status: str, general: Sequence[str]) -> str:
-    head = f"{'✔' if ex.got >= ex.points else '✘'} {ex.name}: {ex.got:g} of {ex.points:g} points"
+    head = f"{'✔' if ex.got >= ex.points else '✘'} {ex.name}: {ex.got:g} of {points_text(ex.points)}"
     lines = list(ex.shown)
     why = "; ".join(general) or "see the top of this page"
     if status == "error":

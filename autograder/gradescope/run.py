@@ -32,6 +32,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from ..releases import points_text
 from .build import Config
 from .results_json import results_payload, write_results, zero_payload
 
@@ -216,7 +217,7 @@ def run(root: pathlib.Path, config: Config) -> dict:
     with contextlib.suppress(FileNotFoundError):
         target.unlink()  # nothing but this process writes it: whatever is there now goes
     write_results(target, payload)
-    print(f"wrote {target}: {payload['score']:g} points")
+    print(f"wrote {target}: {points_text(payload['score'])}")
     return payload
 
 

@@ -112,7 +112,8 @@ def _decision_text(
     words = words or _Words()
     got, top = scores.get(name, 0.0), points.get(name, 0)
     mine = [r.removeprefix(f"{name}: ") for r in reasons if r.startswith(f"{name}:")]
-    head = words("decision", mark="✔" if got >= top and top else "✘", name=name, got=f"{got:g}", top=f"{top:g}")
+    mark = "✔" if got >= top and top else "✘"
+    head = words("decision one" if top == 1 else "decision", mark=mark, name=name, got=f"{got:g}", top=f"{top:g}")
     shown = [words.message(m) for m in (list(details) if got < top and details else mine)]
     return head + "".join("\n" + "\n".join("  " + ln for ln in line.splitlines()) for line in shown) + "\n"
 

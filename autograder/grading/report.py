@@ -12,6 +12,7 @@ import pathlib
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from ..releases import points_text
 from . import lms
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def write_reports(
     def flag(row: Row, note: str) -> None:
         if note not in row.warnings:
             row.warnings.append(note)
-        attention.append(f"{row.submission} ({row.score:g} points): {note}")
+        attention.append(f"{row.submission} ({points_text(row.score)}): {note}")
         logger.warning(f"  needs attention: {row.submission}: {note}")
 
     for row, best in choice.superseded:

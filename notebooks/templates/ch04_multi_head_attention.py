@@ -64,6 +64,10 @@ print("round trip exact:", torch.equal(merge_heads(split_heads(x, 3)), x))
 # apply `W_o`. Return `(output (B, T_q, d_model), weights (B, H, T_q, T_k))`. The `mask` is already
 # broadcastable to `(B, H, T_q, T_k)`. (With `dropout > 0` in training mode, apply `self.dropout` to the
 # weights before they multiply `v`, as `nn.MultiheadAttention` does.)
+#
+# It must work in half precision (float16 on a Colab GPU), whose largest value is 65 504. If you write the attention
+# out yourself instead of calling `scaled_dot_product_attention`, divide `q` by $\sqrt{d_k}$ *before* the product, as
+# in chapter 3: $QK^\top$ itself can pass 65 504 when the scaled scores do not.
 
 # %% exercise="MultiHeadAttention"
 
