@@ -39,7 +39,7 @@ Index arguments: ``b``, ``h``, ``q_idx``, ``kv_idx`` are integer tensors (0-dime
 
 Sources: PyTorch ``torch.nn.attention.flex_attention`` documentation and Dong, Feng, Guessous, Liang & He 2024,
 *Flex Attention: A Programming Model for Generating Optimized Attention Kernels* (arXiv:2412.05496); Press, Smith
-& Lewis 2022, *Train Short, Test Long: Attention with Linear Biases* (ALiBi, section 3); Gemma Team 2024,
+& Lewis 2022, *Train Short, Test Long: Attention with Linear Biases* (ALiBi, section 3); Riviere et al. 2024,
 *Gemma 2* (section 2, logit soft-capping); Raffel et al. 2020 (T5 relative position biases, section 2.1).
 """
 
@@ -428,7 +428,7 @@ def soft_cap_score_mod(cap: float) -> ScoreMod:
     Raises:
         ValueError: if ``cap <= 0``.
 
-    Source: Gemma Team 2024, *Gemma 2*, section 2 ("logit soft-capping").
+    Source: Riviere et al. 2024, *Gemma 2*, section 2 ("logit soft-capping").
     """
     if not cap > 0:
         raise ValueError(f"soft_cap_score_mod needs cap > 0, got {cap}")

@@ -363,3 +363,13 @@ def test_bad_inputs_raise_value_errors_naming_shapes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         alibi_slopes(3)  # no warning for a non-power-of-two head count
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_the_benchmark_measures_the_compiled_kernel_on_a_gpu():
+    """The benchmark's GPU path (``--device cuda``: a Triton kernel), one small length; not run on the CPU."""
+    from benchmarks.bench_flex_attention import measure
+
+    row = measure("flex_compiled", 512, window=64, n_heads=4, d_k=32, repeats=2, device="cuda")
+    assert row["sparsity"] == pytest.approx(56.25) and row["seconds"] > 0 and row["compile_seconds"] > 0

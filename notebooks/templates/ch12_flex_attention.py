@@ -39,6 +39,8 @@ import warnings
 import torch
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, flex_attention, or_masks
 
+from solutions.ch12_flex_attention import MaskMod, ScoreMod  # the mods' types, for the signatures
+
 warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
 torch.manual_seed(0)
 
