@@ -46,7 +46,8 @@ lint: $(STAMP)
 # chapter's notebook in the Colab-like virtualenv but chapter 11's (untouched and with the reference answers, the
 # course installed by the setup cell) and chapter 3's Chinese notebook, the grading jail, DDP training, grading on a
 # Dask cluster, plain nbgrader's own tools on the exchange chapter, the graded damaged/hostile variants of chapters
-# 8 and 9, the independently written correct answers graded through the real grader for chapters 3, 10 and 11, the
+# 8 and 9, the independently written correct answers graded through the real grader for chapters 3, 10, 11 and 12 (12's in
+# under two minutes: its checks run flex_attention eagerly, never compiled), the
 # stray-chapter Canvas zip, a Moodle and a Canvas zip with re-uploads, PDFs, Chinese names and claimed ids (about
 # a minute), workers started without the fork server, Chinese submissions graded like English ones, one simulated
 # Gradescope run (chapter 3, a hostile cell), every chapter's Gradescope requirements resolved by pip with the
@@ -64,6 +65,7 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch03_self_attention]' \
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch11_flash_attention_triton]' \
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch10_flash_attention]' \
+	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch12_flex_attention]' \
 	'tests/test_grading.py::test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade' \
 	'tests/test_grading.py::test_lms_downloads_give_every_student_one_right_row' \
 	'tests/test_grading.py::test_workers_started_as_new_interpreters_grade_as_forked_ones' \

@@ -116,13 +116,33 @@ class KVCache:
         return sum(t.numel() * t.element_size() for t in self.keys + self.values)
 
 
-def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, T: int, bytes_per_element: int = 4) -> int:
-    """The cache of a (grouped-query) multi-head attention model: ``2 · n_layers · n_kv_heads · d_head · T · bytes``.
+def kv_cache_bytes(
+    n_layers: int,
+    n_kv_heads: int,
+    d_head: int,
+    T: int,
+    bytes_per_element: int = 4,
+    *,
+    n_kv_layers: int | None = None,
+) -> int:
+    """The cache of a (grouped-query) multi-head attention model: ``2 · n_kv_layers · n_kv_heads · d_head · T · bytes``.
 
     Per batch element: a key and a value vector of width ``d_head`` for every key/value head, layer and
     position. ``n_kv_heads = n_heads`` is multi-head attention (MHA), 1 is MQA (Shazeer 2019).
+
+    Cross-layer KV sharing (跨层键值共享): only ``n_kv_layers`` of the ``n_layers`` layers compute and cache keys and
+    values; the others attend to the cache of an earlier layer (Brandon et al. 2024's cross-layer attention; Gemma
+    3n/4's "KV sharing"). ``None`` (the default) means every layer keeps its own cache.
+
+    Raises:
+        ValueError: if ``n_kv_layers`` is not in ``1 … n_layers``.
+
+    Source: Shazeer 2019; Ainslie et al. 2023; Brandon et al. 2024, section 2.
     """
-    return 2 * n_layers * n_kv_heads * d_head * T * bytes_per_element
+    n_kv_layers = n_layers if n_kv_layers is None else n_kv_layers
+    if not 1 <= n_kv_layers <= n_layers:
+        raise ValueError(f"n_kv_layers must lie in 1 … n_layers={n_layers}, got {n_kv_layers}")
+    return 2 * n_kv_layers * n_kv_heads * d_head * T * bytes_per_element
 
 
 # --------------------------------------------------------------------------------------------------

@@ -83,6 +83,7 @@ SEARCHES: list[tuple[str, str]] = [
     ("掩码语言模型", "book/ch07_bert.html"),
     ("键值缓存", "book/ch08_kv_cache.html"),
     ("旋转位置编码", "book/ch08_kv_cache.html"),
+    ("掩码函数", "book/ch12_flex_attention.html"),
 ]
 # the Chinese edition's search (zh/search.html), for the same terms and their synonyms
 ZH_SEARCHES: list[tuple[str, str]] = [

@@ -238,6 +238,8 @@ def _distort(value, how):
         return how(value)
     if isinstance(value, tuple):
         return tuple(_distort(v, how) for v in value)
+    if callable(value) and not isinstance(value, (type, torch.nn.Module)):  # a factory's mod (chapter 12): its results
+        return functools.wraps(value)(lambda *a, **k: _distort(value(*a, **k), how))
     return value
 
 
