@@ -8,8 +8,9 @@ The English column is what the grader writes — the checks' messages (``checks/
 templates (a template's ``{field}`` matches any text), and writes each line again in Chinese, the fields translated in
 turn (:data:`VERBATIM` fields — values, shapes, names, Python's own error text — are kept as they are).
 
-A chapter's own words (its checks' labels, the ``what`` of its comparisons, its hints) are in the chapter's check
-module, ``ZH = {English: Chinese}`` (``autograder/chNN_<name>.py``); :func:`to_chinese` takes them as ``phrases``.
+A chapter's own words (its checks' labels, the ``what`` of its comparisons, its hints) are in the chapter's module of
+translations, ``ZH = {English: Chinese}`` in ``autograder/zh/chNN_<name>.py`` (:func:`phrases`), beside its check
+module ``autograder/chNN_<name>.py``; :func:`to_chinese` takes them as ``phrases``.
 What has no Chinese yet stays English, and :func:`to_chinese` says so (its second value), so that the page can say it
 once.
 
@@ -19,6 +20,7 @@ Student side: no import of the grading machinery (the checks use :func:`say` in 
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from collections.abc import Mapping
 
@@ -195,6 +197,20 @@ def say(key: str, **fields: object) -> str:
 def text(key: str, edition: str = EN, **fields: object) -> str:
     """Text ``key`` of :data:`TEXT` in ``edition`` ("en" or "zh"), with ``fields``."""
     return TEXT[key][edition == ZH].format(**fields)
+
+
+def phrases(chapter: str) -> dict[str, str]:
+    """The chapter's own words in Chinese, ``ZH`` of ``autograder/zh/<chapter>.py`` (empty for a chapter that has no
+    module of translations yet, or a name that is not a chapter's)."""
+    if not chapter.isidentifier():
+        return {}
+    try:
+        module = importlib.import_module(f"autograder.zh.{chapter}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"autograder.zh.{chapter}":
+            raise
+        return {}
+    return dict(getattr(module, "ZH", {}))
 
 
 _FIELD = re.compile(r"\{(\w+)\}")

@@ -56,7 +56,7 @@ def test_the_comparisons_messages_read_back_in_chinese():
         "\n        0.0124])"
         "\n    you gave: (hidden)"
     )
-    zh, whole = wording.to_chinese(message, notebooks.checks_module(CHAPTER).ZH)
+    zh, whole = wording.to_chinese(message, wording.phrases(CHAPTER))
     assert whole, zh
     assert zh.splitlines() == [
         "scaled_dot_product_attention：注意力权重 与期望值最多相差 0.53（允许误差约 1e-05）。",
@@ -81,16 +81,31 @@ def test_the_comparisons_messages_read_back_in_chinese():
 
 
 @pytest.mark.parametrize("chapter", TRANSLATED)
-def test_every_check_label_of_the_first_chapters_has_its_chinese(chapter):
-    """Each label (a check's docstring) of chapters 1-4 has its Chinese in the chapter's ``ZH``, and every entry of
-    ``ZH`` is still one of the chapter's labels or a text its module writes (a changed English text is found)."""
+def test_every_check_label_has_its_chinese(chapter):
+    """Each label (a check's docstring) of a chapter has its Chinese in the chapter's ``ZH``
+    (``autograder/zh/<chapter>.py``), and every entry of ``ZH`` is still one of the chapter's labels or a text its
+    check module writes (a changed English text is found)."""
     module = importlib.import_module(f"autograder.{chapter}")
+    zh = importlib.import_module(f"autograder.zh.{chapter}").ZH
+    assert zh == wording.phrases(chapter)
     labels = {_label(fn) for ex in module.EXERCISES for fn in ex.visible + ex.hidden}
-    assert not labels - set(module.ZH), f"labels without their Chinese: {sorted(labels - set(module.ZH))}"
+    assert not labels - set(zh), f"labels without their Chinese: {sorted(labels - set(zh))}"
     source = " ".join(inspect.getsource(module).split())
-    stale = [k for k in module.ZH if k not in labels and " ".join(k.split()) not in source.replace('" "', "")]
+    stale = [k for k in zh if k not in labels and " ".join(k.split()) not in source.replace('" "', "")]
     assert not stale, f"ZH entries whose English the chapter no longer writes: {stale}"
-    assert all(CJK.search(v) for v in module.ZH.values())
+    assert all(CJK.search(v) for v in zh.values())
+
+
+def test_the_check_modules_hold_checks_only():
+    """The Chinese of a chapter lives in ``autograder/zh/``, not in its check module; every chapter has its module of
+    translations, and no other module is there."""
+    chapters = releases.chapters()
+    assert set(TRANSLATED) <= set(chapters)
+    for chapter in chapters:
+        assert not hasattr(importlib.import_module(f"autograder.{chapter}"), "ZH"), chapter
+    here = {p.stem for p in (notebooks.ROOT / "autograder" / "zh").glob("ch*.py")}
+    assert here <= set(chapters), sorted(here - set(chapters))
+    assert wording.phrases("ch99_none") == {} and wording.phrases("../x") == {}
 
 
 def _headings(nb: nbformat.NotebookNode) -> list[str]:

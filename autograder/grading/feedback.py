@@ -6,8 +6,9 @@ a file that could not be graded (zero and why: unreadable, another chapter's, a 
 
 A submission of the Chinese edition (``sub.edition == "zh"``, read from its file by ``canonical.edition_of``) gets its
 page in Chinese: the prose cells of the Chinese release notebook (``notebooks/zh/``), the grader's own words from
-``autograder/wording.py`` and the checks' messages through ``wording.to_chinese`` with the chapter's ``ZH`` phrases;
-what has no Chinese yet is said once at the top. An English submission's page is as it always was.
+``autograder/wording.py`` and the checks' messages through ``wording.to_chinese`` with the chapter's ``ZH`` phrases
+(``autograder/zh/<chapter>.py``); what has no Chinese yet is said once at the top. An English submission's page is as
+it always was.
 """
 
 from __future__ import annotations
@@ -45,14 +46,7 @@ class _Words:
 
     def __init__(self, edition: str = EN, chapter: str = ""):
         self.edition, self.untranslated = edition, False
-        self.phrases: dict[str, str] = {}
-        if edition == ZH and chapter:
-            from ..releases import checks_module
-
-            try:
-                self.phrases = dict(getattr(checks_module(chapter), "ZH", {}))
-            except ImportError:
-                pass
+        self.phrases = wording.phrases(chapter) if edition == ZH and chapter else {}
 
     def __call__(self, key: str, **fields: object) -> str:
         return wording.text(key, self.edition, **fields)
