@@ -167,3 +167,53 @@ def test_the_zh_release_notebooks_travel_in_the_package():
     data = tomllib.loads((notebooks.ROOT / "pyproject.toml").read_text())
     assert "zh/*.ipynb" in data["tool"]["setuptools"]["package-data"]["autograder._release"]
     assert json.loads((notebooks.RELEASE_DIR / "zh" / f"{CHAPTER}.ipynb").read_text())["cells"]
+
+
+def test_the_graders_other_messages_read_back_in_chinese():
+    """The repairs of a submitted file (canonical.py), what the recorder refused ("blocked: …"), the instructor's
+    flags ("needs review: …"), a device mismatch, an input changed in place and the student's line after an error:
+    their English is wording.TEXT's, and each reads back whole in Chinese."""
+    from autograder.checks import device, inputs
+    from autograder.grading import guard, scoring, worker
+
+    refused = set(re.findall(r'return "(\w[^"]+)"', inspect.getsource(guard)))  # the audit hook's reasons
+    refused |= set(re.findall(r'^\s+"\w+\.[\w.]+": "([^"]+)",$', inspect.getsource(guard), re.M))
+    assert {"spawning a process", "network access", "reading the grader's files"} <= refused
+    records = [{"type": "blocked", "what": what, "event": "os.system"} for what in refused]
+    messages = scoring.blocked_warnings(records)
+    messages += [wording.say("needs review", what=what) for _, what in worker._SUSPICIOUS]
+    messages += scoring.score({"f": 1}, [{"type": "armed"}] + [{"type": "verdict", "exercise": "f", "passed": True,
+                                                               "failures": [], "threads": 1}] * 2, 0, []).warnings  # fmt: skip
+    messages += [wording.say(key, names="f, g") for key in wording.TEXT if key.startswith("repair: ")]
+    messages += [wording.say("old nbformat 3"), wording.say("old nbformat 4", minor=2), wording.say("cells added", n=2)]
+    messages += [
+        wording.say("kernel replaced", kernel="'julia'", ours="'python3'"),
+        wording.say("superseded", file="b"),
+    ]
+    messages += [
+        "f(x): " + device._device_message("torch.arange", ("<no file>", 3), "masked_fill"),
+        "generate(model, idx, 7): " + device._device_message("torch.zeros", None, "add"),
+        inputs._modified_message("mask_tokens(input_ids, mask_id=4)", ["argument 1"]),
+        inputs._modified_message("layer(x)", ["argument 1", "argument 1's parameter W_q", "argument x", "a", "b"]),
+        wording.say("raised", what="f(x)", ename="IndexError", error="index 6 is out of bounds (your line 34)"),
+        wording.say("raised", what="f(x)", ename="ValueError", error="bad (your line 3: y = x[6])"),
+    ]
+    for english in messages:
+        zh, whole = wording.to_chinese(english)
+        assert whole and CJK.search(zh), (english, zh)
+        assert not re.search(r"\b(your line|blocked|needs review|answer cell|test cell|superseded|argument)\b", zh), zh
+    assert "（你的第 34 行）" in wording.to_chinese(messages[-2])[0]
+    assert wording.to_chinese(messages[-1])[0] == "f(x) 引发了 ValueError：bad（你的第 3 行：y = x[6]）"
+
+
+def test_the_superseded_mark_is_in_the_pages_language(tmp_path):
+    points = {"a": 1}
+    for edition in ("en", "zh"):
+        page = tmp_path / f"{edition}.html"
+        feedback.write_feedback(page, None, "s", CHAPTER, {}, points, reasons=["x"], edition=edition)
+        feedback.mark_feedback(page, wording.say("superseded", file="s_2.ipynb"))
+        text = page.read_text(encoding="utf-8")
+        if edition == "en":
+            assert "<b>superseded by s_2.ipynb</b>: this file is not the one graded in the course's grade book." in text
+        else:
+            assert "<b>已被 s_2.ipynb 取代</b>：这个文件不是课程成绩册中计分的那一个。" in text

@@ -437,17 +437,21 @@ _MARK = re.compile(r"<!-- autograder:mark -->.*?<!-- /autograder:mark -->", re.S
 
 
 def mark_feedback(path: pathlib.Path, note: str) -> None:
-    """Put ``note`` at the top of the feedback page at ``path`` ("superseded by …"), replacing an earlier one; an
-    empty ``note`` removes it. A missing page is left missing."""
+    """Put ``note`` at the top of the feedback page at ``path`` ("superseded by …", in the page's language: a page of
+    the Chinese edition is ``lang="zh-CN"``), replacing an earlier one; an empty ``note`` removes it. A missing page
+    is left missing."""
     try:
         page = path.read_text(encoding="utf-8")
     except OSError:
         return
     new = _MARK.sub("", page)
     if note:
+        words = _Words(ZH if re.search(r"<html[^>]*lang=[\"']zh-CN", page) else EN)
+        colon = "：" if words.edition == ZH else ": "
         box = (
             "<!-- autograder:mark --><div style='padding:.6em 1em;font-family:sans-serif;background:#fd8'><b>"
-            f"{html.escape(note)}</b>: this file is not the one graded in the course's grade book.</div>"
+            f"{html.escape(words.message(note))}</b>{colon}"
+            f"{html.escape(words('not the one graded'), quote=False)}</div>"
             "<!-- /autograder:mark -->"
         )
         new = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + box, new, count=1)
@@ -491,4 +495,4 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
 
 def superseded_note(sub: Submission) -> str:
     """The note at the top of ``sub``'s page when another of the student's files is their row in the LMS file."""
-    return f"superseded by {sub.superseded_by}" if sub.superseded_by else ""
+    return say("superseded", file=sub.superseded_by) if sub.superseded_by else ""
