@@ -396,6 +396,7 @@ def _templates() -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
 
 _WORD = re.compile(r"[A-Za-z]{2,}")
 _CODE_WORDS = {"True", "False", "None", "NaN", "nan", "inf", "dtype", "torch", "tensor", "Tensor", "GPU", "CPU"}
+_CODE_WORDS |= {"logits", "lse", "ell", "dq", "dk", "dv", "idx"}  # the course's names that read as words
 _CALL = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])?\(.*\)(?:\.\w+)?")
 
 
@@ -414,17 +415,20 @@ def _is_code(text: str) -> bool:
 @functools.lru_cache(maxsize=64)
 def _phrase_templates(items: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
     """A chapter's phrases with fields (``"DecoderLayer ({kind}) output"``) as templates, the most literal first;
-    their fields are kept as they are (values, shapes, names), or translated where a field is itself a phrase."""
+    their fields (values, shapes, names: no ": " in them) are kept as they are, or translated where a field is
+    itself a phrase."""
     found = sorted((pair for pair in items if _FIELD.search(pair[0])), key=lambda pair: -len(_FIELD.sub("", pair[0])))
     out = []
     for english, chinese in found:
-        parts = _FIELD.split(english)
-        body = "".join(re.escape(piece) if i % 2 == 0 else f"(?P<{piece}>.+?)" for i, piece in enumerate(parts))
+        body, seen = "", set()
+        for i, piece in enumerate(_FIELD.split(english)):
+            body += re.escape(piece) if i % 2 == 0 else f"(?P={piece})" if piece in seen else f"(?P<{piece}>(?:(?!: ).)+?)"
+            seen.add(piece)
         out.append((re.compile(body), chinese, tuple(dict.fromkeys(_FIELD.findall(english)))))
     return out
 
 
-_SENTENCE = re.compile(r"(?<=[.!?]) (?=[A-Z`(])")
+_SENTENCE = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<! al\.)(?<=[.!?]) (?=[A-Za-z`(])")  # not after "e.g."
 
 
 def to_chinese(message: str, phrases: Mapping[str, str] = {}) -> tuple[str, bool]:
@@ -473,8 +477,9 @@ def to_chinese(message: str, phrases: Mapping[str, str] = {}) -> tuple[str, bool
                     return chinese.format(**{f: d[0] for f, d in done.items()}), all(d[1] for d in done.values())
             for pattern, chinese, fields in own:
                 m = pattern.fullmatch(line)
-                if m:
-                    return chinese.format(**{f: phrases.get(m[f], m[f]) for f in fields}), True
+                if m:  # a field that reads back whole (a phrase, a template's text) is translated, else kept
+                    done = {f: one(m[f], depth + 1) for f in fields}
+                    return chinese.format(**{f: d[0] if d[1] else m[f] for f, d in done.items()}), True
             head, sep, rest = line.partition(": ")
             if sep and rest:  # "scaled_dot_product_attention: weights", "top_k=3: the set of tokens ever sampled"
                 said = (head, True) if _is_code(head) else one(head, depth + 1)

@@ -18,7 +18,7 @@ from autograder.grading import feedback
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CHAPTER = "ch03_self_attention"
-TRANSLATED = ["ch01_seq2seq", "ch02_bahdanau_attention", "ch03_self_attention", "ch04_multi_head_attention"]
+TRANSLATED = notebooks.chapters()
 
 
 def _zh_release(chapter: str = CHAPTER) -> nbformat.NotebookNode:
@@ -90,8 +90,10 @@ def test_every_check_label_has_its_chinese(chapter):
     assert zh == wording.phrases(chapter)
     labels = {_label(fn) for ex in module.EXERCISES for fn in ex.visible + ex.hidden}
     assert not labels - set(zh), f"labels without their Chinese: {sorted(labels - set(zh))}"
-    source = " ".join(inspect.getsource(module).split())
-    stale = [k for k in zh if k not in labels and " ".join(k.split()) not in source.replace('" "', "")]
+    source = " ".join(inspect.getsource(module).split()).replace('" "', "").replace('" f"', "")
+    # an entry with fields ("DecoderLayer ({kind}) output") is an f-string of the module, whatever its expressions
+    written = [r"\{[^{}]*\}".join(map(re.escape, re.split(r"\{\w+\}", " ".join(k.split())))) for k in zh]
+    stale = [k for k, w in zip(zh, written) if k not in labels and not re.search(w, source)]
     assert not stale, f"ZH entries whose English the chapter no longer writes: {stale}"
     assert all(CJK.search(v) for v in zh.values())
 
@@ -100,7 +102,6 @@ def test_the_check_modules_hold_checks_only():
     """The Chinese of a chapter lives in ``autograder/zh/``, not in its check module; every chapter has its module of
     translations, and no other module is there."""
     chapters = releases.chapters()
-    assert set(TRANSLATED) <= set(chapters)
     for chapter in chapters:
         assert not hasattr(importlib.import_module(f"autograder.{chapter}"), "ZH"), chapter
     here = {p.stem for p in (notebooks.ROOT / "autograder" / "zh").glob("ch*.py")}
