@@ -422,7 +422,9 @@ def _phrase_templates(items: frozenset[tuple[str, str]]) -> list[tuple[re.Patter
     for english, chinese in found:
         body, seen = "", set()
         for i, piece in enumerate(_FIELD.split(english)):
-            body += re.escape(piece) if i % 2 == 0 else f"(?P={piece})" if piece in seen else f"(?P<{piece}>(?:(?!: ).)+?)"
+            body += (
+                re.escape(piece) if i % 2 == 0 else f"(?P={piece})" if piece in seen else f"(?P<{piece}>(?:(?!: ).)+?)"
+            )
             seen.add(piece)
         out.append((re.compile(body), chinese, tuple(dict.fromkeys(_FIELD.findall(english)))))
     return out

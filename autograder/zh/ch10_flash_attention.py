@@ -105,8 +105,7 @@ ZH = {
     ),
     "query i sees keys j <= i + T_k - T_q; skip only key blocks that lie entirely after the query block's last "
     "position (the block holding the diagonal must still be computed).": (
-        "查询 i 看到的键是 j <= i + T_k - T_q；只跳过完全位于查询块最后一个位置之后的键块"
-        "（包含对角线的块仍然要计算）。"
+        "查询 i 看到的键是 j <= i + T_k - T_q；只跳过完全位于查询块最后一个位置之后的键块（包含对角线的块仍然要计算）。"
     ),
     "flash_attention_backward should return a tuple (dq, dk, dv); you returned {type}.": (
         "flash_attention_backward 应返回元组 (dq, dk, dv)；你返回的是 {type}。"

@@ -18,8 +18,7 @@ ZH = {
         "键块的任何键或值（在解释器下统计它的 tl.load 调用读取的字节数，并与不带 CAUSAL 的同一次启动比较）"
     ),
     "dk, dv equal autograd through softmax(QK^T/sqrt(d_k))V: q (1, 2, 20, 4), k (1, 2, 29, 4), v (1, 2, 29, 6)": (
-        "dk、dv 等于 autograd 对 softmax(QK^T/sqrt(d_k))V 求出的梯度：q (1, 2, 20, 4)，k (1, 2, 29, 4)，"
-        "v (1, 2, 29, 6)"
+        "dk、dv 等于 autograd 对 softmax(QK^T/sqrt(d_k))V 求出的梯度：q (1, 2, 20, 4)，k (1, 2, 29, 4)，v (1, 2, 29, 6)"
     ),
     "causal with T_q = 20 < T_k = 35, 16 × 16: dk, dv equal autograd through the masked attention, and the last "
     "key block's program loads no q or do of the first query block, whose queries all come before its keys "
