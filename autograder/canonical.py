@@ -339,9 +339,9 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
 
     # 5. warnings, one short line per kind of repair
     # the texts are wording.TEXT's "repair: <kind>", in this order
-    kinds = ["stripped", "altered", "matched by content", "matched by position", "type changed", "split", "missing"]
-    kinds += ["test edited", "test not code", "test duplicated", "test deleted"]
-    for key in kinds:
+    repairs = ["stripped", "altered", "matched by content", "matched by position", "type changed", "split", "missing"]
+    repairs += ["test edited", "test not code", "test duplicated", "test deleted"]
+    for key in repairs:
         if key in notes:
             warnings.append(say(f"repair: {key}", names=", ".join(sorted(notes[key]))))
     if n_ins:

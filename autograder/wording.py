@@ -492,8 +492,8 @@ def to_chinese(message: str, phrases: Mapping[str, str] = {}) -> tuple[str, bool
                 return phrases[line.rstrip(".")] + "。", True
             sentences = _SENTENCE.split(line)
             if len(sentences) > 1:
-                done = [one(s, depth + 1) for s in sentences]
-                return "".join(d[0] for d in done), all(d[1] for d in done)
+                parts = [one(s, depth + 1) for s in sentences]
+                return "".join(p[0] for p in parts), all(p[1] for p in parts)
         return line, _is_code(line)
 
     lines, whole = [], True
