@@ -29,6 +29,7 @@ from typing import Any
 import nbformat
 
 from . import releases
+from .wording import say
 
 MAX_BYTES = 200 * 1024 * 1024  # a file larger than this is not read at all
 
@@ -133,7 +134,7 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
         raise Ungradeable("not a notebook: the JSON is not an object with cells")
     if "cells" not in nb and isinstance(nb.get("worksheets"), list):  # nbformat 3
         cells = [c for ws in nb["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", [])]
-        warnings.append("old nbformat 3 file: converted")
+        warnings.append(say("old nbformat 3"))
     else:
         cells = nb.get("cells")
     if not isinstance(cells, list):
@@ -145,12 +146,12 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
     meta = meta if isinstance(meta, dict) else {}
     minor = nb.get("nbformat_minor")
     if nb.get("nbformat") == 4 and isinstance(minor, int) and minor < 5:
-        warnings.append(f"old nbformat 4.{minor} file: cell ids added")
+        warnings.append(say("old nbformat 4", minor=minor))
     ids = [c.get("id") for c in cells]
     if any(i is None for i in ids) and nb.get("nbformat_minor", 0) >= 5:
-        warnings.append("cells without ids: ids replaced")
+        warnings.append(say("cells without ids"))
     if len({i for i in ids if i is not None}) < len([i for i in ids if i is not None]):
-        warnings.append("duplicate cell ids: ids replaced")
+        warnings.append(say("duplicate cell ids"))
     return cells, meta, warnings
 
 
@@ -337,33 +338,23 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
             c.outputs, c.execution_count = [], None
 
     # 5. warnings, one short line per kind of repair
-    labels = {
-        "stripped": "nbgrader metadata missing on the answer cell of {} (matched by cell id)",
-        "altered": "nbgrader metadata altered on the answer cell of {}",
-        "matched by content": "answer cell of {} found by its definition (metadata/id missing)",
-        "matched by position": "answer cell of {} found by its position before the test cell",
-        "type changed": "answer cell of {} was not a code cell: graded as code",
-        "split": "answer of {} spread over several cells: all of them run, in order",
-        "missing": "no answer found for {}: graded as not attempted",
-        "test edited": "test cell {} was edited: restored from the release",
-        "test not code": "test cell {} was not a code cell: restored from the release",
-        "test duplicated": "test cell {} appears more than once (duplicated or pasted): run once, from the release",
-        "test deleted": "test cell {} was deleted: restored from the release",
-    }
-    for key, label in labels.items():
+    # the texts are wording.TEXT's "repair: <kind>", in this order
+    repairs = ["stripped", "altered", "matched by content", "matched by position", "type changed", "split", "missing"]
+    repairs += ["test edited", "test not code", "test duplicated", "test deleted"]
+    for key in repairs:
         if key in notes:
-            warnings.append(label.format(", ".join(sorted(notes[key]))))
+            warnings.append(say(f"repair: {key}", names=", ".join(sorted(notes[key]))))
     if n_ins:
-        warnings.append(f"{n_ins} code cell(s) added by the student: kept in place")
+        warnings.append(say("cells added", n=n_ins))
     if big > 1_000_000:
-        warnings.append(f"outputs of {big / 1e6:.1f} MB dropped")
+        warnings.append(say("outputs dropped", size=f"{big / 1e6:.1f}"))
     ks = meta.get("kernelspec")
     ks = ks if isinstance(ks, dict) else {}
     if ks.get("name") != releases.KERNELSPEC["name"]:
-        warnings.append(f"kernel {ks.get('name')!r} replaced by the grader's {releases.KERNELSPEC['name']!r}")
+        warnings.append(say("kernel replaced", kernel=repr(ks.get("name")), ours=repr(releases.KERNELSPEC["name"])))
     extra = sorted(set(meta) - set(release.metadata) - {"widgets", "vscode", "toc", "varInspector"})
     if extra:
-        warnings.append(f"editor metadata dropped: {', '.join(map(str, extra))[:80]}")
+        warnings.append(say("metadata dropped", keys=", ".join(map(str, extra))[:80]))
     out.metadata = copy.deepcopy(release.metadata)
     out.nbformat, out.nbformat_minor = 4, 5
     nbformat.validate(out)

@@ -8,8 +8,9 @@ The English column is what the grader writes — the checks' messages (``checks/
 templates (a template's ``{field}`` matches any text), and writes each line again in Chinese, the fields translated in
 turn (:data:`VERBATIM` fields — values, shapes, names, Python's own error text — are kept as they are).
 
-A chapter's own words (its checks' labels, the ``what`` of its comparisons, its hints) are in the chapter's check
-module, ``ZH = {English: Chinese}`` (``autograder/chNN_<name>.py``); :func:`to_chinese` takes them as ``phrases``.
+A chapter's own words (its checks' labels, the ``what`` of its comparisons, its hints) are in the chapter's module of
+translations, ``ZH = {English: Chinese}`` in ``autograder/zh/chNN_<name>.py`` (:func:`phrases`), beside its check
+module ``autograder/chNN_<name>.py``; :func:`to_chinese` takes them as ``phrases``.
 What has no Chinese yet stays English, and :func:`to_chinese` says so (its second value), so that the page can say it
 once.
 
@@ -19,6 +20,7 @@ Student side: no import of the grading machinery (the checks use :func:`say` in 
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from collections.abc import Mapping
 
@@ -90,6 +92,35 @@ TEXT: dict[str, tuple[str, str]] = {
         "{name}：评分程序无法评判某项检查的记录（{why}）",
     ),
     "not every check ran": ("{name}: not every check ran", "{name}：并非所有检查都运行了"),
+    "your line": ("(your line {n}: {line})", "（你的第 {n} 行：{line}）"),
+    "your line number": ("(your line {n})", "（你的第 {n} 行）"),
+    "device mismatch at line": (
+        "a tensor made by your line {n}{source} without device= (by {made_by}) was combined with the inputs in "
+        '{op}(). That works on a CPU but fails on a GPU ("Expected all tensors to be on the same device"): create '
+        "it on the inputs' device, e.g. {made_by}(..., device=x.device), or move it with .to(x.device).",
+        "你的第 {n} 行{source}不带 device= 创建的张量（由 {made_by} 创建）在 {op}() 中与输入混合运算了。这在 CPU 上"
+        '可行，在 GPU 上却会失败（"Expected all tensors to be on the same device"）：请在输入所在的设备上创建它，'
+        "例如 {made_by}(..., device=x.device)，或用 .to(x.device) 移过去。",
+    ),
+    "device mismatch": (
+        "a tensor made without device= (by {made_by}) was combined with the inputs in {op}(). That works on a CPU "
+        'but fails on a GPU ("Expected all tensors to be on the same device"): create it on the inputs\' device, '
+        "e.g. {made_by}(..., device=x.device), or move it with .to(x.device).",
+        "不带 device= 创建的张量（由 {made_by} 创建）在 {op}() 中与输入混合运算了。这在 CPU 上可行，在 GPU 上却会"
+        '失败（"Expected all tensors to be on the same device"）：请在输入所在的设备上创建它，例如 '
+        "{made_by}(..., device=x.device)，或用 .to(x.device) 移过去。",
+    ),
+    "changed in place": (
+        "{what} changed its input in place ({inputs}): an answer must leave what it is given as it was — compute "
+        "new tensors (x * 2, torch.cat, x.masked_fill(...)) instead of changing them (x.mul_(2), x[...] = ..., "
+        "x.zero_(), x.fill_(...)).",
+        "{what} 原地修改了它的输入（{inputs}）：答案必须让传给它的东西保持原样——请计算新的张量（x * 2、torch.cat、"
+        "x.masked_fill(...)），而不是修改它们（x.mul_(2)、x[...] = ...、x.zero_()、x.fill_(...)）。",
+    ),
+    "argument": ("argument {i}", "参数 {i}"),
+    "and more": ("{last} and {n} more", "{last} 等（另有 {n} 项）"),
+    "input's parameter": ("{owner}'s parameter {p}", "{owner} 的参数 {p}"),
+    "input's buffer": ("{owner}'s buffer {p}", "{owner} 的缓冲区 {p}"),
     # ---------------------------------------------------------------- reasons of a graded run (grading/reasons.py)
     "exited": (
         "exited (SystemExit: {value}): an answer must return its result, not end the program",
@@ -137,6 +168,108 @@ TEXT: dict[str, tuple[str, str]] = {
     "integrity": ("integrity: {violations}", "完整性问题：{violations}"),
     "forged": ("{n} forged or corrupted record(s)", "{n} 条伪造或损坏的记录"),
     "recorder did not start": ("the grading recorder did not start", "评分记录器没有启动"),
+    "blocked": ("blocked: {what} ({event})", "已拦截：{what}（{event}）"),
+    "needs review": ("needs review: {what}", "需人工复核：{what}"),
+    "ran the verdict": (
+        "the notebook ran the grader's verdict itself ({names})",
+        "笔记本自己运行了评分程序的判定（{names}）",
+    ),
+    "own threads": (
+        "the notebook's own threads were running while the checks ran",
+        "检查运行时，笔记本自己的线程仍在运行",
+    ),
+    "showed the secrets": (
+        "{n} output line(s) showed the hidden tests or the reference solution (removed from the feedback)",
+        "{n} 行输出显示了隐藏测试或参考答案（已从反馈中删除）",
+    ),
+    # what the recorder refused (grading/guard.py's reasons, in "blocked: …")
+    "guard: grader's files": ("reading the grader's files", "读取评分程序的文件"),
+    "guard: directory": ("opening a directory", "打开目录"),
+    "guard: writing outside": ("writing outside the submission's sandbox", "在提交的沙箱之外写文件"),
+    "guard: process": ("spawning a process", "启动进程"),
+    "guard: ctypes": ("ctypes", "ctypes（调用 C 代码）"),
+    "guard: gc": ("gc introspection", "gc 内省"),
+    "guard: trace hooks": ("trace hooks", "跟踪钩子"),
+    "guard: frames": ("frame introspection", "栈帧内省"),
+    "guard: audit hooks": ("audit hooks", "审计钩子"),
+    "guard: C code": ("loading C code", "加载 C 代码"),
+    "guard: records": ("writing the grader's records", "写评分程序的记录"),
+    "guard: network": ("network access", "访问网络"),
+    "guard: state": ("reading the grader's state", "读取评分程序的状态"),
+    "guard: frames while checking": ("frame introspection while the checks run", "检查运行时的栈帧内省"),
+    "guard: grader's code": ("running the grader's code outside the grader", "在评分程序之外运行评分程序的代码"),
+    "guard: changing files": ("changing files outside the submission's sandbox", "修改提交的沙箱之外的文件"),
+    "guard: signals": ("signalling other processes", "向其他进程发送信号"),
+    # static flags of a submission's code (grading/worker.py), in "needs review: …"
+    "flag: internals": ("refers to the grader's internals", "引用了评分程序的内部"),
+    "flag: subclass": ("tensor subclass tricks", "张量子类的技巧"),
+    "flag: EXERCISES": ("rebinds EXERCISES", "重新绑定了 EXERCISES"),
+    "flag: library": ("assigns to a library function", "给库函数赋值"),
+    "flag: introspection": ("introspection tricks", "内省技巧"),
+    "flag: solution": ("imports this chapter's reference solution", "导入了本章的参考答案"),
+    "flag: tracebacks": (
+        "hides tracebacks or replaces the exception hook (error messages may be missing from the feedback)",
+        "隐藏了回溯信息或替换了异常钩子（反馈中可能缺少错误信息）",
+    ),
+    # ---------------------------------------------------------------- repairs of a submitted file (canonical.py)
+    "old nbformat 3": ("old nbformat 3 file: converted", "旧的 nbformat 3 文件：已转换"),
+    "old nbformat 4": ("old nbformat 4.{minor} file: cell ids added", "旧的 nbformat 4.{minor} 文件：已添加单元格 id"),
+    "cells without ids": ("cells without ids: ids replaced", "单元格没有 id：已替换 id"),
+    "duplicate cell ids": ("duplicate cell ids: ids replaced", "单元格 id 重复：已替换 id"),
+    "repair: stripped": (
+        "nbgrader metadata missing on the answer cell of {names} (matched by cell id)",
+        "{names} 的答案单元格缺少 nbgrader 元数据（已按单元格 id 匹配）",
+    ),
+    "repair: altered": (
+        "nbgrader metadata altered on the answer cell of {names}",
+        "{names} 的答案单元格的 nbgrader 元数据被改动过",
+    ),
+    "repair: matched by content": (
+        "answer cell of {names} found by its definition (metadata/id missing)",
+        "{names} 的答案单元格是按其定义找到的（缺少元数据/id）",
+    ),
+    "repair: matched by position": (
+        "answer cell of {names} found by its position before the test cell",
+        "{names} 的答案单元格是按它在测试单元格之前的位置找到的",
+    ),
+    "repair: type changed": (
+        "answer cell of {names} was not a code cell: graded as code",
+        "{names} 的答案单元格不是代码单元格：已按代码评分",
+    ),
+    "repair: split": (
+        "answer of {names} spread over several cells: all of them run, in order",
+        "{names} 的答案分散在多个单元格中：它们都会按顺序运行",
+    ),
+    "repair: missing": (
+        "no answer found for {names}: graded as not attempted",
+        "没有找到 {names} 的答案：按未作答评分",
+    ),
+    "repair: test edited": (
+        "test cell {names} was edited: restored from the release",
+        "测试单元格 {names} 被修改过：已从发布版恢复",
+    ),
+    "repair: test not code": (
+        "test cell {names} was not a code cell: restored from the release",
+        "测试单元格 {names} 不是代码单元格：已从发布版恢复",
+    ),
+    "repair: test duplicated": (
+        "test cell {names} appears more than once (duplicated or pasted): run once, from the release",
+        "测试单元格 {names} 出现了不止一次（被复制或粘贴）：只按发布版运行一次",
+    ),
+    "repair: test deleted": (
+        "test cell {names} was deleted: restored from the release",
+        "测试单元格 {names} 被删除了：已从发布版恢复",
+    ),
+    "cells added": (
+        "{n} code cell(s) added by the student: kept in place",
+        "学生添加了 {n} 个代码单元格：保留在原处",
+    ),
+    "outputs dropped": ("outputs of {size} MB dropped", "已丢弃 {size} MB 的输出"),
+    "kernel replaced": (
+        "kernel {kernel} replaced by the grader's {ours}",
+        "内核 {kernel} 已替换为评分程序的 {ours}",
+    ),
+    "metadata dropped": ("editor metadata dropped: {keys}", "已丢弃编辑器元数据：{keys}"),
     # ---------------------------------------------------------------- the feedback page (grading/feedback.py)
     "exercise": ("exercise", "练习"),
     "points": ("points", "得分"),
@@ -168,13 +301,25 @@ TEXT: dict[str, tuple[str, str]] = {
         "Some of the grader's messages below have no Chinese translation yet and are shown in English.",
         "以下部分评分信息暂无中文译文，仍以英文显示。",
     ),
+    "superseded": ("superseded by {file}", "已被 {file} 取代"),
+    "not the one graded": (
+        "this file is not the one graded in the course's grade book.",
+        "这个文件不是课程成绩册中计分的那一个。",
+    ),
 }
 
 # Fields whose text is kept as it is: values, names, numbers, Python's own error text.
 VERBATIM = frozenset(
     {"name", "shape", "got", "dtype", "type", "value", "worst", "atol", "k", "n", "row", "seconds", "error", "ename"}
-    | {"own", "why", "limit", "memory", "total", "max", "mark", "top"}
+    | {"own", "why", "limit", "memory", "total", "max", "mark", "top", "line", "source", "made_by", "op", "i", "p"}
+    | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file"}
 )
+
+# Fields that hold a list ("a, b and 2 more"): each item translated on its own.
+LIST_FIELDS = frozenset({"inputs"})
+
+# The ends of a VERBATIM field that are the grader's words: " (your line N: …)" after an exception's text.
+SUFFIXES = ("your line", "your line number")
 
 
 # Fields that hold one of a few of the table's texts (read back as one of them, not as any text).
@@ -185,7 +330,8 @@ FIELD_TEXTS = {
 
 
 # Fields of a narrower form than any text.
-FIELD_PATTERNS = {"limit": ".*?", "memory": ".*?", "dtype": r"[\w.]+"}
+FIELD_PATTERNS = {"limit": ".*?", "memory": ".*?", "dtype": r"[\w.]+", "i": r"[^\s']+", "p": r"\S+", "n": r"\d+"}
+FIELD_PATTERNS |= {"source": r"(?: \(.*\))?", "made_by": r"[\w.]+", "op": r"\w+"}
 
 
 def say(key: str, **fields: object) -> str:
@@ -196,6 +342,20 @@ def say(key: str, **fields: object) -> str:
 def text(key: str, edition: str = EN, **fields: object) -> str:
     """Text ``key`` of :data:`TEXT` in ``edition`` ("en" or "zh"), with ``fields``."""
     return TEXT[key][edition == ZH].format(**fields)
+
+
+def phrases(chapter: str) -> dict[str, str]:
+    """The chapter's own words in Chinese, ``ZH`` of ``autograder/zh/<chapter>.py`` (empty for a chapter that has no
+    module of translations yet, or a name that is not a chapter's)."""
+    if not chapter.isidentifier():
+        return {}
+    try:
+        module = importlib.import_module(f"autograder.zh.{chapter}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"autograder.zh.{chapter}":
+            raise
+        return {}
+    return dict(getattr(module, "ZH", {}))
 
 
 _FIELD = re.compile(r"\{(\w+)\}")
@@ -236,12 +396,16 @@ def _templates() -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
 
 
 _WORD = re.compile(r"[A-Za-z]{2,}")
-_CODE_WORDS = {"True", "False", "None", "NaN", "inf", "dtype", "torch", "tensor", "Tensor", "GPU", "CPU"}
+_CODE_WORDS = {"True", "False", "None", "NaN", "nan", "inf", "dtype", "torch", "tensor", "Tensor", "GPU", "CPU"}
+_CODE_WORDS |= {"logits", "lse", "ell", "dq", "dk", "dv", "idx"}  # the course's names that read as words
+_CALL = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])?\(.*\)(?:\.\w+)?")
 
 
 def _is_code(text: str) -> bool:
-    """Whether ``text`` reads as code or values, not English prose: no word of two letters or more outside
-    identifiers with digits, underscores, dots or brackets."""
+    """Whether ``text`` reads as code or values, not English prose: a call (``generate(model, idx, 7)``), or no word
+    of two letters or more outside identifiers with digits, underscores, dots or brackets."""
+    if _CALL.fullmatch(text.strip()):
+        return True
     for token in re.split(r"[\s,;]+", text):
         bare = token.strip("()[]{}:.'\"")
         if _WORD.fullmatch(bare) and bare not in _CODE_WORDS and not (len(bare) <= 3 and token != bare):
@@ -249,40 +413,94 @@ def _is_code(text: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=64)
+def _phrase_templates(items: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
+    """A chapter's phrases with fields (``"DecoderLayer ({kind}) output"``) as templates, the most literal first;
+    their fields (values, shapes, names: no ": " in them) are kept as they are, or translated where a field is
+    itself a phrase."""
+    found = sorted((pair for pair in items if _FIELD.search(pair[0])), key=lambda pair: -len(_FIELD.sub("", pair[0])))
+    out = []
+    for english, chinese in found:
+        body, seen = "", set()
+        for i, piece in enumerate(_FIELD.split(english)):
+            body += (
+                re.escape(piece) if i % 2 == 0 else f"(?P={piece})" if piece in seen else f"(?P<{piece}>(?:(?!: ).)+?)"
+            )
+            seen.add(piece)
+        out.append((re.compile(body), chinese, tuple(dict.fromkeys(_FIELD.findall(english)))))
+    return out
+
+
+_SENTENCE = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<! al\.)(?<=[.!?]) (?=[A-Za-z`(])")  # not after "e.g."
+
+
 def to_chinese(message: str, phrases: Mapping[str, str] = {}) -> tuple[str, bool]:
     """``message`` (the grader's English, one line or several) in Chinese, and whether all of it was translated.
 
     Each line on its own, its indentation kept: a line that is one of ``phrases`` (a chapter's ``ZH``) or of the
     table's texts without fields becomes its Chinese; else the first template of :data:`TEXT` that matches it
-    gives the Chinese, its fields translated in turn (:data:`VERBATIM` ones kept); code and values stay as they are;
-    a line of English prose found nowhere stays English (and the second value is False)."""
-    whole = [True]
+    gives the Chinese, its fields translated in turn (:data:`VERBATIM` ones kept, but for the grader's own ends
+    of them, :data:`SUFFIXES`); else a phrase with fields (kept as they are); a line ``head: rest`` whose head is
+    code or translates is translated in two parts, and a line of several sentences sentence by sentence; code and
+    values stay as they are; a line of English prose found nowhere stays English (and the second value is False)."""
     fixed = {english: chinese for english, chinese in TEXT.values() if not _FIELD.search(english)}
+    own = _phrase_templates(frozenset(phrases.items()))
+    suffixes = [(re.compile(" " + _regex(TEXT[k][0]) + "$"), TEXT[k][1]) for k in SUFFIXES]
 
-    def one(line: str, depth: int = 0) -> str:
+    def verbatim(value: str) -> str:
+        if value in fixed:
+            return fixed[value]
+        for pattern, chinese in suffixes:
+            m = pattern.search(value)
+            if m:
+                return value[: m.start()] + chinese.format(**m.groupdict())
+        return value
+
+    def field(name: str, value: str, depth: int) -> tuple[str, bool]:
+        if name in VERBATIM:
+            return verbatim(value), True
+        if name in LIST_FIELDS:
+            done = [one(item, depth + 1) for item in value.split(", ")]
+            return "、".join(d[0] for d in done), all(d[1] for d in done)
+        return one(value, depth + 1)
+
+    def one(line: str, depth: int = 0) -> tuple[str, bool]:
+        """``line`` in Chinese, and whether all of it was."""
         if not line.strip():
-            return line
+            return line, True
         if line in phrases:
-            return phrases[line]
+            return phrases[line], True
         if line in fixed:
-            return fixed[line]
+            return fixed[line], True
         if depth < 6:
             for pattern, chinese, fields in _templates():
                 m = pattern.fullmatch(line)
                 if m:
-                    values = {f: m[f] if f in VERBATIM and m[f] not in fixed else one(m[f], depth + 1) for f in fields}
-                    return chinese.format(**values)
+                    done = {f: field(f, m[f], depth) for f in fields}
+                    return chinese.format(**{f: d[0] for f, d in done.items()}), all(d[1] for d in done.values())
+            for pattern, chinese, fields in own:
+                m = pattern.fullmatch(line)
+                if m:  # a field that reads back whole (a phrase, a template's text) is translated, else kept
+                    done = {f: one(m[f], depth + 1) for f in fields}
+                    return chinese.format(**{f: d[0] if d[1] else m[f] for f, d in done.items()}), True
             head, sep, rest = line.partition(": ")
-            if sep and _is_code(head) and rest:  # "scaled_dot_product_attention: weights"
-                return f"{head}：{one(rest, depth + 1)}"
+            if sep and rest:  # "scaled_dot_product_attention: weights", "top_k=3: the set of tokens ever sampled"
+                said = (head, True) if _is_code(head) else one(head, depth + 1)
+                if said[1]:
+                    told = one(rest, depth + 1)
+                    return f"{said[0]}：{told[0]}", told[1]
             if line.rstrip(".") in phrases:
-                return phrases[line.rstrip(".")] + "。"
-        if not _is_code(line):
-            whole[0] = False
-        return line
+                return phrases[line.rstrip(".")] + "。", True
+            sentences = _SENTENCE.split(line)
+            if len(sentences) > 1:
+                parts = [one(s, depth + 1) for s in sentences]
+                return "".join(p[0] for p in parts), all(p[1] for p in parts)
+        return line, _is_code(line)
 
-    lines = []
+    lines, whole = [], True
     for line in message.split("\n"):
         body = line.lstrip(" ")
-        lines.append(line[: len(line) - len(body)] + one(body))
-    return "\n".join(lines), whole[0]
+        chinese, ok = one(body)
+        lines.append(line[: len(line) - len(body)] + chinese)
+        whole &= ok
+    return "\n".join(lines), whole

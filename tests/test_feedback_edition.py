@@ -18,7 +18,7 @@ from autograder.grading import feedback
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CHAPTER = "ch03_self_attention"
-TRANSLATED = ["ch01_seq2seq", "ch02_bahdanau_attention", "ch03_self_attention", "ch04_multi_head_attention"]
+TRANSLATED = notebooks.chapters()
 
 
 def _zh_release(chapter: str = CHAPTER) -> nbformat.NotebookNode:
@@ -56,7 +56,7 @@ def test_the_comparisons_messages_read_back_in_chinese():
         "\n        0.0124])"
         "\n    you gave: (hidden)"
     )
-    zh, whole = wording.to_chinese(message, notebooks.checks_module(CHAPTER).ZH)
+    zh, whole = wording.to_chinese(message, wording.phrases(CHAPTER))
     assert whole, zh
     assert zh.splitlines() == [
         "scaled_dot_product_attention：注意力权重 与期望值最多相差 0.53（允许误差约 1e-05）。",
@@ -81,16 +81,32 @@ def test_the_comparisons_messages_read_back_in_chinese():
 
 
 @pytest.mark.parametrize("chapter", TRANSLATED)
-def test_every_check_label_of_the_first_chapters_has_its_chinese(chapter):
-    """Each label (a check's docstring) of chapters 1-4 has its Chinese in the chapter's ``ZH``, and every entry of
-    ``ZH`` is still one of the chapter's labels or a text its module writes (a changed English text is found)."""
+def test_every_check_label_has_its_chinese(chapter):
+    """Each label (a check's docstring) of a chapter has its Chinese in the chapter's ``ZH``
+    (``autograder/zh/<chapter>.py``), and every entry of ``ZH`` is still one of the chapter's labels or a text its
+    check module writes (a changed English text is found)."""
     module = importlib.import_module(f"autograder.{chapter}")
+    zh = importlib.import_module(f"autograder.zh.{chapter}").ZH
+    assert zh == wording.phrases(chapter)
     labels = {_label(fn) for ex in module.EXERCISES for fn in ex.visible + ex.hidden}
-    assert not labels - set(module.ZH), f"labels without their Chinese: {sorted(labels - set(module.ZH))}"
-    source = " ".join(inspect.getsource(module).split())
-    stale = [k for k in module.ZH if k not in labels and " ".join(k.split()) not in source.replace('" "', "")]
+    assert not labels - set(zh), f"labels without their Chinese: {sorted(labels - set(zh))}"
+    source = " ".join(inspect.getsource(module).split()).replace('" "', "").replace('" f"', "")
+    # an entry with fields ("DecoderLayer ({kind}) output") is an f-string of the module, whatever its expressions
+    written = [r"\{[^{}]*\}".join(map(re.escape, re.split(r"\{\w+\}", " ".join(k.split())))) for k in zh]
+    stale = [k for k, w in zip(zh, written) if k not in labels and not re.search(w, source)]
     assert not stale, f"ZH entries whose English the chapter no longer writes: {stale}"
-    assert all(CJK.search(v) for v in module.ZH.values())
+    assert all(CJK.search(v) for v in zh.values())
+
+
+def test_the_check_modules_hold_checks_only():
+    """The Chinese of a chapter lives in ``autograder/zh/``, not in its check module; every chapter has its module of
+    translations, and no other module is there."""
+    chapters = releases.chapters()
+    for chapter in chapters:
+        assert not hasattr(importlib.import_module(f"autograder.{chapter}"), "ZH"), chapter
+    here = {p.stem for p in (notebooks.ROOT / "autograder" / "zh").glob("ch*.py")}
+    assert here <= set(chapters), sorted(here - set(chapters))
+    assert wording.phrases("ch99_none") == {} and wording.phrases("../x") == {}
 
 
 def _headings(nb: nbformat.NotebookNode) -> list[str]:
@@ -152,3 +168,53 @@ def test_the_zh_release_notebooks_travel_in_the_package():
     data = tomllib.loads((notebooks.ROOT / "pyproject.toml").read_text())
     assert "zh/*.ipynb" in data["tool"]["setuptools"]["package-data"]["autograder._release"]
     assert json.loads((notebooks.RELEASE_DIR / "zh" / f"{CHAPTER}.ipynb").read_text())["cells"]
+
+
+def test_the_graders_other_messages_read_back_in_chinese():
+    """The repairs of a submitted file (canonical.py), what the recorder refused ("blocked: …"), the instructor's
+    flags ("needs review: …"), a device mismatch, an input changed in place and the student's line after an error:
+    their English is wording.TEXT's, and each reads back whole in Chinese."""
+    from autograder.checks import device, inputs
+    from autograder.grading import guard, scoring, worker
+
+    refused = set(re.findall(r'return "(\w[^"]+)"', inspect.getsource(guard)))  # the audit hook's reasons
+    refused |= set(re.findall(r'^\s+"\w+\.[\w.]+": "([^"]+)",$', inspect.getsource(guard), re.M))
+    assert {"spawning a process", "network access", "reading the grader's files"} <= refused
+    records = [{"type": "blocked", "what": what, "event": "os.system"} for what in refused]
+    messages = scoring.blocked_warnings(records)
+    messages += [wording.say("needs review", what=what) for _, what in worker._SUSPICIOUS]
+    messages += scoring.score({"f": 1}, [{"type": "armed"}] + [{"type": "verdict", "exercise": "f", "passed": True,
+                                                               "failures": [], "threads": 1}] * 2, 0, []).warnings  # fmt: skip
+    messages += [wording.say(key, names="f, g") for key in wording.TEXT if key.startswith("repair: ")]
+    messages += [wording.say("old nbformat 3"), wording.say("old nbformat 4", minor=2), wording.say("cells added", n=2)]
+    messages += [
+        wording.say("kernel replaced", kernel="'julia'", ours="'python3'"),
+        wording.say("superseded", file="b"),
+    ]
+    messages += [
+        "f(x): " + device._device_message("torch.arange", ("<no file>", 3), "masked_fill"),
+        "generate(model, idx, 7): " + device._device_message("torch.zeros", None, "add"),
+        inputs._modified_message("mask_tokens(input_ids, mask_id=4)", ["argument 1"]),
+        inputs._modified_message("layer(x)", ["argument 1", "argument 1's parameter W_q", "argument x", "a", "b"]),
+        wording.say("raised", what="f(x)", ename="IndexError", error="index 6 is out of bounds (your line 34)"),
+        wording.say("raised", what="f(x)", ename="ValueError", error="bad (your line 3: y = x[6])"),
+    ]
+    for english in messages:
+        zh, whole = wording.to_chinese(english)
+        assert whole and CJK.search(zh), (english, zh)
+        assert not re.search(r"\b(your line|blocked|needs review|answer cell|test cell|superseded|argument)\b", zh), zh
+    assert "（你的第 34 行）" in wording.to_chinese(messages[-2])[0]
+    assert wording.to_chinese(messages[-1])[0] == "f(x) 引发了 ValueError：bad（你的第 3 行：y = x[6]）"
+
+
+def test_the_superseded_mark_is_in_the_pages_language(tmp_path):
+    points = {"a": 1}
+    for edition in ("en", "zh"):
+        page = tmp_path / f"{edition}.html"
+        feedback.write_feedback(page, None, "s", CHAPTER, {}, points, reasons=["x"], edition=edition)
+        feedback.mark_feedback(page, wording.say("superseded", file="s_2.ipynb"))
+        text = page.read_text(encoding="utf-8")
+        if edition == "en":
+            assert "<b>superseded by s_2.ipynb</b>: this file is not the one graded in the course's grade book." in text
+        else:
+            assert "<b>已被 s_2.ipynb 取代</b>：这个文件不是课程成绩册中计分的那一个。" in text

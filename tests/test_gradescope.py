@@ -216,6 +216,27 @@ def test_results_of_every_kind_fit_the_schema(chapter):
     assert "Unterminated string" in made["unreadable", "visible"]["output"]
 
 
+def test_a_chinese_submission_gets_its_gradescope_page_in_chinese():
+    """The edition submitted (``canonical.edition_of``, as the batch reads it) reaches the page: a notebook of the
+    Chinese edition gets the Chinese feedback page on Gradescope too; the tests' own texts are as they were."""
+    graded = notebooks.fill_release(notebooks.build_release(CHAPTER), CHAPTER)
+    results = _synthetic_results(CHAPTER)
+    for kind in ("bug", "unreadable"):
+        result = results[kind]
+        page = None if result.status == "error" else graded
+        en = results_json.results_payload(result, CHAPTER, graded=page)
+        zh = results_json.results_payload(result, CHAPTER, graded=page, edition="zh")
+        check_contract(zh, result, CHAPTER)
+        assert [t["output"] for t in zh["tests"]] == [t["output"] for t in en["tests"]], kind
+        assert "总分" in zh["output"] and "总分" not in en["output"] and "total" in en["output"], kind
+    zh = results_json.results_payload(results["bug"], CHAPTER, graded=graded, edition="zh")
+    release = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{CHAPTER}.ipynb", as_version=4)
+    prose = [ln for c in release.cells if c.cell_type == "markdown" for ln in c.source.splitlines()]
+    title = next(ln for ln in prose if ln.startswith("# "))[2:].split("（")[0].split("`")[0].strip()
+    assert title and f">{title}" in zh["output"] and f">{title}" not in en["output"], title
+    assert "得 0 分（满分" in zh["output"]
+
+
 def _in_process_run(tmp_path: pathlib.Path, files: dict[str, bytes], chapter: str = CHAPTER) -> dict:
     """``run`` on a tree laid out as /autograder, in this process (nothing here starts a kernel)."""
     root = tmp_path / "autograder"

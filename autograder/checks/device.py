@@ -28,6 +28,8 @@ from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, FakeTen
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import DeviceContext
 
+from ..wording import say
+
 # Factory functions that put their result on the default device (the CPU) unless given ``device=``.
 _FACTORIES = {
     getattr(torch, name): f"torch.{name}"
@@ -118,13 +120,10 @@ _TORCH_OVERRIDES = tuple(
 
 
 def _device_message(made_by: str, where: tuple[str, int] | None, op: str) -> str:
-    text = linecache.getline(where[0], where[1]).strip() if where else ""
-    line = f" by your line {where[1]}" + (f" ({text})" if text else "") if where else ""
-    return (
-        f"a tensor made{line} without device= (by {made_by}) was combined with the inputs in {op}(). That works "
-        'on a CPU but fails on a GPU ("Expected all tensors to be on the same device"): create it on the inputs\' '
-        f"device, e.g. {made_by}(..., device=x.device), or move it with .to(x.device)."
-    )
+    if where is None:
+        return say("device mismatch", made_by=made_by, op=op)
+    text = linecache.getline(where[0], where[1]).strip()
+    return say("device mismatch at line", n=where[1], source=f" ({text})" if text else "", made_by=made_by, op=op)
 
 
 class _StrayTensors(TorchFunctionMode):

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..wording import say
 from .device import _owner
 
 # The course's classes an exercise updates in place by definition (chapter 8's ``KVCache``: ``update`` appends to it),
@@ -53,10 +54,10 @@ def _inputs_state(fn: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     def module(label: str, m: torch.nn.Module, buffers: bool) -> None:
         try:
             for n, p in torch.nn.Module.named_parameters(m):
-                state[f"{label}'s parameter {n}"] = p
+                state[say("input's parameter", owner=label, p=n)] = p
             if buffers:
                 for n, b in torch.nn.Module.named_buffers(m):
-                    state[f"{label}'s buffer {n}"] = b
+                    state[say("input's buffer", owner=label, p=n)] = b
         except Exception:  # a module too odd to walk: the worker's replay still judges it
             pass
 
@@ -81,9 +82,9 @@ def _inputs_state(fn: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
                     visit(f"{label}.{k}", v, depth + 1)
 
     for i, a in enumerate(args):
-        visit(f"argument {i + 1}", a, 0)
+        visit(say("argument", i=i + 1), a, 0)
     for k, a in kwargs.items():
-        visit(f"argument {k}", a, 0)
+        visit(say("argument", i=k), a, 0)
     code = getattr(fn, "__code__", None)
     if type(fn) is types.FunctionType and code is not None and _owner(code.co_filename) == "checks":
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
@@ -138,9 +139,7 @@ def _changed_inputs(snapshot: dict[str, Any], state: dict[str, Any]) -> list[str
 
 
 def _modified_message(what: str, labels: list[str]) -> str:
-    shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
-    return (
-        f"{what} changed its input in place ({shown}): an answer must leave what it is given as it was — compute "
-        "new tensors (x * 2, torch.cat, x.masked_fill(...)) instead of changing them (x.mul_(2), x[...] = ..., "
-        "x.zero_(), x.fill_(...))."
-    )
+    shown = ", ".join(labels[:3])
+    if len(labels) > 3:
+        shown = say("and more", last=shown, n=len(labels) - 3)
+    return say("changed in place", what=what, inputs=shown)

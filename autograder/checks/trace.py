@@ -419,4 +419,5 @@ def student_line(exc: BaseException) -> str:
     if not tb:
         return ""
     line = (tb[-1].line or "").strip()
-    return f" (your line {tb[-1].lineno}: {line})" if line else f" (your line {tb[-1].lineno})"
+    n = tb[-1].lineno
+    return " " + (say("your line", n=n, line=line) if line else say("your line number", n=n))

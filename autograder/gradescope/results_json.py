@@ -147,9 +147,11 @@ def feedback_output(
     graded,
     exercises: Sequence[_Exercise],
     general: Sequence[str],
+    edition: str = "en",
 ) -> str:
     """The feedback page of ``python -m autograder grade`` for this result (``feedback.write_feedback``), its
-    content only (:func:`page_content`), with each exercise's hidden checks' messages left to their own tests."""
+    content only (:func:`page_content`), with each exercise's hidden checks' messages left to their own tests; in
+    the ``edition`` the student submitted ("zh": a notebook of ``notebooks/zh/``, the page in Chinese)."""
     from ..grading import feedback
 
     points = {ex.name: int(ex.points) for ex in exercises}
@@ -167,6 +169,7 @@ def feedback_output(
                 warnings=result.warnings,
                 reasons=reasons,
                 unreadable=result.status == "error" and graded is None and _unreadable(result.reason),
+                edition=edition,
             )
         else:
             reasons = list(general) + [f"{ex.name}: {line}" for ex in exercises for line in ex.shown]
@@ -181,6 +184,7 @@ def feedback_output(
                 reasons=reasons,
                 secrets=feedback.grader_secrets(graded, chapter),
                 details={ex.name: ex.shown for ex in exercises if ex.got < ex.points},
+                edition=edition,
             )
         return page_content(page.read_text())
 
@@ -199,10 +203,12 @@ def results_payload(
     execution_time: float = 0.0,
     output: str | None = None,
     extra: dict | None = None,
+    edition: str = "en",
 ) -> dict:
     """Gradescope's results.json for the course grader's ``result`` (a ``submission.Result``) of a ``chapter``
     submission; ``graded``: the graded notebook (for the feedback page), None for a file that was not run;
-    ``output``: the page content to show (default: built here from ``result`` and ``graded``)."""
+    ``output``: the page content to show (default: built here from ``result`` and ``graded``, in ``edition``, the
+    course edition of the submitted file as ``canonical.edition_of`` reads it)."""
     general, exercises = _exercises(result, chapter, hidden_visibility)
     tests: list[dict] = []
     for i, ex in enumerate(exercises, start=1):
@@ -233,7 +239,7 @@ def results_payload(
                 }
             )
     if output is None:
-        output = feedback_output(result, chapter, graded, exercises, general)
+        output = feedback_output(result, chapter, graded, exercises, general, edition)
     return {
         "score": sum(ex.got for ex in exercises),
         "execution_time": round(execution_time),

@@ -111,6 +111,7 @@ def end_processes_of(uid: int) -> int:
 
 def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     """results.json's content for the submission under ``root`` (no exception escapes for a wrong submission)."""
+    from .. import canonical
     from ..grading import batch, execute, jail, submission
 
     chapter = config.chapter
@@ -186,7 +187,11 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     for w in row.warnings:
         print(f"  warning: {w}")
     extra["judged"] = dict(result.judged)
-    return results_payload(result, chapter, graded=graded, hidden_visibility=config.hidden_visibility, extra=extra)
+    # the page in the edition submitted, read from the file as the batch reads it (batch.canonicalise)
+    edition = canonical.edition_of(copy.read_bytes(), chapter)
+    return results_payload(
+        result, chapter, graded=graded, hidden_visibility=config.hidden_visibility, extra=extra, edition=edition
+    )
 
 
 def run(root: pathlib.Path, config: Config) -> dict:

@@ -6,8 +6,9 @@ a file that could not be graded (zero and why: unreadable, another chapter's, a 
 
 A submission of the Chinese edition (``sub.edition == "zh"``, read from its file by ``canonical.edition_of``) gets its
 page in Chinese: the prose cells of the Chinese release notebook (``notebooks/zh/``), the grader's own words from
-``autograder/wording.py`` and the checks' messages through ``wording.to_chinese`` with the chapter's ``ZH`` phrases;
-what has no Chinese yet is said once at the top. An English submission's page is as it always was.
+``autograder/wording.py`` and the checks' messages through ``wording.to_chinese`` with the chapter's ``ZH`` phrases
+(``autograder/zh/<chapter>.py``); what has no Chinese yet is said once at the top. An English submission's page is as
+it always was.
 """
 
 from __future__ import annotations
@@ -45,14 +46,7 @@ class _Words:
 
     def __init__(self, edition: str = EN, chapter: str = ""):
         self.edition, self.untranslated = edition, False
-        self.phrases: dict[str, str] = {}
-        if edition == ZH and chapter:
-            from ..releases import checks_module
-
-            try:
-                self.phrases = dict(getattr(checks_module(chapter), "ZH", {}))
-            except ImportError:
-                pass
+        self.phrases = wording.phrases(chapter) if edition == ZH and chapter else {}
 
     def __call__(self, key: str, **fields: object) -> str:
         return wording.text(key, self.edition, **fields)
@@ -444,17 +438,21 @@ _MARK = re.compile(r"<!-- autograder:mark -->.*?<!-- /autograder:mark -->", re.S
 
 
 def mark_feedback(path: pathlib.Path, note: str) -> None:
-    """Put ``note`` at the top of the feedback page at ``path`` ("superseded by …"), replacing an earlier one; an
-    empty ``note`` removes it. A missing page is left missing."""
+    """Put ``note`` at the top of the feedback page at ``path`` ("superseded by …", in the page's language: a page of
+    the Chinese edition is ``lang="zh-CN"``), replacing an earlier one; an empty ``note`` removes it. A missing page
+    is left missing."""
     try:
         page = path.read_text(encoding="utf-8")
     except OSError:
         return
     new = _MARK.sub("", page)
     if note:
+        words = _Words(ZH if re.search(r"<html[^>]*lang=[\"']zh-CN", page) else EN)
+        colon = "：" if words.edition == ZH else ": "
         box = (
             "<!-- autograder:mark --><div style='padding:.6em 1em;font-family:sans-serif;background:#fd8'><b>"
-            f"{html.escape(note)}</b>: this file is not the one graded in the course's grade book.</div>"
+            f"{html.escape(words.message(note))}</b>{colon}"
+            f"{html.escape(words('not the one graded'), quote=False)}</div>"
             "<!-- /autograder:mark -->"
         )
         new = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + box, new, count=1)
@@ -498,4 +496,4 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
 
 def superseded_note(sub: Submission) -> str:
     """The note at the top of ``sub``'s page when another of the student's files is their row in the LMS file."""
-    return f"superseded by {sub.superseded_by}" if sub.superseded_by else ""
+    return say("superseded", file=sub.superseded_by) if sub.superseded_by else ""

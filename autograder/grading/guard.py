@@ -220,6 +220,7 @@ def _arm(chapter: str) -> None:
     import _thread
 
     from ..checks import trace
+    from ..wording import TEXT
 
     user_ns = sys.modules["__main__"].__dict__
     own_globals = globals()  # this copy's globals: every frame running the recorder's own code has them
@@ -243,6 +244,8 @@ def _arm(chapter: str) -> None:
     checks = {ex.name: tuple(ex.visible) + tuple(ex.hidden) for ex in exercises}
     threads_at_arm = thread_count()
 
+    your_line = TEXT["your line number"][0]  # wording's "(your line N)", read before the student's code runs
+
     def student_line(exc: BaseException) -> str:
         """`` (your line N)`` for the innermost frame of ``exc``'s traceback that runs the notebook's own code (its
         globals are the notebook's): the checks' crash messages name the student's line, as in the notebook. The
@@ -253,7 +256,7 @@ def _arm(chapter: str) -> None:
             if tb.tb_frame.f_globals is user_ns:
                 line = tb.tb_lineno
             tb = tb.tb_next
-        return f" (your line {line})" if line is not None else ""
+        return " " + your_line.format(n=line) if line is not None else ""
 
     student_line_code = student_line.__code__
     trace.student_line = student_line  # what call() names the student's line with

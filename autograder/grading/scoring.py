@@ -27,8 +27,8 @@ class Scored:
 
 def blocked_warnings(records: Iterable[dict]) -> list[str]:
     """One warning per kind of action the recorder refused (its "blocked" records), for the instructor."""
-    blocked = sorted({f"{r['what']} ({r['event']})" for r in records if r.get("type") == "blocked"})
-    return [f"blocked: {b}" for b in blocked]
+    blocked = sorted({(r["what"], r["event"]) for r in records if r.get("type") == "blocked"})
+    return [say("blocked", what=what, event=event) for what, event in blocked]
 
 
 def score(points: dict[str, int], records: list[dict], forged: int, reasons: list[str]) -> Scored:
@@ -46,7 +46,7 @@ def score(points: dict[str, int], records: list[dict], forged: int, reasons: lis
             by_exercise.setdefault(r["exercise"], []).append(r)
     reruns = sorted(n for n, rs in by_exercise.items() if len(rs) > 1)
     if reruns:
-        warnings.append(f"needs review: the notebook ran the grader's verdict itself ({', '.join(reruns)})")
+        warnings.append(say("needs review", what=say("ran the verdict", names=", ".join(reruns))))
     scores = {name: 0.0 for name in points}
     said = {r.split(":", 1)[0] for r in reasons}
     kept = [r for r in reasons if r.split(":", 1)[0] not in points]
@@ -66,7 +66,7 @@ def score(points: dict[str, int], records: list[dict], forged: int, reasons: lis
     if not any(r.get("type") == "armed" for r in records):
         violations.append(say("recorder did not start"))
     if any(r.get("threads", 0) > 0 for rs in by_exercise.values() for r in rs):
-        warnings.append("needs review: the notebook's own threads were running while the checks ran")
+        warnings.append(say("needs review", what=say("own threads")))
     status = "graded"
     if violations:
         scores = {n: 0.0 for n in scores}

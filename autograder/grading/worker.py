@@ -37,6 +37,7 @@ from collections.abc import Sequence
 
 import nbformat
 
+from ..wording import say
 from . import channel, jail, judge, memory, nbgrader_adapter, scoring
 from .feedback import grader_secrets, secret_output_lines
 from .reasons import failure_reasons, ungraded_cell_errors
@@ -234,7 +235,9 @@ def grade_one(job: Job) -> Result:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=False, capture_output=True)
     chapter, sid = job.chapter, job.student_id
     nb = nbformat.read(job.canonical, as_version=4)  # canonicalised by the batch (autograder/canonical.py)
-    warnings = [f"needs review: {w}" for w in suspicious(nb, chapter)]  # the batch puts the file's own before them
+    warnings = [
+        say("needs review", what=w) for w in suspicious(nb, chapter)
+    ]  # the batch puts the file's own before them
 
     sandbox = pathlib.Path(job.sandbox)
     if sandbox.exists():
@@ -337,10 +340,7 @@ def grade_one(job: Job) -> Result:
     secrets = grader_secrets(graded, chapter)
     shown = secret_output_lines(graded, secrets)
     if shown:  # e.g. code that read the grading notebook or a reference solution and printed it
-        warnings.append(
-            f"needs review: {shown} output line(s) showed the hidden tests or the reference solution "
-            "(removed from the feedback)"
-        )
+        warnings.append(say("needs review", what=say("showed the secrets", n=shown)))
     shutil.copyfile(graded_path, job.graded)  # the batch writes the feedback from it
     judged = sum(e.get("judged", 0) for e in entries if e.get("type") == "verdict")
     return Result(
@@ -358,20 +358,20 @@ def grade_one(job: Job) -> Result:
 
 
 _SUSPICIOUS = [
-    (r"\bautograder\b|_autograder_guard", "refers to the grader's internals"),
-    (r"__torch_dispatch__|_make_wrapper_subclass|__torch_function__", "tensor subclass tricks"),
-    (r"^\s*EXERCISES\s*=|EXERCISES\.\w+\s*=", "rebinds EXERCISES"),
-    (r"\b(torch|np|numpy|math|builtins|F)\.[A-Za-z_]\w*\s*=[^=]", "assigns to a library function"),
+    (r"\bautograder\b|_autograder_guard", say("flag: internals")),
+    (r"__torch_dispatch__|_make_wrapper_subclass|__torch_function__", say("flag: subclass")),
+    (r"^\s*EXERCISES\s*=|EXERCISES\.\w+\s*=", say("flag: EXERCISES")),
+    (r"\b(torch|np|numpy|math|builtins|F)\.[A-Za-z_]\w*\s*=[^=]", say("flag: library")),
     (
         r"__closure__|__code__|__globals__|gc\.get_|ctypes|settrace|setprofile|addaudithook|_getframe|"
         r"currentframe|f_back|f_locals|f_globals|gi_frame|tb_frame|_posixsubprocess|/proc/net",
-        "introspection tricks",
+        say("flag: introspection"),
     ),
-    (r"solutions\.{chapter}|solutions import {chapter}", "imports this chapter's reference solution"),
+    (r"solutions\.{chapter}|solutions import {chapter}", say("flag: solution")),
     (
         r"excepthook|set_custom_exc|showtraceback|showsyntaxerror|InteractiveTB|tracebacklimit|__tracebackhide__|"
         r"%xmode|\bxmode\b|_render_traceback_",
-        "hides tracebacks or replaces the exception hook (error messages may be missing from the feedback)",
+        say("flag: tracebacks"),
     ),
 ]
 
