@@ -197,7 +197,7 @@ def test_selfattention_keeps_its_points_and_names_the_buggy_sdpa(capsys):
     obj = _with_buggy_dependency("ch03_self_attention", "SelfAttention", mutant)
     checks.EXERCISES.run("SelfAttention", obj, verbose=True)
     out = capsys.readouterr().out
-    assert "All" in out and "checks passed for SelfAttention" in out
+    assert "check passed for SelfAttention" in out or "checks passed for SelfAttention" in out, out
     assert "with your own scaled_dot_product_attention its results change" in out, out
     # the student's namespace is left as it was
     assert obj.forward.__globals__["scaled_dot_product_attention"] is not checks._sdpa_reference

@@ -12,7 +12,8 @@ import pytest
 from autograder import notebooks, scaffold
 
 ROOT = notebooks.ROOT
-STEM = "ch12_example_attention"
+NEXT = len(notebooks.chapters()) + 1  # the chapter after the last one
+STEM = f"ch{NEXT:02d}_example_attention"
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def test_scaffold_writes_the_parts_and_lists_the_page(course, capsys):
     ):
         assert (course / part).exists(), part
     page = (course / f"book/{STEM}.md").read_text()
-    assert page.startswith("---\njupytext:") and "# 12. Sparse attention" in page and 'style.use("figures' in page
+    assert page.startswith("---\njupytext:") and f"# {NEXT}. Sparse attention" in page and 'style.use("figures' in page
     toc = (course / "_toc.yml").read_text().splitlines()
     files = [line.strip() for line in toc if line.strip().startswith("- file: book/ch")]
     assert files[-1] == f"- file: book/{STEM}" and files == sorted(files), "listed after the chapters before it"
