@@ -59,7 +59,6 @@ from torch.nn.attention.flex_attention import (
 )
 
 from solutions.ch08_kv_cache import KVCache
-from solutions.ch11_flash_attention_triton import flash_forward_traffic
 
 __all__ = [
     "flex_attention_reference",
@@ -505,6 +504,9 @@ def flash_causal_key_blocks(T: int, block: int) -> int:
     """
     if T < 1 or block < 1:
         raise ValueError(f"flash_causal_key_blocks needs T >= 1 and block >= 1, got T={T}, block={block}")
+    # chapter 11 imports Triton: imported here, so that the rest of this chapter needs only torch
+    from solutions.ch11_flash_attention_triton import flash_forward_traffic
+
     bytes_ = flash_forward_traffic(1, 1, T, T, 1, 0, block_q=block, block_k=block, element_size=1, causal=True)
     return -(-(bytes_ - 5 * T) // block)  # keys read / block (the last block may be short)
 
