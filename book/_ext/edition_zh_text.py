@@ -232,10 +232,10 @@ OUTPUT_TEXT: dict[str, str] = {
     "skipped": "跳过",
     "visited": "访问",
     "chapter 11's loop": "第 11 章的循环",
-    "flex eager": "FlexAttention 即时执行",
-    "flex compiled": "FlexAttention 编译执行",
-    "SDPA dense": "SDPA 稠密掩码",
-    "ch. 9 blocked": "第 9 章的分块实现",
+    "flex eager": "即时执行的 FlexAttention",  # the Chinese first: a header breaks at the space
+    "flex compiled": "编译后的 FlexAttention",
+    "SDPA dense": "稠密掩码的 SDPA",
+    "ch. 9 blocked": "第\u00a09\u00a0章\u2060分\u2060块",  # no-break space, word joiner: never "第 9 章分/块"
     "compile (s)": "编译（s）",
     "Milliseconds per forward:": "每次前向的毫秒数：",
     "Peak memory during the calls (MiB):": "调用期间的峰值内存（MiB）：",
