@@ -177,6 +177,18 @@ FIGURE_TEXT: dict[str, str] = {
     "HBM reads + writes (MiB)": "HBM 读 + 写（MiB）",
     "queries per program B": "每个程序的查询数 B",
     "standard": "标准实现",
+    # ch12
+    "distance i − j": "距离 i − j",
+    "bias added to the score": "加到分数上的偏置",
+    "no cap": "不截断",
+    "score s": "分数 s",
+    "modified score": "修改后的分数",
+    "flex eager": "FlexAttention 即时执行",
+    "flex compiled": "FlexAttention 编译执行",
+    "SDPA + dense mask": "SDPA + 稠密掩码",
+    "chapter 9 blocked": "第 9 章的分块实现",
+    "ms per forward": "每次前向的毫秒数",
+    "peak memory during the calls (MiB)": "调用期间的峰值内存（MiB）",
     # labels with math: the math written as plain text (mathtext cannot draw CJK)
     "SM 0: one program\nshared memory: $Q_i$, $K_j$, $V_j$\nregisters: $S_{ij}$, $P_{ij}$, $m_i$, $\\ell_i$, acc": (
         "SM 0：一个程序\n共享内存：Qᵢ、Kⱼ、Vⱼ\n寄存器：Sᵢⱼ、Pᵢⱼ、mᵢ、ℓᵢ、acc"
@@ -343,6 +355,15 @@ FIGURE_PATTERNS: list[tuple[str, str]] = [
     (r"FlashAttention, B = (\d+)", r"FlashAttention，B = \1"),
     (r"one head, d = (\d+), float32", r"单头，d = \1，float32"),
     (r"N = (\d+): traffic ∝ 1 / B", r"N = \1：流量 ∝ 1 / B"),
+    # ch12
+    (r"window \+ (\d+) global tokens", r"窗口 + \1 个全局词元"),
+    (r"dilated, w = (\d+), d = (\d+)", r"空洞窗口，w = \1，d = \2"),
+    (r"packed documents\n\(lengths (\d+), (\d+), (\d+)\)", r"打包的文档\n（长度 \1、\2、\3）"),
+    (r"prefix LM, prefix of (\d+)", r"前缀语言模型，前缀长 \1"),
+    (r"ALiBi, (\d+) heads", r"ALiBi，\1 个头"),
+    (r"soft-capping, c = (\d+)", r"软截断，c = \1"),
+    (r"pairs: causal window w = (\d+),\nT = (\d+)", r"位置对：因果窗口 w = \1，\nT = \2"),
+    (r"(\d+) × (\d+) tiles visited\n\(([\d.]+)% skipped\)", r"访问的 \1 × \2 分块\n（跳过 \3%）"),
     # last: a label with a remark in parentheses, each part translated on its own
     (r"(.+) \((.+)\)", r"\1（\2）"),
 ]

@@ -45,6 +45,7 @@ LATIN_NAMES = frozenset(
     GitHub Gradescope Canvas Moodle LMS Sphinx MathJax Chromium Jupyter-Book Hugging Face HuggingFace Kaggle Linux
     Ampere Hopper Turing Volta Blackwell NVIDIA Nvidia Tesla Google Meta OpenAI DeepSeek Mistral LLaMA Llama
     Longformer BigBird Reformer Performer Linformer Sparse ELMo RoBERTa ALBERT DistilBERT XLNet ViT
+    FlexAttention ALiBi Gemma
     Adam AdamW LayerNorm BatchNorm RMSNorm GELU ReLU SwiGLU Dropout Seq2seq seq2seq WordPiece SentencePiece
     softmax logsumexp tanh sigmoid sin cos exp log max min argmax sqrt diag mask logits logit token tokens
     float float16 float32 bfloat16 fp16 fp32 bf16 int8 TF32 tf32 nats nat bits bit bytes byte

@@ -210,20 +210,23 @@ def _expand(replacement: str, groups: list) -> str:
 
 
 def _on_doctree_read(app, doctree):
-    """A Chinese page's Markdown outputs (tables and sentences that code cells emit) in Chinese."""
+    """A Chinese page's Markdown outputs (tables and sentences that code cells emit) in Chinese (`OUTPUT_TEXT`, with
+    the page's own entries in `OUTPUT_TEXT_PAGES` first)."""
     if app.config.course_edition != "zh":
         return
     import edition_zh_text as text
     from docutils import nodes
 
     patterns = [(re.compile(p, re.S), r) for p, r in text.OUTPUT_PATTERNS]
+    page = pathlib.Path(app.env.docname).name.removesuffix(".zh")
+    output_text = {**text.OUTPUT_TEXT, **getattr(text, "OUTPUT_TEXT_PAGES", {}).get(page, {})}
     printed_patterns = [(re.compile(p, re.S), r) for p, r in text.PRINTED_PATTERNS]
     for output in doctree.findall(lambda n: isinstance(n, nodes.Element) and "cell_output" in n.get("classes", [])):
         for paragraph in list(output.findall(nodes.paragraph)):
             md = _inline_markdown(paragraph)
             if md is None:
                 continue
-            zh = translate_output(md, text.OUTPUT_TEXT, patterns)
+            zh = translate_output(md, output_text, patterns)
             if zh is not None and zh != md.strip().translate(_PLAIN_QUOTES):
                 paragraph.children = []
                 paragraph.extend(_inline_nodes(zh))

@@ -222,6 +222,23 @@ OUTPUT_TEXT: dict[str, str] = {
     "none": "无",
     "no seed range": "没有种子范围",
     "**Exact match** (sentences translated exactly):": "**完全匹配率**（完全译对的句子）：",
+    # ch12
+    "mask_mod": "掩码函数",
+    "chapter 9's table": "第 9 章的表",
+    "pairs equal": "相等的位置对",
+    "NO": "并非全部",
+    "Tiles of the causal block mask, counted by `block_counts`:": "因果块掩码的分块，由 `block_counts` 计数：",
+    "partial": "部分",
+    "skipped": "跳过",
+    "visited": "访问",
+    "chapter 11's loop": "第 11 章的循环",
+    "flex eager": "即时执行的 FlexAttention",  # the Chinese first: a header breaks at the space
+    "flex compiled": "编译后的 FlexAttention",
+    "SDPA dense": "稠密掩码的 SDPA",
+    "ch. 9 blocked": "第\u00a09\u00a0章\u2060分\u2060块",  # no-break space, word joiner: never "第 9 章分/块"
+    "compile (s)": "编译（s）",
+    "Milliseconds per forward:": "每次前向的毫秒数：",
+    "Peak memory during the calls (MiB):": "调用期间的峰值内存（MiB）：",
     # ch11: the benchmark's cell on a machine without a committed GPU measurement
     "No GPU measurement is committed yet: this page was built on a CPU. On a GPU (Colab's T4 will do), "
     "`python -m benchmarks.bench_flash_attention_triton` writes the results file this cell reads.": (
@@ -336,7 +353,20 @@ OUTPUT_PATTERNS: list[tuple[str, str]] = [
     ("window \\+ global every (\\d+)", "窗口 + 每 \\1 个一个全局词元"),
     ("ALBERT, E = (\\d+)", "ALBERT，E = \\1"),
     ("(.+) \\((\\d+/\\d+) = ([\\d.]+)%\\)", "\\1（\\2 = \\3%）"),
+    # ch12: the parts of the benchmark's measurement line (between its "; ")
+    (
+        "fastest of (\\d+) runs after a warm-up \\(the compile, for flex_compiled\\)",
+        "预热（flex_compiled 的预热即编译）之后 \\1 次运行中最快的一次",
+    ),
+    ("peak memory above what the process held before the timed runs", "峰值内存按超出计时运行之前进程已占用的部分计算"),
 ]
+
+# A cell whose English means something else on one page than the table above says (the page's name without .zh.md
+# -> its own entries, looked up first): chapter 12's tile counts have a column "full" (full tiles), not chapter 9's
+# full attention.
+OUTPUT_TEXT_PAGES: dict[str, dict[str, str]] = {
+    "ch12_flex_attention": {"full": "完整", "tile": "分块大小"},
+}
 
 # Printed output (a cell's `print`, shown in <pre>): the Chinese build translates it line by line as it renders
 # (`book/_ext/edition.py`, `translate_printed`). `PRINTED_TEXT`: a whole line as printed (without its indentation)
@@ -372,6 +402,10 @@ PRINTED_TEXT: dict[str, str] = {
     "device cpu": "设备 cpu",
     # ch07
     "seed 0's first blanks:": "种子 0 的前几个空白：",
+    # ch08
+    "GQA, 1 kv head": "GQA，1 个键值头",
+    "MHA + sharing": "MHA + 跨层共享",
+    "GQA + sharing": "GQA + 跨层共享",
 }
 
 PRINTED_PATTERNS: list[tuple[str, str]] = [
@@ -615,4 +649,13 @@ PRINTED_PATTERNS: list[tuple[str, str]] = [
         "统计了 \\1 次核函数运行；每个计数都等于它的公式：\\2",
     ),
     ("interpreter: (.+)", "解释器：\\1"),
+    # ch08: cross-layer KV sharing
+    ("(MHA|GQA, 1 kv head|MHA \\+ sharing|GQA \\+ sharing)( +)([\\d.]+) GB", "\\1\\2\\3 GB"),
+    # ch12
+    (
+        "flex vs reference: (\\S+), flex vs SDPA: (\\S+)",
+        "FlexAttention 对比参考实现：\\1，FlexAttention 对比 SDPA：\\2",
+    ),
+    ("output vs chapter 10: (\\S+), lse: (\\S+)", "输出对比第 10 章：\\1，lse：\\2"),
+    ("largest difference over the four steps: (\\S+)", "四步中的最大差异：\\1"),
 ]
