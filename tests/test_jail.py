@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from autograder import notebooks
-from autograder.grading import batch, feedback, jail, submission
+from autograder.grading import batch, feedback, jail, redaction, submission
 from catalogue import samples as sample_files
 from tests import variants
 
@@ -145,7 +145,7 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
     student's own code printed back stays."""
     chapter = "ch03_self_attention"
     graded = batch.grading_instructor(chapter)
-    secrets = feedback.grader_secrets(graded, chapter)
+    secrets = redaction.grader_secrets(graded, chapter)
     hidden_line = next(s for s in secrets if "_autograder_guard.verdict(" in s)  # the grading test cell's line
     solution = (notebooks.ROOT / "solutions" / f"{chapter}.py").read_text()
     region = re.search(re.escape(notebooks.BEGIN) + r"\n(.*?)" + re.escape(notebooks.END), solution, re.S)
@@ -157,7 +157,7 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
         if cell.metadata.get("nbgrader", {}).get("solution"):
             cell.source = "my_own_line_of_code = 12345"
     student.cells.extend(c for c in graded.cells if "BEGIN HIDDEN TESTS" in c.source)
-    secrets = feedback.grader_secrets(student, chapter)
+    secrets = redaction.grader_secrets(student, chapter)
     assert hidden_line in secrets and reference in secrets
     leak = nbformat.v4.new_output(
         "stream", name="stdout", text=f"before\n    {hidden_line}\nmy_own_line_of_code = 12345\n{reference}\nafter\n"
@@ -169,7 +169,7 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
 
     encoded = base64.b64encode(hidden_line.encode()).decode()
     student.cells[-1].outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{encoded}\n")]
-    assert feedback.secret_output_lines(student, secrets) == 2
+    assert redaction.secret_output_lines(student, secrets) == 2
     assert hidden_line in own.outputs[0].text, "counting does not change the notebook"
     page = tmp_path / "feedback.html"
     feedback.write_feedback(page, student, "s1", chapter, {}, {"x": 1}, secrets=secrets)
@@ -244,7 +244,7 @@ def _secrets(chapter: str, reference: bool = True) -> set[str]:
     lines = {
         ln.strip()
         for c in graded.cells
-        for r in feedback._HIDDEN_REGION.finditer(c.source)
+        for r in redaction.HIDDEN_REGION.finditer(c.source)
         for ln in r.group(0).split("\n")
     }
     solution = (notebooks.ROOT / "solutions" / f"{chapter}.py").read_text()

@@ -152,7 +152,7 @@ def feedback_output(
     """The feedback page of ``python -m autograder grade`` for this result (``feedback.write_feedback``), its
     content only (:func:`page_content`), with each exercise's hidden checks' messages left to their own tests; in
     the ``edition`` the student submitted ("zh": a notebook of ``notebooks/zh/``, the page in Chinese)."""
-    from ..grading import feedback
+    from ..grading import feedback, redaction
 
     points = {ex.name: int(ex.points) for ex in exercises}
     with tempfile.TemporaryDirectory(prefix="gradescope-feedback-") as tmp:
@@ -182,7 +182,7 @@ def feedback_output(
                 points,
                 warnings=result.warnings,
                 reasons=reasons,
-                secrets=feedback.grader_secrets(graded, chapter),
+                secrets=redaction.grader_secrets(graded, chapter),
                 details={ex.name: ex.shown for ex in exercises if ex.got < ex.points},
                 edition=edition,
             )

@@ -39,8 +39,8 @@ import nbformat
 
 from ..wording import say
 from . import channel, jail, judge, memory, nbgrader_adapter, scoring
-from .feedback import grader_secrets, secret_output_lines
 from .reasons import failure_reasons, ungraded_cell_errors
+from .redaction import grader_secrets, secret_output_lines
 from .submission import Result, result_fields
 
 
