@@ -20,9 +20,7 @@ import math
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .core import (
     CheckFailed,
@@ -32,6 +30,7 @@ from .core import (
     expect_half_precision,
     expect_shape,
     expect_true,
+    largest_tensor,
     rng,
 )
 
@@ -631,35 +630,11 @@ def _backward_batch_one_more_queries(fn):
 # ---------------------------------------------------------------- both passes: tiles only, measured
 
 
-class _LargestTensor(TorchDispatchMode):
-    """While active: the largest storage (in elements) that any operation returns, with its tensor's shape. A view
-    counts as the storage it looks into (an ``expand``ed tile mask as the tile, a slice of an input as the input), so
-    only what was really allocated is counted."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.numel, self.shape = 0, ()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in pytree.tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                n = t.untyped_storage().nbytes() // max(t.element_size(), 1)
-                if n > self.numel:
-                    self.numel, self.shape = n, tuple(t.shape)
-        return out
-
-
 def _expect_tiles_only(what: str, fn: Any, args: tuple, kwargs: dict, T_q: int, T_k: int) -> None:
     """The largest tensor ``fn(*args, **kwargs)`` makes holds fewer numbers than one head's score matrix, T_q · T_k."""
     what += ", causal=True, attention_mask given, block_q=8, block_k=8)"
 
-    def measured():
-        with _LargestTensor() as seen:
-            fn(*args, **kwargs)
-        return seen.numel, list(seen.shape)
-
-    numel, shape = call(what, measured)
+    numel, shape = call(what, lambda: largest_tensor(fn, *args, **kwargs))  # the number is what is recorded
     expect_true(
         numel < T_q * T_k,
         f"{what} made a tensor of {numel} numbers (shape {tuple(shape)}): at least "

@@ -36,7 +36,7 @@ from .checks.device import DeviceMismatch
 from .checks.exercises import Exercise, Exercises, crash_message, dependencies
 from .checks.inputs import updated_in_place
 from .checks.limits import ExerciseTimeout, exercise_time_limit, time_limit, timeout_message
-from .checks.properties import expect_dropout_modes, expect_half_precision, expect_seeded
+from .checks.properties import expect_dropout_modes, expect_half_precision, expect_seeded, largest_tensor
 from .checks.trace import _RECORDER, NotReplayable, call, observe, record, replay, student_line
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "expect_shape",
     "expect_true",
     "expect_seeded",
+    "largest_tensor",
     "expect_dropout_modes",
     "expect_half_precision",
     "exercise_time_limit",

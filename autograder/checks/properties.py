@@ -1,4 +1,5 @@
-"""Checks of properties rather than values: seeded randomness, dropout's modes, half precision."""
+"""Checks of properties rather than values: seeded randomness, dropout's modes, half precision, the largest tensor
+a call makes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compare import CheckFailed, _plain, expect_close, expect_true
 from .trace import call, observe
@@ -137,3 +139,31 @@ _HALF_HINT = (
     "in half precision keep every value in range (fill masked scores with torch.finfo(scores.dtype).min or -inf, "
     "not -1e9) and make new tensors in the inputs' dtype (dtype=x.dtype), so the result keeps the inputs' dtype."
 )
+
+
+class _LargestTensor(TorchDispatchMode):
+    """While active: the largest storage (in elements) that any operation returns, with its tensor's shape. A view
+    counts as the storage it looks into (an ``expand``ed tile mask as the tile, a slice of an input as the input), so
+    only what was really allocated is counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numel, self.shape = 0, ()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                n = t.untyped_storage().nbytes() // max(t.element_size(), 1)
+                if n > self.numel:
+                    self.numel, self.shape = n, tuple(t.shape)
+        return out
+
+
+def largest_tensor(fn: Callable, *args: Any, **kwargs: Any) -> tuple[int, list[int]]:
+    """``(numbers, shape)`` of the largest storage any operation makes while ``fn(*args, **kwargs)`` runs (a view
+    counts as the storage it looks into). Call it through :func:`~autograder.checks.trace.call` (``call(what, lambda:
+    largest_tensor(fn, ...))``): the number is the call's result, so the grading worker judges it from the record."""
+    with _LargestTensor() as seen:
+        fn(*args, **kwargs)
+    return seen.numel, list(seen.shape)
