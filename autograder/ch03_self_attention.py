@@ -271,6 +271,7 @@ def _sdpa_mask_forms(fn):
     hidden=True,
     requires="stays finite for large scores (about 150 in float32, 25 in float16): a stable softmax",
     requires_zh="对很大的分数（float32 下约 150，float16 下约 25）保持有限：使用数值稳定的 softmax",
+    extremes=True,
 )
 def _sdpa_large_scores(fn):
     """scores up to about 150 (float32) and 25 (float16): exp of them overflows unless the softmax is stable"""
@@ -302,6 +303,7 @@ def _large_products(dtype: torch.dtype, d_k: int = 64) -> tuple[torch.Tensor, to
     hidden=True,
     requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
     requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
+    extremes=True,
 )
 def _sdpa_half_precision_large_products(fn):
     """float16 with products QKᵀ past 65 504 whose scaled scores fit: scale before the product"""

@@ -216,6 +216,7 @@ def _mha_cross_padding(cls):
     "MultiHeadAttention",
     requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
     requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
+    extremes=True,
 )
 def _mha_half_large_products_visible(cls):
     """float16, d_model=24, 2 heads: the products q.k pass 65 504, the scaled scores q.k/sqrt(d_k) do not; results as
@@ -453,6 +454,7 @@ def _large_products_case(cls, d: int, H: int, seed: int) -> None:
     hidden=True,
     requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
     requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
+    extremes=True,
 )
 def _mha_half_large_products(cls):
     """float16 where the products q.k pass 65 504 but the scaled scores q.k/sqrt(d_k) fit: scale before the product"""

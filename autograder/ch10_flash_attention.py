@@ -133,6 +133,7 @@ def _update_several_blocks(fn):
     hidden=True,
     requires="stays finite for entries of several hundreds (the running max keeps exp from overflowing)",
     requires_zh="对几百大小的元素保持有限（运行最大值防止 exp 溢出）",
+    extremes=True,
 )
 def _update_large_values(fn):
     """stays finite for entries of several hundreds (exp would overflow without the running max)"""
@@ -165,6 +166,7 @@ def _update_masked_block(fn):
     hidden=True,
     requires="works for rows whose every entry is about -1e5 (no finite floor on the shift)",
     requires_zh="对所有元素都约为 -1e5 的行也正确（平移量不设有限下限）",
+    extremes=True,
 )
 def _update_very_negative(fn):
     """rows whose every entry is about -1e5 or -2e5 (a shift clamped to some finite floor underflows them to 0)"""
@@ -332,6 +334,7 @@ def _forward_fully_masked(fn):
     hidden=True,
     requires="masks the scores before taking the max, so padded keys with huge scores change nothing",
     requires_zh="在取最大值之前先应用掩码，使分数极大的填充键不影响结果",
+    extremes=True,
 )
 def _forward_masked_keys_with_huge_scores(fn):
     """padded keys whose scores dwarf the real ones do not disturb the result (mask before the max)"""
@@ -349,6 +352,7 @@ def _forward_masked_keys_with_huge_scores(fn):
     hidden=True,
     requires="keeps float64 and stays exact for scores of several thousands",
     requires_zh="保持 float64，对几千大小的分数仍然精确",
+    extremes=True,
 )
 def _forward_float64_large_scores(fn):
     """keeps float64 and stays exact for scores of several thousands"""
@@ -370,6 +374,7 @@ def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
     hidden=True,
     requires="starts the running max at -inf, so that scores below -57 000 work too",
     requires_zh="让运行最大值从 -inf 开始，因此低于 -57 000 的分数也能正确处理",
+    extremes=True,
 )
 def _forward_very_negative_scores(fn):
     """every allowed score of every query is below -57 000 (float64): the running max must start at -inf"""
@@ -417,6 +422,7 @@ def _large_qk(T_q, T_k, seed):
     hidden=True,
     requires="computes the tile scores in float32 for float16 inputs (QKᵀ can pass 65 504)",
     requires_zh="对 float16 输入在 float32 中计算分块的分数（QKᵀ 可能超过 65 504）",
+    extremes=True,
 )
 def _forward_half_large(fn):
     """float16 inputs with entries of 100 to 500: the tile scores (QK^T beyond 65504) are computed in float32"""
@@ -596,6 +602,7 @@ def _backward_float64(fn):
     hidden=True,
     requires="recomputes the scores in float32 for float16 inputs (QKᵀ can pass 65 504)",
     requires_zh="对 float16 输入在 float32 中重新计算分数（QKᵀ 可能超过 65 504）",
+    extremes=True,
 )
 def _backward_half_large(fn):
     """float16 inputs with entries of 100 to 500: the recomputed scores (beyond 65504) are computed in float32"""

@@ -367,6 +367,7 @@ def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
     hidden=True,
     requires="starts the running max at -inf, so that scores below -57 000 work too",
     requires_zh="让运行最大值从 -inf 开始，因此低于 -57 000 的分数也能正确处理",
+    extremes=True,
 )
 def _forward_very_negative_scores(fn):
     """Tried causal attention where every allowed score is below -57 000 (q > 0 and k < 0 with entries of 170 to
@@ -413,6 +414,7 @@ def _half_exact(*shape, seed, scale, offset=0.0):
     hidden=True,
     requires="accumulates the running sum and the output in float32 for float16 inputs; `o` comes back in float16, `lse` in float32",
     requires_zh="对 float16 输入在 float32 中累加运行和与输出；`o` 以 float16 返回，`lse` 以 float32 返回",
+    extremes=True,
 )
 def _forward_half(fn):
     """Tried float16 inputs with values of about 3000 (29 keys of weight about 1, so sums beyond float16's 65504)

@@ -555,3 +555,11 @@ REWRITES += [
         "the projections from the Linear weights by hand, queries scaled first, -inf fill with NaN zeroed",
     ),
 ]
+
+
+# The checks at the edge of the dtype's range (``extremes=True``) -> correct answers of this catalogue that compute
+# what they test by another stable formula: such a check's tolerance must let those through (issue 38).
+STABLE_FOR: dict[str, tuple[str, ...]] = {
+    "_sdpa_large_scores": ("sdpa: float64 inside, stable softmax by hand",),
+    "_sdpa_half_precision_large_products": ("keys scaled first", "sdpa: queries scaled first, weights times the mask"),
+}

@@ -642,3 +642,11 @@ REWRITES += [
         "with +inf so that rows past T_q give p = 0, the causal test written j - offset <= i",
     ),
 ]
+
+
+# The checks at the edge of the dtype's range (``extremes=True``) -> correct answers of this catalogue that compute
+# what they test by another stable formula: such a check's tolerance must let those through (issue 38).
+STABLE_FOR: dict[str, tuple[str, ...]] = {
+    "_forward_very_negative_scores": ("natural exp, additive -inf bias",),
+    "_forward_half": ("natural exp, additive -inf bias",),
+}

@@ -4,6 +4,7 @@ catalogued valid alternative passes every check."""
 
 import dataclasses
 import functools
+import importlib
 import inspect
 import pathlib
 import re
@@ -75,6 +76,24 @@ def test_every_catalogued_alternative_gets_full_marks(chapter, alternative):
     exercises = notebooks.checks_module(chapter).EXERCISES
     failures = check_failures(exercises, alternative, notebooks.solution_module(chapter))
     assert not failures, f"valid '{alternative.name}' ({alternative.description}) is rejected:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_check_of_extremes_lets_another_stable_formula_through(chapter):
+    """Issue 38: a check at the edge of the dtype's range (``extremes=True``) names, in the chapter's catalogue
+    (``STABLE_FOR``), correct answers of its exercise that compute by another stable formula; they are alternatives or
+    rewrites, so the test above grades them against every check, this one among them."""
+    exercises = notebooks.checks_module(chapter).EXERCISES
+    extremes = {
+        fn.__name__: ex.name for ex in exercises for fn in [*ex.visible, *ex.hidden] if fn in exercises.extremes
+    }
+    stable = getattr(importlib.import_module(f"catalogue.{chapter}"), "STABLE_FOR", {})
+    assert set(stable) == set(extremes), f"STABLE_FOR should name exactly the checks marked extremes={sorted(extremes)}"
+    entries = {e.name: e.target for e in [*catalogue.alternatives(chapter), *catalogue.rewrites(chapter)]}
+    for check, names in stable.items():
+        assert names, f"{check}: no correct answer by another formula"
+        for name in names:
+            assert entries.get(name) == extremes[check], f"{check}: {name!r} is no alternative of {extremes[check]}"
 
 
 def test_catalogue_size():

@@ -65,6 +65,7 @@ class Exercises:
         self.chapter = chapter
         self._by_name: dict[str, Exercise] = {}
         self._references: dict[str, Callable] = {}
+        self.extremes: list[Callable] = []  # the checks at the edge of the dtype's range (``check(extremes=True)``)
 
     def __iter__(self):
         return iter(self._by_name.values())
@@ -84,8 +85,13 @@ class Exercises:
         hidden: bool = False,
         requires: str | None = None,
         requires_zh: str | None = None,
+        extremes: bool = False,
     ):
         """Decorator: register a check for exercise ``name`` (``points`` on its first registration).
+
+        ``extremes``: the check feeds values at the edge of what the dtype carries (overflowing products, scores of
+        thousands, -1e5): its tolerance must come from that arithmetic, and the catalogue names, for each such check,
+        a correct answer that computes by another stable formula (``STABLE_FOR``; tests/test_checks.py).
 
         ``requires`` / ``requires_zh``: the requirement the check tests, one short sentence in English and in Chinese
         that completes "your answer ..." (:class:`Requirement`). Every hidden check must declare one (the build
@@ -101,6 +107,8 @@ class Exercises:
             elif points is not None and points != self._by_name[name].points:
                 raise ValueError(f"exercise {name!r} already has {self._by_name[name].points} points")
             (self._by_name[name].hidden if hidden else self._by_name[name].visible).append(fn)
+            if extremes:
+                self.extremes.append(fn)
             if requires is not None and requires_zh is not None:
                 self._by_name[name].declared[fn] = Requirement(
                     " ".join(requires.split()), " ".join(requires_zh.split())
