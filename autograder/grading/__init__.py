@@ -17,7 +17,8 @@ steps; each step returns into the submission's record (``submission.Submission``
   one-line reasons;
 * ``jail`` — the kernel's process limits and what it may see (``python -m autograder.grading.jail kernel ...``);
   ``memory``: its memory cgroup and sized file system;
-* ``feedback`` — the student's page, written by ``feedback.write`` alone, for every outcome;
+* ``feedback`` — the student's page, written by ``feedback.write`` alone, for every outcome, in the edition submitted
+  (``autograder/wording.py``); ``redaction``: what no page may show (hidden tests, the reference's lines);
 * ``report`` — grades.csv, the summary, the LMS files (``lms``);
 * ``nbgrader_adapter`` — every use of nbgrader's API, and the nbgrader plugins of ``nbgrader_course/`` (export to
   grades.csv and the LMS files, an offline feedback page).
