@@ -11,7 +11,8 @@ forward pass (no gradients):
 The block mask comes from chapter 12's ``sliding_window`` mask_mod; its creation is timed separately. Each method
 runs once to warm up (compile included), then ``--repeats`` times; the fastest time is reported, and the peak
 resident memory during those runs above what the process held before them (Linux: ``/proc/self/clear_refs``
-resets the high-water mark ``VmHWM`` after the warm-up, so the compile's own memory is not counted). Writes
+resets the high-water mark ``VmHWM`` after the warm-up, so the compile's own memory is not counted; glibc's mmap
+threshold is fixed at 128 KiB, so that a block freed after the warm-up leaves the process and its reuse shows). Writes
 ``benchmarks/results/flex_attention_cpu.json``, which the book page reads; the page never compiles.
 
     python -m benchmarks.bench_flex_attention                    # CPU: T = 512 ... 4096, about 5 minutes
@@ -129,7 +130,10 @@ def main(argv=None):
         print(json.dumps(measure(args.one[0], int(args.one[1]), **settings)))
         return
     rows = []
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    # A fixed mmap threshold: glibc's malloc then returns every block of 128 KiB or more to the system when it is freed
+    # (its default raises the threshold after the warm-up's frees and keeps such blocks for reuse, so later peaks
+    # would not show in the resident-memory high-water mark; chapter 9's blocked form read 0 MiB at T = 4096).
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "131072"}
     for T in args.lengths:
         for method in args.methods:
             child = [sys.executable, "-m", "benchmarks.bench_flex_attention", "--one", method, str(T)]
@@ -152,7 +156,8 @@ def main(argv=None):
         "how": (
             f"forward only, no gradients, q/k/v (1, {args.n_heads}, T, {args.d_k}) float32, causal window "
             f"w = {args.window}; fastest of {args.repeats} runs after a warm-up (the compile, for flex_compiled); "
-            "peak memory above what the process held before the timed runs"
+            "peak resident memory during the timed runs above what the process held before them, glibc's mmap "
+            "threshold fixed at 128 KiB (MALLOC_MMAP_THRESHOLD_) so that freed blocks leave the process"
         ),
         "config": {k: v for k, v in settings.items()},
         "rows": rows,

@@ -358,7 +358,12 @@ OUTPUT_PATTERNS: list[tuple[str, str]] = [
         "fastest of (\\d+) runs after a warm-up \\(the compile, for flex_compiled\\)",
         "预热（flex_compiled 的预热即编译）之后 \\1 次运行中最快的一次",
     ),
-    ("peak memory above what the process held before the timed runs", "峰值内存按超出计时运行之前进程已占用的部分计算"),
+    (
+        "peak resident memory during the timed runs above what the process held before them, glibc's mmap threshold "
+        "fixed at 128 KiB \\(MALLOC_MMAP_THRESHOLD_\\) so that freed blocks leave the process",
+        "峰值常驻内存按计时运行期间超出运行前进程已占用的部分计算，glibc 的 mmap 阈值固定为 128 KiB"
+        "（MALLOC_MMAP_THRESHOLD_），使释放的内存块归还给系统",
+    ),
 ]
 
 # A cell whose English means something else on one page than the table above says (the page's name without .zh.md
