@@ -637,9 +637,11 @@ def _backward_batch_one_more_queries(fn):
 # ---------------------------------------------------------------- both passes: tiles only, measured
 
 
-def _expect_tiles_only(what: str, fn: Any, args: tuple, kwargs: dict, T_q: int, T_k: int) -> None:
-    """The largest tensor ``fn(*args, **kwargs)`` makes holds fewer numbers than one head's score matrix, T_q · T_k."""
-    what += ", causal=True, attention_mask given, block_q=8, block_k=8)"
+def _expect_tiles_only(what: str, fn: Any, args: tuple, attention_mask: torch.Tensor, T_q: int, T_k: int) -> None:
+    """The largest tensor ``fn(*args, causal=True, attention_mask=..., 8 × 8 blocks)`` makes holds fewer numbers than
+    one head's score matrix, T_q · T_k."""
+    kwargs = dict(causal=True, attention_mask=attention_mask, block_q=8, block_k=8)
+    what += ", " + ", ".join(f"{k}={'given' if k == 'attention_mask' else v}" for k, v in kwargs.items()) + ")"
 
     numel, shape = call(what, lambda: largest_tensor(fn, *args, **kwargs))  # the number is what is recorded
     expect_true(
@@ -668,9 +670,8 @@ def _forward_tiles_only(fn):
     """Tried q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), causal with padding, blocks 8 × 8, and measured the
     largest tensor the call makes (T_q · T_k = 1920 numbers would be a whole score matrix)."""
     q, k, v, am = _tiles_inputs()
-    kwargs = dict(causal=True, attention_mask=am, block_q=8, block_k=8)
     what = "flash_attention_forward(q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6)"
-    _expect_tiles_only(what, fn, (q, k, v), kwargs, 40, 48)
+    _expect_tiles_only(what, fn, (q, k, v), am, 40, 48)
 
 
 @EXERCISES.check(
@@ -685,9 +686,8 @@ def _backward_tiles_only(fn):
     q, k, v, am = _tiles_inputs()
     o, lse = _forward_oracle(q, k, v, _full_mask(40, 48, True, am))
     do = _randn(1, 2, 40, 6, seed=41)
-    kwargs = dict(causal=True, attention_mask=am, block_q=8, block_k=8)
     what = "flash_attention_backward(do, q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), o, lse"
-    _expect_tiles_only(what, fn, (do, q, k, v, o, lse.float()), kwargs, 40, 48)
+    _expect_tiles_only(what, fn, (do, q, k, v, o, lse.float()), am, 40, 48)
 
 
 __all__ = ["EXERCISES", "CheckFailed"]
