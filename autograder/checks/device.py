@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import DeviceContext
 
@@ -40,6 +40,18 @@ _FACTORIES = {
     if hasattr(torch, name)
 }  # fmt: skip
 _MOVES = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.type_as, torch.Tensor.new_tensor}
+
+
+def _is_device_mismatch(error: RuntimeError) -> bool:
+    """Whether PyTorch's fake-tensor device rule failed an op. torch 2.12 and later raise a subclass for it
+    (``FakeTensorDeviceMismatchError``); earlier releases (torch 2.11, Colab's since 2026-08) a plain RuntimeError whose
+    message has said the same words since torch 2.0. A private name, so it is looked up, never imported."""
+    import torch._subclasses.fake_tensor as fake_tensor
+
+    subclass = getattr(fake_tensor, "FakeTensorDeviceMismatchError", None)
+    if subclass is not None and isinstance(error, subclass):
+        return True
+    return "Unhandled FakeTensor Device Propagation" in str(error)
 
 
 class DeviceMismatch(RuntimeError):
@@ -193,7 +205,9 @@ class _FakeGPUOrigins(TorchFunctionMode):
         kwargs = kwargs or {}
         try:
             out = func(*args, **kwargs)
-        except FakeTensorDeviceMismatchError:
+        except RuntimeError as error:
+            if isinstance(error, DeviceMismatch) or not _is_device_mismatch(error):
+                raise
             for t in pytree.tree_leaves((args, kwargs)):
                 if isinstance(t, torch.Tensor) and id(t) in self.origins:
                     _, made_by, where = self.origins[id(t)]
