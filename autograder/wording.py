@@ -168,6 +168,11 @@ TEXT: dict[str, tuple[str, str]] = {
     "integrity": ("integrity: {violations}", "完整性问题：{violations}"),
     "forged": ("{n} forged or corrupted record(s)", "{n} 条伪造或损坏的记录"),
     "recorder did not start": ("the grading recorder did not start", "评分记录器没有启动"),
+    "records over the cap": (
+        "{n} record(s) dropped: the notebook sent more records than the grader keeps (one verdict per exercise "
+        "is far below the cap)",
+        "丢弃了 {n} 条记录：该笔记本发送的记录超过评分程序保留的上限（每道练习一条判定记录远低于此上限）",
+    ),
     "blocked": ("blocked: {what} ({event})", "已拦截：{what}（{event}）"),
     "needs review": ("needs review: {what}", "需人工复核：{what}"),
     "ran the verdict": (

@@ -13,7 +13,7 @@ import socket
 
 import pytest
 
-from autograder.grading import channel, guard
+from autograder.grading import channel, guard, scoring
 
 
 def test_path_rules(tmp_path):
@@ -77,6 +77,34 @@ def test_records_reach_the_worker_only_signed_and_from_the_kernel():
     assert server.records(os.getpid(), key) == ([entry], 2)
     assert server.records(os.getpid() + 1, key) == ([], 3), "only the kernel's process id counts"
     assert json.loads(lines[0])["body"] == json.dumps(entry, sort_keys=True)
+
+
+def test_the_worker_keeps_a_bounded_number_of_record_bytes_and_says_how_many_it_dropped(monkeypatch):
+    """A notebook that sends many large records (each under one record's cap) cannot grow the worker: past
+    ``MAX_TOTAL_BYTES`` or ``MAX_RECORDS`` nothing is kept, the dropped connections are counted, and scoring turns
+    them into an integrity row that says why. Caps made small here; the rule is the same at full size."""
+    monkeypatch.setattr(channel, "MAX_RECORD_BYTES", 4096)
+    monkeypatch.setattr(channel, "MAX_TOTAL_BYTES", 10_000)
+    monkeypatch.setattr(channel, "MAX_RECORDS", 5)
+    key = os.urandom(32)
+    signer = hmac.new(key, digestmod=hashlib.sha256)
+    small = {"type": "verdict", "exercise": "causal_mask", "passed": True}
+    big = {"type": "blocked", "event": "open", "what": "x" * 3000}  # one line of about 3.1 KB, under one record's cap
+    server = channel.RecordServer()
+    try:
+        for entry in [small] + [big] * 4 + [small] * 3:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(server.address)
+                s.sendall(guard._signed_line(signer, entry))
+    finally:
+        server.close()
+    kept, forged = server.records(os.getpid(), key)
+    assert kept == [small, big, big, big, small] and forged == 0  # 3 big lines fill the bytes; then 5 records in all
+    assert server.overflow == 3
+    assert sum(len(d) for _, d in server._got) <= channel.MAX_TOTAL_BYTES
+    scored = scoring.score({"causal_mask": 2}, kept + [{"type": "armed"}], forged, [], overflow=server.overflow)
+    assert scored.status == "integrity" and scored.scores == {"causal_mask": 0.0}
+    assert "3 record(s) dropped" in scored.reasons[0], scored.reasons
 
 
 def test_verdict_without_arming_fails():

@@ -18,6 +18,11 @@ import struct
 import threading
 
 MAX_RECORD_BYTES = 64 << 20  # one record line at most (a verdict carries its checks' recorded calls)
+# All records of one notebook together, kept in the worker (outside the kernel's memory cgroup). A full-marks
+# notebook of chapters 6, 9 and 10 sends verdicts of 26 KB to 194 KB each; a notebook that sends more than this is
+# cut off and its row says so (:attr:`RecordServer.overflow`), so no notebook can grow the worker without bound.
+MAX_TOTAL_BYTES = 128 << 20
+MAX_RECORDS = 4096  # "blocked" notes are one per refused action; verdicts one per exercise and run
 RECORD_FILE = "autograder-records"  # the name of a record socket file (jailed kernels): only its recorder connects
 RECORD_PREFIX = "\0autograder-"  # an abstract record address
 
@@ -40,6 +45,8 @@ class RecordServer:
         self._srv.listen(128)
         self._srv.settimeout(0.2)
         self._got: list[tuple[int, bytes]] = []
+        self._kept = 0  # bytes in self._got
+        self.overflow = 0  # connections whose data was not kept (over MAX_RECORDS or MAX_TOTAL_BYTES)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
@@ -55,19 +62,32 @@ class RecordServer:
             self._receive(conn)
 
     def _receive(self, conn: socket.socket) -> None:
+        """Read one connection: at most one record line's bytes, and nothing once the notebook's records have used
+        up :data:`MAX_RECORDS` or :data:`MAX_TOTAL_BYTES` (then the connection is read and dropped, and counted in
+        :attr:`overflow`). Chunks are joined once (no quadratic copies)."""
         size = struct.calcsize("3i")
         with conn:
             pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size))[0]
             conn.settimeout(10)
-            data = b""
+            full = len(self._got) >= MAX_RECORDS
+            budget = 0 if full else min(MAX_RECORD_BYTES, MAX_TOTAL_BYTES - self._kept)
+            chunks: list[bytes] = []
+            received = 0
             try:
-                while len(data) < MAX_RECORD_BYTES:
+                while received <= MAX_RECORD_BYTES:  # past the budget the sender's bytes are read and dropped
                     chunk = conn.recv(65536)
                     if not chunk:
                         break
-                    data += chunk
+                    received += len(chunk)
+                    if received <= budget:
+                        chunks.append(chunk)
             except OSError:
                 pass
+            if full or received > budget:  # over what one notebook may send: nothing of it is kept
+                self.overflow += 1
+                return
+            data = b"".join(chunks)
+            self._kept += len(data)
             self._got.append((pid, data))
 
     def close(self) -> None:

@@ -31,13 +31,15 @@ def blocked_warnings(records: Iterable[dict]) -> list[str]:
     return [say("blocked", what=what, event=event) for what, event in blocked]
 
 
-def score(points: dict[str, int], records: list[dict], forged: int, reasons: list[str]) -> Scored:
+def score(points: dict[str, int], records: list[dict], forged: int, reasons: list[str], overflow: int = 0) -> Scored:
     """Apply the rule.
 
     ``points``: exercise -> its points (``EXERCISES``); ``records``: the verified records, verdicts judged by
     ``judge.judge`` (dicts with ``type`` "armed", "blocked" or "verdict"; a verdict has ``exercise``, ``passed``,
     ``failures``, ``threads``); ``forged``: how many connections carried no correctly signed record; ``reasons``:
-    one line per failed test cell (``results.failure_reasons``), kept for the exercises that earn nothing.
+    one line per failed test cell (``results.failure_reasons``), kept for the exercises that earn nothing;
+    ``overflow``: how many connections the record server dropped because the notebook had sent more than it keeps
+    (``channel.MAX_RECORDS``, ``channel.MAX_TOTAL_BYTES``).
     """
     warnings: list[str] = []
     by_exercise: dict[str, list[dict]] = {}
@@ -63,6 +65,8 @@ def score(points: dict[str, int], records: list[dict], forged: int, reasons: lis
     violations = []
     if forged:
         violations.append(say("forged", n=forged))
+    if overflow:
+        violations.append(say("records over the cap", n=overflow))
     if not any(r.get("type") == "armed" for r in records):
         violations.append(say("recorder did not start"))
     if any(r.get("threads", 0) > 0 for rs in by_exercise.values() for r in rs):

@@ -335,6 +335,7 @@ def grade_one(job: Job) -> Result:
         entries,
         forged,
         failure_reasons(graded, job.cell_timeout, job.memory_mb, details),
+        overflow=records.overflow,
     )
     warnings += scored.warnings
     secrets = grader_secrets(graded, chapter)
