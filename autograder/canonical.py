@@ -312,7 +312,7 @@ def canonicalise(
         elif gid in rel_by_id or (cid in rel_by_id and not defined):
             rid = gid if gid in rel_by_id else cid
             kind = ("release", str(rid))
-            if rid in tests and edited(rid, src):
+            if rid in tests and edited(str(rid), src):
                 note("test edited", rid)
         elif ctype == "code" and _norm(src) in rel_code_src:
             kind = ("release", rel_code_src[_norm(src)])

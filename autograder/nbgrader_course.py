@@ -108,11 +108,12 @@ c.GenerateFeedback.preprocessors = [GetGrades, {ADAPTER + ".ClearHiddenTests"!r}
 c.GenerateFeedback.exporter_class = {ADAPTER + ".FeedbackExporter"!r}
 
 # zip_collect: an LMS's "download all submissions" zip in downloaded/<assignment>/archive/. The student id is
-# the LMS's id for the student: the Canvas user id (lastfirst_userid_submissionid_<file>, LATE_ or late_ allowed)
-# or the Moodle participant id (Full Name_<id>_assignsubmission_file/<file>, or flat ..._assignsubmission_file_<file>).
-# The course's exporters read the student's name and Canvas's LATE marker from the same names. A student who
-# uploaded the notebook again (Canvas: x-1.ipynb, Moodle: x (1).ipynb beside x.ipynb): the course's collector keeps
-# the latest upload by the LMS's rule and skips the others (nbgrader's own stops: "Duplicate submission file").
+# the LMS's id for the student: the Canvas user id (lastfirst_userid_submissionid_<file>, LATE_ or late_
+# allowed) or the Moodle participant id (Full Name_<id>_assignsubmission_file/<file>, or flat
+# ..._assignsubmission_file_<file>). The course's exporters read the student's name and Canvas's LATE marker from
+# the same names. A student who uploaded the notebook again (Canvas: x-1.ipynb, Moodle: x (1).ipynb beside
+# x.ipynb): the course's collector keeps the latest upload by the LMS's rule and skips the others (nbgrader's own
+# stops: "Duplicate submission file").
 c.FileNameCollectorPlugin.named_regexp = {ZIP_COLLECT_REGEXP!r}
 c.ZipCollectApp.collector_plugin = {COLLECTOR!r}
 '''
@@ -210,7 +211,8 @@ nbgrader export --exporter={ADAPTER}.MoodleExport --assignment={chapter} \\
 
 A student who uploaded the notebook more than once (Canvas: `x-1.ipynb`, Moodle: `x (1).ipynb` beside
 `x.ipynb`): `zip_collect` collects the latest upload by the LMS's rule and logs the others as skipped (the
-course's collector, `{COLLECTOR}`; nbgrader's own stops at the second file and collects nothing). Where the download cannot tell which is the latest (Moodle: `x.ipynb` and
+course's collector, `{COLLECTOR}`; nbgrader's own stops at the second
+file and collects nothing). Where the download cannot tell which is the latest (Moodle: `x.ipynb` and
 `Copy of x.ipynb`), it names both files and stops: remove the one not to grade from the zip and run
 `nbgrader zip_collect --force {chapter}` again.
 
