@@ -10,7 +10,9 @@ submission, :func:`canonicalise` rebuilds it with the release notebook's structu
   the release have id == grade_id), then content (``def NAME`` / ``class NAME``), then position (the code cell
   just before the exercise's test cell);
 * every test, setup and prose cell comes from the release (edited or deleted test cells are restored, so the
-  maximum score never shrinks);
+  maximum score never shrinks). A test cell as an earlier release of the course had it (a notebook downloaded
+  before the course reworded a comment) is not reported as edited: :func:`released_tests` holds the digests of
+  every released version of each test cell (``notebooks/test_history/<chapter>.json``, :func:`history_text`);
 * code cells the student inserted are kept in their place (students may define helpers); an answer split over
   several cells keeps all of them, in order;
 * outputs are dropped, the kernelspec is the grader's, notebook metadata is the release's.
@@ -22,8 +24,12 @@ not JSON or not a notebook raises :class:`Ungradeable` with the reason.
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
 import json
+import pathlib
 import re
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import nbformat
@@ -55,6 +61,55 @@ def _exercise_defined(src: str, names: list[str]) -> list[str]:
         for n in names
         if re.search(rf"^\s*(def|class)\s+{re.escape(n)}\b", src, re.M) or re.search(rf"^{re.escape(n)}\s*=", src, re.M)
     ]
+
+
+# ------------------------------------------------------------------------------------------------ test cell history
+# The release notebooks change: a test cell's comment is reworded, a check added. A student who downloaded the
+# notebook before then has the earlier test cell, which is not an edit. Per chapter, the digests of every version of
+# each test cell that a release notebook (either edition) had: notebooks/test_history/<chapter>.json, a derived file
+# that `python -m autograder build` appends the current release's test cells to (`autograder check`: stale when
+# they are missing); the versions before it came from the git history of notebooks/ (scripts/test_history_from_git.py).
+
+HISTORY_DIR = "test_history"  # beside the release notebooks (releases.release_dir())
+
+
+def test_digest(source: str) -> str:
+    """The digest of a test cell's source, as :func:`canonicalise` compares it (trailing blanks ignored)."""
+    return hashlib.sha256(_norm(source).encode("utf-8")).hexdigest()
+
+
+def released_test_cells(nb: Mapping | nbformat.NotebookNode) -> dict[str, str]:
+    """grade id -> digest of each test cell (nbgrader ``grade``) of a release notebook (a dict as read from JSON)."""
+    found = {}
+    for cell in nb.get("cells", []):
+        nbg = cell.get("metadata", {}).get("nbgrader", {})
+        if nbg.get("grade") and nbg.get("grade_id") and cell.get("cell_type") == "code":
+            found[str(nbg["grade_id"])] = test_digest(_source(cell))
+    return found
+
+
+def history_path(chapter: str, folder: pathlib.Path | None = None) -> pathlib.Path:
+    """The test cell history of ``chapter`` (in ``folder``, default: where the release notebooks are)."""
+    return (folder or releases.release_dir()) / HISTORY_DIR / f"{chapter}.json"
+
+
+def history_text(earlier: str | None, notebooks: Iterable[Mapping | nbformat.NotebookNode]) -> str:
+    """The test cell history file: the ``earlier`` one's text (None: none yet) with the test cells of
+    ``notebooks`` (release notebooks) added. Versions are never removed."""
+    history: dict[str, set[str]] = {k: set(v) for k, v in json.loads(earlier).items()} if earlier else {}
+    for nb in notebooks:
+        for grade_id, digest in released_test_cells(nb).items():
+            history.setdefault(grade_id, set()).add(digest)
+    return json.dumps({k: sorted(v) for k, v in sorted(history.items())}, indent=1) + "\n"
+
+
+@functools.cache
+def released_tests(chapter: str) -> dict[str, frozenset[str]]:
+    """grade id -> digests of every released version of that test cell of ``chapter``; empty without a history."""
+    path = history_path(chapter)
+    if not path.is_file():
+        return {}
+    return {k: frozenset(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
 NOTEBOOK = "notebook"  # file_kind of anything that may be a notebook (parse decides)
@@ -207,12 +262,24 @@ def edition_of(data: bytes | str, chapter: str) -> str:
     return "zh" if letters and len(_HAN.findall(text)) > letters // 4 else "en"
 
 
-def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, list[str]]:
-    """(notebook to grade, warnings). Raises :class:`Ungradeable` for a file that is not a notebook."""
+def canonicalise(
+    data: bytes | str, release: nbformat.NotebookNode, history: Mapping[str, Collection[str]] | None = None
+) -> tuple[nbformat.NotebookNode, list[str]]:
+    """(notebook to grade, warnings). Raises :class:`Ungradeable` for a file that is not a notebook.
+
+    ``history``: test grade id -> digests (:func:`test_digest`) of the versions of that test cell that earlier
+    releases had, which are no edit; default: the committed history of the release's chapter (:func:`released_tests`)."""
     cells, meta, warnings = parse(data)
     rel_cells = release.cells
     solutions = [c.id for c in rel_cells if c.metadata.get("nbgrader", {}).get("solution")]
     tests = {c.id: c for c in rel_cells if c.metadata.get("nbgrader", {}).get("grade")}
+    if history is None:
+        chapter = {m for c in rel_cells for m in _SETUP_IMPORT.findall(c.source)}
+        history = released_tests(chapter.pop()) if len(chapter) == 1 else {}
+
+    def edited(test_id: str, src: str) -> bool:  # not the release's test cell, nor an earlier release's
+        return _norm(src) != _norm(tests[test_id].source) and test_digest(src) not in history.get(test_id, ())
+
     rel_by_id = {c.id: c for c in rel_cells}
     rel_code_src = {_norm(c.source): c.id for c in rel_cells if c.cell_type == "code"}
     rel_md_src = {_norm(c.source): c.id for c in rel_cells if c.cell_type != "code"}
@@ -245,7 +312,7 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
         elif gid in rel_by_id or (cid in rel_by_id and not defined):
             rid = gid if gid in rel_by_id else cid
             kind = ("release", str(rid))
-            if rid in tests and _norm(src) != _norm(tests[rid].source):
+            if rid in tests and edited(str(rid), src):
                 note("test edited", rid)
         elif ctype == "code" and _norm(src) in rel_code_src:
             kind = ("release", rel_code_src[_norm(src)])
@@ -254,7 +321,8 @@ def canonicalise(data: bytes | str, release: nbformat.NotebookNode) -> tuple[nbf
         elif (run := re.search(r"EXERCISES\.run\(\s*[\"'](\w+)", src)) and not defined:
             name = run.group(1)
             kind = ("release", f"test_{name}") if f"test_{name}" in tests else ("drop", "")
-            note("test edited", f"test_{name}")
+            if kind[0] == "drop" or edited(kind[1], src):
+                note("test edited", f"test_{name}")
         elif defined:
             kind = ("solution", defined[0])
             note("matched by content", defined[0])

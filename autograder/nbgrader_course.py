@@ -36,6 +36,10 @@ EXCHANGE_ROOT = "/usr/local/share/nbgrader/exchange"
 EXCHANGE_STEPS = (f"mkdir -p {EXCHANGE_ROOT}", f"chmod ugo+rw {EXCHANGE_ROOT}")
 ADAPTER = "autograder.grading.nbgrader_adapter"  # the course's nbgrader plugins: feedback page, LMS exporters
 EXAMPLE_CHAPTER = "ch10_flash_attention"  # the README's walk-through
+# zip_collect: the course's file-name rule (lms.ZIP_COLLECT_REGEXP) with Canvas's LATE marker in either case
+# ("LATE_", "late_"; a no-op once the rule has it), and the collector that keeps a student's latest upload.
+ZIP_COLLECT_REGEXP = lms.ZIP_COLLECT_REGEXP.replace("(?:LATE_)?", "(?i:LATE_)?")
+COLLECTOR = ADAPTER + ".LatestUploadCollector"
 
 NOTE = (
     "Note: graded by plain nbgrader, without the course grader's integrity guard, sandbox and notebook repair "
@@ -104,10 +108,14 @@ c.GenerateFeedback.preprocessors = [GetGrades, {ADAPTER + ".ClearHiddenTests"!r}
 c.GenerateFeedback.exporter_class = {ADAPTER + ".FeedbackExporter"!r}
 
 # zip_collect: an LMS's "download all submissions" zip in downloaded/<assignment>/archive/. The student id is
-# the LMS's id for the student: the Canvas user id (lastfirst_userid_submissionid_<file>, LATE_ allowed) or the
-# Moodle participant id (Full Name_<id>_assignsubmission_file/<file>, or flat ..._assignsubmission_file_<file>).
-# The course's exporters read the student's name and Canvas's LATE marker from the same names.
-c.FileNameCollectorPlugin.named_regexp = {lms.ZIP_COLLECT_REGEXP!r}
+# the LMS's id for the student: the Canvas user id (lastfirst_userid_submissionid_<file>, LATE_ or late_
+# allowed) or the Moodle participant id (Full Name_<id>_assignsubmission_file/<file>, or flat
+# ..._assignsubmission_file_<file>). The course's exporters read the student's name and Canvas's LATE marker from
+# the same names. A student who uploaded the notebook again (Canvas: x-1.ipynb, Moodle: x (1).ipynb beside
+# x.ipynb): the course's collector keeps the latest upload by the LMS's rule and skips the others (nbgrader's own
+# stops: "Duplicate submission file").
+c.FileNameCollectorPlugin.named_regexp = {ZIP_COLLECT_REGEXP!r}
+c.ZipCollectApp.collector_plugin = {COLLECTOR!r}
 '''
 
 
@@ -200,6 +208,13 @@ nbgrader export --exporter={ADAPTER}.MoodleExport --assignment={chapter} \\
   (`graded`, or `error`: not gradeable, zero) and the reason.
 * `canvas_import.csv` and `moodle_grading_worksheet.csv`: the LMS's import files, one row per student with an
   LMS id (`--CanvasExport.column`: the assignment as Canvas names it, with its id).
+
+A student who uploaded the notebook more than once (Canvas: `x-1.ipynb`, Moodle: `x (1).ipynb` beside
+`x.ipynb`): `zip_collect` collects the latest upload by the LMS's rule and logs the others as skipped (the
+course's collector, `{COLLECTOR}`; nbgrader's own stops at the second
+file and collects nothing). Where the download cannot tell which is the latest (Moodle: `x.ipynb` and
+`Copy of x.ipynb`), it names both files and stops: remove the one not to grade from the zip and run
+`nbgrader zip_collect --force {chapter}` again.
 
 The student's name, LMS id and Canvas's `LATE_` marker come from the file names of the LMS download (what
 `zip_collect` extracted to `downloaded/{chapter}/extracted/`); on the exchange, from the student records of step 3

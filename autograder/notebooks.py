@@ -14,6 +14,8 @@ From these, one command (``python -m autograder build``) produces
   as nbgrader's source when grading),
 * the *release* notebook ``notebooks/chNN_name.ipynb`` — nbgrader's ``generate_assignment`` output, without
   outputs, with a Colab badge and Colab GPU-runtime metadata,
+* the history of its test cells ``notebooks/test_history/chNN_name.json`` — the committed one with the release's
+  test cells added (``canonical.history_text``: a notebook downloaded before a test cell changed is no edit),
 * (not here: the sample submissions under ``autograder/samples/chNN_name/`` that the grading command grades by
   default, one of them with a catalogued bug, come from the checkout's ``catalogue/samples.py``)
 * the nbgrader course directory ``nbgrader_course/`` (source notebooks and configuration) for instructors who use
@@ -222,17 +224,20 @@ def fill_release(release: nbformat.NotebookNode, chapter: str, mutants=()) -> nb
 def derived_files(chapter: str, instructor: nbformat.NotebookNode | None = None) -> dict[pathlib.Path, str]:
     """Every committed file derived from the chapter's sources (and its ``instructor`` notebook, built here when
     not given), with its expected text."""
-    from . import nbgrader_course
+    from . import canonical, nbgrader_course
 
     instructor = instructor if instructor is not None else build_instructor(chapter)
     release = build_release(chapter, instructor)
     files = {RELEASE_DIR / f"{chapter}.ipynb": nbformat.writes(release) + "\n"}
+    released = [release]
     from . import translations
 
     if translations.notebook_translation(chapter) is not None:  # the Chinese edition's notebook (中文版)
-        files[RELEASE_DIR / "zh" / f"{chapter}.ipynb"] = (
-            nbformat.writes(translations.translate_notebook(release, chapter)) + "\n"
-        )
+        released.append(translations.translate_notebook(release, chapter))
+        files[RELEASE_DIR / "zh" / f"{chapter}.ipynb"] = nbformat.writes(released[-1]) + "\n"
+    # every released version of each test cell: the committed history with this release's added
+    history = canonical.history_path(chapter, RELEASE_DIR)
+    files[history] = canonical.history_text(history.read_text() if history.is_file() else None, released)
     files.update(nbgrader_course.chapter_files(chapter, instructor))
     return files
 

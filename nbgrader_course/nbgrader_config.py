@@ -43,7 +43,11 @@ c.GenerateFeedback.preprocessors = [GetGrades, 'autograder.grading.nbgrader_adap
 c.GenerateFeedback.exporter_class = 'autograder.grading.nbgrader_adapter.FeedbackExporter'
 
 # zip_collect: an LMS's "download all submissions" zip in downloaded/<assignment>/archive/. The student id is
-# the LMS's id for the student: the Canvas user id (lastfirst_userid_submissionid_<file>, LATE_ allowed) or the
-# Moodle participant id (Full Name_<id>_assignsubmission_file/<file>, or flat ..._assignsubmission_file_<file>).
-# The course's exporters read the student's name and Canvas's LATE marker from the same names.
-c.FileNameCollectorPlugin.named_regexp = '^.*/[^/_]+_(?:LATE_)?(?P<student_id>\\d+)_(?:\\d+_|assignsubmission_file_?/|assignsubmission_file_)(?:Copy[ _]of[ _])?(?P<file_id>[^/]+?)(?:-\\d+|[ _]\\(\\d+\\))?\\.ipynb$'
+# the LMS's id for the student: the Canvas user id (lastfirst_userid_submissionid_<file>, LATE_ or late_
+# allowed) or the Moodle participant id (Full Name_<id>_assignsubmission_file/<file>, or flat
+# ..._assignsubmission_file_<file>). The course's exporters read the student's name and Canvas's LATE marker from
+# the same names. A student who uploaded the notebook again (Canvas: x-1.ipynb, Moodle: x (1).ipynb beside
+# x.ipynb): the course's collector keeps the latest upload by the LMS's rule and skips the others (nbgrader's own
+# stops: "Duplicate submission file").
+c.FileNameCollectorPlugin.named_regexp = '^.*/[^/_]+_(?i:LATE_)?(?P<student_id>\\d+)_(?:\\d+_|assignsubmission_file_?/|assignsubmission_file_)(?:Copy[ _]of[ _])?(?P<file_id>[^/]+?)(?:-\\d+|[ _]\\(\\d+\\))?\\.ipynb$'
+c.ZipCollectApp.collector_plugin = 'autograder.grading.nbgrader_adapter.LatestUploadCollector'

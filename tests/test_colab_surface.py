@@ -165,6 +165,7 @@ def installed(colab):
     assert _run([str(colab.python), "-c", probe], env=colab.env(), cwd=colab.work).stdout.strip() == "[]"
     assert not (package / "samples").exists()
     assert sorted(p.stem for p in (package / "_release").glob("*.ipynb")) == CHAPTERS
+    assert sorted(p.stem for p in (package / "_release" / "test_history").glob("*.json")) == CHAPTERS
 
     # A wheel uploaded next to the notebook (no ATTENTION_COURSE_SOURCE) is what the setup cell installs.
     _run([str(colab.python), "-m", "pip", "uninstall", "-q", "-y", "attention-course"], env=colab.env())

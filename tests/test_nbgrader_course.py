@@ -357,3 +357,64 @@ def test_plain_nbgrader_gives_the_course_points(chapter, tmp_path):
             if expectation.startswith("bug:"):
                 assert "CheckFailed: " in re.sub(r"<[^>]+>", "", text), "the check's message is shown"
                 assert "Cell In[" not in text and "----&gt;" not in text, "a failed test shows no traceback lines"
+
+
+UPLOADS = {  # an LMS download in which Ada uploaded the notebook twice: (first upload, re-upload); Charles once
+    "canvas": (
+        "lovelaceada_1001_90001_{ch}.ipynb",
+        "lovelaceada_1001_90001_{ch}-1.ipynb",
+        "babbagecharles_late_1004_90004_{ch}.ipynb",  # Canvas's LATE marker, in lower case
+    ),
+    "moodle": (
+        "Ada Lovelace_1001_assignsubmission_file/{ch}.ipynb",
+        "Ada Lovelace_1001_assignsubmission_file/{ch} (1).ipynb",
+        "Charles Babbage_1004_assignsubmission_file/{ch}.ipynb",
+    ),
+    "moodle flat": (
+        "Ada Lovelace_1001_assignsubmission_file_{ch}.ipynb",
+        "Ada Lovelace_1001_assignsubmission_file_{ch} (1).ipynb",
+        "Charles Babbage_1004_assignsubmission_file_{ch}.ipynb",
+    ),
+}
+
+
+def _zip_collect(tmp_path, chapter: str, files: dict[str, str]):
+    """nbgrader's own zip_collect, with the course's config, of a download holding ``files`` (name -> text)."""
+    env = _environment(tmp_path)
+    course = tmp_path / "course"
+    shutil.copytree(nbgrader_course.COURSE_DIR, course, ignore=shutil.ignore_patterns("source"))
+    archive = course / "downloaded" / chapter / "archive"
+    archive.mkdir(parents=True)
+    with zipfile.ZipFile(archive / "submissions.zip", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return course, _run(["zip_collect", chapter], course, env, ok=False)
+
+
+@pytest.mark.parametrize("layout", sorted(UPLOADS))
+def test_zip_collect_keeps_the_latest_upload(layout, tmp_path):
+    """A re-upload (Canvas's x-1.ipynb, Moodle's x (1).ipynb beside x.ipynb): nbgrader's own collector stops
+    ("Duplicate submission file"); the course's keeps the later file by the LMS's rule (lms.newer)."""
+    chapter = "ch04_multi_head_attention"
+    first, again, other = (name.format(ch=chapter) for name in UPLOADS[layout])
+    course, result = _zip_collect(tmp_path, chapter, {first: "first upload", again: "re-upload", other: "Charles"})
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-3000:]
+    submitted = course / "submitted"
+    assert sorted(p.name for p in submitted.iterdir()) == ["1001", "1004"], log[-3000:]
+    assert (submitted / "1001" / chapter / f"{chapter}.ipynb").read_text() == "re-upload"
+    assert (submitted / "1004" / chapter / f"{chapter}.ipynb").read_text() == "Charles"
+    assert f"Skipping {pathlib.PurePath(first).name}: {pathlib.PurePath(again).name} is a later upload" in log
+    assert not list(submitted.rglob("timestamp.txt")), "no made-up time for autograde's lateness"
+
+
+def test_zip_collect_names_uploads_it_cannot_order(tmp_path):
+    """Two names of one notebook whose order the download does not give (Moodle: x.ipynb, Copy of x.ipynb): nbgrader
+    stops, as it does, and the log names both files."""
+    chapter = "ch04_multi_head_attention"
+    folder = "Ada Lovelace_1001_assignsubmission_file"
+    names = [f"{chapter}.ipynb", f"Copy of {chapter}.ipynb"]
+    _, result = _zip_collect(tmp_path, chapter, {f"{folder}/{n}": n for n in names})
+    log = result.stdout + result.stderr
+    assert result.returncode == 1 and "Duplicate submission file" in log, log[-3000:]
+    assert "cannot tell which is the latest" in log and all(n in log for n in names), log[-3000:]

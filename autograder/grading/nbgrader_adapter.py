@@ -20,7 +20,9 @@ install has no nbgrader at all). What is here:
   ``nbgrader_course/nbgrader_config.py`` makes the nbgrader student id the LMS id), else from nbgrader's student
   records (``lms_user_id``). One assignment per file (an LMS imports one at a time);
 * :class:`ClearHiddenTests`, :class:`FeedbackExporter` — ``generate_feedback`` of the course directory: no
-  warning, and a page that reads offline (formulas as MathML, no MathJax from a CDN, no Colab badge).
+  warning, and a page that reads offline (formulas as MathML, no MathJax from a CDN, no Colab badge);
+* :class:`LatestUploadCollector` — ``zip_collect``'s file-name rule that keeps, of a student's re-uploads of the
+  notebook in an LMS download, the latest by the LMS's rule (``lms.newer``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import nbgrader.api
 from nbconvert.exporters import HTMLExporter
 from nbgrader import preprocessors
 from nbgrader.apps import NbGraderAPI
-from nbgrader.plugins import ExportPlugin
+from nbgrader.plugins import ExportPlugin, FileNameCollectorPlugin
 from traitlets import List, Unicode, default
 from traitlets.config import Config
 
@@ -161,22 +163,82 @@ def _download_names(coursedir, config, assignment: str) -> dict[str, tuple[str, 
         collect_step=zc.get("extracted_directory", "extracted"),
     )
     rule = config.FileNameCollectorPlugin.get("named_regexp", "") or lms.ZIP_COLLECT_REGEXP
-    found: dict[str, list[tuple[str, lms.SubmissionName, float]]] = {}
+    # (no file times: an extracted file's is the time zip_collect extracted it)
+    found: dict[str, list[tuple[str, lms.SubmissionName]]] = {}
     for path in sorted(extracted.rglob("*.ipynb")) if extracted.is_dir() else []:
         m = re.match(rule, str(path))
         who = lms.parse(path)
         if m and who.lms:
-            found.setdefault(m["student_id"], []).append((path.name, who, path.stat().st_mtime))
-
-    def as_row(file):
-        return types.SimpleNamespace(submission=file[0], lms=file[1].lms, late=file[1].late, uploaded_at=file[2])
+            found.setdefault(m["student_id"], []).append((path.name, who))
 
     def compare(a, b) -> int:  # the course's rule (lms.newer); 0 where the download cannot tell
-        later = lms.newer(as_row(a), as_row(b))
+        later = lms.newer(_upload(*a), _upload(*b))
         return 0 if later is None else (1 if later else -1)
 
-    # several files of one student (re-uploads): the latest is the one zip_collect kept
-    return {student: max(files, key=functools.cmp_to_key(compare))[:2] for student, files in found.items()}
+    # several files of one student (re-uploads): the latest is the one zip_collect kept (LatestUploadCollector)
+    return {student: max(files, key=functools.cmp_to_key(compare)) for student, files in found.items()}
+
+
+def _upload(name: str, who: lms.SubmissionName, uploaded_at: float = 0.0) -> types.SimpleNamespace:
+    """A downloaded file as ``lms.newer`` reads a submission (its name, LMS, LATE marker, time in the download)."""
+    return types.SimpleNamespace(submission=name, lms=who.lms, late=who.late, uploaded_at=uploaded_at)
+
+
+class LatestUploadCollector(FileNameCollectorPlugin):
+    """nbgrader's file-name collector (``named_regexp``) for an LMS download in which a student uploaded the notebook
+    more than once: Canvas's re-upload ``x-1.ipynb`` or Moodle's ``x (1).ipynb`` beside ``x.ipynb``. The rule maps
+    both to the one notebook, and nbgrader's own collector then stops ``zip_collect`` ("Duplicate submission file.
+    No timestamps for comparison") and collects nothing. This one gives only the latest upload, by the LMS's rule
+    (``lms.newer``, ``lms.RULES``), and skips the others with a line that names the later file (nbgrader then
+    counts them as skipped). A made-up ``timestamp`` instead would become the student's ``timestamp.txt``, which
+    ``autograde`` compares with the due date. Where the download cannot tell (two names, like Moodle's
+    ``x.ipynb`` and ``Copy of x.ipynb``), both are given, after a line naming them, and ``zip_collect`` stops as
+    nbgrader does: remove the one not to grade from the download. An LMS writes a student's uploads into one
+    folder, so the files compared are those beside each other."""
+
+    def _matches(self, folder: str) -> dict[str, dict]:
+        """The files of ``folder`` that the rule matches: path -> nbgrader's match (student_id, file_id)."""
+        cache = self.__dict__.setdefault("_folders", {})
+        if folder not in cache:
+            cache[folder] = {}
+            for name in sorted(os.listdir(folder)):
+                path = os.path.join(folder, name)
+                if os.path.splitext(name)[1] in self.valid_ext and os.path.isfile(path):
+                    if m := re.match(self.named_regexp, path):
+                        cache[folder][path] = m.groupdict()
+        return cache[folder]
+
+    def collect(self, submitted_file: str) -> dict | None:
+        info = super().collect(submitted_file)
+        if not info:
+            return info
+        same = [
+            path
+            for path, other in self._matches(os.path.dirname(submitted_file)).items()
+            if path != submitted_file
+            and (other["student_id"], other["file_id"]) == (info["student_id"], info["file_id"])
+        ]
+        mine = _upload(submitted_file, lms.parse(submitted_file))
+        later = [p for p in same if lms.newer(_upload(p, lms.parse(p)), mine)]
+        if later:
+            self.log.warning(
+                "Skipping %s: %s is a later upload of the same notebook (%s)",
+                os.path.basename(submitted_file),
+                os.path.basename(later[0]),
+                lms.RULES.get(mine.lms, lms.RULES[lms.MOODLE]),
+            )
+            return None
+        undecided = [p for p in same if not lms.newer(mine, _upload(p, lms.parse(p)))]
+        if undecided:
+            self.log.error(
+                "Student %s uploaded %s more than once and the download cannot tell which is the latest (%s): "
+                "%s. Remove the one not to grade from the download and run zip_collect again.",
+                info["student_id"],
+                info["file_id"],
+                lms.RULES.get(mine.lms, lms.RULES[lms.MOODLE]),
+                ", ".join(os.path.basename(p) for p in [submitted_file, *undecided]),
+            )
+        return info
 
 
 def _unreadable_reason(coursedir, assignment: str, student: str) -> str:
