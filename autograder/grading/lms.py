@@ -4,6 +4,7 @@
 
 * Canvas (Assignment > Download Submissions): ``lastfirst_userid_submissionid_<uploaded name>``, with ``LATE_``
   after the name when the submission was late, e.g. ``babbagecharles_LATE_1004_90004_ch03_self_attention.ipynb``
+  (read in any case: ``late_``, ``Late_`` too)
   (``userid`` is the Canvas user id, the ``ID`` column of Canvas's gradebook); a re-upload of the same file gets
   ``-1``, ``-2`` … before the extension.
 * Moodle (Assignment > Download all submissions): one folder per student and submission plugin,
@@ -49,12 +50,15 @@ logger = logging.getLogger(__name__)
 CANVAS = "canvas"
 MOODLE = "moodle"
 
-_CANVAS_NAME = re.compile(r"^(?P<name>[^_/]+)_(?P<late>LATE_)?(?P<lms_id>\d+)_(?P<submission_id>\d+)_(?P<file>[^/]+)$")
+# Canvas's LATE marker in any case: a lower-case "late_" read as part of the name would lose the student's id
+_CANVAS_NAME = re.compile(
+    r"^(?P<name>[^_/]+)_(?P<late>(?i:late)_)?(?P<lms_id>\d+)_(?P<submission_id>\d+)_(?P<file>[^/]+)$"
+)
 _MOODLE_FOLDER = re.compile(r"^(?P<name>[^/]+?)_(?P<lms_id>\d+)_assignsubmission_file_?$")
 # non-greedy: the participant is the FIRST marker; a later one is part of the student's own file name
 _MOODLE_FLAT = re.compile(r"^(?P<name>[^/]+?)_(?P<lms_id>\d+)_assignsubmission_file_(?P<file>[^/]+)$")
 # an LMS marker inside a student's own file name (it names no one: :attr:`SubmissionName.claims`)
-_MARKER = re.compile(r"_(\d+)_assignsubmission_|^[^_/]+_(?:LATE_)?(\d+)_\d+_")
+_MARKER = re.compile(r"_(\d+)_assignsubmission_|^[^_/]+_(?:(?i:late)_)?(\d+)_\d+_")
 
 # The same rule for nbgrader's zip_collect (FileNameCollectorPlugin.named_regexp, matched against the extracted
 # file's absolute path): student id = the LMS id; file id = the uploaded name without Canvas's "-N" re-upload suffix,
