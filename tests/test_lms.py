@@ -4,13 +4,102 @@ None of these tests starts a kernel (a batch of files that cannot be run needs n
 needed); the whole path with kernels is tests/test_grading.py::test_lms_downloads_give_every_student_one_right_row."""
 
 import csv
+import datetime
 import pathlib
 
 import nbformat
 import pytest
 
 from autograder import canonical, notebooks, releases
-from autograder.grading import batch, collect, lms, submission
+from autograder.grading import batch, collect, lms, report, submission
+
+# What Moodle's importer looks for (mod/assign/feedback/offline/importgradeslib.php, init() and next()), in the
+# uploader's interface language: get_string('recordid', 'assign'), get_string('grade'),
+# get_string('lastmodifiedgrade', 'assign'), the comments plugin's get_string('pluginname',
+# 'assignfeedback_comments'), and get_string('hiddenuser', 'assign') before the participant id. Written out here from
+# Moodle's language packs (lang/en of github.com/moodle/moodle; the zh_cn pack as AMOS exports it), not taken from
+# autograder/grading/lms.py, so that a change there is caught.
+IMPORTER_STRINGS = {
+    "en": {
+        "id": "Identifier",
+        "grade": "Grade",
+        "modified": "Last modified (grade)",
+        "comments": "Feedback comments",
+        "hiddenuser": "Participant ",
+    },
+    "zh_cn": {
+        "id": "标识符",
+        "grade": "成绩",
+        "modified": "上次修改（评分）",
+        "comments": "评语反馈",
+        "hiddenuser": "参与人",
+    },
+}
+# Date forms PHP's strtotime() reads that a worksheet writes (a date it cannot read makes every row "stale")
+STRTOTIME_FORMS = ("%A, %d %B %Y, %I:%M %p", "%Y-%m-%d %H:%M")
+
+
+def moodle_import(path: pathlib.Path, language: str) -> dict[str, tuple[str, float | None, str]] | None:
+    """What a Moodle site in ``language`` takes from the worksheet at ``path``, as importgradeslib.php reads it:
+    the columns found by their exact names (None where one of Identifier, Grade, Last modified (grade) is missing:
+    Moodle refuses the file, "invalidgradeimport"), the participant id as the Identifier after its first
+    strlen(hiddenuser) BYTES (PHP's substr), the date as strtotime() would read it (None: unreadable).
+    Returns participant id -> (grade, modified, feedback comments)."""
+    strings = IMPORTER_STRINGS[language]
+    with open(path, newline="", encoding="utf-8") as f:
+        table = list(csv.reader(f))
+    header = table[0]
+    if not all(strings[k] in header for k in ("id", "grade", "modified")):
+        return None
+    at = {k: header.index(strings[k]) for k in ("id", "grade", "modified", "comments") if strings[k] in header}
+    got = {}
+    for line in table[1:]:
+        pid = line[at["id"]].encode()[len(strings["hiddenuser"].encode()) :].decode()
+        assert pid.isdigit(), f"{line[at['id']]!r}: Moodle would look up the participant {pid!r}"
+        modified = None
+        for form in STRTOTIME_FORMS:
+            try:
+                modified = datetime.datetime.strptime(line[at["modified"]], form).timestamp()
+                break
+            except ValueError:
+                continue
+        got[pid] = (line[at["grade"]], modified, line[at["comments"]] if "comments" in at else "")
+    return got
+
+
+def _row(name: str, score: float) -> report.Row:
+    who = lms.parse(name)
+    return report.Row(
+        name, who.name, "ch08_kv_cache", {"x": score}, score, 10.0, "graded", "",
+        lms=who.lms, lms_id=who.lms_id, name=who.name, late=who.late, graded_at=1_700_000_000.0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("language", ["en", "zh_cn"])
+def test_moodle_reads_the_worksheet_in_its_interface_language(tmp_path, language):
+    """The worksheet in the site's language is read by Moodle's importer in that language, every row and date; the
+    other language's site refuses it (the issue: a Chinese site rejected the English worksheet)."""
+    rows = [
+        _row("Ada Lovelace_5001_assignsubmission_file/ch08.ipynb", 7),
+        _row("李伟_5005_assignsubmission_file_x.ipynb", 4),
+    ]
+    lms.write_exports(rows, tmp_path, {"x": 10}, assignment="ch08", moodle_language=language)
+    sheet = tmp_path / lms.MOODLE_FILE
+    got = moodle_import(sheet, language)
+    assert got is not None and {pid: v[0] for pid, v in got.items()} == {"5001": "7", "5005": "4"}
+    assert all(modified is not None for _, modified, _ in got.values()), "a date strtotime() reads"
+    assert got["5001"][2].startswith("7/10 (x 7/10)"), "the feedback comments column is found"
+    other = "en" if language == "zh_cn" else "zh_cn"
+    assert moodle_import(sheet, other) is None, f"a site in {other} refuses it"
+    # given as input (Moodle's own download, or ours), a worksheet is read in either language, its prefix both ways
+    assert lms.read_moodle_worksheet(sheet)[0] == language
+    assert {pid: r["grade"] for pid, r in lms.read_moodle_worksheet(sheet)[1].items()} == {"5001": "7", "5005": "4"}
+    assert lms.moodle_participant_id("Participant 5001") == lms.moodle_participant_id("参与人5001") == "5001"
+    assert lms.moodle_participant_id("Participant x") == lms.moodle_participant_id("5001") == ""
+    bad = tmp_path / "grades.csv"
+    bad.write_text("Name,Points\nAda,7\n")
+    with pytest.raises(ValueError, match="Identifier"):
+        lms.read_moodle_worksheet(bad)
 
 
 @pytest.mark.parametrize(

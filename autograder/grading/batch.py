@@ -70,6 +70,7 @@ def grade(
     executor: Executor | None = None,
     prefer: Collection[str] = (),
     ignored: Sequence[str] = (),
+    moodle_language: str = "en",
 ) -> list[report.Row]:
     """Grade ``paths`` (submitted files) for ``chapter``, each distinct notebook in its own sandboxed worker, ``jobs``
     at a time. Results are kept per submission under ``out/results``: a rerun skips files already graded (same
@@ -79,7 +80,8 @@ def grade(
     e.g. a Dask cluster); default: processes on this machine, ``jobs`` at a time. ``prefer``: the files the
     instructor chose as their students' rows where the download cannot tell the latest (``lms.one_per_student``);
     ``ignored``: what the download held that is no submission (``collect.expand_submissions``), listed in the
-    summary."""
+    summary; ``moodle_language``: the Moodle site's interface language, the worksheet's column names
+    (``lms.MOODLE_LANGUAGES``)."""
     out = _output_folder(out)
     # the chapter, read once: its exercises' points and the release notebook every file is canonicalised against
     points = {ex.name: ex.points for ex in releases.checks_module(chapter).EXERCISES}
@@ -121,7 +123,10 @@ def grade(
         report.row(s, read_result(s.result_file), chapter, points, graded_at=s.result_file.stat().st_mtime)
         for s in subs
     ]
-    report.write_reports(rows, out, points, assignment=lms_assignment or chapter, prefer=prefer, ignored=ignored)
+    report.write_reports(
+        rows, out, points, assignment=lms_assignment or chapter, prefer=prefer, ignored=ignored,
+        moodle_language=moodle_language,
+    )  # fmt: skip
     return rows
 
 

@@ -86,10 +86,12 @@ def write_reports(
     assignment: str,
     prefer: Collection[str] = (),
     ignored: Sequence[str] = (),
+    moodle_language: str = "en",
 ) -> None:
     """grades.csv, summary.md/.csv/.png and the LMS files under ``out``, with the rows that need the instructor's
     attention flagged (``prefer``: the files the instructor chose, ``lms.one_per_student``; ``ignored``: what the
-    download held that is no submission, listed in the summary). The feedback pages are the feedback step's."""
+    download held that is no submission, listed in the summary; ``moodle_language``: the Moodle site's interface
+    language, ``lms.MOODLE_LANGUAGES``). The feedback pages are the feedback step's."""
     names = list(points)
     choice = lms.one_per_student(rows, prefer)
     attention = []
@@ -129,7 +131,7 @@ def write_reports(
             logger.warning(f"  needs attention: {row.submission}: {claim[0]}")
     write_csv(rows, out / CSV_NAME, names)
     write_summary(choice.kept, out, names, points, attention=attention, files=len(rows), ignored=ignored)
-    lms.write_exports(choice.kept, out, points, assignment=assignment)
+    lms.write_exports(choice.kept, out, points, assignment=assignment, moodle_language=moodle_language)
 
 
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
