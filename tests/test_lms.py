@@ -160,3 +160,22 @@ def test_a_lower_case_late_reupload_is_the_students_canvas_grade(tmp_path, monke
         assert [(r["ID"], r["Chapter 5 (12345)"]) for r in csv.DictReader(f)] == [("1001", f"{sum(top.values()):g}")]
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "1 rows, one per student, from 2 files" in summary and "names no student" not in summary
+
+
+def test_moodle_online_text_is_listed_never_graded():
+    """Online text, in a folder download or a flat one, is no submission: listed with its reason, no row. A file
+    upload is one whatever its own name holds (the first marker names the plugin)."""
+    for parts in (
+        ["Ada Lovelace_5001_assignsubmission_onlinetext", "onlinetext.html"],
+        ["Ada Lovelace_5001_assignsubmission_onlinetext_onlinetext.html"],
+        ["download", "Ada Lovelace_5001_assignsubmission_onlinetext_onlinetext.html"],
+    ):
+        assert collect.ignored_because(parts).startswith(collect.ONLINE_TEXT), parts
+    assert "(comments)" in collect.ignored_because(["Ada Lovelace_5001_assignsubmission_comments_x.html"])
+    for parts in (
+        ["Ada Lovelace_5001_assignsubmission_file_onlinetext.html"],
+        ["Ada Lovelace_5001_assignsubmission_file_x_5002_assignsubmission_onlinetext_y.ipynb"],
+        ["Ada Lovelace_5001_assignsubmission_file", "x_5002_assignsubmission_onlinetext_y.ipynb"],
+        ["lovelaceada_1001_90001_x_5002_assignsubmission_onlinetext_y.ipynb"],
+    ):
+        assert collect.ignored_because(parts) == "", parts

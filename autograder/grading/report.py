@@ -70,6 +70,19 @@ def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], g
     )
 
 
+# the flag of a file of an LMS download whose name carries no LMS id
+NO_STUDENT = (
+    "names no student: the LMS's name marker (Canvas's name_userid_submissionid_, Moodle's "
+    "Name_id_assignsubmission_file) is missing, so no grade file carries it and the statistics leave it out; find "
+    "whose it is and enter the grade by hand, or rename it as the LMS wrote it and grade again"
+)
+
+
+def names_no_student(row: Row, rows: Sequence[Row]) -> bool:
+    """Whether ``row`` is a file of an LMS download (some row has an LMS id) whose name carries no LMS id."""
+    return not row.lms_id and any(r.lms_id for r in rows)
+
+
 def claim_note(who: lms.SubmissionName) -> str:
     """The flag of a file whose own name carries a second LMS marker (``who.claims``)."""
     return (
@@ -122,7 +135,9 @@ def write_reports(
                 f"submission ({lms.RULES[row.lms]}); choose one: grade again with --prefer FILE",
             )
     for row in rows:
-        if not lms.fits(row) and not any(a.startswith(f"{row.submission} (") for a in attention):
+        if names_no_student(row, rows):
+            flag(row, NO_STUDENT)
+        elif not lms.fits(row) and not any(a.startswith(f"{row.submission} (") for a in attention):
             attention.append(f"{row.submission}: {row.reason}")
             logger.warning(f"  needs attention: {row.submission}: {row.reason}")
         claim = [w for w in row.warnings if w.startswith("the file's own name carries another")]
@@ -130,7 +145,8 @@ def write_reports(
             attention.append(f"{row.submission}: {claim[0]}")
             logger.warning(f"  needs attention: {row.submission}: {claim[0]}")
     write_csv(rows, out / CSV_NAME, names)
-    write_summary(choice.kept, out, names, points, attention=attention, files=len(rows), ignored=ignored)
+    students = [r for r in choice.kept if not names_no_student(r, rows)]  # the statistics: one row per student
+    write_summary(students, out, names, points, attention=attention, files=len(rows), ignored=ignored)
     lms.write_exports(choice.kept, out, points, assignment=assignment, moodle_language=moodle_language)
 
 
