@@ -16,7 +16,8 @@ import time
 import zipfile
 from collections.abc import Collection, Mapping, Sequence
 
-from .. import canonical, releases
+from .. import canonical
+from ..wording import say
 from . import lms
 from .submission import Submission
 
@@ -273,8 +274,19 @@ def zero_reason(path: pathlib.Path, chapter: str) -> str:
 
 
 def other_chapter_reason(other: str, chapter: str) -> str:
-    """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``."""
-    return (
-        f"{lms.OTHER_CHAPTER}: this is the notebook of {releases.chapter_label(other)}, and this assignment is "
-        f"{releases.chapter_label(chapter)} (a stray upload? grade it with --chapter {other})"
-    )
+    """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``, in the student's words
+    (their page says it, in their edition); the instructor's next step is :func:`other_chapter_hint`'s."""
+    return say(
+        "other chapter", n=_number(other), stem=other, m=_number(chapter), want=chapter
+    )  # starts with lms.OTHER_CHAPTER
+
+
+def other_chapter_hint(reason: str) -> str:
+    """What the instructor can do with a stray upload whose zero's ``reason`` is :func:`other_chapter_reason`'s:
+    grade it in its own chapter's batch; "" for any other reason."""
+    m = re.match(re.escape(lms.OTHER_CHAPTER) + r": this is the notebook of chapter \S+ \((\w+)\)", reason)
+    return f"a stray upload? grade it with --chapter {m.group(1)}" if m else ""
+
+
+def _number(chapter: str) -> str:
+    return chapter[2:4].lstrip("0") if chapter[2:4].isdigit() else "?"

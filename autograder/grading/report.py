@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..releases import points_text
 from . import lms
+from .collect import other_chapter_hint
 
 if TYPE_CHECKING:
     from .submission import Result, Submission
@@ -138,8 +139,9 @@ def write_reports(
         if names_no_student(row, rows):
             flag(row, NO_STUDENT)
         elif not lms.fits(row) and not any(a.startswith(f"{row.submission} (") for a in attention):
-            attention.append(f"{row.submission}: {row.reason}")
-            logger.warning(f"  needs attention: {row.submission}: {row.reason}")
+            hint = other_chapter_hint(row.reason)
+            attention.append(f"{row.submission}: {row.reason}" + (f" ({hint})" if hint else ""))
+            logger.warning(f"  needs attention: {row.submission}: {row.reason}" + (f" ({hint})" if hint else ""))
         claim = [w for w in row.warnings if w.startswith("the file's own name carries another")]
         if claim:
             attention.append(f"{row.submission}: {claim[0]}")
