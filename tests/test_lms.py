@@ -5,7 +5,12 @@ needed); the whole path with kernels is tests/test_grading.py::test_lms_download
 
 import csv
 import datetime
+import html
 import pathlib
+import re
+import subprocess
+import sys
+import zipfile
 
 import nbformat
 import pytest
@@ -179,3 +184,67 @@ def test_moodle_online_text_is_listed_never_graded():
         ["lovelaceada_1001_90001_x_5002_assignsubmission_onlinetext_y.ipynb"],
     ):
         assert collect.ignored_because(parts) == "", parts
+
+
+PDF = b"%PDF-1.7\n1 0 obj\n<<>>\nendobj\n"
+
+
+def test_a_chinese_moodle_download_through_the_grade_command(tmp_path):
+    """`python -m autograder grade` on a flat Moodle download, for a Moodle site in Chinese (no kernel: no file is
+    this chapter's notebook): the worksheet is read by Moodle's importer in zh_cn; the online text is listed with
+    its reason, never a row nor in the statistics; a file that names no student is counted and listed as such; the
+    console counts "k of N" and shows each reason whole; a stray chapter's page speaks to the student in the
+    edition submitted, the instructor's command only in the summary."""
+    ch = "ch05_transformer"
+    zh10 = (notebooks.ROOT / "notebooks" / "zh" / "ch10_flash_attention.ipynb").read_bytes()
+    en10 = next((notebooks.SAMPLES / "ch10_flash_attention").glob("lovelace*.ipynb")).read_bytes()
+    z = tmp_path / "moodle.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr(f"Ada Lovelace_5001_assignsubmission_file_{ch}.pdf", PDF)
+        f.writestr("Ada Lovelace_5001_assignsubmission_onlinetext_onlinetext.html", "<p>my answers are in the PDF</p>")
+        f.writestr("Alan Turing_5002_assignsubmission_file_ch10_flash_attention.ipynb", en10)
+        f.writestr("李伟_5005_assignsubmission_file_ch10_flash_attention.ipynb", zh10)
+        f.writestr("notes.pdf", PDF)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "autograder", "grade", str(z), "--chapter", ch, "--moodle-language", "zh_cn"]
+    ran = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, cwd=notebooks.ROOT, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    console, folder = ran.stdout, out / ch
+
+    got = moodle_import(folder / lms.MOODLE_FILE, "zh_cn")
+    assert got is not None and {pid: v[0] for pid, v in got.items()} == {"5001": "0", "5002": "0", "5005": "0"}
+    assert all(v[1] is not None for v in got.values())
+
+    # online text: listed once with its reason (console, summary), no row, no grade file, no statistics
+    assert console.count("assignsubmission_onlinetext") == 1 and "Moodle's online text" in console
+    with open(folder / report.CSV_NAME, encoding="utf-8") as f:
+        rows = {r["submission"]: r for r in csv.DictReader(f)}
+    assert len(rows) == 4 and not any("onlinetext" in name for name in rows)
+    summary = (folder / "summary.md").read_text(encoding="utf-8")
+    ignored = summary.split("## Ignored (not submissions)")[1]
+    assert "Ada Lovelace_5001_assignsubmission_onlinetext_onlinetext.html: Moodle's online text" in ignored
+
+    # a file that names no student: counted and listed as such, out of the statistics
+    assert "4 files from 3 students and 1 file that names no student: " in console, console
+    assert "3 rows, one per student, from 4 files" in summary and "1 more listed below, not counted" in summary
+    attention = summary.split("## Needs attention")[1].split("## Ignored")[0]
+    assert re.search(r"\* notes\.pdf \(0 points\): names no student", attention)
+    assert "needs attention: notes.pdf: names no student" in console
+
+    # the console: "k of N" with what is left, and every reason whole (wrapped, never cut)
+    assert re.search(r"\[1 of 4 \(3 left, about \d+ s to go\)\]", console) and "[4 of 4 (0 left)]" in console
+    unwrapped = re.sub(r"\n +", " ", console)
+    stray = collect.other_chapter_reason("ch10_flash_attention", ch)
+    assert len(stray) > 120 and stray in unwrapped
+    assert all(len(line) <= 118 for line in console.splitlines() if line.startswith("      "))
+
+    # the stray chapter's page speaks to the student, in the edition submitted; the instructor's command is theirs
+    for page, says in (
+        ("Alan-Turing_5002", "submit chapter 5's notebook (ch05_transformer.ipynb)"),
+        ("李伟_5005", "请提交第 5 章的笔记本"),
+    ):
+        text = html.unescape((folder / "feedback" / f"{page}.html").read_text(encoding="utf-8"))
+        assert says in text and "--chapter" not in text
+        assert "Download the notebook again" not in text and "请重新下载笔记本" not in text, "no advice that misleads"
+    assert "grade it with --chapter ch10_flash_attention" in attention
+    assert rows["Alan Turing_5002_assignsubmission_file_ch10_flash_attention.ipynb"]["reason"] == stray
