@@ -214,6 +214,9 @@ def test_a_chinese_moodle_download_through_the_grade_command(tmp_path):
     got = moodle_import(folder / lms.MOODLE_FILE, "zh_cn")
     assert got is not None and {pid: v[0] for pid, v in got.items()} == {"5001": "0", "5002": "0", "5005": "0"}
     assert all(v[1] is not None for v in got.values())
+    assert "请提交第 5 章的笔记本" in got["5005"][2] and "submit chapter 5's notebook" in got["5002"][2], (
+        "the feedback comment in the edition the student submitted"
+    )
 
     # online text: listed once with its reason (console, summary), no row, no grade file, no statistics
     assert console.count("assignsubmission_onlinetext") == 1 and "Moodle's online text" in console

@@ -127,6 +127,7 @@ def grade(
                     cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb)  # fmt: skip
     for sub in done:  # their pages stay; whether the LMS file carries them may have changed since
         feedback.mark_feedback(out / "feedback" / f"{sub.student_id}.html", feedback.superseded_note(sub))
+        sub.edition = _edition(sub, chapter)  # the LMS file's feedback comment is in it
     rows = [
         report.row(s, read_result(s.result_file), chapter, points, graded_at=s.result_file.stat().st_mtime)
         for s in subs
@@ -145,6 +146,13 @@ def _output_folder(out: pathlib.Path) -> pathlib.Path:
     for sub in ("results", "feedback", "graded"):
         (out / sub).mkdir(exist_ok=True)
     return out
+
+
+def _edition(sub: Submission, chapter: str) -> str:
+    try:
+        return canonical.edition_of(sub.path.read_bytes(), chapter)
+    except OSError:
+        return "en"
 
 
 def _already_graded(sub: Submission) -> bool:

@@ -45,6 +45,8 @@ import pathlib
 import re
 from collections.abc import Collection, Mapping
 
+from ..wording import EN, ZH, phrases, to_chinese
+
 logger = logging.getLogger(__name__)
 
 CANVAS = "canvas"
@@ -313,9 +315,13 @@ def read_moodle_worksheet(path: pathlib.Path) -> tuple[str, dict[str, dict[str, 
 
 
 def feedback_comment(row, points: Mapping[str, float]) -> str:
-    """One line for the LMS's feedback box: points per exercise, then why points were lost."""
+    """One line for the LMS's feedback box: points per exercise, then why points were lost, in the edition the
+    student submitted (``row.edition``: the Chinese edition's reads the grader's words in Chinese)."""
     parts = ", ".join(f"{name} {row.scores[name]:g}/{top:g}" for name, top in points.items())
-    return f"{row.score:g}/{row.max_score:g} ({parts})" + (f". {row.reason}" if row.reason else "")
+    reason = row.reason
+    if reason and getattr(row, "edition", EN) == ZH:
+        reason = to_chinese(reason, phrases(row.chapter))[0]
+    return f"{row.score:g}/{row.max_score:g} ({parts})" + (f". {reason}" if reason else "")
 
 
 def write_exports(

@@ -42,6 +42,7 @@ class Row:
     late: bool | None = None  # Canvas's LATE marker; None when the name does not say
     graded_at: float = 0.0  # when the result was recorded (seconds since the epoch)
     uploaded_at: float = 0.0  # the file's time in the download (a zip entry's time; lms.newer reads it)
+    edition: str = "en"  # the course edition the file was made from ("zh": its LMS feedback comment in Chinese)
 
 
 def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], graded_at: float) -> Row:
@@ -68,6 +69,7 @@ def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], g
         late=sub.who.late,
         graded_at=graded_at,
         uploaded_at=sub.uploaded_at,
+        edition=sub.edition,
     )
 
 
