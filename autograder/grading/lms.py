@@ -300,16 +300,16 @@ def read_moodle_worksheet(path: pathlib.Path) -> tuple[str, dict[str, dict[str, 
             f"{path.name}: no Identifier, Grade and Last modified (grade) columns in any of {', '.join(MOODLE_LANGUAGES)}"
         )
     strings = MOODLE_STRINGS[language]
-    at = {k: header.index(strings[k]) if strings[k] in header else None for k in ("recordid", "grade", "comments")}
-    modified = header.index(strings["lastmodifiedgrade"])
+    ident, grade, modified = (header.index(strings[k]) for k in needed)
+    comments = header.index(strings["comments"]) if strings["comments"] in header else None
     rows = {}
     for line in table[1:]:
-        pid = moodle_participant_id(line[at["recordid"]])
+        pid = moodle_participant_id(line[ident])
         if pid:
             rows[pid] = {
-                "grade": line[at["grade"]],
+                "grade": line[grade],
                 "modified": line[modified],
-                "comments": line[at["comments"]] if at["comments"] is not None else "",
+                "comments": line[comments] if comments is not None else "",
             }
     return language, rows
 
