@@ -137,6 +137,7 @@ def _cmd_grade(args) -> int:
                 executor=executor,
                 prefer=args.prefer,
                 ignored=ignored,
+                moodle_language=args.moodle_language,
             )
             print(f"  wrote {out / report.CSV_NAME} ({len(rows)} rows), summary.md/.csv/.png and {out / 'feedback'}/")
             for system, name in ((lms.CANVAS, lms.CANVAS_FILE), (lms.MOODLE, lms.MOODLE_FILE)):
@@ -214,6 +215,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("build", help="regenerate release notebooks, sample submissions, instructor notebooks")
     p.add_argument("chapters", nargs="*")
     p.set_defaults(func=_cmd_build)
+    from .grading.lms import MOODLE_LANGUAGES  # the standard library only: no grading machinery
+
     p = sub.add_parser("check", help="fail when a committed derived file is stale")
     p.add_argument("chapters", nargs="*")
     p.set_defaults(func=_cmd_check)
@@ -241,6 +244,13 @@ def main(argv=None) -> int:
         metavar="NAME",
         help="Canvas: the assignment column of canvas_import.csv, with the Canvas assignment id in "
         'parentheses, e.g. "ch03 (12345)" (default: the chapter)',
+    )
+    p.add_argument(
+        "--moodle-language",
+        choices=MOODLE_LANGUAGES,
+        default="en",
+        help="Moodle: the language of the site's interface when you upload the grading worksheet (Moodle finds its "
+        "columns by their names in that language): en (default) or zh_cn (Simplified Chinese)",
     )
     p.add_argument(
         "--prefer",

@@ -2,8 +2,8 @@
 
 The English column is what the grader writes — the checks' messages (``checks/compare.py``, ``checks/exercises.py``,
 ``checks/limits.py``, ``checks/trace.py``), the reasons and warnings of a graded run (``grading/reasons.py``,
-``grading/scoring.py``, ``canonical.py``) and the feedback page's own text (``grading/feedback.py``) — through
-:func:`say`; it is written nowhere else. The Chinese column is what a submission of the Chinese edition
+``grading/scoring.py``, ``grading/collect.py``, ``canonical.py``) and the feedback page's own text
+(``grading/feedback.py``) — through :func:`say`; it is written nowhere else. The Chinese column is what a submission of the Chinese edition
 (``notebooks/zh/``) reads on its feedback page: :func:`to_chinese` reads an English message back through the
 templates (a template's ``{field}`` matches any text), and writes each line again in Chinese, the fields translated in
 turn (:data:`VERBATIM` fields — values, shapes, names, Python's own error text — are kept as they are).
@@ -307,6 +307,13 @@ TEXT: dict[str, tuple[str, str]] = {
         "以下部分评分信息暂无中文译文，仍以英文显示。",
     ),
     "superseded": ("superseded by {file}", "已被 {file} 取代"),
+    # ---------------------------------------------------------------- a file of the batch (grading/collect.py)
+    "other chapter": (
+        "another chapter's notebook: this is the notebook of chapter {n} ({stem}), and this assignment is chapter "
+        "{m} ({want}). It gets no points here: for this assignment, submit chapter {m}'s notebook ({want}.ipynb).",
+        "另一章的笔记本：这是第 {n} 章（{stem}）的笔记本，而本次作业是第 {m} 章（{want}）。它在这里不得分：本次作业请"
+        "提交第 {m} 章的笔记本（{want}.ipynb）。",
+    ),
     "not the one graded": (
         "this file is not the one graded in the course's grade book.",
         "这个文件不是课程成绩册中计分的那一个。",
@@ -317,7 +324,7 @@ TEXT: dict[str, tuple[str, str]] = {
 VERBATIM = frozenset(
     {"name", "shape", "got", "dtype", "type", "value", "worst", "atol", "k", "n", "row", "seconds", "error", "ename"}
     | {"own", "why", "limit", "memory", "total", "max", "mark", "top", "line", "source", "made_by", "op", "i", "p"}
-    | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file"}
+    | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file", "stem", "want", "m"}
 )
 
 # Fields that hold a list ("a, b and 2 more"): each item translated on its own.
@@ -336,7 +343,8 @@ FIELD_TEXTS = {
 
 # Fields of a narrower form than any text.
 FIELD_PATTERNS = {"limit": ".*?", "memory": ".*?", "dtype": r"[\w.]+", "i": r"[^\s']+", "p": r"\S+", "n": r"\d+"}
-FIELD_PATTERNS |= {"source": r"(?: \(.*\))?", "made_by": r"[\w.]+", "op": r"\w+"}
+FIELD_PATTERNS |= {"source": r"(?: \(.*\))?", "made_by": r"[\w.]+", "op": r"\w+", "m": r"\d+|\?", "stem": r"\w+"}
+FIELD_PATTERNS |= {"want": r"\w+"}
 
 
 def say(key: str, **fields: object) -> str:

@@ -840,6 +840,7 @@ def _downloads(ch: str) -> dict[str, dict]:
                 (f"Eve Mallory_5006_assignsubmission_file_x_5001_assignsubmission_file_{ch} (9).ipynb", blank, 6),
                 (f"__MACOSX/Ada Lovelace_5001_assignsubmission_file/._{ch}.ipynb", b"\0", 7),
                 ("Ada Lovelace_5001_assignsubmission_file/.DS_Store", b"\0", 7),
+                ("Ada Lovelace_5001_assignsubmission_onlinetext_onlinetext.html", b"<p>see my notebook</p>", 8),
             ],
             grades={"5001": "9", "5002": "9", "5003": "0", "5004": "0", "5005": "7", "5006": "0"},
             victim="5001",
@@ -850,7 +851,7 @@ def _downloads(ch: str) -> dict[str, dict]:
         lms.CANVAS: dict(
             entries=[
                 (f"lovelaceada_1001_90001_{ch}.ipynb", bug, 1),
-                (f"lovelaceada_1001_90011_{ch}-1.ipynb", full, 2),  # the re-upload
+                (f"lovelaceada_late_1001_90011_{ch}-1.ipynb", full, 2),  # the re-upload, late (marker in lower case)
                 (f"turingalan_1002_90002_{ch}.ipynb", full, 3),
                 (f"turingalan_1002_90012_{ch}.pdf", PDF, 4),  # a stray PDF, a later submission
                 (f"hoppergrace_1003_90003_{ch}.ipynb", blank, 5),
@@ -871,7 +872,7 @@ def test_lms_downloads_give_every_student_one_right_row(tmp_path):
     """The issue's Moodle and Canvas downloads of chapter 5, graded by the README's command as written (one batch:
     identical notebooks share a kernel run): a re-upload gets the newer file's grade, a PDF a zero that says so, a
     name in Chinese stays readable in every output, a file named to claim another student's id changes nothing of
-    that student's row, litter is listed once, and every file has exactly one row in grades.csv."""
+    that student's row, litter and online text are listed once, and every file has exactly one row in grades.csv."""
     import subprocess
     import sys
 
@@ -884,10 +885,13 @@ def test_lms_downloads_give_every_student_one_right_row(tmp_path):
     out = tmp_path / "out" / ch
     assert "14 files from 11 students: 12 notebooks, 2 PDFs" in ran.stdout, ran.stdout
     assert ran.stdout.count("._ch05") == 1 and ran.stdout.count(".DS_Store") == 1, "litter listed once"
+    assert ran.stdout.count("_assignsubmission_onlinetext_") == 1, "a flat download's online text: listed once"
 
     with open(out / report.CSV_NAME, encoding="utf-8") as f:
         rows = {r["submission"]: r for r in csv.DictReader(f)}
-    assert len(rows) == 14, "one row per file"
+    assert len(rows) == 14 and not any("onlinetext" in name for name in rows), "one row per file, online text none"
+    late = rows[f"lovelaceada_late_1001_90011_{ch}-1.ipynb"]
+    assert (late["lms_id"], late["late"]) == ("1001", "yes"), "the lower-case LATE marker: still the student's"
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "11 rows, one per student, from 14 files" in summary and "Needs attention" in summary
     for system, d in downloads.items():

@@ -31,6 +31,9 @@ import os
 import pathlib
 import shutil
 import tempfile
+import textwrap
+import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
@@ -70,6 +73,7 @@ def grade(
     executor: Executor | None = None,
     prefer: Collection[str] = (),
     ignored: Sequence[str] = (),
+    moodle_language: str = "en",
 ) -> list[report.Row]:
     """Grade ``paths`` (submitted files) for ``chapter``, each distinct notebook in its own sandboxed worker, ``jobs``
     at a time. Results are kept per submission under ``out/results``: a rerun skips files already graded (same
@@ -79,7 +83,8 @@ def grade(
     e.g. a Dask cluster); default: processes on this machine, ``jobs`` at a time. ``prefer``: the files the
     instructor chose as their students' rows where the download cannot tell the latest (``lms.one_per_student``);
     ``ignored``: what the download held that is no submission (``collect.expand_submissions``), listed in the
-    summary."""
+    summary; ``moodle_language``: the Moodle site's interface language, the worksheet's column names
+    (``lms.MOODLE_LANGUAGES``)."""
     out = _output_folder(out)
     # the chapter, read once: its exercises' points and the release notebook every file is canonicalised against
     points = {ex.name: ex.points for ex in releases.checks_module(chapter).EXERCISES}
@@ -88,13 +93,18 @@ def grade(
     logger.info(f"Grading {chapter} -> {out}: {collect.describe(subs)}")
     todo = [s for s in subs if force or not _already_graded(s)]
     done = [s for s in subs if not any(s is t for t in todo)]  # graded by an earlier run of this batch
+    progress = Progress(len(subs), already=len(done))
+    if done:
+        logger.info(
+            f"  {len(done)} of {len(subs)} files graded by an earlier run of this batch (kept; --force regrades)"
+        )
 
     def record(sub: Submission) -> None:  # feedback, then the graded notebook, then the result file (last)
         feedback.write(sub, chapter, points, out / "feedback")
         if sub.graded is not None:
             (out / "graded" / f"{sub.student_id}.ipynb").write_text(sub.graded)
         write_result(sub.result_file, sub.result())
-        _log_row(sub, float(sum(points.values())))
+        _log_row(sub, float(sum(points.values())), progress.step())
 
     if todo:
         prefix = jail.unshare_prefix()
@@ -117,11 +127,15 @@ def grade(
                     cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb)  # fmt: skip
     for sub in done:  # their pages stay; whether the LMS file carries them may have changed since
         feedback.mark_feedback(out / "feedback" / f"{sub.student_id}.html", feedback.superseded_note(sub))
+        sub.edition = _edition(sub, chapter)  # the LMS file's feedback comment is in it
     rows = [
         report.row(s, read_result(s.result_file), chapter, points, graded_at=s.result_file.stat().st_mtime)
         for s in subs
     ]
-    report.write_reports(rows, out, points, assignment=lms_assignment or chapter, prefer=prefer, ignored=ignored)
+    report.write_reports(
+        rows, out, points, assignment=lms_assignment or chapter, prefer=prefer, ignored=ignored,
+        moodle_language=moodle_language,
+    )  # fmt: skip
     return rows
 
 
@@ -132,6 +146,13 @@ def _output_folder(out: pathlib.Path) -> pathlib.Path:
     for sub in ("results", "feedback", "graded"):
         (out / sub).mkdir(exist_ok=True)
     return out
+
+
+def _edition(sub: Submission, chapter: str) -> str:
+    try:
+        return canonical.edition_of(sub.path.read_bytes(), chapter)
+    except OSError:
+        return "en"
 
 
 def _already_graded(sub: Submission) -> bool:
@@ -146,10 +167,50 @@ def _already_graded(sub: Submission) -> bool:
         return False
 
 
-def _log_row(sub: Submission, max_score: float) -> None:
+class Progress:
+    """How far a batch is: "k of N" and what is left, with the time it will take at the pace of this run so far
+    (files graded by an earlier run count as done, not in the pace). Thread-safe: runs end in the pool's threads."""
+
+    def __init__(self, total: int, already: int = 0):
+        self.total, self.done, self.already = total, already, already
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def step(self) -> str:
+        with self._lock:
+            self.done += 1
+            done, left = self.done, self.total - self.done
+            pace = (time.monotonic() - self.started) / max(1, done - self.already)
+        eta = f", about {_duration(pace * left)} to go" if left else ""
+        return f"{done} of {self.total} ({left} left{eta})"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{max(1, round(seconds))} s"
+
+
+_WIDTH = 118  # the console's reasons: wrapped at this width, never cut
+
+
+def _log_row(sub: Submission, max_score: float, progress: str = "") -> None:
+    """The file's line on the console: progress, file, points; then its reason whole, one part a line, wrapped."""
     result = sub.result()
-    note = f"identical code to {sub.same_as} (graded once for both)" if sub.same_as else result.reason[:120]
-    logger.info(f"  {sub.label}: {result.score:g}/{max_score:g}" + (f" — {note}" if note else ""))
+    head = f"  [{progress}] " if progress else "  "
+    logger.info(f"{head}{sub.label}: {result.score:g}/{max_score:g}")
+    if sub.same_as:
+        logger.info(f"      identical code to {sub.same_as} (graded once for both)")
+        return
+    for part in (p for p in result.reason.split("; ") if p):
+        logger.info(
+            textwrap.fill(
+                part,
+                _WIDTH,
+                initial_indent="      ",
+                subsequent_indent="        ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
 
 
 # ------------------------------------------------------------------------------------------------ canonicalise

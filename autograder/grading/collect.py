@@ -16,7 +16,8 @@ import time
 import zipfile
 from collections.abc import Collection, Mapping, Sequence
 
-from .. import canonical, releases
+from .. import canonical
+from ..wording import say
 from . import lms
 from .submission import Submission
 
@@ -134,6 +135,10 @@ def _unused(target: pathlib.Path) -> pathlib.Path:
 
 _LITTER = {"__MACOSX", ".DS_Store", "Thumbs.db", "desktop.ini", ".ipynb_checkpoints"}  # added by an OS or editor
 _MOODLE_OTHER_PLUGIN = re.compile(r"_\d+_assignsubmission_(?!file_?$)(\w+)$")  # e.g. online text: no file upload
+# the same in a flat download: "Full Name_<id>_assignsubmission_onlinetext_onlinetext.html" (the FIRST marker names
+# the plugin; a file upload's own name may carry another)
+_MOODLE_OTHER_FLAT = re.compile(r"^[^/]+?_\d+_assignsubmission_(?!file_)([a-z]+)_[^/]*$")
+ONLINE_TEXT = "Moodle's online text"  # starts the reason of a Moodle online-text entry (listed, never graded)
 _INDEX = re.compile(r"^index\.html?$", re.I)  # an index page at the download's top level, naming no student
 
 
@@ -142,8 +147,16 @@ def ignored_because(parts: Sequence[str]) -> str:
     not graded), or "" for a submission. Every other file is one: it gets a row, a zero if it is not a notebook."""
     if any(q in _LITTER for q in parts):
         return "added by an operating system or editor"
-    if any(_MOODLE_OTHER_PLUGIN.search(q) for q in parts[:-1]):
-        return "another Moodle submission plugin than file uploads (e.g. online text)"
+    plugin = next((m.group(1) for q in parts[:-1] if (m := _MOODLE_OTHER_PLUGIN.search(q))), None)
+    if plugin is None and parts and not lms.parse("/".join(parts)).lms and (m := _MOODLE_OTHER_FLAT.match(parts[-1])):
+        plugin = m.group(1)
+    if plugin == "onlinetext":
+        return (
+            f"{ONLINE_TEXT} (what the student typed into Moodle's text box, not an uploaded file): not graded, not "
+            "in the grade files; read it in Moodle"
+        )
+    if plugin is not None:
+        return f"another Moodle submission plugin than file uploads ({plugin}): not graded, not in the grade files"
     if len(parts) == 1 and _INDEX.match(parts[0]) and not lms.parse(parts[0]).lms:
         return "the download's index page"
     return ""
@@ -193,15 +206,20 @@ def _extract(zip_path: pathlib.Path, dest: pathlib.Path, skipped: list[str]) -> 
 
 
 def describe(subs: Sequence[Submission]) -> str:
-    """The batch in one line: "7 files from 6 students: 6 notebooks, 1 PDF" (students by LMS id, else per file)."""
+    """The batch in one line: "7 files from 6 students: 6 notebooks, 1 PDF" (students by LMS id; in a batch of
+    plain files, one per file). In an LMS download a file whose name carries no LMS id names no student: it is
+    counted as such ("14 files from 13 students and 1 file that names no student: …"), never as a student."""
     kinds: collections.Counter[str] = collections.Counter()
     students = set()
+    download = any(s.who.lms_id for s in subs)  # an LMS download: a file without an LMS id names no one
+    nameless = [s for s in subs if download and not s.who.lms_id]
     for s in subs:
-        students.add((s.who.lms, s.who.lms_id) if s.who.lms else (str(s.path),))
+        if not (download and not s.who.lms_id):
+            students.add((s.who.lms, s.who.lms_id) if s.who.lms else (str(s.path),))
         kinds[_kind(s.path)] += 1
-    files = subs
     each = ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in kinds.most_common())
-    return f"{_count(len(files), 'file')} from {_count(len(students), 'student')}: {each}"
+    no_one = f" and {_count(len(nameless), 'file')} that {'names' if len(nameless) == 1 else 'name'} no student"
+    return f"{_count(len(subs), 'file')} from {_count(len(students), 'student')}{no_one if nameless else ''}: {each}"
 
 
 def _count(n: int, what: str) -> str:
@@ -256,8 +274,19 @@ def zero_reason(path: pathlib.Path, chapter: str) -> str:
 
 
 def other_chapter_reason(other: str, chapter: str) -> str:
-    """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``."""
-    return (
-        f"{lms.OTHER_CHAPTER}: this is the notebook of {releases.chapter_label(other)}, and this assignment is "
-        f"{releases.chapter_label(chapter)} (a stray upload? grade it with --chapter {other})"
-    )
+    """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``, in the student's words
+    (their page says it, in their edition); the instructor's next step is :func:`other_chapter_hint`'s."""
+    return say(
+        "other chapter", n=_number(other), stem=other, m=_number(chapter), want=chapter
+    )  # starts with lms.OTHER_CHAPTER
+
+
+def other_chapter_hint(reason: str) -> str:
+    """What the instructor can do with a stray upload whose zero's ``reason`` is :func:`other_chapter_reason`'s:
+    grade it in its own chapter's batch; "" for any other reason."""
+    m = re.match(re.escape(lms.OTHER_CHAPTER) + r": this is the notebook of chapter \S+ \((\w+)\)", reason)
+    return f"a stray upload? grade it with --chapter {m.group(1)}" if m else ""
+
+
+def _number(chapter: str) -> str:
+    return chapter[2:4].lstrip("0") if chapter[2:4].isdigit() else "?"

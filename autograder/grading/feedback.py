@@ -23,7 +23,7 @@ import nbformat
 
 from .. import wording
 from ..wording import EN, ZH, say
-from . import redaction
+from . import lms, redaction
 
 if TYPE_CHECKING:
     from .submission import Submission
@@ -248,6 +248,7 @@ def write_feedback(
     warnings: Iterable[str] = (),
     reasons: Iterable[str] = (),
     unreadable: bool = True,
+    advise: bool = True,
     secrets: Collection[str] = (),
     details: dict[str, list[str]] | None = None,
     edition: str = EN,
@@ -259,12 +260,13 @@ def write_feedback(
     removed, tracebacks cut to the check's message, no self-check output; ``graded`` is not changed). With
     ``graded=None`` (a file that could not be read as a notebook, or, with ``unreadable=False``, a notebook whose run
     could not be completed: an exit, a crash, the time or memory limit): zero points and why (``reasons``,
-    ``warnings``), and how to resubmit — the student needs to know, e.g. to download the notebook again."""
+    ``warnings``), and how to resubmit — the student needs to know, e.g. to download the notebook again (unless
+    ``advise`` is False: the reason says what to submit, as for another chapter's notebook)."""
     words = _Words(edition, chapter)
     if graded is None:
         why = "; ".join(words.message(r) for r in reasons)
         notes = "".join(f"<li>{html.escape(words.message(w))}</li>" for w in warnings)
-        advice = f"<p>{words('download again' if unreadable else 'run it all')}</p>"
+        advice = f"<p>{words('download again' if unreadable else 'run it all')}</p>" if advise else ""
         said = html.escape(words("could not be graded", why=why))
         path.write_text(
             ("<!DOCTYPE html><html>" if edition == EN else "<!DOCTYPE html><html lang='zh-CN'>")
@@ -385,7 +387,7 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
     if sub.graded is None:
         write_feedback(
             page, None, sub.student_id, chapter, {}, points, warnings=warnings, reasons=[outcome.reason],
-            unreadable=sub.unreadable, edition=sub.edition,
+            unreadable=sub.unreadable, edition=sub.edition, advise=not outcome.reason.startswith(lms.OTHER_CHAPTER),
         )  # fmt: skip
         mark_feedback(page, superseded_note(sub))
         return

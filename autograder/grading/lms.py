@@ -4,6 +4,7 @@
 
 * Canvas (Assignment > Download Submissions): ``lastfirst_userid_submissionid_<uploaded name>``, with ``LATE_``
   after the name when the submission was late, e.g. ``babbagecharles_LATE_1004_90004_ch03_self_attention.ipynb``
+  (read in any case: ``late_``, ``Late_`` too)
   (``userid`` is the Canvas user id, the ``ID`` column of Canvas's gradebook); a re-upload of the same file gets
   ``-1``, ``-2`` … before the extension.
 * Moodle (Assignment > Download all submissions): one folder per student and submission plugin,
@@ -44,17 +45,22 @@ import pathlib
 import re
 from collections.abc import Collection, Mapping
 
+from ..wording import EN, ZH, phrases, to_chinese
+
 logger = logging.getLogger(__name__)
 
 CANVAS = "canvas"
 MOODLE = "moodle"
 
-_CANVAS_NAME = re.compile(r"^(?P<name>[^_/]+)_(?P<late>LATE_)?(?P<lms_id>\d+)_(?P<submission_id>\d+)_(?P<file>[^/]+)$")
+# Canvas's LATE marker in any case: a lower-case "late_" read as part of the name would lose the student's id
+_CANVAS_NAME = re.compile(
+    r"^(?P<name>[^_/]+)_(?P<late>(?i:late)_)?(?P<lms_id>\d+)_(?P<submission_id>\d+)_(?P<file>[^/]+)$"
+)
 _MOODLE_FOLDER = re.compile(r"^(?P<name>[^/]+?)_(?P<lms_id>\d+)_assignsubmission_file_?$")
 # non-greedy: the participant is the FIRST marker; a later one is part of the student's own file name
 _MOODLE_FLAT = re.compile(r"^(?P<name>[^/]+?)_(?P<lms_id>\d+)_assignsubmission_file_(?P<file>[^/]+)$")
 # an LMS marker inside a student's own file name (it names no one: :attr:`SubmissionName.claims`)
-_MARKER = re.compile(r"_(\d+)_assignsubmission_|^[^_/]+_(?:LATE_)?(\d+)_\d+_")
+_MARKER = re.compile(r"_(\d+)_assignsubmission_|^[^_/]+_(?:(?i:late)_)?(\d+)_\d+_")
 
 # The same rule for nbgrader's zip_collect (FileNameCollectorPlugin.named_regexp, matched against the extracted
 # file's absolute path): student id = the LMS id; file id = the uploaded name without Canvas's "-N" re-upload suffix,
@@ -197,33 +203,135 @@ def late_text(late: bool | None) -> str:
 CANVAS_FILE = "canvas_import.csv"
 MOODLE_FILE = "moodle_grading_worksheet.csv"
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]  # then the assignment column
-MOODLE_COLUMNS = [
-    "Identifier",
-    "Full name",
-    "Email address",
-    "Status",
-    "Grade",
-    "Maximum grade",
-    "Grade can be changed",
-    "Last modified (submission)",
-    "Last modified (grade)",
-    "Feedback comments",
+
+# The Moodle worksheet in the language of the site's interface: Moodle's importer
+# (mod/assign/feedback/offline/importgradeslib.php, init() and next()) finds its columns by the uploader's language
+# strings -- get_string('recordid', 'assign'), get_string('grade') and get_string('lastmodifiedgrade', 'assign'),
+# the feedback columns by the plugin's editor field, get_string('pluginname', 'assignfeedback_comments') -- and takes
+# the participant id as what follows the first strlen(get_string('hiddenuser', 'assign')) bytes of the Identifier.
+# The other columns are those of Moodle's own worksheet download (mod/assign/gradingtable.php, downloading); Moodle
+# ignores them on upload. Each string with its Moodle component and key:
+#   English: lang/en/assign.php, lang/en/moodle.php, mod/assign/feedback/comments/lang/en/assignfeedback_comments.php
+#   of github.com/moodle/moodle;
+#   Simplified Chinese (zh_cn): Moodle's zh_cn language pack as AMOS exports it (download.moodle.org/langpack/,
+#   assign.php "Strings for component 'assign', language 'zh_cn', version '3.11'"; moodle.php and
+#   assignfeedback_comments.php of the same pack). Packs change between versions (an older zh_cn pack has
+#   '识别码' for recordid): the importer needs the strings of the site's own pack.
+MOODLE_STRINGS: dict[str, dict[str, str]] = {
+    "en": {
+        "recordid": "Identifier",  # assign
+        "fullname": "Full name",  # moodle
+        "email": "Email address",  # moodle
+        "status": "Status",  # assign
+        "grade": "Grade",  # moodle
+        "maxgrade": "Maximum grade",  # assign
+        "gradecanbechanged": "Grade can be changed",  # assign
+        "lastmodifiedsubmission": "Last modified (submission)",  # assign
+        "lastmodifiedgrade": "Last modified (grade)",  # assign
+        "comments": "Feedback comments",  # assignfeedback_comments: pluginname
+        "hiddenuser": "Participant ",  # assign: the Identifier is this plus the participant id
+        "submitted": "Submitted for grading",  # assign: submissionstatus_submitted
+        "yes": "Yes",  # moodle
+    },
+    "zh_cn": {
+        "recordid": "标识符",
+        "fullname": "全名",
+        "email": "Email地址",
+        "status": "状态",
+        "grade": "成绩",
+        "maxgrade": "最高分",
+        "gradecanbechanged": "允许更改成绩",
+        "lastmodifiedsubmission": "上次修改（作业）",
+        "lastmodifiedgrade": "上次修改（评分）",
+        "comments": "评语反馈",
+        "hiddenuser": "参与人",  # no space: "参与人5001"
+        "submitted": "已经提交",
+        "yes": "是",
+    },
+}
+MOODLE_LANGUAGES = tuple(MOODLE_STRINGS)  # --moodle-language: the site's interface language when uploading
+_MOODLE_KEYS = [
+    "recordid",
+    "fullname",
+    "email",
+    "status",
+    "grade",
+    "maxgrade",
+    "gradecanbechanged",
+    "lastmodifiedsubmission",
+    "lastmodifiedgrade",
+    "comments",
 ]
-MOODLE_PARTICIPANT = "Participant "  # Moodle's string 'hiddenuser': the Identifier is this plus the participant id
-MOODLE_DATE = "%A, %d %B %Y, %I:%M %p"  # Moodle's 'strftimedaydatetime' (English), which its importer parses back
+MOODLE_COLUMNS = [MOODLE_STRINGS["en"][k] for k in _MOODLE_KEYS]
+MOODLE_PARTICIPANT = MOODLE_STRINGS["en"]["hiddenuser"]  # Moodle's string 'hiddenuser' (English)
+# Moodle's 'strftimedaydatetime' (English), which the importer reads back with PHP's strtotime(); strtotime reads no
+# Chinese date, so a Chinese worksheet gets the ISO form (a date it cannot read counts as stale: Moodle skips the row
+# unless "Allow updating records that have been modified more recently" is ticked)
+MOODLE_DATE = {"en": "%A, %d %B %Y, %I:%M %p", "zh_cn": "%Y-%m-%d %H:%M"}
+
+
+def moodle_columns(language: str = "en") -> list[str]:
+    """The worksheet's header in ``language`` (:data:`MOODLE_LANGUAGES`)."""
+    return [MOODLE_STRINGS[language][k] for k in _MOODLE_KEYS]
+
+
+def moodle_participant_id(identifier: str) -> str:
+    """The participant id of a worksheet's Identifier in any of :data:`MOODLE_LANGUAGES` ("Participant 5001",
+    "参与人5001" -> "5001"); "" when it is none."""
+    for strings in MOODLE_STRINGS.values():
+        prefix = strings["hiddenuser"]
+        if identifier.startswith(prefix) and identifier[len(prefix) :].strip().isdigit():
+            return identifier[len(prefix) :].strip()
+    return ""
+
+
+def read_moodle_worksheet(path: pathlib.Path) -> tuple[str, dict[str, dict[str, str]]]:
+    """A Moodle grading worksheet (Moodle's download, or ours) read the way Moodle's importer reads it: the
+    columns found by their names in the worksheet's language, the participant id after the Identifier's prefix.
+    Returns (the language, participant id -> {"grade", "modified", "comments"}). Raises ValueError when the header
+    is no worksheet of a known language (Moodle refuses such a file: "invalidgradeimport")."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        table = list(csv.reader(f))
+    header = table[0] if table else []
+    needed = ("recordid", "grade", "lastmodifiedgrade")  # the importer refuses a file without one of them
+    language = next((la for la, st in MOODLE_STRINGS.items() if all(st[k] in header for k in needed)), "")
+    if not language:
+        raise ValueError(
+            f"{path.name}: no Identifier, Grade and Last modified (grade) columns in any of {', '.join(MOODLE_LANGUAGES)}"
+        )
+    strings = MOODLE_STRINGS[language]
+    ident, grade, modified = (header.index(strings[k]) for k in needed)
+    comments = header.index(strings["comments"]) if strings["comments"] in header else None
+    rows = {}
+    for line in table[1:]:
+        pid = moodle_participant_id(line[ident])
+        if pid:
+            rows[pid] = {
+                "grade": line[grade],
+                "modified": line[modified],
+                "comments": line[comments] if comments is not None else "",
+            }
+    return language, rows
 
 
 def feedback_comment(row, points: Mapping[str, float]) -> str:
-    """One line for the LMS's feedback box: points per exercise, then why points were lost."""
+    """One line for the LMS's feedback box: points per exercise, then why points were lost, in the edition the
+    student submitted (``row.edition``: the Chinese edition's reads the grader's words in Chinese)."""
     parts = ", ".join(f"{name} {row.scores[name]:g}/{top:g}" for name, top in points.items())
-    return f"{row.score:g}/{row.max_score:g} ({parts})" + (f". {row.reason}" if row.reason else "")
+    reason = row.reason
+    if reason and getattr(row, "edition", EN) == ZH:
+        reason = to_chinese(reason, phrases(row.chapter))[0]
+    return f"{row.score:g}/{row.max_score:g} ({parts})" + (f". {reason}" if reason else "")
 
 
-def write_exports(rows, out: pathlib.Path, points: Mapping[str, float], *, assignment: str) -> list[pathlib.Path]:
+def write_exports(
+    rows, out: pathlib.Path, points: Mapping[str, float], *, assignment: str, moodle_language: str = "en"
+) -> list[pathlib.Path]:
     """Write the grade file of every LMS whose names the batch's submissions carry. Returns the files written.
 
     ``rows`` are report.Row objects (``lms``, ``lms_id``, ``name``, ``score``, ``graded_at`` …); ``assignment`` is
-    the Canvas column ("ch03 (12345)": name and Canvas assignment id)."""
+    the Canvas column ("ch03 (12345)": name and Canvas assignment id); ``moodle_language`` the language of the Moodle
+    site's interface (:data:`MOODLE_LANGUAGES`): its importer finds the worksheet's columns by their names in it."""
     written = []
     for system, name in ((CANVAS, CANVAS_FILE), (MOODLE, MOODLE_FILE)):
         mine = [r for r in rows if r.lms == system and r.lms_id]
@@ -233,13 +341,24 @@ def write_exports(rows, out: pathlib.Path, points: Mapping[str, float], *, assig
         others = len([r for r in rows if r.lms != system])
         if others:
             logger.warning(f"  note: {name}: {others} submission(s) whose names carry no {system} id are not in it")
-        write(system, out / name, mine, points, assignment=assignment)
+        write(system, out / name, mine, points, assignment=assignment, moodle_language=moodle_language)
         written.append(out / name)
     return written
 
 
-def write(system: str, path: pathlib.Path, rows, points: Mapping[str, float], *, assignment: str) -> None:
-    """Write ``rows`` (with ``lms_id``) as ``system``'s import file at ``path``."""
+def write(
+    system: str,
+    path: pathlib.Path,
+    rows,
+    points: Mapping[str, float],
+    *,
+    assignment: str,
+    moodle_language: str = "en",
+) -> None:
+    """Write ``rows`` (with ``lms_id``) as ``system``'s import file at ``path`` (Moodle's: its columns in
+    ``moodle_language``)."""
+    if moodle_language not in MOODLE_STRINGS:
+        raise ValueError(f"unknown Moodle language {moodle_language!r} (expected one of {', '.join(MOODLE_LANGUAGES)})")
     twice = sorted(i for i, n in collections.Counter(r.lms_id for r in rows).items() if n > 1)
     if twice:
         logger.warning(
@@ -253,20 +372,21 @@ def write(system: str, path: pathlib.Path, rows, points: Mapping[str, float], *,
             for r in rows:
                 w.writerow([r.name, r.lms_id, "", "", "", f"{r.score:g}"])
         elif system == MOODLE:
-            w.writerow(MOODLE_COLUMNS)
+            words = MOODLE_STRINGS[moodle_language]
+            w.writerow(moodle_columns(moodle_language))
             for r in rows:
-                graded = datetime.datetime.fromtimestamp(r.graded_at).strftime(MOODLE_DATE) if r.graded_at else ""
+                when = datetime.datetime.fromtimestamp(r.graded_at) if r.graded_at else None
                 w.writerow(
                     [
-                        MOODLE_PARTICIPANT + r.lms_id,
+                        words["hiddenuser"] + r.lms_id,
                         r.name,
                         "",
-                        "Submitted for grading",
+                        words["submitted"],
                         f"{r.score:g}",
                         f"{r.max_score:g}",
-                        "Yes",
+                        words["yes"],
                         "",
-                        graded,
+                        when.strftime(MOODLE_DATE[moodle_language]) if when else "",
                         feedback_comment(r, points),
                     ]
                 )

@@ -341,11 +341,14 @@ class _LmsExport(ExportPlugin):
                 )
         mine = [r for r in rows if r.lms_id]
         dest = pathlib.Path(self.to or (lms.CANVAS_FILE if self.system == lms.CANVAS else lms.MOODLE_FILE))
-        lms.write(self.system, dest, mine, points, assignment=self._column(name))
+        lms.write(self.system, dest, mine, points, assignment=self._column(name), moodle_language=self._language())
         self.log.info("Wrote %d row(s) of %s to %s", len(mine), name, dest)
 
     def _column(self, name: str) -> str:
         return name
+
+    def _language(self) -> str:
+        return "en"
 
 
 class CanvasExport(_LmsExport):
@@ -363,9 +366,18 @@ class CanvasExport(_LmsExport):
 
 
 class MoodleExport(_LmsExport):
-    """Moodle assignment offline grading worksheet (Identifier 'Participant N', Grade, Feedback comments …)."""
+    """Moodle assignment offline grading worksheet (Identifier 'Participant N', Grade, Feedback comments …), its
+    columns in the language of the Moodle site's interface (``--MoodleExport.language=zh_cn``)."""
 
     system = lms.MOODLE
+    language = Unicode(
+        "en",
+        help=f"the language of the Moodle site's interface: {', '.join(lms.MOODLE_LANGUAGES)} (Moodle finds the "
+        "worksheet's columns by their names in it)",
+    ).tag(config=True)
+
+    def _language(self) -> str:
+        return self.language
 
 
 class GradesExport(_LmsExport):

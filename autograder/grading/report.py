@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..releases import points_text
 from . import lms
+from .collect import other_chapter_hint
 
 if TYPE_CHECKING:
     from .submission import Result, Submission
@@ -41,6 +42,7 @@ class Row:
     late: bool | None = None  # Canvas's LATE marker; None when the name does not say
     graded_at: float = 0.0  # when the result was recorded (seconds since the epoch)
     uploaded_at: float = 0.0  # the file's time in the download (a zip entry's time; lms.newer reads it)
+    edition: str = "en"  # the course edition the file was made from ("zh": its LMS feedback comment in Chinese)
 
 
 def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], graded_at: float) -> Row:
@@ -67,7 +69,21 @@ def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], g
         late=sub.who.late,
         graded_at=graded_at,
         uploaded_at=sub.uploaded_at,
+        edition=sub.edition,
     )
+
+
+# the flag of a file of an LMS download whose name carries no LMS id
+NO_STUDENT = (
+    "names no student: the LMS's name marker (Canvas's name_userid_submissionid_, Moodle's "
+    "Name_id_assignsubmission_file) is missing, so no grade file carries it and the statistics leave it out; find "
+    "whose it is and enter the grade by hand, or rename it as the LMS wrote it and grade again"
+)
+
+
+def names_no_student(row: Row, rows: Sequence[Row]) -> bool:
+    """Whether ``row`` is a file of an LMS download (some row has an LMS id) whose name carries no LMS id."""
+    return not row.lms_id and any(r.lms_id for r in rows)
 
 
 def claim_note(who: lms.SubmissionName) -> str:
@@ -86,10 +102,12 @@ def write_reports(
     assignment: str,
     prefer: Collection[str] = (),
     ignored: Sequence[str] = (),
+    moodle_language: str = "en",
 ) -> None:
     """grades.csv, summary.md/.csv/.png and the LMS files under ``out``, with the rows that need the instructor's
     attention flagged (``prefer``: the files the instructor chose, ``lms.one_per_student``; ``ignored``: what the
-    download held that is no submission, listed in the summary). The feedback pages are the feedback step's."""
+    download held that is no submission, listed in the summary; ``moodle_language``: the Moodle site's interface
+    language, ``lms.MOODLE_LANGUAGES``). The feedback pages are the feedback step's."""
     names = list(points)
     choice = lms.one_per_student(rows, prefer)
     attention = []
@@ -120,16 +138,20 @@ def write_reports(
                 f"submission ({lms.RULES[row.lms]}); choose one: grade again with --prefer FILE",
             )
     for row in rows:
-        if not lms.fits(row) and not any(a.startswith(f"{row.submission} (") for a in attention):
-            attention.append(f"{row.submission}: {row.reason}")
-            logger.warning(f"  needs attention: {row.submission}: {row.reason}")
+        if names_no_student(row, rows):
+            flag(row, NO_STUDENT)
+        elif not lms.fits(row) and not any(a.startswith(f"{row.submission} (") for a in attention):
+            hint = other_chapter_hint(row.reason)
+            attention.append(f"{row.submission}: {row.reason}" + (f" ({hint})" if hint else ""))
+            logger.warning(f"  needs attention: {row.submission}: {row.reason}" + (f" ({hint})" if hint else ""))
         claim = [w for w in row.warnings if w.startswith("the file's own name carries another")]
         if claim:
             attention.append(f"{row.submission}: {claim[0]}")
             logger.warning(f"  needs attention: {row.submission}: {claim[0]}")
     write_csv(rows, out / CSV_NAME, names)
-    write_summary(choice.kept, out, names, points, attention=attention, files=len(rows), ignored=ignored)
-    lms.write_exports(choice.kept, out, points, assignment=assignment)
+    students = [r for r in choice.kept if not names_no_student(r, rows)]  # the statistics: one row per student
+    write_summary(students, out, names, points, attention=attention, files=len(rows), ignored=ignored)
+    lms.write_exports(choice.kept, out, points, assignment=assignment, moodle_language=moodle_language)
 
 
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
