@@ -36,9 +36,9 @@ EXCHANGE_ROOT = "/usr/local/share/nbgrader/exchange"
 EXCHANGE_STEPS = (f"mkdir -p {EXCHANGE_ROOT}", f"chmod ugo+rw {EXCHANGE_ROOT}")
 ADAPTER = "autograder.grading.nbgrader_adapter"  # the course's nbgrader plugins: feedback page, LMS exporters
 EXAMPLE_CHAPTER = "ch10_flash_attention"  # the README's walk-through
-# zip_collect: the course's file-name rule (lms.ZIP_COLLECT_REGEXP) with Canvas's LATE marker in either case
-# ("LATE_", "late_"; a no-op once the rule has it), and the collector that keeps a student's latest upload.
-ZIP_COLLECT_REGEXP = lms.ZIP_COLLECT_REGEXP.replace("(?:LATE_)?", "(?i:LATE_)?")
+# zip_collect: the course's file-name rule (lms.ZIP_COLLECT_REGEXP: Canvas's LATE marker in any case), and the
+# collector that keeps a student's latest upload.
+ZIP_COLLECT_REGEXP = lms.ZIP_COLLECT_REGEXP
 COLLECTOR = ADAPTER + ".LatestUploadCollector"
 
 NOTE = (

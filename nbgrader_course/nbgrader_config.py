@@ -49,5 +49,5 @@ c.GenerateFeedback.exporter_class = 'autograder.grading.nbgrader_adapter.Feedbac
 # the same names. A student who uploaded the notebook again (Canvas: x-1.ipynb, Moodle: x (1).ipynb beside
 # x.ipynb): the course's collector keeps the latest upload by the LMS's rule and skips the others (nbgrader's own
 # stops: "Duplicate submission file").
-c.FileNameCollectorPlugin.named_regexp = '^.*/[^/_]+_(?i:LATE_)?(?P<student_id>\\d+)_(?:\\d+_|assignsubmission_file_?/|assignsubmission_file_)(?:Copy[ _]of[ _])?(?P<file_id>[^/]+?)(?:-\\d+|[ _]\\(\\d+\\))?\\.ipynb$'
+c.FileNameCollectorPlugin.named_regexp = '^.*/[^/_]+_(?:(?i:late)_)?(?P<student_id>\\d+)_(?:\\d+_|assignsubmission_file_?/|assignsubmission_file_)(?:Copy[ _]of[ _])?(?P<file_id>[^/]+?)(?:-\\d+|[ _]\\(\\d+\\))?\\.ipynb$'
 c.ZipCollectApp.collector_plugin = 'autograder.grading.nbgrader_adapter.LatestUploadCollector'

@@ -67,7 +67,7 @@ _MARKER = re.compile(r"_(\d+)_assignsubmission_|^[^_/]+_(?:(?i:late)_)?(\d+)_\d+
 # Colab's "Copy of " prefix ("Save a copy in Drive") or a browser's " (N)" download suffix -- otherwise nbgrader
 # files the notebook under another name and autograde finds the assignment's notebook missing.
 ZIP_COLLECT_REGEXP = (
-    r"^.*/[^/_]+_(?:LATE_)?(?P<student_id>\d+)_"
+    r"^.*/[^/_]+_(?:(?i:late)_)?(?P<student_id>\d+)_"
     r"(?:\d+_|assignsubmission_file_?/|assignsubmission_file_)(?:Copy[ _]of[ _])?"
     r"(?P<file_id>[^/]+?)(?:-\d+|[ _]\(\d+\))?\.ipynb$"
 )
