@@ -116,7 +116,7 @@ def test_the_zip_has_gradescopes_layout_and_is_reproducible(tmp_path):
     assert not [n for n in names if "/samples/" in n or "__pycache__" in n or n.startswith("course/tests")]
     torch_pin = next(ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln.startswith("torch=="))
     assert f'TORCH="{torch_pin.split()[0]}"' in setup and build.TORCH_INDEX in setup
-    assert "nbgrader>=0.9,<0.10" in requirements and "\ntorch" not in requirements
+    assert f"nbgrader=={_tested_nbgrader()}" in requirements.splitlines() and "\ntorch" not in requirements
     assert "conda" not in setup and "chromium" not in setup
     for script in ("setup.sh", "run_autograder"):
         z_text = zipfile.ZipFile(one).read(script)
@@ -539,43 +539,129 @@ def _pypi_reachable() -> bool:
         return False
 
 
+def _tested_nbgrader() -> str:
+    """The nbgrader these tests run, which requirements.txt pins exactly (and every Gradescope zip installs)."""
+    import importlib.metadata
+
+    pins = [ln.split("#")[0].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
+    pinned = [ln.removeprefix("nbgrader==") for ln in pins if ln.startswith("nbgrader")]
+    assert len(pinned) == 1 and "=" not in pinned[0], f"requirements.txt pins nbgrader exactly once: {pinned}"
+    assert importlib.metadata.version("nbgrader") == pinned[0], "the tests run another nbgrader than the pinned one"
+    return pinned[0]
+
+
+def _ubuntu_2204_path(tmp_path: pathlib.Path, python3: str, python311: str | None) -> dict[str, str]:
+    """An environment whose PATH has Ubuntu 22.04's Pythons: ``python3`` (3.10) and ``python3.11`` (wrappers, not
+    links: a virtualenv's interpreter finds its packages only as itself); ``python311=None``: a ``python3.11`` that
+    is not installed (it fails as a missing command does, and hides this machine's own)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, target in (("python3", python3), ("python3.11", python311)):
+        run = f'exec "{target}" "$@"' if target else f'echo "{name}: not installed" >&2; exit 127'
+        (bin_dir / name).write_text(f"#!/bin/sh\n{run}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+    for name in ("AUTOGRADER_PYTHON", "AUTOGRADER_SKIP_APT", "VIRTUAL_ENV", "PYTHONPATH"):
+        env.pop(name, None)
+    return env
+
+
+def test_setup_sh_picks_python_311_for_every_chapter_where_python3_is_310(tmp_path):
+    """Gradescope's Ubuntu 22.04 has python3 3.10, on which pip quietly takes an nbgrader older than the tested one:
+    every chapter's setup.sh (``--python``: its choice, nothing installed) takes ``python3.11`` instead, and that
+    interpreter is 3.11 or later."""
+    py310, py311 = _python("3.10"), _python("3.11")
+    if py310 is None or py311 is None:
+        pytest.skip("no Python 3.10 and 3.11 interpreters on this machine")
+    env = _ubuntu_2204_path(tmp_path, py310, py311)
+    assert build.MIN_PYTHON == "3.11"
+    for chapter in notebooks.chapters():
+        source = tmp_path / chapter
+        build.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
+        chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
+        assert chose.returncode == 0, (chapter, chose.stderr)
+        assert chose.stdout.strip() == "python3.11", chapter
+        version = subprocess.run(
+            [chose.stdout.strip(), "-c", "import sys; print(sys.version_info[:2] >= (3, 11))"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert version.stdout.strip() == "True", (chapter, version.stdout, version.stderr)
+
+
+def test_setup_sh_installs_python_311_with_apt_where_python3_is_310(tmp_path):
+    """The whole setup.sh on an image like Ubuntu 22.04's before its first apt run (python3 3.10, no python3.11),
+    apt-get stubbed (it records what it is asked and "installs" python3.11 as Ubuntu's package would): it asks for
+    python3.11 and python3.11-venv and makes the virtualenv with 3.11. Then pip may not reach any index, so setup.sh
+    stops at torch (nothing is downloaded)."""
+    py310, py311 = _python("3.10"), _python("3.11")
+    if py310 is None or py311 is None:
+        pytest.skip("no Python 3.10 and 3.11 interpreters on this machine")
+    env = _ubuntu_2204_path(tmp_path, py310, None)
+    log = tmp_path / "apt.log"
+    stub = tmp_path / "bin" / "apt-get"
+    stub.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> "{log}"\n'
+        'case " $* " in *" install "*" python3.11 "*)\n'
+        f'  printf \'#!/bin/sh\\nexec "%s" "$@"\\n\' "{py311}" > "{tmp_path / "bin" / "python3.11"}"\n'
+        f'  chmod 755 "{tmp_path / "bin" / "python3.11"}";;\nesac\n'
+    )
+    stub.chmod(0o755)
+    source = tmp_path / "source"
+    build.unpack(build.build_zip(CHAPTER, tmp_path / "zip"), source)
+    home = tmp_path / "home"
+    env.update(AUTOGRADER_COURSE_HOME=str(home), AUTOGRADER_TORCH_INDEX="", AUTOGRADER_PIP_OPTIONS="--no-index")
+    ran = subprocess.run(["bash", str(source / "setup.sh")], env=env, capture_output=True, text=True, timeout=300)
+    asked = log.read_text().splitlines()
+    assert any(" python3.11 python3.11-venv" in line and line.startswith("install") for line in asked), asked
+    made = subprocess.run(
+        [str(home / "venv" / "bin" / "python"), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+    )
+    assert made.stdout.strip() == "3.11", (ran.stdout[-2000:], ran.stderr[-2000:])
+    assert ran.returncode != 0 and "torch" in ran.stderr, "pip had no index: setup.sh stopped at torch"
+
+
 @pytest.mark.slow
 def test_setup_sh_installs_every_chapter_on_ubuntu_2204s_python(tmp_path):
     """Gradescope's image is Ubuntu 22.04, whose python3 is 3.10. For each distinct set of requirements the
-    chapters' zips have: setup.sh's own choice of interpreter, on a PATH whose python3 is 3.10 (python3 where the
-    chapter's packages install on 3.10, else python3.11, Ubuntu's own package), and pip resolving the zip's
-    requirements.txt and its torch pin with that interpreter (``--dry-run``: nothing is installed). A pin that
-    leaves 3.10 behind fails here, not in an instructor's image build."""
-    py310 = _python("3.10")
-    if py310 is None:
-        pytest.skip("no Python 3.10 interpreter on this machine")
+    chapters' zips have: setup.sh's own choice of interpreter, on a PATH whose python3 is 3.10 (python3.11, Ubuntu's
+    own package, for every chapter), and pip resolving the zip's requirements.txt and its torch pin with that
+    interpreter (``--dry-run``: nothing is installed) — to the nbgrader the course's tests run. A pin that leaves
+    that Python behind, or an nbgrader pip would not take, fails here, not in an instructor's image build."""
+    py310, py311 = _python("3.10"), _python("3.11")
+    if py310 is None or py311 is None:
+        pytest.skip("no Python 3.10 and 3.11 interpreters on this machine")
     if not _pypi_reachable():
         pytest.skip("PyPI is not reachable from here")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, target in (("python3", py310), ("python3.11", _python("3.11"))):
-        if target:  # a wrapper, not a link: a virtualenv's interpreter finds its packages only as itself
-            (bin_dir / name).write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
-            (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}
-    env.pop("AUTOGRADER_PYTHON", None)
-    distinct: dict[tuple, str] = {}  # (minimum Python, torch, the other requirements) -> a chapter with them
+    env = _ubuntu_2204_path(tmp_path, py310, py311)
+    tested = _tested_nbgrader()
+    distinct: dict[tuple, str] = {}  # (torch, the other requirements) -> a chapter with them
     for chapter in notebooks.chapters():
         torch, others = build.grading_requirements(chapter=chapter)
-        distinct.setdefault((build.min_python(chapter), torch, tuple(others)), chapter)
+        distinct.setdefault((torch, tuple(others)), chapter)
     assert len(distinct) >= 2, "chapter 11 (Triton) and the others"
-    for (minimum, torch, _), chapter in distinct.items():
+    for (torch, _), chapter in distinct.items():
         source = tmp_path / chapter
         build.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
         chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
         assert chose.returncode == 0, chose.stderr
-        assert chose.stdout.strip() == ("python3" if minimum == "3.10" else f"python{minimum}"), chapter
+        assert chose.stdout.strip() == "python3.11", chapter
         interpreter = shutil.which(chose.stdout.strip(), path=env["PATH"])
-        if interpreter is None:
-            continue  # no such Python here (the image gets it from apt)
+        assert interpreter is not None
         pip = [interpreter, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
-        ran = subprocess.run([*pip, "-r", str(source / "requirements.txt")], capture_output=True, text=True)
+        report = tmp_path / f"{chapter}.json"
+        ran = subprocess.run(
+            [*pip, "--report", str(report), "-r", str(source / "requirements.txt")], capture_output=True, text=True
+        )
         assert ran.returncode == 0, f"{chapter} with {chose.stdout.strip()}: {ran.stderr[-2000:]}"
+        resolved = {
+            p["metadata"]["name"].lower(): p["metadata"]["version"] for p in json.loads(report.read_text())["install"]
+        }
+        assert resolved.get("nbgrader") == tested, (chapter, resolved.get("nbgrader"), tested)
         # torch comes from the PyTorch CPU index, which publishes the CPython versions PyPI's torch does
         ran = subprocess.run([*pip, "--no-deps", torch], capture_output=True, text=True)
         assert ran.returncode == 0, f"{torch} with {chose.stdout.strip()}: {ran.stderr[-2000:]}"
