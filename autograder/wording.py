@@ -2,7 +2,8 @@
 
 The English column is what the grader writes — the checks' messages (``checks/compare.py``, ``checks/exercises.py``,
 ``checks/limits.py``, ``checks/trace.py``), the reasons and warnings of a graded run (``grading/reasons.py``,
-``grading/scoring.py``, ``canonical.py``) and the feedback page's own text (``grading/feedback.py``) — through
+``grading/scoring.py``, ``canonical.py``), the feedback page's own text (``grading/feedback.py``) and Gradescope's
+tests (``gradescope/results_json.py``, which writes them in the edition submitted with :func:`text`) — through
 :func:`say`; it is written nowhere else. The Chinese column is what a submission of the Chinese edition
 (``notebooks/zh/``) reads on its feedback page: :func:`to_chinese` reads an English message back through the
 templates (a template's ``{field}`` matches any text), and writes each line again in Chinese, the fields translated in
@@ -302,6 +303,31 @@ TEXT: dict[str, tuple[str, str]] = {
         "以下部分评分信息暂无中文译文，仍以英文显示。",
     ),
     "superseded": ("superseded by {file}", "已被 {file} 取代"),
+    # ---------------------------------------------------------------- Gradescope's tests (gradescope/results_json.py)
+    "not graded": ("not graded: {why}", "未评分：{why}"),
+    "all zero": ("the whole submission scores zero: {why}", "整份提交得 0 分：{why}"),
+    "see the top": ("see the top of this page", "见本页顶部"),
+    "hidden checks test": ("{name}: hidden checks", "{name}：隐藏检查"),
+    "hidden check failed": (
+        "a hidden check failed (its message is not shown)",
+        "有一项隐藏检查未通过（不显示它的信息）",
+    ),
+    "hidden check shown": (
+        'a hidden check failed: what it found is shown under "{test}"{when}',
+        "有一项隐藏检查未通过：它发现的问题{when}显示在“{test}”中",
+    ),
+    "when published": (" once the grades are published", "将在成绩公布后"),
+    "when due": (" after the due date", "将在截止日期后"),
+    "hidden not run": (
+        "The hidden checks did not run: the submission was not graded (see its first test).",
+        "隐藏检查没有运行：这份提交没有被评分（见它的第一项测试）。",
+    ),
+    "hidden passed one": ("All hidden checks passed (1 check).", "隐藏检查全部通过（共 1 项）。"),
+    "hidden passed": ("All hidden checks passed ({n} checks).", "隐藏检查全部通过（共 {n} 项）。"),
+    "no hidden failed": (
+        'No hidden check of {name} is reported as failed; the exercise lost its points for the reasons given in "{test}".',
+        "没有报告 {name} 的隐藏检查未通过；这道练习因“{test}”中给出的原因失分。",
+    ),
     "not the one graded": (
         "this file is not the one graded in the course's grade book.",
         "这个文件不是课程成绩册中计分的那一个。",
@@ -312,7 +338,7 @@ TEXT: dict[str, tuple[str, str]] = {
 VERBATIM = frozenset(
     {"name", "shape", "got", "dtype", "type", "value", "worst", "atol", "k", "n", "row", "seconds", "error", "ename"}
     | {"own", "why", "limit", "memory", "total", "max", "mark", "top", "line", "source", "made_by", "op", "i", "p"}
-    | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file"}
+    | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file", "test"}
 )
 
 # Fields that hold a list ("a, b and 2 more"): each item translated on its own.

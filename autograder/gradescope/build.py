@@ -8,7 +8,8 @@ Gradescope's documented autograder format (gradescope/autograder_samples, docs/s
   Gradescope's 22.04) with CPU torch from the PyTorch CPU index (pinned as in ``requirements.txt``) and the grading
   packages (``requirements.txt`` of the zip: the course's dependencies and its ``grading`` extra, nbgrader pinned
   exactly as the course's ``requirements.txt`` pins it for its tests), and this course version's package source
-  (``course/``: ``autograder/`` without the sample submissions, ``solutions/``, the release notebooks) in ``/opt/attention-course``, root's, with the reference solutions readable by root only; nothing else
+  (``course/``: ``autograder/`` without the sample submissions, ``solutions/``, the release notebooks of both
+  editions) in ``/opt/attention-course``, root's, with the reference solutions readable by root only; nothing else
   (no conda, no browser);
 * ``run_autograder`` — run for each submission, as root, in ``/autograder``: ``python -m autograder.gradescope
   run`` (:mod:`autograder.gradescope.run`) grades the one notebook in ``/autograder/submission/`` as ``python -m
@@ -140,12 +141,15 @@ def course_files(root: pathlib.Path = notebooks.ROOT) -> list[tuple[pathlib.Path
     """(file, its name in the zip under ``course/``): the course package at this version — ``autograder/`` (code;
     not the sample submissions, one of which scores full marks), ``solutions/`` (the grader
     needs the chapter's reference to build its grading notebook; the kernel sees only a staged copy in which it
-    raises) the notebooks' templates and the release notebooks (the grader reads a file's chapter and its repairs from them)."""
+    raises) the notebooks' templates and the release notebooks of both editions (the grader reads a file's chapter,
+    its edition and its repairs from them, and writes a Chinese submission's page and tests from ``notebooks/zh/``,
+    where ``releases.release_notebook`` finds them)."""
     found = []
     for top, pattern in (
         ("autograder", "**/*"),
         ("solutions", "**/*.py"),
         ("notebooks", "ch[0-9][0-9]_*.ipynb"),
+        ("notebooks", "zh/ch[0-9][0-9]_*.ipynb"),
         ("notebooks", "templates/**/*"),
     ):
         for p in sorted((root / top).glob(pattern)):
