@@ -324,6 +324,22 @@ TEXT: dict[str, tuple[str, str]] = {
     ),
     "hidden passed one": ("All hidden checks passed (1 check).", "隐藏检查全部通过（共 1 项）。"),
     "hidden passed": ("All hidden checks passed ({n} checks).", "隐藏检查全部通过（共 {n} 项）。"),
+    "zero points": ("<b>0 points.</b> {why}", "<b>0 分。</b>{why}"),
+    "unisolated": (
+        "the autograder could not keep the notebook's code away from its own files here, so it graded nothing: {how}. "
+        "Instructor: rebuild the autograder (setup.sh makes its Python installation readable and runs as root), or "
+        "set {switch}=1 to grade anyway",
+        "评分程序在这里无法把笔记本的代码与它自己的文件隔开，因此没有评分：{how}。老师：请重新构建评分程序（setup.sh "
+        "让它的 Python 安装可读，并以 root 运行），或设置 {switch}=1 仍然评分",
+    ),
+    "container out of memory": (
+        "the autograder's container ran out of memory{limit} while grading this notebook, so its grade could not be "
+        "trusted and nothing was graded; your instructor has been told. Instructor: raise the autograder's memory "
+        "(README, 'Gradescope': the memory this chapter needs) and regrade",
+        "评分程序的容器在为这个笔记本评分时内存不足{limit}，因此它的成绩不可信，没有评分；已告知你的老师。老师：请提高"
+        "评分程序的内存（README 的“Gradescope”一节：本章所需的内存）后重新评分",
+    ),
+    "memory limit": (" ({mb} MB)", "（上限 {mb} MB）"),
     "no hidden failed": (
         'No hidden check of {name} is reported as failed; the exercise lost its points for the reasons given in "{test}".',
         "没有报告 {name} 的隐藏检查未通过；这道练习因“{test}”中给出的原因失分。",
@@ -338,7 +354,7 @@ TEXT: dict[str, tuple[str, str]] = {
 VERBATIM = frozenset(
     {"name", "shape", "got", "dtype", "type", "value", "worst", "atol", "k", "n", "row", "seconds", "error", "ename"}
     | {"own", "why", "limit", "memory", "total", "max", "mark", "top", "line", "source", "made_by", "op", "i", "p"}
-    | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file", "test"}
+    | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file", "test", "how", "switch", "mb"}
 )
 
 # Fields that hold a list ("a, b and 2 more"): each item translated on its own.

@@ -749,10 +749,12 @@ def test_setup_sh_installs_every_chapter_on_ubuntu_2204s_python(tmp_path):
         assert ran.returncode == 0, f"{torch} with {chose.stdout.strip()}: {ran.stderr[-2000:]}"
 
 
-def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch):
+@pytest.mark.parametrize("edition", ["en", "zh"])
+def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch, edition):
     """Gradescope's container has a memory limit (768 MB by default). A process of the run killed by the OOM killer
     (the container's cgroup counts it) can cost a correct notebook points without a word: instead the submission
-    gets zero with a reason that says so, names the limit and tells the instructor what to do."""
+    gets zero with a reason that says so, names the limit and tells the instructor what to do — in the edition the
+    student submitted."""
     from autograder.grading import batch, execute, report
 
     readings = iter([(2, 768), (3, 768)])  # before and after grading: one kill in between
@@ -763,11 +765,25 @@ def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch):
         return [report.Row(pathlib.Path(files[0]).name, "s", chapter, {}, 6.0, 10.0, "graded", "timed out")]
 
     monkeypatch.setattr(batch, "grade", fake_grade)
-    payload = _in_process_run(tmp_path, {"mine.ipynb": _sample(CHAPTER, "lovelace").read_bytes()})
+    if edition == "en":
+        notebook = _sample(CHAPTER, "lovelace").read_bytes()
+    else:
+        release = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{CHAPTER}.ipynb", as_version=4)
+        notebook = nbformat.writes(notebooks.fill_release(release, CHAPTER)).encode()
+    payload = _in_process_run(tmp_path, {"mine.ipynb": notebook})
     why = payload["extra_data"]["course_grader"]["reason"]
-    assert payload["score"] == 0 and "ran out of memory (768 MB)" in why and "raise the autograder's memory" in why
-    assert payload["extra_data"]["course_grader"]["oom_kills"] == 1
+    assert payload["score"] == 0 and payload["extra_data"]["course_grader"]["oom_kills"] == 1
     validate(payload)
+    result = submission.Result("", "", "", "error", why)
+    check_contract(payload, result, CHAPTER, edition=edition)
+    if edition == "en":
+        assert "ran out of memory (768 MB)" in why and "raise the autograder's memory" in why
+        assert payload["output"].startswith("<p><b>0 points.</b> the autograder&#x27;s container ran out of memory")
+    else:
+        assert "内存不足（上限 768 MB）" in why and "请提高评分程序的内存" in why
+        assert payload["output"].startswith("<p><b>0 分。</b>评分程序的容器")
+        for t in payload["tests"]:
+            assert _HAN.search(t["output"]) and not _english_sentences(t["output"]), t["output"]
 
 
 def test_container_memory_reads_the_cgroups_oom_kills_and_limit(tmp_path):

@@ -284,17 +284,21 @@ def results_payload(
     }
 
 
-def zero_payload(chapter: str, why: str, *, execution_time: float = 0.0, extra: dict | None = None) -> dict:
+def zero_payload(
+    chapter: str, why: str, *, execution_time: float = 0.0, extra: dict | None = None, edition: str = wording.EN
+) -> dict:
     """results.json for a submission that gets zero without being graded (nothing submitted, several notebooks, the
-    grader cannot isolate the kernel here, the grader itself failed): every exercise zero, with ``why``."""
+    grader cannot isolate the kernel here, it ran out of memory, the grader itself failed): every exercise zero,
+    with ``why`` (in ``edition``, where the file submitted is known: its edition)."""
     from ..grading.submission import Result
 
     return results_payload(
         Result("", "", "submission", "error", why),
         chapter,
         execution_time=execution_time,
-        output=f"<p><b>0 points.</b> {html.escape(why)}</p>",
+        output="<p>" + wording.text("zero points", edition, why=html.escape(why)) + "</p>",
         extra=extra,
+        edition=edition,
     )
 
 
