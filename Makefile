@@ -50,8 +50,9 @@ lint: $(STAMP)
 # under two minutes: its checks run flex_attention eagerly, never compiled), the
 # stray-chapter Canvas zip, a Moodle and a Canvas zip with re-uploads, PDFs, Chinese names and claimed ids (about
 # a minute), workers started without the fork server, Chinese submissions graded like English ones, one simulated
-# Gradescope run (chapter 3, a hostile cell), every chapter's Gradescope requirements resolved by pip with the
-# Python setup.sh picks on Ubuntu 22.04 (about a minute; skipped without a Python 3.10 or PyPI), chapters 8's
+# Gradescope container (chapter 3: a hostile cell, then the Chinese notebook with a bug; about 3 minutes), every
+# chapter's Gradescope requirements resolved by pip with the Python setup.sh picks on Ubuntu 22.04, python3.11, to the
+# tested nbgrader (under a minute; skipped without Python 3.10 and 3.11 or PyPI), chapters 8's
 # and 6's answers that change the question, the fresh _posixsubprocess without the jail, chapter 3's device bugs and idioms of
 # the catalogue graded as the notebook decides them, and the kernels' memory limits (a fill of /tmp and home, a limit
 # too small). The other per-chapter kernel tests (variants, plain nbgrader, rewrites through

@@ -2,8 +2,10 @@
 
 The English column is what the grader writes — the checks' messages (``checks/compare.py``, ``checks/exercises.py``,
 ``checks/limits.py``, ``checks/trace.py``), the reasons and warnings of a graded run (``grading/reasons.py``,
-``grading/scoring.py``, ``grading/collect.py``, ``canonical.py``) and the feedback page's own text
-(``grading/feedback.py``) — through :func:`say`; it is written nowhere else. The Chinese column is what a submission of the Chinese edition
+``grading/scoring.py``, ``grading/collect.py``, ``canonical.py``), the feedback page's own text
+(``grading/feedback.py``) and Gradescope's tests (``gradescope/results_json.py``, which writes them in the edition
+submitted with :func:`text`) — through :func:`say`; it is written nowhere else. The Chinese column is what a
+submission of the Chinese edition
 (``notebooks/zh/``) reads on its feedback page: :func:`to_chinese` reads an English message back through the
 templates (a template's ``{field}`` matches any text), and writes each line again in Chinese, the fields translated in
 turn (:data:`VERBATIM` fields — values, shapes, names, Python's own error text — are kept as they are).
@@ -314,6 +316,47 @@ TEXT: dict[str, tuple[str, str]] = {
         "另一章的笔记本：这是第 {n} 章（{stem}）的笔记本，而本次作业是第 {m} 章（{want}）。它在这里不得分：本次作业请"
         "提交第 {m} 章的笔记本（{want}.ipynb）。",
     ),
+    # ---------------------------------------------------------------- Gradescope's tests (gradescope/results_json.py)
+    "not graded": ("not graded: {why}", "未评分：{why}"),
+    "all zero": ("the whole submission scores zero: {why}", "整份提交得 0 分：{why}"),
+    "see the top": ("see the top of this page", "见本页顶部"),
+    "hidden checks test": ("{name}: hidden checks", "{name}：隐藏检查"),
+    "hidden check failed": (
+        "a hidden check failed (its message is not shown)",
+        "有一项隐藏检查未通过（不显示它的信息）",
+    ),
+    "hidden check shown": (
+        'a hidden check failed: what it found is shown under "{test}"{when}',
+        "有一项隐藏检查未通过：它发现的问题{when}显示在“{test}”中",
+    ),
+    "when published": (" once the grades are published", "将在成绩公布后"),
+    "when due": (" after the due date", "将在截止日期后"),
+    "hidden not run": (
+        "The hidden checks did not run: the submission was not graded (see its first test).",
+        "隐藏检查没有运行：这份提交没有被评分（见它的第一项测试）。",
+    ),
+    "hidden passed one": ("All hidden checks passed (1 check).", "隐藏检查全部通过（共 1 项）。"),
+    "hidden passed": ("All hidden checks passed ({n} checks).", "隐藏检查全部通过（共 {n} 项）。"),
+    "zero points": ("<b>0 points.</b> {why}", "<b>0 分。</b>{why}"),
+    "unisolated": (
+        "the autograder could not keep the notebook's code away from its own files here, so it graded nothing: {how}. "
+        "Instructor: rebuild the autograder (setup.sh makes its Python installation readable and runs as root), or "
+        "set {switch}=1 to grade anyway",
+        "评分程序在这里无法把笔记本的代码与它自己的文件隔开，因此没有评分：{how}。老师：请重新构建评分程序（setup.sh "
+        "让它的 Python 安装可读，并以 root 运行），或设置 {switch}=1 仍然评分",
+    ),
+    "container out of memory": (
+        "the autograder's container ran out of memory{limit} while grading this notebook, so its grade could not be "
+        "trusted and nothing was graded; your instructor has been told. Instructor: raise the autograder's memory "
+        "(README, 'Gradescope': the memory this chapter needs) and regrade",
+        "评分程序的容器在为这个笔记本评分时内存不足{limit}，因此它的成绩不可信，没有评分；已告知你的老师。老师：请提高"
+        "评分程序的内存（README 的“Gradescope”一节：本章所需的内存）后重新评分",
+    ),
+    "memory limit": (" ({mb} MB)", "（上限 {mb} MB）"),
+    "no hidden failed": (
+        'No hidden check of {name} is reported as failed; the exercise lost its points for the reasons given in "{test}".',
+        "没有报告 {name} 的隐藏检查未通过；这道练习因“{test}”中给出的原因失分。",
+    ),
     "not the one graded": (
         "this file is not the one graded in the course's grade book.",
         "这个文件不是课程成绩册中计分的那一个。",
@@ -325,6 +368,7 @@ VERBATIM = frozenset(
     {"name", "shape", "got", "dtype", "type", "value", "worst", "atol", "k", "n", "row", "seconds", "error", "ename"}
     | {"own", "why", "limit", "memory", "total", "max", "mark", "top", "line", "source", "made_by", "op", "i", "p"}
     | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file", "stem", "want", "m"}
+    | {"test", "how", "switch", "mb"}
 )
 
 # Fields that hold a list ("a, b and 2 more"): each item translated on its own.

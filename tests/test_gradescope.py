@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -50,8 +51,10 @@ def validate(payload: dict) -> None:
     jsonschema.Draft202012Validator(SCHEMA).validate(payload)
 
 
-def check_contract(payload: dict, result: submission.Result, chapter: str, visibility: str = "after_published") -> None:
-    """What the course promises of every results.json, beyond Gradescope's schema."""
+def check_contract(
+    payload: dict, result: submission.Result, chapter: str, visibility: str = "after_published", edition: str = "en"
+) -> None:
+    """What the course promises of every results.json, beyond Gradescope's schema (``edition``: the one submitted)."""
     validate(payload)
     exercises = list(notebooks.checks_module(chapter).EXERCISES)
     scored = [t for t in payload["tests"] if "score" in t]
@@ -60,10 +63,18 @@ def check_contract(payload: dict, result: submission.Result, chapter: str, visib
         assert t["max_score"] == ex.points and t["visibility"] == "visible"
         assert t["score"] == result.scores.get(ex.name, 0.0)
         assert t["status"] == ("passed" if t["score"] >= ex.points else "failed")
-        assert t["output"].startswith(("✔", "✘")) and f"{t['score']:g} of {points_text(ex.points)}" in t["output"]
+        said = {
+            "en": f"{t['score']:g} of {points_text(ex.points)}",
+            "zh": f"得 {t['score']:g} 分（满分 {ex.points:g} 分）",
+        }
+        assert t["output"].startswith(("✔", "✘")) and said[edition] in t["output"].splitlines()[0]
     assert payload["score"] == sum(t["score"] for t in scored) == result.score  # the course grader's total
     hidden = [t for t in payload["tests"] if "hidden checks" in t["tags"]]
-    assert [t["name"] for t in hidden] == [f"{ex.name}: hidden checks" for ex in exercises if ex.hidden]
+    named = [results_json.hidden_test_name(ex.name, edition) for ex in exercises if ex.hidden]
+    assert [t["name"] for t in hidden] == named
+    assert named == [
+        f"{ex.name}{': hidden checks' if edition == 'en' else '：隐藏检查'}" for ex in exercises if ex.hidden
+    ]
     assert all("score" not in t and t["visibility"] == visibility for t in hidden)
     if visibility != "visible":  # what a hidden check found is in its own test only
         shown = payload["output"] + "".join(t["output"] for t in scored)
@@ -74,8 +85,8 @@ def check_contract(payload: dict, result: submission.Result, chapter: str, visib
     assert payload["extra_data"]["course_grader"]["status"] == result.status
     if result.status != "graded":
         assert payload["score"] == 0
-        why = result.reason.split("; ")[0][:60]
-        assert all(why in t["output"] for t in scored), "every exercise says why it got zero"
+        whys = [result.reason.split("; ")[0][:60]] if edition == "en" else ["未评分：", "整份提交得 0 分："]
+        assert all(any(why in t["output"] for why in whys) for t in scored), "every exercise says why it got zero"
 
 
 def _escaped(text: str) -> str:
@@ -113,10 +124,11 @@ def test_the_zip_has_gradescopes_layout_and_is_reproducible(tmp_path):
     names = set(infos)
     assert f"course/solutions/{CHAPTER}.py" in names and f"course/autograder/{CHAPTER}.py" in names
     assert f"course/notebooks/templates/{CHAPTER}.py" in names and f"course/notebooks/{CHAPTER}.ipynb" in names
+    assert f"course/notebooks/zh/{CHAPTER}.ipynb" in names, "a Chinese submission's page and tests come from it"
     assert not [n for n in names if "/samples/" in n or "__pycache__" in n or n.startswith("course/tests")]
     torch_pin = next(ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln.startswith("torch=="))
     assert f'TORCH="{torch_pin.split()[0]}"' in setup and build.TORCH_INDEX in setup
-    assert "nbgrader>=0.9,<0.10" in requirements and "\ntorch" not in requirements
+    assert f"nbgrader=={_tested_nbgrader()}" in requirements.splitlines() and "\ntorch" not in requirements
     assert "conda" not in setup and "chromium" not in setup
     for script in ("setup.sh", "run_autograder"):
         z_text = zipfile.ZipFile(one).read(script)
@@ -216,25 +228,66 @@ def test_results_of_every_kind_fit_the_schema(chapter):
     assert "Unterminated string" in made["unreadable", "visible"]["output"]
 
 
-def test_a_chinese_submission_gets_its_gradescope_page_in_chinese():
-    """The edition submitted (``canonical.edition_of``, as the batch reads it) reaches the page: a notebook of the
-    Chinese edition gets the Chinese feedback page on Gradescope too; the tests' own texts are as they were."""
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _english_sentences(text: str) -> list[str]:
+    """Three or more English words in a row in a test's output (text) outside values and code names: what a message
+    left in English shows. Lines of values (tensors, lists, numbers) do not count, nor names (``causal_mask``) or
+    citations ("Vaswani et al.")."""
+    found = []
+    for line in text.splitlines():
+        if not re.match(r"\s*(tensor\(|\[|[-\d])", line):
+            line = re.sub(r"\b[A-Z][a-z]+ et al\.", " ", line)
+            found += re.findall(r"(?<![\w.])[A-Za-z]{2,}(?:[ ,]+[A-Za-z]{2,}){2,}(?![\w(])", line)
+    return found
+
+
+def _zh_title(chapter: str) -> str:
+    """The title of the Chinese release notebook of ``chapter``, up to its first markup."""
+    release = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
+    prose = [ln for c in release.cells if c.cell_type == "markdown" for ln in c.source.splitlines()]
+    return next(ln for ln in prose if ln.startswith("# "))[2:].split("（")[0].split("`")[0].strip()
+
+
+def test_a_chinese_submission_gets_its_gradescope_page_and_tests_in_chinese():
+    """The edition submitted (``canonical.edition_of``, as the batch reads it) reaches all of results.json: a
+    notebook of the Chinese edition gets the Chinese feedback page on Gradescope, and its tests say their own words
+    in Chinese (wording.py's keys) around the checks' messages in Chinese (as the page writes them); the tags stay
+    the instructor's. An English submission's results are as they were (the stored runs, above)."""
     graded = notebooks.fill_release(notebooks.build_release(CHAPTER), CHAPTER)
     results = _synthetic_results(CHAPTER)
-    for kind in ("bug", "unreadable"):
-        result = results[kind]
-        page = None if result.status == "error" else graded
-        en = results_json.results_payload(result, CHAPTER, graded=page)
-        zh = results_json.results_payload(result, CHAPTER, graded=page, edition="zh")
-        check_contract(zh, result, CHAPTER)
-        assert [t["output"] for t in zh["tests"]] == [t["output"] for t in en["tests"]], kind
-        assert "总分" in zh["output"] and "总分" not in en["output"] and "total" in en["output"], kind
-    zh = results_json.results_payload(results["bug"], CHAPTER, graded=graded, edition="zh")
-    release = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{CHAPTER}.ipynb", as_version=4)
-    prose = [ln for c in release.cells if c.cell_type == "markdown" for ln in c.source.splitlines()]
-    title = next(ln for ln in prose if ln.startswith("# "))[2:].split("（")[0].split("`")[0].strip()
-    assert title and f">{title}" in zh["output"] and f">{title}" not in en["output"], title
-    assert "得 0 分（满分" in zh["output"]
+    made = {}
+    for kind, result in results.items():
+        page = {} if kind in ("bug", "unreadable") else {"output": ""}  # the page (nbconvert) where it is tested
+        graded_ = None if result.status == "error" else graded
+        for visibility in ("after_published", "visible"):
+            en = results_json.results_payload(result, CHAPTER, graded=graded_, hidden_visibility=visibility, **page)
+            zh = results_json.results_payload(
+                result, CHAPTER, graded=graded_, hidden_visibility=visibility, edition="zh", **page
+            )
+            check_contract(en, result, CHAPTER, visibility)
+            check_contract(zh, result, CHAPTER, visibility, edition="zh")
+            made[kind, visibility] = zh
+            for t_en, t_zh in zip(en["tests"], zh["tests"]):
+                assert not _HAN.search(t_en["output"]) and _HAN.search(t_zh["output"]), (kind, t_zh["output"])
+                assert t_en["tags"] == t_zh["tags"] and t_en.get("score") == t_zh.get("score"), kind
+        if not page:  # built here
+            assert "总分" in zh["output"] and "总分" not in en["output"] and "total" in en["output"], kind
+    first = next(iter(notebooks.checks_module(CHAPTER).EXERCISES)).name
+    bug = made["bug", "after_published"]["tests"]
+    assert f"有一项隐藏检查未通过：它发现的问题将在成绩公布后显示在“{first}：隐藏检查”中" in bug[0]["output"]
+    assert "提示：" in bug[0]["output"] and "有一项隐藏检查" not in made["bug", "visible"]["tests"][0]["output"]
+    untouched = made["untouched", "after_published"]["tests"]
+    assert "引发了 NotImplementedError：这道练习还没有作答。" in untouched[0]["output"]
+    assert untouched[1]["output"].startswith(f"没有报告 {first} 的隐藏检查未通过")
+    assert made["full", "after_published"]["tests"][1]["output"].startswith("隐藏检查全部通过（共 ")
+    unreadable = made["unreadable", "after_published"]["tests"]
+    assert "未评分：" in unreadable[0]["output"] and unreadable[1]["output"].startswith("隐藏检查没有运行")
+    assert "整份提交得 0 分：完整性问题：" in made["integrity", "after_published"]["tests"][0]["output"]
+    title = _zh_title(CHAPTER)
+    assert title and f">{title}" in made["bug", "after_published"]["output"], title
+    assert "得 0 分（满分" in made["bug", "after_published"]["output"]
 
 
 def _in_process_run(tmp_path: pathlib.Path, files: dict[str, bytes], chapter: str = CHAPTER) -> dict:
@@ -434,8 +487,13 @@ def test_several_notebooks_through_run_autograder(installed):
 @pytest.mark.parametrize("chapter", [CHAPTER])
 def test_simulated_gradescope_run(chapter, tmp_path):
     """CI's tier: the zip installed by setup.sh (every package hard-linked from the development virtualenv, so pip
-    finds them all) and one run_autograder of the reference sample with a cell that writes results.json itself:
-    full marks, jailed, nothing forged."""
+    finds them all) and two run_autograder runs. The reference sample with a cell that writes results.json itself:
+    full marks, jailed, nothing forged, all of it in English. The Chinese edition's notebook with a catalogued bug:
+    its tests and its page in Chinese (the zip carries ``notebooks/zh/``; the tests' words are wording.py's), no
+    English sentence outside code, its points as the course grader's result says."""
+    import catalogue
+    from tests.test_translations import _english_outside_code
+
     box = simulate.Simulation(chapter)
     try:
         _, requirements = build.grading_requirements(chapter=chapter)
@@ -450,12 +508,36 @@ def test_simulated_gradescope_run(chapter, tmp_path):
         path = tmp_path / f"lovelaceada_{chapter}.ipynb"
         nbformat.write(nb, path)
         payload, stdout = box.run([path])
-        top = sum(ex.points for ex in notebooks.checks_module(chapter).EXERCISES)
-        result = submission.Result(path.name, "", "", "graded", "", {ex.name: float(ex.points) for ex in
-                                notebooks.checks_module(chapter).EXERCISES})  # fmt: skip
+        exercises = list(notebooks.checks_module(chapter).EXERCISES)
+        top = sum(ex.points for ex in exercises)
+        result = submission.Result(path.name, "", "", "graded", "", {ex.name: float(ex.points) for ex in exercises})
         check_contract(payload, result, chapter)
         assert payload["score"] == top and payload["extra_data"]["course_grader"]["isolation"] == "jailed", stdout
         _assert_not_forged(box, payload)
+        assert not _HAN.search(
+            "".join(t["output"] for t in payload["tests"])
+        )  # (the notebook glosses terms in Chinese)
+        assert "<td>total</td>" in payload["output"] and "总分" not in payload["output"]
+
+        # the Chinese edition's notebook, answered with a catalogued bug
+        mutants = catalogue.mutants(chapter)
+        bug = next((m for m in mutants if m.name == "no scaling"), mutants[0])
+        release = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
+        path = tmp_path / f"liqingzhao_{chapter}.ipynb"
+        nbformat.write(notebooks.fill_release(release, chapter, [bug]), path)
+        zh, stdout = box.run([path])
+        result = submission.Result(**zh["extra_data"]["course_grader"]["result"])
+        check_contract(zh, result, chapter, edition="zh")
+        assert 0 < zh["score"] < top and zh["extra_data"]["course_grader"]["isolation"] == "jailed", stdout
+        for t in zh["tests"]:
+            assert _HAN.search(t["output"]) and not _english_sentences(t["output"]), t
+        failed = next(t for t in zh["tests"] if t.get("status") == "failed" and "score" in t)
+        assert "提示：" in failed["output"], failed["output"]
+        page = zh["output"]
+        assert f">{_zh_title(chapter)}" in page and "<td>总分</td>" in page and "<td>total</td>" not in page
+        code = {w for c in release.cells if c.cell_type == "code" for w in re.findall(r"\w+", c.source)}
+        english = [w for w in _english_outside_code(f"<html><body>{page}</body></html>") if w not in code]
+        assert len([w for w in english if not w.endswith("Error")]) <= 10, english
     finally:
         box.close()
 
@@ -539,52 +621,140 @@ def _pypi_reachable() -> bool:
         return False
 
 
+def _tested_nbgrader() -> str:
+    """The nbgrader these tests run, which requirements.txt pins exactly (and every Gradescope zip installs)."""
+    import importlib.metadata
+
+    pins = [ln.split("#")[0].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
+    pinned = [ln.removeprefix("nbgrader==") for ln in pins if ln.startswith("nbgrader")]
+    assert len(pinned) == 1 and "=" not in pinned[0], f"requirements.txt pins nbgrader exactly once: {pinned}"
+    assert importlib.metadata.version("nbgrader") == pinned[0], "the tests run another nbgrader than the pinned one"
+    return pinned[0]
+
+
+def _ubuntu_2204_path(tmp_path: pathlib.Path, python3: str, python311: str | None) -> dict[str, str]:
+    """An environment whose PATH has Ubuntu 22.04's Pythons: ``python3`` (3.10) and ``python3.11`` (wrappers, not
+    links: a virtualenv's interpreter finds its packages only as itself); ``python311=None``: a ``python3.11`` that
+    is not installed (it fails as a missing command does, and hides this machine's own)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, target in (("python3", python3), ("python3.11", python311)):
+        run = f'exec "{target}" "$@"' if target else f'echo "{name}: not installed" >&2; exit 127'
+        (bin_dir / name).write_text(f"#!/bin/sh\n{run}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+    for name in ("AUTOGRADER_PYTHON", "AUTOGRADER_SKIP_APT", "VIRTUAL_ENV", "PYTHONPATH"):
+        env.pop(name, None)
+    return env
+
+
+def test_setup_sh_picks_python_311_for_every_chapter_where_python3_is_310(tmp_path):
+    """Gradescope's Ubuntu 22.04 has python3 3.10, on which pip quietly takes an nbgrader older than the tested one:
+    every chapter's setup.sh (``--python``: its choice, nothing installed) takes ``python3.11`` instead, and that
+    interpreter is 3.11 or later."""
+    py310, py311 = _python("3.10"), _python("3.11")
+    if py310 is None or py311 is None:
+        pytest.skip("no Python 3.10 and 3.11 interpreters on this machine")
+    env = _ubuntu_2204_path(tmp_path, py310, py311)
+    assert build.MIN_PYTHON == "3.11"
+    for chapter in notebooks.chapters():
+        source = tmp_path / chapter
+        build.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
+        chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
+        assert chose.returncode == 0, (chapter, chose.stderr)
+        assert chose.stdout.strip() == "python3.11", chapter
+        version = subprocess.run(
+            [chose.stdout.strip(), "-c", "import sys; print(sys.version_info[:2] >= (3, 11))"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert version.stdout.strip() == "True", (chapter, version.stdout, version.stderr)
+
+
+def test_setup_sh_installs_python_311_with_apt_where_python3_is_310(tmp_path):
+    """The whole setup.sh on an image like Ubuntu 22.04's before its first apt run (python3 3.10, no python3.11),
+    apt-get stubbed (it records what it is asked and "installs" python3.11 as Ubuntu's package would): it asks for
+    python3.11 and python3.11-venv and makes the virtualenv with 3.11. Then pip may not reach any index, so setup.sh
+    stops at torch (nothing is downloaded)."""
+    py310, py311 = _python("3.10"), _python("3.11")
+    if py310 is None or py311 is None:
+        pytest.skip("no Python 3.10 and 3.11 interpreters on this machine")
+    env = _ubuntu_2204_path(tmp_path, py310, None)
+    log = tmp_path / "apt.log"
+    stub = tmp_path / "bin" / "apt-get"
+    stub.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> "{log}"\n'
+        'case " $* " in *" install "*" python3.11 "*)\n'
+        f'  printf \'#!/bin/sh\\nexec "%s" "$@"\\n\' "{py311}" > "{tmp_path / "bin" / "python3.11"}"\n'
+        f'  chmod 755 "{tmp_path / "bin" / "python3.11"}";;\nesac\n'
+    )
+    stub.chmod(0o755)
+    source = tmp_path / "source"
+    build.unpack(build.build_zip(CHAPTER, tmp_path / "zip"), source)
+    home = tmp_path / "home"
+    env.update(AUTOGRADER_COURSE_HOME=str(home), AUTOGRADER_TORCH_INDEX="", AUTOGRADER_PIP_OPTIONS="--no-index")
+    ran = subprocess.run(["bash", str(source / "setup.sh")], env=env, capture_output=True, text=True, timeout=300)
+    asked = log.read_text().splitlines()
+    assert any(" python3.11 python3.11-venv" in line and line.startswith("install") for line in asked), asked
+    made = subprocess.run(
+        [str(home / "venv" / "bin" / "python"), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+    )
+    assert made.stdout.strip() == "3.11", (ran.stdout[-2000:], ran.stderr[-2000:])
+    assert ran.returncode != 0 and "torch" in ran.stderr, "pip had no index: setup.sh stopped at torch"
+
+
 @pytest.mark.slow
 def test_setup_sh_installs_every_chapter_on_ubuntu_2204s_python(tmp_path):
     """Gradescope's image is Ubuntu 22.04, whose python3 is 3.10. For each distinct set of requirements the
-    chapters' zips have: setup.sh's own choice of interpreter, on a PATH whose python3 is 3.10 (python3 where the
-    chapter's packages install on 3.10, else python3.11, Ubuntu's own package), and pip resolving the zip's
-    requirements.txt and its torch pin with that interpreter (``--dry-run``: nothing is installed). A pin that
-    leaves 3.10 behind fails here, not in an instructor's image build."""
-    py310 = _python("3.10")
-    if py310 is None:
-        pytest.skip("no Python 3.10 interpreter on this machine")
+    chapters' zips have: setup.sh's own choice of interpreter, on a PATH whose python3 is 3.10 (python3.11, Ubuntu's
+    own package, for every chapter), and pip resolving the zip's requirements.txt and its torch pin with that
+    interpreter (``--dry-run``: nothing is installed) — to the nbgrader the course's tests run. A pin that leaves
+    that Python behind, or an nbgrader pip would not take, fails here, not in an instructor's image build."""
+    py310, py311 = _python("3.10"), _python("3.11")
+    if py310 is None or py311 is None:
+        pytest.skip("no Python 3.10 and 3.11 interpreters on this machine")
     if not _pypi_reachable():
         pytest.skip("PyPI is not reachable from here")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, target in (("python3", py310), ("python3.11", _python("3.11"))):
-        if target:  # a wrapper, not a link: a virtualenv's interpreter finds its packages only as itself
-            (bin_dir / name).write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
-            (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}
-    env.pop("AUTOGRADER_PYTHON", None)
-    distinct: dict[tuple, str] = {}  # (minimum Python, torch, the other requirements) -> a chapter with them
+    env = _ubuntu_2204_path(tmp_path, py310, py311)
+    tested = _tested_nbgrader()
+    distinct: dict[tuple, str] = {}  # (torch, the other requirements) -> a chapter with them
     for chapter in notebooks.chapters():
         torch, others = build.grading_requirements(chapter=chapter)
-        distinct.setdefault((build.min_python(chapter), torch, tuple(others)), chapter)
+        distinct.setdefault((torch, tuple(others)), chapter)
     assert len(distinct) >= 2, "chapter 11 (Triton) and the others"
-    for (minimum, torch, _), chapter in distinct.items():
+    for (torch, _), chapter in distinct.items():
         source = tmp_path / chapter
         build.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
         chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
         assert chose.returncode == 0, chose.stderr
-        assert chose.stdout.strip() == ("python3" if minimum == "3.10" else f"python{minimum}"), chapter
+        assert chose.stdout.strip() == "python3.11", chapter
         interpreter = shutil.which(chose.stdout.strip(), path=env["PATH"])
-        if interpreter is None:
-            continue  # no such Python here (the image gets it from apt)
+        assert interpreter is not None
         pip = [interpreter, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
-        ran = subprocess.run([*pip, "-r", str(source / "requirements.txt")], capture_output=True, text=True)
+        report = tmp_path / f"{chapter}.json"
+        ran = subprocess.run(
+            [*pip, "--report", str(report), "-r", str(source / "requirements.txt")], capture_output=True, text=True
+        )
         assert ran.returncode == 0, f"{chapter} with {chose.stdout.strip()}: {ran.stderr[-2000:]}"
+        resolved = {
+            p["metadata"]["name"].lower(): p["metadata"]["version"] for p in json.loads(report.read_text())["install"]
+        }
+        assert resolved.get("nbgrader") == tested, (chapter, resolved.get("nbgrader"), tested)
         # torch comes from the PyTorch CPU index, which publishes the CPython versions PyPI's torch does
         ran = subprocess.run([*pip, "--no-deps", torch], capture_output=True, text=True)
         assert ran.returncode == 0, f"{torch} with {chose.stdout.strip()}: {ran.stderr[-2000:]}"
 
 
-def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch):
+@pytest.mark.parametrize("edition", ["en", "zh"])
+def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch, edition):
     """Gradescope's container has a memory limit (768 MB by default). A process of the run killed by the OOM killer
     (the container's cgroup counts it) can cost a correct notebook points without a word: instead the submission
-    gets zero with a reason that says so, names the limit and tells the instructor what to do."""
+    gets zero with a reason that says so, names the limit and tells the instructor what to do — in the edition the
+    student submitted."""
     from autograder.grading import batch, execute, report
 
     readings = iter([(2, 768), (3, 768)])  # before and after grading: one kill in between
@@ -595,11 +765,25 @@ def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch):
         return [report.Row(pathlib.Path(files[0]).name, "s", chapter, {}, 6.0, 10.0, "graded", "timed out")]
 
     monkeypatch.setattr(batch, "grade", fake_grade)
-    payload = _in_process_run(tmp_path, {"mine.ipynb": _sample(CHAPTER, "lovelace").read_bytes()})
+    if edition == "en":
+        notebook = _sample(CHAPTER, "lovelace").read_bytes()
+    else:
+        release = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{CHAPTER}.ipynb", as_version=4)
+        notebook = nbformat.writes(notebooks.fill_release(release, CHAPTER)).encode()
+    payload = _in_process_run(tmp_path, {"mine.ipynb": notebook})
     why = payload["extra_data"]["course_grader"]["reason"]
-    assert payload["score"] == 0 and "ran out of memory (768 MB)" in why and "raise the autograder's memory" in why
-    assert payload["extra_data"]["course_grader"]["oom_kills"] == 1
+    assert payload["score"] == 0 and payload["extra_data"]["course_grader"]["oom_kills"] == 1
     validate(payload)
+    result = submission.Result("", "", "", "error", why)
+    check_contract(payload, result, CHAPTER, edition=edition)
+    if edition == "en":
+        assert "ran out of memory (768 MB)" in why and "raise the autograder's memory" in why
+        assert payload["output"].startswith("<p><b>0 points.</b> the autograder&#x27;s container ran out of memory")
+    else:
+        assert "内存不足（上限 768 MB）" in why and "请提高评分程序的内存" in why
+        assert payload["output"].startswith("<p><b>0 分。</b>评分程序的容器")
+        for t in payload["tests"]:
+            assert _HAN.search(t["output"]) and not _english_sentences(t["output"]), t["output"]
 
 
 def test_container_memory_reads_the_cgroups_oom_kills_and_limit(tmp_path):

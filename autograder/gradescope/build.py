@@ -4,11 +4,13 @@
 Gradescope's documented autograder format (gradescope/autograder_samples, docs/specs.md):
 
 * ``setup.sh`` — run once, as root, when Gradescope builds the autograder's image: bubblewrap (the kernel's jail)
-  where apt exists, a virtualenv with CPU torch from the PyTorch CPU index (pinned as in ``requirements.txt``) and
-  the grading packages (``requirements.txt`` of the zip: the course's dependencies and its ``grading`` extra), and
-  this course version's package source (``course/``: ``autograder/`` without the sample submissions,
-  ``solutions/``, the release notebooks) in ``/opt/attention-course``, root's, with the reference solutions
-  readable by root only; nothing else (no conda, no browser);
+  where apt exists, a virtualenv made with Python 3.11 or later (:data:`MIN_PYTHON`; Ubuntu's own ``python3.11`` on
+  Gradescope's 22.04) with CPU torch from the PyTorch CPU index (pinned as in ``requirements.txt``) and the grading
+  packages (``requirements.txt`` of the zip: the course's dependencies and its ``grading`` extra, nbgrader pinned
+  exactly as the course's ``requirements.txt`` pins it for its tests), and this course version's package source
+  (``course/``: ``autograder/`` without the sample submissions, ``solutions/``, the release notebooks of both
+  editions) in ``/opt/attention-course``, root's, with the reference solutions readable by root only; nothing else
+  (no conda, no browser);
 * ``run_autograder`` — run for each submission, as root, in ``/autograder``: ``python -m autograder.gradescope
   run`` (:mod:`autograder.gradescope.run`) grades the one notebook in ``/autograder/submission/`` as ``python -m
   autograder grade`` does and writes ``/autograder/results/results.json`` (:mod:`autograder.gradescope.results_json`;
@@ -90,13 +92,13 @@ def needs_triton(chapter: str, root: pathlib.Path = notebooks.ROOT) -> bool:
     return any(re.search(r"^\s*import triton\b", p.read_text(), re.M) for p in sources if p.exists())
 
 
-def min_python(chapter: str, root: pathlib.Path = notebooks.ROOT) -> str:
-    """The oldest Python the chapter's autograder installs on ("3.11"), which ``setup.sh`` uses where the image's
-    ``python3`` is older (Gradescope's Ubuntu 22.04: 3.10; its ``python3.11`` comes from the distribution): 3.11
-    where grading needs Triton (:func:`needs_triton`; the pinned ``triton==3.9.0`` has wheels for CPython 3.11 and
-    later only), else 3.10. ``tests/test_gradescope.py`` resolves every chapter's requirements with a 3.10
-    interpreter, so a pin that leaves 3.10 behind fails there first."""
-    return "3.11" if needs_triton(chapter, root) else "3.10"
+# The oldest Python every chapter's autograder installs on, which ``setup.sh`` uses where the image's ``python3`` is
+# older (Gradescope's Ubuntu 22.04: 3.10; its ``python3.11`` and ``python3.11-venv`` come from the distribution). The
+# nbgrader the course tests (``requirements.txt`` pins it exactly; :func:`grading_requirements`) requires 3.11 or
+# later — on 3.10 pip would quietly take an older nbgrader, which nothing here tests — and so do chapter 11's
+# ``triton==3.9.0`` wheels. ``tests/test_gradescope.py`` resolves every chapter's requirements with the Python
+# ``setup.sh`` picks where ``python3`` is 3.10, and checks that pip takes the tested nbgrader.
+MIN_PYTHON = "3.11"
 
 
 def grading_requirements(root: pathlib.Path = notebooks.ROOT, chapter: str | None = None) -> tuple[str, list[str]]:
@@ -139,12 +141,15 @@ def course_files(root: pathlib.Path = notebooks.ROOT) -> list[tuple[pathlib.Path
     """(file, its name in the zip under ``course/``): the course package at this version — ``autograder/`` (code;
     not the sample submissions, one of which scores full marks), ``solutions/`` (the grader
     needs the chapter's reference to build its grading notebook; the kernel sees only a staged copy in which it
-    raises) the notebooks' templates and the release notebooks (the grader reads a file's chapter and its repairs from them)."""
+    raises) the notebooks' templates and the release notebooks of both editions (the grader reads a file's chapter,
+    its edition and its repairs from them, and writes a Chinese submission's page and tests from ``notebooks/zh/``,
+    where ``releases.release_notebook`` finds them)."""
     found = []
     for top, pattern in (
         ("autograder", "**/*"),
         ("solutions", "**/*.py"),
         ("notebooks", "ch[0-9][0-9]_*.ipynb"),
+        ("notebooks", "zh/ch[0-9][0-9]_*.ipynb"),
         ("notebooks", "templates/**/*"),
     ):
         for p in sorted((root / top).glob(pattern)):
@@ -178,7 +183,7 @@ def build_zip(
     texts = {
         "setup.sh": _SETUP.replace("{{TORCH}}", torch)
         .replace("{{TORCH_INDEX}}", TORCH_INDEX)
-        .replace("{{MIN_PYTHON}}", min_python(chapter, root)),
+        .replace("{{MIN_PYTHON}}", MIN_PYTHON),
         "run_autograder": _RUN,
         "requirements.txt": note + "\n".join(requirements) + "\n",
         CONFIG_NAME: json.dumps(dataclasses.asdict(config), indent=1) + "\n",
@@ -250,8 +255,9 @@ VENV="$COURSE_HOME/venv"
 TORCH="{{TORCH}}"
 TORCH_INDEX="${AUTOGRADER_TORCH_INDEX-{{TORCH_INDEX}}}"
 read -r -a PIP_OPTIONS <<< "${AUTOGRADER_PIP_OPTIONS:-}"
-# The oldest Python every package of requirements.txt installs on (autograder/gradescope/build.py, min_python). Ubuntu
-# 22.04's python3 is 3.10; its python3.11 and python3.11-venv are the distribution's own (jammy-updates, universe).
+# The oldest Python every package of requirements.txt installs on (autograder/gradescope/build.py, MIN_PYTHON): the
+# pinned nbgrader needs 3.11 or later. Ubuntu 22.04's python3 is 3.10; its python3.11 and python3.11-venv are the
+# distribution's own (jammy-updates, universe).
 MIN_PYTHON="{{MIN_PYTHON}}"
 
 new_enough() {  # is the Python $1 there, and MIN_PYTHON or newer?

@@ -6,6 +6,11 @@ feedback shows for it), visible at once; one unscored test per exercise with wha
 feedback page's content (``output``, HTML, the hidden checks' messages left to their own tests). A submission that
 was not graded gets a zero and the reason (:func:`zero_payload`). Its format, from Gradescope's documented fields:
 :data:`SCHEMA`. Grading the submission and writing the file in the container: :mod:`autograder.gradescope.run`.
+
+All of it is in the edition the student submitted (``canonical.edition_of``: "zh" for a notebook of
+``notebooks/zh/``), as the course's feedback page is: the tests' own words from ``wording.py``'s keys
+(:func:`wording.text`), the checks' messages as the feedback page writes them (``feedback._Words``: the chapter's
+Chinese phrases, ``autograder/zh/``).
 """
 
 from __future__ import annotations
@@ -20,8 +25,7 @@ import re
 import tempfile
 from collections.abc import Sequence
 
-from .. import notebooks
-from ..releases import points_text
+from .. import notebooks, wording
 
 SCHEMA = pathlib.Path(__file__).resolve().parent / "gradescope_results.schema.json"
 
@@ -60,15 +64,22 @@ def _reasons_by_exercise(reason: str, names: Sequence[str]) -> tuple[list[str], 
     return general, mine
 
 
-def _pointer(name: str, visibility: str) -> str:
-    when = {
-        "after_published": " once the grades are published",
-        "after_due_date": " after the due date",
-        "visible": "",
-    }
+def hidden_test_name(name: str, edition: str = wording.EN) -> str:
+    """The name of exercise ``name``'s hidden-checks test ("scaled_dot_product_attention: hidden checks")."""
+    return wording.text("hidden checks test", edition, name=name)
+
+
+def _pointer(name: str, visibility: str, edition: str = wording.EN) -> str:
+    """What the scored test says in place of a hidden check's message (left to the hidden-checks test)."""
     if visibility == "hidden":
-        return "a hidden check failed (its message is not shown)"
-    return f'a hidden check failed: what it found is shown under "{name}: hidden checks"{when[visibility]}'
+        return wording.text("hidden check failed", edition)
+    when = {"after_published": "when published", "after_due_date": "when due"}.get(visibility)
+    return wording.text(
+        "hidden check shown",
+        edition,
+        test=hidden_test_name(name, edition),
+        when=wording.text(when, edition) if when else "",
+    )
 
 
 @dataclasses.dataclass
@@ -78,12 +89,19 @@ class _Exercise:
     name: str
     points: float
     got: float
-    shown: list[str]  # the lines the scored test shows (and the feedback page)
-    hidden: list[str]  # what the hidden checks found (their own test)
+    shown: list[str]  # the checks' messages the scored test shows (and the feedback page), as the grader wrote them
+    hidden: list[str]  # what the hidden checks found (their own test), as the grader wrote it
     n_hidden: int
+    pointer: str = ""  # in the page's edition, after ``shown``: where a failed hidden check's message is (if any)
+
+    def lines(self, words) -> list[str]:
+        """The scored test's lines in ``words``' edition (``feedback._Words``)."""
+        return [words.message(line) for line in self.shown] + ([self.pointer] if self.pointer else [])
 
 
-def _exercises(result, chapter: str, hidden_visibility: str) -> tuple[list[str], list[_Exercise]]:
+def _exercises(
+    result, chapter: str, hidden_visibility: str, edition: str = wording.EN
+) -> tuple[list[str], list[_Exercise]]:
     """(lines about the whole submission, each exercise's outcome) from the course grader's result."""
     exercises = list(notebooks.checks_module(chapter).EXERCISES)
     names = [ex.name for ex in exercises]
@@ -96,38 +114,37 @@ def _exercises(result, chapter: str, hidden_visibility: str) -> tuple[list[str],
         lines = details if got < ex.points and details else reasons[ex.name]
         hidden = [line for line in lines if _is_hidden(line, hidden_labels)]
         if hidden_visibility == "visible":  # as the course's own feedback: every message at once
-            shown = list(lines)
+            shown, pointer = list(lines), ""
         else:
-            shown = [line for line in lines if line not in hidden] + (
-                [_pointer(ex.name, hidden_visibility)] if hidden else []
-            )
-        out.append(_Exercise(ex.name, float(ex.points), got, shown, hidden, len(ex.hidden)))
+            shown = [line for line in lines if line not in hidden]
+            pointer = _pointer(ex.name, hidden_visibility, edition) if hidden else ""
+        out.append(_Exercise(ex.name, float(ex.points), got, shown, hidden, len(ex.hidden), pointer))
     return general, out
 
 
-def _exercise_text(ex: _Exercise, status: str, general: Sequence[str]) -> str:
-    head = f"{'✔' if ex.got >= ex.points else '✘'} {ex.name}: {ex.got:g} of {points_text(ex.points)}"
-    lines = list(ex.shown)
-    why = "; ".join(general) or "see the top of this page"
+def _exercise_text(ex: _Exercise, status: str, general: Sequence[str], words) -> str:
+    """The scored test's output, in ``words``' edition (``feedback._Words``)."""
+    mark = "✔" if ex.got >= ex.points else "✘"
+    key = "decision one" if ex.points == 1 else "decision"
+    head = words(key, mark=mark, name=ex.name, got=f"{ex.got:g}", top=f"{ex.points:g}")
+    lines = ex.lines(words)
+    why = "; ".join(words.message(line) for line in general) or words("see the top")
     if status == "error":
-        lines = [f"not graded: {why}"] + lines
+        lines = [words("not graded", why=why)] + lines
     elif status == "integrity":
-        lines = [f"the whole submission scores zero: {why}"] + lines
+        lines = [words("all zero", why=why)] + lines
     return head + "".join("\n" + "\n".join("  " + ln for ln in line.splitlines()) for line in lines) + "\n"
 
 
-def _hidden_text(ex: _Exercise, status: str) -> tuple[str, str]:
-    """(status, output) of an exercise's hidden-checks test."""
+def _hidden_text(ex: _Exercise, status: str, words) -> tuple[str, str]:
+    """(status, output) of an exercise's hidden-checks test, in ``words``' edition."""
     if status != "graded":
-        return "failed", "The hidden checks did not run: the submission was not graded (see its first test).\n"
+        return "failed", words("hidden not run") + "\n"
     if ex.hidden:
-        return "failed", "".join(line.rstrip() + "\n" for line in ex.hidden)
+        return "failed", "".join(words.message(line).rstrip() + "\n" for line in ex.hidden)
     if ex.got >= ex.points:
-        return "passed", f"All hidden checks passed ({ex.n_hidden} check{'s' if ex.n_hidden != 1 else ''}).\n"
-    return "failed", (
-        f"No hidden check of {ex.name} is reported as failed; the exercise lost its points for the reasons given in "
-        f'"{ex.name}".\n'
-    )
+        return "passed", words("hidden passed one" if ex.n_hidden == 1 else "hidden passed", n=ex.n_hidden) + "\n"
+    return "failed", words("no hidden failed", name=ex.name, test=ex.name) + "\n"
 
 
 def page_content(page: str) -> str:
@@ -171,8 +188,9 @@ def feedback_output(
                 unreadable=result.status == "error" and graded is None and _unreadable(result.reason),
                 edition=edition,
             )
-        else:
-            reasons = list(general) + [f"{ex.name}: {line}" for ex in exercises for line in ex.shown]
+        else:  # the page writes the checks' messages in its edition; the pointers are in it already
+            shown = {ex.name: ex.shown + ([ex.pointer] if ex.pointer else []) for ex in exercises}
+            reasons = list(general) + [f"{ex.name}: {line}" for ex in exercises for line in shown[ex.name]]
             feedback.write_feedback(
                 page,
                 graded,
@@ -183,7 +201,7 @@ def feedback_output(
                 warnings=result.warnings,
                 reasons=reasons,
                 secrets=redaction.grader_secrets(graded, chapter),
-                details={ex.name: ex.shown for ex in exercises if ex.got < ex.points},
+                details={ex.name: shown[ex.name] for ex in exercises if ex.got < ex.points},
                 edition=edition,
             )
         return page_content(page.read_text())
@@ -207,9 +225,13 @@ def results_payload(
 ) -> dict:
     """Gradescope's results.json for the course grader's ``result`` (a ``submission.Result``) of a ``chapter``
     submission; ``graded``: the graded notebook (for the feedback page), None for a file that was not run;
-    ``output``: the page content to show (default: built here from ``result`` and ``graded``, in ``edition``, the
-    course edition of the submitted file as ``canonical.edition_of`` reads it)."""
-    general, exercises = _exercises(result, chapter, hidden_visibility)
+    ``output``: the page content to show (default: built here from ``result`` and ``graded``). All of it in
+    ``edition``, the course edition of the submitted file as ``canonical.edition_of`` reads it, but for the tests'
+    tags (the instructor's filters)."""
+    from ..grading import feedback
+
+    words = feedback._Words(edition, chapter)
+    general, exercises = _exercises(result, chapter, hidden_visibility, edition)
     tests: list[dict] = []
     for i, ex in enumerate(exercises, start=1):
         tests.append(
@@ -219,17 +241,17 @@ def results_payload(
                 "score": ex.got,
                 "max_score": ex.points,
                 "status": "passed" if ex.got >= ex.points else "failed",
-                "output": _exercise_text(ex, result.status, general),
+                "output": _exercise_text(ex, result.status, general, words),
                 "output_format": "text",
                 "tags": [chapter, "exercise"],
                 "visibility": "visible",
             }
         )
         if ex.n_hidden:
-            status, text = _hidden_text(ex, result.status)
+            status, text = _hidden_text(ex, result.status, words)
             tests.append(
                 {
-                    "name": f"{ex.name}: hidden checks",
+                    "name": hidden_test_name(ex.name, edition),
                     "number": f"{i}.1",
                     "status": status,
                     "output": text,
@@ -262,17 +284,21 @@ def results_payload(
     }
 
 
-def zero_payload(chapter: str, why: str, *, execution_time: float = 0.0, extra: dict | None = None) -> dict:
+def zero_payload(
+    chapter: str, why: str, *, execution_time: float = 0.0, extra: dict | None = None, edition: str = wording.EN
+) -> dict:
     """results.json for a submission that gets zero without being graded (nothing submitted, several notebooks, the
-    grader cannot isolate the kernel here, the grader itself failed): every exercise zero, with ``why``."""
+    grader cannot isolate the kernel here, it ran out of memory, the grader itself failed): every exercise zero,
+    with ``why`` (in ``edition``, where the file submitted is known: its edition)."""
     from ..grading.submission import Result
 
     return results_payload(
         Result("", "", "submission", "error", why),
         chapter,
         execution_time=execution_time,
-        output=f"<p><b>0 points.</b> {html.escape(why)}</p>",
+        output="<p>" + wording.text("zero points", edition, why=html.escape(why)) + "</p>",
         extra=extra,
+        edition=edition,
     )
 
 

@@ -32,6 +32,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from .. import wording
 from ..releases import points_text
 from .build import Config
 from .results_json import results_payload, write_results, zero_payload
@@ -125,14 +126,12 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     if chosen is None:
         print(f"  zero: {why}")
         return zero_payload(chapter, why, extra=extra)
+    # results.json in the edition submitted, read from the file as the batch reads it (batch.canonicalise)
+    edition = canonical.edition_of(chosen.read_bytes(), chapter)
     if mode == "none" and os.environ.get(UNISOLATED_SWITCH) != "1":
-        why = (
-            "the autograder could not keep the notebook's code away from its own files here, so it graded nothing: "
-            f"{how}. Instructor: rebuild the autograder (setup.sh makes its Python installation readable and runs "
-            f"as root), or set {UNISOLATED_SWITCH}=1 to grade anyway"
-        )
-        print(f"  refused: {why}")
-        return zero_payload(chapter, why, extra=extra)
+        print(f"  refused: {wording.say('unisolated', how=how, switch=UNISOLATED_SWITCH)}")
+        why = wording.text("unisolated", edition, how=how, switch=UNISOLATED_SWITCH)
+        return zero_payload(chapter, why, extra=extra, edition=edition)
     incoming = work / "submission"
     incoming.mkdir(mode=0o700)
     copy = incoming / chosen.name
@@ -161,15 +160,19 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     row = rows[0]
     oom_after, _ = execute.container_memory()
     if oom_after > oom_before:  # a process of the run was killed for memory: what it scored cannot be trusted
-        limit = f" ({memory_limit} MB)" if memory_limit else ""
-        why = (
-            f"the autograder's container ran out of memory{limit} while grading this notebook, so its grade could not "
-            "be trusted and nothing was graded; your instructor has been told. Instructor: raise the autograder's "
-            f"memory (README, 'Gradescope': the memory this chapter needs) and regrade"
+        said = {
+            ed: wording.text(
+                "container out of memory",
+                ed,
+                limit=wording.text("memory limit", ed, mb=memory_limit) if memory_limit else "",
+            )
+            for ed in (wording.EN, edition)
+        }
+        print(
+            f"  zero: {said[wording.EN]} (the course grader gave {row.score:g}/{row.max_score:g}: {row.reason[:200]})"
         )
-        print(f"  zero: {why} (the course grader gave {row.score:g}/{row.max_score:g}: {row.reason[:200]})")
         extra["oom_kills"] = oom_after - oom_before
-        return zero_payload(chapter, why, extra=extra)
+        return zero_payload(chapter, said[edition], extra=extra, edition=edition)
     result_files = sorted((out / "results").glob("*.json"))
     result = submission.read_result(result_files[0])
     drop = mode == "jailed" or jail.uid_drop_possible()
@@ -187,8 +190,6 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     for w in row.warnings:
         print(f"  warning: {w}")
     extra["judged"] = dict(result.judged)
-    # the page in the edition submitted, read from the file as the batch reads it (batch.canonicalise)
-    edition = canonical.edition_of(copy.read_bytes(), chapter)
     return results_payload(
         result, chapter, graded=graded, hidden_visibility=config.hidden_visibility, extra=extra, edition=edition
     )
