@@ -89,6 +89,32 @@ if triton.knobs.runtime.interpret and not _language_built_for_the_interpreter():
     import triton
     import triton.language as tl
 
+
+def _interpreter_takes_loop_bounds_from_scalars() -> None:
+    """Let Triton 3.6's interpreter use a runtime scalar as a ``range`` bound under NumPy 2.4 and later.
+
+    The interpreter holds a scalar (an ``int`` argument such as ``T_k``, or ``tl.minimum`` of two) as a numpy array
+    of one element, shape ``(1,)``, and ``for start_n in range(0, hi, BLOCK_N)`` asks it for ``__index__``. Triton
+    3.6's interpreter answers ``int(data)``, which NumPy deprecated for arrays of more than 0 dimensions (1.25) and
+    refuses since 2.4 ("only 0-dimensional arrays can be converted to Python scalars"): every kernel whose loop runs
+    to a runtime bound, Triton's own tutorials among them, then fails on a CPU. Triton 3.7 reads ``int(data.squeeze())``
+    instead (triton-lang/triton issue 9171, pull request 9172); this gives 3.6 the same line. It changes nothing on a
+    GPU, where the loop is compiled (a ``scf.for``, which ``num_stages`` pipelines), and nothing in Triton >= 3.7.
+    """
+    from triton.runtime import interpreter
+
+    patch_lang_tensor = interpreter._patch_lang_tensor
+
+    def _patch_lang_tensor(tensor, scope):
+        patch_lang_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))  # restored after the launch
+
+    interpreter._patch_lang_tensor = _patch_lang_tensor
+
+
+if triton.knobs.runtime.interpret and tuple(int(n) for n in triton.__version__.split(".")[:2]) < (3, 7):
+    _interpreter_takes_loop_bounds_from_scalars()
+
 __all__ = [
     "TRITON_VERSION",
     "INTERPRETING",
@@ -952,6 +978,7 @@ def count_hbm_traffic() -> Iterator[HBMTraffic]:
         raise RuntimeError(
             "count_hbm_traffic counts under Triton's interpreter (TRITON_INTERPRET=1, set before import)"
         )
+    import numpy as np
     from triton.runtime.interpreter import interpreter_builder as builder
 
     traffic = HBMTraffic()
@@ -961,12 +988,15 @@ def count_hbm_traffic() -> Iterator[HBMTraffic]:
     def nbytes(ptrs: Any, lanes: int) -> int:
         return lanes * ptrs.get_element_ty().primitive_bitwidth // 8
 
+    def unmasked(mask: Any) -> int:  # the interpreter's handle, or (block pointers before Triton 3.9) a numpy array
+        return int(np.count_nonzero(mask if isinstance(mask, np.ndarray) else mask.data))
+
     def count_load(ptr, *args):
         traffic.read += nbytes(ptr, ptr.data.size)
         return load(ptr, *args)
 
     def count_masked_load(ptrs, mask, *args):
-        traffic.read += nbytes(ptrs, int(mask.data.sum()))
+        traffic.read += nbytes(ptrs, unmasked(mask))
         return masked_load(ptrs, mask, *args)
 
     def count_store(ptr, value, *args):
@@ -974,7 +1004,7 @@ def count_hbm_traffic() -> Iterator[HBMTraffic]:
         return store(ptr, value, *args)
 
     def count_masked_store(ptrs, value, mask, *args):
-        traffic.written += nbytes(ptrs, int(mask.data.sum()))
+        traffic.written += nbytes(ptrs, unmasked(mask))
         return masked_store(ptrs, value, mask, *args)
 
     patches = {

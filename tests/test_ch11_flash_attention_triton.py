@@ -378,8 +378,17 @@ def _caught(name):
 @pytest.mark.skipif(not INTERPRETING, reason="the refusal is the interpreter's")
 def test_a_construct_triton_refuses_is_reported_with_the_students_line_not_as_unfilled():
     text = _caught("block pointers (removed in Triton 3.9)")
+    if _triton_version() < (3, 9):  # block pointers still exist: the kernel is right, its loads are counted
+        assert text == "", text
+        return
     assert "not been filled in" not in text, text
     assert "Block pointers have been removed" in text and "(your line " in text and "make_block_ptr" in text, text
+
+
+def _triton_version():
+    import triton
+
+    return tuple(int(n) for n in triton.__version__.split(".")[:2])
 
 
 def test_an_object_that_is_no_triton_kernel_is_refused():
