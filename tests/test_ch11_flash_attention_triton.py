@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from autograder.ch11_flash_attention_triton import TESTED_TRITON, triton_requirement
 from solutions.ch03_self_attention import causal_mask
 from solutions.ch10_flash_attention import flash_attention, flash_attention_forward
 from solutions.ch11_flash_attention_triton import (
@@ -314,7 +315,7 @@ def test_the_course_without_triton_and_the_chapter_with_it():
     )
     assert result.returncode == 0, result.stderr[-2000:]
     message = result.stdout.split("MESSAGE", 1)[1]
-    assert f"pip install triton=={TRITON_VERSION}" in message and "Colab" in message, message
+    assert f"pip install {triton_requirement()}" in message and "Colab" in message, message
     if torch.cuda.is_available():
         assert "INTERPRETING False None" in result.stdout, result.stdout
     else:
@@ -331,6 +332,65 @@ def test_requirements_pin_triton_without_touching_colab():
     dependencies = pyproject.split("dependencies = [", 1)[1].split("]", 1)[0]
     assert "triton" not in dependencies
     assert "triton = [\"triton; sys_platform == 'linux'\"]" in pyproject
+
+
+# Colab's runtimes as Google publishes them (googlecolab/backend-info, 2026-08-19, "Upgrade to Python 3.13"): the GPU
+# runtime's pip freeze has torch==2.11.0+cu128 and triton==3.6.0, the CPU runtime's torch==2.11.0+cpu and no Triton.
+# PyPI's torch 2.11.0 (Linux) requires "triton==3.6.0; platform_system == \"Linux\"".
+COLAB_GPU_TRITON = "triton==3.6.0"
+
+
+@pytest.mark.parametrize(
+    "torch_version, requires, expected",
+    [
+        ("2.11.0", ['triton==3.6.0; platform_system == "Linux"', "sympy>=1.13.3"], COLAB_GPU_TRITON),  # PyPI, Linux
+        ("2.11.0+cu128", ["triton == 3.6.0 ; platform_system == 'Linux'"], COLAB_GPU_TRITON),
+        ("2.11.0+cpu", [], COLAB_GPU_TRITON),  # Colab's CPU runtime: the Triton of the same torch release
+        ("2.11.0+cpu", ['triton-kernels==1.0; extra == "kernels"', 'triton==9.9; extra == "x"'], COLAB_GPU_TRITON),
+        ("2.99.0+cpu", [], TESTED_TRITON),  # a torch the course does not know yet: the newest Triton tested
+    ],
+)
+def test_the_triton_installed_where_missing_is_the_one_torch_was_released_with(torch_version, requires, expected):
+    assert triton_requirement(torch_version, requires) == expected
+
+
+def test_the_installed_torch_gets_the_triton_its_metadata_requires():
+    from importlib import metadata
+
+    pins = [r.split(";")[0].replace(" ", "") for r in metadata.requires("torch") or [] if r.startswith("triton")]
+    if not pins:
+        pytest.skip(f"torch {torch.__version__} requires no Triton (a CPU-only wheel)")
+    assert triton_requirement() == pins[0]
+
+
+def _notebook_triton_cell() -> str:
+    import json
+
+    with open(os.path.join(ROOT, "notebooks", "ch11_flash_attention_triton.ipynb"), encoding="utf-8") as f:
+        cells = ["".join(c["source"]) for c in json.load(f)["cells"] if c["cell_type"] == "code"]
+    cell = next(c for c in cells if 'find_spec("triton")' in c)
+    return cell.split("\nimport math\n", 1)[0]  # the install, before the chapter's imports
+
+
+@pytest.mark.parametrize("runtime", ["Colab GPU (Triton present)", "Colab CPU (torch 2.11.0+cpu, no Triton)"])
+def test_the_notebook_keeps_colabs_triton_and_installs_torchs_own_where_missing(runtime, monkeypatch):
+    """The notebook's setup cell, run with Colab's runtimes simulated: pip is never called where Triton is installed;
+    where it is not, pip installs the Triton of the torch release (3.6.0 beside torch 2.11), not the newest one."""
+    import importlib.metadata
+    import importlib.util
+
+    present = runtime.startswith("Colab GPU")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: find_spec(n, *a) if present else None)
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu128" if present else "2.11.0+cpu")
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: [])  # +cpu wheels require no Triton
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    exec(compile(_notebook_triton_cell(), "setup cell", "exec"), {"__name__": "__main__"})
+    if present:
+        assert calls == []
+    else:
+        assert calls == [[sys.executable, "-m", "pip", "install", "-q", COLAB_GPU_TRITON]], calls
 
 
 # ---------------------------------------------------------------- the benchmark (GPU only)
