@@ -274,6 +274,32 @@ def test_launch_config_per_gpu(gpu, d, element_size, forward, backward):
     assert launch_config(d, d, element_size, limit, max_block=64) == backward
 
 
+@pytest.mark.skipif(not INTERPRETING, reason="a fix of Triton's interpreter")
+def test_the_interpreter_fix_reads_a_one_element_scalar_as_a_loop_bound_and_is_undone_after_the_launch(monkeypatch):
+    """What the chapter gives Triton 3.6's interpreter (3.7's line): a scalar held as a numpy array of shape (1,) is
+    a ``range`` bound even where NumPy refuses ``int()`` of it (2.4 and later); the launch's patch scope undoes it."""
+    import types
+
+    import numpy as np
+    from triton.runtime import interpreter
+
+    import solutions.ch11_flash_attention_triton as sol
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", interpreter._patch_lang_tensor)  # the test's wrap undone
+    sol._interpreter_takes_loop_bounds_from_scalars()
+
+    class Scalar:  # stands for tl.tensor, as the interpreter patches it for one launch
+        pass
+
+    scope = interpreter._LangPatchScope()
+    interpreter._patch_lang_tensor(Scalar, scope)
+    hi = Scalar()
+    hi.handle = types.SimpleNamespace(data=np.array([35], dtype=np.int32))  # how the interpreter holds T_k
+    assert list(range(0, hi, 16)) == [0, 16, 32]
+    scope.restore()
+    assert not hasattr(Scalar, "__index__")
+
+
 # ---------------------------------------------------------------- the rest of the course does not need Triton
 
 
