@@ -31,7 +31,9 @@ powers of two of at least 16; ``T_q`` and ``T_k`` need not be multiples of them.
 
 Without a CUDA device, this module sets ``TRITON_INTERPRET=1`` before importing Triton: the kernels then run on the
 CPU under Triton's interpreter (numpy; slow, no bfloat16), with the same results. Importing it without Triton raises
-an ImportError that says how to install it (``pip install triton==3.9.0``); no other chapter imports Triton.
+an ImportError that says how to install it: the Triton that the installed torch was released with (``pip install
+triton==3.6.0`` beside torch 2.11; ``triton_requirement`` of the checks module ``autograder/ch11_flash_attention_triton``
+gives the rule). The kernels are tested with Triton 3.6 to 3.9. No other chapter imports Triton.
 
 Sources: Dao, Fu, Ermon, Rudra & Ré 2022 (FlashAttention, algorithm 1, theorem 2); Dao 2023 (FlashAttention-2,
 algorithms 1 and 2); Tillet, Kung & Cox 2019 (Triton); NVIDIA 2024 (CUDA C++ Programming Guide, technical
@@ -51,11 +53,11 @@ import torch
 
 from solutions.ch10_flash_attention import check_flash_inputs
 
-TRITON_VERSION = "3.9.0"  # the version the course is tested with (requirements.txt)
+TRITON_VERSION = "3.9.0"  # the newest version the course is tested with (requirements.txt); 3.6 to 3.9 all work
 TRITON_MISSING = (
     "Chapter 11 needs Triton. Colab's GPU runtime has it (it comes with torch); elsewhere on Linux run "
-    f"`pip install triton=={TRITON_VERSION}` (on a CPU its interpreter runs the kernels). Triton has no wheels for "
-    "macOS or Windows: open the notebook in Colab."
+    "`pip install {requirement}`, the Triton this torch was released with (on a CPU its interpreter runs the "
+    "kernels). Triton has no wheels for macOS or Windows: open the notebook in Colab."
 )
 
 # Before Triton is imported: without a GPU, every @triton.jit kernel is run by Triton's interpreter (numpy).
@@ -69,7 +71,9 @@ try:
     import triton
     import triton.language as tl
 except ImportError as err:  # pragma: no cover - exercised in a subprocess by the tests
-    raise ImportError(TRITON_MISSING) from err
+    from autograder.ch11_flash_attention_triton import triton_requirement  # imports no Triton: the notebook's rule
+
+    raise ImportError(TRITON_MISSING.format(requirement=triton_requirement())) from err
 
 
 def _language_built_for_the_interpreter() -> bool:
@@ -88,6 +92,32 @@ if triton.knobs.runtime.interpret and not _language_built_for_the_interpreter():
         del sys.modules[_name]
     import triton
     import triton.language as tl
+
+
+def _interpreter_takes_loop_bounds_from_scalars() -> None:
+    """Let Triton 3.6's interpreter use a runtime scalar as a ``range`` bound under NumPy 2.4 and later.
+
+    The interpreter holds a scalar (an ``int`` argument such as ``T_k``, or ``tl.minimum`` of two) as a numpy array
+    of one element, shape ``(1,)``, and ``for start_n in range(0, hi, BLOCK_N)`` asks it for ``__index__``. Triton
+    3.6's interpreter answers ``int(data)``, which NumPy deprecated for arrays of more than 0 dimensions (1.25) and
+    refuses since 2.4 ("only 0-dimensional arrays can be converted to Python scalars"): every kernel whose loop runs
+    to a runtime bound, Triton's own tutorials among them, then fails on a CPU. Triton 3.7 reads ``int(data.squeeze())``
+    instead (triton-lang/triton issue 9171, pull request 9172); this gives 3.6 the same line. It changes nothing on a
+    GPU, where the loop is compiled (a ``scf.for``, which ``num_stages`` pipelines), and nothing in Triton >= 3.7.
+    """
+    from triton.runtime import interpreter
+
+    patch_lang_tensor = interpreter._patch_lang_tensor
+
+    def _patch_lang_tensor(tensor, scope):
+        patch_lang_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))  # restored after the launch
+
+    interpreter._patch_lang_tensor = _patch_lang_tensor
+
+
+if triton.knobs.runtime.interpret and tuple(int(n) for n in triton.__version__.split(".")[:2]) < (3, 7):
+    _interpreter_takes_loop_bounds_from_scalars()
 
 __all__ = [
     "TRITON_VERSION",
@@ -952,6 +982,7 @@ def count_hbm_traffic() -> Iterator[HBMTraffic]:
         raise RuntimeError(
             "count_hbm_traffic counts under Triton's interpreter (TRITON_INTERPRET=1, set before import)"
         )
+    import numpy as np
     from triton.runtime.interpreter import interpreter_builder as builder
 
     traffic = HBMTraffic()
@@ -961,12 +992,15 @@ def count_hbm_traffic() -> Iterator[HBMTraffic]:
     def nbytes(ptrs: Any, lanes: int) -> int:
         return lanes * ptrs.get_element_ty().primitive_bitwidth // 8
 
+    def unmasked(mask: Any) -> int:  # the interpreter's handle, or (block pointers before Triton 3.9) a numpy array
+        return int(np.count_nonzero(mask if isinstance(mask, np.ndarray) else mask.data))
+
     def count_load(ptr, *args):
         traffic.read += nbytes(ptr, ptr.data.size)
         return load(ptr, *args)
 
     def count_masked_load(ptrs, mask, *args):
-        traffic.read += nbytes(ptrs, int(mask.data.sum()))
+        traffic.read += nbytes(ptrs, unmasked(mask))
         return masked_load(ptrs, mask, *args)
 
     def count_store(ptr, value, *args):
@@ -974,7 +1008,7 @@ def count_hbm_traffic() -> Iterator[HBMTraffic]:
         return store(ptr, value, *args)
 
     def count_masked_store(ptrs, value, mask, *args):
-        traffic.written += nbytes(ptrs, int(mask.data.sum()))
+        traffic.written += nbytes(ptrs, unmasked(mask))
         return masked_store(ptrs, value, mask, *args)
 
     patches = {

@@ -21,14 +21,17 @@
 # Do not rename the kernels or change their arguments: the grader launches them by name with these arguments.
 
 # %%
-# Triton comes with torch on Colab (GPU and CPU runtimes). Elsewhere (a CPU machine) it is installed here if missing.
+# Triton comes with torch in Colab's GPU runtime, and is kept as it is. Where it is missing (Colab's CPU runtime, a CPU
+# machine) it is installed here: the version this torch was released with (torch 2.11 -> triton 3.6.0).
 import importlib.util
 import subprocess
 import sys
 
+from autograder.ch11_flash_attention_triton import triton_requirement
+
 if importlib.util.find_spec("triton") is None:
-    print("Installing Triton (on a CPU its interpreter runs the kernels) ...")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "triton==3.9.0"], check=True)
+    print(f"Installing {triton_requirement()} (on a CPU its interpreter runs the kernels) ...")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", triton_requirement()], check=True)
     importlib.invalidate_caches()
 
 import math
