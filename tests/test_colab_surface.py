@@ -207,6 +207,7 @@ def installed(colab):
     assert f"Installing the course package from {colab.repo_url}" in text, text
     package = _installed_course(colab)
     assert "site-packages" in str(package), package  # installed, not read from this checkout
+    assert colab.version("triton") is None, "installing the course brought Triton onto the CPU runtime"
 
     # The student install is the student's: no grading tools, no sample submissions, no attack variants.
     probe = (
@@ -279,7 +280,7 @@ def _untouched_notebook_says_each_exercise_is_not_filled_in(colab, chapter):
     assert "gradeable" in text and "not attempted yet" in text, text
 
 
-def _reference_answers_pass_every_visible_check(colab, chapter):
+def _reference_answers_pass_every_visible_check(colab, chapter) -> nbformat.NotebookNode:
     filled = notebooks.fill_release(releases.release_notebook(chapter), chapter)
     nb = colab.execute(filled, colab.work / f"{chapter}.ipynb")
     exercises = notebooks.checks_module(chapter).EXERCISES
@@ -294,6 +295,7 @@ def _reference_answers_pass_every_visible_check(colab, chapter):
             assert passed in text, text
     text, _ = _outputs(nb.cells[-1])
     assert f"This notebook: gradeable as {chapter}." in text and "no problems found" in text, text
+    return nb
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -346,5 +348,8 @@ def test_gpu_runtime_untouched_notebook_says_each_exercise_is_not_filled_in(gpu_
 
 @pytest.mark.parametrize("chapter", TRITON_CHAPTERS)
 def test_gpu_runtime_reference_answers_pass_every_visible_check(gpu_runtime, chapter):
-    """With the GPU runtime's Triton, run by its interpreter on this CPU."""
-    _reference_answers_pass_every_visible_check(gpu_runtime, chapter)
+    """With the GPU runtime's Triton, run by its interpreter on this CPU: the notebook uses it, installs none."""
+    nb = _reference_answers_pass_every_visible_check(gpu_runtime, chapter)
+    printed = "".join(_outputs(cell)[0] for cell in nb.cells)
+    assert "Installing Triton" not in printed, printed[-2000:]
+    assert gpu_runtime.version("triton") == GPU["packages"]["triton"]
