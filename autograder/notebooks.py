@@ -82,7 +82,7 @@ def setup_source(chapter: str) -> str:
     return textwrap.dedent(f"""\
         # Setup: makes the course package (the checks and earlier chapters' code) importable, installing it if missing.
         # Installs from: $ATTENTION_COURSE_SOURCE if set, else a course wheel/sdist uploaded next to this notebook,
-        # else COURSE_SOURCE. The package asks for torch, numpy and matplotlib without versions: Colab's stay as they are.
+        # else COURSE_SOURCE. Colab's own torch, numpy and matplotlib stay as they are (the package asks for no newer ones).
         import glob, importlib, os, subprocess, sys
         COURSE_SOURCE = "{PACKAGE_SOURCE}"
         try:
