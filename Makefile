@@ -43,8 +43,8 @@ lint: $(STAMP)
 
 # lint first: a style or type error fails CI before the long suites run.
 # CI's tier of the slow tests (they start kernels, jails or processes), about 6 minutes on 2 quiet cores: every
-# chapter's notebook in the Colab-like virtualenv but chapter 11's (untouched and with the reference answers, the
-# course installed by the setup cell) and chapter 3's Chinese notebook, the grading jail, DDP training, grading on a
+# chapter's notebook in the Colab-like virtualenv (untouched and with the reference answers, the course installed by
+# the setup cell; on Colab's CPU runtime, chapter 11's with the GPU runtime's Triton) and chapter 3's Chinese notebook, the grading jail, DDP training, grading on a
 # Dask cluster, plain nbgrader's own tools on the exchange chapter, the graded damaged/hostile variants of chapters
 # 8, 9 and 12, the independently written correct answers graded through the real grader for chapters 3, 10, 11 and 12 (12's in
 # under two minutes: its checks run flex_attention eagerly, never compiled), the
@@ -61,6 +61,9 @@ lint: $(STAMP)
 SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exercise_is_not_filled_in' \
 	'tests/test_colab_surface.py::test_reference_answers_pass_every_visible_check' \
 	'tests/test_colab_surface.py::test_chinese_notebook_with_the_reference_answers_passes_and_is_gradeable[ch03_self_attention]' \
+	tests/test_colab_surface.py::test_private_torch_names_import_on_colabs_torch \
+	'tests/test_colab_surface.py::test_gpu_runtime_untouched_notebook_says_each_exercise_is_not_filled_in' \
+	'tests/test_colab_surface.py::test_gpu_runtime_reference_answers_pass_every_visible_check' \
 	tests/test_jail.py tests/test_distributed_training.py \
 	tests/test_cluster_grading.py \
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch03_self_attention]' \
@@ -84,8 +87,8 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	tests/test_device_checks.py::test_the_grader_decides_devices_as_the_notebook_does \
 	tests/test_kernel_limits.py
 
-# Chapter 11's notebook in the Colab-like virtualenv installs Triton there and runs its kernels in the interpreter
-# (about 5 minutes): in `make test-full`; CI runs its in-process tests and grades its rewrites.
+# Chapter 11's notebook on the Colab-like CPU runtime installs Triton there (about 5 minutes): in `make test-full`;
+# CI runs it with the GPU runtime's Triton (test_gpu_runtime_*, in Triton's interpreter), as most students meet it.
 SLOW_CI_SKIP := --deselect 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exercise_is_not_filled_in[ch11_flash_attention_triton]' \
 	--deselect 'tests/test_colab_surface.py::test_reference_answers_pass_every_visible_check[ch11_flash_attention_triton]'
 

@@ -78,16 +78,20 @@ def setup_source(chapter: str) -> str:
 
     Where it installs from, first match: the environment variable ``ATTENTION_COURSE_SOURCE``; a wheel or sdist
     of the course uploaded next to the notebook; ``PACKAGE_SOURCE`` (``autograder/__init__.py``). It uses only the
-    standard library before the install, so it runs in a bare Colab runtime (Python 3.10+)."""
+    standard library before the install, so it runs in a bare Colab runtime (Python 3.10+). It installs only when the
+    package is not there: an installed package that fails to import (a torch without a name it uses) raises that
+    error in the cell, where a reinstall would change nothing and hide it."""
     return textwrap.dedent(f"""\
         # Setup: makes the course package (the checks and earlier chapters' code) importable, installing it if missing.
         # Installs from: $ATTENTION_COURSE_SOURCE if set, else a course wheel/sdist uploaded next to this notebook,
-        # else COURSE_SOURCE. The package asks for torch, numpy and matplotlib without versions: Colab's stay as they are.
+        # else COURSE_SOURCE. Colab's own torch, numpy and matplotlib stay as they are (the package asks for no newer ones).
         import glob, importlib, os, subprocess, sys
         COURSE_SOURCE = "{PACKAGE_SOURCE}"
         try:
             import autograder.core
-        except ImportError:
+        except ModuleNotFoundError as missing:
+            if missing.name not in ("autograder", "autograder.core"):
+                raise  # installed, but it needs something missing: that error, not a reinstall
             uploaded = glob.glob("attention_course-*.whl") + glob.glob("attention_course-*.tar.gz")
             newest = max(uploaded, key=os.path.getmtime) if uploaded else None  # the last one uploaded
             source = os.environ.get("ATTENTION_COURSE_SOURCE") or newest or COURSE_SOURCE

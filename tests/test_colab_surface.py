@@ -1,10 +1,21 @@
 """Students in Colab: every release notebook, run as a student runs it, in a Python that looks like Colab's.
 
-A fresh virtualenv holds only what Colab preinstalls that the course touches — torch, numpy, matplotlib, ipykernel,
-nbformat, tqdm (at this machine's versions, so torch stays the local CPU build) — and no nbgrader, no jupytext,
-no course package, no PYTHONPATH into this checkout. A snapshot of the checkout (tracked and untracked, not
-ignored files) is committed to a local git repository, and its ``git+file://`` URL reaches the notebooks' setup cell
-as ``ATTENTION_COURSE_SOURCE``, so the course is installed exactly as the setup cell installs it in Colab. Then:
+What Colab runs is read from ``tests/platforms.toml`` (Colab's own published ``pip freeze`` and OS info, refreshed by
+``python -m scripts.refresh_platforms``): a fresh virtualenv on this machine's interpreter of Colab's Python
+(major.minor; the tests skip, naming it, where there is none) holds only what Colab preinstalls that the course
+touches — torch, numpy, matplotlib, tqdm, tokenizers, nbformat, the kernel (ipykernel, ipython, jupyter-client) and
+pip — at Colab's versions, and no nbgrader, no jupytext, no course package, no PYTHONPATH into this checkout. One
+virtualenv (built once per session) stands for both runtimes:
+
+* **the CPU runtime**: Colab's ``torch==X+cpu`` comes without Triton and without a requirement on it. PyPI's torch
+  (the CUDA build, which runs on a CPU) requires and brings Triton, so here Triton is uninstalled and the
+  requirement struck from torch's metadata (pip would otherwise install it again with the course);
+* **the GPU runtime's package set**: the same torch with the runtime's Triton back (run by Triton's interpreter on
+  this CPU). Only what differs there runs in it: the chapters that use Triton (chapter 11).
+
+A snapshot of the checkout (tracked and untracked, not ignored files) is committed to a local git repository, and
+its ``git+file://`` URL reaches the notebooks' setup cell as ``ATTENTION_COURSE_SOURCE``, so the course is installed
+exactly as the setup cell installs it in Colab. Then:
 
 * the setup cell, on a runtime without the course, installs it from the git URL; again, with a course wheel
   uploaded next to the notebook, from the wheel; the student install holds no nbgrader, jupytext, sample
@@ -12,14 +23,15 @@ as ``ATTENTION_COURSE_SOURCE``, so the course is installed exactly as the setup 
 * every release notebook, untouched: each exercise's check says it has not been filled in yet;
 * every release notebook with the reference answers filled in (as a student who solved it): no cell fails, every
   visible check passes, and the "Before you submit" cell reads the file (as Jupyter's ``JPY_SESSION_NAME`` points
-  it to) and reports it gradeable.
+  it to) and reports it gradeable;
+* the private torch names the course uses without a fallback (``tests/test_private_torch_names.py``) import on
+  Colab's torch.
 
 The notebooks run on the kernel of that virtualenv; nbclient (the harness) runs here.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import pathlib
@@ -30,13 +42,17 @@ import tarfile
 
 import nbformat
 import pytest
+from packaging.version import Version
 
 from autograder import notebooks, releases
+from autograder.gradescope.build import needs_triton
+from tests import platforms
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHAPTERS = notebooks.chapters()
-# What Colab preinstalls that the course touches (the setup cell installs the rest with the course package).
-COLAB_PREINSTALLED = ["torch", "numpy", "matplotlib", "ipykernel", "nbformat", "tqdm"]
+TRITON_CHAPTERS = [chapter for chapter in CHAPTERS if needs_triton(chapter)]
+MANIFEST = platforms.load()
+CPU, GPU = MANIFEST["colab-cpu"], MANIFEST["colab-gpu"]
 KERNEL = "colab-like"
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("colab")]
@@ -73,9 +89,23 @@ class ColabLike:
         self.repo_url = ""
         self.work = base / "content"  # Colab's working folder: where uploaded files land
         self.work.mkdir()
-        _run([sys.executable, "-m", "venv", str(self.venv)])
-        pins = [f"{name}=={importlib.metadata.version(name)}" for name in COLAB_PREINSTALLED]
-        _run([str(self.python), "-m", "pip", "install", "-q", *pins], timeout=900, env=self.env())
+        version = platforms.minor(CPU["python"])
+        interpreter = platforms.python(version)
+        if interpreter is None:
+            pytest.skip(
+                f"no Python {version} on this machine (Colab runs {CPU['python']}; e.g. pyenv install {version})"
+            )
+        _run([interpreter, "-m", "venv", str(self.venv)])
+        pins = GPU["packages"]  # the GPU runtime's set; the CPU runtime differs only by its torch (see runtime())
+        assert Version(pins["torch"]).public == Version(CPU["packages"]["torch"]).public, (pins, CPU["packages"])
+        assert {k: v for k, v in pins.items() if k not in ("torch", "triton")} == {
+            k: v for k, v in CPU["packages"].items() if k != "torch"
+        }, "Colab's runtimes differ in more than torch and Triton: give each its own virtualenv"
+        requirements = [f"{name}=={Version(v).public}" for name, v in pins.items() if name != "pip"]
+        _run([str(self.python), "-m", "pip", "install", "-q", f"pip=={pins['pip']}"], timeout=300, env=self.env())
+        _run([str(self.python), "-m", "pip", "install", "-q", *requirements], timeout=1200, env=self.env())
+        (self.torch_metadata,) = self.venv.glob("lib/python*/site-packages/torch-*.dist-info/METADATA")
+        self.gpu_metadata = self.torch_metadata.read_text()
         spec = base / "jupyter" / "kernels" / KERNEL
         spec.mkdir(parents=True)
         (spec / "kernel.json").write_text(
@@ -89,6 +119,26 @@ class ColabLike:
         )
         self.jupyter_path = str(base / "jupyter")
         self.repo_url = _snapshot_repo(base / "repo")
+
+    def version(self, package: str) -> str | None:
+        """The installed version of ``package`` in the virtualenv, or None."""
+        found = sorted(self.venv.glob(f"lib/python*/site-packages/{package}-*.dist-info"))
+        return found[0].name.removesuffix(".dist-info").split("-", 1)[1] if found else None
+
+    def runtime(self, name: str) -> None:
+        """Make the virtualenv Colab's CPU runtime (``"colab-cpu"``: no Triton, and torch's metadata without the
+        requirement, as the ``+cpu`` build has none) or its GPU runtime's package set (``"colab-gpu"``: its Triton).
+        Cheap when it is so already; called before each test, since a chapter's notebook may install Triton."""
+        if name == "colab-cpu":
+            if self.version("triton") is not None:
+                _run([str(self.python), "-m", "pip", "uninstall", "-q", "-y", "triton"], env=self.env())
+            lines = self.gpu_metadata.splitlines(keepends=True)
+            self.torch_metadata.write_text("".join(x for x in lines if not x.startswith("Requires-Dist: triton")))
+        else:
+            self.torch_metadata.write_text(self.gpu_metadata)
+            if self.version("triton") != GPU["packages"]["triton"]:
+                pin = f"triton=={GPU['packages']['triton']}"
+                _run([str(self.python), "-m", "pip", "install", "-q", pin], timeout=600, env=self.env())
 
     def env(self, **extra) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JPY_SESSION_NAME")}
@@ -150,12 +200,14 @@ def colab(tmp_path_factory):
 def installed(colab):
     """The course installed by the setup cell: first from the git URL, then (uninstalled) from an uploaded wheel."""
     chapter = CHAPTERS[0]
+    colab.runtime("colab-cpu")  # as on Colab's CPU runtime: pip must not bring Triton back with the course
     setup = colab.setup_cell_only(chapter).cells[0]
     text, errors = _outputs(setup)
     assert not errors, errors
     assert f"Installing the course package from {colab.repo_url}" in text, text
     package = _installed_course(colab)
     assert "site-packages" in str(package), package  # installed, not read from this checkout
+    assert colab.version("triton") is None, "installing the course brought Triton onto the CPU runtime"
 
     # The student install is the student's: no grading tools, no sample submissions, no attack variants.
     probe = (
@@ -199,8 +251,21 @@ def installed(colab):
     return package
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_untouched_notebook_says_each_exercise_is_not_filled_in(installed, colab, chapter):
+@pytest.fixture
+def cpu_runtime(installed, colab):
+    """The virtualenv as Colab's CPU runtime, the course installed."""
+    colab.runtime("colab-cpu")
+    return colab
+
+
+@pytest.fixture
+def gpu_runtime(installed, colab):
+    """The virtualenv with Colab's GPU runtime's packages (its Triton, run by Triton's interpreter here)."""
+    colab.runtime("colab-gpu")
+    return colab
+
+
+def _untouched_notebook_says_each_exercise_is_not_filled_in(colab, chapter):
     release = releases.release_notebook(chapter)
     nb = colab.execute(release, colab.work / f"{chapter}.ipynb")
     for cell in nb.cells:
@@ -216,8 +281,7 @@ def test_untouched_notebook_says_each_exercise_is_not_filled_in(installed, colab
     assert "gradeable" in text and "not attempted yet" in text, text
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_reference_answers_pass_every_visible_check(installed, colab, chapter):
+def _reference_answers_pass_every_visible_check(colab, chapter) -> nbformat.NotebookNode:
     filled = notebooks.fill_release(releases.release_notebook(chapter), chapter)
     nb = colab.execute(filled, colab.work / f"{chapter}.ipynb")
     exercises = notebooks.checks_module(chapter).EXERCISES
@@ -232,19 +296,61 @@ def test_reference_answers_pass_every_visible_check(installed, colab, chapter):
             assert passed in text, text
     text, _ = _outputs(nb.cells[-1])
     assert f"This notebook: gradeable as {chapter}." in text and "no problems found" in text, text
+    return nb
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_untouched_notebook_says_each_exercise_is_not_filled_in(cpu_runtime, chapter):
+    """On Colab's CPU runtime (chapter 11's notebook installs its Triton there itself)."""
+    _untouched_notebook_says_each_exercise_is_not_filled_in(cpu_runtime, chapter)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_reference_answers_pass_every_visible_check(cpu_runtime, chapter):
+    """On Colab's CPU runtime."""
+    _reference_answers_pass_every_visible_check(cpu_runtime, chapter)
 
 
 ZH_CHAPTERS = [c for c in CHAPTERS if (notebooks.RELEASE_DIR / "zh" / f"{c}.ipynb").exists()]
 
 
 @pytest.mark.parametrize("chapter", ZH_CHAPTERS)
-def test_chinese_notebook_with_the_reference_answers_passes_and_is_gradeable(installed, colab, chapter):
+def test_chinese_notebook_with_the_reference_answers_passes_and_is_gradeable(cpu_runtime, chapter):
     """The Chinese edition's notebook (notebooks/zh/, as Colab opens it from the repository) runs like the English
     one: every visible check passes with the reference answers, and its own last cell says it is gradeable."""
     zh = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
-    nb = colab.execute(notebooks.fill_release(zh, chapter), colab.work / f"{chapter}.ipynb")
+    nb = cpu_runtime.execute(notebooks.fill_release(zh, chapter), cpu_runtime.work / f"{chapter}.ipynb")
     for i, cell in enumerate(nb.cells):
         text, errors = _outputs(cell)
         assert not errors, f"cell {i} ({cell.get('id')}) failed:\n{cell.source[:300]}\n{errors}"
     text, _ = _outputs(nb.cells[-1])
     assert f"This notebook: gradeable as {chapter}." in text and "no problems found" in text, text
+
+
+def test_private_torch_names_import_on_colabs_torch(cpu_runtime):
+    """Each private torch name the course uses without a fallback is in Colab's torch, whose release the allow-list
+    (tests/test_private_torch_names.py) must name."""
+    import inspect
+
+    from tests.test_private_torch_names import ALLOWED, resolve
+
+    version = Version(CPU["packages"]["torch"]).public
+    needed = sorted(name for name, entry in ALLOWED.items() if not entry.fallback)
+    assert all(version in ALLOWED[name].present_in for name in needed), (version, needed)
+    probe = f"import importlib\n{inspect.getsource(resolve)}\nfor name in {needed!r}:\n    resolve(name)\n"
+    _run([str(cpu_runtime.python), "-c", probe], env=cpu_runtime.env(), cwd=cpu_runtime.work)
+
+
+@pytest.mark.parametrize("chapter", TRITON_CHAPTERS)
+def test_gpu_runtime_untouched_notebook_says_each_exercise_is_not_filled_in(gpu_runtime, chapter):
+    """With the GPU runtime's Triton (what differs from the CPU runtime), run by its interpreter on this CPU."""
+    _untouched_notebook_says_each_exercise_is_not_filled_in(gpu_runtime, chapter)
+
+
+@pytest.mark.parametrize("chapter", TRITON_CHAPTERS)
+def test_gpu_runtime_reference_answers_pass_every_visible_check(gpu_runtime, chapter):
+    """With the GPU runtime's Triton, run by its interpreter on this CPU: the notebook uses it, installs none."""
+    nb = _reference_answers_pass_every_visible_check(gpu_runtime, chapter)
+    printed = "".join(_outputs(cell)[0] for cell in nb.cells)
+    assert "Installing Triton" not in printed, printed[-2000:]
+    assert gpu_runtime.version("triton") == GPU["packages"]["triton"]

@@ -145,3 +145,25 @@ def test_instructor_notebook_runs_with_nbval(chapter, tmp_path):
         timeout=600,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "core, shown",
+    [
+        ("from torch._dynamo import NotThere  # a private name the runtime's torch lacks\n", "NotThere"),
+        ("import a_dependency_that_went_away\n", "No module named 'a_dependency_that_went_away'"),
+    ],
+)
+def test_setup_cell_shows_why_an_installed_course_fails_to_import_and_installs_nothing(tmp_path, core, shown):
+    """An installed course package that fails to import (as it did on torch 2.11) is that error in the cell: a
+    reinstall would change nothing, and each run of the cell would repeat it. (That it installs a course that is not
+    there: tests/test_colab_surface.py.)"""
+    package = tmp_path / "site" / "autograder"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "core.py").write_text(core)
+    source = notebooks.setup_source(CHAPTERS[0])
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(package.parent), "ATTENTION_COURSE_SOURCE": str(tmp_path / "x")}
+    ran = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert ran.returncode != 0 and shown in ran.stderr, ran.stderr
+    assert "Installing" not in ran.stdout, ran.stdout

@@ -76,6 +76,7 @@ def test_every_tracked_file_names_only_the_course_repository():
         ("openai", "gpt-2"),
         ("huggingface", "transformers"),
         ("deepseek-ai", "DeepSeek-V3.2-Exp"),
+        ("googlecolab", "backend-info"),  # Colab's published runtime: tests/platforms.toml's source
     }
     for path in _tracked_text_files():
         if path.relative_to(ROOT).as_posix() in examples:
