@@ -92,7 +92,7 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 
 test: $(STAMP) lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup -m "not slow" tests
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup -m slow $(SLOW_CI)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadgroup --durations=20 -m slow $(SLOW_CI)
 	$(MAKE) book
 	$(PY) -m tests.check_built_book
 	$(PY) -m tests.check_book_in_browser
