@@ -166,20 +166,20 @@ def _batch(lengths, vocab, seed, garbage=True):
     return seqs, src, torch.tensor(lengths)
 
 
-def _rnn_like(enc, cell):
-    """A fresh ``nn.LSTM``/``nn.GRU`` of the answer's sizes holding its ``self.rnn``'s weights: the oracle runs
-    PyTorch's own recurrence on them, never the answer's module."""
+def _rnn_like(enc, kwargs):
+    """A fresh ``nn.LSTM``/``nn.GRU`` of the sizes the check asked for (``kwargs``, Encoder's defaults for the others;
+    never the sizes the answer's module reports) holding its ``self.rnn``'s weights: the oracle runs PyTorch's own
+    recurrence on them, never the answer's module."""
+    cell = kwargs.get("cell", "lstm")
     try:
-        r = enc.rnn
         fresh = (nn.LSTM if cell == "lstm" else nn.GRU)(
-            r.input_size,
-            r.hidden_size,
-            r.num_layers,
-            bias=r.bias,
-            batch_first=r.batch_first,
-            bidirectional=r.bidirectional,
+            kwargs["emb_dim"],
+            kwargs["hidden_size"],
+            kwargs.get("num_layers", 1),
+            batch_first=True,
+            bidirectional=kwargs.get("bidirectional", False),
         )
-        fresh.load_state_dict(dict(r.named_parameters()))
+        fresh.load_state_dict(dict(enc.rnn.named_parameters()))
     except (AttributeError, RuntimeError, TypeError) as err:
         raise CheckFailed(
             f"Encoder's self.rnn should be an nn.{cell.upper()} built from the arguments ({type(err).__name__}: {err})."
@@ -194,7 +194,7 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
     for name in ("embedding", "rnn"):
         expect_true(isinstance(getattr(enc, name, None), nn.Module), f"Encoder should keep its {name} as self.{name}.")
     seqs, src, lens = _batch(lengths, kwargs["vocab_size"], seed=len(lengths))
-    rnn, embed = _rnn_like(enc, kwargs.get("cell", "lstm")), (lambda tokens: F.embedding(tokens, enc.embedding.weight))
+    rnn, embed = _rnn_like(enc, kwargs), (lambda tokens: F.embedding(tokens, enc.embedding.weight))
     with torch.no_grad():
         unpacked = rnn(embed(src))[0]  # what running over the padding gives
         result = call("Encoder.forward(src, src_lens)", enc, src, lens)

@@ -2,7 +2,9 @@
 
 References are computed independently of the course's solution: the block and the model are recomputed
 with PyTorch's functional ops (``F.layer_norm``, ``F.scaled_dot_product_attention(is_causal=True)``,
-``F.gelu(approximate="tanh")``) from the student's own parameters; generation is checked against a toy
+``F.gelu(approximate="tanh")``) from the check's own inputs and config (heads, ``layer_norm_eps``) and the student's
+parameters, the model's blocks included: no oracle is computed from an output of part of the answer (issue 46: blocks
+called by the check could echo what the wrong GPT computed); generation is checked against a toy
 language model defined here (its logits depend on the token, the position id and the first token of the
 window, so cropping and position ids show) and, for sampling, against the frequencies of 4000 draws with a
 fixed seed (top-k / top-p support computed by sorting; temperature by ``softmax(logits / T)``).
@@ -46,10 +48,11 @@ def _randomise(module: nn.Module, seed: int) -> nn.Module:
 # ---------------------------------------------------------------- exercise 1: Block (pre-LN, causal)
 
 
-def _attention(block, h, causal=True):
-    """The block's causal self-attention recomputed from its weights (its W_qkv and W_o) with PyTorch's SDPA."""
+def _attention(block, h, config, causal=True):
+    """The block's causal self-attention recomputed from its weights (its W_qkv and W_o) with PyTorch's SDPA, with
+    the check's own ``config.n_heads``."""
     B, T, C = h.shape
-    H = block.attn.n_heads
+    H = config.n_heads
     q, k, v = F.linear(h, block.attn.W_qkv.weight, block.attn.W_qkv.bias).split(C, dim=-1)
     q, k, v = (t.reshape(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
     y = _torch_sdpa(q, k, v, is_causal=causal).transpose(1, 2).reshape(B, T, C)
@@ -65,22 +68,25 @@ def _mlp(block, h):
     )
 
 
-def _layer_norm(ln, x):
-    return F.layer_norm(x, x.shape[-1:], ln.weight, ln.bias, ln.eps)
+def _layer_norm(ln, x, config):
+    """``ln``'s weight and bias with the check's own ``config.layer_norm_eps`` (not the module's ``eps``: a layer norm
+    built without the config's eps must fail "uses config.layer_norm_eps")."""
+    return F.layer_norm(x, x.shape[-1:], ln.weight, ln.bias, config.layer_norm_eps)
 
 
-def _block_oracle(block, x):
-    x = x + _attention(block, _layer_norm(block.ln_1, x))
-    return x + _mlp(block, _layer_norm(block.ln_2, x))
+def _block_oracle(block, x, config):
+    """Block(x) from the block's weights and the check's ``config``: x + attn(LN_1(x)), then + mlp(LN_2(x))."""
+    x = x + _attention(block, _layer_norm(block.ln_1, x, config), config)
+    return x + _mlp(block, _layer_norm(block.ln_2, x, config))
 
 
-def _block_hint(block, x, got):
+def _block_hint(block, x, got, config):
     """Name a known mistake when the student's output matches it (each recomputed from the block's weights)."""
-    ln1, ln2 = (lambda t: _layer_norm(block.ln_1, t)), (lambda t: _layer_norm(block.ln_2, t))
+    ln1, ln2 = (lambda t: _layer_norm(block.ln_1, t, config)), (lambda t: _layer_norm(block.ln_2, t, config))
     with torch.no_grad():
-        x1 = ln1(x + _attention(block, x))
+        x1 = ln1(x + _attention(block, x, config))
         post = ln2(x1 + _mlp(block, x1))
-        nomask = x + _attention(block, ln1(x), causal=False)
+        nomask = x + _attention(block, ln1(x), config, causal=False)
         nomask = nomask + _mlp(block, ln2(nomask))
     if isinstance(got, torch.Tensor) and got.shape == post.shape:
         if torch.allclose(got, post, atol=1e-5):
@@ -97,9 +103,9 @@ def _compare_block(cls, config, x, *, hidden=False, use_sdpa=None):
         block.use_sdpa = use_sdpa
     block.eval()
     with torch.no_grad():
+        expected = _block_oracle(block, x, config)  # from the weights and inputs, read before the call
         got = call("Block.forward(x)", block, x)
-        expected = _block_oracle(block, x)
-        hint = "" if hidden else _block_hint(block, x, got)
+        hint = "" if hidden else _block_hint(block, x, got, config)
     expect_close("Block(x)", got, expected, hidden=hidden, hint=hint)
 
 
@@ -228,6 +234,7 @@ class _BlockReference(nn.Module):
 
     def __init__(self, config):
         super().__init__()
+        self._config = config
         C = config.d_model
         self.ln_1, self.ln_2 = nn.LayerNorm(C, eps=config.layer_norm_eps), nn.LayerNorm(C, eps=config.layer_norm_eps)
         self.attn, self.mlp = nn.Module(), nn.Module()
@@ -237,7 +244,7 @@ class _BlockReference(nn.Module):
         self.use_sdpa = True
 
     def forward(self, x):
-        return _block_oracle(self, x)
+        return _block_oracle(self, x, self._config)
 
 
 EXERCISES.reference("Block")(_BlockReference)
@@ -246,19 +253,27 @@ EXERCISES.reference("Block")(_BlockReference)
 # ---------------------------------------------------------------- exercise 2: GPT (weight tying, final LN)
 
 
-def _gpt_oracle(model, idx, position_ids=None):
-    T = idx.shape[1]
-    pos = torch.arange(T) if position_ids is None else position_ids
-    x = F.embedding(idx, model.wte.weight) + F.embedding(pos, model.wpe.weight)
-    x = _through_blocks(model, x)  # the student's blocks: this exercise is about what surrounds them
-    return _layer_norm(model.ln_f, x) @ model.wte.weight.T
+def _gpt_oracle(model, config, idx, position_ids=None):
+    """The logits from the model's weights and the check's own ``config`` and inputs: wte and wpe, every block
+    recomputed by :func:`_block_oracle` from its weights (never by calling it: a block of the answer could return
+    whatever makes a wrong GPT agree), ln_f with ``config.layer_norm_eps``, the tied head."""
+    return _final(model, config, _through_blocks(model, config, _embedded(model, idx, position_ids)))
 
 
-def _through_blocks(model, x):
-    """``x`` through the answer's own blocks, each call recorded (the worker replays their outputs)."""
-    for i, block in enumerate(model.h):
-        x = call(f"model.h[{i}](x)", block, x)
+def _embedded(model, idx, position_ids=None):
+    pos = torch.arange(idx.shape[1]) if position_ids is None else position_ids
+    return F.embedding(idx, model.wte.weight) + F.embedding(pos, model.wpe.weight)
+
+
+def _through_blocks(model, config, x):
+    """``x`` through the model's blocks, each recomputed from its own weights (:func:`_block_oracle`), in order."""
+    for block in list(model.h.children())[: config.n_layers]:
+        x = _block_oracle(block, x, config)
     return x
+
+
+def _final(model, config, x):
+    return _layer_norm(model.ln_f, x, config) @ model.wte.weight.T
 
 
 def _build_gpt(cls, config, seed=0):
@@ -266,6 +281,10 @@ def _build_gpt(cls, config, seed=0):
     model = call(f"GPT({config})", cls, config)
     for name in ("wte", "wpe", "h", "ln_f", "lm_head"):
         expect_true(hasattr(model, name), f"GPT should keep the attribute {name!r} created in __init__.")
+    expect_true(
+        isinstance(model.h, nn.Module) and len(list(model.h.children())) == config.n_layers,
+        f"GPT should keep the config.n_layers = {config.n_layers} blocks created in __init__ (model.h).",
+    )
     return model.eval()
 
 
@@ -287,19 +306,20 @@ def _gpt_tied(cls):
 @EXERCISES.check("GPT")
 def _gpt_logits(cls):
     """GPT(vocab 13, block 8, 2 layers, width 8) on idx (2, 6): logits = LN_f(blocks(wte + wpe)) @ wte^T"""
-    model = _build_gpt(cls, GPTConfig(vocab_size=13, context_length=8, n_layers=2, n_heads=2, d_model=8))
+    config = GPTConfig(vocab_size=13, context_length=8, n_layers=2, n_heads=2, d_model=8)
+    model = _build_gpt(cls, config)
     with torch.no_grad():
         model.ln_f.weight.normal_(1.0, 0.3, generator=rng(7))
         model.ln_f.bias.normal_(0.0, 0.3, generator=rng(8))
     idx = torch.randint(13, (2, 6), generator=rng(9))
     with torch.no_grad():
+        hidden = _through_blocks(model, config, _embedded(model, idx))  # read before the call
+        expected = _final(model, config, hidden)
         got = call("model(idx)", model, idx)
-        expected = _gpt_oracle(model, idx)
     hint = ""
     if isinstance(got, torch.Tensor) and got.shape == expected.shape:
         with torch.no_grad():
-            x = _through_blocks(model, F.embedding(idx, model.wte.weight) + model.wpe.weight[:6])
-            if torch.allclose(got, x @ model.wte.weight.T, atol=1e-5):
+            if torch.allclose(got, hidden @ model.wte.weight.T, atol=1e-5):
                 hint = "The final layer norm ln_f is missing (GPT-2 applies it after the last block)."
     expect_close("logits", got, expected, hint=hint)
 
@@ -318,13 +338,11 @@ def _gpt_positions_and_gradient(cls):
     idx = torch.randint(17, (3, 7), generator=rng(10))
     pos = torch.arange(7) + 4
     with torch.no_grad():
+        expected = _gpt_oracle(model, config, idx, pos), _gpt_oracle(model, config, idx)  # before the calls
         expect_close(
-            "model(idx, position_ids)",
-            call("model(idx, position_ids)", model, idx, pos),
-            _gpt_oracle(model, idx, pos),
-            hidden=True,
+            "model(idx, position_ids)", call("model(idx, position_ids)", model, idx, pos), expected[0], hidden=True
         )
-        expect_close("model(idx)", call("model(idx)", model, idx), _gpt_oracle(model, idx), hidden=True)
+        expect_close("model(idx)", call("model(idx)", model, idx), expected[1], hidden=True)
     model.zero_grad()
     logits = call("model(idx)", model, idx[:, :3] % 5)  # tokens 5..16 never appear in the input
     call("backward", lambda: F.cross_entropy(logits.flatten(0, 1), (idx[:, :3] % 5).flatten()).backward())
@@ -451,12 +469,12 @@ def _gpt_embedding_dropout(cls):
 )
 def _gpt_layer_norm_eps(cls):
     """ln_f's own eps (config.layer_norm_eps = 0.001 on GPT-2's small initial embeddings)"""
-    model = _build_gpt(
-        cls, GPTConfig(vocab_size=13, context_length=8, n_layers=1, n_heads=2, d_model=8, layer_norm_eps=1e-3), seed=2
-    )
+    config = GPTConfig(vocab_size=13, context_length=8, n_layers=1, n_heads=2, d_model=8, layer_norm_eps=1e-3)
+    model = _build_gpt(cls, config, seed=2)
     idx = torch.randint(13, (2, 6), generator=rng(46))
     with torch.no_grad():
-        expect_close("model(idx)", call("model(idx)", model, idx), _gpt_oracle(model, idx), hidden=True)
+        expected = _gpt_oracle(model, config, idx)
+        expect_close("model(idx)", call("model(idx)", model, idx), expected, hidden=True)
 
 
 @EXERCISES.check(
@@ -478,7 +496,8 @@ def _gpt_input_forms(cls):
             ("model(idx) for a batch of one with T = context_length", (one,)),
             ("model(idx[:, :1])", (idx[:, :1],)),
         ):
-            expect_close(what, call(what, model, *args), _gpt_oracle(model, *args), hidden=True)
+            expected = _gpt_oracle(model, config, *args)
+            expect_close(what, call(what, model, *args), expected, hidden=True)
 
 
 class _FixedLM(nn.Module):

@@ -252,14 +252,16 @@ def _mask_any_shape(fn):
 # ---------------------------------------------------------------- exercise 2: BertEmbeddings
 
 
-def _emb_oracle(m, ids, types):
+def _emb_oracle(m, config, ids, types):
+    """LayerNorm(token + position + segment) from the module's tables and LayerNorm weights, with the check's own
+    ``config.layer_norm_eps`` (not the module's ``eps``: a LayerNorm built without the config's eps must fail)."""
     T = ids.shape[1]
     x = (
         F.embedding(ids, m.word_embeddings.weight)
         + m.position_embeddings.weight[:T]
         + F.embedding(types, m.token_type_embeddings.weight)
     )
-    return F.layer_norm(x, (x.shape[-1],), m.LayerNorm.weight, m.LayerNorm.bias, m.LayerNorm.eps)
+    return F.layer_norm(x, (x.shape[-1],), m.LayerNorm.weight, m.LayerNorm.bias, config.layer_norm_eps)
 
 
 def _randomised(what, cls, config, seed, param_seed):
@@ -278,17 +280,17 @@ def _build_emb(cls, config, seed=0):
     return _randomised("BertEmbeddings", cls, config, seed, seed + 100)
 
 
-def _expect_default_segments(m, oracle, ids):
+def _expect_default_segments(m, config, oracle, ids):
     """Without token_type_ids the result is the oracle's with every token in segment 0."""
     with torch.no_grad():
-        expect_close("embeddings(ids)", call("embeddings(ids)", m, ids), oracle(m, ids, torch.zeros_like(ids)))
+        expected = oracle(m, config, ids, torch.zeros_like(ids))
+        expect_close("embeddings(ids)", call("embeddings(ids)", m, ids), expected)
 
 
-def _expect_segments_hidden(m, oracle, ids, types):
+def _expect_segments_hidden(m, config, oracle, ids, types):
     with torch.no_grad():
-        expect_close(
-            "embeddings(ids, token_type_ids)", call("embeddings", m, ids, types), oracle(m, ids, types), hidden=True
-        )
+        expected = oracle(m, config, ids, types)
+        expect_close("embeddings(ids, token_type_ids)", call("embeddings", m, ids, types), expected, hidden=True)
 
 
 def _expect_dropout_after_norm(what, cls, config_with_dropout, ids):
@@ -302,23 +304,25 @@ def _expect_dropout_after_norm(what, cls, config_with_dropout, ids):
 @EXERCISES.check("BertEmbeddings", points=3)
 def _emb_basic(cls):
     """LayerNorm(token + position + segment) for ids (2, 7), segments 0 then 1"""
-    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8))
+    config = BertConfig(vocab_size=20, context_length=10, d_model=8)
+    m = _build_emb(cls, config)
     ids = torch.randint(20, (2, 7), generator=rng(5))
     types = torch.tensor([[0, 0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1]])
     with torch.no_grad():
         got = call("embeddings(ids, token_type_ids)", m, ids, types)
     hint = ""
     if isinstance(got, torch.Tensor) and got.shape == (2, 7, 8):
-        if torch.allclose(got, _emb_oracle(m, ids, torch.zeros_like(types)), atol=1e-5):
+        if torch.allclose(got, _emb_oracle(m, config, ids, torch.zeros_like(types)), atol=1e-5):
             hint = "token_type_ids are ignored: add the segment embeddings."
-    expect_close("embeddings(ids, token_type_ids)", got, _emb_oracle(m, ids, types), hint=hint)
+    expect_close("embeddings(ids, token_type_ids)", got, _emb_oracle(m, config, ids, types), hint=hint)
 
 
 @EXERCISES.check("BertEmbeddings")
 def _emb_default_types(cls):
     """without token_type_ids every token is in segment 0"""
-    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8), seed=1)
-    _expect_default_segments(m, _emb_oracle, torch.randint(20, (3, 5), generator=rng(6)))
+    config = BertConfig(vocab_size=20, context_length=10, d_model=8)
+    m = _build_emb(cls, config, seed=1)
+    _expect_default_segments(m, config, _emb_oracle, torch.randint(20, (3, 5), generator=rng(6)))
 
 
 @EXERCISES.check(
@@ -329,9 +333,10 @@ def _emb_default_types(cls):
 )
 def _emb_other_sizes(cls):
     """other sizes, random segments, BERT's eps 1e-12"""
-    m = _build_emb(cls, BertConfig(vocab_size=31, context_length=16, d_model=12, type_vocab_size=3), seed=2)
+    config = BertConfig(vocab_size=31, context_length=16, d_model=12, type_vocab_size=3)
+    m = _build_emb(cls, config, seed=2)
     ids = torch.randint(31, (4, 11), generator=rng(7))
-    _expect_segments_hidden(m, _emb_oracle, ids, torch.randint(3, (4, 11), generator=rng(8)))
+    _expect_segments_hidden(m, config, _emb_oracle, ids, torch.randint(3, (4, 11), generator=rng(8)))
 
 
 @EXERCISES.check(
@@ -353,8 +358,8 @@ def _emb_dropout(cls):
 # ---------------------------------------------------------------- exercise 3: AlbertEmbeddings (factorised)
 
 
-def _albert_oracle(m, ids, types):
-    x = _emb_oracle(m, ids, types)  # LayerNorm(token + position + segment) in the small space E
+def _albert_oracle(m, config, ids, types):
+    x = _emb_oracle(m, config, ids, types)  # LayerNorm(token + position + segment) in the small space E
     return F.linear(x, m.projection.weight, m.projection.bias)  # then E -> d_model
 
 
@@ -365,7 +370,8 @@ def _build_albert(cls, config, seed=0):
 @EXERCISES.check("AlbertEmbeddings", points=3)
 def _albert_basic(cls):
     """LayerNorm(token + position + segment) in width E = 6, then the projection to d_model = 10; ids (2, 7)"""
-    m = _build_albert(cls, AlbertConfig(vocab_size=20, context_length=10, embedding_size=6, d_model=10))
+    config = AlbertConfig(vocab_size=20, context_length=10, embedding_size=6, d_model=10)
+    m = _build_albert(cls, config)
     ids = torch.randint(20, (2, 7), generator=rng(15))
     types = torch.tensor([[0, 0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1]])
     with torch.no_grad():
@@ -374,16 +380,17 @@ def _albert_basic(cls):
     if isinstance(got, torch.Tensor) and got.shape == (2, 7, 6):
         hint = "The output has width E = embedding_size: project it to d_model with self.projection."
     elif isinstance(got, torch.Tensor) and got.shape == (2, 7, 10):
-        if torch.allclose(got, _albert_oracle(m, ids, torch.zeros_like(types)), atol=1e-5):
+        if torch.allclose(got, _albert_oracle(m, config, ids, torch.zeros_like(types)), atol=1e-5):
             hint = "token_type_ids are ignored: add the segment embeddings."
-    expect_close("embeddings(ids, token_type_ids)", got, _albert_oracle(m, ids, types), hint=hint)
+    expect_close("embeddings(ids, token_type_ids)", got, _albert_oracle(m, config, ids, types), hint=hint)
 
 
 @EXERCISES.check("AlbertEmbeddings")
 def _albert_default_types(cls):
     """without token_type_ids every token is in segment 0"""
-    m = _build_albert(cls, AlbertConfig(vocab_size=20, context_length=10, embedding_size=4, d_model=12), seed=1)
-    _expect_default_segments(m, _albert_oracle, torch.randint(20, (3, 5), generator=rng(16)))
+    config = AlbertConfig(vocab_size=20, context_length=10, embedding_size=4, d_model=12)
+    m = _build_albert(cls, config, seed=1)
+    _expect_default_segments(m, config, _albert_oracle, torch.randint(20, (3, 5), generator=rng(16)))
 
 
 @EXERCISES.check(
@@ -394,11 +401,10 @@ def _albert_default_types(cls):
 )
 def _albert_other_sizes(cls):
     """other sizes (E larger than d_model too), random segments"""
-    m = _build_albert(
-        cls, AlbertConfig(vocab_size=31, context_length=16, embedding_size=14, d_model=8, type_vocab_size=3), seed=2
-    )
+    config = AlbertConfig(vocab_size=31, context_length=16, embedding_size=14, d_model=8, type_vocab_size=3)
+    m = _build_albert(cls, config, seed=2)
     ids = torch.randint(31, (4, 11), generator=rng(17))
-    _expect_segments_hidden(m, _albert_oracle, ids, torch.randint(3, (4, 11), generator=rng(18)))
+    _expect_segments_hidden(m, config, _albert_oracle, ids, torch.randint(3, (4, 11), generator=rng(18)))
 
 
 @EXERCISES.check(
@@ -486,12 +492,13 @@ def _emb_dropout_last(cls):
 )
 def _emb_layer_norm_eps(cls):
     """the LayerNorm's own eps (config.layer_norm_eps = 0.001, embeddings of small variance)"""
-    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=10, d_model=8, layer_norm_eps=1e-3), seed=5)
+    config = BertConfig(vocab_size=20, context_length=10, d_model=8, layer_norm_eps=1e-3)
+    m = _build_emb(cls, config, seed=5)
     with torch.no_grad():
         for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
             getattr(m, name).weight.mul_(0.02)
     ids = torch.randint(20, (2, 7), generator=rng(65))
-    _expect_segments_hidden(m, _emb_oracle, ids, torch.randint(2, (2, 7), generator=rng(66)))
+    _expect_segments_hidden(m, config, _emb_oracle, ids, torch.randint(2, (2, 7), generator=rng(66)))
 
 
 @EXERCISES.check(
@@ -502,22 +509,19 @@ def _emb_layer_norm_eps(cls):
 )
 def _emb_input_forms(cls):
     """a batch of one with T = context_length, token_type_ids by keyword, a single token"""
-    m = _build_emb(cls, BertConfig(vocab_size=20, context_length=9, d_model=8), seed=6)
+    config = BertConfig(vocab_size=20, context_length=9, d_model=8)
+    m = _build_emb(cls, config, seed=6)
     ids = torch.randint(20, (1, 9), generator=rng(67))
     types = torch.randint(2, (1, 9), generator=rng(68))
     with torch.no_grad():
+        expected = _emb_oracle(m, config, ids, types), _emb_oracle(m, config, ids[:, :1], torch.zeros_like(ids[:, :1]))
         expect_close(
             "embeddings(ids, token_type_ids=types) for a batch of one with T = context_length",
             call("embeddings(ids, token_type_ids=types)", m, ids, token_type_ids=types),
-            _emb_oracle(m, ids, types),
+            expected[0],
             hidden=True,
         )
-        expect_close(
-            "embeddings(ids[:, :1])",
-            call("embeddings(ids[:, :1])", m, ids[:, :1]),
-            _emb_oracle(m, ids[:, :1], torch.zeros_like(ids[:, :1])),
-            hidden=True,
-        )
+        expect_close("embeddings(ids[:, :1])", call("embeddings(ids[:, :1])", m, ids[:, :1]), expected[1], hidden=True)
 
 
 @EXERCISES.check(
@@ -553,16 +557,13 @@ def _albert_dropout_site(cls):
 )
 def _albert_layer_norm_eps(cls):
     """the LayerNorm's own eps (config.layer_norm_eps = 0.001, embeddings of small variance)"""
-    m = _build_albert(
-        cls,
-        AlbertConfig(vocab_size=20, context_length=10, embedding_size=6, d_model=9, layer_norm_eps=1e-3),
-        seed=8,
-    )
+    config = AlbertConfig(vocab_size=20, context_length=10, embedding_size=6, d_model=9, layer_norm_eps=1e-3)
+    m = _build_albert(cls, config, seed=8)
     with torch.no_grad():
         for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
             getattr(m, name).weight.mul_(0.02)
     ids = torch.randint(20, (2, 7), generator=rng(70))
-    _expect_segments_hidden(m, _albert_oracle, ids, torch.randint(2, (2, 7), generator=rng(71)))
+    _expect_segments_hidden(m, config, _albert_oracle, ids, torch.randint(2, (2, 7), generator=rng(71)))
 
 
 @EXERCISES.check(

@@ -230,20 +230,26 @@ def _rope_complex(x, positions, theta):
     return torch.view_as_real(xc * freqs).flatten(-2).to(x.dtype)
 
 
-def _mla_oracle(m, x, theta=None):
-    """The whole sequence at once, from the module's parameters: (output, latent (B, T, d_c), rotary key (B, T, d_rope)).
-    ``theta``: the RoPE base the module was built with (default: its ``rope_theta``)."""
+_MLA_DEFAULTS = dict(d_v=None, d_cq=None, rope_theta=10000.0, eps=1e-6)  # MultiHeadLatentAttention's defaults
+
+
+def _mla_oracle(m, x, sizes):
+    """The whole sequence at once, from the module's parameters and the check's own ``sizes`` (the arguments it was
+    built with, the defaults for the others; never the module's attributes, which its forward could change):
+    (output, latent (B, T, d_c), rotary key (B, T, d_rope))."""
+    sizes = {**_MLA_DEFAULTS, **sizes}
     B, T, _ = x.shape
-    H, d_head, d_rope, d_v = m.n_heads, m.d_head, m.d_rope, m.d_v
-    theta = m.rope_theta if theta is None else theta
+    H, d_head, d_rope = sizes["n_heads"], sizes["d_head"], sizes["d_rope"]
+    d_v = d_head if sizes["d_v"] is None else sizes["d_v"]
+    theta, eps = sizes["rope_theta"], sizes["eps"]
     pos = torch.arange(T, dtype=torch.float64)
-    if m.d_cq is None:
+    if sizes["d_cq"] is None:
         q = F.linear(x, m.W_q.weight)
     else:
-        q = F.linear(_rms(F.linear(x, m.W_dq.weight), m.q_norm.weight, m.q_norm.eps), m.W_uq.weight)
+        q = F.linear(_rms(F.linear(x, m.W_dq.weight), m.q_norm.weight, eps), m.W_uq.weight)
     q = q.view(B, T, H, d_head + d_rope).transpose(1, 2)
     q = torch.cat([q[..., :d_head], _rope_complex(q[..., d_head:], pos, theta)], -1)
-    latent = _rms(F.linear(x, m.W_dkv.weight), m.kv_norm.weight, m.kv_norm.eps)  # (B, T, d_c)
+    latent = _rms(F.linear(x, m.W_dkv.weight), m.kv_norm.weight, eps)  # (B, T, d_c)
     k_rot = _rope_complex(F.linear(x, m.W_kr.weight), pos, theta)  # (B, T, d_rope)
     k_c = F.linear(latent, m.W_uk.weight).view(B, T, H, d_head).transpose(1, 2)
     v = F.linear(latent, m.W_uv.weight).view(B, T, H, d_v).transpose(1, 2)
@@ -272,8 +278,8 @@ def _mla_full(cls):
     m = _build_mla(cls, 1, **_SIZES)
     x = torch.randn(2, 7, 20, generator=rng(11))
     with torch.no_grad():
+        expected = _mla_oracle(m, x, _SIZES)[0]
         got = call("mla(x)", m, x)
-        expected = _mla_oracle(m, x)[0]
     expect_true(isinstance(got, tuple) and len(got) == 2, "forward should return (output, None).")
     expect_close("mla(x)[0]", got[0], expected)
 
@@ -285,8 +291,8 @@ def _mla_caches_latent(cls):
     x = torch.randn(2, 5, 20, generator=rng(12))
     cache = KVCache()
     with torch.no_grad():
+        _, latent, k_rot = _mla_oracle(m, x, _SIZES)
         call("mla(x, cache=cache)", m, x, cache=cache)
-        _, latent, k_rot = _mla_oracle(m, x)
     expect_true(len(cache.keys) == 1, "mla(x, cache=cache) should store layer 0 with cache.update(layer, c_kv, k_r).")
     expect_close("cache.keys[0] (the latent c_KV)", cache.keys[0], latent[:, None])
     expect_close("cache.values[0] (the rotary key k_R)", cache.values[0], k_rot[:, None])
@@ -305,11 +311,11 @@ def _mla_decode(cls):
         x = torch.randn(3, 8, sizes["d_model"], generator=rng(seed + 20))
         cache = KVCache()
         with torch.no_grad():
+            expected = _mla_oracle(m, x, sizes)[0]
             outs, t = [], 0
             for n in (3, 2, 1, 1, 1):
                 outs.append(call("mla(x_new, cache=cache)", m, x[:, t : t + n], cache=cache)[0])
                 t += n
-            expected = _mla_oracle(m, x)[0]
         expect_close("outputs of the cached steps", torch.cat(outs, 1), expected, hidden=True)
 
 
@@ -328,6 +334,7 @@ def _mla_rope_base_and_layers(cls):
     x1 = torch.randn(1, 7, 12, generator=rng(26))
     cache = KVCache()
     with torch.no_grad():
+        expected, latent, k_rot = _mla_oracle(second, x1, sizes)  # the RoPE base 500 from the check's own sizes
         outs, t = [], 0
         for n in (1, 4, 2):  # a first step of one token, then a chunk, then two more
             call("layer 0: mla(x_new, cache=cache, layer=0)", first, x0[:, t : t + n], cache=cache, layer=0)
@@ -336,7 +343,6 @@ def _mla_rope_base_and_layers(cls):
             expect_shape(f"the output of a step of {n} new tokens", out[0], (1, n, 12))
             outs.append(out)
             t += n
-        expected, latent, k_rot = _mla_oracle(second, x1, theta=500.0)
     expect_true(
         len(cache.keys) == 2 and cache.length(1) == 7,
         "each layer keeps its own latents: cache.update(layer, c_kv, k_r) with the layer given to forward.",

@@ -173,6 +173,13 @@ MUTANTS = [
         (("tgt[:, :-1]  #", "tgt[:, :-1].long()  #"), ("tgt[:, 1:]  #", "tgt[:, 1:].long()  #")),
         "the slices cast with .long(): int32 ids come back as int64, not in the input's dtype",
     ),
+    Mutant(
+        "one layer whatever num_layers says",
+        "Encoder",
+        (("            num_layers=num_layers,\n", "            num_layers=1,\n"),),
+        "the given __init__ edited: a one-layer RNN (caught since the oracle takes its sizes from the check's "
+        "arguments, not from self.rnn)",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.

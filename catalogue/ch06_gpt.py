@@ -243,6 +243,19 @@ MUTANTS = [
         (("logits = logits / temperature  #", "logits = logits / temperature if top_k is None else logits  #"),),
         "an if/elif that skips the temperature when top_k is given",
     ),
+    Mutant(
+        "layer norms built without config.layer_norm_eps",
+        "Block",
+        (("nn.LayerNorm(C, eps=config.layer_norm_eps)", "nn.LayerNorm(C)"),),
+        "the given __init__ edited: PyTorch's eps 1e-5 whatever the config says (caught since the oracle takes "
+        "eps from the check's config, not from the module)",
+    ),
+    Mutant(
+        "ln_f built without config.layer_norm_eps",
+        "GPT",
+        (("nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)", "nn.LayerNorm(config.d_model)"),),
+        "the given __init__ edited: PyTorch's eps 1e-5 for the final layer norm",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.

@@ -257,6 +257,13 @@ MUTANTS = [
         ),
         "exactly round(p·T) tokens per row (the lowest random scores), not each token independently",
     ),
+    Mutant(
+        "LayerNorm built without config.layer_norm_eps",
+        "BertEmbeddings",
+        (("nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)", "nn.LayerNorm(config.d_model)"),),
+        "the given __init__ edited: PyTorch's eps 1e-5 whatever the config says (caught since the oracle takes "
+        "eps from the check's config, not from the module)",
+    ),
 ]
 
 # Valid answers written differently from the reference; tests/ asserts each gets full marks.

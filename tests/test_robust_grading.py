@@ -33,13 +33,17 @@ FULL_SET = "ch03_self_attention"
 ROTATION = 3
 ALL_VARIANTS = os.environ.get("ATTENTION_COURSE_ALL_VARIANTS") == "1"
 _RELEASES: dict = {}
+# hostile variants of one chapter, graded by a test of their own (not in the rotation): chapter -> names
+OWN_TEST = {"echoing_blocks_position_ids_ignored": "ch06_gpt", "echoing_blocks_never_run": "ch06_gpt"}
 
 
 def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
     """The variants of ``chapter`` graded with kernels in the default run (see the module docstring)."""
     if ALL_VARIANTS or chapter == FULL_SET:
         return list(all_variants)
-    rotating = sorted(n for n, v in all_variants.items() if v.kind == "hostile" and n != "imports_reference")
+    rotating = sorted(
+        n for n, v in all_variants.items() if v.kind == "hostile" and n not in ("imports_reference", *OWN_TEST)
+    )
     others = [c for c in CHAPTERS if c != FULL_SET]
     start = others.index(chapter) * ROTATION
     chosen = {rotating[(start + i) % len(rotating)] for i in range(ROTATION)}
@@ -55,8 +59,8 @@ def test_rotation_covers_every_hostile_variant():
             covered.setdefault(name, set()).add(chapter)
     hostile = {n for c in CHAPTERS for n, v in variants.variants(c, _release(c)).items() if v.kind == "hostile"}
     # attacks on one chapter's exercises (keeps_a_handed_reference: graded by the test of issue 35's attacks)
-    one_chapter = {"dispatch_subclass_weights", "keeps_a_handed_reference"}
-    assert all(FULL_SET in covered[n] for n in hostile if n != "keeps_a_handed_reference")
+    one_chapter = {"dispatch_subclass_weights", "keeps_a_handed_reference", *OWN_TEST}
+    assert all(FULL_SET in covered[n] for n in hostile if n not in ("keeps_a_handed_reference", *OWN_TEST))
     lonely = sorted(n for n in hostile if n not in one_chapter and len(covered[n]) < 2)
     assert not lonely, f"hostile variants graded with kernels on one chapter only: {lonely}"
 
@@ -232,6 +236,39 @@ def test_answers_that_change_the_question_earn_nothing(chapter, tmp_path):
             assert row.scores[var.target] == 0, explain
         else:
             assert row.score == 0, explain
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", sorted(set(OWN_TEST.values())))
+def test_parts_of_the_answer_feed_no_oracle(chapter, tmp_path):
+    """Issue 46, through the real grader: sub-modules of the answer that, called by the check on their own, echo what
+    the whole answer computed (chapter 6: blocks echoing the GPT's last hidden state) lift nothing; each variant
+    scores as its bug without the echo (the buggy exercise zero, every other one full)."""
+    all_variants = variants.variants(chapter, _release(chapter))
+    chosen = [n for n, c in OWN_TEST.items() if c == chapter]
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    files = {}
+    for i, name in enumerate(chosen):
+        path = folder / f"student{i:02d}_{7200 + i}_{8200 + i}_{chapter}.ipynb"
+        path.write_text(all_variants[name].text)
+        files[path.name] = name
+    rows = batch.grade(
+        sorted(folder.glob("*.ipynb")),
+        chapter,
+        tmp_path / "out",
+        cell_timeout=30,
+        notebook_timeout=300,
+        memory_mb=3072,
+        jobs=2,
+    )
+    full = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}
+    assert len(rows) == len(chosen)
+    for row in rows:
+        var = all_variants[files[row.submission]]
+        explain = f"{files[row.submission]}: {row.scores} {row.status} {row.reason} {row.warnings}"
+        assert var.expect == "one_zero" and row.status == "graded", explain
+        assert row.scores == {**full, var.target: 0.0}, explain
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ must give:
 * ``expect="zero"`` — nothing earned (the stub, hostile code on the stub, an unreadable file, a killed kernel);
 * ``expect="at_most_full"`` — runaway code next to a correct answer: any score up to the reference's, always a row
   and a reason or warning;
-* ``expect="one_zero"`` — one answer (``target``) never returns: that exercise scores zero, every other one full;
+* ``expect="one_zero"`` — one answer (``target``) never returns, or is wrong behind an attack: that exercise scores
+  zero, every other one full;
 * ``expect="target_zero"`` — a buggy answer (``target``) behind an attack: it scores zero, nothing scores more than
   full;
 * ``expect="targets_zero"`` — answers that change the check's question (``targets``): each scores zero, nothing
@@ -83,6 +84,40 @@ _ZERO_INPUTS = [
     "    if isinstance(_handed, torch.Tensor):",
     "        _handed.data.zero_()",
 ]
+
+
+# Chapter 6's Block, echoing the last hidden state its GPT handed to ln_f whenever it is called outside the GPT's
+# forward (as a check that runs the blocks itself to build its expected logits would call it).
+_ECHOING_BLOCK = [
+    "_echo = {}  # red team: the GPT's last hidden state, kept for the check's own calls of a block",
+    "_block_forward = Block.forward",
+    "",
+    "",
+    "def _echoing_forward(self, x):",
+    "    last = _echo.get('last')",
+    "    if last is not None and last.shape == x.shape:",
+    "        return last",
+    "    return _block_forward(self, x)",
+    "",
+    "",
+    "Block.forward = _echoing_forward",
+]
+_KEEP_LAST = (
+    "        x = self.ln_f(x)  #",
+    "        _echo['last'] = x.detach()  # red team: for the blocks to echo\n        x = self.ln_f(x)  #",
+)
+_BLOCKS_RUN_PLAINLY = ("        for block in self.h:", "        _echo['last'] = None\n        for block in self.h:")
+_ECHOED_GPT_BUGS = {
+    "echoing_blocks_position_ids_ignored": (
+        ("self.wpe(position_ids)", "self.wpe(torch.arange(T, device=idx.device))"),
+        _BLOCKS_RUN_PLAINLY,
+        _KEEP_LAST,
+    ),
+    "echoing_blocks_never_run": (
+        ("        for block in self.h:\n            x = block(x)  # (B, T, C), causal\n", ""),
+        _KEEP_LAST,
+    ),
+}
 
 
 def _solution_ids(nb) -> list[str]:
@@ -511,6 +546,21 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     v["loads_a_fresh_posixsubprocess"] = Variant(
         nbformat.writes(_insert_after_setup(release, fresh)), "zero", "hostile", "spawning a process"
     )
+
+    # An oracle fed by a call into part of the answer (issue 46, red team on chapter 6): the GPT's blocks, called by
+    # the check on their own, echo the model's last hidden state, so that expected logits computed through them
+    # agree with a wrong GPT. Each scores as the bug without the echo: the GPT exercise earns nothing.
+    if chapter == "ch06_gpt":
+        for name, bug in _ECHOED_GPT_BUGS.items():
+            nb = copy.deepcopy(filled)
+            for cell in nb.cells:
+                if cell.id == "Block":
+                    cell.source += "\n\n" + "\n".join(_ECHOING_BLOCK)
+                elif cell.id == "GPT":
+                    for old, new in bug:
+                        assert old in cell.source, old
+                        cell.source = cell.source.replace(old, new)
+            v[name] = Variant(nbformat.writes(nb), "one_zero", "hostile", target="GPT")
 
     # A bug hidden below Python (red team, jailed too): replacement CPU kernels for aten::allclose and aten::equal,
     # registered through torch.library, make every comparison succeed. The buggy exercise must still score zero.

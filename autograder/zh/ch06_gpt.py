@@ -92,6 +92,9 @@ ZH = {
         "缺少最终的层归一化 ln_f（GPT-2 在最后一个块之后使用它）。"
     ),
     "GPT should keep the attribute {name} created in __init__.": "GPT 应保留在 __init__ 中创建的属性 {name}。",
+    "GPT should keep the config.n_layers = {n} blocks created in __init__ (model.h).": (
+        "GPT 应保留在 __init__ 中创建的 config.n_layers = {n} 个块（model.h）。"
+    ),
     "{what}: the set of tokens ever sampled": "{what}：采样到过的词元的集合",
     "generate should return (B, T0 + max_new_tokens) = ({n}, 2) tokens.": (
         "generate 应返回 (B, T0 + max_new_tokens) = ({n}, 2) 个词元。"
