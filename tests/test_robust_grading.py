@@ -184,6 +184,33 @@ def test_selfcheck_cell_in_the_notebook(tmp_path, monkeypatch, capsys):
     assert "python -m autograder selfcheck" in capsys.readouterr().out
 
 
+def _grade_named_variants(chapter, names, tmp_path, first_id):
+    """Grade those of ``names`` that are variants of ``chapter`` through the real grader, one file each (Canvas
+    names, ids from ``first_id``); returns (the variants, file name -> variant name, the rows, each exercise's full
+    points)."""
+    all_variants = variants.variants(chapter, _release(chapter))
+    names = [n for n in names if n in all_variants]
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    files = {}
+    for i, name in enumerate(names):
+        path = folder / f"student{i:02d}_{first_id + i}_{first_id + 1000 + i}_{chapter}.ipynb"
+        path.write_text(all_variants[name].text)
+        files[path.name] = name
+    rows = batch.grade(
+        sorted(folder.glob("*.ipynb")),
+        chapter,
+        tmp_path / "out",
+        cell_timeout=30,
+        notebook_timeout=300,
+        memory_mb=3072,
+        jobs=2,
+    )
+    full = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}
+    assert len(rows) == len(names)
+    return all_variants, files, rows, full
+
+
 QUESTION_CHAPTERS = [
     "ch03_self_attention",
     "ch04_multi_head_attention",
@@ -200,30 +227,8 @@ def test_answers_that_change_the_question_earn_nothing(chapter, tmp_path):
     """Issue 35, through the real grader: answers that zero the tensors a check hands them (and then compute the
     right thing from the zeroed inputs) score zero on every such exercise; a kernel registered from inside a
     check leaves the buggy answer at zero; chapter 4's kept course version of merge_heads earns nothing."""
-    all_variants = variants.variants(chapter, _release(chapter))
-    chosen = [
-        n
-        for n in ("zeroes_its_inputs", "registers_a_kernel_in_the_check", "keeps_a_handed_reference")
-        if n in all_variants
-    ]
-    folder = tmp_path / "subs"
-    folder.mkdir()
-    files = {}
-    for i, name in enumerate(chosen):
-        path = folder / f"student{i:02d}_{7000 + i}_{8000 + i}_{chapter}.ipynb"
-        path.write_text(all_variants[name].text)
-        files[path.name] = name
-    rows = batch.grade(
-        sorted(folder.glob("*.ipynb")),
-        chapter,
-        tmp_path / "out",
-        cell_timeout=30,
-        notebook_timeout=300,
-        memory_mb=3072,
-        jobs=2,
-    )
-    full = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}
-    assert len(rows) == len(chosen)
+    kinds = ["zeroes_its_inputs", "registers_a_kernel_in_the_check", "keeps_a_handed_reference"]
+    all_variants, files, rows, full = _grade_named_variants(chapter, kinds, tmp_path, 7000)
     for row in rows:
         var = all_variants[files[row.submission]]
         explain = f"{files[row.submission]}: {row.scores} {row.status} {row.reason} {row.warnings}"
@@ -244,26 +249,8 @@ def test_parts_of_the_answer_feed_no_oracle(chapter, tmp_path):
     """Issue 46, through the real grader: sub-modules of the answer that, called by the check on their own, echo what
     the whole answer computed (chapter 6: blocks echoing the GPT's last hidden state) lift nothing; each variant
     scores as its bug without the echo (the buggy exercise zero, every other one full)."""
-    all_variants = variants.variants(chapter, _release(chapter))
     chosen = [n for n, c in OWN_TEST.items() if c == chapter]
-    folder = tmp_path / "subs"
-    folder.mkdir()
-    files = {}
-    for i, name in enumerate(chosen):
-        path = folder / f"student{i:02d}_{7200 + i}_{8200 + i}_{chapter}.ipynb"
-        path.write_text(all_variants[name].text)
-        files[path.name] = name
-    rows = batch.grade(
-        sorted(folder.glob("*.ipynb")),
-        chapter,
-        tmp_path / "out",
-        cell_timeout=30,
-        notebook_timeout=300,
-        memory_mb=3072,
-        jobs=2,
-    )
-    full = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}
-    assert len(rows) == len(chosen)
+    all_variants, files, rows, full = _grade_named_variants(chapter, chosen, tmp_path, 7200)
     for row in rows:
         var = all_variants[files[row.submission]]
         explain = f"{files[row.submission]}: {row.scores} {row.status} {row.reason} {row.warnings}"
