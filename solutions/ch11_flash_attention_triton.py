@@ -32,8 +32,8 @@ powers of two of at least 16; ``T_q`` and ``T_k`` need not be multiples of them.
 Without a CUDA device, this module sets ``TRITON_INTERPRET=1`` before importing Triton: the kernels then run on the
 CPU under Triton's interpreter (numpy; slow, no bfloat16), with the same results. Importing it without Triton raises
 an ImportError that says how to install it: the Triton that the installed torch was released with (``pip install
-triton==3.6.0`` beside torch 2.11; ``triton_requirement`` of the checks module ``autograder/ch11_flash_attention_triton``
-gives the rule). The kernels are tested with Triton 3.6 to 3.9. No other chapter imports Triton.
+triton==3.6.0`` beside torch 2.11; ``solutions.triton_install.triton_requirement`` gives the
+rule). The kernels are tested with Triton 3.6 to 3.9. No other chapter imports Triton.
 
 Sources: Dao, Fu, Ermon, Rudra & Ré 2022 (FlashAttention, algorithm 1, theorem 2); Dao 2023 (FlashAttention-2,
 algorithms 1 and 2); Tillet, Kung & Cox 2019 (Triton); NVIDIA 2024 (CUDA C++ Programming Guide, technical
@@ -52,8 +52,8 @@ from typing import Any
 import torch
 
 from solutions.ch10_flash_attention import check_flash_inputs
+from solutions.triton_install import TRITON_VERSION, triton_requirement  # imports no Triton
 
-TRITON_VERSION = "3.9.0"  # the newest version the course is tested with (requirements.txt); 3.6 to 3.9 all work
 TRITON_MISSING = (
     "Chapter 11 needs Triton. Colab's GPU runtime has it (it comes with torch); elsewhere on Linux run "
     "`pip install {requirement}`, the Triton this torch was released with (on a CPU its interpreter runs the "
@@ -71,8 +71,6 @@ try:
     import triton
     import triton.language as tl
 except ImportError as err:  # pragma: no cover - exercised in a subprocess by the tests
-    from autograder.ch11_flash_attention_triton import triton_requirement  # imports no Triton: the notebook's rule
-
     raise ImportError(TRITON_MISSING.format(requirement=triton_requirement())) from err
 
 

@@ -17,7 +17,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.ch11_flash_attention_triton import TESTED_TRITON, triton_requirement
 from solutions.ch03_self_attention import causal_mask
 from solutions.ch10_flash_attention import flash_attention, flash_attention_forward
 from solutions.ch11_flash_attention_triton import (
@@ -42,6 +41,7 @@ from solutions.ch11_flash_attention_triton import (
     naive_attention_triton,
     naive_traffic,
 )
+from solutions.triton_install import triton_requirement
 from tests.conftest import tolerance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -373,7 +373,11 @@ COLAB_GPU_TRITON = "triton==3.6.0"
         ("2.11.0+cu128", ["triton == 3.6.0 ; platform_system == 'Linux'"], COLAB_GPU_TRITON),
         ("2.11.0+cpu", [], COLAB_GPU_TRITON),  # Colab's CPU runtime: the Triton of the same torch release
         ("2.11.0+cpu", ['triton-kernels==1.0; extra == "kernels"', 'triton==9.9; extra == "x"'], COLAB_GPU_TRITON),
-        ("2.99.0+cpu", [], TESTED_TRITON),  # a torch the course does not know yet: the newest Triton tested
+        (
+            "2.99.0+cpu",
+            [],
+            f"triton=={TRITON_VERSION}",
+        ),  # a torch the course does not know yet: the newest Triton tested
     ],
 )
 def test_the_triton_installed_where_missing_is_the_one_torch_was_released_with(torch_version, requires, expected):

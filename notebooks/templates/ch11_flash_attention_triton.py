@@ -27,7 +27,7 @@ import importlib.util
 import subprocess
 import sys
 
-from autograder.ch11_flash_attention_triton import triton_requirement
+from solutions.triton_install import triton_requirement
 
 if importlib.util.find_spec("triton") is None:
     print(f"Installing {triton_requirement()} (on a CPU its interpreter runs the kernels) ...")
