@@ -251,3 +251,23 @@ def test_a_chinese_moodle_download_through_the_grade_command(tmp_path):
         assert "Download the notebook again" not in text and "请重新下载笔记本" not in text, "no advice that misleads"
     assert "grade it with --chapter ch10_flash_attention" in attention
     assert rows["Alan Turing_5002_assignsubmission_file_ch10_flash_attention.ipynb"]["reason"] == stray
+
+
+def test_a_zip_with_utf8_names_but_no_utf8_flag_keeps_the_students_id(tmp_path):
+    """Info-ZIP on Linux and macOS's Archive Utility write UTF-8 names without the zip's UTF-8 flag; read as code page
+    437 (the format's default), "李雷" came out as "µ_ÄΘ_", whose underscores hid Canvas's name marker: the file named
+    no student. The name is read as the UTF-8 it is."""
+    name = "李雷_1005_90005_ch03_self_attention.ipynb"
+    placeholder = "X" * len(name.split("_")[0].encode()) + name[name.index("_") :]
+    zip_path = tmp_path / "subs.zip"
+    with zipfile.ZipFile(zip_path, "w") as z:
+        z.writestr(placeholder, "{}")  # an ASCII name: no UTF-8 flag
+    raw = zip_path.read_bytes()
+    assert raw.count(placeholder.encode()) == 2  # the local header and the central directory
+    zip_path.write_bytes(raw.replace(placeholder.encode(), name.encode()))  # UTF-8 bytes, still no flag
+    with zipfile.ZipFile(zip_path) as z:
+        assert z.infolist()[0].filename != name  # what Python reads from such a zip, as cp437
+    (path,) = collect.expand_submissions([zip_path], tmp_path / "unzipped")
+    assert path.name == name
+    who = lms.parse(path)
+    assert (who.lms, who.lms_id) == (lms.CANVAS, "1005"), who

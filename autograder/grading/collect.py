@@ -191,7 +191,7 @@ def _extract(zip_path: pathlib.Path, dest: pathlib.Path, skipped: list[str]) -> 
         for info in z.infolist():
             if info.is_dir():
                 continue
-            parts = [q for q in info.filename.replace("\\", "/").split("/") if q not in ("", ".", "..")]
+            parts = [q for q in _entry_name(info).replace("\\", "/").split("/") if q not in ("", ".", "..")]
             why = ignored_because(parts)
             if why:
                 skipped.append(f"{'/'.join(parts)}: {why}")
@@ -203,6 +203,19 @@ def _extract(zip_path: pathlib.Path, dest: pathlib.Path, skipped: list[str]) -> 
             os.utime(target, (when, when))
             files.append(target)
     return sorted(files)
+
+
+def _entry_name(info: zipfile.ZipInfo) -> str:
+    """A zip entry's name as its writer meant it. Python reads a name without the zip's UTF-8 flag (bit 11) as
+    code page 437, as the zip format says; but Info-ZIP on Linux and macOS's Archive Utility write UTF-8 names without
+    that flag, so "李雷_1005_…" would read as "µ_ÄΘ__1005_…" (with underscores of its own, which hide the LMS's name
+    marker). Such a name is read as UTF-8 where its bytes are valid UTF-8."""
+    if info.flag_bits & 0x800:
+        return info.filename
+    try:
+        return info.filename.encode("cp437").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return info.filename
 
 
 def describe(subs: Sequence[Submission]) -> str:
