@@ -160,7 +160,7 @@ def _dependent_cases():
         checks, module = notebooks.checks_module(chapter), notebooks.solution_module(chapter)
         for ex in checks.EXERCISES:
             order = [e.name for e in checks.EXERCISES]
-            deps = dependencies(checks.EXERCISES.references, ex.name, getattr(module, ex.name), order)
+            deps = dependencies(checks.EXERCISES._references, ex.name, getattr(module, ex.name), order)
             cases += [(chapter, ex.name, m) for m in catalogue.mutants(chapter) if m.target in deps]
     return cases
 

@@ -130,11 +130,6 @@ class Exercises:
 
         return register
 
-    @property
-    def references(self) -> dict[str, Callable]:
-        """Exercise name -> the course's version registered with :meth:`reference` (a copy)."""
-        return dict(self._references)
-
     def run(self, name: str, obj: Any, *, hidden: bool = False, verbose: bool = True) -> None:
         """Run the visible (or, with ``hidden=True``, the hidden) checks of exercise ``name`` on ``obj``.
 
@@ -182,12 +177,16 @@ class Exercises:
                 else f"The {kind} check passed for {name}."
             )
 
-    def _passes(self, name: str, obj: Any) -> tuple[dict[str, dict[str, Any]], list[dict]]:
+    def _passes(
+        self, name: str, obj: Any, references: dict[str, Callable] | None = None
+    ) -> tuple[dict[str, dict[str, Any]], list[dict]]:
         """How exercise ``name``'s checks run on ``obj`` (in every mode): ``(deps, passes)``, where ``deps`` are the
         earlier exercises it calls (:func:`dependencies`) and each pass is what :func:`_swapped` puts in place while
-        it runs — with ``deps``, first the course's versions of them, then the student's own; else one pass."""
-        deps = dependencies(self._references, name, obj, list(self._by_name))
-        swap = {dep: (g, self._references[dep]) for dep, g in deps.items()}
+        it runs — with ``deps``, first the course's versions of them (``references``, else the registered ones),
+        then the student's own; else one pass."""
+        references = self._references if references is None else references
+        deps = dependencies(references, name, obj, list(self._by_name))
+        swap = {dep: (g, references[dep]) for dep, g in deps.items()}
         return deps, ([swap, {}] if deps else [{}])
 
     @staticmethod
@@ -211,17 +210,22 @@ class Exercises:
 
     # ------------------------------------------------------------------ record mode: the grading kernel's recorder
 
-    def record(self, name: str, obj: Any, seconds: float | None = None) -> tuple[list[list[list]], list[str], bool]:
+    def record(
+        self, name: str, obj: Any, seconds: float | None = None, references: dict[str, Callable] | None = None
+    ) -> tuple[list[list[list]], list[str], bool]:
         """Record mode: every check of exercise ``name`` (visible, then hidden) run on ``obj`` with its calls into
         ``obj`` recorded (:func:`~autograder.checks.trace.recording`), for the grading worker to judge.
 
         Returns ``(traces, failures, deps)``: ``traces`` one list per run, one trace per check (an exercise that
         calls an earlier one is run twice: with the course's version of it swapped in, then with the student's own,
         ``deps`` True), and the kernel's own reading of the first run's failures (first lines; shown in the grading
-        notebook's test cell, never counted). The whole run stops after ``seconds`` (:func:`time_limit`)."""
+        notebook's test cell, never counted). The whole run stops after ``seconds`` (:func:`time_limit`).
+
+        ``references``: the course's versions of the earlier exercises, which the grading kernel's form of the checks
+        does not hold (``grading/questions.py``): the recorder's own, built from what the worker gave it."""
         ex = self._by_name[name]
         fns = list(ex.visible) + list(ex.hidden)
-        deps, passes = self._passes(name, obj)
+        deps, passes = self._passes(name, obj, references)
         failures: list[str] = []
         traces: list[list[list]] = []
         sink = failures
