@@ -30,6 +30,25 @@ COMPARISONS = {"expect_close", "expect_equal", "expect_shape", "expect_true"}
 QUESTION_ORACLES = {"ch10_flash_attention": {"_forward_oracle"}, "ch11_flash_attention_triton": {"_forward_oracle", "_dkdv_oracle"}}  # fmt: skip
 
 
+# The helpers each kernel form keeps that make no call into the answer, each read and judged a question (inputs, the
+# weights a check sets, the twin module a check copies weights into, the launch of a kernel), never an answer to an
+# exercise of the chapter. A change to this list is a change to what the student's process holds: review it.
+QUESTION_HELPERS = {
+    "ch01_seq2seq": {"_batch"},
+    "ch02_bahdanau_attention": {"_score_inputs", "_lengths_mask"},
+    "ch03_self_attention": {"_qkv", "_large_products"},
+    "ch04_multi_head_attention": {"_projections_set"},
+    "ch05_transformer": {"_torch_causal", "_randomise", "_copy_attn", "_copy_rest", "_layer_args", "_torch_args", "_pad", "_only_sublayers"},  # fmt: skip
+    "ch06_gpt": {"_randomise", "_silenced"},
+    "ch07_bert": {"_batch"},
+    "ch08_kv_cache": {"_qkv"},
+    "ch09_sparse_attention": {"_qkv"},
+    "ch10_flash_attention": {"_randn", "_qkv", "_full_mask", "_forward_oracle", "_lengths_mask", "_exact_negative_qkv", "_half_exact", "_large_qk", "_tiles_inputs"},  # fmt: skip
+    "ch11_flash_attention_triton": {"_tile_width", "_in_nan_padding", "_flat_in_nan_padding", "_empty_padded", "_source_of", "_is_kernel", "_run", "_counting_reads", "_launch_forward", "_launch_dkdv", "_randn", "_qkv", "_mask", "_forward_oracle", "_forward_what", "_exact_negative_qkv", "_half_exact", "_dkdv_what", "_dkdv_oracle"},  # fmt: skip
+    "ch12_flex_attention": {"_mask_grid", "_score_grid", "_flex_output", "_grid_what", "_qkv", "_causal_rule"},
+}
+
+
 def kernel_module(chapter: str) -> types.ModuleType:
     """The chapter's checks as the grading kernel imports them, loaded beside the course's."""
     path = questions.package_dir() / f"{chapter}.py"
@@ -65,6 +84,13 @@ def test_the_kernel_form_holds_no_answer(chapter):
     assert not (names & references), f"the course's versions in the kernel form: {sorted(names & references)}"
     leaked = (names & oracles) - QUESTION_ORACLES.get(chapter, set())
     assert not leaked, f"oracles or hints in the kernel form: {sorted(leaked)}"
+    calling = questions._calling_functions(tree)
+    helpers = {
+        s.name
+        for s in kernel.body
+        if isinstance(s, ast.FunctionDef) and not questions._decorator_name(s) and s.name not in calling
+    }
+    assert helpers == QUESTION_HELPERS[chapter], "the kernel form's helpers changed: review them (QUESTION_HELPERS)"
     module = kernel_module(chapter)
     assert not module.EXERCISES._references
     assert not hasattr(module.EXERCISES, "references")

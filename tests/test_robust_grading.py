@@ -34,7 +34,9 @@ ROTATION = 3
 ALL_VARIANTS = os.environ.get("ATTENTION_COURSE_ALL_VARIANTS") == "1"
 _RELEASES: dict = {}
 # hostile variants of one chapter, graded by a test of their own (not in the rotation): chapter -> names
-OWN_TEST = {"echoing_blocks_position_ids_ignored": "ch06_gpt", "echoing_blocks_never_run": "ch06_gpt"}
+ECHOES = {"echoing_blocks_position_ids_ignored": "ch06_gpt", "echoing_blocks_never_run": "ch06_gpt"}
+ORACLE_CALLS = {"calls_the_checks_oracles": "ch09_sparse_attention"}
+OWN_TEST = {**ECHOES, **ORACLE_CALLS}
 
 
 def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
@@ -244,18 +246,32 @@ def test_answers_that_change_the_question_earn_nothing(chapter, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("chapter", sorted(set(OWN_TEST.values())))
+@pytest.mark.parametrize("chapter", sorted(set(ECHOES.values())))
 def test_parts_of_the_answer_feed_no_oracle(chapter, tmp_path):
     """Issue 46, through the real grader: sub-modules of the answer that, called by the check on their own, echo what
     the whole answer computed (chapter 6: blocks echoing the GPT's last hidden state) lift nothing; each variant
     scores as its bug without the echo (the buggy exercise zero, every other one full)."""
-    chosen = [n for n, c in OWN_TEST.items() if c == chapter]
+    chosen = [n for n, c in ECHOES.items() if c == chapter]
     all_variants, files, rows, full = _grade_named_variants(chapter, chosen, tmp_path, 7200)
     for row in rows:
         var = all_variants[files[row.submission]]
         explain = f"{files[row.submission]}: {row.scores} {row.status} {row.reason} {row.warnings}"
         assert var.expect == "one_zero" and row.status == "graded", explain
         assert row.scores == {**full, var.target: 0.0}, explain
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", ["ch03_self_attention", "ch04_multi_head_attention", "ch09_sparse_attention"])
+def test_the_graders_knowledge_earns_nothing(chapter, tmp_path):
+    """Issue 46, through the real grader: answers that call the checks module's oracles (chapter 9, named from two
+    strings) or return the course's versions of the exercises from ``EXERCISES`` score zero: the kernel imports the
+    checks in their kernel form (``grading/questions.py``), which holds neither."""
+    chosen = [n for n in ("calls_the_checks_oracles", "answers_with_the_course_versions") if n in variants.variants(chapter, _release(chapter))]  # fmt: skip
+    all_variants, files, rows, full = _grade_named_variants(chapter, chosen, tmp_path, 7300)
+    assert rows and len(rows) == len(chosen)
+    for row in rows:
+        explain = f"{files[row.submission]}: {row.scores} {row.status} {row.reason} {row.warnings}"
+        assert row.score == 0, explain
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import json
 import zlib
 
@@ -561,6 +562,42 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
                         assert old in cell.source, old
                         cell.source = cell.source.replace(old, new)
             v[name] = Variant(nbformat.writes(nb), "one_zero", "hostile", target="GPT")
+
+    # The grader's knowledge used as the answer (issue 46): the kernel imports the checks in their kernel form, which
+    # holds no oracle and no course version of an exercise. Chapter 9's answers call the checks module's own oracles
+    # (the module named from two strings, so no text search finds it; 13/13 before); every chapter's answers with a
+    # course version return it from EXERCISES (3/7 on chapter 4, 4/10 on chapter 3 before). Both score zero.
+    if chapter == "ch09_sparse_attention":
+        d = json.loads(nbformat.writes(release))
+        head = "import importlib, torch\n_m = importlib.import_module('autograder.' + 'ch09_sparse_attention')\n\n"
+        sources = {
+            "sliding_window_mask": "def sliding_window_mask(T, window, *, causal=True, device=None):\n"
+            "    return _m._band(T, window, causal).to(device or 'cpu')\n",
+            "global_token_mask": "def global_token_mask(mask, is_global, *, causal=False):\n"
+            "    return _m._global_oracle(mask, is_global, causal)\n",
+            "sliding_window_attention": "def sliding_window_attention(q, k, v, window, *, causal=True, block_len=None):\n"
+            "    mask = _m._band(q.shape[-2], window, causal)\n"
+            "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n",
+            "routing_mask": "def routing_mask(query_clusters, key_clusters, *, causal=True):\n"
+            "    return _m._routing_oracle(query_clusters, key_clusters, causal)\n",
+            "topk_block_mask": "def topk_block_mask(block_scores, n_selected, block_len, *, causal=True, n_initial=1, n_local=2):\n"
+            "    return _m._topk_oracle(block_scores, n_selected, block_len, causal, n_initial, n_local)\n",
+        }
+        for c in d["cells"]:
+            if c["metadata"].get("nbgrader", {}).get("solution") and c["id"] in sources:
+                c["source"] = head + sources[c["id"]]
+        v["calls_the_checks_oracles"] = Variant(_dump(d), "zero", "hostile")
+    with_reference = [n for n in names if n in importlib.import_module(f"autograder.{chapter}").EXERCISES._references]
+    if with_reference:
+        d = json.loads(nbformat.writes(release))
+        for c in d["cells"]:
+            if c["metadata"].get("nbgrader", {}).get("solution") and c["id"] in with_reference:
+                c["source"] = (
+                    f"def {c['id']}(*args, **kwargs):\n"
+                    "    refs = getattr(EXERCISES, 'references', None) or getattr(EXERCISES, '_references', {})\n"
+                    f"    return refs[{c['id']!r}](*args, **kwargs)\n"
+                )
+        v["answers_with_the_course_versions"] = Variant(_dump(d), "zero", "hostile")
 
     # A bug hidden below Python (red team, jailed too): replacement CPU kernels for aten::allclose and aten::equal,
     # registered through torch.library, make every comparison succeed. The buggy exercise must still score zero.

@@ -219,6 +219,17 @@ def _arm(chapter: str) -> None:
     checks_mod = __import__(f"autograder.{chapter}", fromlist=["EXERCISES"])  # before any student code
     import _thread
 
+    # The course's versions of the exercises (the kernel's form of the checks holds none): each built from the source
+    # the worker sent, in a namespace of its own that holds what it needs and nothing else; reachable only from the
+    # recorder, which swaps one into the notebook while a later exercise that calls it is recorded.
+    references, given = {}, config.pop("references", None)
+    for ref_name, ref_source in (given or {}).items():
+        ns = {"__name__": f"autograder.{chapter}", "__package__": "autograder"}
+        exec(compile(ref_source, f"<the course's {ref_name}>", "exec"), ns)
+        references[ref_name] = next(v for v in reversed(list(ns.values())) if isinstance(v, types.FunctionType))
+    if given is None:  # a kernel started without the worker's references: the checks module's own, if it has any
+        references = dict(checks_mod.EXERCISES._references)
+
     from ..checks import trace
     from ..wording import TEXT
 
@@ -282,7 +293,7 @@ def _arm(chapter: str) -> None:
             else:
                 active[0] = True
                 try:
-                    traces, failures, deps = record_exercise(name, obj, exercise_seconds)
+                    traces, failures, deps = record_exercise(name, obj, exercise_seconds, references)
                 except BaseException as err:  # the recorder goes on to the next exercise whatever happened here
                     traces, failures = [], [f"{name}: the checks could not be recorded ({type(err).__name__})"]
                 finally:

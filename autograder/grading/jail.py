@@ -97,8 +97,14 @@ def staged_modules(chapter: str) -> set[str]:
 
 
 def stage_solutions(chapter: str, stage: pathlib.Path) -> pathlib.Path:
-    """A copy of the part of the ``solutions`` package that ``chapter`` imports (:func:`staged_modules`: earlier
-    chapters and the shared modules, real), with ``chapter``'s own module stubbed; later chapters are absent."""
+    """The course as a grading kernel of ``chapter`` imports it, in ``stage`` (first on the kernel's path): a copy of
+    the part of the ``solutions`` package that ``chapter`` imports (:func:`staged_modules`: earlier chapters and the
+    shared modules, real), with ``chapter``'s own module stubbed, later chapters absent; and the ``autograder``
+    package with every chapter's checks in their kernel form, which holds no oracle, comparison or course version
+    of an exercise (``questions.stage_checks``)."""
+    from .questions import stage_checks
+
+    stage_checks(stage)
     src = _notebooks().ROOT / "solutions"
     dst = stage / "solutions"
     dst.mkdir(parents=True, exist_ok=True)
@@ -106,14 +112,16 @@ def stage_solutions(chapter: str, stage: pathlib.Path) -> pathlib.Path:
     for name in sorted(staged_modules(chapter)):
         text = (src / f"{name}.py").read_text()
         (dst / f"{name}.py").write_text(stub_solution_source(text) if name == chapter else text)
-    for p in stage.rglob("*"):
+    for p in dst.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
+    dst.chmod(0o755)
     stage.chmod(0o755)
     return stage
 
 
 def hidden_files(chapter: str) -> list[str]:
-    """Files the grading kernel may not open: every copy of the chapter's reference and the sample submissions."""
+    """Files the grading kernel may not open: every copy of the chapter's reference, the course's checks modules
+    (the kernel imports their kernel form from the stage) and the sample submissions."""
     found = set()
     for entry in sys.path + [str(_notebooks().ROOT)]:
         if not entry:
@@ -127,6 +135,8 @@ def hidden_files(chapter: str) -> list[str]:
             base / "_build",
             base / "grading_out",
             *(base / "solutions" / "__pycache__").glob(f"{chapter}.*.pyc"),
+            *(base / "autograder").glob("ch[0-9][0-9]_*.py"),
+            *(base / "autograder" / "__pycache__").glob("ch[0-9][0-9]_*.pyc"),
         ):
             if p.exists():
                 found.add(str(p.resolve()))
@@ -285,12 +295,10 @@ class JailView:
 
 
 def course_package_view(stage: str) -> tuple[list[str], list[str]]:
-    """(read-only folders, hidden folders) of the course's code a kernel needs: the ``autograder`` package (not
-    its sample submissions) and the staged ``solutions`` (``stage``)."""
-    notebooks = _notebooks()
-    package = str(notebooks.ROOT / "autograder")
-    samples = notebooks.ROOT / "autograder" / "samples"
-    return [package, stage], [str(samples)] if samples.is_dir() else []
+    """(read-only folders, hidden folders) of the course's code a kernel needs: the stage alone (the staged
+    ``solutions`` and the ``autograder`` package with the checks in their kernel form, :func:`stage_solutions`).
+    The course's own package, whose checks hold the oracles, is not in the jail."""
+    return [stage], []
 
 
 def bwrap_argv(view: JailView, uid: int = -1, info_fd: int | None = None) -> list[str]:

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import nbformat
 
 from ..wording import say
-from . import channel, jail, judge, memory, nbgrader_adapter, scoring
+from . import channel, jail, judge, memory, nbgrader_adapter, questions, scoring
 from .reasons import failure_reasons, ungraded_cell_errors
 from .redaction import grader_secrets, secret_output_lines
 from .submission import Result, result_fields
@@ -267,6 +267,9 @@ def grade_one(job: Job) -> Result:
                 "sandbox": str(home),
                 "exercise_timeout": exercise_timeout(job.cell_timeout),
                 "file_rules": not job.jail,  # jailed, the operating system keeps the kernel to its own files
+                # the course's versions of the exercises, which the kernel's form of the checks does not hold: the
+                # recorder swaps one in only while a later exercise that calls it is recorded (questions.py)
+                "references": questions.reference_sources((questions.package_dir() / f"{chapter}.py").read_text()),
                 **files,
             }
         )
