@@ -538,6 +538,16 @@ def test_simulated_gradescope_run(chapter, tmp_path):
         code = {w for c in release.cells if c.cell_type == "code" for w in re.findall(r"\w+", c.source)}
         english = [w for w in _english_outside_code(f"<html><body>{page}</body></html>") if w not in code]
         assert len([w for w in english if not w.endswith("Error")]) <= 10, english
+
+        # the grader's knowledge as the answer (issue 46): answers that return the course's versions of the
+        # exercises from EXERCISES earn nothing in Gradescope's container either
+        from tests import variants
+
+        hostile = variants.variants(chapter, nbformat.read(notebooks.RELEASE_DIR / f"{chapter}.ipynb", as_version=4))
+        path = tmp_path / f"babbagecharles_{chapter}.ipynb"
+        path.write_text(hostile["answers_with_the_course_versions"].text)
+        knowledge, stdout = box.run([path])
+        assert knowledge["score"] == 0 and knowledge["extra_data"]["course_grader"]["isolation"] == "jailed", stdout
     finally:
         box.close()
 

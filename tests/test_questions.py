@@ -38,13 +38,52 @@ QUESTION_HELPERS = {
     "ch02_bahdanau_attention": {"_score_inputs", "_lengths_mask"},
     "ch03_self_attention": {"_qkv", "_large_products"},
     "ch04_multi_head_attention": {"_projections_set"},
-    "ch05_transformer": {"_torch_causal", "_randomise", "_copy_attn", "_copy_rest", "_layer_args", "_torch_args", "_pad", "_only_sublayers"},  # fmt: skip
+    "ch05_transformer": {
+        "_torch_causal",
+        "_randomise",
+        "_copy_attn",
+        "_copy_rest",
+        "_layer_args",
+        "_torch_args",
+        "_pad",
+        "_only_sublayers",
+    },  # fmt: skip
     "ch06_gpt": {"_randomise", "_silenced"},
     "ch07_bert": {"_batch"},
     "ch08_kv_cache": {"_qkv"},
     "ch09_sparse_attention": {"_qkv"},
-    "ch10_flash_attention": {"_randn", "_qkv", "_full_mask", "_forward_oracle", "_lengths_mask", "_exact_negative_qkv", "_half_exact", "_large_qk", "_tiles_inputs"},  # fmt: skip
-    "ch11_flash_attention_triton": {"_tile_width", "_in_nan_padding", "_flat_in_nan_padding", "_empty_padded", "_source_of", "_is_kernel", "_run", "_counting_reads", "_launch_forward", "_launch_dkdv", "_randn", "_qkv", "_mask", "_forward_oracle", "_forward_what", "_exact_negative_qkv", "_half_exact", "_dkdv_what", "_dkdv_oracle"},  # fmt: skip
+    "ch10_flash_attention": {
+        "_randn",
+        "_qkv",
+        "_full_mask",
+        "_forward_oracle",
+        "_lengths_mask",
+        "_exact_negative_qkv",
+        "_half_exact",
+        "_large_qk",
+        "_tiles_inputs",
+    },  # fmt: skip
+    "ch11_flash_attention_triton": {
+        "_tile_width",
+        "_in_nan_padding",
+        "_flat_in_nan_padding",
+        "_empty_padded",
+        "_source_of",
+        "_is_kernel",
+        "_run",
+        "_counting_reads",
+        "_launch_forward",
+        "_launch_dkdv",
+        "_randn",
+        "_qkv",
+        "_mask",
+        "_forward_oracle",
+        "_forward_what",
+        "_exact_negative_qkv",
+        "_half_exact",
+        "_dkdv_what",
+        "_dkdv_oracle",
+    },  # fmt: skip
     "ch12_flex_attention": {"_mask_grid", "_score_grid", "_flex_output", "_grid_what", "_qkv", "_causal_rule"},
 }
 
@@ -160,5 +199,7 @@ def test_the_staged_package_has_every_chapter_in_its_kernel_form(tmp_path):
     for module in questions.chapter_modules():
         assert (staged / module.name).read_text() == questions.kernel_form(module.read_text())
     assert not (staged / "samples").exists()
-    assert (staged / "grading" / "guard.py").read_text() == (questions.package_dir() / "grading" / "guard.py").read_text()
+    assert (staged / "grading" / "guard.py").read_text() == (
+        questions.package_dir() / "grading" / "guard.py"
+    ).read_text()
     assert pathlib.Path(staged / "__pycache__").is_dir()

@@ -37,6 +37,9 @@ _RELEASES: dict = {}
 ECHOES = {"echoing_blocks_position_ids_ignored": "ch06_gpt", "echoing_blocks_never_run": "ch06_gpt"}
 ORACLE_CALLS = {"calls_the_checks_oracles": "ch09_sparse_attention"}
 OWN_TEST = {**ECHOES, **ORACLE_CALLS}
+# hostile variants graded on every chapter that has them, not in the rotation (issue 46: CI grades them on chapters 8
+# and 9): the grader's knowledge used as the answer
+EVERY_CHAPTER = ("calls_the_checks_oracles", "answers_with_the_course_versions")
 
 
 def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
@@ -44,12 +47,15 @@ def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
     if ALL_VARIANTS or chapter == FULL_SET:
         return list(all_variants)
     rotating = sorted(
-        n for n, v in all_variants.items() if v.kind == "hostile" and n not in ("imports_reference", *OWN_TEST)
+        n
+        for n, v in all_variants.items()
+        if v.kind == "hostile" and n not in ("imports_reference", *OWN_TEST, *EVERY_CHAPTER)
     )
     others = [c for c in CHAPTERS if c != FULL_SET]
     start = others.index(chapter) * ROTATION
     chosen = {rotating[(start + i) % len(rotating)] for i in range(ROTATION)}
-    return [n for n, v in all_variants.items() if v.kind != "hostile" or n == "imports_reference" or n in chosen]
+    always = {"imports_reference", *EVERY_CHAPTER}
+    return [n for n, v in all_variants.items() if v.kind != "hostile" or n in always or n in chosen]
 
 
 def test_rotation_covers_every_hostile_variant():
@@ -61,7 +67,7 @@ def test_rotation_covers_every_hostile_variant():
             covered.setdefault(name, set()).add(chapter)
     hostile = {n for c in CHAPTERS for n, v in variants.variants(c, _release(c)).items() if v.kind == "hostile"}
     # attacks on one chapter's exercises (keeps_a_handed_reference: graded by the test of issue 35's attacks)
-    one_chapter = {"dispatch_subclass_weights", "keeps_a_handed_reference", *OWN_TEST}
+    one_chapter = {"dispatch_subclass_weights", "keeps_a_handed_reference", *OWN_TEST, *EVERY_CHAPTER}
     assert all(FULL_SET in covered[n] for n in hostile if n not in ("keeps_a_handed_reference", *OWN_TEST))
     lonely = sorted(n for n in hostile if n not in one_chapter and len(covered[n]) < 2)
     assert not lonely, f"hostile variants graded with kernels on one chapter only: {lonely}"

@@ -192,14 +192,16 @@ class _Slicer:
                 self.live |= _loads(s)
                 return s, True
             outer = s.value.func.id if isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name) else ""
-            if _receivers(s.value) & (_STATE_ROOTS | self.live) or (outer not in self.comparisons and _loads(s.value) & self.live):
+            if _receivers(s.value) & (_STATE_ROOTS | self.live) or (
+                outer not in self.comparisons and _loads(s.value) & self.live
+            ):
                 self.live |= _loads(s)
                 return s, True
             return None, False
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if self.essential(s):
+            if self.essential(s) and isinstance(s, ast.FunctionDef):
                 s = _Slicer(self.calling, self.comparisons).function(s)
-            elif s.name not in self.live:
+            elif not self.essential(s) and s.name not in self.live:
                 return None, False
             self.live |= _loads(s)
             return s, True
@@ -211,7 +213,9 @@ class _Slicer:
     def reduced(self, s: ast.stmt, value: ast.AST) -> tuple[ast.stmt, bool]:
         """``s``, essential: whole, or only its calls into the answer (:func:`_only_calls`)."""
         calls = _only_calls(s, value, self.calling)
-        kept: ast.stmt = s if calls is None else (calls[0] if len(calls) == 1 else ast.If(ast.Constant(True), calls, []))
+        kept: ast.stmt = (
+            s if calls is None else (calls[0] if len(calls) == 1 else ast.If(ast.Constant(True), calls, []))
+        )
         self.live |= _loads(kept)
         return kept, True
 
