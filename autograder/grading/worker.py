@@ -312,7 +312,7 @@ def grade_one(job: Job) -> Result:
         kernel_pid = int((sandbox / "kernel.pid").read_text())
     except (OSError, ValueError):
         kernel_pid = -1
-    entries, forged = records.records(kernel_pid, key)
+    entries, forged = records.records(kernel_pid, key, release=True)  # each line let go once read
     checks.join()  # (an import that failed there fails again, and is reported, in judge.judge)
     entries = judge.judge(chapter, entries)  # the checks again, here, on what the student's code returned
     warnings += scoring.blocked_warnings(entries)
