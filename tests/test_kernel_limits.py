@@ -125,6 +125,25 @@ def test_a_worker_the_oom_killer_ended_says_so(tmp_path):
     assert execute.worker_out_of_memory(_job(worker_memory_mb=1024)) is None, "no cgroup: nothing to read"
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_cgroup_made_beside_another(tmp_path, version):
+    """``make_memory_cgroup(..., parent)`` makes the group in ``parent`` alone (a made-up tree here): v2 with the
+    memory controller enabled for its children and no swap, v1 with the memory limit."""
+    parent = tmp_path / "batch"
+    parent.mkdir()
+    if version == 2:
+        (parent / "cgroup.controllers").write_text("cpu memory pids\n")
+        (parent / "cgroup.subtree_control").write_text("cpu\n")
+    group = memory.make_memory_cgroup(256, "autograder-kernel-x", parent)
+    assert group == parent / "autograder-kernel-x"
+    if version == 2:
+        assert (parent / "cgroup.subtree_control").read_text() == "+memory"
+        assert (group / "memory.max").read_text() == str(256 << 20) and (group / "memory.swap.max").read_text() == "0"
+    else:
+        assert (group / "memory.limit_in_bytes").read_text() == str(256 << 20)
+    assert memory.make_memory_cgroup(256, "y", tmp_path / "missing") is None
+
+
 @needs_limits
 def test_the_worker_and_its_kernel_get_sibling_cgroups():
     job = _job(worker_memory_mb=256)
