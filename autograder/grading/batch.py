@@ -77,8 +77,9 @@ def grade(
     moodle_language: str = "en",
 ) -> list[report.Row]:
     """Grade ``paths`` (submitted files) for ``chapter``, each distinct notebook in its own sandboxed worker, ``jobs``
-    at a time (``memory_mb``: each kernel's memory; ``worker_memory_mb``: each worker's memory cgroup, 0: none). Results are kept per submission under ``out/results``: a rerun skips files already graded (same
-    contents) unless ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
+    at a time (``memory_mb``: each kernel's memory; ``worker_memory_mb``: each worker's memory cgroup, 0: none).
+    Results are kept per submission under ``out/results``: a rerun skips files already graded (same contents) unless
+    ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
     grade files of the LMS whose download names the files have (``lms.py``; ``lms_assignment`` is the Canvas
     column, e.g. "ch03 (12345)"; default: the chapter). ``executor``: where the workers run (``executors.py``,
     e.g. a Dask cluster); default: processes on this machine, ``jobs`` at a time. ``prefer``: the files the

@@ -144,8 +144,9 @@ def _one_line(data: bytes | bytearray) -> bool:
 
 def decode_traces(text: str, limit: int = MAX_RECORD_BYTES) -> list:
     """``guard.encode_traces``' inverse, in the worker: at most ``limit`` bytes decompressed (a full-marks verdict
-    is 2 KB to 2 MB; past the limit nothing more is inflated, and the record cannot be judged), decoded a slice at a time (no
-    whole copy of the text as bytes, nor of the compressed bytes), loaded with ``torch.load(weights_only=True)``."""
+    is 2 KB to 2 MB; past the limit nothing more is inflated, and the record cannot be judged), a slice of the text
+    at a time (no whole copy of it as bytes, nor of the compressed bytes), loaded with
+    ``torch.load(weights_only=True)``."""
     import base64
     import io
     import zlib
