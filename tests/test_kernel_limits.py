@@ -113,6 +113,20 @@ def _job(**fields) -> worker.Job:
     return worker.Job(**{**blank, **fields})
 
 
+def test_no_worker_cgroup_where_none_can_be_made(tmp_path, monkeypatch, caplog):
+    """Where no cgroup can be made (not root, no delegated memory controller), the worker runs without one (its job
+    says so: no group to join, its kernel's made as before), and the batch says so once."""
+    monkeypatch.setattr(memory, "make_memory_cgroup", lambda *a, **k: None)
+    job = _job(worker_memory_mb=1024)
+    assert execute.worker_cgroup(job) is None and job.worker_cgroup == ""
+    assert worker._kernel_cgroup(job) is None
+    monkeypatch.setattr(memory, "memory_cgroup_problem", lambda: "no writable memory cgroup here")
+    monkeypatch.setattr(jail, "jail_problem", lambda uid: None)
+    with caplog.at_level("WARNING"):
+        execute.jail_status(tmp_path)
+    assert "workers' memory is not limited by a cgroup" in caplog.text
+
+
 def test_a_worker_the_oom_killer_ended_says_so(tmp_path):
     """The row's reason reads the worker's cgroup (v2 ``memory.events``, v1 ``memory.oom_control``)."""
     group = tmp_path / "autograder-worker-x"
