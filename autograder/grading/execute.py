@@ -155,7 +155,8 @@ def run_job(
     try:
         return _run_worker(job, job_path, prefix, cwd, timeout, spawner)
     finally:
-        if group is not None:
+        if group is not None:  # and its kernel's, which a worker that was killed could not remove
+            memory.remove_memory_cgroup(memory.kernel_cgroup_beside(group))
             memory.remove_memory_cgroup(group)
 
 

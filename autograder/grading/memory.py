@@ -89,6 +89,13 @@ def make_memory_cgroup(memory_mb: int, name: str, parent: pathlib.Path | None = 
     return None
 
 
+def kernel_cgroup_beside(worker_group: str | pathlib.Path) -> pathlib.Path:
+    """Where the kernel's cgroup of the worker whose cgroup is ``worker_group`` goes: beside it, named after it, so
+    that the execute step removes it too when the worker could not (killed: out of memory, or out of time)."""
+    group = pathlib.Path(worker_group)
+    return group.parent / group.name.replace("autograder-worker-", "autograder-kernel-", 1)
+
+
 def join_memory_cgroup(group: str | pathlib.Path) -> bool:
     """Move this process (and so everything it starts) into cgroup ``group`` (best effort: False where it could
     not)."""

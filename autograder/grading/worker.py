@@ -159,8 +159,10 @@ def _kernel_cgroup(job: Job) -> pathlib.Path | None:
     own (its sibling, so that neither counts against the other's limit), else under this process's cgroup."""
     if job.memory_mb <= 0:
         return None
-    beside = pathlib.Path(job.worker_cgroup).parent if job.worker_cgroup else None
-    return memory.make_memory_cgroup(job.memory_mb, f"autograder-kernel-{os.urandom(6).hex()}", beside)
+    if job.worker_cgroup:  # named after the worker's, so that the execute step removes it if this worker is killed
+        beside = memory.kernel_cgroup_beside(job.worker_cgroup)
+        return memory.make_memory_cgroup(job.memory_mb, beside.name, beside.parent)
+    return memory.make_memory_cgroup(job.memory_mb, f"autograder-kernel-{os.urandom(6).hex()}")
 
 
 def _setup_error(graded: nbformat.NotebookNode | None) -> str:
