@@ -131,6 +131,7 @@ def _cmd_grade(args) -> int:
                 cell_timeout=args.cell_timeout,
                 notebook_timeout=args.timeout,
                 memory_mb=args.memory_mb,
+                worker_memory_mb=args.worker_memory_mb,
                 jobs=args.jobs,
                 force=args.force,
                 lms_assignment=args.lms_assignment,
@@ -227,6 +228,12 @@ def main(argv=None) -> int:
     p.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell (default: 120)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per notebook in total (default: 900)")
     p.add_argument("--memory-mb", type=int, default=6144, help="address-space limit of a kernel (default: 6144)")
+    p.add_argument(
+        "--worker-memory-mb",
+        type=int,
+        default=1024,
+        help="memory cgroup of each grading worker, where the grader may make one; 0: none (default: 1024)",
+    )
     p.add_argument("--jobs", "-j", type=int, default=None, help="submissions graded at once (default: cores)")
     p.add_argument("--force", action="store_true", help="regrade files already graded (default: skip them)")
     p.add_argument(

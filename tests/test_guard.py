@@ -107,6 +107,52 @@ def test_the_worker_keeps_a_bounded_number_of_record_bytes_and_says_how_many_it_
     assert "3 record(s) dropped" in scored.reasons[0], scored.reasons
 
 
+def test_the_worker_reads_each_record_once_and_lets_its_line_go():
+    """``records(..., release=True)`` (the worker's call) gives the same records and lets go of every line it read;
+    a line is one line as ``splitlines`` sees it (a trailing newline, CR or CRLF; none inside)."""
+    key = os.urandom(32)
+    signer = hmac.new(key, digestmod=hashlib.sha256)
+    entries = [{"type": "verdict", "exercise": "causal_mask", "traces": "x" * 3_000_000}, {"type": "armed"}]
+    server = channel.RecordServer()
+    try:
+        for entry in entries:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(server.address)
+                s.sendall(guard._signed_line(signer, entry))
+    finally:
+        server.close()
+    assert all(isinstance(data, bytearray) for _, data in server._got)
+    assert server.records(os.getpid(), key, release=True) == (entries, 0)
+    assert server._got == [] and server.records(os.getpid(), key) == ([], 0)
+    one = [b"{}\n", b"{}", b"{}\r\n", b"{}\r"]
+    assert all(channel._one_line(bytearray(d)) for d in one)
+    assert not any(channel._one_line(d) for d in (b"", b"\n", b"{}\n{}", b"{}\r{}\n", b"{}\n\n"))
+    assert [len(d.splitlines()) == 1 and d.splitlines()[0] != b"" for d in one] == [True] * 4
+
+
+def test_decode_traces_reads_a_bounded_amount_a_slice_at_a_time():
+    """A record is decoded a slice at a time (several slices here) and inflated to at most ``limit`` bytes: a
+    compressed bomb, or text that is not base64 (padding in the middle), is refused, not read whole."""
+    import base64
+    import zlib
+
+    import torch
+
+    big = [torch.arange(600_000)]  # 4.8 MB saved: about 1.3 MB of base64, several slices
+    text = guard.encode_traces(big)
+    assert len(text) > 16 * channel._CHUNK
+    assert torch.equal(channel.decode_traces(text)[0], big[0])
+    bomb = base64.b64encode(zlib.compress(bytes(80 << 20))).decode()  # 80 MB of zeros, 0.1 MB compressed
+    with pytest.raises(ValueError, match="decompressed"):
+        channel.decode_traces(bomb)
+    with pytest.raises(ValueError, match="decompressed"):
+        channel.decode_traces(text, limit=1 << 20)
+    with pytest.raises(ValueError):
+        channel.decode_traces("QUI=QUJD")  # padding in the middle
+    with pytest.raises(ValueError):
+        channel.decode_traces(text[:-1])
+
+
 def test_verdict_without_arming_fails():
     with pytest.raises(guard.GradingIntegrityError):
         guard.verdict("causal_mask")

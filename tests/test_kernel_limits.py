@@ -1,11 +1,13 @@
 """A kernel's memory and files under one limit (issue 35; autograder/grading/jail.py "memory and files", README
-"Limits").
+"Limits"); the grading worker's memory under another (issue 46).
 
 * the jail's /tmp and /dev/shm are the worker's sized folders when it has them (bubblewrap 0.8 has no ``--size``);
 * a kernel that cannot start under ``--memory-mb`` gets a reason that says so, not the first exercise's cells;
 * end to end (slow, real kernels, jailed, with a memory cgroup): a submission that writes 2 GB to the jail's /tmp
   and 2 GB to its home under ``--memory-mb 1536`` is stopped at the limit and its row says why; the batch's other
-  row is unaffected; at ``--memory-mb 1024`` every kernel's row says the limit is too small for torch.
+  row is unaffected; at ``--memory-mb 1024`` every kernel's row says the limit is too small for torch;
+* the worker's own memory cgroup (``--worker-memory-mb``) is made by the execute step, its kernel's beside it (not
+  inside: neither counts against the other), and a worker the OOM killer ended is one row that says so.
 """
 
 import os
@@ -14,7 +16,7 @@ import nbformat
 import pytest
 
 from autograder import notebooks
-from autograder.grading import batch, jail, memory, worker
+from autograder.grading import batch, execute, jail, memory, worker
 from catalogue import samples as sample_files
 from tests import variants
 
@@ -103,3 +105,94 @@ def test_too_small_a_limit_says_so(tmp_path, monkeypatch):
     (row,) = batch.grade([tmp_path / f"full_1_2_{CHAPTER}.ipynb"], CHAPTER, tmp_path / "out", memory_mb=1024, jobs=1)
     assert row.status == "error" and "could not start within --memory-mb 1024" in row.reason, row.reason
     assert "raise --memory-mb" in row.reason and "the cells of" not in row.reason
+
+
+def _job(**fields) -> worker.Job:
+    blank = dict(canonical="", chapter=CHAPTER, student_id="a", course_template="", stage="", sandbox="", result="",
+                 graded="", cell_timeout=1, memory_mb=1536, points={}, hidden_files=[], netns=False, uid=-1, threads=1)  # fmt: skip
+    return worker.Job(**{**blank, **fields})
+
+
+def test_no_worker_cgroup_where_none_can_be_made(tmp_path, monkeypatch, caplog):
+    """Where no cgroup can be made (not root, no delegated memory controller), the worker runs without one (its job
+    says so: no group to join, its kernel's made as before), and the batch says so once."""
+    monkeypatch.setattr(memory, "make_memory_cgroup", lambda *a, **k: None)
+    job = _job(worker_memory_mb=1024)
+    assert execute.worker_cgroup(job) is None and job.worker_cgroup == ""
+    assert worker._kernel_cgroup(job) is None
+    monkeypatch.setattr(memory, "memory_cgroup_problem", lambda: "no writable memory cgroup here")
+    monkeypatch.setattr(jail, "jail_problem", lambda uid: None)
+    with caplog.at_level("WARNING"):
+        execute.jail_status(tmp_path)
+    assert "workers' memory is not limited by a cgroup" in caplog.text
+
+
+def test_a_worker_the_oom_killer_ended_says_so(tmp_path):
+    """The row's reason reads the worker's cgroup (v2 ``memory.events``, v1 ``memory.oom_control``)."""
+    group = tmp_path / "autograder-worker-x"
+    group.mkdir()
+    job = _job(worker_memory_mb=1024, worker_cgroup=str(group))
+    assert execute.worker_out_of_memory(job) is None
+    (group / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n")
+    reason = execute.worker_out_of_memory(job)
+    assert reason and "grading worker ran out of its 1024 MB memory limit (--worker-memory-mb)" in reason
+    assert execute.worker_out_of_memory(_job(worker_memory_mb=1024)) is None, "no cgroup: nothing to read"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_cgroup_made_beside_another(tmp_path, version):
+    """``make_memory_cgroup(..., parent)`` makes the group in ``parent`` alone (a made-up tree here): v2 with the
+    memory controller enabled for its children and no swap, v1 with the memory limit."""
+    parent = tmp_path / "batch"
+    parent.mkdir()
+    if version == 2:
+        (parent / "cgroup.controllers").write_text("cpu memory pids\n")
+        (parent / "cgroup.subtree_control").write_text("cpu\n")
+    group = memory.make_memory_cgroup(256, "autograder-kernel-x", parent)
+    assert group == parent / "autograder-kernel-x"
+    if version == 2:
+        assert (parent / "cgroup.subtree_control").read_text() == "+memory"
+        assert (group / "memory.max").read_text() == str(256 << 20) and (group / "memory.swap.max").read_text() == "0"
+    else:
+        assert (group / "memory.limit_in_bytes").read_text() == str(256 << 20)
+    assert memory.make_memory_cgroup(256, "y", tmp_path / "missing") is None
+
+
+@needs_limits
+def test_the_worker_and_its_kernel_get_sibling_cgroups():
+    job = _job(worker_memory_mb=256)
+    group = execute.worker_cgroup(job)
+    assert group is not None and job.worker_cgroup == str(group) and group.name.startswith("autograder-worker-")
+    kernel = worker._kernel_cgroup(job)
+    try:
+        assert kernel is not None and kernel.parent == group.parent, "beside the worker's, not inside it"
+        assert kernel == memory.kernel_cgroup_beside(group) and kernel.name.startswith("autograder-kernel-")
+        limits = [memory.memory_peak(g) >= 0 for g in (group, kernel)]
+        assert limits == [True, True]
+        version_2 = (group / "memory.max").exists()
+        limit = (group / ("memory.max" if version_2 else "memory.limit_in_bytes")).read_text().strip()
+        assert int(limit) == 256 << 20
+    finally:
+        for g in (kernel, group):
+            if g is not None:
+                memory.remove_memory_cgroup(g)
+    assert not group.exists() and not kernel.exists()
+    assert execute.worker_cgroup(_job(worker_memory_mb=0)) is None, "0: no worker cgroup"
+
+
+@needs_limits
+def test_a_worker_out_of_memory_is_one_row_that_says_so(tmp_path, monkeypatch):
+    """A worker limit far below what grading needs (a full-marks worker allocates 100-150 MB beyond its fork
+    server's imports): the OOM killer ends the worker, its row says so, and its cgroup and its kernel's (which the
+    killed worker could not remove) are removed (about 10 s)."""
+    monkeypatch.delenv(jail.JAIL_SWITCH, raising=False)
+    (tmp_path / f"full_1_2_{CHAPTER}.ipynb").write_text(_full_submission())
+    made = []
+    worker_cgroup = execute.worker_cgroup
+    monkeypatch.setattr(execute, "worker_cgroup", lambda job: made.append(worker_cgroup(job)) or made[-1])
+    (row,) = batch.grade(
+        [tmp_path / f"full_1_2_{CHAPTER}.ipynb"], CHAPTER, tmp_path / "out", memory_mb=3072, worker_memory_mb=40, jobs=1
+    )
+    assert row.status == "error" and row.score == 0, row
+    assert "grading worker ran out of its 40 MB memory limit" in row.reason, row.reason
+    assert made and not any(g.exists() or memory.kernel_cgroup_beside(g).exists() for g in made), "both removed"

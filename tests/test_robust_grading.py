@@ -12,19 +12,21 @@ is graded with kernels on at least two chapters (``test_rotation_covers_every_ho
 ``ATTENTION_COURSE_ALL_VARIANTS=1`` to grade every variant of every chapter (before a release).
 """
 
+import contextlib
 import csv
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import zipfile
 
 import nbformat
 import pytest
 
 from autograder import canonical, notebooks, releases
-from autograder.grading import batch, collect, jail, report
+from autograder.grading import batch, collect, jail, memory, report
 from tests import variants
 from tests.test_grading import check_sample_rows
 
@@ -36,7 +38,7 @@ _RELEASES: dict = {}
 # hostile variants of one chapter, graded by a test of their own (not in the rotation): chapter -> names
 ECHOES = {"echoing_blocks_position_ids_ignored": "ch06_gpt", "echoing_blocks_never_run": "ch06_gpt"}
 ORACLE_CALLS = {"calls_the_checks_oracles": "ch09_sparse_attention"}
-OWN_TEST = {**ECHOES, **ORACLE_CALLS}
+OWN_TEST = {**ECHOES, **ORACLE_CALLS, "floods_the_records": variants.FLOOD_CHAPTER}
 # hostile variants graded on every chapter that has them, not in the rotation (issue 46: CI grades them on chapters 8
 # and 9): the grader's knowledge used as the answer
 EVERY_CHAPTER = ("calls_the_checks_oracles", "answers_with_the_course_versions")
@@ -264,6 +266,84 @@ def test_parts_of_the_answer_feed_no_oracle(chapter, tmp_path):
         explain = f"{files[row.submission]}: {row.scores} {row.status} {row.reason} {row.warnings}"
         assert var.expect == "one_zero" and row.status == "graded", explain
         assert row.scores == {**full, var.target: 0.0}, explain
+
+
+class _Peaks(threading.Thread):
+    """Samples, every 0.1 s until stopped, the resident peak (``VmHWM``) of every process below this one (the fork
+    server, the workers, their kernels), this process's own resident memory (``VmRSS``: its peak may predate the
+    batch), and the peak of each worker's memory cgroup (where the grader made one): name -> MB."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peaks: dict[str, int] = {}
+        self.done = threading.Event()
+
+    @staticmethod
+    def _status(pid: str) -> dict[str, str]:
+        with open(f"/proc/{pid}/status") as f:
+            return dict(line.split(":", 1) for line in f if ":" in line)
+
+    def _keep(self, name: str, mb: int) -> None:
+        self.peaks[name] = max(self.peaks.get(name, 0), mb)
+
+    def run(self) -> None:
+        me = os.getpid()
+        groups = [d for _, d in memory.cgroup_dirs("memory")]
+        while not self.done.wait(0.1):
+            parents, status = {}, {}
+            for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+                try:
+                    status[pid] = self._status(pid)
+                    parents[pid] = status[pid]["PPid"].strip()
+                except (OSError, KeyError):
+                    continue
+            for pid, st in status.items():
+                up = pid
+                for _ in range(40):
+                    up = parents.get(up, "0")
+                    if up in ("0", str(me)):
+                        break
+                if up == str(me) and "VmHWM" in st:
+                    with contextlib.suppress(OSError):
+                        cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+                        role = next((a.decode() for a in cmd if a.startswith(b"autograder.grading.")), "")
+                        role = "kernel" if any(b"ipykernel" in a for a in cmd) else role or cmd[0].decode()
+                        if role.endswith("forkserver") and parents[pid] != str(me):
+                            role = "worker (forked)"
+                        self._keep(f"{role} (pid {pid})", int(st["VmHWM"].split()[0]) >> 10)
+            self._keep("batch (this process, resident)", int(status.get(str(me), {}).get("VmRSS", "0 kB").split()[0]) >> 10)  # fmt: skip
+            for group in (g for top in groups for g in top.glob("autograder-worker-*")):
+                self._keep(f"cgroup {group.name}", memory.memory_peak(group) >> 20)
+
+    def stop(self) -> dict[str, int]:
+        self.done.set()
+        self.join()
+        return self.peaks
+
+
+@pytest.mark.slow
+def test_a_flood_of_records_leaves_every_grading_process_under_a_gigabyte(tmp_path):
+    """Issue 46, the bounded worker, through the real grader: a notebook that runs the verdict 40 times itself, its
+    answer returning 46 MB of random integers each time (40 records of about 62 MB, 2.5 GB in all). The worker keeps
+    128 MB of them (in its own memory cgroup, where the grader may make one); every grading process — the batch, the
+    fork server, the worker, the kernel — stays under 1 GB resident, sampled during the run; the row is an integrity
+    zero that says how many records were dropped."""
+    chapter = variants.FLOOD_CHAPTER
+    var = variants.variants(chapter, _release(chapter))["floods_the_records"]
+    path = tmp_path / f"student_7300_8300_{chapter}.ipynb"
+    path.write_text(var.text)
+    peaks = _Peaks()
+    peaks.start()
+    try:
+        (row,) = batch.grade([path], chapter, tmp_path / "out", cell_timeout=120, notebook_timeout=600, memory_mb=3072)
+    finally:
+        seen = peaks.stop()
+    print("peak resident memory, MB:", json.dumps(seen, indent=1))
+    assert row.status == "integrity" and row.score == 0, row
+    dropped = re.search(r"(\d+) record\(s\) dropped", row.reason)
+    assert dropped and int(dropped[1]) >= variants.FLOOD_RECORDS - 2, row.reason  # 128 MB: two records, at most
+    assert any(name.startswith("kernel") for name in seen) and any("worker" in name for name in seen), seen
+    assert max(seen.values()) < 1024, seen
 
 
 @pytest.mark.slow

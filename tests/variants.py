@@ -121,6 +121,10 @@ _ECHOED_GPT_BUGS = {
 }
 
 
+FLOOD_CHAPTER = "ch10_flash_attention"  # floods_the_records: one chapter (each run sends 2.5 GB of records)
+FLOOD_RECORDS, FLOOD_INTS = 40, 11_500_000  # 40 records of 46 MB of int32 each, about 62 MB once encoded
+
+
 def _solution_ids(nb) -> list[str]:
     return [c.id for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
 
@@ -598,6 +602,35 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
                     f"    return refs[{c['id']!r}](*args, **kwargs)\n"
                 )
         v["answers_with_the_course_versions"] = Variant(_dump(d), "zero", "hostile")
+    # Records by the score (issue 46, the bounded worker): the notebook runs the grader's verdict 40 times itself, its
+    # first answer returning 46 MB of random integers once per verdict, so that each record is about 62 MB (under one
+    # record's cap) and all of them 2.5 GB. The worker keeps 128 MB of them, within its own memory cgroup, and the
+    # row is an integrity zero that says how many records it dropped. Graded by a test of its own (slow).
+    if chapter == FLOOD_CHAPTER:
+        flood = names[0]
+        answer = "\n".join(
+            [
+                "import torch",
+                "import autograder.grading.guard as _g",
+                f"_answer, _big = {flood}, [False]",
+                "",
+                "",
+                f"def {flood}(*args, **kwargs):  # red team: a 46 MB answer, once per verdict",
+                "    if _big[0]:",
+                "        _big[0] = False",
+                "        return torch.randint(-(2**31), 2**31 - 1, (FLOOD_INTS,), dtype=torch.int32)",
+                "    return _answer(*args, **kwargs)",
+            ]
+        ).replace("FLOOD_INTS", str(FLOOD_INTS))
+        nb = _insert_after_first_answer(filled, answer, last=True)
+        for k in range(FLOOD_RECORDS // 5):  # five verdicts a cell (about 8 s): each cell within its time limit
+            cell = nbformat.v4.new_code_cell(
+                "for _i in range(5):\n    _big[0] = True\n    try:\n"
+                f"        _g.verdict({flood!r})\n    except Exception:\n        pass"
+            )
+            cell.id = f"student-flood-{k}"
+            nb.cells.append(cell)
+        v["floods_the_records"] = Variant(nbformat.writes(nb), "zero", "hostile", "record(s) dropped")
 
     # A bug hidden below Python (red team, jailed too): replacement CPU kernels for aten::allclose and aten::equal,
     # registered through torch.library, make every comparison succeed. The buggy exercise must still score zero.

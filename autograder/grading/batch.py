@@ -40,7 +40,7 @@ from typing import Protocol
 import nbformat
 
 from .. import canonical, notebooks, releases
-from . import collect, execute, feedback, jail, nbgrader_adapter, report
+from . import collect, execute, feedback, jail, memory, nbgrader_adapter, report
 from .submission import Result, Submission, read_result, write_result
 from .worker import Job
 
@@ -67,6 +67,7 @@ def grade(
     cell_timeout: int = 120,
     notebook_timeout: int = 900,
     memory_mb: int = 6144,
+    worker_memory_mb: int = memory.WORKER_MB,
     jobs: int | None = None,
     force: bool = False,
     lms_assignment: str | None = None,
@@ -76,8 +77,9 @@ def grade(
     moodle_language: str = "en",
 ) -> list[report.Row]:
     """Grade ``paths`` (submitted files) for ``chapter``, each distinct notebook in its own sandboxed worker, ``jobs``
-    at a time. Results are kept per submission under ``out/results``: a rerun skips files already graded (same
-    contents) unless ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
+    at a time (``memory_mb``: each kernel's memory; ``worker_memory_mb``: each worker's memory cgroup, 0: none).
+    Results are kept per submission under ``out/results``: a rerun skips files already graded (same contents) unless
+    ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
     grade files of the LMS whose download names the files have (``lms.py``; ``lms_assignment`` is the Canvas
     column, e.g. "ch03 (12345)"; default: the chapter). ``executor``: where the workers run (``executors.py``,
     e.g. a Dask cluster); default: processes on this machine, ``jobs`` at a time. ``prefer``: the files the
@@ -124,7 +126,8 @@ def grade(
                         record(sub)
 
                 run(runs, chapter, course, out, points, prefix, spawner, judged, executor=executor, jobs=jobs,
-                    cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb)  # fmt: skip
+                    cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb,
+                    worker_memory_mb=worker_memory_mb)  # fmt: skip
     for sub in done:  # their pages stay; whether the LMS file carries them may have changed since
         feedback.mark_feedback(out / "feedback" / f"{sub.student_id}.html", feedback.superseded_note(sub))
         sub.edition = _edition(sub, chapter)  # the LMS file's feedback comment is in it
@@ -294,6 +297,7 @@ def run(
     cell_timeout: int,
     notebook_timeout: int,
     memory_mb: int,
+    worker_memory_mb: int = memory.WORKER_MB,
 ) -> None:
     """Run each distinct canonical notebook once (``execute.run_job``, here or through ``executor``) and hand each
     run's result and graded notebook to ``judged`` with the submissions that share it."""
@@ -334,6 +338,7 @@ def run(
                 graded=str(private / f"{name}.graded.ipynb"),
                 cell_timeout=cell_timeout,
                 memory_mb=memory_mb,
+                worker_memory_mb=worker_memory_mb,
                 points=points,
                 hidden_files=hidden,
                 netns=bool(prefix),

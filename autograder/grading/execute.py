@@ -44,8 +44,8 @@ def jail_status(out: pathlib.Path) -> str | None:
     no_cgroup = memory.memory_cgroup_problem()
     if no_cgroup:
         logger.warning(
-            f"  kernels' memory is not limited by a cgroup ({no_cgroup}): files a kernel writes to /tmp, /dev/shm "
-            "or its home count against no memory limit (README, limits)"
+            f"  kernels' and workers' memory is not limited by a cgroup ({no_cgroup}): files a kernel writes to /tmp, "
+            "/dev/shm or its home count against no memory limit, and a worker's against none (README, limits)"
         )
     (out / RUN_FILE).write_text(json.dumps({"jailed": not no_jail, "why_not": no_jail or ""}))
     return no_jail
@@ -151,6 +151,41 @@ def run_job(
     result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
     for old in (result_path, graded_path):
         old.unlink(missing_ok=True)
+    group = worker_cgroup(job)
+    try:
+        return _run_worker(job, job_path, prefix, cwd, timeout, spawner)
+    finally:
+        if group is not None:  # and its kernel's, which a worker that was killed could not remove
+            memory.remove_memory_cgroup(memory.kernel_cgroup_beside(group))
+            memory.remove_memory_cgroup(group)
+
+
+def worker_cgroup(job: Job) -> pathlib.Path | None:
+    """The worker's own memory cgroup of ``job.worker_memory_mb`` (set in ``job.worker_cgroup``, which the worker
+    joins first; its kernel's cgroup is made beside it), or None where none can be made here (the batch says so
+    once: :func:`jail_status`)."""
+    group = None
+    if job.worker_memory_mb > 0:
+        group = memory.make_memory_cgroup(job.worker_memory_mb, f"autograder-worker-{os.urandom(6).hex()}")
+    job.worker_cgroup = str(group or "")
+    return group
+
+
+def worker_out_of_memory(job: Job) -> str | None:
+    """The row's reason when the OOM killer ended the worker in its memory cgroup (None otherwise)."""
+    if not job.worker_cgroup or memory.oom_kills(pathlib.Path(job.worker_cgroup)) == 0:
+        return None
+    return (
+        f"the grading worker ran out of its {job.worker_memory_mb} MB memory limit (--worker-memory-mb) while "
+        "grading this notebook (it holds the records the notebook's kernel sent, and judges them): nothing of it "
+        "could be graded"
+    )
+
+
+def _run_worker(
+    job: Job, job_path: pathlib.Path, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None
+) -> tuple[Result, str | None]:
+    result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
     job.write(job_path)
     cmd = worker_command(prefix, job_path)
     returncode: int | None = None
@@ -181,7 +216,7 @@ def run_job(
         returncode = proc.returncode
     if not result_path.exists():
         tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-        reason = why + (f" ({tail[0][:150]})" if tail and returncode else "")
+        reason = worker_out_of_memory(job) or why + (f" ({tail[0][:150]})" if tail and returncode else "")
         return Result("", "", job.student_id, "error", reason), None
     result = read_result(result_path)
     graded = graded_path.read_text() if result.status != "error" and graded_path.exists() else None

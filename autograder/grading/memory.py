@@ -3,7 +3,8 @@ memory file system for everything it may write.
 
 * :func:`make_memory_cgroup`, :func:`join_memory_cgroup`, :func:`oom_kills`, :func:`remove_memory_cgroup` — the
   kernel's memory and every file it writes to the memory file system counted against one limit, ``--memory-mb``, and
-  the OOM kill read back for the row's reason;
+  the OOM kill read back for the row's reason; the grading worker's own memory against another,
+  ``--worker-memory-mb`` (its group and its kernel's are siblings, so neither counts against the other);
 * :func:`mount_kernel_files` — the jail's /tmp, /dev/shm and home on one memory file system of ``--memory-mb``;
 * :func:`cgroup_dirs` — where this process may make cgroups (v1 or v2).
 
@@ -18,6 +19,7 @@ import time
 
 CGROUP_ENV = "AUTOGRADER_MEMORY_CGROUP"  # the kernel's memory cgroup (a folder the worker made), joined first
 STARTUP_MB = 1536  # measured: ``--memory-mb`` a chapter's kernel needs to import torch and arm the guard (README)
+WORKER_MB = 1024  # measured: a worker's own memory cgroup (``--worker-memory-mb``; docs/grading-design.md, worker)
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x2, 0x4, 0x2
 
 
@@ -59,20 +61,23 @@ def _cap_memory(group: pathlib.Path, version: int, limit: int) -> None:
         (group / "memory.memsw.limit_in_bytes").write_text(str(limit))
 
 
-def make_memory_cgroup(memory_mb: int, name: str) -> pathlib.Path | None:
+def make_memory_cgroup(memory_mb: int, name: str, parent: pathlib.Path | None = None) -> pathlib.Path | None:
     """A memory cgroup ``name`` limited to ``memory_mb`` MB (swap included), made under this process's own memory
-    cgroup (v1 or v2), for one kernel; None where none can be made here (not root, no writable memory controller,
-    cgroup v2 without the memory controller delegated)."""
+    cgroup (v1 or v2), or under ``parent`` (a sibling of a group made before: the worker's kernel beside the worker),
+    for one kernel or one worker; None where none can be made here (not root, no writable memory controller, cgroup
+    v2 without the memory controller delegated)."""
 
     tried: set[int] = set()
-    for version, parent in cgroup_dirs("memory"):
-        if version in tried or not parent.is_dir():
+    beside = [(2 if (parent / "cgroup.controllers").exists() else 1, parent)] if parent is not None else []
+    where = beside or cgroup_dirs("memory")
+    for version, top in where:
+        if version in tried or not top.is_dir():
             continue
         tried.add(version)  # this process's own group only (or the root it sees as its own), never one above it
-        group = parent / name
+        group = top / name
         try:
-            if version == 2 and "memory" not in (parent / "cgroup.subtree_control").read_text().split():
-                (parent / "cgroup.subtree_control").write_text("+memory")
+            if version == 2 and "memory" not in (top / "cgroup.subtree_control").read_text().split():
+                (top / "cgroup.subtree_control").write_text("+memory")
             group.mkdir()
         except OSError:
             continue
@@ -84,12 +89,32 @@ def make_memory_cgroup(memory_mb: int, name: str) -> pathlib.Path | None:
     return None
 
 
-def join_memory_cgroup(group: str | pathlib.Path) -> None:
-    """Move this process (and so everything it starts) into cgroup ``group`` (best effort)."""
+def kernel_cgroup_beside(worker_group: str | pathlib.Path) -> pathlib.Path:
+    """Where the kernel's cgroup of the worker whose cgroup is ``worker_group`` goes: beside it, named after it, so
+    that the execute step removes it too when the worker could not (killed: out of memory, or out of time)."""
+    group = pathlib.Path(worker_group)
+    return group.parent / group.name.replace("autograder-worker-", "autograder-kernel-", 1)
+
+
+def join_memory_cgroup(group: str | pathlib.Path) -> bool:
+    """Move this process (and so everything it starts) into cgroup ``group`` (best effort: False where it could
+    not)."""
     try:
         (pathlib.Path(group) / "cgroup.procs").write_text(str(os.getpid()))
+        return True
     except OSError:
-        pass
+        return False
+
+
+def memory_peak(group: pathlib.Path) -> int:
+    """The most memory cgroup ``group`` has held so far, in bytes (v2 ``memory.peak``, v1
+    ``memory.max_usage_in_bytes``); 0 where it cannot be read (v2 before Linux 5.19)."""
+    for name in ("memory.peak", "memory.max_usage_in_bytes"):
+        try:
+            return int((group / name).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return 0
 
 
 def oom_kills(group: pathlib.Path) -> int:

@@ -64,6 +64,8 @@ class Job:
     uid: int  # the kernel's uid (when the worker is root), or -1: keep this user's
     threads: int  # torch threads per kernel
     jail: bool = False  # the kernel runs in a bubblewrap jail (jail.py); else the fallback (the guard's file rules)
+    worker_memory_mb: int = memory.WORKER_MB  # this worker's memory cgroup (--worker-memory-mb; 0: none)
+    worker_cgroup: str = ""  # that cgroup, made by the execute step (execute.run_job), joined first; "": none
 
     def write(self, path: pathlib.Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self)))
@@ -77,6 +79,8 @@ def main(job_path: str) -> int:
     """Grade the job at ``job_path`` and leave its result at ``job.result``, whatever happens (a crash of the
     grading itself is an "error" result with the traceback)."""
     job = Job.read(pathlib.Path(job_path))
+    if job.worker_cgroup:  # first: the records, nbgrader and the judging count against the worker's own limit
+        memory.join_memory_cgroup(job.worker_cgroup)
     try:
         result = grade_one(job)
     except Exception as exc:
@@ -148,6 +152,17 @@ def _kernel_files(link: pathlib.Path, job: Job) -> bool:
         (link / name).mkdir()
         (link / name).chmod(0o1777)
     return sized
+
+
+def _kernel_cgroup(job: Job) -> pathlib.Path | None:
+    """The kernel's memory cgroup of ``--memory-mb`` (None: none can be made here, or no limit): beside the worker's
+    own (its sibling, so that neither counts against the other's limit), else under this process's cgroup."""
+    if job.memory_mb <= 0:
+        return None
+    if job.worker_cgroup:  # named after the worker's, so that the execute step removes it if this worker is killed
+        beside = memory.kernel_cgroup_beside(job.worker_cgroup)
+        return memory.make_memory_cgroup(job.memory_mb, beside.name, beside.parent)
+    return memory.make_memory_cgroup(job.memory_mb, f"autograder-kernel-{os.urandom(6).hex()}")
 
 
 def _setup_error(graded: nbformat.NotebookNode | None) -> str:
@@ -253,7 +268,7 @@ def grade_one(job: Job) -> Result:
     home = (link if sized and link is not None else sandbox) / "home"
     home.mkdir(mode=0o700)
     course = _stage_course(job, nb, sandbox)
-    group = memory.make_memory_cgroup(job.memory_mb, f"autograder-kernel-{os.urandom(6).hex()}") if job.memory_mb > 0 else None  # fmt: skip
+    group = _kernel_cgroup(job)
 
     key = os.urandom(32)
     records = channel.RecordServer(str(link / channel.RECORD_FILE) if link else None)  # only the recorder may write
@@ -315,7 +330,7 @@ def grade_one(job: Job) -> Result:
         kernel_pid = int((sandbox / "kernel.pid").read_text())
     except (OSError, ValueError):
         kernel_pid = -1
-    entries, forged = records.records(kernel_pid, key)
+    entries, forged = records.records(kernel_pid, key, release=True)  # each line let go once read
     checks.join()  # (an import that failed there fails again, and is reported, in judge.judge)
     entries = judge.judge(chapter, entries)  # the checks again, here, on what the student's code returned
     warnings += scoring.blocked_warnings(entries)
