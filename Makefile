@@ -55,7 +55,9 @@ lint: $(STAMP)
 # Gradescope container (chapter 3: a hostile cell, then the Chinese notebook with a bug; about 3 minutes), every
 # chapter's Gradescope requirements resolved by pip with the Python setup.sh picks on Ubuntu 22.04, python3.11, to the
 # tested nbgrader (under a minute; skipped without Python 3.10 and 3.11 or PyPI), chapters 8's
-# and 6's answers that change the question, chapter 6's blocks that echo what the check's oracle would need, the fresh _posixsubprocess without the jail, chapter 3's device bugs and idioms of
+# and 6's answers that change the question, chapter 6's blocks that echo what the check's oracle would need, chapter 9's
+catalogue recorded with the kernel's form of the checks (the grader's knowledge as the answer is graded in the
+variants of chapters 8 and 9), the fresh _posixsubprocess without the jail, chapter 3's device bugs and idioms of
 # the catalogue graded as the notebook decides them, and the kernels' memory limits (a fill of /tmp and home, a limit
 # too small). The other per-chapter kernel tests (variants, plain nbgrader, rewrites through
 # the grader and Gradescope's samples of the other chapters, nbval), the scaffold and the training-script tests run
@@ -86,6 +88,7 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	'tests/test_robust_grading.py::test_answers_that_change_the_question_earn_nothing[ch08_kv_cache]' \
 	'tests/test_robust_grading.py::test_answers_that_change_the_question_earn_nothing[ch06_gpt]' \
 	'tests/test_robust_grading.py::test_parts_of_the_answer_feed_no_oracle[ch06_gpt]' \
+	'tests/test_questions.py::test_every_catalogue_entry_is_judged_alike_from_the_kernel_form[ch09_sparse_attention]' \
 	tests/test_robust_grading.py::test_a_fresh_posixsubprocess_is_refused_without_the_jail \
 	tests/test_device_checks.py::test_the_grader_decides_devices_as_the_notebook_does \
 	tests/test_kernel_limits.py \
