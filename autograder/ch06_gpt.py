@@ -354,46 +354,6 @@ def _gpt_positions_and_gradient(cls):
     )
 
 
-# ---------------------------------------------------------------- exercise 3: generate
-
-
-class _ToyLM(nn.Module):
-    """Logits from the token, its position id and the window's first token; refuses windows > context_length."""
-
-    def __init__(self, V=11, context_length=6, seed=0):
-        super().__init__()
-        g = rng(seed)
-        self.context_length = context_length
-        self.tok, self.pos, self.first = (
-            torch.randn(V, V, generator=g),
-            torch.randn(context_length, V, generator=g),
-            torch.randn(V, V, generator=g),
-        )
-
-    def forward(self, idx, position_ids=None):
-        T = idx.shape[1]
-        if T > self.context_length:
-            raise ValueError(
-                f"the model got {T} tokens but its context_length is {self.context_length}: crop the context"
-            )
-        if position_ids is None:
-            position_ids = torch.arange(T, device=idx.device)
-        if int(position_ids.max()) >= self.context_length:
-            raise IndexError(
-                f"position id {int(position_ids.max())} is outside the position table "
-                f"(context_length={self.context_length})"
-            )
-        return 3 * self.tok[idx] + 2 * self.pos[position_ids] + self.first[idx[:, :1]]  # (B, T, V)
-
-
-def _greedy_oracle(model, idx, n):
-    for _ in range(n):
-        window = idx[:, -model.context_length :]
-        nxt = model(window, torch.arange(window.shape[1]))[:, -1].argmax(-1, keepdim=True)
-        idx = torch.cat([idx, nxt], 1)
-    return idx
-
-
 @EXERCISES.check(
     "GPT",
     hidden=True,
@@ -512,6 +472,46 @@ class _FixedLM(nn.Module):
 
 
 _LOGITS = torch.tensor([1.0, 0.85, 0.7, 0.55, 0.4, 0.25, 0.1, -0.05, -0.2])
+
+
+# ---------------------------------------------------------------- exercise 3: generate
+
+
+class _ToyLM(nn.Module):
+    """Logits from the token, its position id and the window's first token; refuses windows > context_length."""
+
+    def __init__(self, V=11, context_length=6, seed=0):
+        super().__init__()
+        g = rng(seed)
+        self.context_length = context_length
+        self.tok, self.pos, self.first = (
+            torch.randn(V, V, generator=g),
+            torch.randn(context_length, V, generator=g),
+            torch.randn(V, V, generator=g),
+        )
+
+    def forward(self, idx, position_ids=None):
+        T = idx.shape[1]
+        if T > self.context_length:
+            raise ValueError(
+                f"the model got {T} tokens but its context_length is {self.context_length}: crop the context"
+            )
+        if position_ids is None:
+            position_ids = torch.arange(T, device=idx.device)
+        if int(position_ids.max()) >= self.context_length:
+            raise IndexError(
+                f"position id {int(position_ids.max())} is outside the position table "
+                f"(context_length={self.context_length})"
+            )
+        return 3 * self.tok[idx] + 2 * self.pos[position_ids] + self.first[idx[:, :1]]  # (B, T, V)
+
+
+def _greedy_oracle(model, idx, n):
+    for _ in range(n):
+        window = idx[:, -model.context_length :]
+        nxt = model(window, torch.arange(window.shape[1]))[:, -1].argmax(-1, keepdim=True)
+        idx = torch.cat([idx, nxt], 1)
+    return idx
 
 
 def _draw(fn, logits, n=4000, seed=0, **kw):
