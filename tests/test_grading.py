@@ -1054,3 +1054,19 @@ def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_pl
     assert "Download the notebook again" in (tmp_path / "feedback" / "babbagecharles_1004.html").read_text()
     assert "longer than 5 s" in (tmp_path / "feedback" / "hoppergrace_1003.html").read_text()
     assert "from the run" in (tmp_path / "feedback" / "lovelaceada_1001.html").read_text()
+
+
+@pytest.mark.parametrize("chapter", notebooks.chapters())
+def test_the_grading_notebooks_verdicts_come_in_the_exercises_order(chapter):
+    """Issue 46: the worker wants one verdict per exercise, in ``EXERCISES``' order (``scoring.order_violations``),
+    so the grading notebook runs its verdict cells in that order, once each, as the release notebook (which every
+    submission is canonicalised to, cell for cell) has its test cells."""
+    from autograder import releases
+
+    order = [ex.name for ex in notebooks.checks_module(chapter).EXERCISES]
+    graded = batch.grading_instructor(chapter)
+    verdicts = [n for c in graded.cells for n in re.findall(r'_autograder_guard\.verdict\("(\w+)"\)', c.source)]
+    assert verdicts == order
+    release = releases.release_notebook(chapter)
+    tests = [c.metadata["nbgrader"]["grade_id"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert tests == [f"test_{n}" for n in order]

@@ -10,8 +10,10 @@ answer. What this module keeps:
 * **one writer** — records travel to the worker over a Unix socket (``channel.py``). An audit hook (which Python
   code cannot remove) refuses ``socket.connect`` to a record address unless the calling code is the recorder's own;
   the worker accepts a connection only from the kernel's process id and only one signed line per connection. The
-  signing key lives in the recorder's closures: its generator's frame (``gi_frame``), tracebacks that lead into it
-  and, while a check runs, the notebook's own frame introspection are refused, so no record is forged.
+  signing key lives only in the signer's frame (:func:`_signing`), which signs for the recorder alone and numbers
+  every line it signs, so that the worker sees a record held back, repeated or sent out of the notebook's order;
+  the generators' frames (``gi_frame``), tracebacks and ``sys._getframe`` that lead to them and, while a check
+  runs, the notebook's own frame introspection are refused, so no record is forged.
 * **containment** — spawning processes (also through a fresh ``_posixsubprocess``), non-loopback network, ctypes,
   gc introspection, trace/profile and audit hooks are refused; so are, in fallback mode only (``file_rules`` in the
   config: a kernel without the bubblewrap jail of ``jail.py``), opening the grader's hidden files and writing
@@ -274,8 +276,8 @@ def _arm(chapter: str) -> None:
     """Read the worker's key and address, start the recorder, install the audit hook.
 
     Runs as a private copy (globals: a copy of this module's, with their own builtins), before any student code.
-    Everything with authority (the signing key, the socket address, the recorder's generator) lives only in this
-    function's closures."""
+    Everything with authority lives only in this function's closures (the socket address, the recorder's generator)
+    or in the signer's frame (the key)."""
     config_path = os.environ["AUTOGRADER_GUARD_CONFIG"]
     with open(config_path) as f:
         config = json.load(f)
