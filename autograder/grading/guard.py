@@ -31,6 +31,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import types
 
 from .channel import RECORD_FILE, RECORD_PREFIX
@@ -303,7 +304,7 @@ def _arm(chapter: str) -> None:
     AF_UNIX, SOCK_STREAM, new_socket = socket.AF_UNIX, socket.SOCK_STREAM, _socket.socket
     str_t, type_ = str, type
     gc_collect, getpid, path_like = gc.collect, os.getpid, os.PathLike
-    gc_isenabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    gc_isenabled, gc_disable, gc_enable, pause = gc.isenabled, gc.disable, gc.enable, time.sleep
     deny_always, path_events = dict(_DENY_ALWAYS), frozenset(_PATH_EVENTS)  # private: the module's can be mutated
     record_prefix, record_file = RECORD_PREFIX, RECORD_FILE
     # writable: the sandbox's home and the notebook's own directory
@@ -379,7 +380,13 @@ def _arm(chapter: str) -> None:
             collecting = gc_isenabled()
             gc_disable()  # no finalizer of the notebook's runs while the key's frame is on the stack
             try:
-                line = sign(entry)  # numbered ("seq") and signed by the signer, or None
+                for _ in range(2000):  # another thread's note being signed: "generator already executing"
+                    try:
+                        line = sign(entry)  # numbered ("seq") and signed by the signer, or None
+                        break
+                    except ValueError:
+                        line = None
+                        pause(0.001)
             finally:
                 if collecting:
                     gc_enable()
@@ -429,7 +436,13 @@ def _arm(chapter: str) -> None:
         collecting = gc_isenabled()
         gc_disable()  # no finalizer of the notebook's runs while the key's frame is on the stack
         try:
-            line = sign(entry)  # the signer takes an exact dict of plain data only
+            for _ in range(2000):  # another thread's record being signed: "generator already executing"
+                try:
+                    line = sign(entry)  # the signer takes an exact dict of plain data only
+                    break
+                except ValueError:
+                    line = None
+                    pause(0.001)
         finally:
             if collecting:
                 gc_enable()
