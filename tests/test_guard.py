@@ -282,3 +282,21 @@ print("FOUND", sorted(set(map(repr, FOUND))))
     verdicts = [r for r in records if r["type"] == "verdict"]
     assert forged == 0 and [r["exercise"] for r in verdicts] == ["repeat_kv"] and verdicts[0]["traces"]
     assert sorted(r["seq"] for r in records) == list(range(len(records)))
+
+
+def test_the_notebooks_own_check_runs_send_no_record(tmp_path):
+    """Issue 46: one verdict per exercise is the protocol, so nothing a notebook legitimately runs may send one: its own
+    ``EXERCISES.run`` (the release's test cells, a student's extra cell, visible or hidden checks) runs the checks in
+    the kernel and sends nothing; only the grading notebook's verdict cell does."""
+    code = (
+        "from autograder.ch08_kv_cache import EXERCISES\n"
+        + _CORRECT_REPEAT_KV
+        + 'EXERCISES.run("repeat_kv", repeat_kv)\nEXERCISES.run("repeat_kv", repeat_kv, hidden=True)\n'
+        + '_autograder_guard.verdict("repeat_kv")\nEXERCISES.run("repeat_kv", repeat_kv)\n'
+    )
+    records, forged, out = _armed_run(tmp_path, "ch08_kv_cache", code)
+    assert "checks passed for repeat_kv" in out, out[-2000:]
+    assert forged == 0 and [(r["type"], r.get("exercise"), r["seq"]) for r in records] == [
+        ("armed", None, 0),
+        ("verdict", "repeat_kv", 1),
+    ]
