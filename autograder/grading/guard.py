@@ -171,15 +171,16 @@ def _signing(pads, signers, getframe, plain):
     str_t, int_t, bool_t, list_t, dict_t, type_, sorted_, quote, int_text, join = plain
     inner, outer = pads
     del pads, plain
+    null, true, false = "null", "true", "false"
 
     def text(value):  # JSON of plain data; None (so the join fails) for anything else
         kind = type_(value)
         if kind is str_t:
             return quote(value)
         if value is None:
-            return "null"
+            return null
         if kind is bool_t:
-            return "true" if value else "false"
+            return true if value else false
         if kind is int_t:
             return int_text(value)
         if kind is list_t:
