@@ -177,9 +177,18 @@ TEXT: dict[str, tuple[str, str]] = {
     ),
     "blocked": ("blocked: {what} ({event})", "已拦截：{what}（{event}）"),
     "needs review": ("needs review: {what}", "需人工复核：{what}"),
-    "ran the verdict": (
-        "the notebook ran the grader's verdict itself ({names})",
-        "笔记本自己运行了评分程序的判定（{names}）",
+    "verdict twice": (
+        "a second verdict for {name} (one verdict per exercise: the notebook ran the grader's verdict itself)",
+        "{name} 有第二条判定记录（每道练习只有一条判定：笔记本自己运行了评分程序的判定）",
+    ),
+    "verdict out of order": (
+        "the verdict for {name} came after the verdict for {after}, a later exercise (the verdicts come in the "
+        "notebook's order: the notebook ran the grader's verdict itself)",
+        "{name} 的判定记录出现在更靠后的练习 {after} 的判定之后（判定应按笔记本的顺序进行：笔记本自己运行了评分程序的判定）",
+    ),
+    "records out of sequence": (
+        "the grader's records are not all there, in sequence (a record was held back or sent twice)",
+        "评分程序的记录不完整或顺序不连续（有记录被扣下或被重复发送）",
     ),
     "own threads": (
         "the notebook's own threads were running while the checks ran",
@@ -368,7 +377,7 @@ VERBATIM = frozenset(
     {"name", "shape", "got", "dtype", "type", "value", "worst", "atol", "k", "n", "row", "seconds", "error", "ename"}
     | {"own", "why", "limit", "memory", "total", "max", "mark", "top", "line", "source", "made_by", "op", "i", "p"}
     | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file", "stem", "want", "m"}
-    | {"test", "how", "switch", "mb"}
+    | {"test", "how", "switch", "mb", "after"}
 )
 
 # Fields that hold a list ("a, b and 2 more"): each item translated on its own.

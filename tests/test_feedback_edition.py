@@ -183,8 +183,12 @@ def test_the_graders_other_messages_read_back_in_chinese():
     records = [{"type": "blocked", "what": what, "event": "os.system"} for what in refused]
     messages = scoring.blocked_warnings(records)
     messages += [wording.say("needs review", what=what) for _, what in worker._SUSPICIOUS]
-    messages += scoring.score({"f": 1}, [{"type": "armed"}] + [{"type": "verdict", "exercise": "f", "passed": True,
-                                                               "failures": [], "threads": 1}] * 2, 0, []).warnings  # fmt: skip
+    verdict = {"type": "verdict", "passed": True, "failures": [], "threads": 1}
+    twice = scoring.score({"f": 1}, [{"type": "armed"}] + [dict(verdict, exercise="f")] * 2, 0, [])
+    messages += twice.warnings + twice.reasons[:1]  # own threads; a second verdict (integrity)
+    late = [dict(verdict, exercise=n, seq=i + 1) for i, n in enumerate(["g", "f"])] + [{"type": "armed", "seq": 0}]
+    messages += scoring.score({"f": 1, "g": 1}, late, 0, []).reasons[:1]  # a verdict out of the notebook's order
+    messages += scoring.score({"f": 1}, [{"type": "armed", "seq": 1}], 0, []).reasons[:1]  # records out of sequence
     messages += [wording.say(key, names="f, g") for key in wording.TEXT if key.startswith("repair: ")]
     messages += [wording.say("old nbformat 3"), wording.say("old nbformat 4", minor=2), wording.say("cells added", n=2)]
     messages += [

@@ -552,6 +552,33 @@ def test_simulated_gradescope_run(chapter, tmp_path):
         box.close()
 
 
+@pytest.mark.slow
+def test_gradescope_gives_a_late_verdict_an_integrity_zero(tmp_path):
+    """Issue 46 on Gradescope (the zip installed by setup.sh, every package linked from the development virtualenv,
+    as CI's tier): the notebook that silences its first exercise's test cell, keeps the course's version swapped in
+    while a later exercise is checked and sends the first verdict itself afterwards gets zero, status integrity,
+    and every exercise's test says why."""
+    from autograder import releases
+
+    chapter = CHAPTER
+    box = simulate.Simulation(chapter)
+    try:
+        _, requirements = build.grading_requirements(chapter=chapter)
+        names = ["torch"] + [build._requirement_name(r) for r in requirements]
+        python = getattr(sys, "_base_executable", sys.executable)
+        box.setup(simulate.stage_packages(box.base / "site", names, closure=True), python=python)
+        var = variants.variants(chapter, releases.release_notebook(chapter))["late_verdict_with_kept_reference"]
+        path = tmp_path / f"latecomer_{chapter}.ipynb"
+        path.write_text(var.text)
+        payload, stdout = box.run([path])
+        result = submission.Result(**payload["extra_data"]["course_grader"]["result"])
+        check_contract(payload, result, chapter)
+        assert payload["score"] == 0 and result.status == "integrity", stdout[-3000:]
+        assert var.reason in result.reason and payload["extra_data"]["course_grader"]["isolation"] == "jailed"
+    finally:
+        box.close()
+
+
 @pytest.fixture(scope="module")
 def every_package_installed():
     """One simulated container, set up once with every package hard-linked from the development virtualenv (as CI's

@@ -283,10 +283,53 @@ def test_scoring_gives_the_exercises_points_only_with_the_workers_passing_verdic
     assert any(r.startswith("c: no verdict record") for r in scored.reasons)
 
 
-def test_scoring_reruns_do_not_wash_out_a_failure():
-    records = [ARMED, _verdict("a", passed=False), _verdict("a")]
-    scored = scoring.score({"a": 2}, records, 0, [])
-    assert scored.scores == {"a": 0.0} and any("ran the grader's verdict itself (a)" in w for w in scored.warnings)
+def _numbered(records):
+    """``records`` numbered as the recorder numbers what it signs (``seq``: 0, 1, 2 ...)."""
+    return [dict(r, seq=i) for i, r in enumerate(records)]
+
+
+def test_scoring_takes_one_verdict_per_exercise_in_the_notebooks_order():
+    """Issue 46: the verdicts, in the order the recorder numbered them, come one per exercise in ``points``' order
+    (the notebook's); a second verdict for an exercise, or one after a later exercise's (the notebook that kept the
+    course's version of an earlier exercise, swapped in while a later one was checked, and ran the earlier one's
+    verdict itself with it), makes the submission an integrity zero that names the exercise. Skipped exercises are
+    no violation; nor are the records' arrival order, nor notes between verdicts."""
+    points = {"a": 2, "b": 3, "c": 1}
+    blocked = {"type": "blocked", "event": "open", "what": "reading the grader's files"}
+    fine = _numbered([ARMED, _verdict("a"), blocked, _verdict("c")])
+    scored = scoring.score(points, fine[::-1], 0, [])  # arrival order is not the recorder's order
+    assert scored.status == "graded" and scored.scores == {"a": 2.0, "b": 0.0, "c": 1.0}, scored
+    late = _numbered([ARMED, _verdict("b"), _verdict("c"), _verdict("a")])
+    scored = scoring.score(points, late, 0, [])
+    assert scored.status == "integrity" and scored.scores == {"a": 0.0, "b": 0.0, "c": 0.0}
+    assert "the verdict for a came after the verdict for c, a later exercise" in scored.reasons[0], scored.reasons
+    twice = _numbered([ARMED, _verdict("a", passed=False), _verdict("b"), _verdict("b")])
+    scored = scoring.score(points, twice, 0, [])
+    assert scored.status == "integrity" and "a second verdict for b" in scored.reasons[0], scored.reasons
+    again = _numbered([ARMED, _verdict("a", passed=False), _verdict("a")])  # a rerun cannot wash out a failure
+    scored = scoring.score({"a": 2}, again, 0, [])
+    assert (
+        scored.status == "integrity" and scored.scores == {"a": 0.0} and "a second verdict for a" in scored.reasons[0]
+    )
+    assert not scored.warnings
+    other = _numbered([ARMED, _verdict("a"), _verdict("not_an_exercise"), _verdict("b")])  # earns nothing, no place
+    assert scoring.score(points, other, 0, []).status == "graded"
+
+
+@pytest.mark.parametrize(
+    "seqs",
+    [[0, 1, 3], [0, 1, 1], [1, 2, 3]],
+    ids=["a record held back", "a record sent twice", "the first missing"],
+)
+def test_scoring_needs_every_record_in_sequence(seqs):
+    """The recorder numbers every record it signs from 0 ("armed" first): a hole or a repeat (a record the notebook
+    kept from the worker, or sent twice in place of another) is an integrity zero; where records were dropped over
+    the cap or forged, that is said instead."""
+    records = [dict(r, seq=n) for r, n in zip([ARMED, _verdict("a"), _verdict("b")], seqs)]
+    scored = scoring.score({"a": 2, "b": 3}, records, 0, [])
+    assert scored.status == "integrity" and "not all there, in sequence" in scored.reasons[0], scored.reasons
+    scored = scoring.score({"a": 2, "b": 3}, records, 0, [], overflow=1)
+    assert scored.status == "integrity" and "in sequence" not in scored.reasons[0], scored.reasons
 
 
 @pytest.mark.parametrize(
@@ -1011,3 +1054,19 @@ def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_pl
     assert "Download the notebook again" in (tmp_path / "feedback" / "babbagecharles_1004.html").read_text()
     assert "longer than 5 s" in (tmp_path / "feedback" / "hoppergrace_1003.html").read_text()
     assert "from the run" in (tmp_path / "feedback" / "lovelaceada_1001.html").read_text()
+
+
+@pytest.mark.parametrize("chapter", notebooks.chapters())
+def test_the_grading_notebooks_verdicts_come_in_the_exercises_order(chapter):
+    """Issue 46: the worker wants one verdict per exercise, in ``EXERCISES``' order (``scoring.order_violations``),
+    so the grading notebook runs its verdict cells in that order, once each, as the release notebook (which every
+    submission is canonicalised to, cell for cell) has its test cells."""
+    from autograder import releases
+
+    order = [ex.name for ex in notebooks.checks_module(chapter).EXERCISES]
+    graded = batch.grading_instructor(chapter)
+    verdicts = [n for c in graded.cells for n in re.findall(r'_autograder_guard\.verdict\("(\w+)"\)', c.source)]
+    assert verdicts == order
+    release = releases.release_notebook(chapter)
+    tests = [c.metadata["nbgrader"]["grade_id"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert tests == [f"test_{n}" for n in order]

@@ -42,6 +42,12 @@ OWN_TEST = {**ECHOES, **ORACLE_CALLS, "floods_the_records": variants.FLOOD_CHAPT
 # hostile variants graded on every chapter that has them, not in the rotation (issue 46: CI grades them on chapters 8
 # and 9): the grader's knowledge used as the answer
 EVERY_CHAPTER = ("calls_the_checks_oracles", "answers_with_the_course_versions")
+# issue 46's late verdicts: variants of a few chapters, graded on each by a test of their own (not in the rotation)
+LATE_VERDICTS = (
+    "late_verdict_with_kept_reference",
+    "late_verdict_renumbered_by_json",
+    "late_verdict_signed_again_with_the_recorders_key",
+)
 
 
 def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
@@ -51,7 +57,7 @@ def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
     rotating = sorted(
         n
         for n, v in all_variants.items()
-        if v.kind == "hostile" and n not in ("imports_reference", *OWN_TEST, *EVERY_CHAPTER)
+        if v.kind == "hostile" and n not in ("imports_reference", *OWN_TEST, *EVERY_CHAPTER, *LATE_VERDICTS)
     )
     others = [c for c in CHAPTERS if c != FULL_SET]
     start = others.index(chapter) * ROTATION
@@ -69,7 +75,7 @@ def test_rotation_covers_every_hostile_variant():
             covered.setdefault(name, set()).add(chapter)
     hostile = {n for c in CHAPTERS for n, v in variants.variants(c, _release(c)).items() if v.kind == "hostile"}
     # attacks on one chapter's exercises (keeps_a_handed_reference: graded by the test of issue 35's attacks)
-    one_chapter = {"dispatch_subclass_weights", "keeps_a_handed_reference", *OWN_TEST, *EVERY_CHAPTER}
+    one_chapter = {"dispatch_subclass_weights", "keeps_a_handed_reference", *OWN_TEST, *EVERY_CHAPTER, *LATE_VERDICTS}
     assert all(FULL_SET in covered[n] for n in hostile if n not in ("keeps_a_handed_reference", *OWN_TEST))
     lonely = sorted(n for n in hostile if n not in one_chapter and len(covered[n]) < 2)
     assert not lonely, f"hostile variants graded with kernels on one chapter only: {lonely}"
@@ -361,6 +367,24 @@ def test_the_graders_knowledge_earns_nothing(chapter, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("chapter", sorted(variants.LATE_VERDICT_CHAPTERS))
+def test_one_verdict_per_exercise_in_the_notebooks_order(chapter, tmp_path):
+    """Issue 46, through the real grader: the first exercise's verdict sent by the notebook itself after a later
+    exercise's, with the course's version of the first exercise kept from the later one's check (and, hiding it,
+    the records renumbered through json.JSONEncoder, or signed again with the key taken from the recorder's frame by
+    code with globals of its own), and every verdict run a second time: each an integrity zero that names it. The
+    old grader gave the late verdict the first exercise's points (ch03 4/10, ch04 3/7, ch08 2/10)."""
+    chosen = [*LATE_VERDICTS, "reruns_verdicts"]
+    all_variants, files, rows, full = _grade_named_variants(chapter, chosen, tmp_path, 7300)
+    assert len(rows) == len(chosen)
+    for row in rows:
+        var = all_variants[files[row.submission]]
+        explain = f"{files[row.submission]}: {row.scores} {row.status} {row.reason} {row.warnings}"
+        assert var.expect == "integrity" and row.status == "integrity" and row.score == 0, explain
+        assert row.reason.startswith("integrity: ") and var.reason in row.reason, explain
+
+
+@pytest.mark.slow
 def test_a_fresh_posixsubprocess_is_refused_without_the_jail(tmp_path, monkeypatch):
     """Fallback mode (no jail), where nothing but the guard keeps the kernel from starting processes: the fresh
     copy of _posixsubprocess is refused at its import, and the row says so."""
@@ -418,6 +442,8 @@ def test_variants_grade_as_expected(chapter, tmp_path):
         elif var.expect == "targets_zero":
             assert all(row.scores[n] == 0 for n in var.targets), explain
             assert all(row.scores[n] <= full[n] for n in full), explain
+        elif var.expect == "integrity":
+            assert row.status == "integrity" and row.score == 0 and row.reason.startswith("integrity: "), explain
         else:
             assert all(row.scores[n] <= full[n] for n in full) and (row.reason or row.warnings), explain
         if var.reason:

@@ -12,7 +12,9 @@ must give:
 * ``expect="target_zero"`` — a buggy answer (``target``) behind an attack: it scores zero, nothing scores more than
   full;
 * ``expect="targets_zero"`` — answers that change the check's question (``targets``): each scores zero, nothing
-  scores more than full.
+  scores more than full;
+* ``expect="integrity"`` — a breach of the record protocol (verdicts out of the notebook's order, or twice): the
+  whole submission zero, status "integrity".
 
 Every variant of every chapter is canonicalised (tests/test_robust_grading.py) and graded with nbgrader's real
 gradebook and kernels; submissions whose canonical form is identical share one kernel run (grading/batch.py), so the
@@ -36,7 +38,7 @@ from autograder import notebooks
 @dataclasses.dataclass(frozen=True)
 class Variant:
     text: str
-    expect: str  # "full", "zero", "at_most_full"
+    expect: str  # "full", "zero", "at_most_full", "one_zero", "target_zero", "targets_zero", "integrity"
     kind: str  # "damage" (harmless), "runaway" (an answer that never returns), "hostile", "invalid"
     reason: str = ""  # a substring the row's reason or warnings must contain
     target: str = ""  # expect="one_zero": the exercise that scores zero
@@ -167,6 +169,126 @@ def _answers_calling(hook: str, names: list[str]) -> list[str]:
         f"    {hook}()",
         "    return torch.zeros(1), torch.zeros(1)",
     ] + [f"{n} = _Anything if {n!r}[:1].isupper() else _anything" for n in names]
+
+
+# The exercise that calls the chapter's first one (whose course version is swapped in while it is checked).
+LATE_VERDICT_CHAPTERS = {
+    "ch03_self_attention": "SelfAttention",
+    "ch04_multi_head_attention": "MultiHeadAttention",
+    "ch08_kv_cache": "attend_with_cache",
+}
+
+# Renumbers what the recorder signs after it is installed, so that the first exercise's late verdict would look in
+# order: every record one number up, the late verdict the first number freed ("_renumber(o)" on a record's body).
+_RENUMBER = [
+    "_freed = []",
+    "def _renumber(o):",
+    "    if o.get('type') == 'verdict' and o.get('exercise') == FIRST and _freed:",
+    "        return dict(o, seq=_freed[0])",
+    "    if not _freed:",
+    "        _freed.append(o['seq'])",
+    "    return dict(o, seq=o['seq'] + 1)",
+]
+
+_BY_JSON = _RENUMBER + [
+    "import json as _json",
+    "class _Renumbering(_json.JSONEncoder):  # the recorder wrote its records' bodies with json.dumps",
+    "    def encode(self, o):",
+    "        if isinstance(o, dict) and isinstance(o.get('seq'), int):",
+    "            o = _renumber(o)",
+    "        return super().encode(o)",
+    "_json.JSONEncoder = _Renumbering",
+]
+
+# Code whose globals are not the notebook's takes the recorder's signer from its frame while a check runs (the frame
+# rule looked only at the notebook's own code), and the recorder's socket.socket.sendall signs each line again,
+# renumbered.
+_BY_THE_KEY = _RENUMBER + [
+    "import json as _json, socket as _socket, types as _types",
+    "_stolen = []",
+    "_g = {'__builtins__': __builtins__, 'STOLEN': _stolen}",
+    'exec("""',
+    "def steal():",
+    "    import sys",
+    "    f = sys._getframe(0)",
+    "    while f is not None:",
+    "        for v in list(f.f_locals.values()):",
+    "            if hasattr(v, 'hexdigest') and hasattr(v, 'copy') and not any(v is s for s in STOLEN):",
+    "                STOLEN.append(v)",
+    "        f = f.f_back",
+    '""", _g)',
+    "_steal = _types.FunctionType(_g['steal'].__code__, _g, 'steal')",
+    "_sendall = _socket.socket.sendall",
+    "def _signing_again(self, data):",
+    "    try:",
+    "        o = _json.loads(_json.loads(data)['body'])",
+    "        if _stolen and isinstance(o.get('seq'), int):",
+    "            body = _json.dumps(_renumber(o), sort_keys=True)",
+    "            h = _stolen[0].copy()",
+    "            h.update(body.encode())",
+    "            data = (_json.dumps({'body': body, 'mac': h.hexdigest()}) + chr(10)).encode()",
+    "    except Exception:",
+    "        pass",
+    "    return _sendall(self, data)",
+    "_socket.socket.sendall = _signing_again",
+]
+
+
+def _late_verdicts(chapter: str, release, filled, names: list[str]) -> dict[str, Variant]:
+    """Issue 46, one verdict per exercise in the notebook's order. The first exercise left as the release's stub; its
+    test cell made to do nothing (``_autograder_guard`` rebound to an object whose ``verdict`` skips it); the later
+    exercise that calls it, answered right, keeps what it finds under the first one's name while it is checked (the
+    course's version, swapped in); a cell at the end runs the real verdict of the first exercise with an answer that
+    delegates to the kept course version. On the old grader it earned the first exercise's points (ch03 4/10, ch04
+    3/7, ch08 2/10). Each is an integrity zero that names the late verdict; so are the variants that renumber the
+    records to hide it, through ``json.JSONEncoder`` or with the recorder's key taken from its frame."""
+    later = LATE_VERDICT_CHAPTERS.get(chapter)
+    if later is None:
+        return {}
+    first = names[0]
+    stub = next(c for c in release.cells if c.id == first).source
+    out = {}
+    for label, extra, capture in (
+        ("late_verdict_with_kept_reference", [], []),
+        ("late_verdict_renumbered_by_json", _BY_JSON, []),
+        ("late_verdict_signed_again_with_the_recorders_key", _BY_THE_KEY, ["_steal()"]),
+    ):
+        nb = copy.deepcopy(filled)
+        for cell in nb.cells:
+            if cell.id == first:
+                cell.source = stub
+            elif cell.id == later:
+                method = "forward" if later[:1].isupper() else ""
+                keep = [f"_kept.append({first})  # red team: the course's {first}, swapped in while this is checked"]
+                cell.source = _first_in(cell.source, later, keep + capture, method)
+        quiet = [
+            "_kept = []  # red team (issue 46): a verdict of the first exercise after a later one's",
+            f"FIRST = {first!r}",
+            "_real_guard = globals().get('_autograder_guard')",
+            "class _QuietFirst:",
+            "    def verdict(self, name):",
+            "        if name != FIRST:",
+            "            return _real_guard.verdict(name)",
+            "_autograder_guard = _QuietFirst()",
+        ]
+        nb = _insert_after_first_answer(nb, "\n".join(quiet + extra))
+        late = nbformat.v4.new_code_cell(
+            "\n".join(
+                [
+                    "def _delegate(*a, **k):  # the course's version, kept",
+                    "    theirs = [f for f in _kept if getattr(f, '__module__', '__main__') != '__main__']",
+                    "    return theirs[-1](*a, **k)",
+                    "globals()[FIRST] = _delegate",
+                    "_real_guard.verdict(FIRST)",
+                ]
+            )
+        )
+        late.id = "student-late-verdict"
+        nb.cells.append(late)
+        out[label] = Variant(
+            nbformat.writes(nb), "integrity", "hostile", f"the verdict for {first} came after the verdict for "
+        )
+    return out
 
 
 def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]:
@@ -427,8 +549,8 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
 
     v["forges_records"] = Variant(nbformat.writes(_insert_after_setup(release, forge)), "zero", "hostile", "blocked")
 
-    # A replaced function, then undone, and every verdict run again by the notebook: the worker judges every record
-    # (the answers are right: full marks), and the instructor is told the notebook ran the verdicts itself.
+    # A replaced function, then undone, and every verdict run again by the notebook: one verdict per exercise is the
+    # protocol (issue 46), so a second one is an integrity zero that names the exercise, right answers or not.
     rerun = "\n".join(
         [
             "import torch",
@@ -443,7 +565,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     last = nbformat.v4.new_code_cell(again)
     last.id = "student-rerun"
     nb.cells.append(last)
-    v["reruns_verdicts"] = Variant(nbformat.writes(nb), "full", "hostile", "ran the grader's verdict itself")
+    v["reruns_verdicts"] = Variant(nbformat.writes(nb), "integrity", "hostile", f"a second verdict for {names[0]}")
 
     # A module whose weights are tensor subclasses with __torch_dispatch__, so that the grader's own reference
     # computed from them comes out as zeros (found by a red-team pass on ch03): only chapters whose exercise
@@ -551,6 +673,8 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     v["loads_a_fresh_posixsubprocess"] = Variant(
         nbformat.writes(_insert_after_setup(release, fresh)), "zero", "hostile", "spawning a process"
     )
+
+    v.update(_late_verdicts(chapter, release, filled, names))
 
     # An oracle fed by a call into part of the answer (issue 46, red team on chapter 6): the GPT's blocks, called by
     # the check on their own, echo the model's last hidden state, so that expected logits computed through them

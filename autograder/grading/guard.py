@@ -10,8 +10,10 @@ answer. What this module keeps:
 * **one writer** — records travel to the worker over a Unix socket (``channel.py``). An audit hook (which Python
   code cannot remove) refuses ``socket.connect`` to a record address unless the calling code is the recorder's own;
   the worker accepts a connection only from the kernel's process id and only one signed line per connection. The
-  signing key lives in the recorder's closures: its generator's frame (``gi_frame``), tracebacks that lead into it
-  and, while a check runs, the notebook's own frame introspection are refused, so no record is forged.
+  signing key lives only in the signer's frame (:func:`_signing`), which signs for the recorder alone and numbers
+  every line it signs, so that the worker sees a record held back, repeated or sent out of the notebook's order;
+  the generators' frames (``gi_frame``), tracebacks and ``sys._getframe`` that lead to them and, while a check
+  runs, the notebook's own frame introspection are refused, so no record is forged.
 * **containment** — spawning processes (also through a fresh ``_posixsubprocess``), non-loopback network, ctypes,
   gc introspection, trace/profile and audit hooks are refused; so are, in fallback mode only (``file_rules`` in the
   config: a kernel without the bubblewrap jail of ``jail.py``), opening the grader's hidden files and writing
@@ -20,15 +22,16 @@ answer. What this module keeps:
 
 from __future__ import annotations
 
+import _socket
 import builtins
 import gc
 import hashlib
-import hmac
 import json
 import os
 import socket
 import sys
 import threading
+import time
 import types
 
 from .channel import RECORD_FILE, RECORD_PREFIX
@@ -127,13 +130,81 @@ def encode_traces(traces: list) -> str:
     return base64.b64encode(zlib.compress(buf.getvalue(), 6)).decode("ascii")
 
 
-def _signed_line(signer, entry: dict, dumps=json.dumps) -> bytes:
-    """The line that carries ``entry`` to the worker: its JSON body and the body's HMAC with ``signer`` (a keyed
-    ``hmac`` object, copied, never updated)."""
-    body = dumps(entry, sort_keys=True)
-    h = signer.copy()
-    h.update(body.encode())
-    return (dumps({"body": body, "mac": h.hexdigest()}) + "\n").encode()
+def _hmac_pads(key: bytes, sha256=hashlib.sha256) -> tuple:
+    """HMAC-SHA256 (RFC 2104) as its two keyed SHA-256 states ``(inner, outer)``: ``mac(m) = outer + H(inner + m)``.
+    They are C hash objects, whose type the notebook cannot patch (``hmac.HMAC``'s methods it could, and be handed
+    the key with a call); whoever holds them can sign, so only the signer's frame does (:func:`_signing`)."""
+    if len(key) > 64:
+        key = sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    return sha256(bytes(b ^ 0x36 for b in key)), sha256(bytes(b ^ 0x5C for b in key))
+
+
+def _codes_in(code: types.CodeType) -> list:
+    """``code`` and the code objects nested in it (its functions, comprehensions)."""
+    found = [code]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found += _codes_in(const)
+    return found
+
+
+def _plain_builtins() -> tuple:
+    """What :func:`_signing` needs of builtins and of the C JSON module, bound when called (at arming)."""
+    import _json
+
+    return str, int, bool, list, dict, type, sorted, _json.encode_basestring_ascii, int.__repr__, ", ".join
+
+
+def _signing(pads, signers, getframe, plain):
+    """The signer: a generator, sent an entry (a dict of plain data: exact str, int, bool, None, lists and dicts of
+    them), that yields its signed line — ``{"body": <the entry as JSON, with "seq">, "mac": <HMAC of body>}`` and a
+    newline — or None. It signs only for a caller whose code is one of ``signers`` (the recorder's own: a frame of
+    it cannot be made from the notebook) and numbers the lines it signs itself, 0, 1, 2 …, so that the worker sees
+    any line held back, sent twice or put out of order (``scoring.order_violations``).
+
+    The key (``pads``, :func:`_hmac_pads`) lives only in this generator's frame, which no one is handed (the audit
+    hook refuses its ``gi_frame``), and no code of the notebook's runs while it runs: it looks up no global (every
+    name it uses is a parameter: a notebook that reaches the recorder's globals can rebind those), calls nothing of
+    the entry's (exact types only) and lets no exception out. A hook-free, caller-checked ``send`` is all anyone
+    else holds."""
+    str_t, int_t, bool_t, list_t, dict_t, type_, sorted_, quote, int_text, join = plain
+    inner, outer = pads
+    del pads, plain
+    null, true, false = "null", "true", "false"
+
+    def text(value):  # JSON of plain data; None (so the join fails) for anything else
+        kind = type_(value)
+        if kind is str_t:
+            return quote(value)
+        if value is None:
+            return null
+        if kind is bool_t:
+            return true if value else false
+        if kind is int_t:
+            return int_text(value)
+        if kind is list_t:
+            return "[" + join([text(v) for v in value]) + "]"
+        if kind is dict_t:
+            return "{" + join([quote(k) + ": " + text(value[k]) for k in sorted_(value) if type_(k) is str_t]) + "}"
+        return None
+
+    seq, line = 0, None
+    while True:
+        entry = yield line
+        line = None
+        try:
+            if getframe(1).f_code in signers and type_(entry) is dict_t:
+                body = text(dict_t(entry, seq=seq))
+                h = inner.copy()
+                h.update(body.encode())
+                mac = outer.copy()
+                mac.update(h.digest())
+                line = "{" + quote("body") + ": " + quote(body) + ", " + quote("mac") + ": "
+                line = (line + quote(mac.hexdigest()) + "}\n").encode()
+                seq = seq + 1
+        except:  # noqa: E722 - a bare except looks up no exception class (a global the notebook could rebind)
+            line = None
 
 
 _DENY_ALWAYS = {
@@ -207,13 +278,13 @@ def _arm(chapter: str) -> None:
     """Read the worker's key and address, start the recorder, install the audit hook.
 
     Runs as a private copy (globals: a copy of this module's, with their own builtins), before any student code.
-    Everything with authority (the signing key, the socket address, the recorder's generator) lives only in this
-    function's closures."""
+    Everything with authority lives only in this function's closures (the socket address, the recorder's generator)
+    or in the signer's frame (the key)."""
     config_path = os.environ["AUTOGRADER_GUARD_CONFIG"]
     with open(config_path) as f:
         config = json.load(f)
     os.unlink(config_path)
-    signer = hmac.new(bytes.fromhex(config.pop("key")), digestmod=hashlib.sha256)
+    pads = _hmac_pads(bytes.fromhex(config.pop("key")))  # handed to the signer below, and dropped here
     address = config["address"]
     sandbox = os.path.realpath(config["sandbox"])
     checks_mod = __import__(f"autograder.{chapter}", fromlist=["EXERCISES"])  # before any student code
@@ -236,12 +307,16 @@ def _arm(chapter: str) -> None:
     user_ns = sys.modules["__main__"].__dict__
     own_globals = globals()  # this copy's globals: every frame running the recorder's own code has them
     # Bound now: the module's names (and os.path, sys, ...) can be rebound by the notebook later.
-    socket_address, remote, signed_line, encode = _socket_address, _remote, _signed_line, encode_traces
+    socket_address, remote, encode = _socket_address, _remote, encode_traces
     unreadable, missing = _UNREADABLE, _MISSING
     get_ident, thread_count, getframe = threading.get_ident, _thread._count, sys._getframe
     exercise_seconds = config.get("exercise_timeout") or None  # one exercise's whole run, in seconds
-    AF_UNIX, SOCK_STREAM, new_socket = socket.AF_UNIX, socket.SOCK_STREAM, socket.socket
+    # the C socket type (socket.socket is a Python subclass whose sendall the notebook could replace, and be handed
+    # every signed line, or send what it likes on the recorder's connection)
+    AF_UNIX, SOCK_STREAM, new_socket = socket.AF_UNIX, socket.SOCK_STREAM, _socket.socket
+    str_t, type_ = str, type
     gc_collect, getpid, path_like = gc.collect, os.getpid, os.PathLike
+    gc_isenabled, gc_disable, gc_enable, pause = gc.isenabled, gc.disable, gc.enable, time.sleep
     deny_always, path_events = dict(_DENY_ALWAYS), frozenset(_PATH_EVENTS)  # private: the module's can be mutated
     record_prefix, record_file = RECORD_PREFIX, RECORD_FILE
     # writable: the sandbox's home and the notebook's own directory
@@ -249,7 +324,6 @@ def _arm(chapter: str) -> None:
     file_rules = config.get("file_rules", True)  # jailed kernels: the operating system keeps them to their files
 
     active = [False]  # a verdict is being recorded
-    seq = [0]
     exercises = checks_mod.EXERCISES
     record_exercise = exercises.record  # the checks in record mode (autograder/checks/exercises.py)
     checks = {ex.name: tuple(ex.visible) + tuple(ex.hidden) for ex in exercises}
@@ -298,26 +372,43 @@ def _arm(chapter: str) -> None:
                     traces, failures = [], [f"{name}: the checks could not be recorded ({type(err).__name__})"]
                 finally:
                     active[0] = False
+            try:  # plain data only (exact types): the signer takes nothing else
+                text = encode(traces)
+                traces = text if type_(text) is str_t else None
+            except Exception:  # the worker then cannot judge it: the exercise earns nothing
+                traces = None
+            try:
+                said = [f if type_(f) is str_t else "?" for f in list(failures)[:3]]
+            except Exception:
+                said = ["?"]
             entry = {
                 "type": "verdict",
-                "exercise": name,
-                "failures": failures[:3],
+                "exercise": str_t.__str__(name) if isinstance(name, str_t) else "?",
+                "failures": said,
                 "threads": extra_threads,
-                "seq": seq[0],
-                "deps": deps,
+                "deps": deps is True,
+                "traces": traces,
             }
+            collecting = gc_isenabled()
+            gc_disable()  # no finalizer of the notebook's runs while the key's frame is on the stack
             try:
-                entry["traces"] = encode(traces)
-            except Exception:  # the worker then cannot judge it: the exercise earns nothing
-                entry["traces"] = None
-            seq[0] += 1
-            line = signed_line(signer, entry)
-            s = new_socket(AF_UNIX, SOCK_STREAM)
-            try:
-                s.connect(address)  # the audit hook lets only this frame (and write_note) connect here
-                s.sendall(line)
+                for _ in range(2000):  # another thread's note being signed: "generator already executing"
+                    try:
+                        line = sign(entry)  # numbered ("seq") and signed by the signer, or None
+                        break
+                    except ValueError:
+                        line = None
+                        pause(0.001)
             finally:
-                s.close()
+                if collecting:
+                    gc_enable()
+            if line is not None:
+                s = new_socket(AF_UNIX, SOCK_STREAM)
+                try:
+                    s.connect(address)  # the audit hook lets only this frame (and write_note) connect here
+                    s.sendall(line)
+                finally:
+                    s.close()
             result = failures
 
     gen = engine()
@@ -338,19 +429,51 @@ def _arm(chapter: str) -> None:
             frame = frame.f_back
         return False
 
+    def signer_chain(frame) -> bool:
+        """Whether ``frame`` is the signer's or runs above it (the signer calls no library code: only a finalizer
+        the garbage collector ran in its midst could, and the collector is off while it signs)."""
+        for _ in range(20000):
+            if frame is None:
+                return False
+            if frame.f_code in signer_codes:
+                return True
+            frame = frame.f_back
+        return False
+
     def write_note(entry: dict) -> None:
         """An "armed" or "blocked" record. Verdicts are sent only from the recorder's own code (a helper that could
         send any record would be a way to forge one)."""
-        if entry.get("type") not in ("armed", "blocked"):
+        if type_(entry) is not dict or entry.get("type") not in ("armed", "blocked"):
             return
-        line = signed_line(signer, dict(entry, seq=seq[0]))
-        seq[0] += 1
+        collecting = gc_isenabled()
+        gc_disable()  # no finalizer of the notebook's runs while the key's frame is on the stack
+        try:
+            for _ in range(2000):  # another thread's record being signed: "generator already executing"
+                try:
+                    line = sign(entry)  # the signer takes an exact dict of plain data only
+                    break
+                except ValueError:
+                    line = None
+                    pause(0.001)
+        finally:
+            if collecting:
+                gc_enable()
+        if line is None:
+            return
         s = new_socket(AF_UNIX, SOCK_STREAM)
         try:
             s.connect(address)
             s.sendall(line)
         finally:
             s.close()
+
+    # The signer (``_signing``): the key only in its frame; it signs for the recorder's two senders alone, and
+    # numbers what it signs. Made after them (it needs their code), before any student code.
+    signer = _signing(pads, frozenset({engine_code, write_note.__code__}), getframe, _plain_builtins())
+    next(signer)
+    sign = signer.send  # a built-in method: no globals, no closure; its generator's frame is refused below
+    del pads
+    signer_codes = frozenset(_codes_in(_signing.__code__))
 
     def problem(event: str, args) -> str | None:
         why = deny_always.get(event)
@@ -371,7 +494,7 @@ def _arm(chapter: str) -> None:
             return "network access" if remote(addr) else None
         if event == "object.__getattr__" and len(args) > 1:
             obj, attr = args[0], args[1]
-            if attr == "gi_frame" and obj is gen:
+            if attr == "gi_frame" and (obj is gen or obj is signer):
                 return "reading the grader's state"
             if attr == "tb_frame":
                 if getframe(2).f_code is student_line_code:  # the recorder's own reader of the student's line
@@ -380,14 +503,18 @@ def _arm(chapter: str) -> None:
                     return "reading the grader's state"
                 if active[0] and (getframe(2).f_globals is user_ns or obj.tb_frame.f_globals is user_ns):
                     return "frame introspection while the checks run"
+                if active[0] and (obj.tb_frame.f_code in own_codes or obj.tb_frame.f_globals is own_globals):
+                    return "reading the grader's state"
             return None
-        if (
-            event == "sys._getframe"
-            and active[0]
-            and args
-            and (args[0].f_globals is user_ns or getframe(2).f_globals is user_ns)
-        ):
-            return "frame introspection while the checks run"  # the notebook's own code, called by a check
+        if event == "sys._getframe" and args:
+            frame, caller = args[0], getframe(2)
+            if caller.f_code in own_codes:  # the recorder's own (the signer asking who called it)
+                return None
+            if active[0] and (frame.f_globals is user_ns or caller.f_globals is user_ns):
+                return "frame introspection while the checks run"  # the notebook's own code, called by a check
+            if frame.f_code in own_codes or frame.f_globals is own_globals or signer_chain(frame):
+                return "reading the grader's state"  # the recorder's frame itself; any frame above the signer's
+            return None
         if event in ("function.__new__", "exec") and args and args[0] in own_codes:
             return "running the grader's code outside the grader"
         if event == "object.__setattr__" and len(args) > 2 and args[1] == "__code__" and args[2] in own_codes:
@@ -425,6 +552,7 @@ def _arm(chapter: str) -> None:
             write_note.__code__,
             protected_frame_chain.__code__,
             student_line_code,
+            *_codes_in(_signing.__code__),
         }
     )
 

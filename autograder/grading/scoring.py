@@ -2,8 +2,9 @@
 
 The worker judges every exercise's checks again on the kernel's record (``judge.py``); nbgrader's score of a test
 cell (whether the cell raised) is not counted. An exercise gets its points when it has a verdict record and every
-verdict of it passed here; the whole submission scores zero (status "integrity") when a record was forged or the
-recorder never armed. This module is that rule, on plain data.
+verdict of it passed here; the whole submission scores zero (status "integrity") when a record was forged, the
+recorder never armed, or the verdicts broke the protocol: one verdict per exercise, in the notebook's order
+(:func:`order_violations`). This module is that rule, on plain data.
 """
 
 from __future__ import annotations
@@ -31,12 +32,54 @@ def blocked_warnings(records: Iterable[dict]) -> list[str]:
     return [say("blocked", what=what, event=event) for what, event in blocked]
 
 
+def _seq(record: dict, position: int) -> int:
+    """A record's place in the order the recorder signed it (``seq``; records without one, as some tests build them,
+    keep their place in the list)."""
+    seq = record.get("seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else position
+
+
+def order_violations(order: list[str], records: list[dict], numbers: bool = True) -> list[str]:
+    """Why the records break the protocol of one verdict per exercise, in the notebook's order (empty if they do
+    not): the recorder numbers every record it signs (``seq``, from 0, "armed" first), so the numbers must be
+    0, 1, 2 … with none missing or repeated (a record kept from the worker, or one sent twice, leaves a hole or a
+    repeat); and taken in that order, each verdict's exercise must come later in ``order`` (``EXERCISES``, the
+    grading notebook's order of test cells) than the one before. A verdict for an exercise after one for a later
+    exercise is how a notebook would use the course's version of an earlier exercise, swapped into its globals while
+    the later one was checked, as its own answer; a second verdict for one exercise is a verdict the notebook ran
+    itself. ``numbers``: check the numbers too (not where records were dropped or forged, which leaves holes and is
+    said already)."""
+    numbered = [r for r in records if isinstance(r.get("seq"), int) and not isinstance(r.get("seq"), bool)]
+    found: list[str] = []
+    if numbered and numbers:
+        seqs = sorted(r["seq"] for r in numbered)
+        if seqs != list(range(len(seqs))):
+            found.append(say("records out of sequence"))
+    place = {name: i for i, name in enumerate(order)}
+    last, seen = -1, set()
+    verdicts = sorted(
+        ((_seq(r, i), i, r) for i, r in enumerate(records) if r.get("type") == "verdict"), key=lambda t: t[:2]
+    )
+    for _, _, r in verdicts:
+        name = str(r.get("exercise"))
+        at = place.get(name)
+        if at is None:  # not an exercise of this chapter: earns nothing, and takes no place in the order
+            continue
+        if name in seen:
+            found.append(say("verdict twice", name=name))
+        elif at < last:
+            found.append(say("verdict out of order", name=name, after=order[last]))
+        seen.add(name)
+        last = max(last, at)
+    return list(dict.fromkeys(found))
+
+
 def score(points: dict[str, int], records: list[dict], forged: int, reasons: list[str], overflow: int = 0) -> Scored:
     """Apply the rule.
 
     ``points``: exercise -> its points (``EXERCISES``); ``records``: the verified records, verdicts judged by
-    ``judge.judge`` (dicts with ``type`` "armed", "blocked" or "verdict"; a verdict has ``exercise``, ``passed``,
-    ``failures``, ``threads``); ``forged``: how many connections carried no correctly signed record; ``reasons``:
+    ``judge.judge`` (dicts with ``type`` "armed", "blocked" or "verdict", and ``seq``, the recorder's number; a
+    verdict has ``exercise``, ``passed``, ``failures``, ``threads``), ``points``' order the notebook's; ``forged``: how many connections carried no correctly signed record; ``reasons``:
     one line per failed test cell (``results.failure_reasons``), kept for the exercises that earn nothing;
     ``overflow``: how many connections the record server dropped because the notebook had sent more than it keeps
     (``channel.MAX_RECORDS``, ``channel.MAX_TOTAL_BYTES``).
@@ -46,9 +89,6 @@ def score(points: dict[str, int], records: list[dict], forged: int, reasons: lis
     for r in records:
         if r.get("type") == "verdict":
             by_exercise.setdefault(r["exercise"], []).append(r)
-    reruns = sorted(n for n, rs in by_exercise.items() if len(rs) > 1)
-    if reruns:
-        warnings.append(say("needs review", what=say("ran the verdict", names=", ".join(reruns))))
     scores = {name: 0.0 for name in points}
     said = {r.split(":", 1)[0] for r in reasons}
     kept = [r for r in reasons if r.split(":", 1)[0] not in points]
@@ -69,6 +109,7 @@ def score(points: dict[str, int], records: list[dict], forged: int, reasons: lis
         violations.append(say("records over the cap", n=overflow))
     if not any(r.get("type") == "armed" for r in records):
         violations.append(say("recorder did not start"))
+    violations += order_violations(list(points), records, numbers=not (forged or overflow))
     if any(r.get("threads", 0) > 0 for rs in by_exercise.values() for r in rs):
         warnings.append(say("needs review", what=say("own threads")))
     status = "graded"
