@@ -161,18 +161,18 @@ def test_the_worker_reads_each_record_once_and_lets_its_line_go():
     """``records(..., release=True)`` (the worker's call) gives the same records and lets go of every line it read;
     a line is one line as ``splitlines`` sees it (a trailing newline, CR or CRLF; none inside)."""
     key = os.urandom(32)
-    signer = hmac.new(key, digestmod=hashlib.sha256)
     entries = [{"type": "verdict", "exercise": "causal_mask", "traces": "x" * 3_000_000}, {"type": "armed"}]
     server = channel.RecordServer()
     try:
-        for entry in entries:
+        for line in _signed(key, entries):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.connect(server.address)
-                s.sendall(guard._signed_line(signer, entry))
+                s.sendall(line)
     finally:
         server.close()
     assert all(isinstance(data, bytearray) for _, data in server._got)
-    assert server.records(os.getpid(), key, release=True) == (entries, 0)
+    numbered = [dict(e, seq=i) for i, e in enumerate(entries)]
+    assert server.records(os.getpid(), key, release=True) == (numbered, 0)
     assert server._got == [] and server.records(os.getpid(), key) == ([], 0)
     one = [b"{}\n", b"{}", b"{}\r\n", b"{}\r"]
     assert all(channel._one_line(bytearray(d)) for d in one)
