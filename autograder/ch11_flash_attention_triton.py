@@ -14,11 +14,14 @@ rows and columns: a load that is missing its mask, or that starts before the fir
 0), reads NaN — never memory outside the buffer — so it shows up as NaN in the result, on the interpreter and on a
 GPU alike. The outputs are written into padded buffers too.
 
-The answers must be Triton kernels (objects made by ``@triton.jit``): anything else is refused (:func:`_run`). Block
-skipping is checked by the loads the kernel makes: under the interpreter the chapter's own counter
-(``count_hbm_traffic`` of the chapter's module, which adds up the bytes of every ``tl.load`` and ``tl.store``) counts
-the bytes a causal launch reads, which must be less than the same launch without the mask by at least the blocks that
-lie wholly in the future (:func:`_expect_skipped`). On a GPU nothing is counted and that part is not checked.
+The answers must be Triton kernels, exactly the objects ``@triton.jit`` makes, whose code is plain Triton (no Python
+helper, nothing of the interpreter's): anything else is refused (:func:`_run`, :func:`_is_kernel`,
+:func:`_kernel_problem`). Block skipping is checked by the loads the kernel makes: under the interpreter every
+``tl.load`` is watched (:func:`_watching_loads`, as the chapter's ``count_hbm_traffic`` counts them) with its program
+and addresses. The bytes a causal launch reads must be less than the same launch without the mask by at least the
+blocks that lie wholly in the future, no program may load a block wholly out of its rows' reach, and every element the
+results need must have been seen loaded, so that loads the watch does not see fail the check rather than pass it
+(:func:`_expect_skipped`). On a GPU nothing is counted and that part is not checked.
 
 This module imports neither Triton nor the chapter's solution at import time: the notebook's setup cell imports it
 before the notebook installs Triton where it is missing (both are imported inside the launches).
