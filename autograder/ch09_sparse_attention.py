@@ -22,6 +22,8 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks as _saved_tensors_hooks
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
+from .checks.compare import _plain
+from .checks.properties import UNSEEN, watching
 from .core import (
     CheckFailed,
     Exercises,
@@ -32,8 +34,6 @@ from .core import (
     expect_true,
     rng,
 )
-from .checks.compare import _plain
-from .checks.properties import UNSEEN, _watching
 
 EXERCISES = Exercises("ch09_sparse_attention")
 _grad = torch.autograd.grad
@@ -273,7 +273,7 @@ def _measured(fn, q, k, v, window, causal, do):
         return t
 
     q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
-    watch, all_seen, largest = _watching([q, k, v, do])
+    watch, all_seen, largest = watching([q, k, v, do])
     grads = None
     with watch:
         with _saved_tensors_hooks(pack, lambda t: t):

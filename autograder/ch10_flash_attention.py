@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
+from .checks.properties import UNSEEN
 from .core import (
     CheckFailed,
     Exercises,
@@ -36,7 +37,6 @@ from .core import (
     largest_tensor,
     rng,
 )
-from .checks.properties import UNSEEN
 
 EXERCISES = Exercises("ch10_flash_attention")
 

@@ -149,7 +149,7 @@ UNSEEN = (
 )
 
 
-def _watching(inputs: list[torch.Tensor]) -> tuple[TorchDispatchMode, Callable[[Any], bool], list]:
+def watching(inputs: list[torch.Tensor]) -> tuple[TorchDispatchMode, Callable[[Any], bool], list]:
     """A dispatch mode that sees every operation of a call, and ``seen(value)``: whether every tensor in ``value``
     holds what operations the mode saw computed from ``inputs`` alone.
 
@@ -164,7 +164,9 @@ def _watching(inputs: list[torch.Tensor]) -> tuple[TorchDispatchMode, Callable[[
 
     The state lives in this function's closures, not in attributes of the mode (which is reachable from the mode
     stack): switching the mode off or replacing its method leaves values unseen, which fails the check."""
-    storages: dict[int, list] = {}  # storage's data_ptr -> [the storage (kept alive), its bytes, the bytes as seen, clean]
+    storages: dict[
+        int, list
+    ] = {}  # storage's data_ptr -> [the storage (kept alive), its bytes, the bytes as seen, clean]
     largest: list = [0, ()]
     aten = torch.ops.aten
     lifts = (aten.lift_fresh.default, aten.lift_fresh_copy.default)
@@ -268,14 +270,12 @@ def _watching(inputs: list[torch.Tensor]) -> tuple[TorchDispatchMode, Callable[[
 def largest_tensor(fn: Callable, *args: Any, **kwargs: Any) -> tuple[int, list[int], bool, Any]:
     """``(numbers, shape, seen, result)``: the largest storage any operation makes while ``fn(*args, **kwargs)`` runs
     (a view counts as the storage it looks into), whether the check saw every tensor of ``result`` computed (see
-    :func:`_watching`: a result computed with the watch switched off is not seen, so the measurement fails closed
+    :func:`watching`: a result computed with the watch switched off is not seen, so the measurement fails closed
     instead of passing), and the call's result, which the check compares with its oracle like any other (an answer
     that behaves otherwise when watched gains nothing). Call it through :func:`~autograder.checks.trace.call`
     (``call(what, lambda: largest_tensor(fn, ...))``): the four are the call's result, so the grading worker judges
     them from the record."""
-    watch, all_seen, largest = _watching(
-        [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    )
+    watch, all_seen, largest = watching([t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)])
     with watch:
         result = fn(*args, **kwargs)
     return largest[0], list(largest[1]), all_seen(result), _plain(result)
