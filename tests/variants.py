@@ -597,6 +597,14 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         v["full_matrix_with_modes_off"] = Variant(
             nbformat.writes(nb), "one_zero", "hostile", target="flash_attention_forward"
         )
+    if chapter == "ch11_flash_attention_triton":  # the endless answer's loop in plain Triton: Python in a kernel
+        # (the sleeping loop's __import__) is refused before the launch, so the kernel loops without sleeping
+        nb = copy.deepcopy(filled)
+        cell = next(c for c in nb.cells if c.id == slow)
+        cell.source = _first_in(
+            cell.source, slow, ["while True:  # a loop that never ends, in Triton's language", "    pass"]
+        )
+        v["endless_answer"] = Variant(nbformat.writes(nb), "one_zero", "runaway", "timed out after", target=slow)
     if chapter == "ch11_flash_attention_triton":  # PyTorch in a subclass of Triton's kernel, one forged counted load
         nb = copy.deepcopy(filled)
         cell = next(c for c in nb.cells if c.id == "flash_attention_forward_kernel")
