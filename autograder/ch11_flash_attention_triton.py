@@ -144,7 +144,9 @@ def _fresh_rewrite(kernel: Any) -> None:
 # What a kernel's code may name besides its own variables: what Triton compiles for a GPU. Anything else (a Python
 # function, torch, numpy, the interpreter's internals) runs only under the interpreter, unseen by a GPU's compiler
 # and by the checks' watch on the loads, so it is refused (:func:`_kernel_problem`).
-_KERNEL_BUILTINS = frozenset({"range", "min", "max", "abs", "int", "float", "bool", "len", "print", "True", "False"})
+_KERNEL_BUILTINS = frozenset(
+    {"range", "min", "max", "abs", "int", "float", "bool", "len", "print", "True", "False", "NotImplementedError"}
+)  # the last: the notebook's stub (`raise NotImplementedError()`) says "not filled in"
 
 
 def _kernel_problem(kernel: Any, seen: set | None = None) -> str:
