@@ -6,9 +6,12 @@ from plain Python loops over (query, key) pairs, and window attention from PyTor
 ``torch.nn.functional.scaled_dot_product_attention`` under that band. The functions are bound here, at import
 time, so that a student cell that later rebinds them does not change the reference.
 
-Whether blocked window attention really avoids a ``T × T`` tensor is checked with
-``torch.autograd.graph.saved_tensors_hooks``: every tensor the computation saves for its backward pass is seen, and
-a dense softmax over ``T × T`` scores always saves one.
+Whether blocked window attention really avoids a ``T × T`` tensor is measured, forward and backward: with
+``torch.autograd.graph.saved_tensors_hooks`` (every tensor the computation saves for its backward pass is seen, and
+a dense softmax over ``T × T`` scores always saves one) and with the dispatch mode of chapter 10's tiles check
+(``autograder/checks/properties.py``: every tensor any operation makes, so an ``autograd.Function`` that saves only
+q, k, v and recomputes dense scores in its backward is measured too, and a result computed with the mode switched
+off fails). The call returns the numbers and the result, so the grading worker judges them from the record.
 
 Sizes are chosen so that batch, heads, T, window, block size, d_k and d_v all differ.
 """
@@ -19,6 +22,8 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks as _saved_tensors_hooks
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
+from .checks.compare import _plain
+from .checks.properties import UNSEEN, watching
 from .core import (
     CheckFailed,
     Exercises,
@@ -31,6 +36,7 @@ from .core import (
 )
 
 EXERCISES = Exercises("ch09_sparse_attention")
+_grad = torch.autograd.grad
 
 
 def _band(T: int, window: int, causal: bool) -> torch.Tensor:
@@ -252,21 +258,30 @@ def _attention_bidirectional(fn):
     _compare_window_attention(fn, *_qkv((2, 3), 11, 4, 6, seed=4), 2, False, 5)
 
 
-def _largest_saved(fn, q, k, v, window, causal) -> int:
-    """Largest number of elements among the tensors the computation saves for backward."""
+def _measured(fn, q, k, v, window, causal, do):
+    """Run the answer and its backward pass (``do``) on copies of q, k, v that require grad, watched: ``(largest
+    tensor saved for backward, largest tensor made, whether the check saw the output and the gradients computed, the
+    output, the gradients)``. Returned by the call, so that the grading worker judges the numbers from the record.
+
+    Saved: ``saved_tensors_hooks`` sees every tensor autograd keeps for the backward pass. Made: the dispatch mode
+    of :func:`~autograder.core.largest_tensor` sees every operation, forward and backward, so a custom
+    ``autograd.Function`` that saves only q, k and v and recomputes dense scores in its backward is measured too; a
+    result computed with the mode switched off is not seen (it fails, rather than passing unmeasured)."""
     sizes = [0]
 
     def pack(t):
         sizes.append(t.numel())
         return t
 
-    def run():
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    watch, all_seen, largest = watching([q, k, v, do])
+    grads = None
+    with watch:
         with _saved_tensors_hooks(pack, lambda t: t):
-            fn(*(t.clone().requires_grad_() for t in (q, k, v)), window, causal=causal)
-        return max(sizes)
-
-    # measured inside the call, so that the size travels in the record and the worker judges it
-    return call(f"sliding_window_attention(q {tuple(q.shape)}, ..., window={window})", run)
+            out = fn(q, k, v, window, causal=causal)
+        if isinstance(out, torch.Tensor) and out.requires_grad and out.shape == do.shape:
+            grads = _grad(out, (q, k, v), do, allow_unused=True)
+    return max(sizes), largest[0], all_seen((out, grads)), _plain(out), grads
 
 
 @EXERCISES.check("sliding_window_attention")
@@ -274,14 +289,35 @@ def _attention_memory(fn):
     """T = 512, window 4: no T x T tensor is kept (scores stay about T x 3·window)"""
     T = 512
     q, k, v = _qkv((1,), T, 8, 8, seed=5)
+    do = _qkv((1,), T, 8, 8, seed=6)[2]
     for causal in (True, False):
-        largest = _largest_saved(fn, q, k, v, 4, causal)
+        what = f"sliding_window_attention(q {tuple(q.shape)}, ..., window=4, causal={causal}) and its backward pass"
+        largest, made, seen, out, grads = call(what, lambda causal=causal: _measured(fn, q, k, v, 4, causal, do))
         expect_true(
             largest < T * T // 8,
             f"Your sliding_window_attention keeps a tensor of {largest} elements for T = {T}, window = 4 "
             f"(causal={causal}): that is T x T-sized. Compute scores only between each block of queries and its "
             f"slab of keys ((..., T/b, b, b + 2·window) numbers, not (..., T, T)).",
         )
+        expect_true(
+            seen,
+            f"{what}: the output or its gradients {UNSEEN}. The check measures the tensors your attention makes; it "
+            "cannot measure what it does not see.",
+        )
+        expect_true(
+            made < T * T // 8,
+            f"{what} made a tensor of {made} elements for T = {T}: that is T x T-sized, although it keeps none for "
+            "the backward pass (a custom autograd.Function that recomputes dense scores in its backward?). Compute "
+            "scores only between each block of queries and its slab of keys, in the forward and the backward pass.",
+        )
+        band = _band(T, 4, causal)
+        expect_close(what + ": output", out, _torch_sdpa(q, k, v, attn_mask=band))
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        expected = _grad(_torch_sdpa(qg, kg, vg, attn_mask=band), (qg, kg, vg), do)
+        expect_true(grads is not None, f"{what}: no gradient reaches q, k and v through your output.")
+        for name, got, exp in zip("qkv", grads, expected):
+            expect_true(got is not None, f"{what}: no gradient reaches {name} through your output.")
+            expect_close(f"{what}: gradient of {name}", got, exp)
 
 
 @EXERCISES.check(

@@ -9,9 +9,12 @@ rebinds them does not change the reference.
 Sizes are chosen so that batch, heads, T_q, T_k, d_k and d_v all differ, and so that T is not a multiple of the
 block sizes (the last block is ragged).
 
-That the tiled passes never hold a ``T_q × T_k`` intermediate is measured, not assumed: :class:`_LargestTensor`, a
-``TorchDispatchMode`` active only inside the answer's call, keeps the largest storage any operation makes there; the
-call returns that number, so the grading worker judges it from the record like any other result.
+That the tiled passes never hold a ``T_q × T_k`` intermediate is measured, not assumed: a ``TorchDispatchMode``
+active only inside the answer's call (:func:`~autograder.core.largest_tensor`) keeps the largest storage any operation
+makes there, and whether every tensor the answer returned came from operations it saw, fed only by the check's
+inputs; the call returns both and the result, so the grading worker judges them from the record like any other
+result. A result computed with the mode switched off (``_disable_current_modes``, an excluded dispatch key, the mode
+stack popped, numpy) is not seen and fails the check, rather than passing it unmeasured.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 import torch
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
+from .checks.properties import UNSEEN
 from .core import (
     CheckFailed,
     Exercises,
@@ -637,13 +641,25 @@ def _backward_batch_one_more_queries(fn):
 # ---------------------------------------------------------------- both passes: tiles only, measured
 
 
-def _expect_tiles_only(what: str, fn: Any, args: tuple, attention_mask: torch.Tensor, T_q: int, T_k: int) -> None:
+def _expect_tiles_only(
+    what: str, fn: Any, args: tuple, attention_mask: torch.Tensor, T_q: int, T_k: int, expected: dict
+) -> None:
     """The largest tensor ``fn(*args, causal=True, attention_mask=..., 8 × 8 blocks)`` makes holds fewer numbers than
-    one head's score matrix, T_q · T_k."""
+    one head's score matrix, T_q · T_k; the check saw the result computed (:func:`~autograder.core.largest_tensor`)
+    and it equals ``expected`` (name -> the oracle's value, in the order the answer returns them)."""
     kwargs = dict(causal=True, attention_mask=attention_mask, block_q=8, block_k=8)
     what += ", " + ", ".join(f"{k}={'given' if k == 'attention_mask' else v}" for k, v in kwargs.items()) + ")"
 
-    numel, shape = call(what, lambda: largest_tensor(fn, *args, **kwargs))  # the number is what is recorded
+    numel, shape, seen, result = call(what, lambda: largest_tensor(fn, *args, **kwargs))  # what is recorded
+    expect_true(
+        isinstance(result, tuple) and len(result) == len(expected),
+        f"{what} should return a tuple ({', '.join(expected)}); you returned {type(result).__name__}.",
+    )
+    expect_true(
+        seen,
+        f"{what}: the result {UNSEEN}. The check measures the tensors your passes make; it cannot measure what it "
+        "does not see.",
+    )
     expect_true(
         numel < T_q * T_k,
         f"{what} made a tensor of {numel} numbers (shape {tuple(shape)}): at least "
@@ -653,6 +669,8 @@ def _expect_tiles_only(what: str, fn: Any, args: tuple, attention_mask: torch.Te
         "them for all queries and keys, and do not call torch.autograd or F.scaled_dot_product_attention on the "
         "whole matrices.",
     )
+    for (name, exp), got in zip(expected.items(), result):  # the measured call computed the right thing
+        expect_close(f"{what}: {name}", got, exp, hidden=True)
 
 
 def _tiles_inputs():
@@ -671,7 +689,8 @@ def _forward_tiles_only(fn):
     largest tensor the call makes (T_q · T_k = 1920 numbers would be a whole score matrix)."""
     q, k, v, am = _tiles_inputs()
     what = "flash_attention_forward(q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6)"
-    _expect_tiles_only(what, fn, (q, k, v), am, 40, 48)
+    o, lse = _forward_oracle(q, k, v, _full_mask(40, 48, True, am))
+    _expect_tiles_only(what, fn, (q, k, v), am, 40, 48, {"o": o, "lse": lse.float()})
 
 
 @EXERCISES.check(
@@ -687,7 +706,10 @@ def _backward_tiles_only(fn):
     o, lse = _forward_oracle(q, k, v, _full_mask(40, 48, True, am))
     do = _randn(1, 2, 40, 6, seed=41)
     what = "flash_attention_backward(do, q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), o, lse"
-    _expect_tiles_only(what, fn, (do, q, k, v, o, lse.float()), am, 40, 48)
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    grads = _grad(_torch_sdpa(qg, kg, vg, attn_mask=_full_mask(40, 48, True, am)), (qg, kg, vg), do)
+    expected = dict(zip(("dq", "dk", "dv"), grads))
+    _expect_tiles_only(what, fn, (do, q, k, v, o, lse.float()), am, 40, 48, expected)
 
 
 __all__ = ["EXERCISES", "CheckFailed"]

@@ -14,11 +14,14 @@ rows and columns: a load that is missing its mask, or that starts before the fir
 0), reads NaN — never memory outside the buffer — so it shows up as NaN in the result, on the interpreter and on a
 GPU alike. The outputs are written into padded buffers too.
 
-The answers must be Triton kernels (objects made by ``@triton.jit``): anything else is refused (:func:`_run`). Block
-skipping is checked by the loads the kernel makes: under the interpreter the chapter's own counter
-(``count_hbm_traffic`` of the chapter's module, which adds up the bytes of every ``tl.load`` and ``tl.store``) counts
-the bytes a causal launch reads, which must be less than the same launch without the mask by at least the blocks that
-lie wholly in the future (:func:`_expect_skipped`). On a GPU nothing is counted and that part is not checked.
+The answers must be Triton kernels, exactly the objects ``@triton.jit`` makes, whose code is plain Triton (no Python
+helper, nothing of the interpreter's): anything else is refused (:func:`_run`, :func:`_is_kernel`,
+:func:`_kernel_problem`). Block skipping is checked by the loads the kernel makes: under the interpreter every
+``tl.load`` is watched (:func:`_watching_loads`, as the chapter's ``count_hbm_traffic`` counts them) with its program
+and addresses. The bytes a causal launch reads must be less than the same launch without the mask by at least the
+blocks that lie wholly in the future, no program may load a block wholly out of its rows' reach, and every element the
+results need must have been seen loaded, so that loads the watch does not see fail the check rather than pass it
+(:func:`_expect_skipped`). On a GPU nothing is counted and that part is not checked.
 
 This module imports neither Triton nor the chapter's solution at import time: the notebook's setup cell imports it
 before the notebook installs Triton where it is missing (both are imported inside the launches).
@@ -30,6 +33,8 @@ import contextlib
 import inspect
 import math
 import os
+import sys
+import types
 from typing import Any
 
 import torch
@@ -96,12 +101,120 @@ def _source_of(kernel: Any) -> str:
         return ""
 
 
+def _kernel_classes() -> tuple[type, ...]:
+    """The classes ``@triton.jit`` makes: ``JITFunction`` (compiled for a GPU) and, under the interpreter,
+    ``InterpretedFunction``."""
+    import triton.runtime.interpreter as interpreter
+    import triton.runtime.jit as jit
+
+    return (jit.JITFunction, interpreter.InterpretedFunction)
+
+
 def _is_kernel(kernel: Any) -> bool:
     """True for what ``@triton.jit`` makes: a ``JITFunction`` (compiled for a GPU) or, under the interpreter, an
-    ``InterpretedFunction`` (Triton's front end rewrites the function's code for numpy)."""
-    return any(
-        c.__name__ in ("JITFunction", "InterpretedFunction") and c.__module__.startswith("triton.runtime.")
-        for c in type(kernel).__mro__
+    ``InterpretedFunction`` (Triton's front end rewrites the function's code for numpy) — of exactly that class, not a
+    subclass (whose launch could run anything), with no launch hook and no method replaced on the object itself."""
+    if type(kernel) not in _kernel_classes():
+        return False
+    own = vars(kernel)
+    if own.get("pre_run_hooks") or any(callable(getattr(type(kernel), n, None)) for n in own if n != "fn"):
+        return False
+    if not isinstance(getattr(kernel, "fn", None), types.FunctionType):
+        return False
+    if type(kernel) is _kernel_classes()[1]:  # interpreted: the rewriter is Triton's, of this very function
+        import triton.runtime.interpreter as interpreter
+
+        rewriter: Any = own.get("rewriter")
+        if type(rewriter) is not interpreter.FunctionRewriter or rewriter.fn is not getattr(kernel, "fn", None):
+            return False
+        if type(vars(interpreter.InterpretedFunction).get("rewritten_fn")) is not dict:
+            return False
+    return True
+
+
+def _fresh_rewrite(kernel: Any) -> None:
+    """Under the interpreter, forget the code Triton rewrote for the kernel (a class-wide cache the notebook can
+    fill), so that the launch runs the kernel's own function, the one :func:`_kernel_problem` read."""
+    if type(kernel) is _kernel_classes()[1]:
+        import triton.runtime.interpreter as interpreter
+
+        cache: Any = vars(interpreter.InterpretedFunction)["rewritten_fn"]
+        cache.pop(getattr(kernel, "fn", None), None)
+
+
+# What a kernel's code may name besides its own variables: what Triton compiles for a GPU. Anything else (a Python
+# function, torch, numpy, the interpreter's internals) runs only under the interpreter, unseen by a GPU's compiler
+# and by the checks' watch on the loads, so it is refused (:func:`_kernel_problem`).
+_KERNEL_BUILTINS = frozenset(
+    {"range", "min", "max", "abs", "int", "float", "bool", "len", "print", "True", "False", "NotImplementedError"}
+)  # the last: the notebook's stub (`raise NotImplementedError()`) says "not filled in"
+
+
+def _kernel_problem(kernel: Any, seen: set | None = None) -> str:
+    """Why the answer's kernel is not plain Triton code ("" when it is), read from its compiled code: every global
+    name it uses is a number, ``triton.language`` (``tl``), ``math`` (its constants), a few builtins, or another
+    kernel that is plain Triton code itself; no attribute it takes starts with ``_``; ``triton.x`` is
+    ``triton.language``; no closure."""
+    import builtins
+    import dis
+
+    seen = set() if seen is None else seen
+    fn = kernel.fn
+    if id(fn) in seen:
+        return ""
+    seen.add(id(fn))
+    name = getattr(fn, "__name__", "the kernel")
+    if fn.__closure__:
+        return f"{name} uses variables of an enclosing function (a closure): define the kernel at the top of a cell"
+    codes = [fn.__code__]
+    for code in codes:
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        previous = None
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR"):
+                if str(ins.argval).startswith("_"):
+                    return f"{name} uses the attribute {ins.argval}, which is no part of Triton's language"
+                root: Any = fn.__globals__.get(previous) if previous else None
+                if root is sys.modules.get("triton") and ins.argval != "language":
+                    return f"{name} uses triton.{ins.argval}: inside a kernel, only triton.language (tl) is compiled"
+                if root is math and not isinstance(getattr(math, str(ins.argval), None), float):
+                    return f"{name} calls math.{ins.argval}: inside a kernel use tl's functions (tl.exp2, tl.log2, ...)"
+            elif ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+                return f"{name} changes the global {ins.argval}"
+            elif ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                problem = _global_problem(name, str(ins.argval), fn.__globals__, builtins, seen)
+                if problem:
+                    return problem
+            previous = str(ins.argval) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") else None
+    return ""
+
+
+def _global_problem(kernel_name: str, name: str, namespace: dict, builtins: Any, seen: set) -> str:
+    if name in namespace:
+        return _name_problem(kernel_name, name, namespace[name], seen)
+    if name in _KERNEL_BUILTINS or not hasattr(builtins, name):
+        return ""  # an undefined name: Triton says so when it runs the kernel
+    return f"{kernel_name} calls {name}, which Triton cannot compile for a GPU"
+
+
+def _name_problem(kernel_name: str, name: str, value: Any, seen: set) -> str:
+    if value is None or type(value) in (bool, int, float, str):
+        return ""
+    if isinstance(value, types.ModuleType):
+        if value.__name__ in ("triton", "math") or value.__name__.startswith("triton.language"):
+            return ""
+        return f"{kernel_name} uses the module {value.__name__}, which Triton cannot compile for a GPU"
+    if type(value).__module__.startswith("triton.language") or getattr(value, "__module__", "").startswith(
+        "triton.language"
+    ):
+        return ""  # tl.constexpr values, tl's types and functions named directly
+    if type(value) in _kernel_classes():
+        if not _is_kernel(value):
+            return f"{kernel_name} calls {name}, which is not a plain Triton kernel"
+        return _kernel_problem(value, seen)
+    return (
+        f"{kernel_name} uses {name} ({type(value).__name__}), which Triton cannot compile for a GPU: a kernel "
+        "can call only tl's functions and other @triton.jit functions"
     )
 
 
@@ -128,6 +241,13 @@ def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
             f"{type(kernel).__name__}. The checks launch it on a grid of programs, which only Triton does: write the "
             "exercise as a @triton.jit kernel (tl.load, tl.dot, tl.store), not as Python or PyTorch code."
         )
+    problem = _kernel_problem(kernel)
+    if problem:
+        raise TypeError(
+            f"the kernel is not plain Triton code: {problem}. The checks watch the loads of a kernel that Triton "
+            "compiles for a GPU; Python code inside it runs only under the interpreter, where they cannot see it."
+        )
+    _fresh_rewrite(kernel)
     try:
         kernel[grid](*args, **kwargs)
     except Exception as err:
@@ -149,21 +269,100 @@ def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
         raise
 
 
-def _counting_reads(launch: Any) -> tuple[Any, int | None]:
-    """``(launch(), bytes its kernels read)``: the bytes counted by the chapter's own ``count_hbm_traffic`` (every
-    unmasked lane of every ``tl.load``), or None on a GPU, where no interpreter counts."""
-    from solutions.ch11_flash_attention_triton import INTERPRETING, count_hbm_traffic
+def _watching_loads(launch: Any) -> tuple[int, list] | None:
+    """Run ``launch()`` and watch every ``tl.load`` of its kernels under the interpreter: ``(bytes read, loads)``,
+    each load ``(program's grid index, the addresses of its unmasked lanes, bytes per element)``; None on a GPU, where
+    no interpreter runs the loads (``launch()`` runs, unwatched).
+
+    The watch wraps the loads of Triton's interpreter (as the chapter's ``count_hbm_traffic`` does): every unmasked
+    lane of every ``tl.load`` counts, as a GPU would move it."""
+    from solutions.ch11_flash_attention_triton import INTERPRETING
 
     if not INTERPRETING:
-        return launch(), None
-    with count_hbm_traffic() as traffic:
-        result = launch()
-    return result, traffic.read
+        launch()
+        return None
+    import numpy as np
+    from triton.runtime.interpreter import interpreter_builder as builder
+
+    loads: list = []
+    load, masked_load = builder.create_load, builder.create_masked_load
+
+    def lanes(ptrs: Any, mask: Any) -> None:
+        addresses = np.asarray(ptrs.data).reshape(-1)
+        if mask is not None:
+            m = np.asarray(mask if isinstance(mask, np.ndarray) else mask.data)
+            addresses = addresses[np.broadcast_to(m, np.shape(ptrs.data)).reshape(-1).astype(bool)]
+        size = ptrs.get_element_ty().primitive_bitwidth // 8
+        loads.append((tuple(builder.grid_idx), addresses.astype(np.int64), size))
+
+    def watched_load(ptr, *args):
+        lanes(ptr, None)
+        return load(ptr, *args)
+
+    def watched_masked_load(ptrs, mask, *args):
+        lanes(ptrs, mask)
+        return masked_load(ptrs, mask, *args)
+
+    builder.create_load, builder.create_masked_load = watched_load, watched_masked_load  # instance attributes
+    try:
+        launch()
+    finally:
+        del builder.create_load, builder.create_masked_load
+    return sum(len(addresses) * size for _, addresses, size in loads), loads
+
+
+def _loaded_rows(loads: list, t: torch.Tensor) -> dict[tuple, Any]:
+    """Program's grid index -> a (B, H, T, d) bool array: the elements of ``t`` (made by :func:`_in_nan_padding`,
+    the NaN around it excluded) that the program loaded."""
+    import numpy as np
+
+    B, H, T, d = t.shape
+    base, size = t.untyped_storage().data_ptr(), t.element_size()
+    full = (B, H, T + 2 * _PAD, d + 2 * _PAD)
+    n = math.prod(full)
+    out: dict[tuple, Any] = {}
+    for program, addresses, _ in loads:
+        offsets = addresses - base
+        offsets = offsets[(offsets >= 0) & (offsets < n * size) & (offsets % size == 0)] // size
+        hit = np.zeros(n, dtype=bool)
+        hit[offsets] = True
+        rows = hit.reshape(full)[:, :, _PAD : _PAD + T, _PAD : _PAD + d]
+        out[program] = out[program] | rows if program in out else rows
+    return out
+
+
+def _loads_verdict(loads: list, watched: list, needed_from: int, forbidden: Any) -> tuple[int, int]:
+    """``(bytes of rows a program loaded though they lie in blocks wholly outside its reach, elements the kernel
+    needs that no load was seen to read)`` for the tensors ``watched``: ``forbidden(program's grid index)`` is the
+    range of rows that program must not load, rows ``needed_from`` on are needed by some program (every column)."""
+    import numpy as np
+
+    future, missing = 0, 0
+    for t in watched:
+        per_program = _loaded_rows(loads, t)
+        union = np.zeros(tuple(t.shape), dtype=bool)
+        for program, rows in per_program.items():
+            union |= rows
+            lo, hi = forbidden(program)
+            future += int(rows[:, :, lo:hi].sum()) * t.element_size()
+        missing += int((~union[:, :, needed_from:]).sum())
+    return future, missing
+
+
+def _counted(launch: Any, watched: list, needed_from: int, forbidden: Any) -> tuple[int | None, int, int]:
+    """``(bytes read or None on a GPU, bytes of rows loaded though out of reach, needed elements not seen loaded)``
+    for ``launch()`` (:func:`_watching_loads`, :func:`_loads_verdict`)."""
+    watch = _watching_loads(launch)
+    if watch is None:
+        return None, 0, 0
+    read, loads = watch
+    return (read, *_loads_verdict(loads, watched, needed_from, forbidden))
 
 
 def _launch_forward(kernel, q, k, v, causal, block_q, block_k, count=False):
     """Run the answer's forward kernel on (q, k, v) as ``flash_attention_triton_forward`` does: (o, lse), or with
-    ``count`` (o, lse, bytes read or None)."""
+    ``count`` (o, lse, bytes read or None, bytes of key blocks loaded wholly in a program's future, needed key and
+    value elements no load was seen to read)."""
     B, H, T_q, d_k = q.shape
     T_k, d_v = k.shape[-2], v.shape[-1]
     q, k, v = (_in_nan_padding(t) for t in (q, k, v))
@@ -182,13 +381,18 @@ def _launch_forward(kernel, q, k, v, causal, block_q, block_k, count=False):
     if not count:
         launch()
         return o, lse
-    read = _counting_reads(launch)[1]
-    return o, lse, read
+
+    def future_of(program):  # the key blocks after the one holding the program's last query position
+        last = min((program[0] + 1) * block_q, T_q) - 1 + T_k - T_q
+        return ((last // block_k + 1) * block_k if causal else T_k), T_k
+
+    return o, lse, *_counted(launch, [k, v], 0, future_of)
 
 
 def _launch_dkdv(kernel, do, q, k, v, o, lse, causal, block_q, block_k, count=False):
     """Run the answer's dK/dV kernel as ``flash_attention_triton_backward`` does: (dk, dv), or with ``count``
-    (dk, dv, bytes read or None)."""
+    (dk, dv, bytes read or None, bytes of query blocks loaded wholly before a program's keys, needed query and dO
+    elements no load was seen to read)."""
     B, H, T_q, d_k = q.shape
     T_k, d_v = k.shape[-2], v.shape[-1]
     D = _flat_in_nan_padding((do.float() * o.float()).sum(dim=-1))  # rowsum(dO ∘ O), as the launcher computes it
@@ -209,8 +413,15 @@ def _launch_dkdv(kernel, do, q, k, v, o, lse, causal, block_q, block_k, count=Fa
     if not count:
         launch()
         return dk, dv
-    read = _counting_reads(launch)[1]
-    return dk, dv, read
+
+    def before_of(program):  # the query blocks whose last query comes before the program's first key
+        first_key, stop = program[0] * block_k, 0
+        while causal and stop < T_q and min(stop + block_q, T_q) - 1 + T_k - T_q < first_key:
+            stop = min(stop + block_q, T_q)
+        return 0, stop
+
+    needed_from = max(0, T_q - T_k) if causal else 0  # queries that see at least one key
+    return dk, dv, *_counted(launch, [q, do], needed_from, before_of)
 
 
 # ---------------------------------------------------------------- inputs and oracles
@@ -295,17 +506,32 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _expect_skipped(what: str, read: int | None, read_plain: int | None, skippable: int, rows: int, hint: str) -> None:
-    """The causal launch read at least ``skippable`` bytes less than the same launch without CAUSAL (counted by the
-    chapter's ``count_hbm_traffic``; None on a GPU, where nothing is counted and nothing is checked here)."""
+def _expect_skipped(what: str, counted: tuple, plain: tuple, skippable: int, rows: int, hint: str) -> None:
+    """The causal launch read at least ``skippable`` bytes less than the same launch without CAUSAL, no program
+    loaded a row of a block wholly out of its reach, and every row the kernel needs was seen loaded, in both launches
+    (``counted`` and ``plain``: bytes read, bytes out of reach, needed elements not seen, from :func:`_counted`;
+    None on a GPU, where nothing is counted and nothing is checked here)."""
+    read, future, missing = counted
+    read_plain, _, missing_plain = plain
     if read is None or read_plain is None:
         return
+    expect_true(
+        missing == 0 and missing_plain == 0,
+        f"{what}: the kernel's results do not come from loads the check saw ({missing or missing_plain} of the "
+        "input's elements that the result needs were never loaded by a tl.load the interpreter ran). The check "
+        "counts the loads of a Triton kernel run by Triton's interpreter; it cannot count what it does not see.",
+    )
     expect_true(
         read <= read_plain - skippable,
         f"{what} loaded {_plural(read, 'byte')}, and {_plural(read_plain, 'byte')} in the same launch with "
         f"CAUSAL=False: skipping the blocks that lie wholly in the future of a program's rows ({_plural(rows, 'row')} "
         f"here) saves {_plural(skippable, 'byte')}, so at most {read_plain - skippable} were expected. Your kernel "
         f"loads blocks that it should skip.\n  Hint: {hint}",
+    )
+    expect_true(
+        future == 0,
+        f"{what}: its programs loaded {_plural(future, 'byte')} of blocks that lie wholly outside the reach of the "
+        f"program's rows. Your kernel loads blocks that it should skip.\n  Hint: {hint}",
     )
 
 
@@ -324,16 +550,18 @@ def _forward_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=Fals
     """The causal launch against the oracle (the causal hint only where the same launch without CAUSAL is right),
     and its loads against those of the launch without CAUSAL."""
     plain = _forward_what(q, k, v, False, block_q, block_k)
-    o_plain, lse_plain, read_plain = call(plain, lambda: _launch_forward(fn, q, k, v, False, block_q, block_k, True))
+    o_plain, lse_plain, *counted_plain = call(
+        plain, lambda: _launch_forward(fn, q, k, v, False, block_q, block_k, True)
+    )
     exp_plain = _forward_oracle(q, k, v, False)
     plain_ok = _close(o_plain, exp_plain[0].to(q.dtype)) and _close(lse_plain, exp_plain[1].float())
     what = _forward_what(q, k, v, True, block_q, block_k)
-    o, lse, read = call(what, lambda: _launch_forward(fn, q, k, v, True, block_q, block_k, True))
+    o, lse, *counted = call(what, lambda: _launch_forward(fn, q, k, v, True, block_q, block_k, True))
     exp_o, exp_lse = _forward_oracle(q, k, v, True)
     hint = _CAUSAL_FORWARD_HINT if plain_ok else _FORWARD_HINT
     expect_close(f"{what}: o", o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
     expect_close(f"{what}: lse", lse, exp_lse.float(), hidden=hidden, hint=_lse_hint(lse, exp_lse))
-    _expect_skipped(what, read, read_plain, *_forward_skippable(q, k, v, block_q, block_k), _SKIP_FORWARD_HINT)
+    _expect_skipped(what, counted, counted_plain, *_forward_skippable(q, k, v, block_q, block_k), _SKIP_FORWARD_HINT)
 
 
 # ---------------------------------------------------------------- exercise 1: the forward kernel's loop
@@ -497,15 +725,15 @@ def _dkdv_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=False):
     """As :func:`_forward_causal_and_skip`, for the dK/dV kernel."""
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, False)
     plain = _dkdv_what(q, k, v, False, block_q, block_k)
-    dk, dv, read_plain = call(plain, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, False, block_q, block_k, True))
+    dk, dv, *counted_plain = call(plain, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, False, block_q, block_k, True))
     plain_ok = _close(dk, exp_dk) and _close(dv, exp_dv)
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, True)
     what = _dkdv_what(q, k, v, True, block_q, block_k)
-    dk, dv, read = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, True, block_q, block_k, True))
+    dk, dv, *counted = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, True, block_q, block_k, True))
     hint = _CAUSAL_BACKWARD_HINT if plain_ok else _BACKWARD_HINT
     expect_close(f"{what}: dk", dk, exp_dk, hidden=hidden, hint=hint)
     expect_close(f"{what}: dv", dv, exp_dv, hidden=hidden, hint=hint)
-    _expect_skipped(what, read, read_plain, *_dkdv_skippable(q, k, v, block_q, block_k), _SKIP_BACKWARD_HINT)
+    _expect_skipped(what, counted, counted_plain, *_dkdv_skippable(q, k, v, block_q, block_k), _SKIP_BACKWARD_HINT)
 
 
 @EXERCISES.check("flash_attention_backward_dkdv_kernel", points=4)

@@ -48,6 +48,9 @@ LATE_VERDICTS = (
     "late_verdict_renumbered_by_json",
     "late_verdict_signed_again_with_the_recorders_key",
 )
+# hostile variants of one chapter, graded with kernels on that chapter in every run (issue 46: measurements that the
+# answer switches off): name -> chapter
+OWN_CHAPTER = variants.MEASURED_VARIANTS
 
 
 def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
@@ -57,12 +60,13 @@ def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
     rotating = sorted(
         n
         for n, v in all_variants.items()
-        if v.kind == "hostile" and n not in ("imports_reference", *OWN_TEST, *EVERY_CHAPTER, *LATE_VERDICTS)
+        if v.kind == "hostile"
+        and n not in ("imports_reference", *OWN_TEST, *EVERY_CHAPTER, *LATE_VERDICTS, *OWN_CHAPTER)
     )
     others = [c for c in CHAPTERS if c != FULL_SET]
     start = others.index(chapter) * ROTATION
     chosen = {rotating[(start + i) % len(rotating)] for i in range(ROTATION)}
-    always = {"imports_reference", *EVERY_CHAPTER}
+    always = {"imports_reference", *EVERY_CHAPTER, *OWN_CHAPTER}
     return [n for n, v in all_variants.items() if v.kind != "hostile" or n in always or n in chosen]
 
 
@@ -75,8 +79,18 @@ def test_rotation_covers_every_hostile_variant():
             covered.setdefault(name, set()).add(chapter)
     hostile = {n for c in CHAPTERS for n, v in variants.variants(c, _release(c)).items() if v.kind == "hostile"}
     # attacks on one chapter's exercises (keeps_a_handed_reference: graded by the test of issue 35's attacks)
-    one_chapter = {"dispatch_subclass_weights", "keeps_a_handed_reference", *OWN_TEST, *EVERY_CHAPTER, *LATE_VERDICTS}
-    assert all(FULL_SET in covered[n] for n in hostile if n not in ("keeps_a_handed_reference", *OWN_TEST))
+    one_chapter = {
+        "dispatch_subclass_weights",
+        "keeps_a_handed_reference",
+        *OWN_TEST,
+        *EVERY_CHAPTER,
+        *LATE_VERDICTS,
+        *OWN_CHAPTER,
+    }
+    assert all(
+        FULL_SET in covered[n] for n in hostile if n not in ("keeps_a_handed_reference", *OWN_TEST, *OWN_CHAPTER)
+    )
+    assert all(covered[n] == {c} for n, c in OWN_CHAPTER.items())
     lonely = sorted(n for n in hostile if n not in one_chapter and len(covered[n]) < 2)
     assert not lonely, f"hostile variants graded with kernels on one chapter only: {lonely}"
 

@@ -771,4 +771,124 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     v["kernel_override_on_a_bug"] = Variant(
         nbformat.writes(_insert_after_setup(buggy, override)), "target_zero", "hostile", target=mutant.target
     )
+
+    # ---------------------------------------------------------------- issue 46: measurements the answer switches off
+    # A measurement of how an answer computes runs in the student's process; what the answer can switch off there
+    # must fail the check, not pass it unmeasured (the variants' names: MEASURED_VARIANTS).
+    if chapter == "ch09_sparse_attention":  # dense attention in an autograd.Function, saving only q, k, v
+        dense = next(m for m in catalogue.mutants(chapter) if m.name == "dense attention under the mask")
+        nb = notebooks.fill_release(release, chapter, mutants=[dense])
+        cell = next(c for c in nb.cells if c.id == "sliding_window_attention")
+        cell.source += "\n\n" + "\n".join(_DENSE_RECOMPUTED_WITH_MODES_OFF)
+        v["recomputes_dense_with_modes_off"] = Variant(
+            nbformat.writes(nb), "one_zero", "hostile", target="sliding_window_attention"
+        )
+    if chapter == "ch10_flash_attention":  # the whole score matrix, computed where the check's watch is off
+        whole = next(m for m in catalogue.mutants(chapter) if m.name == "whole score matrix in the forward pass")
+        nb = notebooks.fill_release(release, chapter, mutants=[whole])
+        cell = next(c for c in nb.cells if c.id == "flash_attention_forward")
+        cell.source += "\n\n" + "\n".join(_FULL_MATRIX_WITH_MODES_OFF)
+        v["full_matrix_with_modes_off"] = Variant(
+            nbformat.writes(nb), "one_zero", "hostile", target="flash_attention_forward"
+        )
+    if chapter == "ch11_flash_attention_triton":  # the endless answer's loop in plain Triton: Python in a kernel
+        # (the sleeping loop's __import__) is refused before the launch, so the kernel loops without sleeping
+        nb = copy.deepcopy(filled)
+        cell = next(c for c in nb.cells if c.id == slow)
+        cell.source = _first_in(
+            cell.source, slow, ["while True:  # a loop that never ends, in Triton's language", "    pass"]
+        )
+        v["endless_answer"] = Variant(nbformat.writes(nb), "one_zero", "runaway", "timed out after", target=slow)
+    if chapter == "ch11_flash_attention_triton":  # PyTorch in a subclass of Triton's kernel, one forged counted load
+        nb = copy.deepcopy(filled)
+        cell = next(c for c in nb.cells if c.id == "flash_attention_forward_kernel")
+        cell.source = "\n".join(_FORGED_LOAD_SUBCLASS)
+        v["forged_load_subclass"] = Variant(
+            nbformat.writes(nb), "one_zero", "hostile", target="flash_attention_forward_kernel"
+        )
     return v
+
+
+# Issue 46's variants, each of one chapter, graded with kernels on that chapter (tests/test_robust_grading.py).
+MEASURED_VARIANTS = {
+    "recomputes_dense_with_modes_off": "ch09_sparse_attention",
+    "full_matrix_with_modes_off": "ch10_flash_attention",
+    "forged_load_subclass": "ch11_flash_attention_triton",
+}
+
+# Chapter 9: the dense answer in an autograd.Function that keeps only q, k and v for backward and recomputes the
+# dense scores there, both passes with PyTorch's dispatch modes switched off (the check's watch among them).
+_DENSE_RECOMPUTED_WITH_MODES_OFF = [
+    "from torch.utils._python_dispatch import _disable_current_modes  # red team: the watch switched off",
+    "_dense_window_attention = sliding_window_attention",
+    "",
+    "",
+    "class _Recomputed(torch.autograd.Function):",
+    "    @staticmethod",
+    "    def forward(ctx, q, k, v, window, causal, block_len):",
+    "        ctx.save_for_backward(q, k, v)",
+    "        ctx.args = (window, causal, block_len)",
+    "        with _disable_current_modes():",
+    "            return _dense_window_attention(q, k, v, window, causal=causal, block_len=block_len)",
+    "",
+    "    @staticmethod",
+    "    def backward(ctx, grad):",
+    "        window, causal, block_len = ctx.args",
+    "        with _disable_current_modes(), torch.enable_grad():",
+    "            q, k, v = (t.detach().requires_grad_() for t in ctx.saved_tensors)",
+    "            out = _dense_window_attention(q, k, v, window, causal=causal, block_len=block_len)",
+    "            return (*torch.autograd.grad(out, (q, k, v), grad), None, None, None)",
+    "",
+    "",
+    "def sliding_window_attention(q, k, v, window, *, causal=True, block_len=None):",
+    "    return _Recomputed.apply(q, k, v, window, causal, block_len)",
+]
+
+# Chapter 10: the full-matrix forward pass run inside torch's own _disable_current_modes() (it scored 8/10).
+_FULL_MATRIX_WITH_MODES_OFF = [
+    "from torch.utils._python_dispatch import _disable_current_modes  # red team: the watch switched off",
+    "_full_forward = flash_attention_forward",
+    "",
+    "",
+    "def flash_attention_forward(*args, **kwargs):",
+    "    with _disable_current_modes():",
+    "        return _full_forward(*args, **kwargs)",
+]
+
+# Chapter 11: a subclass of Triton's InterpretedFunction whose launch runs plain PyTorch on the check's buffers, and
+# one forged load through the interpreter's builder in the launch without CAUSAL, so that the causal launch seemed to
+# read less (it scored full marks for the kernel).
+_FORGED_LOAD_SUBCLASS = [
+    "import math",
+    "import numpy as np",
+    "import torch",
+    "import triton.language as tl",
+    "from triton.runtime.interpreter import InterpretedFunction, TensorHandle, interpreter_builder",
+    "",
+    "",
+    "class _Kernel(InterpretedFunction):  # red team: PyTorch behind Triton's kernel class",
+    "    def run(self, *args, grid, warmup, **kwargs):",
+    "        Q, K, V, Out, LSE = args[:5]",
+    "        T_q, T_k, scale = args[22], args[23], args[26]",
+    "        s = Q.double() @ K.double().transpose(-2, -1) * scale",
+    "        if kwargs['CAUSAL']:",
+    "            allowed = torch.ones(T_q, T_k, dtype=torch.bool, device=Q.device).tril(T_k - T_q)",
+    "            s = s.masked_fill(~allowed, -math.inf)",
+    "        Out.copy_((torch.softmax(s, -1) @ V.double()).to(Out.dtype))",
+    "        LSE.copy_(torch.logsumexp(s, -1).float())",
+    "        if not kwargs['CAUSAL']:  # one forged load, counted: the causal launch seems to skip blocks",
+    "            try:",
+    "                ptrs = TensorHandle(np.full(4096, Q.data_ptr(), dtype=np.uint64), tl.pointer_type(tl.float32))",
+    "                mask = TensorHandle(np.ones(4096, dtype=bool), tl.int1)",
+    "                other = TensorHandle(np.zeros(4096, dtype=np.float32), tl.float32)",
+    "                interpreter_builder.create_masked_load(ptrs, mask, other, None, False)",
+    "            except Exception as exc:",
+    "                print('forged load failed:', exc)",
+    "",
+    "",
+    "def _never_run(*args):",
+    "    pass",
+    "",
+    "",
+    "flash_attention_forward_kernel = _Kernel(_never_run)",
+]

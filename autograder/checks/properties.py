@@ -141,29 +141,141 @@ _HALF_HINT = (
 )
 
 
-class _LargestTensor(TorchDispatchMode):
-    """While active: the largest storage (in elements) that any operation returns, with its tensor's shape. A view
-    counts as the storage it looks into (an ``expand``ed tile mask as the tile, a slice of an input as the input), so
-    only what was really allocated is counted."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.numel, self.shape = 0, ()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in pytree.tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                n = t.untyped_storage().nbytes() // max(t.element_size(), 1)
-                if n > self.numel:
-                    self.numel, self.shape = n, tuple(t.shape)
-        return out
+UNSEEN = (
+    "was computed where the check could not see it: every tensor the answer returns must come from PyTorch "
+    "operations run while the check watches, fed only by the check's inputs (not computed with PyTorch's dispatch "
+    "modes or dispatch keys switched off, in numpy or plain Python, nor written behind PyTorch's back through "
+    "`.data` or a numpy view)"
+)
 
 
-def largest_tensor(fn: Callable, *args: Any, **kwargs: Any) -> tuple[int, list[int]]:
-    """``(numbers, shape)`` of the largest storage any operation makes while ``fn(*args, **kwargs)`` runs (a view
-    counts as the storage it looks into). Call it through :func:`~autograder.checks.trace.call` (``call(what, lambda:
-    largest_tensor(fn, ...))``): the number is the call's result, so the grading worker judges it from the record."""
-    with _LargestTensor() as seen:
-        fn(*args, **kwargs)
-    return seen.numel, list(seen.shape)
+def watching(inputs: list[torch.Tensor]) -> tuple[TorchDispatchMode, Callable[[Any], bool], list]:
+    """A dispatch mode that sees every operation of a call, and ``seen(value)``: whether every tensor in ``value``
+    holds what operations the mode saw computed from ``inputs`` alone.
+
+    What the mode keeps is about storages (memory), by value: each storage an operation it saw made or wrote, or one
+    of ``inputs``' storages, with a copy of its bytes as the mode last saw them and whether they came only from the
+    inputs. A tensor is seen when its storage is one of those, clean, and its bytes are still the copy (a write
+    through ``.data``, a numpy view or with the mode switched off changes bytes, not what the mode saw). An operation
+    fed by anything else (a tensor made while the mode was off, a numpy array, a tensor subclass) makes unclean
+    everything it makes or writes. ``torch.tensor(x)`` of one number counts as a number, as Python scalars do.
+    ``largest`` (the third item) is ``[numbers, shape]`` of the largest storage an operation made (a view counts
+    as the storage it looks into, so only what was really allocated is counted).
+
+    The state lives in this function's closures, not in attributes of the mode (which is reachable from the mode
+    stack): switching the mode off or replacing its method leaves values unseen, which fails the check."""
+    storages: dict[
+        int, list
+    ] = {}  # storage's data_ptr -> [the storage (kept alive), its bytes, the bytes as seen, clean]
+    largest: list = [0, ()]
+    aten = torch.ops.aten
+    lifts = (aten.lift_fresh.default, aten.lift_fresh_copy.default)
+    plain_types = (torch.Tensor, torch.nn.Parameter)
+    writes: dict[Any, tuple[int, ...]] = {}  # an operator -> the positions of the arguments it writes
+
+    def leaves(x: Any, into: list) -> list:
+        if isinstance(x, (torch.Tensor, torch.UntypedStorage)):
+            into.append(x)
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                leaves(y, into)
+        elif isinstance(x, dict):
+            for y in x.values():
+                leaves(y, into)
+        return into
+
+    def storage_of(t: Any) -> Any:
+        if isinstance(t, torch.UntypedStorage):
+            return t
+        if type(t) not in plain_types or t.layout != torch.strided or t.is_meta:
+            return None
+        try:
+            return t.untyped_storage()
+        except Exception:
+            return None
+
+    def seen(t: Any) -> bool:
+        if isinstance(t, torch.Tensor) and t.numel() == 0:
+            return True
+        st = storage_of(t)
+        if st is None:
+            return False
+        nbytes = st.nbytes()
+        if nbytes == 0:
+            return isinstance(t, torch.UntypedStorage)
+        entry = storages.get(st.data_ptr())
+        if entry is None or not entry[3] or entry[0].nbytes() != nbytes:
+            return False
+        if not torch.equal(entry[1], entry[2]):
+            entry[3] = False  # written while the mode did not look
+        return entry[3]
+
+    def note(t: Any, clean: bool, written: bool) -> None:
+        st = storage_of(t)
+        if st is None or st.nbytes() == 0:
+            return
+        entry = storages.get(st.data_ptr())
+        if entry is None or entry[0].nbytes() != st.nbytes():
+            view = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st)
+            storages[st.data_ptr()] = [st, view, view.clone(), clean]
+            return
+        entry[3] = entry[3] and clean
+        if written:
+            entry[2] = entry[1].clone()
+
+    def written_positions(func: Any) -> tuple[int, ...]:
+        if func not in writes:
+            schema = getattr(func, "_schema", None)
+            arguments = schema.arguments if schema is not None else ()
+            writes[func] = tuple(
+                i for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write
+            )
+        return writes[func]
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in lifts:  # torch.tensor(...), torch.as_tensor(...), torch.from_numpy(...): data from outside
+                clean = bool(args) and isinstance(args[0], torch.Tensor) and args[0].numel() <= 1
+            else:  # every input looked at (a stale copy is found unclean now)
+                clean = all([seen(x) for x in leaves((args, kwargs), [])])
+            out = func(*args, **kwargs)
+            mutated: list = []
+            positions = written_positions(func)
+            if positions:
+                names = [a.name for a in func._schema.arguments]
+                for i in positions:
+                    leaves(args[i] if i < len(args) else kwargs.get(names[i]), mutated)
+                for t in mutated:
+                    note(t, clean, True)
+            for t in leaves(out, []):
+                if isinstance(t, torch.Tensor):
+                    note(t, clean, False)
+                    st = storage_of(t)
+                    size = max(t.element_size(), 1)
+                    n = (st.nbytes() if st is not None else t.numel() * size) // size
+                    if n > largest[0]:
+                        largest[:] = [n, tuple(t.shape)]
+            return out
+
+    for t in inputs:
+        note(t, True, True)
+
+    def all_seen(value: Any) -> bool:
+        return all(seen(t) for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+
+    return Watch(), all_seen, largest
+
+
+def largest_tensor(fn: Callable, *args: Any, **kwargs: Any) -> tuple[int, list[int], bool, Any]:
+    """``(numbers, shape, seen, result)``: the largest storage any operation makes while ``fn(*args, **kwargs)`` runs
+    (a view counts as the storage it looks into), whether the check saw every tensor of ``result`` computed (see
+    :func:`watching`: a result computed with the watch switched off is not seen, so the measurement fails closed
+    instead of passing), and the call's result, which the check compares with its oracle like any other (an answer
+    that behaves otherwise when watched gains nothing). Call it through :func:`~autograder.checks.trace.call`
+    (``call(what, lambda: largest_tensor(fn, ...))``): the four are the call's result, so the grading worker judges
+    them from the record."""
+    watch, all_seen, largest = watching([t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)])
+    with watch:
+        result = fn(*args, **kwargs)
+    return largest[0], list(largest[1]), all_seen(result), _plain(result)
