@@ -240,6 +240,20 @@ def _decorator_name(fn: ast.FunctionDef) -> str:
     return ""
 
 
+def _registered_reference(s: ast.stmt) -> tuple[str, str] | None:
+    """``(exercise, name)`` for a module-level ``EXERCISES.reference("exercise")(name)`` (a class registered as the
+    course's version), else None."""
+    if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Call)):
+        return None
+    inner, args = s.value.func, s.value.args
+    f = inner.func
+    if not (isinstance(f, ast.Attribute) and f.attr == "reference" and isinstance(f.value, ast.Name)):
+        return None
+    if f.value.id != "EXERCISES" or len(args) != 1 or not isinstance(args[0], ast.Name):
+        return None
+    return ast.literal_eval(inner.args[0]), args[0].id
+
+
 def _defines(s: ast.stmt) -> set[str]:
     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {s.name}
@@ -348,6 +362,9 @@ def kernel_form(source: str) -> str:
             live |= _loads(kept[i])
         elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) or isinstance(s, ast.ImportFrom) and s.module == "__future__":  # fmt: skip
             kept[i] = s
+        elif isinstance(s, (ast.Expr, ast.If, ast.Try, ast.With, ast.For, ast.While)) and not _registered_reference(s):
+            kept[i] = s  # what the module does when imported (registers a class, sets the environment): as it is
+            live |= _loads(s)
         elif isinstance(s, ast.Assign) and _defines(s) == {"__all__"}:
             kept[i] = ast.Assign(targets=s.targets, value=ast.List([ast.Constant("EXERCISES")], ast.Load()), lineno=0)
     while True:  # the module's other statements, when a kept one uses what they define
@@ -375,26 +392,33 @@ def kernel_form(source: str) -> str:
 
 
 def reference_sources(source: str) -> dict[str, str]:
-    """Exercise name -> the source of the course's version of it (``@EXERCISES.reference(name)``, undecorated),
-    preceded by the module's statements it needs (imports, helpers, constants) and nothing else; run with the
-    package ``autograder`` (relative imports). The function keeps its own name."""
+    """Exercise name -> the source of the course's version of it (a function decorated ``@EXERCISES.reference(name)``,
+    undecorated, or a class registered with ``EXERCISES.reference(name)(cls)``), preceded by the module's statements
+    it needs (imports, helpers, constants) and nothing else, and ending ``_course_version = <it>``; run with the
+    package ``autograder`` (relative imports)."""
     tree = ast.parse(source)
-    out: dict[str, str] = {}
+    wanted: list[tuple[str, ast.stmt]] = []
     for s in tree.body:
-        if not (isinstance(s, ast.FunctionDef) and _decorator_name(s) == "reference"):
-            continue
-        dec = next(d for d in s.decorator_list if isinstance(d, ast.Call))
-        name = ast.literal_eval(dec.args[0])
-        fn = copy.copy(s)
-        fn.decorator_list = []
-        need, chosen = _loads(fn), {}
+        if isinstance(s, ast.FunctionDef) and _decorator_name(s) == "reference":
+            dec = next(d for d in s.decorator_list if isinstance(d, ast.Call))
+            fn = copy.copy(s)
+            fn.decorator_list = []
+            wanted.append((ast.literal_eval(dec.args[0]), fn))
+        elif (registered := _registered_reference(s)) is not None:
+            exercise, name = registered
+            wanted.append(
+                (exercise, next(t for t in tree.body if _defines(t) == {name} and not isinstance(t, ast.Expr)))
+            )
+    out: dict[str, str] = {}
+    for exercise, obj in wanted:
+        need, chosen = _loads(obj), {}
         while True:
             before = set(need)
             for i, t in enumerate(tree.body):
-                if i in chosen or t is s or not (_defines(t) & need):
+                if i in chosen or t is obj or not (_defines(t) & need):
                     continue
                 if isinstance(t, ast.FunctionDef) and _decorator_name(t):
-                    continue  # a check or another exercise's reference: never part of this one
+                    continue  # a check or another exercise's course version: never part of this one
                 if isinstance(t, (ast.Import, ast.ImportFrom)):
                     names = [a for a in t.names if (a.asname or a.name).split(".")[0] in need]
                     t = type(t)(**{**{f: getattr(t, f) for f in t._fields}, "names": names})
@@ -402,8 +426,10 @@ def reference_sources(source: str) -> dict[str, str]:
                 need |= _loads(t)
             if need == before:
                 break
-        parts = [chosen[i] for i in sorted(chosen)] + [fn]
-        out[name] = ast.unparse(ast.fix_missing_locations(ast.Module(body=parts, type_ignores=[]))) + "\n"
+        name = next(iter(_defines(obj)))
+        tail = ast.parse(f"_course_version = {name}").body
+        parts = [chosen[i] for i in sorted(chosen)] + [obj] + tail
+        out[exercise] = ast.unparse(ast.fix_missing_locations(ast.Module(body=parts, type_ignores=[]))) + "\n"
     return out
 
 
