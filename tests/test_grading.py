@@ -670,7 +670,8 @@ def test_one_lms_row_per_student_by_a_stated_rule(tmp_path):
         _lms_row("turingalan_LATE_1002_90005_ch08_kv_cache-1.ipynb", 7),
         _lms_row("hoppergrace_1003_90003_ch08_kv_cache.ipynb", 9),
     ]
-    choice = lms.one_per_student(rows)
+    choice = lms.choose(rows)  # as collection chooses, kept on each row: the report reads it
+    assert [r.in_lms_file for r in rows] == [True, False, False, True, True]
     assert [r.submission for r in choice.kept] == [rows[0].submission, rows[3].submission, rows[4].submission]
     assert not choice.undecided
     assert {(r.submission, best.submission) for r, best in choice.superseded} == {
@@ -765,12 +766,14 @@ def test_the_latest_moodle_upload_by_its_counter_then_its_time_else_the_instruct
 def test_canvas_files_of_one_submission_are_left_to_the_instructor(tmp_path):
     a = _lms_row("lovelaceada_1001_90001_ch08_kv_cache.ipynb", 10)
     b = _lms_row("lovelaceada_1001_90001_notes.ipynb", 0)
+    lms.choose([a, b])  # as collection chooses, kept on each row: the report reads it
     report.write_reports([a, b], tmp_path, {"x": 10}, assignment="Chapter 8 (12345)")
     assert "cannot tell which of" in a.warnings[0] and "--prefer" in a.warnings[0]
     assert not (tmp_path / lms.CANVAS_FILE).exists(), "no row guessed for the student"
     summary = (tmp_path / "summary.md").read_text()
     assert "0 rows, one per student, from 2 files" in summary and "--prefer" in summary
-    report.write_reports([a, b], tmp_path, {"x": 10}, assignment="Chapter 8 (12345)", prefer=[a.submission])
+    lms.choose([a, b], prefer=[a.submission])
+    report.write_reports([a, b], tmp_path, {"x": 10}, assignment="Chapter 8 (12345)")
     with open(tmp_path / lms.CANVAS_FILE) as f:
         assert [(r["ID"], r["Chapter 8 (12345)"]) for r in csv.DictReader(f)] == [("1001", "10")]
 

@@ -1,7 +1,8 @@
 """The collect step: every uploaded file of files, folders and LMS zip downloads becomes one submission record
 (``submission.Submission``), whatever it is (a file that is not a notebook gets a row and a zero). Whose it is is
 read here, once, from the LMS's download name (``lms.parse``); so are its label in grades.csv, its gradebook id
-(the file the LMS file will carry gets the plain id) and its hash.
+(the file the LMS file will carry gets the plain id), its hash, and which file the LMS file carries for each student
+(``lms.choose``: kept on the records, where the report reads it).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ def collect(
     paths: Sequence[pathlib.Path], out: pathlib.Path, chapter: str, prefer: Collection[str] = ()
 ) -> list[Submission]:
     """The batch's submissions, one record per file: whose it is (read once), its label, student id, hash and
-    result file. Of a student's several files, the one the LMS file will carry (``lms.one_per_student``, from what
-    the files are before grading) gets the plain student id, so that ``feedback/<student>.html`` is the page of the
-    row the LMS receives."""
+    result file; and which of a student's several files the LMS file will carry (``lms.choose``, from what the files
+    are before grading: kept on the records, the report reads it). That file gets the plain student id, so that
+    ``feedback/<student>.html`` is the page of the row the LMS receives; the others' pages name it."""
     who = {p: lms.parse(p) for p in paths}
     labels = submission_labels(paths, who)
     subs = [
@@ -44,7 +45,7 @@ def collect(
         )
         for p in paths
     ]
-    choice = lms.one_per_student(subs, prefer)
+    choice = lms.choose(subs, prefer)
     first = {s.label for s in choice.kept} | {s.label for top in choice.undecided for s in top[:1]}
     taken: set[str] = set()
     ascii_only = not unicode_names_work(out / "feedback")
@@ -288,17 +289,10 @@ def zero_reason(path: pathlib.Path, chapter: str) -> str:
 
 def other_chapter_reason(other: str, chapter: str) -> str:
     """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``, in the student's words
-    (their page says it, in their edition); the instructor's next step is :func:`other_chapter_hint`'s."""
+    (their page says it, in their edition); the instructor's next step is ``lms.other_chapter_hint``'s."""
     return say(
         "other chapter", n=_number(other), stem=other, m=_number(chapter), want=chapter
     )  # starts with lms.OTHER_CHAPTER
-
-
-def other_chapter_hint(reason: str) -> str:
-    """What the instructor can do with a stray upload whose zero's ``reason`` is :func:`other_chapter_reason`'s:
-    grade it in its own chapter's batch; "" for any other reason."""
-    m = re.match(re.escape(lms.OTHER_CHAPTER) + r": this is the notebook of chapter \S+ \((\w+)\)", reason)
-    return f"a stray upload? grade it with --chapter {m.group(1)}" if m else ""
 
 
 def _number(chapter: str) -> str:
