@@ -58,6 +58,7 @@ class Step:
     entered: dict[str, int] = dataclasses.field(default_factory=dict)  # module -> times entered (call sites)
     path: list[str] = dataclasses.field(default_factory=list)  # the modules, one after the other
     record: bool = False  # whether it read or wrote the record (submission.py)
+    called: set[str] = dataclasses.field(default_factory=set)  # every course function it called ("lms.choose")
 
     @property
     def returns(self) -> int:
@@ -78,7 +79,7 @@ class _Frame:
 
 
 class Watch:
-    """Every call into the course, at any depth and in every thread, by step."""
+    """Every call into the course, at any depth and in every thread, by step (:meth:`profile`: the profiler)."""
 
     def __init__(self) -> None:
         self.steps: dict[str, Step] = {step: Step() for step in STEPS}
@@ -125,6 +126,8 @@ class Watch:
             step = caller.step
         into = self.steps.setdefault(step, Step()) if step != LINE else None
         walked = False
+        if into is not None:
+            into.called.add(f"{short(module)}.{code.co_qualname}")
         if module == RECORD:
             if into is not None:
                 into.record = True
@@ -138,29 +141,25 @@ class Watch:
                 walked = True
         stack.append(_Frame(frame, module, step, walked))
 
-    def watching(self, run: Callable[[], object]) -> None:
-        sys.setprofile(self.profile)
-        threading.setprofile(self.profile)
-        try:
-            run()
-        finally:
-            sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
+
+def watch(run: Callable[[], object]) -> dict[str, Step]:
+    """The steps of ``run()`` (a call of ``batch.grade``), as :class:`Watch` sees them."""
+    seen = Watch()
+    sys.setprofile(seen.profile)
+    threading.setprofile(seen.profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    return seen.steps
 
 
 INSIDE = {"execute": "in the worker's process: worker.py, jail.py, memory.py; the kernel: guard.py",
           "judge": "in the worker's process: judge.py, scoring.py, channel.py"}  # fmt: skip
 
 
-def main(chapter: str = "ch03_self_attention") -> dict[str, Step]:
-    from autograder import notebooks
-    from autograder.grading import batch
-
-    files = sorted((notebooks.SAMPLES / chapter).glob("*.ipynb"))
-    watch = Watch()
-    out = pathlib.Path(tempfile.mkdtemp(prefix="grading-path-"))
-    watch.watching(lambda: batch.grade(files, chapter, out, jobs=2))
-    steps = watch.steps
+def show(steps: dict[str, Step]) -> None:
     for n, (name, step) in enumerate(steps.items()):
         print(f"{n}. {name}" + (f"  ({INSIDE[name]})" if name in INSIDE else ""))
         entered = ", ".join(f"{m}" + (f" x{k}" if k > 1 else "") for m, k in step.entered.items())
@@ -172,6 +171,16 @@ def main(chapter: str = "ch03_self_attention") -> dict[str, Step]:
             modules.setdefault(m, []).append(name)
     again = {m: s for m, s in modules.items() if len(s) > 1}
     print("modules entered by more than one step (the record, submission, aside):", again or "none")
+
+
+def main(chapter: str = "ch03_self_attention") -> dict[str, Step]:
+    from autograder import notebooks
+    from autograder.grading import batch
+
+    files = sorted((notebooks.SAMPLES / chapter).glob("*.ipynb"))
+    out = pathlib.Path(tempfile.mkdtemp(prefix="grading-path-"))
+    steps = watch(lambda: batch.grade(files, chapter, out, jobs=2))
+    show(steps)
     return steps
 
 

@@ -718,6 +718,20 @@ def test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade(tmp_pat
     assert "Needs attention" in (out / "ch08_kv_cache" / "summary.md").read_text()
 
 
+@pytest.mark.slow
+def test_the_grading_path_report_step_is_a_line(capsys):
+    """``scripts/grading_path.py`` as a maintainer runs it (the chapter's samples, real kernels), watching the
+    batch at every depth: the report step enters report and lms once each (it reads the LMS file's choice that
+    collection made, never lms.one_per_student) and its path returns to a module it left at most twice."""
+    from scripts import grading_path
+
+    steps = grading_path.main()
+    line = steps["report"]
+    assert line.entered == {"report": 1, "lms": 1} and line.returns <= 2, (line.entered, line.path)
+    assert "lms.one_per_student" in steps["collect"].called and "lms.one_per_student" not in line.called
+    assert "path: batch -> report -> lms -> report -> batch  (2 returns" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------------------------------ LMS downloads
 
 

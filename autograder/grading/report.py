@@ -12,7 +12,6 @@ import pathlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..releases import points_text
 from . import lms
 from .submission import read_result
 
@@ -141,7 +140,8 @@ def write_reports(
     def flag(row: Row, note: str) -> None:
         if note not in row.warnings:
             row.warnings.append(note)
-        attention.append(f"{row.submission} ({points_text(row.score)}): {note}")
+        # the points as releases.points_text says them in English (the instructor's summary: English only)
+        attention.append(f"{row.submission} ({row.score:g} point{'' if row.score == 1 else 's'}): {note}")
         logger.warning(f"  needs attention: {row.submission}: {note}")
 
     for row in rows:
