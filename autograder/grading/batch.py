@@ -18,7 +18,7 @@ into them, and only the last two write into the output folder:
 6. **report** (``report.py``, ``lms.py``) — ``grades.csv``, ``summary.*`` and the LMS's grade files, each
    student's row in them as chosen at collection (read from the records, never chosen again).
 
-Progress goes to the ``logging`` logger of this module (the command line shows it).
+Progress goes to the ``logging`` loggers of the steps' modules (the command line shows them: ``autograder.*``).
 """
 
 from __future__ import annotations
@@ -92,8 +92,7 @@ def grade(
     points = {ex.name: ex.points for ex in exercises}
     checks = sum(len(ex.visible) + len(ex.hidden) for ex in exercises)  # the summary's verdict line
     release = releases.release_notebook(chapter)
-    subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter, prefer)
-    logger.info(f"Grading {chapter} -> {out}: {collect.describe(subs)}")
+    subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter, prefer)  # it says what it collected
     todo = [s for s in subs if force or not _already_graded(s)]
     done = [s for s in subs if not any(s is t for t in todo)]  # graded by an earlier run of this batch
     progress = Progress(len(subs), already=len(done))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import logging
 import os
 import pathlib
 import re
@@ -22,6 +23,8 @@ from ..wording import say
 from . import lms
 from .submission import Submission
 
+logger = logging.getLogger(__name__)
+
 
 def collect(
     paths: Sequence[pathlib.Path], out: pathlib.Path, chapter: str, prefer: Collection[str] = ()
@@ -30,6 +33,7 @@ def collect(
     result file; and which of a student's several files the LMS file will carry (``lms.choose``, from what the files
     are before grading: kept on the records, the report reads it). That file gets the plain student id, so that
     ``feedback/<student>.html`` is the page of the row the LMS receives; the others' pages name it."""
+    read = {p: examine(p, chapter) for p in paths}
     who = {p: lms.parse(p) for p in paths}
     labels = submission_labels(paths, who)
     subs = [
@@ -37,11 +41,12 @@ def collect(
             path=p,
             label=labels[p],
             student_id="",
-            sha256=_sha256(p),
+            sha256=read[p][0],
             who=who[p],
             uploaded_at=_mtime(p),
             result_file=out / "results" / f"{safe_name(labels[p])}.json",
-            zero=zero_reason(p, chapter),
+            kind=read[p][1],
+            zero=read[p][2],
         )
         for p in paths
     ]
@@ -54,6 +59,7 @@ def collect(
     for s, best in choice.superseded:
         if best is not None:  # its feedback page says so (an undecided file's page waits for the instructor)
             s.superseded_by = best.label.rsplit("/", 1)[-1]
+    logger.info(f"Grading {chapter} -> {out}: {describe(subs)}")
     return subs
 
 
@@ -91,13 +97,6 @@ def unicode_names_work(folder: pathlib.Path) -> bool:
         return True
     except (OSError, UnicodeError):
         return False
-
-
-def _sha256(path: pathlib.Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        return f"unreadable:{exc.errno}"
 
 
 _NAME_BYTES = 150  # file systems allow 255 bytes a name: room for the suffixes the grader adds
@@ -230,7 +229,7 @@ def describe(subs: Sequence[Submission]) -> str:
     for s in subs:
         if not (download and not s.who.lms_id):
             students.add((s.who.lms, s.who.lms_id) if s.who.lms else (str(s.path),))
-        kinds[_kind(s.path)] += 1
+        kinds[s.kind] += 1
     each = ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in kinds.most_common())
     no_one = f" and {_count(len(nameless), 'file')} that {'names' if len(nameless) == 1 else 'name'} no student"
     return f"{_count(len(subs), 'file')} from {_count(len(students), 'student')}{no_one if nameless else ''}: {each}"
@@ -238,14 +237,6 @@ def describe(subs: Sequence[Submission]) -> str:
 
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def _kind(path: pathlib.Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            return canonical.file_kind(f.read(4096), path.name)
-    except OSError:
-        return "unreadable file"
 
 
 def submission_labels(paths, who: Mapping[pathlib.Path, lms.SubmissionName] | None = None) -> dict[pathlib.Path, str]:
@@ -273,18 +264,18 @@ def _mtime(path: pathlib.Path) -> float:
         return 0.0
 
 
-def zero_reason(path: pathlib.Path, chapter: str) -> str:
-    """Why ``path`` gets a zero whatever its content's run would give: it is not a notebook, or another chapter's
-    notebook; else ""."""
+def examine(path: pathlib.Path, chapter: str) -> tuple[str, str, str]:
+    """The file, read once: (its hash; what it is, ``canonical.file_kind`` or "unreadable file"; why it gets a zero
+    whatever its content's run would give, it is not a notebook or another chapter's notebook, else "")."""
     try:
         data = path.read_bytes()
-    except OSError:
-        return ""  # said when it is canonicalised
-    kind = canonical.file_kind(data, path.name)
+    except OSError as exc:
+        return f"unreadable:{exc.errno}", "unreadable file", ""  # the zero's reason: said when it is canonicalised
+    sha256, kind = hashlib.sha256(data).hexdigest(), canonical.file_kind(data, path.name)
     if kind != canonical.NOTEBOOK:
-        return canonical.not_a_notebook(kind, data)
+        return sha256, kind, canonical.not_a_notebook(kind, data)
     other = canonical.chapter_of(data)
-    return other_chapter_reason(other, chapter) if other is not None and other != chapter else ""
+    return sha256, kind, other_chapter_reason(other, chapter) if other is not None and other != chapter else ""
 
 
 def other_chapter_reason(other: str, chapter: str) -> str:

@@ -86,6 +86,7 @@ class Submission:
     who: lms.SubmissionName  # whose it is, from the LMS's download name (read once, at collection)
     uploaded_at: float  # the file's time in the download (a zip entry's time; lms.newer reads it)
     result_file: pathlib.Path  # out/results/<label>.json
+    kind: str = ""  # what the file is (canonical.file_kind: "notebook", "PDF" …; "unreadable file"), read once
     zero: str = ""  # why it gets a zero whatever its run would give (not a notebook, another chapter's), or ""
     superseded_by: str = ""  # the file the LMS file carries for this student instead of this one (its page says so)
     # the LMS file's choice, made at collection (lms.choose): the report reads it, never chooses again
