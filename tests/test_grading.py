@@ -713,7 +713,8 @@ def test_one_lms_row_per_student_by_a_stated_rule(tmp_path):
         _lms_row("turingalan_LATE_1002_90005_ch08_kv_cache-1.ipynb", 7),
         _lms_row("hoppergrace_1003_90003_ch08_kv_cache.ipynb", 9),
     ]
-    choice = lms.one_per_student(rows)
+    choice = lms.choose(rows)  # as collection chooses, kept on each row: the report reads it
+    assert [r.in_lms_file for r in rows] == [True, False, False, True, True]
     assert [r.submission for r in choice.kept] == [rows[0].submission, rows[3].submission, rows[4].submission]
     assert not choice.undecided
     assert {(r.submission, best.submission) for r, best in choice.superseded} == {
@@ -758,6 +759,20 @@ def test_a_canvas_download_with_a_stray_chapter_keeps_the_students_grade(tmp_pat
     stray = grades["lovelaceada_1001_90077_notebook.ipynb"]
     assert "chapter 10 (ch10_flash_attention)" in stray["reason"] and "chapter 8" in stray["reason"]
     assert "Needs attention" in (out / "ch08_kv_cache" / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_grading_path_report_step_is_a_line(capsys):
+    """``scripts/grading_path.py`` as a maintainer runs it (the chapter's samples, real kernels), watching the
+    batch at every depth: the report step enters report and lms once each (it reads the LMS file's choice that
+    collection made, never lms.one_per_student) and its path returns to a module it left at most twice."""
+    from scripts import grading_path
+
+    steps = grading_path.main()
+    line = steps["report"]
+    assert line.entered == {"report": 1, "lms": 1} and line.returns <= 2, (line.entered, line.path)
+    assert "lms.one_per_student" in steps["collect"].called and "lms.one_per_student" not in line.called
+    assert "path: batch -> report -> lms -> report -> batch  (2 returns" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------------------ LMS downloads
@@ -808,12 +823,14 @@ def test_the_latest_moodle_upload_by_its_counter_then_its_time_else_the_instruct
 def test_canvas_files_of_one_submission_are_left_to_the_instructor(tmp_path):
     a = _lms_row("lovelaceada_1001_90001_ch08_kv_cache.ipynb", 10)
     b = _lms_row("lovelaceada_1001_90001_notes.ipynb", 0)
+    lms.choose([a, b])  # as collection chooses, kept on each row: the report reads it
     report.write_reports([a, b], tmp_path, {"x": 10}, assignment="Chapter 8 (12345)")
     assert "cannot tell which of" in a.warnings[0] and "--prefer" in a.warnings[0]
     assert not (tmp_path / lms.CANVAS_FILE).exists(), "no row guessed for the student"
     summary = (tmp_path / "summary.md").read_text()
     assert "0 rows, one per student, from 2 files" in summary and "--prefer" in summary
-    report.write_reports([a, b], tmp_path, {"x": 10}, assignment="Chapter 8 (12345)", prefer=[a.submission])
+    lms.choose([a, b], prefer=[a.submission])
+    report.write_reports([a, b], tmp_path, {"x": 10}, assignment="Chapter 8 (12345)")
     with open(tmp_path / lms.CANVAS_FILE) as f:
         assert [(r["ID"], r["Chapter 8 (12345)"]) for r in csv.DictReader(f)] == [("1001", "10")]
 

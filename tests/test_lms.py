@@ -167,6 +167,53 @@ def test_a_lower_case_late_reupload_is_the_students_canvas_grade(tmp_path, monke
     assert "1 rows, one per student, from 2 files" in summary and "names no student" not in summary
 
 
+def test_the_report_reads_the_choice_collection_made_in_a_line(tmp_path, monkeypatch):
+    """Issue 47: which file is each student's row in the LMS file is chosen once, at collection (``lms.choose``,
+    kept on the records), and the report reads it. Followed at every depth (``scripts/grading_path.py``), the report
+    step enters report and lms once each and its path returns to a module it left twice: batch -> report -> lms ->
+    report -> batch. The rows and rules are those of the choice: a re-upload supersedes the first upload, a notebook
+    of the assignment a stray chapter, and a student's only file, a stray chapter, is their row and listed."""
+    from scripts import grading_path
+
+    ch = "ch03_self_attention"
+    samples = sorted((notebooks.SAMPLES / ch).glob("*.ipynb"))
+    stray = next((notebooks.SAMPLES / "ch10_flash_attention").glob("lovelace*.ipynb")).read_bytes()
+    top = {ex.name: float(ex.points) for ex in releases.checks_module(ch).EXERCISES}
+    readable = [p for p in samples if not p.name.startswith("babbage")]  # babbage's download was cut short
+    _fake_runs(monkeypatch, {_canonical(p.read_bytes(), ch): top for p in readable})
+    folder = tmp_path / "download"
+    folder.mkdir()
+    for p in samples:
+        (folder / p.name).write_bytes(p.read_bytes())
+    lovelace = next(p for p in samples if p.name.startswith("lovelace"))
+    (folder / f"lovelaceada_1001_90011_{ch}-1.ipynb").write_bytes(lovelace.read_bytes())  # a re-upload
+    (folder / "turingalan_1002_90077_notebook.ipynb").write_bytes(stray)  # later, but another chapter's
+    (folder / "knuthdonald_1009_90009_notebook.ipynb").write_bytes(stray)  # the student's only file
+    out = tmp_path / "out"
+    files = sorted(folder.iterdir())
+    steps = grading_path.watch(lambda: batch.grade(files, ch, out, jobs=1, lms_assignment="Chapter 3 (12345)"))
+
+    line = steps["report"]
+    assert line.entered == {"report": 1, "lms": 1}, line.entered
+    assert line.path == ["batch", "report", "lms", "report", "batch"] and line.returns == 2, line.path
+    assert "lms.one_per_student" in steps["collect"].called and "lms.one_per_student" not in line.called
+    with open(out / lms.CANVAS_FILE, newline="") as f:
+        canvas = {r["ID"]: r["Chapter 3 (12345)"] for r in csv.DictReader(f)}
+    full = f"{sum(top.values()):g}"
+    assert canvas == {"1001": full, "1002": full, "1003": full, "1004": "0", "1009": "0"}
+    with open(out / report.CSV_NAME, newline="") as f:
+        warnings = {r["submission"]: r["warnings"] for r in csv.DictReader(f)}
+    assert len(warnings) == 7
+    assert (
+        f"lovelaceada_1001_90011_{ch}-1.ipynb is this student's row there (the latest upload" in warnings[lovelace.name]
+    )
+    assert "(a notebook of the assignment; this file is not)" in warnings["turingalan_1002_90077_notebook.ipynb"]
+    attention = (out / "summary.md").read_text().split("## Needs attention")[1]
+    assert f"* {lovelace.name} ({full} points): not in the LMS file" in attention
+    assert "* knuthdonald_1009_90009_notebook.ipynb: another chapter's notebook" in attention
+    assert "grade it with --chapter ch10_flash_attention" in attention and attention.count("* turingalan") == 1
+
+
 def test_moodle_online_text_is_listed_never_graded():
     """Online text, in a folder download or a flat one, is no submission: listed with its reason, no row. A file
     upload is one whatever its own name holds (the first marker names the plugin)."""

@@ -15,9 +15,10 @@ into them, and only the last two write into the output folder:
 5. **feedback** (``feedback.write``) — each submission's page, for every outcome (a file the LMS file does not
    carry says which does, as chosen at collection), then its graded notebook and its result file (last: a rerun
    skips only what is done; a file graded by an earlier run keeps its page, its note brought up to date);
-6. **report** (``report.py``, ``lms.py``) — ``grades.csv``, ``summary.*`` and the LMS's grade files.
+6. **report** (``report.py``, ``lms.py``) — ``grades.csv``, ``summary.*`` and the LMS's grade files, each
+   student's row in them as chosen at collection (read from the records, never chosen again).
 
-Progress goes to the ``logging`` logger of this module (the command line shows it).
+Progress goes to the ``logging`` loggers of the steps' modules (the command line shows them: ``autograder.*``).
 """
 
 from __future__ import annotations
@@ -89,10 +90,11 @@ def grade(
     (``lms.MOODLE_LANGUAGES``)."""
     out = _output_folder(out)
     # the chapter, read once: its exercises' points and the release notebook every file is canonicalised against
-    points = {ex.name: ex.points for ex in releases.checks_module(chapter).EXERCISES}
+    exercises = list(releases.checks_module(chapter).EXERCISES)
+    points = {ex.name: ex.points for ex in exercises}
+    checks = sum(len(ex.visible) + len(ex.hidden) for ex in exercises)  # the summary's verdict line
     release = releases.release_notebook(chapter)
-    subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter, prefer)
-    logger.info(f"Grading {chapter} -> {out}: {collect.describe(subs)}")
+    subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter, prefer)  # it says what it collected
     todo = [s for s in subs if force or not _already_graded(s)]
     done = [s for s in subs if not any(s is t for t in todo)]  # graded by an earlier run of this batch
     progress = Progress(len(subs), already=len(done))
@@ -131,15 +133,8 @@ def grade(
     for sub in done:  # their pages stay; whether the LMS file carries them may have changed since
         feedback.mark_feedback(out / "feedback" / f"{sub.student_id}.html", feedback.superseded_note(sub))
         sub.edition = _edition(sub, chapter)  # the LMS file's feedback comment is in it
-    rows = [
-        report.row(s, read_result(s.result_file), chapter, points, graded_at=s.result_file.stat().st_mtime)
-        for s in subs
-    ]
-    report.write_reports(
-        rows, out, points, assignment=lms_assignment or chapter, prefer=prefer, ignored=ignored,
-        moodle_language=moodle_language,
-    )  # fmt: skip
-    return rows
+    return report.report(subs, out, chapter, points, checks=checks, assignment=lms_assignment or chapter,
+                         ignored=ignored, moodle_language=moodle_language)  # fmt: skip
 
 
 def _output_folder(out: pathlib.Path) -> pathlib.Path:

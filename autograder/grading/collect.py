@@ -1,13 +1,15 @@
 """The collect step: every uploaded file of files, folders and LMS zip downloads becomes one submission record
 (``submission.Submission``), whatever it is (a file that is not a notebook gets a row and a zero). Whose it is is
 read here, once, from the LMS's download name (``lms.parse``); so are its label in grades.csv, its gradebook id
-(the file the LMS file will carry gets the plain id) and its hash.
+(the file the LMS file will carry gets the plain id), its hash, and which file the LMS file carries for each student
+(``lms.choose``: kept on the records, where the report reads it).
 """
 
 from __future__ import annotations
 
 import collections
 import hashlib
+import logging
 import os
 import pathlib
 import re
@@ -21,14 +23,17 @@ from ..wording import say
 from . import lms
 from .submission import Submission
 
+logger = logging.getLogger(__name__)
+
 
 def collect(
     paths: Sequence[pathlib.Path], out: pathlib.Path, chapter: str, prefer: Collection[str] = ()
 ) -> list[Submission]:
     """The batch's submissions, one record per file: whose it is (read once), its label, student id, hash and
-    result file. Of a student's several files, the one the LMS file will carry (``lms.one_per_student``, from what
-    the files are before grading) gets the plain student id, so that ``feedback/<student>.html`` is the page of the
-    row the LMS receives."""
+    result file; and which of a student's several files the LMS file will carry (``lms.choose``, from what the files
+    are before grading: kept on the records, the report reads it). That file gets the plain student id, so that
+    ``feedback/<student>.html`` is the page of the row the LMS receives; the others' pages name it."""
+    read = {p: examine(p, chapter) for p in paths}
     who = {p: lms.parse(p) for p in paths}
     labels = submission_labels(paths, who)
     subs = [
@@ -36,15 +41,16 @@ def collect(
             path=p,
             label=labels[p],
             student_id="",
-            sha256=_sha256(p),
+            sha256=read[p][0],
             who=who[p],
             uploaded_at=_mtime(p),
             result_file=out / "results" / f"{safe_name(labels[p])}.json",
-            zero=zero_reason(p, chapter),
+            kind=read[p][1],
+            zero=read[p][2],
         )
         for p in paths
     ]
-    choice = lms.one_per_student(subs, prefer)
+    choice = lms.choose(subs, prefer)
     first = {s.label for s in choice.kept} | {s.label for top in choice.undecided for s in top[:1]}
     taken: set[str] = set()
     ascii_only = not unicode_names_work(out / "feedback")
@@ -53,6 +59,7 @@ def collect(
     for s, best in choice.superseded:
         if best is not None:  # its feedback page says so (an undecided file's page waits for the instructor)
             s.superseded_by = best.label.rsplit("/", 1)[-1]
+    logger.info(f"Grading {chapter} -> {out}: {describe(subs)}")
     return subs
 
 
@@ -90,13 +97,6 @@ def unicode_names_work(folder: pathlib.Path) -> bool:
         return True
     except (OSError, UnicodeError):
         return False
-
-
-def _sha256(path: pathlib.Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        return f"unreadable:{exc.errno}"
 
 
 _NAME_BYTES = 150  # file systems allow 255 bytes a name: room for the suffixes the grader adds
@@ -229,7 +229,7 @@ def describe(subs: Sequence[Submission]) -> str:
     for s in subs:
         if not (download and not s.who.lms_id):
             students.add((s.who.lms, s.who.lms_id) if s.who.lms else (str(s.path),))
-        kinds[_kind(s.path)] += 1
+        kinds[s.kind] += 1
     each = ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in kinds.most_common())
     no_one = f" and {_count(len(nameless), 'file')} that {'names' if len(nameless) == 1 else 'name'} no student"
     return f"{_count(len(subs), 'file')} from {_count(len(students), 'student')}{no_one if nameless else ''}: {each}"
@@ -237,14 +237,6 @@ def describe(subs: Sequence[Submission]) -> str:
 
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def _kind(path: pathlib.Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            return canonical.file_kind(f.read(4096), path.name)
-    except OSError:
-        return "unreadable file"
 
 
 def submission_labels(paths, who: Mapping[pathlib.Path, lms.SubmissionName] | None = None) -> dict[pathlib.Path, str]:
@@ -272,33 +264,26 @@ def _mtime(path: pathlib.Path) -> float:
         return 0.0
 
 
-def zero_reason(path: pathlib.Path, chapter: str) -> str:
-    """Why ``path`` gets a zero whatever its content's run would give: it is not a notebook, or another chapter's
-    notebook; else ""."""
+def examine(path: pathlib.Path, chapter: str) -> tuple[str, str, str]:
+    """The file, read once: (its hash; what it is, ``canonical.file_kind`` or "unreadable file"; why it gets a zero
+    whatever its content's run would give, it is not a notebook or another chapter's notebook, else "")."""
     try:
         data = path.read_bytes()
-    except OSError:
-        return ""  # said when it is canonicalised
-    kind = canonical.file_kind(data, path.name)
+    except OSError as exc:
+        return f"unreadable:{exc.errno}", "unreadable file", ""  # the zero's reason: said when it is canonicalised
+    sha256, kind = hashlib.sha256(data).hexdigest(), canonical.file_kind(data, path.name)
     if kind != canonical.NOTEBOOK:
-        return canonical.not_a_notebook(kind, data)
+        return sha256, kind, canonical.not_a_notebook(kind, data)
     other = canonical.chapter_of(data)
-    return other_chapter_reason(other, chapter) if other is not None and other != chapter else ""
+    return sha256, kind, other_chapter_reason(other, chapter) if other is not None and other != chapter else ""
 
 
 def other_chapter_reason(other: str, chapter: str) -> str:
     """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``, in the student's words
-    (their page says it, in their edition); the instructor's next step is :func:`other_chapter_hint`'s."""
+    (their page says it, in their edition); the instructor's next step is ``lms.other_chapter_hint``'s."""
     return say(
         "other chapter", n=_number(other), stem=other, m=_number(chapter), want=chapter
     )  # starts with lms.OTHER_CHAPTER
-
-
-def other_chapter_hint(reason: str) -> str:
-    """What the instructor can do with a stray upload whose zero's ``reason`` is :func:`other_chapter_reason`'s:
-    grade it in its own chapter's batch; "" for any other reason."""
-    m = re.match(re.escape(lms.OTHER_CHAPTER) + r": this is the notebook of chapter \S+ \((\w+)\)", reason)
-    return f"a stray upload? grade it with --chapter {m.group(1)}" if m else ""
 
 
 def _number(chapter: str) -> str:

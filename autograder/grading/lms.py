@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 CANVAS = "canvas"
 MOODLE = "moodle"
+NAMES = {CANVAS: "Canvas", MOODLE: "Moodle"}  # as the instructor's notes name them
 
 # Canvas's LATE marker in any case: a lower-case "late_" read as part of the name would lose the student's id
 _CANVAS_NAME = re.compile(
@@ -193,9 +194,52 @@ def one_per_student(rows, prefer: Collection[str] = ()) -> Choice:
     return Choice(kept, superseded, undecided)
 
 
+def choose(rows, prefer: Collection[str] = ()) -> Choice:
+    """:func:`one_per_student`'s choice, kept on each row (a ``submission.Submission`` at collection, or a
+    ``report.Row``) for the report to read, never to choose again: ``in_lms_file`` (whether the LMS file carries it),
+    ``lms_note`` (why it does not: the row that does and by which rule, or that the download cannot tell and the
+    instructor chooses with ``--prefer``; "" when it does) and ``stray`` (a file that cannot stand for its student,
+    :func:`fits`: its reason and the instructor's next step; "" for one that can). Returns the choice."""
+    choice = one_per_student(rows, prefer)
+    kept = {id(r) for r in choice.kept}
+    for r in rows:
+        hint = "" if fits(r) else other_chapter_hint(r.reason)
+        r.in_lms_file, r.lms_note = id(r) in kept, ""
+        r.stray = "" if fits(r) else r.reason + (f" ({hint})" if hint else "")
+    for r, best in choice.superseded:
+        if best is None:
+            r.lms_note = "not in the LMS file: an earlier upload than this student's files listed as undecided"
+            continue
+        if preferred(best, prefer):
+            why = "chosen with --prefer"
+        elif fits(best) and not fits(r):
+            why = "a notebook of the assignment; this file is not"
+        else:
+            why = f"the latest upload by {NAMES[r.lms]}'s rule: {RULES[r.lms]}"
+        r.lms_note = f"not in the LMS file: {best.submission} is this student's row there ({why})"
+    for top in choice.undecided:
+        files = ", ".join(r.submission for r in top)
+        for r in top:
+            r.lms_note = (
+                f"not in the LMS file yet: the download cannot tell which of {files} is this student's latest "
+                f"submission ({RULES[r.lms]}); choose one: grade again with --prefer FILE"
+            )
+    return choice
+
+
+def other_chapter_hint(reason: str) -> str:
+    """What the instructor can do with a stray upload whose zero's ``reason`` is another chapter's notebook's
+    (``collect.other_chapter_reason``): grade it in its own chapter's batch; "" for any other reason."""
+    m = re.match(re.escape(OTHER_CHAPTER) + r": this is the notebook of chapter \S+ \((\w+)\)", reason)
+    return f"a stray upload? grade it with --chapter {m.group(1)}" if m else ""
+
+
+LATE_TEXT = {None: "", True: "yes", False: "no"}  # grades.csv's late column (empty: the LMS's name does not say)
+
+
 def late_text(late: bool | None) -> str:
     """The ``late`` column of grades.csv: yes, no, or empty when the LMS's name does not say (Moodle, plain files)."""
-    return "" if late is None else ("yes" if late else "no")
+    return LATE_TEXT[late]
 
 
 # ------------------------------------------------------------------------------------------------ grade files

@@ -9,12 +9,11 @@ import dataclasses
 import json
 import logging
 import pathlib
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..releases import points_text
 from . import lms
-from .collect import other_chapter_hint
+from .submission import read_result
 
 if TYPE_CHECKING:
     from .submission import Result, Submission
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CSV_NAME = "grades.csv"
-_LMS_NAMES = {lms.CANVAS: "Canvas", lms.MOODLE: "Moodle"}
 
 
 @dataclasses.dataclass
@@ -43,6 +41,10 @@ class Row:
     graded_at: float = 0.0  # when the result was recorded (seconds since the epoch)
     uploaded_at: float = 0.0  # the file's time in the download (a zip entry's time; lms.newer reads it)
     edition: str = "en"  # the course edition the file was made from ("zh": its LMS feedback comment in Chinese)
+    # the LMS file's choice, made at collection (lms.choose; submission.Submission's fields of the same names)
+    in_lms_file: bool = True  # the student's row in the LMS file (no LMS id: in no LMS file, kept)
+    lms_note: str = ""  # why the LMS file does not carry it, or ""
+    stray: str = ""  # a file that cannot stand for its student: its reason and what to do, or ""
 
 
 def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], graded_at: float) -> Row:
@@ -70,6 +72,9 @@ def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], g
         graded_at=graded_at,
         uploaded_at=sub.uploaded_at,
         edition=sub.edition,
+        in_lms_file=sub.in_lms_file,
+        lms_note=sub.lms_note,
+        stray=sub.stray,
     )
 
 
@@ -89,9 +94,28 @@ def names_no_student(row: Row, rows: Sequence[Row]) -> bool:
 def claim_note(who: lms.SubmissionName) -> str:
     """The flag of a file whose own name carries a second LMS marker (``who.claims``)."""
     return (
-        f"the file's own name carries another {_LMS_NAMES[who.lms]} id ({who.claims}): it counts for {who.lms_id} "
+        f"the file's own name carries another {lms.NAMES[who.lms]} id ({who.claims}): it counts for {who.lms_id} "
         "(the download's own marker) only, never for anyone else"
     )
+
+
+def report(
+    subs: Sequence[Submission],
+    out: pathlib.Path,
+    chapter: str,
+    points: dict[str, int],
+    *,
+    checks: int | None = None,
+    assignment: str,
+    ignored: Sequence[str] = (),
+    moodle_language: str = "en",
+) -> list[Row]:
+    """The report step: every record's row (its result file, the identity and LMS choice collection made) and the
+    reports of :func:`write_reports`. Returns the rows."""
+    rows = [row(s, read_result(s.result_file), chapter, points, graded_at=s.result_file.stat().st_mtime) for s in subs]
+    write_reports(rows, out, points, assignment=assignment, checks=checks, ignored=ignored,
+                  moodle_language=moodle_language)  # fmt: skip
+    return rows
 
 
 def write_reports(
@@ -100,58 +124,44 @@ def write_reports(
     points: dict[str, int],
     *,
     assignment: str,
-    prefer: Collection[str] = (),
+    checks: int | None = None,
     ignored: Sequence[str] = (),
     moodle_language: str = "en",
 ) -> None:
     """grades.csv, summary.md/.csv/.png and the LMS files under ``out``, with the rows that need the instructor's
-    attention flagged (``prefer``: the files the instructor chose, ``lms.one_per_student``; ``ignored``: what the
-    download held that is no submission, listed in the summary; ``moodle_language``: the Moodle site's interface
-    language, ``lms.MOODLE_LANGUAGES``). The feedback pages are the feedback step's."""
+    attention flagged. Which row the LMS file carries for each student is the choice collection made (``lms.choose``:
+    each row's ``in_lms_file``, ``lms_note``, ``stray``), read here, never made again. ``checks``: how many checks the
+    chapter's exercises have (the summary's verdict line); ``ignored``: what the download held that is no
+    submission, listed in the summary; ``moodle_language``: the Moodle site's interface language,
+    ``lms.MOODLE_LANGUAGES``. The feedback pages are the feedback step's."""
     names = list(points)
-    choice = lms.one_per_student(rows, prefer)
     attention = []
 
     def flag(row: Row, note: str) -> None:
         if note not in row.warnings:
             row.warnings.append(note)
-        attention.append(f"{row.submission} ({points_text(row.score)}): {note}")
+        # the points as releases.points_text says them in English (the instructor's summary: English only)
+        attention.append(f"{row.submission} ({row.score:g} point{'' if row.score == 1 else 's'}): {note}")
         logger.warning(f"  needs attention: {row.submission}: {note}")
 
-    for row, best in choice.superseded:
-        if best is None:
-            flag(row, "not in the LMS file: an earlier upload than this student's files listed as undecided")
-            continue
-        if lms.preferred(best, prefer):
-            why = "chosen with --prefer"
-        elif lms.fits(best) and not lms.fits(row):
-            why = "a notebook of the assignment; this file is not"
-        else:
-            why = f"the latest upload by {_LMS_NAMES[row.lms]}'s rule: {lms.RULES[row.lms]}"
-        flag(row, f"not in the LMS file: {best.submission} is this student's row there ({why})")
-    for top in choice.undecided:
-        files = ", ".join(r.submission for r in top)
-        for row in top:
-            flag(
-                row,
-                f"not in the LMS file yet: the download cannot tell which of {files} is this student's latest "
-                f"submission ({lms.RULES[row.lms]}); choose one: grade again with --prefer FILE",
-            )
+    for row in rows:
+        if row.lms_note:
+            flag(row, row.lms_note)
     for row in rows:
         if names_no_student(row, rows):
             flag(row, NO_STUDENT)
-        elif not lms.fits(row) and not any(a.startswith(f"{row.submission} (") for a in attention):
-            hint = other_chapter_hint(row.reason)
-            attention.append(f"{row.submission}: {row.reason}" + (f" ({hint})" if hint else ""))
-            logger.warning(f"  needs attention: {row.submission}: {row.reason}" + (f" ({hint})" if hint else ""))
+        elif row.stray and not any(a.startswith(f"{row.submission} (") for a in attention):
+            attention.append(f"{row.submission}: {row.stray}")
+            logger.warning(f"  needs attention: {row.submission}: {row.stray}")
         claim = [w for w in row.warnings if w.startswith("the file's own name carries another")]
         if claim:
             attention.append(f"{row.submission}: {claim[0]}")
             logger.warning(f"  needs attention: {row.submission}: {claim[0]}")
     write_csv(rows, out / CSV_NAME, names)
-    students = [r for r in choice.kept if not names_no_student(r, rows)]  # the statistics: one row per student
-    write_summary(students, out, names, points, attention=attention, files=len(rows), ignored=ignored)
-    lms.write_exports(choice.kept, out, points, assignment=assignment, moodle_language=moodle_language)
+    kept = [r for r in rows if r.in_lms_file]  # one row per student, and every row without an LMS id
+    students = [r for r in kept if not names_no_student(r, rows)]  # the statistics: one row per student
+    write_summary(students, out, names, points, attention=attention, files=len(rows), ignored=ignored, checks=checks)
+    lms.write_exports(kept, out, points, assignment=assignment, moodle_language=moodle_language)
 
 
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
@@ -180,7 +190,7 @@ def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) ->
                     r.student_id,
                     r.lms,
                     r.lms_id,
-                    lms.late_text(r.late),
+                    lms.LATE_TEXT[r.late],
                     r.chapter,
                     *(f"{r.scores[n]:g}" for n in exercise_names),
                     f"{r.score:g}",
@@ -206,17 +216,10 @@ def _jail_line(out: pathlib.Path) -> str:
     )
 
 
-def _verdict_line(chapter: str) -> str:
-    """How this chapter's checks are judged (grading/judge.py): all of them outside the kernel."""
-    import importlib
-
-    try:
-        ex = importlib.import_module(f"autograder.{chapter}").EXERCISES
-    except Exception:
-        return ""
-    names = [fn.__name__ for e in ex for fn in e.visible + e.hidden]
+def _verdict_line(checks: int) -> str:
+    """How the chapter's ``checks`` are judged (grading/judge.py): all of them outside the kernel."""
     return (
-        f"Verdicts: all {len(names)} checks judged in the grading worker, outside the student's kernel, from what "
+        f"Verdicts: all {checks} checks judged in the grading worker, outside the student's kernel, from what "
         "the answer returned there."
     )
 
@@ -230,10 +233,12 @@ def write_summary(
     attention: Sequence[str] = (),
     files: int | None = None,
     ignored: Sequence[str] = (),
+    checks: int | None = None,
 ) -> None:
     """summary.csv / summary.md (per exercise: how many scored full, partial, zero; mean) and summary.png, over
     ``rows``: the row each student gets (``lms.one_per_student``'s kept rows), of ``files`` graded files (the
-    others are listed in ``attention``); ``ignored``: what the download held that is no submission."""
+    others are listed in ``attention``); ``ignored``: what the download held that is no submission; ``checks``:
+    how many checks the chapter's exercises have (the verdict line)."""
     table = []
     for n in names + ["total"]:
         vals = [r.score if n == "total" else r.scores[n] for r in rows]
@@ -272,8 +277,8 @@ def write_summary(
     if ignored:
         md += ["", "## Ignored (not submissions)", ""] + [f"* {i}" for i in ignored]
     md += ["", _jail_line(out)]
-    if rows:
-        md.append(_verdict_line(rows[0].chapter))
+    if rows and checks is not None:
+        md.append(_verdict_line(checks))
     (out / "summary.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     import matplotlib
 

@@ -1,10 +1,10 @@
 """One uploaded file's record, from collection to its row in grades.csv; and its result file.
 
 Every step of the line (``batch.py``) reads and returns into one :class:`Submission`: collection fills in who it is
-(the LMS identity, read once), its label, its gradebook id and its hash; canonicalisation its canonical text and
-warnings, or a zero; the run its :class:`Result`, the scoring reasons and the graded notebook. The result file
-``out/results/<submission>.json`` is that record's outcome (:func:`write_result`, written last, so that a rerun skips
-only what is done), and its grades.csv row is ``report.row``.
+(the LMS identity, read once), its label, its gradebook id, its hash and whether the LMS file carries it (the report
+reads that choice); canonicalisation its canonical text and warnings, or a zero; the run its :class:`Result`, the
+scoring reasons and the graded notebook. The result file ``out/results/<submission>.json`` is that record's outcome
+(:func:`write_result`, written last, so that a rerun skips only what is done), and its grades.csv row is ``report.row``.
 """
 
 from __future__ import annotations
@@ -86,8 +86,13 @@ class Submission:
     who: lms.SubmissionName  # whose it is, from the LMS's download name (read once, at collection)
     uploaded_at: float  # the file's time in the download (a zip entry's time; lms.newer reads it)
     result_file: pathlib.Path  # out/results/<label>.json
+    kind: str = ""  # what the file is (canonical.file_kind: "notebook", "PDF" …; "unreadable file"), read once
     zero: str = ""  # why it gets a zero whatever its run would give (not a notebook, another chapter's), or ""
     superseded_by: str = ""  # the file the LMS file carries for this student instead of this one (its page says so)
+    # the LMS file's choice, made at collection (lms.choose): the report reads it, never chooses again
+    in_lms_file: bool = True  # the student's row in the LMS file (a file without an LMS id: in no LMS file, kept)
+    lms_note: str = ""  # why the LMS file does not carry it (grades.csv and the summary say so), or ""
+    stray: str = ""  # a file that cannot stand for its student (lms.fits): its reason and what to do, or ""
     # canonicalise
     warnings: list[str] = dataclasses.field(default_factory=list)  # from canonicalising the file
     unreadable: bool = False  # the file itself could not be read as a notebook (the feedback says: download again)
