@@ -227,6 +227,16 @@ TEXT: dict[str, tuple[str, str]] = {
         "hides tracebacks or replaces the exception hook (error messages may be missing from the feedback)",
         "隐藏了回溯信息或替换了异常钩子（反馈中可能缺少错误信息）",
     ),
+    "flag: measurement": (
+        "switches off or reads PyTorch's dispatch modes or saved-tensor hooks, with which the checks measure how an "
+        "answer computes",
+        "关闭或读取了 PyTorch 的分派模式或保存张量钩子，而检查正是用它们来测量答案的计算方式",
+    ),
+    "flag: triton internals": (
+        "reaches into Triton's runtime or interpreter, or the source code it reads, with which the checks watch a "
+        "kernel",
+        "触及了 Triton 的运行时或解释器，或它读取的源代码，而检查正是用它们来观察核函数",
+    ),
     # ---------------------------------------------------------------- repairs of a submitted file (canonical.py)
     "old nbformat 3": ("old nbformat 3 file: converted", "旧的 nbformat 3 文件：已转换"),
     "old nbformat 4": ("old nbformat 4.{minor} file: cell ids added", "旧的 nbformat 4.{minor} 文件：已添加单元格 id"),

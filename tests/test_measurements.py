@@ -283,3 +283,21 @@ def _no_loads_seen(verdict):
 def test_math_constants_stay_allowed_in_a_kernel(ch11):
     checks, _ = ch11
     assert isinstance(math.pi, float) and checks._name_problem("k", "math", math, set()) == ""
+
+
+@pytest.mark.parametrize("name", sorted(__import__("tests.variants", fromlist=["MEASURED_VARIANTS"]).MEASURED_VARIANTS))
+def test_switching_a_measurement_off_is_flagged_for_review(name):
+    """What the checks measure in the student's process is enforced where it can be and flagged where it cannot: each
+    variant that switches a measurement off (dispatch modes, Triton's kernel classes) is flagged for the TA and the
+    student, on top of failing the check."""
+    import nbformat
+
+    from autograder import releases
+    from autograder.grading import worker
+    from autograder.wording import say
+    from tests import variants
+
+    chapter = variants.MEASURED_VARIANTS[name]
+    nb = nbformat.reads(variants.variants(chapter, releases.release_notebook(chapter))[name].text, as_version=4)
+    flags = worker.suspicious(nb, chapter)
+    assert {say("flag: measurement"), say("flag: triton internals")} & set(flags), flags

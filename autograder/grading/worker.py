@@ -392,6 +392,15 @@ _SUSPICIOUS = [
         r"%xmode|\bxmode\b|_render_traceback_",
         say("flag: tracebacks"),
     ),
+    (
+        r"_python_dispatch|_disable_current_modes|_pop_mode|_get_current_dispatch_mode|_ExcludeDispatchKeyGuard|"
+        r"_DisableTorchDispatch|_len_torch_dispatch_stack|TorchDispatchMode|saved_tensors_hooks",
+        say("flag: measurement"),
+    ),
+    (
+        r"\btriton\.runtime\b|interpreter_builder|InterpretedFunction|JITFunction|\btriton\.[\w.]*\s*=[^=]|linecache",
+        say("flag: triton internals"),
+    ),
 ]
 
 
