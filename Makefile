@@ -56,8 +56,8 @@ lint: $(STAMP)
 # chapter's Gradescope requirements resolved by pip with the Python setup.sh picks on Ubuntu 22.04, python3.11, to the
 # tested nbgrader (under a minute; skipped without Python 3.10 and 3.11 or PyPI), chapters 8's
 # and 6's answers that change the question, chapter 6's blocks that echo what the check's oracle would need, chapter 9's
-catalogue recorded with the kernel's form of the checks (the grader's knowledge as the answer is graded in the
-variants of chapters 8 and 9), the fresh _posixsubprocess without the jail, chapter 3's device bugs and idioms of
+# catalogue recorded with the kernel's form of the checks (the grader's knowledge as the answer is graded in the
+# variants of chapters 8 and 9), the fresh _posixsubprocess without the jail, chapter 3's device bugs and idioms of
 # the catalogue graded as the notebook decides them, and the kernels' memory limits (a fill of /tmp and home, a limit
 # too small). The other per-chapter kernel tests (variants, plain nbgrader, rewrites through
 # the grader and Gradescope's samples of the other chapters, nbval), the scaffold and the training-script tests run

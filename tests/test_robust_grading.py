@@ -66,7 +66,8 @@ def kernel_tier(chapter: str, all_variants: dict) -> list[str]:
     others = [c for c in CHAPTERS if c != FULL_SET]
     start = others.index(chapter) * ROTATION
     chosen = {rotating[(start + i) % len(rotating)] for i in range(ROTATION)}
-    always = {"imports_reference", *EVERY_CHAPTER, *OWN_CHAPTER}
+    # the strongest late verdict (signed again with the recorder's key) too, on every chapter that has it (CI: ch08)
+    always = {"imports_reference", *EVERY_CHAPTER, *OWN_CHAPTER, LATE_VERDICTS[-1]}
     return [n for n, v in all_variants.items() if v.kind != "hostile" or n in always or n in chosen]
 
 
