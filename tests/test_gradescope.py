@@ -539,15 +539,6 @@ def test_simulated_gradescope_run(chapter, tmp_path):
         english = [w for w in _english_outside_code(f"<html><body>{page}</body></html>") if w not in code]
         assert len([w for w in english if not w.endswith("Error")]) <= 10, english
 
-        # the grader's knowledge as the answer (issue 46): answers that return the course's versions of the
-        # exercises from EXERCISES earn nothing in Gradescope's container either
-        from tests import variants
-
-        hostile = variants.variants(chapter, nbformat.read(notebooks.RELEASE_DIR / f"{chapter}.ipynb", as_version=4))
-        path = tmp_path / f"babbagecharles_{chapter}.ipynb"
-        path.write_text(hostile["answers_with_the_course_versions"].text)
-        knowledge, stdout = box.run([path])
-        assert knowledge["score"] == 0 and knowledge["extra_data"]["course_grader"]["isolation"] == "jailed", stdout
     finally:
         box.close()
 
@@ -557,7 +548,7 @@ def test_gradescope_gives_a_late_verdict_an_integrity_zero(tmp_path):
     """Issue 46 on Gradescope (the zip installed by setup.sh, every package linked from the development virtualenv,
     as CI's tier): the notebook that silences its first exercise's test cell, keeps the course's version swapped in
     while a later exercise is checked and sends the first verdict itself afterwards gets zero, status integrity,
-    and every exercise's test says why."""
+    and every exercise's test says why; answers that return the course's versions from EXERCISES get zero."""
     from autograder import releases
 
     chapter = CHAPTER
@@ -575,6 +566,14 @@ def test_gradescope_gives_a_late_verdict_an_integrity_zero(tmp_path):
         check_contract(payload, result, chapter)
         assert payload["score"] == 0 and result.status == "integrity", stdout[-3000:]
         assert var.reason in result.reason and payload["extra_data"]["course_grader"]["isolation"] == "jailed"
+
+        # the grader's knowledge as the answer: answers that return the course's versions of the exercises from
+        # EXERCISES earn nothing in Gradescope's container either (the kernel imports the checks' kernel form)
+        var = variants.variants(chapter, releases.release_notebook(chapter))["answers_with_the_course_versions"]
+        path = tmp_path / f"babbagecharles_{chapter}.ipynb"
+        path.write_text(var.text)
+        knowledge, stdout = box.run([path])
+        assert knowledge["score"] == 0 and knowledge["extra_data"]["course_grader"]["isolation"] == "jailed", stdout
     finally:
         box.close()
 
