@@ -237,3 +237,35 @@ def test_the_kernel_reads_no_verdict_and_every_mode_keeps_the_rule_about_earlier
     passed, failures, details = exercises.replay("f", channel.decode_traces(guard.encode_traces(traces)), deps)
     assert passed is (printed is not None) and bool(failures) is not passed
     assert [d.splitlines()[0] for d in details] == ([] if printed == _NOTE else ["✘ f is g plus one"])  # first run's
+
+
+def test_the_recorders_own_reason_comes_first_in_the_workers_failures():
+    """A time-out in the kernel (a reason of the recorder's own, not a reading of the checks) is kept in the record
+    and heads the worker's failures, before what the worker read of the record it cut short."""
+    import time
+
+    from autograder.checks.limits import timeout_message
+
+    def endless(x):
+        while True:
+            time.sleep(0.01)
+
+    exercises = _calling_an_earlier_exercise()
+    exercises.record("g", lambda x: 2 * x)  # torch's lazy imports done before a time limit can cut one short
+    traces, reasons, deps = exercises.record("g", endless, seconds=0.5)
+    assert reasons == [timeout_message("g", 0.5)] and deps is False and traces == [[[]]]
+    passed, failures, _ = exercises.replay("g", traces, deps)
+    assert not passed and failures[0].startswith("g: a check's record could not be judged")
+
+    checks = importlib.import_module("autograder.ch08_kv_cache")
+    solutions = importlib.import_module("solutions.ch08_kv_cache")
+    fns = checks.EXERCISES["repeat_kv"].visible + checks.EXERCISES["repeat_kv"].hidden
+    cut = [[_quiet(record, fn, solutions.repeat_kv)[2] for fn in fns[:1]]]
+    rec = {"type": "verdict", "exercise": "repeat_kv", "reasons": ["repeat_kv timed out after 9 s"], "deps": False}
+    judged = judge.judge("ch08_kv_cache", [dict(rec, traces=guard.encode_traces(cut))])[0]
+    assert not judged["passed"] and judged["failures"] == [
+        "repeat_kv timed out after 9 s",
+        "repeat_kv: not every check ran",
+    ]
+    unread = judge.judge("ch08_kv_cache", [dict(rec, reasons=["repeat_kv is not defined in the notebook"])])[0]
+    assert not unread["passed"] and unread["failures"] == ["repeat_kv is not defined in the notebook"]

@@ -278,30 +278,30 @@ def _arm(chapter: str) -> None:
         while True:
             name = yield result
             gc_collect()
-            failures: list = []  # the kernel's own reading, shown in the test cell (the worker's is the verdict)
+            reasons: list = []  # the recorder's own (not defined, a time-out ...), never a reading of the checks
             extra_threads = thread_count() - threads_at_arm
             obj = user_ns.get(name, missing)
             fns = checks.get(name, ())
             traces: list = []  # per run, per check: the calls into the student's code, for the worker to judge
             deps = False
             if not fns:
-                failures.append(f"{name} is not an exercise of this chapter")
+                reasons.append(f"{name} is not an exercise of this chapter")
             elif obj is missing:
-                failures.append(f"{name} is not defined in the notebook")
+                reasons.append(f"{name} is not defined in the notebook")
             elif isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", "__main__") != "__main__":
-                failures.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
+                reasons.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
             else:
                 active[0] = True
                 try:
-                    traces, failures, deps = record_exercise(name, obj, exercise_seconds, references)
+                    traces, reasons, deps = record_exercise(name, obj, exercise_seconds, references)
                 except BaseException as err:  # the recorder goes on to the next exercise whatever happened here
-                    traces, failures = [], [f"{name}: the checks could not be recorded ({type(err).__name__})"]
+                    traces, reasons = [], [f"{name}: the checks could not be recorded ({type(err).__name__})"]
                 finally:
                     active[0] = False
             entry = {
                 "type": "verdict",
                 "exercise": name,
-                "failures": failures[:3],
+                "reasons": reasons[:3],
                 "threads": extra_threads,
                 "seq": seq[0],
                 "deps": deps,
@@ -318,7 +318,7 @@ def _arm(chapter: str) -> None:
                 s.sendall(line)
             finally:
                 s.close()
-            result = failures
+            result = reasons  # the test cell shows them; the worker judges the checks
 
     gen = engine()
     next(gen)
