@@ -143,10 +143,8 @@ class Exercises:
         ex = self._by_name[name]
         checks = ex.hidden if hidden else ex.visible
         kind = "hidden" if hidden else "visible"
-        deps, swaps = self._passes(name, obj)
-        runs = self._checked(
-            name, checks, _Live(exercise_time_limit(), verbose), [(s, [obj] * len(checks)) for s in swaps]
-        )
+        deps, passes = self._passes(name, obj, checks)
+        runs = self._checked(name, checks, _Live(exercise_time_limit(), verbose), passes)
         own = ", ".join(deps)
         if not _passed(runs, bool(deps)):
             note = "\n" + say("checked with the course's version", name=name, own=own) if deps else ""
@@ -180,9 +178,9 @@ class Exercises:
         ``references``: the course's versions of the earlier exercises, which the grading kernel's form of the checks
         does not hold (``grading/questions.py``): the recorder's own, built from what the worker gave it."""
         fns = self._all_checks(name)
-        deps, swaps = self._passes(name, obj, references)
+        deps, passes = self._passes(name, obj, fns, references)
         mode = _Record(seconds)
-        runs = self._checked(name, fns, mode, [(s, [obj] * len(fns)) for s in swaps])
+        runs = self._checked(name, fns, mode, passes)
         return mode.traces, [reason for run in runs for reason in run], bool(deps)
 
     def replay(self, name: str, traces: list, deps: bool) -> tuple[bool, list[str], list[str]]:
@@ -204,16 +202,17 @@ class Exercises:
     # ------------------------------------------------------------------ the rule about earlier exercises
 
     def _passes(
-        self, name: str, obj: Any, references: dict[str, Callable] | None = None
-    ) -> tuple[dict[str, dict[str, Any]], list[dict]]:
-        """How exercise ``name``'s checks run on ``obj`` (live and record mode): ``(deps, swaps)``, where ``deps``
-        are the earlier exercises it calls (:func:`dependencies`) and each pass is what :func:`_swapped` puts in
-        place while it runs — with ``deps``, first the course's versions of them (``references``, else the
-        registered ones), then the student's own; else one pass. :func:`_passed` reads the passes."""
+        self, name: str, obj: Any, fns: list[Callable], references: dict[str, Callable] | None = None
+    ) -> tuple[dict[str, dict[str, Any]], list[tuple[dict, list]]]:
+        """How exercise ``name``'s checks ``fns`` run on ``obj`` (live and record mode): ``(deps, passes)``, where
+        ``deps`` are the earlier exercises it calls (:func:`dependencies`) and each pass is what :func:`_swapped`
+        puts in place while it runs — with ``deps``, first the course's versions of them (``references``, else the
+        registered ones), then the student's own; else one pass — and what each check runs on (``obj``).
+        :func:`_passed` reads the passes."""
         references = self._references if references is None else references
         deps = dependencies(references, name, obj, list(self._by_name))
         swap = {dep: (g, references[dep]) for dep, g in deps.items()}
-        return deps, ([swap, {}] if deps else [{}])
+        return deps, [(s, [obj] * len(fns)) for s in ([swap, {}] if deps else [{}])]
 
     # ------------------------------------------------------------------ the one loop over an exercise's checks
 
