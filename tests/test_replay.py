@@ -177,3 +177,95 @@ def test_a_check_failure_raised_inside_the_answer_is_recorded_as_the_checks_mess
     with pytest.raises(CheckFailed):
         check(raises)
     assert core._RECORDER["trace"] is None and core._RECORDER["replay"] is None
+
+
+def _calling_an_earlier_exercise():
+    """A chapter of two exercises: ``g`` (doubles), then ``f`` (``g`` plus one), which calls ``g``; the course's
+    ``g`` registered."""
+    exercises = core.Exercises("chXX_test")
+
+    @exercises.check("g", points=1)
+    def g_doubles(fn):
+        """g doubles"""
+        expect_close("g(x)", call("g(x)", fn, torch.ones(2)), torch.full((2,), 2.0))
+
+    @exercises.check("f", points=1)
+    def f_adds_one(fn):
+        """f is g plus one"""
+        expect_close("f(x)", call("f(x)", fn, torch.ones(2)), torch.full((2,), 3.0))
+
+    @exercises.reference("g")
+    def course_g(x):
+        return 2 * x
+
+    return exercises
+
+
+_NOTE = (
+    "✔ f is g plus one\nNote: f is right, but with your own g its results change (1 of 1 visible checks fail): the "
+    "mistake is in your g, whose own checks say what it is. f keeps its points.\nThe visible check passed for f.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "source, printed",
+    [
+        ("def g(x):\n    return 3 * x\ndef f(x):\n    return g(x) + 1", _NOTE),  # g's mistake costs g's points only
+        ("def g(x, s):\n    return s * x\ndef f(x):\n    return g(x, 2) + 1", "The visible check passed for f.\n"),
+        ("def g(x):\n    return 2 * x\ndef f(x):\n    return g(x) + 2", None),  # fails with either g
+    ],
+)
+def test_the_kernel_reads_no_verdict_and_every_mode_keeps_the_rule_about_earlier_exercises(source, printed):
+    """The notebook (live mode) and the worker (replay of the kernel's record) give the same verdict, by the one rule
+    (the course's version of the earlier exercise first, then the student's own); the kernel's record carries no
+    reading of the checks, only its own reasons (none here, even for a wrong answer)."""
+    exercises, ns = _calling_an_earlier_exercise(), {}
+    exec(source, ns)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        if printed is None:
+            with pytest.raises(CheckFailed) as err:
+                exercises.run("f", ns["f"])
+            assert str(err.value).startswith("1 of 1 visible checks failed for f:\n✘ f is g plus one\n    f(x) differs")
+            assert str(err.value).endswith("(f was checked with the course's version of g in place of yours, so that a "
+                                           "mistake there is not charged twice.)")  # fmt: skip
+        else:
+            exercises.run("f", ns["f"])
+    assert out.getvalue() == (printed or "")
+    traces, reasons, deps = exercises.record("f", ns["f"])
+    assert reasons == [] and deps is True and len(traces) == 2
+    passed, failures, details = exercises.replay("f", channel.decode_traces(guard.encode_traces(traces)), deps)
+    assert passed is (printed is not None) and bool(failures) is not passed
+    assert [d.splitlines()[0] for d in details] == ([] if printed == _NOTE else ["✘ f is g plus one"])  # first run's
+
+
+def test_the_recorders_own_reason_comes_first_in_the_workers_failures():
+    """A time-out in the kernel (a reason of the recorder's own, not a reading of the checks) is kept in the record
+    and heads the worker's failures, before what the worker read of the record it cut short."""
+    import time
+
+    from autograder.checks.limits import timeout_message
+
+    def endless(x):
+        while True:
+            time.sleep(0.01)
+
+    exercises = _calling_an_earlier_exercise()
+    exercises.record("g", lambda x: 2 * x)  # torch's lazy imports done before a time limit can cut one short
+    traces, reasons, deps = exercises.record("g", endless, seconds=0.5)
+    assert reasons == [timeout_message("g", 0.5)] and deps is False and traces == [[[]]]
+    passed, failures, _ = exercises.replay("g", traces, deps)
+    assert not passed and failures[0].startswith("g: a check's record could not be judged")
+
+    checks = importlib.import_module("autograder.ch08_kv_cache")
+    solutions = importlib.import_module("solutions.ch08_kv_cache")
+    fns = checks.EXERCISES["repeat_kv"].visible + checks.EXERCISES["repeat_kv"].hidden
+    cut = [[_quiet(record, fn, solutions.repeat_kv)[2] for fn in fns[:1]]]
+    rec = {"type": "verdict", "exercise": "repeat_kv", "reasons": ["repeat_kv timed out after 9 s"], "deps": False}
+    judged = judge.judge("ch08_kv_cache", [dict(rec, traces=guard.encode_traces(cut))])[0]
+    assert not judged["passed"] and judged["failures"] == [
+        "repeat_kv timed out after 9 s",
+        "repeat_kv: not every check ran",
+    ]
+    unread = judge.judge("ch08_kv_cache", [dict(rec, reasons=["repeat_kv is not defined in the notebook"])])[0]
+    assert not unread["passed"] and unread["failures"] == ["repeat_kv is not defined in the notebook"]

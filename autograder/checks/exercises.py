@@ -1,9 +1,9 @@
-"""The one runner of a chapter's checks: the registry of exercises (:class:`Exercises`) and how an exercise is run.
-
-``EXERCISES.run`` runs an exercise's visible (or hidden) checks in the student's notebook; the grading kernel's
-recorder (``grading/guard.py``) runs the same functions with :func:`~autograder.checks.trace.record`, and the
-worker replays them (``grading/judge.py``). An exercise that calls an earlier one is checked with the course's
-version of it first (:func:`dependencies`), so that one mistake costs its own exercise's points only.
+"""The one runner of a chapter's checks: the registry of exercises (:class:`Exercises`) and the one loop over an
+exercise's checks (:meth:`Exercises._checked`), in three modes (:class:`_Mode`): live (``EXERCISES.run``, in the
+student's notebook), record (the grading kernel's recorder, ``grading/guard.py``: the calls into the answer kept,
+nothing judged) and replay (the grading worker's verdict on that record, ``grading/judge.py``). An exercise that calls
+an earlier one is checked with the course's version of it first, then with the student's own (:func:`_passed`, the
+rule in every mode), so that one mistake costs its own exercise's points only.
 """
 
 from __future__ import annotations
@@ -143,27 +143,14 @@ class Exercises:
         ex = self._by_name[name]
         checks = ex.hidden if hidden else ex.visible
         kind = "hidden" if hidden else "visible"
-        deps, passes = self._passes(name, obj)
-        limit = exercise_time_limit()
-        failures: list[str] = []
-        own_failures: list[str] = []
-        sink, completed = failures, False
-        try:
-            with time_limit(limit) as expired:
-                for n, swap in enumerate(passes):
-                    sink = own_failures if n else failures
-                    with _swapped(swap):
-                        self._run_checks(checks, obj, sink, verbose and not n, expired, limit)
-                completed = True
-        except ExerciseTimeout:
-            sink.append(f"✘ {timeout_message(name, limit or 0)}")
+        deps, passes = self._passes(name, obj, checks)
+        runs = self._checked(name, checks, _Live(exercise_time_limit(), verbose), passes)
         own = ", ".join(deps)
-        if failures and deps and completed and not own_failures:
-            failures = []  # the student's own versions fit this answer (e.g. an extra argument): full marks
-        if failures:
+        if not _passed(runs, bool(deps)):
             note = "\n" + say("checked with the course's version", name=name, own=own) if deps else ""
-            head = say(f"{kind} failed", k=len(failures), n=len(checks), name=name)
-            raise CheckFailed(head + "\n" + "\n".join(failures) + note)
+            head = say(f"{kind} failed", k=len(runs[0]), n=len(checks), name=name)
+            raise CheckFailed(head + "\n" + "\n".join(runs[0]) + note)
+        own_failures = runs[1] if not runs[0] and len(runs) == 2 else []
         if own_failures:
             print(
                 f"Note: {name} is right, but with your own {own} its results change ({len(own_failures)} of "
@@ -177,125 +164,193 @@ class Exercises:
                 else f"The {kind} check passed for {name}."
             )
 
-    def _passes(
-        self, name: str, obj: Any, references: dict[str, Callable] | None = None
-    ) -> tuple[dict[str, dict[str, Any]], list[dict]]:
-        """How exercise ``name``'s checks run on ``obj`` (in every mode): ``(deps, passes)``, where ``deps`` are the
-        earlier exercises it calls (:func:`dependencies`) and each pass is what :func:`_swapped` puts in place while
-        it runs — with ``deps``, first the course's versions of them (``references``, else the registered ones),
-        then the student's own; else one pass."""
-        references = self._references if references is None else references
-        deps = dependencies(references, name, obj, list(self._by_name))
-        swap = {dep: (g, references[dep]) for dep, g in deps.items()}
-        return deps, ([swap, {}] if deps else [{}])
-
-    @staticmethod
-    def _run_checks(checks, obj, failures: list[str], verbose: bool, expired: list[bool], limit) -> None:
-        """Run ``checks`` on ``obj``, appending a failure line per failed check (so a time-out keeps them)."""
-        for fn in checks:
-            label = _label(fn)
-            try:
-                with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
-                    warnings.simplefilter("ignore")
-                    fn(obj)
-            except CheckFailed as err:
-                failures.append(f"✘ {label}\n{textwrap.indent(str(err), '    ')}")
-            except Exception as err:
-                failures.append(f"✘ {label}\n    {crash_message(err)}")
-            else:
-                if verbose:
-                    print(f"✔ {label}")
-            if expired[0]:  # the answer swallowed the time-out (a bare except): stop all the same
-                raise ExerciseTimeout(limit)
-
-    # ------------------------------------------------------------------ record mode: the grading kernel's recorder
-
     def record(
         self, name: str, obj: Any, seconds: float | None = None, references: dict[str, Callable] | None = None
     ) -> tuple[list[list[list]], list[str], bool]:
-        """Record mode: every check of exercise ``name`` (visible, then hidden) run on ``obj`` with its calls into
-        ``obj`` recorded (:func:`~autograder.checks.trace.recording`), for the grading worker to judge.
+        """Record mode, the grading kernel's recorder: every check of exercise ``name`` (visible, then hidden) run on
+        ``obj`` with its calls into ``obj`` recorded (:func:`~autograder.checks.trace.recording`), for the grading
+        worker to judge. The kernel reads no verdict: what a check made of the answer is the worker's to judge.
 
-        Returns ``(traces, failures, deps)``: ``traces`` one list per run, one trace per check (an exercise that
-        calls an earlier one is run twice: with the course's version of it swapped in, then with the student's own,
-        ``deps`` True), and the kernel's own reading of the first run's failures (first lines; shown in the grading
-        notebook's test cell, never counted). The whole run stops after ``seconds`` (:func:`time_limit`).
+        Returns ``(traces, reasons, deps)``: ``traces`` one list per run, one trace per check (an exercise that calls
+        an earlier one is run twice, ``deps`` True: :meth:`_passes`), and the recorder's own reasons, which are no
+        reading of the checks: the run stopped after ``seconds`` (:func:`time_limit`), or was interrupted.
 
         ``references``: the course's versions of the earlier exercises, which the grading kernel's form of the checks
         does not hold (``grading/questions.py``): the recorder's own, built from what the worker gave it."""
-        ex = self._by_name[name]
-        fns = list(ex.visible) + list(ex.hidden)
-        deps, passes = self._passes(name, obj, references)
-        failures: list[str] = []
-        traces: list[list[list]] = []
-        sink = failures
-        try:
-            with time_limit(seconds) as expired:
-                for n, swap in enumerate(passes):
-                    sink = [] if n else failures  # the kernel's reading of the first pass only
-                    run_traces: list[list] = []
-                    traces.append(run_traces)
-                    with _swapped(swap):
-                        for fn in fns:
-                            trace: list = []
-                            run_traces.append(trace)
-                            try:
-                                with recording(trace):
-                                    fn(obj)
-                            except CheckFailed as err:
-                                sink.append(str(err).splitlines()[0][:200])
-                            except Exception as err:
-                                sink.append(crash_message(err)[:200])
-                            except (ExerciseTimeout, KeyboardInterrupt):
-                                raise  # the time limit (or the cell's): stop, do not call the answer again
-                            except BaseException as err:
-                                sink.append(f"the student's code raised {type(err).__name__}")
-                            if expired[0]:  # the answer swallowed the time-out: stop all the same
-                                raise ExerciseTimeout(seconds)
-        except ExerciseTimeout:
-            sink.append(timeout_message(name, seconds or 0))
-        except KeyboardInterrupt:
-            sink.append(f"{name}: the checks were interrupted (the cell ran past its time limit)")
-        return traces, failures, bool(deps)
-
-    # ------------------------------------------------------------------ replay mode: the grading worker's verdict
+        fns = self._all_checks(name)
+        deps, passes = self._passes(name, obj, fns, references)
+        mode = _Record(seconds)
+        runs = self._checked(name, fns, mode, passes)
+        return mode.traces, [reason for run in runs for reason in run], bool(deps)
 
     def replay(self, name: str, traces: list, deps: bool) -> tuple[bool, list[str], list[str]]:
-        """Replay mode: every check of exercise ``name`` run again on ``traces`` (as :meth:`record` made them, after
-        they travelled as data), in a process where the student's code never runs.
+        """Replay mode, the grading worker's verdict: every check of exercise ``name`` run again on ``traces`` (as
+        :meth:`record` made them, after they travelled as data), in a process where the student's code never runs.
 
-        Returns ``(passed, failures, details)``: the verdict (as in the notebook: the first run passes, or it fails
-        and the run with the student's own versions of earlier exercises passes), the first lines of the failures,
-        and the first run's failed checks as the student reads them ("✘ label" and the message, indented)."""
-        ex = self._by_name[name]
-        fns = list(ex.visible) + list(ex.hidden)
+        Returns ``(passed, failures, details)``: the verdict (:func:`_passed`), the first lines of the first run's
+        failures, and its failed checks as the student reads them ("✘ label" and the message, indented)."""
         if not isinstance(traces, list) or not traces or len(traces) > 2:
             return False, [f"{name}: the grader could not read the record of its checks"], []
-        details: list[str] = []
-        runs = [self._replay_run(name, fns, run, details if r == 0 else None) for r, run in enumerate(traces)]
-        passed = not runs[0] or (deps and len(runs) == 2 and not runs[1])
-        return passed, ([] if passed else (runs[0] or runs[-1])[:3]), details[:6]
+        mode = _Replay(name=name)
+        runs = self._checked(name, self._all_checks(name), mode, [({}, run) for run in traces])
+        passed = _passed(runs, deps)
+        return passed, ([] if passed else runs[0][:3]), mode.details[:6]
+
+    def _all_checks(self, name: str) -> list[Callable]:
+        return list(self._by_name[name].visible) + list(self._by_name[name].hidden)
+
+    # ------------------------------------------------------------------ the rule about earlier exercises
+
+    def _passes(
+        self, name: str, obj: Any, fns: list[Callable], references: dict[str, Callable] | None = None
+    ) -> tuple[dict[str, dict[str, Any]], list[tuple[dict, list]]]:
+        """How exercise ``name``'s checks ``fns`` run on ``obj`` (live and record mode): ``(deps, passes)``, where
+        ``deps`` are the earlier exercises it calls (:func:`dependencies`) and each pass is what :func:`_swapped`
+        puts in place while it runs — with ``deps``, first the course's versions of them (``references``, else the
+        registered ones), then the student's own; else one pass — and what each check runs on (``obj``).
+        :func:`_passed` reads the passes."""
+        references = self._references if references is None else references
+        deps = dependencies(references, name, obj, list(self._by_name))
+        swap = {dep: (g, references[dep]) for dep, g in deps.items()}
+        return deps, [(s, [obj] * len(fns)) for s in ([swap, {}] if deps else [{}])]
+
+    # ------------------------------------------------------------------ the one loop over an exercise's checks
 
     @staticmethod
-    def _replay_run(name: str, fns: list[Callable], run: Any, details: list[str] | None) -> list[str]:
-        if not isinstance(run, list) or len(run) > len(fns):
-            return [f"{name}: the record of its checks does not fit them"]
-        failures: list[str] = []
-        for fn, entries in zip(fns, run):
-            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-                with contextlib.redirect_stderr(io.StringIO()):
-                    warnings.simplefilter("ignore")
-                    outcome, message = replay(fn, entries)
-            if outcome == "failed":
-                failures.append(message.splitlines()[0][:200])
-                if details is not None:
-                    label = _label(fn)
-                    details.append(f"✘ {label}\n" + textwrap.indent(message[:1500], "    "))
-            elif outcome == "unjudged":
-                failures.append(say("record not judged", name=name, why=message[:120]))
-        if len(run) < len(fns):  # the kernel stopped early (a time-out): its own failure says why
-            failures.append(say("not every check ran", name=name))
-        return failures
+    def _checked(name: str, fns: list[Callable], mode: _Mode, passes: list[tuple[dict, Any]]) -> list[list[str]]:
+        """Run ``fns`` once per pass, in ``mode`` (:class:`_Live`, :class:`_Record`, :class:`_Replay`): each pass is
+        what :func:`_swapped` puts in place while it runs and what each check runs on (the answer; in replay mode
+        the check's recorded trace). Returns the failures ``mode`` reads, one list per pass begun (a time-out or an
+        interruption is the failure of the pass it stopped). The whole loop stops after ``mode.seconds``."""
+        runs: list[list[str]] = []
+        try:
+            with time_limit(mode.seconds) as expired:
+                for n, (swap, subjects) in enumerate(passes):
+                    failures: list[str] = []
+                    runs.append(failures)
+                    mode.begin()
+                    if not isinstance(subjects, list) or len(subjects) > len(fns):
+                        failures.append(f"{name}: the record of its checks does not fit them")
+                        continue
+                    with _swapped(swap):
+                        for fn, subject in zip(fns, subjects):
+                            failure = mode.check(fn, subject, n == 0)
+                            if failure is not None:
+                                failures.append(failure)
+                            if expired[0]:  # the answer swallowed the time-out (a bare except): stop all the same
+                                raise ExerciseTimeout(mode.seconds)
+                    if len(subjects) < len(fns):  # the recorder stopped early (a time-out): its reason says why
+                        failures.append(say("not every check ran", name=name))
+        except (ExerciseTimeout, KeyboardInterrupt) as stop:
+            why = mode.stopped(name, stop)
+            if why is None:
+                raise
+            runs[-1:] = [(runs[-1] if runs else []) + [why]]
+        return runs
+
+
+def _passed(runs: list[list[str]], deps: bool) -> bool:
+    """The rule about earlier exercises, in every mode: an exercise that calls earlier ones (``deps``) is run with the
+    course's versions of them first, then with the student's own (:meth:`Exercises._passes`); it passes when the
+    first run passes, or when that one fails and the run with the student's own versions passes (an answer that
+    fits the student's own versions only, e.g. an extra argument, keeps its points). ``runs``: each run's failures,
+    one list per run begun (a run stopped by a time-out holds its failure)."""
+    return not runs[0] or (deps and len(runs) == 2 and not runs[1])
+
+
+@dataclasses.dataclass
+class _Mode:
+    """How :meth:`Exercises._checked` runs one check and what it reads of it: :class:`_Live` (the student's
+    notebook), :class:`_Record` (the grading kernel's recorder), :class:`_Replay` (the grading worker's verdict)."""
+
+    seconds: float | None = None  # the whole loop's time limit
+
+    def begin(self) -> None:
+        """A pass begins."""
+
+    def check(self, fn: Callable, subject: Any, first: bool) -> str | None:
+        """Run check ``fn`` on ``subject`` (``first``: in the first pass); the failure it reads, or None."""
+        raise NotImplementedError
+
+    def stopped(self, name: str, stop: BaseException) -> str | None:
+        """What stopped the loop (the time limit; ``KeyboardInterrupt``) is read as; None: it goes on up."""
+        return timeout_message(name, self.seconds or 0) if isinstance(stop, ExerciseTimeout) else None
+
+
+@dataclasses.dataclass
+class _Live(_Mode):
+    """The student's notebook (``EXERCISES.run``): a failed check read as the student reads it ("✘ label" and the
+    message, indented), a passed one printed in the first pass when ``verbose``."""
+
+    verbose: bool = True
+
+    def check(self, fn: Callable, subject: Any, first: bool) -> str | None:
+        label = _label(fn)
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+                warnings.simplefilter("ignore")
+                fn(subject)
+        except CheckFailed as err:
+            return f"✘ {label}\n{textwrap.indent(str(err), '    ')}"
+        except Exception as err:
+            return f"✘ {label}\n    {crash_message(err)}"
+        if self.verbose and first:
+            print(f"✔ {label}")
+        return None
+
+    def stopped(self, name: str, stop: BaseException) -> str | None:
+        why = super().stopped(name, stop)
+        return None if why is None else f"✘ {why}"
+
+
+@dataclasses.dataclass
+class _Record(_Mode):
+    """The grading kernel's recorder: each check's calls into the answer kept in ``traces`` (per pass, per check),
+    nothing read of how the check ended (the kernel's form of the checks compares nothing); a time-out or an
+    interruption stops the run and is its reason."""
+
+    traces: list[list[list]] = dataclasses.field(default_factory=list)
+
+    def begin(self) -> None:
+        self.traces.append([])
+
+    def check(self, fn: Callable, subject: Any, first: bool) -> str | None:
+        trace: list = []
+        self.traces[-1].append(trace)
+        try:
+            with recording(trace):
+                fn(subject)
+        except (ExerciseTimeout, KeyboardInterrupt):
+            raise  # the time limit (or the cell's): stop, do not call the answer again
+        except BaseException:  # the record holds how the check ended: the worker judges it
+            pass
+        return None
+
+    def stopped(self, name: str, stop: BaseException) -> str | None:
+        if isinstance(stop, KeyboardInterrupt):  # the cell's time limit
+            return f"{name}: the checks were interrupted (the cell ran past its time limit)"
+        return super().stopped(name, stop)
+
+
+@dataclasses.dataclass
+class _Replay(_Mode):
+    """The grading worker's verdict: each check run again on its recorded trace (``trace.replay``), read as its
+    failure's first line (or as a record it could not be judged on); the first pass's failed checks kept in
+    ``details`` as the student reads them."""
+
+    name: str = ""
+    details: list[str] = dataclasses.field(default_factory=list)
+
+    def check(self, fn: Callable, subject: Any, first: bool) -> str | None:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            with contextlib.redirect_stderr(io.StringIO()):
+                warnings.simplefilter("ignore")
+                outcome, message = replay(fn, subject)
+        if outcome == "failed" and first:
+            self.details.append(f"✘ {_label(fn)}\n" + textwrap.indent(message[:1500], "    "))
+        if outcome == "unjudged":
+            return say("record not judged", name=self.name, why=message[:120])
+        return (message.splitlines() or [""])[0][:200] if outcome == "failed" else None
 
 
 def _label(fn: Callable) -> str:

@@ -352,24 +352,24 @@ def _arm(chapter: str) -> None:
         while True:
             name = yield result
             gc_collect()
-            failures: list = []  # the kernel's own reading, shown in the test cell (the worker's is the verdict)
+            reasons: list = []  # the recorder's own (not defined, a time-out ...), never a reading of the checks
             extra_threads = thread_count() - threads_at_arm
             obj = user_ns.get(name, missing)
             fns = checks.get(name, ())
             traces: list = []  # per run, per check: the calls into the student's code, for the worker to judge
             deps = False
             if not fns:
-                failures.append(f"{name} is not an exercise of this chapter")
+                reasons.append(f"{name} is not an exercise of this chapter")
             elif obj is missing:
-                failures.append(f"{name} is not defined in the notebook")
+                reasons.append(f"{name} is not defined in the notebook")
             elif isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", "__main__") != "__main__":
-                failures.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
+                reasons.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
             else:
                 active[0] = True
                 try:
-                    traces, failures, deps = record_exercise(name, obj, exercise_seconds, references)
+                    traces, reasons, deps = record_exercise(name, obj, exercise_seconds, references)
                 except BaseException as err:  # the recorder goes on to the next exercise whatever happened here
-                    traces, failures = [], [f"{name}: the checks could not be recorded ({type(err).__name__})"]
+                    traces, reasons = [], [f"{name}: the checks could not be recorded ({type(err).__name__})"]
                 finally:
                     active[0] = False
             try:  # plain data only (exact types): the signer takes nothing else
@@ -378,13 +378,13 @@ def _arm(chapter: str) -> None:
             except Exception:  # the worker then cannot judge it: the exercise earns nothing
                 traces = None
             try:
-                said = [f if type_(f) is str_t else "?" for f in list(failures)[:3]]
+                said = [f if type_(f) is str_t else "?" for f in list(reasons)[:3]]
             except Exception:
                 said = ["?"]
             entry = {
                 "type": "verdict",
                 "exercise": str_t.__str__(name) if isinstance(name, str_t) else "?",
-                "failures": said,
+                "reasons": said,
                 "threads": extra_threads,
                 "deps": deps is True,
                 "traces": traces,
@@ -409,7 +409,7 @@ def _arm(chapter: str) -> None:
                     s.sendall(line)
                 finally:
                     s.close()
-            result = failures
+            result = reasons  # the test cell shows them; the worker judges the checks
 
     gen = engine()
     next(gen)
@@ -578,13 +578,14 @@ def _arm(chapter: str) -> None:
 
 def verdict(name: str) -> None:
     """Record exercise ``name``'s checks on the notebook's object and send the record (signed) to the worker, which
-    judges it. Raises ``CheckFailed`` with the kernel's reading of the failed checks' first lines when they failed
-    here, so that the test cell shows them; :class:`GradingIntegrityError` when the recorder is not armed."""
+    judges it. The kernel reads no verdict (its form of the checks holds no comparison): raises ``CheckFailed`` only
+    with the recorder's own reasons (not defined in the notebook, a time-out), so that the test cell shows them;
+    :class:`GradingIntegrityError` when the recorder is not armed."""
     entry = _ARMED.get("verdict")
     if entry is None:
         raise GradingIntegrityError("the grading recorder is not armed")
-    failures = entry(name)
-    if failures:
+    reasons = entry(name)
+    if reasons:
         from autograder.core import CheckFailed  # absolute: this module is autograder.grading.guard
 
-        raise CheckFailed(f"{len(failures)} check(s) failed for {name}:\n" + "\n".join(f"✘ {f}" for f in failures))
+        raise CheckFailed(f"{name}:\n" + "\n".join(f"✘ {f}" for f in reasons))

@@ -18,9 +18,10 @@ from .channel import decode_traces
 
 
 def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
-    """The records, each verdict record judged here: ``passed`` is this process's verdict, ``failures`` its first
-    failures (or the kernel's, when the kernel could not run the checks at all), ``details`` the student-readable
-    messages of the first run's failed checks, ``judged`` the number of checks judged."""
+    """The records, each verdict record judged here: ``passed`` is this process's verdict, ``failures`` why it
+    failed — the recorder's own reasons first (``reasons``: not defined in the notebook, a time-out ...; never a
+    reading of the checks, which the kernel does not make), then this process's first failures —, ``details`` the
+    student-readable messages of the first run's failed checks, ``judged`` the number of checks judged."""
     exercises = importlib.import_module(f"autograder.{chapter}").EXERCISES
     names = {ex.name: len(ex.visible) + len(ex.hidden) for ex in exercises}
     out = []
@@ -28,7 +29,9 @@ def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
         if rec.get("type") != "verdict":
             out.append(rec)
             continue
-        rec = dict(rec, passed=False, judged=0, details=[])
+        given = rec.get("reasons")
+        reasons = [str(r) for r in given[:3]] if isinstance(given, list) else []
+        rec = dict(rec, passed=False, judged=0, details=[], failures=reasons)
         name = str(rec.get("exercise"))
         try:
             traces = decode_traces(rec["traces"]) if rec.get("traces") else None
@@ -36,11 +39,12 @@ def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
         except Exception as err:
             traces, why = None, type(err).__name__
         if name not in names or not isinstance(traces, list) or not traces:
-            if not rec.get("failures"):  # the kernel's own reason (not defined, a time-out ...) says it better
+            if not reasons:  # the recorder's own reason (not defined, a time-out ...) says it better
                 rec["failures"] = [f"{name}: the grader could not read the record of its checks ({why})"]
             out.append(rec)
             continue
         passed, failures, details = exercises.replay(name, traces, bool(rec.get("deps")))
+        failures = [] if passed else (reasons + failures)[:3]
         rec.update(passed=passed, failures=failures, details=details, judged=names[name] * len(traces))
         out.append(rec)
     return out

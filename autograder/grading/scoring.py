@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from ..wording import say
+from .reasons import detail_reason
 
 
 @dataclasses.dataclass
@@ -100,8 +101,13 @@ def score(points: dict[str, int], records: list[dict], forged: int, reasons: lis
         kept += [r for r in reasons if r.split(":", 1)[0] == name]
         if name not in said:  # the test cell passed in the kernel (or never ran): the worker's reason
             failed = next((r for r in runs if not r.get("passed")), None)
-            why = say("no verdict record") if failed is None else "; ".join(failed["failures"])
-            kept.append(f"{name}: {why[:200] or say('checks did not pass')}")
+            if failed is None:
+                why = say("no verdict record")
+            elif failed.get("details"):  # the first failed check as the worker judged it: its label and message
+                why = "; ".join([*(failed.get("reasons") or []), detail_reason(failed["details"][0])])
+            else:
+                why = "; ".join(failed["failures"])[:200]
+            kept.append(f"{name}: {why or say('checks did not pass')}")
     violations = []
     if forged:
         violations.append(say("forged", n=forged))
