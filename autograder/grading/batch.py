@@ -40,7 +40,7 @@ from typing import Protocol
 import nbformat
 
 from .. import canonical, notebooks, releases
-from . import collect, execute, feedback, jail, nbgrader_adapter, report
+from . import collect, execute, feedback, jail, nbgrader_adapter, report, runner
 from .submission import Result, Submission, read_result, write_result
 from .worker import Job
 
@@ -267,9 +267,11 @@ def grading_instructor(chapter: str):
 def grading_course(chapter: str, course: pathlib.Path) -> pathlib.Path:
     """The batch's nbgrader course directory, built once per batch: the grading notebook as its source, and
     nbgrader's ``generate_assignment`` run on it (its gradebook records every test cell, hidden tests included, and
-    its points)."""
+    its points). With ``AUTOGRADER_RUNNER=nbclient`` (``runner.py``): the grading notebook alone, no gradebook."""
     if course.exists():
         shutil.rmtree(course)
+    if runner.chosen() == runner.NBCLIENT:  # the workers run the grading notebook themselves, with nbclient
+        return runner.write_grading_course(grading_instructor(chapter), course)
     (course / "source" / chapter).mkdir(parents=True)
     nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
     nbgrader_adapter.generate_assignment(course, chapter)
@@ -341,6 +343,7 @@ def run(
                 # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
                 threads=max(1, execute.usable_cores() // jobs),
                 jail=not no_jail,
+                runner=runner.of_course(course),  # as the course folder was built (grading_course)
             )
 
         def run_one(text: str, group: list[Submission]) -> None:
