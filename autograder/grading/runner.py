@@ -113,6 +113,7 @@ def graded_notebook(canonical: nbformat.NotebookNode, grading: nbformat.Notebook
             del meta["grade_id"]
             continue
         theirs = source.metadata["nbgrader"]
+        meta.pop("checksum", None)  # the release's, not the grading notebook's (nbgrader rewrote it; nothing reads it)
         if cell.cell_type != source.cell_type:  # (canonicalisation already restores the release's cell types)
             kind = nbformat.v4.new_code_cell if source.cell_type == "code" else nbformat.v4.new_markdown_cell
             cell = nb.cells[i] = kind(cell.source, id=cell.get("id"), metadata=cell.metadata)
