@@ -14,7 +14,8 @@ steps; each step returns into the submission's record (``submission.Submission``
   whose recorder (``guard``) runs the checks and sends what the answers returned over a signed channel
   (``channel``), every check judged again on that record (``judge``: the only verdict) and scored (``scoring``);
   returns its result and graded notebook (``python -m autograder.grading.worker JOB.json``); ``reasons``: its
-  one-line reasons;
+  one-line reasons; ``runner``: how it runs the grading notebook (``AUTOGRADER_RUNNER``: nbgrader's autograde, or
+  nbclient itself: no gradebook, no course copy);
 * ``jail`` — the kernel's process limits and what it may see (``python -m autograder.grading.jail kernel ...``);
   ``memory``: its memory cgroup and sized file system;
 * ``feedback`` — the student's page, written by ``feedback.write`` alone, for every outcome, in the edition submitted

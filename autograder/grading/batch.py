@@ -8,7 +8,8 @@ into them, and only the last two write into the output folder:
 2. **canonicalise** (``canonical.py``) — every file against the committed release notebook: a file that is not a
    notebook of this chapter gets its zero and reason here; files whose canonical form is identical share one run;
 3. **execute** (``execute.py``, ``worker.py``) — the grading notebook (the instructor notebook plus the guard's
-   lines) and nbgrader's gradebook are built once per batch; each distinct canonical notebook runs once in its own
+   lines) and, for nbgrader's autograde, nbgrader's gradebook are built once per batch (``runner.py``: nbgrader or
+   nbclient runs it); each distinct canonical notebook runs once in its own
    jailed worker and kernel, ``jobs`` at a time (or on a Dask cluster, ``executors.py``: the same job function);
 4. **judge** — in the worker, the guard's records are judged again and scored (``judge.py``, ``scoring.py``); here,
    each identical submission gets its group's outcome;
