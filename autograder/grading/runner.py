@@ -30,6 +30,9 @@ import traceback
 from typing import Any
 
 import nbformat
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from ..releases import CODE_STUB, KERNELSPEC
 
@@ -173,39 +176,32 @@ class Run:
         return "".join(traceback.format_exception(self.error))[-4000:]
 
 
-def _client_class() -> type:
-    """nbclient's ``NotebookClient`` with the grader's output cap (imported here: the kernel's launcher, which
-    imports this package's ``jail`` module, needs none of nbclient)."""
-    from nbclient import NotebookClient
+class GradingClient(NotebookClient):
+    """nbclient's client with the grader's output cap: a cell's outputs past :data:`OUTPUT_CHARS` characters are
+    dropped as they arrive (one note says so), so that a cell that prints without end cannot fill the worker's
+    memory; errors are always kept (the reasons come from them)."""
 
-    class GradingClient(NotebookClient):
-        """Drops a cell's outputs past :data:`OUTPUT_CHARS` characters as they arrive (one note says so), so a
-        cell that prints without end cannot fill the worker's memory; errors are always kept (the reasons come
-        from them)."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._shown: dict[int, int] = {}  # cell index -> characters of output kept so far
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._shown: dict[int, int] = {}  # cell index -> characters of output kept so far
+    def output(self, outs, msg, display_id, cell_index):
+        if msg["msg_type"] in ("stream", "display_data", "execute_result"):
+            content = msg["content"]
+            size = len(content.get("text", "")) + sum(len(str(v)) for v in (content.get("data") or {}).values())
+            shown = self._shown.get(cell_index, 0)
+            self._shown[cell_index] = shown + size
+            if shown + size > OUTPUT_CHARS:
+                if shown <= OUTPUT_CHARS:  # the first output past the cap: one note, then nothing more
+                    note = f"\n{TRUNCATED} (more than {OUTPUT_CHARS} characters)\n"
+                    outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+                return None
+        return super().output(outs, msg, display_id, cell_index)
 
-        def output(self, outs, msg, display_id, cell_index):
-            if msg["msg_type"] in ("stream", "display_data", "execute_result"):
-                content = msg["content"]
-                size = len(content.get("text", "")) + sum(len(str(v)) for v in (content.get("data") or {}).values())
-                shown = self._shown.get(cell_index, 0)
-                self._shown[cell_index] = shown + size
-                if shown + size > OUTPUT_CHARS:
-                    if shown <= OUTPUT_CHARS:  # the first output past the cap: one note, then nothing more
-                        note = f"\n{TRUNCATED} (more than {OUTPUT_CHARS} characters)\n"
-                        outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
-                    return None
-            return super().output(outs, msg, display_id, cell_index)
-
-        def clear_output(self, outs, msg, cell_index):
-            super().clear_output(outs, msg, cell_index)
-            if not msg["content"].get("wait"):
-                self._shown[cell_index] = 0
-
-    return GradingClient
+    def clear_output(self, outs, msg, cell_index):
+        super().clear_output(outs, msg, cell_index)
+        if not msg["content"].get("wait"):
+            self._shown[cell_index] = 0
 
 
 def _record_reply_error(cell=None, cell_index=None, execute_reply=None, **_: Any) -> None:
@@ -227,14 +223,11 @@ def _record_reply_error(cell=None, cell_index=None, execute_reply=None, **_: Any
 
 
 async def _run(nb: nbformat.NotebookNode, cwd: pathlib.Path, cell_timeout: int, ipc: str | None) -> Run:
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient.exceptions import DeadKernelError
-
     # the kernel's channels: socket files <ipc>-N in the jailed kernel's runtime folder, else TCP on loopback
     km = AsyncKernelManager(
         kernel_name=KERNELSPEC["name"], **({"transport": "ipc", "ip": ipc} if ipc else {"ip": "127.0.0.1"})
     )
-    client = _client_class()(
+    client = GradingClient(
         nb,
         km=km,
         kernel_name=KERNELSPEC["name"],
@@ -297,8 +290,6 @@ def failure(run: Run, cell_timeout: int, died: str) -> str:
     """Why the run did not finish, in one line, from nbclient's typed error: ``died`` (the worker's account of a
     kernel that died, :class:`nbclient.exceptions.DeadKernelError`), a cell that ran past its limit and ignored the
     interrupt (``CellTimeoutError``), else the error itself."""
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
     error = run.error
     if isinstance(error, DeadKernelError):
         return died
