@@ -2,17 +2,23 @@
 
 The switch is ``AUTOGRADER_RUNNER`` (:data:`RUNNER_SWITCH`), read by the batch when it builds the grading course:
 
-* ``nbgrader`` (the default on this branch): the batch runs nbgrader's ``generate_assignment`` on the grading
-  notebook (a gradebook), and each worker copies that course into its sandbox and runs nbgrader's ``autograde``
-  (``nbgrader_adapter.autograde``), whose failures the worker reads from nbgrader's log;
-* ``nbclient``: the batch writes the grading notebook alone (:func:`write_grading_course`: no gradebook, no
-  nbgrader), and each worker puts the canonical submission's test and setup cells in the grading notebook's form
-  (:func:`graded_notebook`: what nbgrader's ``OverwriteCells`` did with the gradebook) and runs it with nbclient in
-  the same kernel (:func:`run_notebook`: the kernelspec of ``jail.write_kernelspec``, the environment, the jail view
-  and the memory cgroup the worker set up, exactly as for nbgrader): a time limit per cell that interrupts the
-  kernel, every cell run whatever the one before raised, outputs capped (:data:`OUTPUT_CHARS` while the cell runs,
-  then nbgrader's line limits, :func:`limit_output`), the kernel stopped at once after the last cell. A run that
-  could not finish is said from nbclient's typed errors (:func:`failure`), never from log text.
+* ``nbclient`` (the default): the batch writes the grading notebook alone (:func:`write_grading_course`: no
+  gradebook, no nbgrader), and each worker puts the canonical submission's test and setup cells in the grading
+  notebook's form (:func:`graded_notebook`: what nbgrader's ``OverwriteCells`` did with the gradebook) and runs it
+  with nbclient in the same kernel (:func:`run_notebook`: the kernelspec of ``jail.write_kernelspec``, the
+  environment, the jail view and the memory cgroup the worker set up, exactly as for nbgrader): a time limit per
+  cell that interrupts the kernel, every cell run whatever the one before raised, outputs capped
+  (:data:`OUTPUT_CHARS` while the cell runs, then nbgrader's line limits, :func:`limit_output`), the kernel stopped
+  at once after the last cell. A run that could not finish is said from nbclient's typed errors (:func:`failure`),
+  never from log text;
+* ``nbgrader`` (the way before issue 47, kept to compare): the batch runs nbgrader's ``generate_assignment`` on the
+  grading notebook (a gradebook), and each worker copies that course into its sandbox and runs nbgrader's
+  ``autograde`` (``nbgrader_adapter.autograde``), whose failures the worker reads from nbgrader's log.
+
+Both grade alike: the same rows for chapter 8's variants and samples (24 of 24) and chapter 3's, the same graded
+notebooks and feedback pages but for the notebooks' own timings; nbclient costs less (no gradebook, no course copy,
+no nbgrader converter; ``benchmarks/bench_grading_overhead.py``, README). nbgrader stays for the plain nbgrader
+course (``nbgrader_course.py``) and the feedback and export plugins (``nbgrader_adapter.py``).
 
 The worker (``worker.py``) follows the course folder it is given (:func:`of_course`), so that a batch's jobs, on
 this machine or on a cluster, all run the way the batch built them. nbgrader's score is not used either way: the
@@ -38,7 +44,7 @@ from ..releases import CODE_STUB, KERNELSPEC
 
 RUNNER_SWITCH = "AUTOGRADER_RUNNER"
 NBGRADER, NBCLIENT = "nbgrader", "nbclient"
-DEFAULT = NBGRADER  # until the nbclient runner has held through the test suite and the benchmarks (issue 47)
+DEFAULT = NBCLIENT  # since it held through the variants, the samples and the benchmarks (issue 47)
 GRADING_NOTEBOOK = "grading.ipynb"  # the nbclient runner's course folder: this notebook, nothing else
 
 OUTPUT_CHARS = 1_000_000  # characters of output one cell may keep while it runs (the rest is dropped at once)

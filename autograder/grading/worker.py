@@ -2,8 +2,8 @@
 
 The batch's execute step (``execute.py``) writes a :class:`Job` and starts one worker per distinct canonical
 notebook, under ``unshare --net --pid`` when it can (``jail.py``), or forks it from the batch's fork server
-(``forkserver.py``). The worker stages a private copy of the course directory and runs nbgrader's real ``autograde``
-in it, or (``AUTOGRADER_RUNNER=nbclient``, ``runner.py``) runs the grading notebook itself with nbclient, in a fresh
+(``forkserver.py``). The worker runs the grading notebook itself with nbclient (``runner.py``), or, with
+``AUTOGRADER_RUNNER=nbgrader``, nbgrader's real ``autograde`` in a private copy of the course directory, in a fresh
 kernel (launched by ``jail.py``, its recorder armed by ``guard.py``), collects the recorder's signed
 records over a socket only the recorder may open (``channel.py``), judges every check again on them (``judge.py``:
 the only verdict) and applies the scoring rule (``scoring.py``).
