@@ -1002,8 +1002,8 @@ def test_the_lms_row_gets_the_page_named_after_the_student(tmp_path):
 
 
 def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_place(tmp_path, monkeypatch):
-    """One batch: the release notebook is the committed one (never built), the grading notebook and nbgrader's
-    gradebook are built once, and every outcome's page — a file that cannot be read, a run that timed out, a graded
+    """One batch: the release notebook is the committed one (never built), the grading notebook and (for nbgrader's
+    autograde, runner.py) nbgrader's gradebook are built once, and every outcome's page — a file that cannot be read, a run that timed out, a graded
     run — comes from ``feedback.write``, the one writer, called once per submission; the result file comes last."""
     import sys
 
@@ -1059,7 +1059,9 @@ def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_pl
     monkeypatch.setattr(feedback_module, "write_feedback", write_feedback)
     rows = batch.grade(list(files.values()), chapter, tmp_path, jobs=2, notebook_timeout=5)
 
-    assert built == {"build_instructor": 1, "build_release": 0, "generate_assignment": 1}
+    # nbgrader's gradebook only for nbgrader's autograde; the nbclient runner's workers need the notebook alone
+    gradebooks = 1 if batch.runner.chosen() == batch.runner.NBGRADER else 0
+    assert built == {"build_instructor": 1, "build_release": 0, "generate_assignment": gradebooks}
     assert sorted(pages) == sorted((f.name, "graded" if k == "graded" else "error") for k, f in files.items())
     assert writers == {"write"}
     by_name = {r.submission: r for r in rows}

@@ -10,11 +10,12 @@ steps; each step returns into the submission's record (``submission.Submission``
 * ``submission`` — the record, from the file to its row; the result file (``Result``, written last);
 * ``execute`` — the one job function (``run_job``) that the local pool, the fork server (``forkserver``) and a Dask
   task (``executors``) all run; what this machine gives the kernels;
-* ``worker`` — one submission in a process of its own: a private course directory, nbgrader's autograde in a kernel
+* ``worker`` — one submission in a process of its own: the grading notebook run in a kernel
   whose recorder (``guard``) runs the checks and sends what the answers returned over a signed channel
   (``channel``), every check judged again on that record (``judge``: the only verdict) and scored (``scoring``);
   returns its result and graded notebook (``python -m autograder.grading.worker JOB.json``); ``reasons``: its
-  one-line reasons;
+  one-line reasons; ``runner``: how it runs the grading notebook (``AUTOGRADER_RUNNER``: nbclient itself, the
+  default, or nbgrader's autograde in a course copy with a gradebook);
 * ``jail`` — the kernel's process limits and what it may see (``python -m autograder.grading.jail kernel ...``);
   ``memory``: its memory cgroup and sized file system;
 * ``feedback`` — the student's page, written by ``feedback.write`` alone, for every outcome, in the edition submitted

@@ -8,7 +8,8 @@ into them, and only the last two write into the output folder:
 2. **canonicalise** (``canonical.py``) — every file against the committed release notebook: a file that is not a
    notebook of this chapter gets its zero and reason here; files whose canonical form is identical share one run;
 3. **execute** (``execute.py``, ``worker.py``) — the grading notebook (the instructor notebook plus the guard's
-   lines) and nbgrader's gradebook are built once per batch; each distinct canonical notebook runs once in its own
+   lines) and, for nbgrader's autograde, nbgrader's gradebook are built once per batch (``runner.py``: nbgrader or
+   nbclient runs it); each distinct canonical notebook runs once in its own
    jailed worker and kernel, ``jobs`` at a time (or on a Dask cluster, ``executors.py``: the same job function);
 4. **judge** — in the worker, the guard's records are judged again and scored (``judge.py``, ``scoring.py``); here,
    each identical submission gets its group's outcome;
@@ -41,7 +42,7 @@ from typing import Protocol
 import nbformat
 
 from .. import canonical, notebooks, releases
-from . import collect, execute, feedback, jail, memory, nbgrader_adapter, report
+from . import collect, execute, feedback, jail, memory, nbgrader_adapter, report, runner
 from .submission import Result, Submission, read_result, write_result
 from .worker import Job
 
@@ -265,9 +266,11 @@ def grading_instructor(chapter: str):
 def grading_course(chapter: str, course: pathlib.Path) -> pathlib.Path:
     """The batch's nbgrader course directory, built once per batch: the grading notebook as its source, and
     nbgrader's ``generate_assignment`` run on it (its gradebook records every test cell, hidden tests included, and
-    its points)."""
+    its points). With ``AUTOGRADER_RUNNER=nbclient`` (``runner.py``): the grading notebook alone, no gradebook."""
     if course.exists():
         shutil.rmtree(course)
+    if runner.chosen() == runner.NBCLIENT:  # the workers run the grading notebook themselves, with nbclient
+        return runner.write_grading_course(grading_instructor(chapter), course)
     (course / "source" / chapter).mkdir(parents=True)
     nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
     nbgrader_adapter.generate_assignment(course, chapter)
@@ -341,6 +344,7 @@ def run(
                 # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
                 threads=max(1, execute.usable_cores() // jobs),
                 jail=not no_jail,
+                runner=runner.of_course(course),  # as the course folder was built (grading_course)
             )
 
         def run_one(text: str, group: list[Submission]) -> None:

@@ -2,8 +2,9 @@
 
 The batch's execute step (``execute.py``) writes a :class:`Job` and starts one worker per distinct canonical
 notebook, under ``unshare --net --pid`` when it can (``jail.py``), or forks it from the batch's fork server
-(``forkserver.py``). The worker stages a private copy of the course directory, runs nbgrader's real ``autograde`` in
-a fresh kernel (launched by ``jail.py``, its recorder armed by ``guard.py``), collects the recorder's signed
+(``forkserver.py``). The worker runs the grading notebook itself with nbclient (``runner.py``), or, with
+``AUTOGRADER_RUNNER=nbgrader``, nbgrader's real ``autograde`` in a private copy of the course directory, in a fresh
+kernel (launched by ``jail.py``, its recorder armed by ``guard.py``), collects the recorder's signed
 records over a socket only the recorder may open (``channel.py``), judges every check again on them (``judge.py``:
 the only verdict) and applies the scoring rule (``scoring.py``).
 It writes only into the batch's private folder: its result (``job.result``) and the graded notebook
@@ -38,7 +39,7 @@ from collections.abc import Sequence
 import nbformat
 
 from ..wording import say
-from . import channel, jail, judge, memory, nbgrader_adapter, questions, scoring
+from . import channel, jail, judge, memory, nbgrader_adapter, questions, runner, scoring
 from .reasons import failure_reasons, ungraded_cell_errors
 from .redaction import grader_secrets, secret_output_lines
 from .submission import Result, result_fields
@@ -66,6 +67,7 @@ class Job:
     jail: bool = False  # the kernel runs in a bubblewrap jail (jail.py); else the fallback (the guard's file rules)
     worker_memory_mb: int = memory.WORKER_MB  # this worker's memory cgroup (--worker-memory-mb; 0: none)
     worker_cgroup: str = ""  # that cgroup, made by the execute step (execute.run_job), joined first; "": none
+    runner: str = "nbgrader"  # how the grading notebook runs (runner.py): nbgrader's autograde, or "nbclient"
 
     def write(self, path: pathlib.Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self)))
@@ -111,6 +113,14 @@ def _stage_course(job: Job, nb: nbformat.NotebookNode, sandbox: pathlib.Path) ->
     (course / "autograded").mkdir(mode=0o711, exist_ok=True)
     (course / "autograded" / sid).mkdir(mode=0o711, exist_ok=True)
     return course
+
+
+def _kernel_folder(sandbox: pathlib.Path) -> pathlib.Path:
+    """The nbclient runner's working folder for the kernel (its launcher gives it to the kernel's uid), empty: in
+    fallback mode the kernel may write there, as in the folder of the notebook nbgrader ran."""
+    folder = sandbox / "notebook"
+    folder.mkdir(mode=0o700)
+    return folder
 
 
 def _kernel_environment(job: Job, sandbox: pathlib.Path, home: pathlib.Path, config: pathlib.Path) -> dict[str, str]:
@@ -201,30 +211,36 @@ def _autograde_failure(
     """Why nbgrader's autograde failed, in one line, from its log (and, for a kernel that died, the guard's
     records: the exercises graded before it died; ``oom_killed``: its memory cgroup's OOM killer ended it)."""
     if "DeadKernelError" in log_text or "Kernel died" in log_text or "kernel died" in log_text.lower():
-        done = {r.get("exercise") for r in records if r.get("type") == "verdict"}
-        last = [n for n in order if n in done]
-        after = order[order.index(last[-1]) + 1 :] if last else list(order)
-        following = [n for n in after if n not in done]
-        nxt = f"the cells of {following[0]} (its answer, or a cell before its test)" if following else "a cell"
-        where = (
-            f" while running {nxt}, after the checks of {last[-1]}"
-            if last
-            else f" while running {nxt}, before any exercise was checked"
-        )
-        limit = f" {memory_mb} MB" if memory_mb else ""
-        if oom_killed:
-            return (
-                f"the kernel ran out of its{limit} memory limit{where} (the limit counts its memory and the files it "
-                "wrote to /tmp, /dev/shm and its home folder); nothing after that point could be graded"
-            )
-        return (
-            f"the kernel died{where} (an exit such as os._exit, a crash, or the{limit} memory limit); "
-            "nothing after that point could be graded"
-        )
+        return _kernel_died(memory_mb, records, order, oom_killed)
     if "CellTimeoutError" in log_text or "timed out" in log_text.lower():
         return f"a cell ran longer than {cell_timeout} s"
     last_line = [ln for ln in log_text.strip().splitlines() if ln.strip()]
     return "autograde failed" + (f": {last_line[-1][:200]}" if last_line else "")
+
+
+def _kernel_died(memory_mb: int, records: Sequence[dict], order: Sequence[str], oom_killed: bool) -> str:
+    """Why the run ended with a kernel that died, in one line: where (the exercises the guard's records say were
+    checked before it died) and, when its memory cgroup's OOM killer ended it, that."""
+    done = {r.get("exercise") for r in records if r.get("type") == "verdict"}
+    last = [n for n in order if n in done]
+    after = order[order.index(last[-1]) + 1 :] if last else list(order)
+    following = [n for n in after if n not in done]
+    nxt = f"the cells of {following[0]} (its answer, or a cell before its test)" if following else "a cell"
+    where = (
+        f" while running {nxt}, after the checks of {last[-1]}"
+        if last
+        else f" while running {nxt}, before any exercise was checked"
+    )
+    limit = f" {memory_mb} MB" if memory_mb else ""
+    if oom_killed:
+        return (
+            f"the kernel ran out of its{limit} memory limit{where} (the limit counts its memory and the files it "
+            "wrote to /tmp, /dev/shm and its home folder); nothing after that point could be graded"
+        )
+    return (
+        f"the kernel died{where} (an exit such as os._exit, a crash, or the{limit} memory limit); "
+        "nothing after that point could be graded"
+    )
 
 
 def _import_in_background(module: str) -> threading.Thread:
@@ -267,13 +283,15 @@ def grade_one(job: Job) -> Result:
     sized = link is not None and _kernel_files(link, job)
     home = (link if sized and link is not None else sandbox) / "home"
     home.mkdir(mode=0o700)
-    course = _stage_course(job, nb, sandbox)
+    # the switch (runner.py): nbclient runs the grading notebook here (no course copy), else nbgrader's autograde
+    course = None if job.runner == runner.NBCLIENT else _stage_course(job, nb, sandbox)
     group = _kernel_cgroup(job)
 
     key = os.urandom(32)
     records = channel.RecordServer(str(link / channel.RECORD_FILE) if link else None)  # only the recorder may write
     config = home / "guard.json"
-    files = {} if job.jail else {"hidden_files": job.hidden_files + [str(course / "source"), str(course / "gradebook.db"), str(sandbox / "kernel.pid")]}  # fmt: skip
+    course_files = [str(course / "source"), str(course / "gradebook.db")] if course is not None else []
+    files = {} if job.jail else {"hidden_files": job.hidden_files + course_files + [str(sandbox / "kernel.pid")]}
     config.write_text(
         json.dumps(
             {
@@ -313,9 +331,16 @@ def grade_one(job: Job) -> Result:
 
     checks = _import_in_background(f"autograder.{chapter}")  # for judge.py, while the kernel runs
     try:
-        success, log_text = nbgrader_adapter.autograde(
-            course, chapter, sid, job.cell_timeout, ipc=f"{link}/run/k" if link else None
-        )
+        if course is None:  # ------------------------------------------------ runner.py: nbclient, no nbgrader
+            run = runner.run_notebook(
+                runner.graded_notebook(nb, nbformat.read(pathlib.Path(job.course_template) / runner.GRADING_NOTEBOOK, as_version=4)),
+                cwd=_kernel_folder(sandbox), cell_timeout=job.cell_timeout, ipc=f"{link}/run/k" if link else None,
+            )  # fmt: skip
+            success, log_text = run.finished, run.log()
+        else:
+            success, log_text = nbgrader_adapter.autograde(
+                course, chapter, sid, job.cell_timeout, ipc=f"{link}/run/k" if link else None
+            )
     finally:
         records.close()
         if link is not None:
@@ -325,7 +350,6 @@ def grade_one(job: Job) -> Result:
         oom_killed = group is not None and memory.oom_kills(group) > 0
         if group is not None:
             memory.remove_memory_cgroup(group)
-    graded_path = course / "autograded" / sid / chapter / f"{chapter}.ipynb"
     try:
         kernel_pid = int((sandbox / "kernel.pid").read_text())
     except (OSError, ValueError):
@@ -335,9 +359,16 @@ def grade_one(job: Job) -> Result:
     entries = judge.judge(chapter, entries)  # the checks again, here, on what the student's code returned
     warnings += scoring.blocked_warnings(entries)
     armed = any(e.get("type") == "armed" for e in entries)
-    graded = nbformat.read(graded_path, as_version=4) if success and graded_path.exists() else None
+    if course is None:
+        graded = run.notebook if success else None
+    else:
+        graded_path = course / "autograded" / sid / chapter / f"{chapter}.ipynb"
+        graded = nbformat.read(graded_path, as_version=4) if success and graded_path.exists() else None
     reason = startup_failure(job.memory_mb, armed, graded is None, oom_killed, _setup_error(graded))
     if reason is not None or graded is None:
+        if reason is None and course is None:  # nbclient's typed error, not log text
+            died = _kernel_died(job.memory_mb, entries, list(job.points), oom_killed)
+            reason = runner.failure(run, job.cell_timeout, died)
         reason = reason or _autograde_failure(
             log_text, job.cell_timeout, job.memory_mb, entries, list(job.points), oom_killed
         )
@@ -360,7 +391,10 @@ def grade_one(job: Job) -> Result:
     shown = secret_output_lines(graded, secrets)
     if shown:  # e.g. code that read the grading notebook or a reference solution and printed it
         warnings.append(say("needs review", what=say("showed the secrets", n=shown)))
-    shutil.copyfile(graded_path, job.graded)  # the batch writes the feedback from it
+    if course is None:
+        nbformat.write(graded, job.graded)  # the batch writes the feedback from it
+    else:
+        shutil.copyfile(graded_path, job.graded)  # the batch writes the feedback from it
     judged = sum(e.get("judged", 0) for e in entries if e.get("type") == "verdict")
     return Result(
         "",
