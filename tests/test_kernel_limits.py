@@ -182,7 +182,7 @@ def test_the_worker_and_its_kernel_get_sibling_cgroups():
 
 @needs_limits
 def test_a_worker_out_of_memory_is_one_row_that_says_so(tmp_path, monkeypatch):
-    """A worker limit far below what grading needs (a full-marks worker allocates 100-150 MB beyond its fork
+    """A worker limit far below what grading needs (a full-marks worker allocates tens of MB beyond its fork
     server's imports): the OOM killer ends the worker, its row says so, and its cgroup and its kernel's (which the
     killed worker could not remove) are removed (about 10 s)."""
     monkeypatch.delenv(jail.JAIL_SWITCH, raising=False)
@@ -191,8 +191,8 @@ def test_a_worker_out_of_memory_is_one_row_that_says_so(tmp_path, monkeypatch):
     worker_cgroup = execute.worker_cgroup
     monkeypatch.setattr(execute, "worker_cgroup", lambda job: made.append(worker_cgroup(job)) or made[-1])
     (row,) = batch.grade(
-        [tmp_path / f"full_1_2_{CHAPTER}.ipynb"], CHAPTER, tmp_path / "out", memory_mb=3072, worker_memory_mb=40, jobs=1
+        [tmp_path / f"full_1_2_{CHAPTER}.ipynb"], CHAPTER, tmp_path / "out", memory_mb=3072, worker_memory_mb=12, jobs=1
     )
     assert row.status == "error" and row.score == 0, row
-    assert "grading worker ran out of its 40 MB memory limit" in row.reason, row.reason
+    assert "grading worker ran out of its 12 MB memory limit" in row.reason, row.reason
     assert made and not any(g.exists() or memory.kernel_cgroup_beside(g).exists() for g in made), "both removed"
