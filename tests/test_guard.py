@@ -71,6 +71,19 @@ def _signed(key, entries):
     return lines
 
 
+def _served(key, entries) -> channel.RecordServer:
+    """A closed record server that received ``entries``, signed with ``key``, one connection each."""
+    server = channel.RecordServer()
+    try:
+        for line in _signed(key, entries):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(server.address)
+                s.sendall(line)
+    finally:
+        server.close()
+    return server
+
+
 def test_records_reach_the_worker_only_signed_and_from_the_kernel():
     key = os.urandom(32)
     server = channel.RecordServer()
@@ -139,14 +152,7 @@ def test_the_worker_keeps_a_bounded_number_of_record_bytes_and_says_how_many_it_
     small = {"type": "verdict", "exercise": "causal_mask", "passed": True}
     big = {"type": "blocked", "event": "open", "what": "x" * 3000}  # one line of about 3.1 KB, under one record's cap
     entries = [small] + [big] * 4 + [small] * 3
-    server = channel.RecordServer()
-    try:
-        for line in _signed(key, entries):
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.connect(server.address)
-                s.sendall(line)
-    finally:
-        server.close()
+    server = _served(key, entries)
     kept, forged = server.records(os.getpid(), key)
     assert [{k: v for k, v in r.items() if k != "seq"} for r in kept] == [small, big, big, big, small]
     assert [r["seq"] for r in kept] == [0, 1, 2, 3, 5] and forged == 0  # 3 big lines fill the bytes; 5 records in all
@@ -162,14 +168,7 @@ def test_the_worker_reads_each_record_once_and_lets_its_line_go():
     a line is one line as ``splitlines`` sees it (a trailing newline, CR or CRLF; none inside)."""
     key = os.urandom(32)
     entries = [{"type": "verdict", "exercise": "causal_mask", "traces": "x" * 3_000_000}, {"type": "armed"}]
-    server = channel.RecordServer()
-    try:
-        for line in _signed(key, entries):
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.connect(server.address)
-                s.sendall(line)
-    finally:
-        server.close()
+    server = _served(key, entries)
     assert all(isinstance(data, bytearray) for _, data in server._got)
     numbered = [dict(e, seq=i) for i, e in enumerate(entries)]
     assert server.records(os.getpid(), key, release=True) == (numbered, 0)
