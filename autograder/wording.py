@@ -42,7 +42,9 @@ def catalogue(edition: str) -> dict[str, str]:
     if edition not in EDITIONS:
         raise ValueError(f"no edition {edition!r}: the editions are {EDITIONS}")
     found: dict[str, str] = {}
-    for entry in sorted(resources.files("autograder").joinpath("locale", edition).iterdir(), key=lambda e: e.name):
+    for entry in sorted(
+        resources.files("autograder").joinpath("locale").joinpath(edition).iterdir(), key=lambda e: e.name
+    ):
         if entry.name.endswith(".json"):
             found.update(json.loads(entry.read_text(encoding="utf-8")))
     return found
