@@ -111,7 +111,7 @@ def expect_close(what: str, got: Any, expected: torch.Tensor, *, hidden: bool = 
                 idx = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
                 row = "[" + ", ".join(map(str, idx[:-1])) + ", :]" if len(idx) > 1 else "[:]"
                 msg += (
-                    f"\n  {say('largest difference', row=what.split(':')[-1].strip() + row)}"
+                    f"\n  {say('largest difference', row=str(what).split(':')[-1].strip() + row)}"
                     f"\n    {say('expected', value=_fmt(exp_c[idx[:-1]], False))}"
                     f"\n    {say('you gave', value=_fmt(got_c[idx[:-1]], False))}"
                 )
