@@ -57,7 +57,6 @@ def _shift_basic(fn):
     "shift_for_teacher_forcing",
     hidden=True,
     requires="works for any batch size and length (T = 2 too) and keeps the ids' integer dtype (int32 too)",
-    requires_zh="适用于任意批大小和长度（包括 T = 2），并保持 id 的整数 dtype（包括 int32）",
 )
 def _shift_other(fn):
     """other batch sizes and lengths; T = 2; int32 ids keep their dtype"""
@@ -110,7 +109,6 @@ def _loss_basic(fn):
     "sequence_loss",
     hidden=True,
     requires="ignores the logits at padded positions, for any `pad_id` and sizes",
-    requires_zh="忽略填充位置上的 logits，适用于任意 `pad_id` 和尺寸",
 )
 def _loss_ignores_pad(fn):
     """logits at padded positions change nothing; other pad ids and sizes"""
@@ -137,7 +135,6 @@ def _loss_ignores_pad(fn):
     "sequence_loss",
     hidden=True,
     requires="gives a finite float32 loss for float16 logits with a wide spread, as in float32",
-    requires_zh="对取值范围很大的 float16 logits 给出有限的 float32 损失，与 float32 下一致",
 )
 def _loss_half(fn):
     """float16 logits (a Colab GPU's dtype) with a wide spread: a finite float32 loss, as in float32"""
@@ -241,7 +238,6 @@ def _encoder_lstm(cls):
     "Encoder",
     hidden=True,
     requires="works with a bidirectional GRU and with sentences in increasing length order",
-    requires_zh="适用于双向 GRU，也适用于按长度递增排列的句子",
 )
 def _encoder_gru_bidirectional(cls):
     """bidirectional GRU, sentences in increasing length order"""
@@ -257,7 +253,6 @@ def _encoder_gru_bidirectional(cls):
     "Encoder",
     hidden=True,
     requires="applies dropout in training mode only",
-    requires_zh="只在训练模式下应用 dropout",
 )
 def _encoder_dropout(cls):
     """dropout on the embeddings (a 1-layer encoder has no other): off in eval mode, on in training mode"""
@@ -273,7 +268,6 @@ def _encoder_dropout(cls):
     "Encoder",
     hidden=True,
     requires="applies the dropout to the embeddings only",
-    requires_zh="只对嵌入应用 dropout",
 )
 def _encoder_dropout_site(cls):
     """the dropout acts on the embeddings only: in training mode it changes the final states, and no output is 0"""
@@ -377,7 +371,6 @@ def _greedy_feeds_back(fn):
     "greedy_decode",
     hidden=True,
     requires="stops after `max_new_tokens` steps when `<eos>` never comes",
-    requires_zh="在始终没有出现 `<eos>` 时，生成 `max_new_tokens` 步后停止",
 )
 def _greedy_limit(fn):
     """respects max_new_tokens when <eos> never comes"""
@@ -409,7 +402,6 @@ class _Table(nn.Module):
     "greedy_decode",
     hidden=True,
     requires="uses the `bos_id`, `eos_id` and `pad_id` it is given, and stacks each step's attention weights in order",
-    requires_zh="使用传入的 `bos_id`、`eos_id` 和 `pad_id`，并按顺序堆叠每一步的注意力权重",
 )
 def _greedy_other_ids(fn):
     """uses the bos_id, eos_id and pad_id it is given, and stacks each step's attention in order"""

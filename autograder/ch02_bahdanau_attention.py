@@ -85,7 +85,6 @@ def _score_basic(fn):
     "additive_score",
     hidden=True,
     requires="works for other sizes, a single sentence and float64",
-    requires_zh="适用于其他尺寸、单个句子和 float64",
 )
 def _score_other_sizes(fn):
     """other sizes, one sentence, float64"""
@@ -103,7 +102,6 @@ def _score_other_sizes(fn):
     "additive_score",
     hidden=True,
     requires="lets gradients reach `s_prev`, `W`, `v` and `U_h`",
-    requires_zh="让梯度传到 `s_prev`、`W`、`v` 和 `U_h`",
 )
 def _score_grad(fn):
     """gradients reach s_prev, W, v and U_h"""
@@ -177,7 +175,6 @@ def _softmax_fully_masked(fn):
     "masked_softmax",
     hidden=True,
     requires="stays finite for large scores and random masks, keeps float64 and has finite gradients",
-    requires_zh="对很大的分数和随机掩码保持有限，保持 float64，且梯度有限",
 )
 def _softmax_hidden(fn):
     """large scores, random masks, float64, finite gradients"""
@@ -215,7 +212,6 @@ def _softmax_hidden(fn):
     "masked_softmax",
     hidden=True,
     requires="works in float16 and bfloat16 without overflow, and gives masked positions weight 0 even when every score is below -1e5",
-    requires_zh="在 float16 和 bfloat16 下不溢出；即使所有分数都低于 -1e5，被屏蔽的位置权重仍为 0",
 )
 def _masked_softmax_half_and_very_negative(fn):
     """float16 and bfloat16 scores (no overflow); scores all below -1e4 or -1e5 give masked positions weight 0"""
@@ -284,7 +280,6 @@ def _context_basic(fn):
     "context_vector",
     hidden=True,
     requires="works for other sizes and float64, with zero weights on padding",
-    requires_zh="适用于其他尺寸和 float64，填充处权重为零",
 )
 def _context_hidden(fn):
     """other sizes, zero weights on padding, float64"""

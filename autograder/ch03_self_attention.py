@@ -129,7 +129,6 @@ def _sdpa_causal(fn):
     "scaled_dot_product_attention",
     hidden=True,
     requires="works for 3-D `(B, T, d)` and 5-D inputs",
-    requires_zh="适用于三维 `(B, T, d)` 和五维输入",
 )
 def _sdpa_other_ranks(fn):
     """works for 3-D (B, T, d) and 5-D inputs, with other sizes"""
@@ -147,7 +146,6 @@ def _sdpa_other_ranks(fn):
     "scaled_dot_product_attention",
     hidden=True,
     requires="respects any bool mask, a rectangular causal mask included",
-    requires_zh="遵守任意布尔掩码，包括矩形的因果掩码",
 )
 def _sdpa_masks_hidden(fn):
     """respects a random mask and a rectangular causal mask"""
@@ -163,7 +161,6 @@ def _sdpa_masks_hidden(fn):
     "scaled_dot_product_attention",
     hidden=True,
     requires="gives a query whose keys are all masked zero weights and a zero output, not NaN",
-    requires_zh="让所有键都被屏蔽的查询得到全零权重和零输出，而不是 NaN",
 )
 def _sdpa_fully_masked(fn):
     """a query whose keys are all masked gets zero weights and zero output, not NaN"""
@@ -193,7 +190,6 @@ def _sdpa_fully_masked(fn):
     "scaled_dot_product_attention",
     hidden=True,
     requires="works in float16 and bfloat16 with masks: no overflow, results in the inputs' dtype",
-    requires_zh="在带掩码的 float16 和 bfloat16 下工作：不溢出，结果保持输入的 dtype",
 )
 def _sdpa_half_precision(fn):
     """float16 and bfloat16 (a Colab GPU's types) with padding and causal masks: no overflow, half-precision output"""
@@ -220,7 +216,6 @@ def _sdpa_half_precision(fn):
     "scaled_dot_product_attention",
     hidden=True,
     requires="gives masked keys weight 0 even when every allowed score is below -8e4 (a fill below any score)",
-    requires_zh="即使所有允许的分数都低于 -8e4，被屏蔽的键权重仍为 0（填充值低于任何分数）",
 )
 def _sdpa_very_negative_scores(fn):
     """with every allowed score below -7e3, or -8e4, masked keys still get weight 0 (the fill is below any score)"""
@@ -250,7 +245,6 @@ def _sdpa_very_negative_scores(fn):
     "scaled_dot_product_attention",
     hidden=True,
     requires="accepts batch-less `(T, d)` inputs and every mask that broadcasts, e.g. `(B, 1, T_k)` and `(B, 1, T_q, T_k)`",
-    requires_zh="接受没有批维度的 `(T, d)` 输入，以及任何可广播的掩码，例如 `(B, 1, T_k)` 和 `(B, 1, T_q, T_k)`",
 )
 def _sdpa_mask_forms(fn):
     """batch-less (T, d) inputs, a (B, 1, T_k) mask for 3-D inputs and a (B, 1, T_q, T_k) mask shared by the heads"""
@@ -270,7 +264,6 @@ def _sdpa_mask_forms(fn):
     "scaled_dot_product_attention",
     hidden=True,
     requires="stays finite for large scores (about 150 in float32, 25 in float16): a stable softmax",
-    requires_zh="对很大的分数（float32 下约 150，float16 下约 25）保持有限：使用数值稳定的 softmax",
     extremes=True,
 )
 def _sdpa_large_scores(fn):
@@ -302,7 +295,6 @@ def _large_products(dtype: torch.dtype, d_k: int = 64) -> tuple[torch.Tensor, to
     "scaled_dot_product_attention",
     hidden=True,
     requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
-    requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
     extremes=True,
 )
 def _sdpa_half_precision_large_products(fn):
@@ -319,7 +311,6 @@ def _sdpa_half_precision_large_products(fn):
     "scaled_dot_product_attention",
     hidden=True,
     requires="keeps float64 and lets gradients flow to q, k and v",
-    requires_zh="保持 float64，并让梯度传到 q、k 和 v",
 )
 def _sdpa_dtype_and_grad(fn):
     """keeps float64 and lets gradients flow to q, k and v"""
@@ -366,7 +357,6 @@ def _causal_one(fn):
     "causal_mask",
     hidden=True,
     requires="aligns `causal_mask(T_q, T_k)` bottom-right when `T_k > T_q`",
-    requires_zh="当 `T_k > T_q` 时，`causal_mask(T_q, T_k)` 右下对齐",
 )
 def _causal_rectangular(fn):
     """causal_mask(T_q, T_k) with T_k > T_q is bottom-right aligned"""
@@ -381,7 +371,6 @@ def _causal_rectangular(fn):
     "causal_mask",
     hidden=True,
     requires="creates the mask on the requested `device`",
-    requires_zh="在指定的 `device` 上创建掩码",
 )
 def _causal_device(fn):
     """creates the mask on the requested device"""
@@ -423,7 +412,6 @@ def _padding_basic(fn):
     "attention_mask_from_lengths",
     hidden=True,
     requires="pads to an explicit `T_k`, handles a zero length, and works when B ≠ T_k",
-    requires_zh="按给定的 `T_k` 填充，能处理长度为零的序列，并在 B ≠ T_k 时正确",
 )
 def _padding_longer(fn):
     """pads to an explicit T_k, handles a zero length and B != T_k"""
@@ -492,7 +480,6 @@ def _module_basic(cls):
     "SelfAttention",
     hidden=True,
     requires="passes the mask on (`(T, T)`, `(B, 1, T)` and `(B, T, T)`), and supports `bias` and the default `d_v`",
-    requires_zh="把掩码传给注意力（`(T, T)`、`(B, 1, T)` 和 `(B, T, T)`），并支持 `bias` 选项和 `d_v` 的默认值",
 )
 def _module_masked(cls):
     """uses the mask ((T, T), (B, 1, T) and (B, T, T)), the bias option and the default d_v"""

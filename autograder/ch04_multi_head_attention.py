@@ -74,7 +74,6 @@ def _split_basic(fn):
     "split_heads",
     hidden=True,
     requires="works for other sizes (one head, `d_k = 1`) and keeps gradients",
-    requires_zh="适用于其他尺寸（一个头、`d_k = 1`），并保留梯度",
 )
 def _split_other_sizes(fn):
     """works for other sizes (one head, d_k = 1) and keeps gradients"""
@@ -109,7 +108,6 @@ def _merge_basic(fn):
     "merge_heads",
     hidden=True,
     requires="inverts `split_heads` for other sizes too",
-    requires_zh="对其他尺寸同样是 `split_heads` 的逆运算",
 )
 def _merge_other_sizes(fn):
     """inverts the head split for other sizes"""
@@ -215,7 +213,6 @@ def _mha_cross_padding(cls):
 @EXERCISES.check(
     "MultiHeadAttention",
     requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
-    requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
     extremes=True,
 )
 def _mha_half_large_products_visible(cls):
@@ -228,7 +225,6 @@ def _mha_half_large_products_visible(cls):
     "MultiHeadAttention",
     hidden=True,
     requires="handles an attention mask and a key padding mask together, and `bias=False`",
-    requires_zh="能同时处理注意力掩码和键填充掩码，也支持 `bias=False`",
 )
 def _mha_masks_averaged(cls):
     """attention mask and key padding together; head-averaged weights; 4 heads, no bias"""
@@ -244,7 +240,6 @@ def _mha_masks_averaged(cls):
     "MultiHeadAttention",
     hidden=True,
     requires="treats the tokens as a set: permuting the queries permutes the output; permuting keys and values together changes nothing",
-    requires_zh="把词元当作集合处理：置换查询会相应地置换输出；同时置换键和值不改变输出",
 )
 def _mha_permutation(cls):
     """without positions, attention is permutation equivariant in the queries and invariant to reordering keys+values"""
@@ -264,7 +259,6 @@ def _mha_permutation(cls):
     "MultiHeadAttention",
     hidden=True,
     requires="keeps float64 and lets gradients reach every projection",
-    requires_zh="保持 float64，并让梯度传到每个投影",
 )
 def _mha_float64_grad(cls):
     """keeps float64 and lets gradients reach every projection"""
@@ -282,7 +276,6 @@ def _mha_float64_grad(cls):
     "MultiHeadAttention",
     hidden=True,
     requires="works in float16 with a key padding mask: float16 results, as in float32",
-    requires_zh="在带键填充掩码的 float16 下工作：结果为 float16，与 float32 下一致",
 )
 def _mha_half(cls):
     """float16 (a Colab GPU's dtype), with a key padding mask: float16 results, as in float32"""
@@ -303,7 +296,6 @@ def _mha_half(cls):
     "MultiHeadAttention",
     hidden=True,
     requires="applies dropout in training mode only",
-    requires_zh="只在训练模式下应用 dropout",
 )
 def _mha_dropout(cls):
     """dropout on the attention weights: off in eval mode, on in training mode"""
@@ -320,7 +312,6 @@ def _mha_dropout(cls):
     "MultiHeadAttention",
     hidden=True,
     requires="accepts a bare 2-D `(T_q, T_k)` mask shared by the batch and the heads",
-    requires_zh="接受由整个批次和所有头共享的二维 `(T_q, T_k)` 掩码",
 )
 def _mha_bare_2d_mask(cls):
     """a bare 2-D (T_q, T_k) mask, shared by the batch and the heads (B = 3, T_q = 4, T_k = 6)"""
@@ -345,7 +336,6 @@ def _projections_set(m, **weights):
     "MultiHeadAttention",
     hidden=True,
     requires="applies dropout to the attention weights (not the heads' outputs) and returns the weights before dropout",
-    requires_zh="把 dropout 作用在注意力权重上（而不是各头的输出上），并返回 dropout 之前的权重",
 )
 def _mha_dropout_site(cls):
     """in training mode the dropout acts on the attention weights (not on the heads' outputs), and the weights
@@ -384,7 +374,6 @@ def _mha_dropout_site(cls):
     "MultiHeadAttention",
     hidden=True,
     requires="gives a query's only allowed key all the weight, even when its scores are about ±2e5",
-    requires_zh="即使唯一允许的键的分数约为 ±2e5，也把全部权重分给它",
 )
 def _mha_extreme_scores(cls):
     """one allowed key per query whose scores are about -2e5 (batch 0) or +2e5 (batch 1): it gets all the weight"""
@@ -453,7 +442,6 @@ def _large_products_case(cls, d: int, H: int, seed: int) -> None:
     "MultiHeadAttention",
     hidden=True,
     requires="stays finite in float16 when the products q·k pass 65 504 but the scaled scores fit: divide q by √d_k before the product",
-    requires_zh="在 float16 下，当乘积 q·k 超过 65 504 而缩放后的分数没有超过时仍保持有限：在做乘积之前把 q 除以 √d_k",
     extremes=True,
 )
 def _mha_half_large_products(cls):

@@ -83,7 +83,6 @@ def _pe_table(cls):
 @EXERCISES.check(
     "PositionalEncoding",
     requires="works for an odd `d_model` too (its last dim is a sine)",
-    requires_zh="对奇数的 `d_model` 同样适用（最后一维是正弦）",
 )
 def _pe_odd_width(cls):
     """PositionalEncoding(d_model=5): an odd width has 3 sine dims and 2 cosine dims (x = 0, T = 4)"""
@@ -100,7 +99,6 @@ def _pe_odd_width(cls):
     "PositionalEncoding",
     hidden=True,
     requires="works for longer sequences and other widths, odd ones included",
-    requires_zh="适用于更长的序列和其他宽度（包括奇数宽度）",
 )
 def _pe_long_and_added(cls):
     """adds the encoding to the input, for longer sequences and other widths (an odd d_model too)"""
@@ -116,7 +114,6 @@ def _pe_long_and_added(cls):
     "PositionalEncoding",
     hidden=True,
     requires="applies dropout to the sum, in training mode only",
-    requires_zh="对求和结果应用 dropout，且只在训练模式下",
 )
 def _pe_dropout(cls):
     """applies dropout to the sum in training mode only"""
@@ -142,7 +139,6 @@ def _pe_dropout(cls):
     "PositionalEncoding",
     hidden=True,
     requires="keeps a float16 input's dtype, with or without `.half()` on the module",
-    requires_zh="对 float16 输入保持其 dtype，无论模块是否调用过 `.half()`",
 )
 def _pe_half(cls):
     """float16 x (a Colab GPU's dtype): the sum keeps x's dtype and values, with or without .half() on the module"""
@@ -158,7 +154,6 @@ def _pe_half(cls):
     "PositionalEncoding",
     hidden=True,
     requires="builds `pe` with exactly `context_length` rows",
-    requires_zh="构造的 `pe` 恰好有 `context_length` 行",
 )
 def _pe_full_length(cls):
     """the table has exactly context_length rows (its documented shape) and serves a sequence of that length"""
@@ -207,7 +202,6 @@ def _embedding_scaled(cls):
     "TokenEmbedding",
     hidden=True,
     requires="keeps `nn.Embedding`'s `padding_idx`: the `<pad>` embedding is zero and gets no gradient",
-    requires_zh="保留 `nn.Embedding` 的 `padding_idx`：`<pad>` 的嵌入为零且不接收梯度",
 )
 def _embedding_padding(cls):
     """with padding_idx = 2 the <pad> embedding is zero and gets no gradient (nn.Embedding's padding_idx)"""
@@ -339,7 +333,6 @@ def _encoder_pre_ln(cls):
     "EncoderLayer",
     hidden=True,
     requires="matches BERT-style (post-LN, GELU) and GPT-style (pre-LN, tanh GELU, causal and padding masks) layers",
-    requires_zh="与 BERT 式（post-LN、GELU）和 GPT 式（pre-LN、tanh 近似的 GELU、因果掩码加填充掩码）的层一致",
 )
 def _encoder_variants(cls):
     """BERT-style (post-LN, GELU, eps 1e-12) and GPT-style (pre-LN, GELU tanh, causal + padding) layers"""
@@ -352,7 +345,6 @@ def _encoder_variants(cls):
     "EncoderLayer",
     hidden=True,
     requires="uses the layer's `layer_norm_eps` in its norms",
-    requires_zh="在归一化层中使用该层的 `layer_norm_eps`",
 )
 def _encoder_eps(cls):
     """layer_norm_eps = 0.1, post-LN and pre-LN: the norms use the layer's epsilon (at 1e-5 it could not matter)"""
@@ -434,7 +426,6 @@ def _decoder_no_future_leak(cls):
     "DecoderLayer",
     hidden=True,
     requires="handles target and source padding together, post-LN and pre-LN",
-    requires_zh="能同时处理目标端和源端的填充，post-LN 和 pre-LN 都正确",
 )
 def _decoder_all_masks(cls):
     """post-LN and pre-LN with target padding and source padding together"""
@@ -446,7 +437,6 @@ def _decoder_all_masks(cls):
     "DecoderLayer",
     hidden=True,
     requires="takes the cross-attention's keys and values from `memory` (even when T = S)",
-    requires_zh="交叉注意力的键和值取自 `memory`（即使 T = S）",
 )
 def _decoder_same_lengths(cls):
     """T = S without masks: keys and values of the cross-attention come from memory"""
@@ -457,7 +447,6 @@ def _decoder_same_lengths(cls):
     "DecoderLayer",
     hidden=True,
     requires="handles target padding without a source mask (`src_attention_mask=None`)",
-    requires_zh="在没有源端掩码（`src_attention_mask=None`）时也能处理目标端填充",
 )
 def _decoder_target_padding_only(cls):
     """target padding without a source mask (src_attention_mask=None), post-LN and pre-LN"""
@@ -469,7 +458,6 @@ def _decoder_target_padding_only(cls):
     "DecoderLayer",
     hidden=True,
     requires="uses the layer's `layer_norm_eps` and activation (GELU too)",
-    requires_zh="使用该层的 `layer_norm_eps` 和激活函数（包括 GELU）",
 )
 def _decoder_eps_gelu(cls):
     """layer_norm_eps = 0.1 and GELU, post-LN and pre-LN, with both paddings: the norms use the layer's epsilon"""
@@ -482,7 +470,6 @@ def _decoder_eps_gelu(cls):
     "EncoderLayer",
     hidden=True,
     requires="applies dropout in training mode only",
-    requires_zh="只在训练模式下应用 dropout",
 )
 def _encoder_dropout(cls):
     """dropout (attention, feed-forward, residual branches) is off in eval mode and on in training mode"""
@@ -498,7 +485,6 @@ def _encoder_dropout(cls):
     "DecoderLayer",
     hidden=True,
     requires="works in float16 with both paddings: float16 results, as in float32",
-    requires_zh="在带两种填充掩码的 float16 下工作：结果为 float16，与 float32 下一致",
 )
 def _decoder_half(cls):
     """float16 (a Colab GPU's dtype) with target and source padding: float16 results, as in float32"""
@@ -521,7 +507,6 @@ def _decoder_half(cls):
     "DecoderLayer",
     hidden=True,
     requires="applies dropout in training mode only",
-    requires_zh="只在训练模式下应用 dropout",
 )
 def _decoder_dropout(cls):
     """dropout (both attentions, feed-forward, residual branches) is off in eval mode and on in training mode"""
@@ -603,7 +588,6 @@ def _expect_dropout_sites(what, cls, sublayers, forward, shape):
     "EncoderLayer",
     hidden=True,
     requires="applies `dropout1` after the attention and `dropout2` after the FFN, and no other dropout",
-    requires_zh="在注意力之后用 `dropout1`、在 FFN 之后用 `dropout2`，没有别的 dropout",
 )
 def _encoder_dropout_sites(cls):
     """each sublayer's output has its own dropout (dropout1 after attention, dropout2 after the FFN), nothing else"""
@@ -621,7 +605,6 @@ def _encoder_dropout_sites(cls):
     "DecoderLayer",
     hidden=True,
     requires="applies `dropout1`, `dropout2`, `dropout3` after the three sublayers, and no other dropout",
-    requires_zh="在三个子层之后分别用 `dropout1`、`dropout2`、`dropout3`，没有别的 dropout",
 )
 def _decoder_dropout_sites(cls):
     """each sublayer's output has its own dropout (self-attention, cross-attention, FFN), and nothing else"""

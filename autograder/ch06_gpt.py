@@ -142,7 +142,6 @@ def _block_causal(cls):
     "Block",
     hidden=True,
     requires="works for other sizes, with `use_sdpa` on and off",
-    requires_zh="适用于其他尺寸，`use_sdpa` 开或关都正确",
 )
 def _block_other_sizes(cls):
     """other sizes (B=3, T=9, d_model=24, 3 heads), both attention paths"""
@@ -164,7 +163,6 @@ def _silenced(module: nn.Module) -> nn.Module:
     "Block",
     hidden=True,
     requires="keeps the attention's and the MLP's own dropout, each active in training mode",
-    requires_zh="保留注意力和 MLP 各自的 dropout，二者在训练模式下都起作用",
 )
 def _block_dropout_sites(cls):
     """each dropout site on its own: the attention's (MLP silenced, both paths) and the MLP's (attention silenced)"""
@@ -193,7 +191,6 @@ def _block_dropout_sites(cls):
     "Block",
     hidden=True,
     requires="uses `config.layer_norm_eps` in its layer norms",
-    requires_zh="在层归一化中使用 `config.layer_norm_eps`",
 )
 def _block_layer_norm_eps(cls):
     """the layer norms' own eps (config.layer_norm_eps = 0.01, inputs of small variance)"""
@@ -205,7 +202,6 @@ def _block_layer_norm_eps(cls):
     "Block",
     hidden=True,
     requires="works after `.half()`, with `use_sdpa` on and off: float16 output, as in float32",
-    requires_zh="调用 `.half()` 后，`use_sdpa` 开或关都能工作：输出为 float16，与 float32 下一致",
 )
 def _block_half(cls):
     """after .half() (a Colab GPU's dtype), both attention paths: float16 output, as in float32"""
@@ -328,7 +324,6 @@ def _gpt_logits(cls):
     "GPT",
     hidden=True,
     requires="uses explicit `position_ids` when given, and lets the head's gradient reach the tied embedding",
-    requires_zh="给出 `position_ids` 时使用它们，并让输出头的梯度传到共享的词元嵌入",
 )
 def _gpt_positions_and_gradient(cls):
     """uses explicit position_ids, other sizes; the head's gradient reaches the embedding"""
@@ -358,7 +353,6 @@ def _gpt_positions_and_gradient(cls):
     "GPT",
     hidden=True,
     requires="works after `model.half()`: float16 logits, as in float32",
-    requires_zh="调用 `model.half()` 后工作：logits 为 float16，与 float32 下一致",
 )
 def _gpt_half(cls):
     """after model.half() (a Colab GPU's dtype): float16 logits, as in float32"""
@@ -376,7 +370,6 @@ def _gpt_half(cls):
     "GPT",
     hidden=True,
     requires="applies dropout (embeddings, attention, MLP) in training mode only",
-    requires_zh="只在训练模式下应用 dropout（嵌入、注意力、MLP）",
 )
 def _gpt_dropout(cls):
     """dropout (embeddings, attention, MLP) is off in eval mode and on in training mode"""
@@ -394,7 +387,6 @@ def _gpt_dropout(cls):
     "GPT",
     hidden=True,
     requires="applies the embeddings' dropout to their sum (token + position)",
-    requires_zh="对嵌入之和（词元 + 位置）应用嵌入的 dropout",
 )
 def _gpt_embedding_dropout(cls):
     """the embeddings' dropout acts on their sum (blocks silenced): on the token part and on the position part"""
@@ -425,7 +417,6 @@ def _gpt_embedding_dropout(cls):
     "GPT",
     hidden=True,
     requires="uses `config.layer_norm_eps` in `ln_f`",
-    requires_zh="在 `ln_f` 中使用 `config.layer_norm_eps`",
 )
 def _gpt_layer_norm_eps(cls):
     """ln_f's own eps (config.layer_norm_eps = 0.001 on GPT-2's small initial embeddings)"""
@@ -441,7 +432,6 @@ def _gpt_layer_norm_eps(cls):
     "GPT",
     hidden=True,
     requires="accepts `position_ids` of shape `(B, T)`, a batch of one, a full window (T = `context_length`) and a single token",
-    requires_zh="接受形状为 `(B, T)` 的 `position_ids`、批大小为一、完整窗口（T = `context_length`）和单个词元",
 )
 def _gpt_input_forms(cls):
     """position_ids of shape (B, T), a batch of one, a full window (T = context_length), a single token"""
@@ -588,7 +578,6 @@ def _generate_temperature(fn):
     "generate",
     hidden=True,
     requires="implements `top_p`: the smallest most-likely set whose probability reaches p, the crossing token included",
-    requires_zh="实现 `top_p`：保留概率之和达到 p 的最小高概率集合，包括越过 p 的那个词元",
 )
 def _generate_top_p(fn):
     """top_p keeps the smallest most-likely set whose probability reaches p (the crossing token included)"""
@@ -601,7 +590,6 @@ def _generate_top_p(fn):
     "generate",
     hidden=True,
     requires="handles `top_k=1` (greedy), any k, and `top_k` with `top_p` together",
-    requires_zh="能处理 `top_k=1`（贪心）、任意 k，以及 `top_k` 与 `top_p` 同时使用",
 )
 def _generate_top_k_edges(fn):
     """top_k=1 is greedy, other k, top_k and top_p together, shuffled logits"""
@@ -626,7 +614,6 @@ def _generate_top_k_edges(fn):
     "generate",
     hidden=True,
     requires="draws all its randomness from `generator` and leaves the global random state untouched",
-    requires_zh="所有随机性都来自 `generator`，不改变全局随机状态",
 )
 def _generate_seeded(fn):
     """all randomness from `generator`: equal seeds give equal tokens; the global random state is untouched"""
@@ -641,7 +628,6 @@ def _generate_seeded(fn):
     "generate",
     hidden=True,
     requires="grows a prompt to several times `context_length`",
-    requires_zh="能把序列生成到 `context_length` 的数倍长",
 )
 def _generate_long(fn):
     """a one-token prompt grown to three times context_length, batch of 2"""
@@ -659,7 +645,6 @@ def _generate_long(fn):
     "generate",
     hidden=True,
     requires="accepts a prompt longer than `context_length`, a batch of one, and `max_new_tokens=0` (the prompt back, unchanged)",
-    requires_zh="接受比 `context_length` 更长的提示、批大小为一，以及 `max_new_tokens=0`（原样返回提示）",
 )
 def _generate_prompt_forms(fn):
     """a prompt longer than context_length, a batch of one, max_new_tokens=0 (the prompt back, unchanged)"""
@@ -678,7 +663,6 @@ def _generate_prompt_forms(fn):
     "generate",
     hidden=True,
     requires="applies `temperature` together with `top_k`: the kept tokens follow softmax(logits / temperature)",
-    requires_zh="`temperature` 与 `top_k` 一起使用时，保留的词元服从 softmax(logits / temperature)",
 )
 def _generate_temperature_with_top_k(fn):
     """temperature=2 together with top_k=4: the kept tokens follow softmax(logits / 2)"""

@@ -118,7 +118,6 @@ def _mask_proportions(fn):
     "mask_tokens",
     hidden=True,
     requires="honours `mlm_probability` and spreads random replacements over the vocabulary",
-    requires_zh="遵守 `mlm_probability`，随机替换的词元分布在整个词表上",
 )
 def _mask_other_rate(fn):
     """honours mlm_probability (0.3), spreads random replacements over the vocabulary"""
@@ -139,7 +138,6 @@ def _mask_other_rate(fn):
     "mask_tokens",
     hidden=True,
     requires="draws all its randomness from `generator` and leaves the global random state untouched",
-    requires_zh="所有随机性都来自 `generator`，不改变全局随机状态",
 )
 def _mask_seeded(fn):
     """all randomness from `generator`: equal seeds give equal results; the global random state is untouched"""
@@ -154,7 +152,6 @@ def _mask_seeded(fn):
     "mask_tokens",
     hidden=True,
     requires="uses the given `special_ids` and `mask_id`, not hard-coded ones",
-    requires_zh="使用传入的 `special_ids` 和 `mask_id`，而不是写死的值",
 )
 def _mask_other_specials(fn):
     """uses the given special_ids (not a hard-coded list) and the given mask_id"""
@@ -180,7 +177,6 @@ def _mask_other_specials(fn):
     "mask_tokens",
     hidden=True,
     requires="draws random replacements uniformly from the vocabulary, not from the batch",
-    requires_zh="从整个词表中均匀抽取随机替换的词元，而不是从当前批次中抽取",
 )
 def _mask_random_from_vocabulary(fn):
     """random replacements are drawn uniformly from the vocabulary, not from the batch (a batch of two tokens)"""
@@ -206,7 +202,6 @@ def _mask_random_from_vocabulary(fn):
     "mask_tokens",
     hidden=True,
     requires="selects each token on its own (a Bernoulli draw), so the count varies from row to row",
-    requires_zh="每个词元独立地被选中（伯努利抽样），因此每行被选中的数目各不相同",
 )
 def _mask_independent_per_token(fn):
     """each token is selected on its own (a Bernoulli draw), so the number selected varies from row to row"""
@@ -225,7 +220,6 @@ def _mask_independent_per_token(fn):
     "mask_tokens",
     hidden=True,
     requires="accepts `input_ids` of any shape (1-D, 3-D) and keeps it",
-    requires_zh="接受任意形状的 `input_ids`（一维、三维），并保持其形状",
 )
 def _mask_any_shape(fn):
     """input_ids of any shape: a 1-D sequence and a (2, 3, 200) batch keep their shape and bookkeeping"""
@@ -329,7 +323,6 @@ def _emb_default_types(cls):
     "BertEmbeddings",
     hidden=True,
     requires="works for other sizes and random segments, with BERT's `layer_norm_eps` 1e-12",
-    requires_zh="适用于其他尺寸和随机分段，`layer_norm_eps` 取 BERT 的 1e-12 时也正确",
 )
 def _emb_other_sizes(cls):
     """other sizes, random segments, BERT's eps 1e-12"""
@@ -343,7 +336,6 @@ def _emb_other_sizes(cls):
     "BertEmbeddings",
     hidden=True,
     requires="applies dropout in training mode only",
-    requires_zh="只在训练模式下应用 dropout",
 )
 def _emb_dropout(cls):
     """dropout after the LayerNorm: off in eval mode, on in training mode"""
@@ -397,7 +389,6 @@ def _albert_default_types(cls):
     "AlbertEmbeddings",
     hidden=True,
     requires="works for other sizes (E larger than `d_model` too) and random segments",
-    requires_zh="适用于其他尺寸（包括 E 大于 `d_model`）和随机分段",
 )
 def _albert_other_sizes(cls):
     """other sizes (E larger than d_model too), random segments"""
@@ -411,7 +402,6 @@ def _albert_other_sizes(cls):
     "AlbertEmbeddings",
     hidden=True,
     requires="applies dropout in training mode only",
-    requires_zh="只在训练模式下应用 dropout",
 )
 def _albert_dropout(cls):
     """dropout after the LayerNorm: off in eval mode, on in training mode"""
@@ -427,7 +417,6 @@ def _albert_dropout(cls):
     "BertEmbeddings",
     hidden=True,
     requires="works after `.half()`, with and without segments: float16 results, as in float32",
-    requires_zh="调用 `.half()` 后，有无分段都能工作：结果为 float16，与 float32 下一致",
 )
 def _emb_half(cls):
     """after .half() (a Colab GPU's dtype), with and without segments: float16 results, as in float32"""
@@ -475,7 +464,6 @@ def _expect_dropped_copy(what, noisy, quiet, p):
     "BertEmbeddings",
     hidden=True,
     requires="applies the dropout after the LayerNorm",
-    requires_zh="在 LayerNorm 之后应用 dropout",
 )
 def _emb_dropout_last(cls):
     """the dropout comes after the LayerNorm: in training mode each element is 0 or the eval value times 2"""
@@ -488,7 +476,6 @@ def _emb_dropout_last(cls):
     "BertEmbeddings",
     hidden=True,
     requires="uses `config.layer_norm_eps` in its LayerNorm",
-    requires_zh="在 LayerNorm 中使用 `config.layer_norm_eps`",
 )
 def _emb_layer_norm_eps(cls):
     """the LayerNorm's own eps (config.layer_norm_eps = 0.001, embeddings of small variance)"""
@@ -505,7 +492,6 @@ def _emb_layer_norm_eps(cls):
     "BertEmbeddings",
     hidden=True,
     requires="accepts a batch of one with T = `context_length`, `token_type_ids` by keyword, and a single token",
-    requires_zh="接受 T = `context_length` 的单个样本、以关键字传入的 `token_type_ids`，以及单个词元",
 )
 def _emb_input_forms(cls):
     """a batch of one with T = context_length, token_type_ids by keyword, a single token"""
@@ -528,7 +514,6 @@ def _emb_input_forms(cls):
     "AlbertEmbeddings",
     hidden=True,
     requires="applies the dropout between the LayerNorm and the projection",
-    requires_zh="在 LayerNorm 与投影之间应用 dropout",
 )
 def _albert_dropout_site(cls):
     """the dropout sits between the LayerNorm and the projection (projection set to [I; 0] plus a bias of 1)"""
@@ -553,7 +538,6 @@ def _albert_dropout_site(cls):
     "AlbertEmbeddings",
     hidden=True,
     requires="uses `config.layer_norm_eps` in its LayerNorm",
-    requires_zh="在 LayerNorm 中使用 `config.layer_norm_eps`",
 )
 def _albert_layer_norm_eps(cls):
     """the LayerNorm's own eps (config.layer_norm_eps = 0.001, embeddings of small variance)"""
@@ -570,7 +554,6 @@ def _albert_layer_norm_eps(cls):
     "AlbertEmbeddings",
     hidden=True,
     requires="works after `.half()`, with and without segments: float16 results, as in float32",
-    requires_zh="调用 `.half()` 后，有无分段都能工作：结果为 float16，与 float32 下一致",
 )
 def _albert_half(cls):
     """after .half() (a Colab GPU's dtype), with and without segments: float16 results, as in float32"""

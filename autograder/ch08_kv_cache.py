@@ -64,7 +64,6 @@ def _repeat_identity(fn):
     "repeat_kv",
     hidden=True,
     requires="works for multi-query attention (one key/value head) and for groups of 3",
-    requires_zh="适用于多查询注意力（一个键/值头）和每组 3 个头",
 )
 def _repeat_other(fn):
     """MQA (one key/value head for 6 query heads) and groups of 3"""
@@ -158,7 +157,6 @@ def _decode(fn):
     "attend_with_cache",
     hidden=True,
     requires="handles several new tokens at once (bottom-right causal mask), MHA and MQA, and keeps each layer's keys and values under its `layer` in one cache",
-    requires_zh="能一次处理多个新词元（右下对齐的因果掩码），适用于 MHA 和 MQA，并在同一个缓存中按 `layer` 分别保存各层的键和值",
 )
 def _chunks_and_layers(fn):
     """several new tokens at once (bottom-right mask), MHA and MQA, two layers"""
@@ -182,7 +180,6 @@ def _chunks_and_layers(fn):
     "attend_with_cache",
     hidden=True,
     requires="works in float16: float16 results, as in float32",
-    requires_zh="在 float16 下工作：结果为 float16，与 float32 下一致",
 )
 def _cache_half(fn):
     """float16 (a Colab GPU's dtype): a prefill of 3 then 2 new tokens give float16 results, as in float32"""
@@ -198,7 +195,6 @@ def _cache_half(fn):
     "attend_with_cache",
     hidden=True,
     requires="handles a first step of a single token (empty cache), batch 1, and `d_v` ≠ `d_head`",
-    requires_zh="能处理第一步只有一个词元（缓存为空）、批大小为 1，以及 `d_v` ≠ `d_head` 的情况",
 )
 def _first_token_alone(fn):
     """batch 1, a first step of a single token (empty cache, T_q = T_k = 1), then decode steps; d_v != d_head"""
@@ -302,7 +298,6 @@ def _mla_caches_latent(cls):
     "MultiHeadLatentAttention",
     hidden=True,
     requires="decodes with the cache (a prefill, a chunk, single tokens), with a query latent (`d_cq`) too",
-    requires_zh="能借助缓存解码（预填充、一段词元、单个词元），也支持查询潜向量（`d_cq`）",
 )
 def _mla_decode(cls):
     """prefill, a chunk of 2, then single tokens with the cache; with a query latent (d_cq) too"""
@@ -323,7 +318,6 @@ def _mla_decode(cls):
     "MultiHeadLatentAttention",
     hidden=True,
     requires="rotates with the module's own RoPE base (`self.rope_theta`), works with `d_v` at its default, and keeps each layer's latents under its `layer` in a shared cache",
-    requires_zh="用模块自己的 RoPE 底数（`self.rope_theta`）旋转，`d_v` 取默认值时也正确，并在共享缓存中按 `layer` 分别保存各层的潜向量",
 )
 def _mla_rope_base_and_layers(cls):
     """a RoPE base of 500 (not the default 10 000), d_v left at its default, two layers sharing one cache, batch 1"""

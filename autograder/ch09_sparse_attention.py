@@ -102,7 +102,6 @@ def _window_bidirectional(fn):
     "sliding_window_mask",
     hidden=True,
     requires="handles window 0, a window wider than the sequence and T = 1, causal or not",
-    requires_zh="能处理窗口为 0、窗口比序列还宽以及 T = 1 的情况，无论是否因果",
 )
 def _window_edges(fn):
     """window 0, a window wider than the sequence, T = 1, both directions"""
@@ -115,7 +114,6 @@ def _window_edges(fn):
     "sliding_window_mask",
     hidden=True,
     requires="creates the mask on the requested `device`",
-    requires_zh="在指定的 `device` 上创建掩码",
 )
 def _window_device(fn):
     """creates the mask on the requested device"""
@@ -185,7 +183,6 @@ def _global_causal(fn):
     "global_token_mask",
     hidden=True,
     requires="accepts per-sequence global tokens `(B, T)` with a shared `(T, T)` or a batched `(B, T, T)` mask",
-    requires_zh="接受每个序列各自的全局词元 `(B, T)`，配合共享的 `(T, T)` 掩码或批量的 `(B, T, T)` 掩码",
 )
 def _global_batched(fn):
     """per-sequence global tokens (B, T) with a shared (T, T) mask and a batched (B, T, T) mask"""
@@ -199,7 +196,6 @@ def _global_batched(fn):
     "global_token_mask",
     hidden=True,
     requires="accepts per-head global tokens `(B, H, T)` with a `(B, 1, T, T)` mask, and one shared `is_global` `(T,)` with a `(B, T, T)` mask",
-    requires_zh="接受每个头各自的全局词元 `(B, H, T)` 配合 `(B, 1, T, T)` 掩码，以及共享的 `is_global` `(T,)` 配合 `(B, T, T)` 掩码",
 )
 def _global_other_forms(fn):
     """per-head global tokens (B, H, T) with a (B, 1, T, T) mask, one shared is_global (T,) with a (B, T, T) mask"""
@@ -324,7 +320,6 @@ def _attention_memory(fn):
     "sliding_window_attention",
     hidden=True,
     requires="works for any `(T, window, block_len)`, 3-D and 5-D inputs, and `d_v` ≠ `d_k`",
-    requires_zh="适用于任意 `(T, window, block_len)` 组合、三维和五维输入，以及 `d_v` ≠ `d_k`",
 )
 def _attention_many_sizes(fn):
     """many (T, window, block_len) combinations, 3-D and 5-D inputs, d_v != d_k"""
@@ -338,7 +333,6 @@ def _attention_many_sizes(fn):
     "sliding_window_attention",
     hidden=True,
     requires="works in float16, causal or not: float16 results, as in float32",
-    requires_zh="在 float16 下工作，无论是否因果：结果为 float16，与 float32 下一致",
 )
 def _attention_half(fn):
     """float16 (a Colab GPU's dtype), causal and bidirectional: float16 results, as in float32"""
@@ -356,7 +350,6 @@ def _attention_half(fn):
     "sliding_window_attention",
     hidden=True,
     requires="keeps float64 and lets gradients flow to q, k and v",
-    requires_zh="保持 float64，并让梯度传到 q、k 和 v",
 )
 def _attention_dtype_and_grad(fn):
     """keeps float64 and lets gradients flow to q, k and v"""
@@ -421,7 +414,6 @@ def _routing_bidirectional(fn):
     "routing_mask",
     hidden=True,
     requires="accepts `(B, H, T)` clusters, and T_k > T_q with the queries at the last positions",
-    requires_zh="接受 `(B, H, T)` 的聚类，以及 T_k > T_q（查询位于最后几个位置）",
 )
 def _routing_heads_and_cache(fn):
     """(B, H, T) clusters, and T_k > T_q (queries are the last positions, as chapter 3's causal_mask)"""
@@ -438,7 +430,6 @@ def _routing_heads_and_cache(fn):
     "routing_mask",
     hidden=True,
     requires="accepts unbatched `(T,)` clusters, and more queries than keys when not causal",
-    requires_zh="接受不带批维度的 `(T,)` 聚类，以及非因果时查询多于键的情况",
 )
 def _routing_other_forms(fn):
     """unbatched (T,) clusters, and more queries than keys without causality (T_q = 7 > T_k = 4)"""
@@ -521,7 +512,6 @@ def _topk_bidirectional(fn):
     "topk_block_mask",
     hidden=True,
     requires="accepts `(B, H, T, n_blocks)` scores, n larger than the number of blocks, no forced blocks, and T not a multiple of the block",
-    requires_zh="接受 `(B, H, T, n_blocks)` 的分数、n 大于块数、没有强制选中的块，以及 T 不是块长整数倍的情况",
 )
 def _topk_many_shapes(fn):
     """(B, H, T, n_blocks) scores, n larger than the blocks, no forced blocks, T not a multiple of the block"""

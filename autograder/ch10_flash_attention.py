@@ -136,7 +136,6 @@ def _update_several_blocks(fn):
     "online_softmax_update",
     hidden=True,
     requires="stays finite for entries of several hundreds (the running max keeps exp from overflowing)",
-    requires_zh="对几百大小的元素保持有限（运行最大值防止 exp 溢出）",
     extremes=True,
 )
 def _update_large_values(fn):
@@ -149,7 +148,6 @@ def _update_large_values(fn):
     "online_softmax_update",
     hidden=True,
     requires="leaves m = -inf and ell = 0 after a block of -inf entries, never NaN",
-    requires_zh="在全为 -inf 的块之后保持 m = -inf、ell = 0，不产生 NaN",
 )
 def _update_masked_block(fn):
     """a first block of -inf entries (masked scores) leaves m = -inf and ell = 0, never NaN"""
@@ -169,7 +167,6 @@ def _update_masked_block(fn):
     "online_softmax_update",
     hidden=True,
     requires="works for rows whose every entry is about -1e5 (no finite floor on the shift)",
-    requires_zh="对所有元素都约为 -1e5 的行也正确（平移量不设有限下限）",
     extremes=True,
 )
 def _update_very_negative(fn):
@@ -186,7 +183,6 @@ def _update_very_negative(fn):
     "online_softmax_update",
     hidden=True,
     requires="keeps float64",
-    requires_zh="保持 float64",
 )
 def _update_float64(fn):
     """keeps float64"""
@@ -286,7 +282,6 @@ def _forward_padding(fn):
     "flash_attention_forward",
     hidden=True,
     requires="handles both masks together, for any block sizes (1 × 1, 64 × 64, 3 × 7)",
-    requires_zh="能同时处理两种掩码，适用于任意块大小（1 × 1、64 × 64、3 × 7）",
 )
 def _forward_both_masks_and_blocks(fn):
     """both masks together, for blocks 1 × 1, 64 × 64 and 3 × 7"""
@@ -300,7 +295,6 @@ def _forward_both_masks_and_blocks(fn):
     "flash_attention_forward",
     hidden=True,
     requires="gives a query that may attend to no key a zero output and lse = -inf, not NaN",
-    requires_zh="对不能关注任何键的查询给出零输出和 lse = -inf，而不是 NaN",
 )
 def _forward_fully_masked(fn):
     """a query that may attend to no key gets a zero output and lse = -inf, not NaN"""
@@ -337,7 +331,6 @@ def _forward_fully_masked(fn):
     "flash_attention_forward",
     hidden=True,
     requires="masks the scores before taking the max, so padded keys with huge scores change nothing",
-    requires_zh="在取最大值之前先应用掩码，使分数极大的填充键不影响结果",
     extremes=True,
 )
 def _forward_masked_keys_with_huge_scores(fn):
@@ -355,7 +348,6 @@ def _forward_masked_keys_with_huge_scores(fn):
     "flash_attention_forward",
     hidden=True,
     requires="keeps float64 and stays exact for scores of several thousands",
-    requires_zh="保持 float64，对几千大小的分数仍然精确",
     extremes=True,
 )
 def _forward_float64_large_scores(fn):
@@ -377,7 +369,6 @@ def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
     "flash_attention_forward",
     hidden=True,
     requires="starts the running max at -inf, so that scores below -57 000 work too",
-    requires_zh="让运行最大值从 -inf 开始，因此低于 -57 000 的分数也能正确处理",
     extremes=True,
 )
 def _forward_very_negative_scores(fn):
@@ -425,7 +416,6 @@ def _large_qk(T_q, T_k, seed):
     "flash_attention_forward",
     hidden=True,
     requires="computes the tile scores in float32 for float16 inputs (QKᵀ can pass 65 504)",
-    requires_zh="对 float16 输入在 float32 中计算分块的分数（QKᵀ 可能超过 65 504）",
     extremes=True,
 )
 def _forward_half_large(fn):
@@ -447,7 +437,6 @@ def _forward_half_large(fn):
     "flash_attention_forward",
     hidden=True,
     requires="handles batch 1 and more queries than keys (not causal) with padding",
-    requires_zh="能处理批大小为 1、查询多于键（非因果）并带填充的情况",
 )
 def _forward_batch_one_more_queries(fn):
     """batch 1, and more queries than keys (T_q = 9 > T_k = 5, not causal) with padding"""
@@ -460,7 +449,6 @@ def _forward_batch_one_more_queries(fn):
     "flash_attention_forward",
     hidden=True,
     requires="returns `o` in float16 and `lse` in float32 for float16 inputs, as in float32",
-    requires_zh="对 float16 输入返回 float16 的 `o` 和 float32 的 `lse`，与 float32 下一致",
 )
 def _forward_half(fn):
     """float16 inputs (a Colab GPU's dtype), causal with padding: o in float16 and lse in float32, as in float32"""
@@ -533,7 +521,6 @@ def _backward_causal(fn):
     "flash_attention_backward",
     hidden=True,
     requires="handles padding and causal masks, for any block sizes",
-    requires_zh="能处理填充掩码和因果掩码，适用于任意块大小",
 )
 def _backward_masks_and_blocks(fn):
     """padding and causal masks, for blocks 64 × 64 and 3 × 4, and 1 × 1 with both masks"""
@@ -550,7 +537,6 @@ def _backward_masks_and_blocks(fn):
     "flash_attention_backward",
     hidden=True,
     requires="gives finite, zero gradients for a query that may attend to no key (lse = -inf)",
-    requires_zh="对不能关注任何键的查询（lse = -inf）给出有限的零梯度",
 )
 def _backward_fully_masked(fn):
     """a query that may attend to no key (lse = -inf) gives finite, zero gradients"""
@@ -593,7 +579,6 @@ def _backward_fully_masked(fn):
     "flash_attention_backward",
     hidden=True,
     requires="keeps float64 and matches to float64 precision",
-    requires_zh="保持 float64，并达到 float64 的精度",
 )
 def _backward_float64(fn):
     """keeps float64 and matches to float64 precision"""
@@ -605,7 +590,6 @@ def _backward_float64(fn):
     "flash_attention_backward",
     hidden=True,
     requires="recomputes the scores in float32 for float16 inputs (QKᵀ can pass 65 504)",
-    requires_zh="对 float16 输入在 float32 中重新计算分数（QKᵀ 可能超过 65 504）",
     extremes=True,
 )
 def _backward_half_large(fn):
@@ -629,7 +613,6 @@ def _backward_half_large(fn):
     "flash_attention_backward",
     hidden=True,
     requires="handles batch 1 and more queries than keys (not causal) with padding",
-    requires_zh="能处理批大小为 1、查询多于键（非因果）并带填充的情况",
 )
 def _backward_batch_one_more_queries(fn):
     """batch 1, and more queries than keys (T_q = 9 > T_k = 5, not causal) with padding"""
@@ -682,7 +665,6 @@ def _tiles_inputs():
     "flash_attention_forward",
     hidden=True,
     requires="never makes a tensor as large as a whole T_q × T_k score matrix: it works tile by tile",
-    requires_zh="从不生成与整个 T_q × T_k 分数矩阵一样大的张量：逐块计算",
 )
 def _forward_tiles_only(fn):
     """Tried q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), causal with padding, blocks 8 × 8, and measured the
@@ -697,7 +679,6 @@ def _forward_tiles_only(fn):
     "flash_attention_backward",
     hidden=True,
     requires="never makes a tensor as large as a whole T_q × T_k matrix (no torch.autograd through the full attention): it works tile by tile",
-    requires_zh="从不生成与整个 T_q × T_k 矩阵一样大的张量（不对完整注意力使用 torch.autograd）：逐块计算",
 )
 def _backward_tiles_only(fn):
     """Tried q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), causal with padding, blocks 8 × 8, and measured the

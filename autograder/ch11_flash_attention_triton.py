@@ -594,7 +594,6 @@ def _exact_negative_qkv(B, H, T_q, T_k, d_v, seed):
     "flash_attention_forward_kernel",
     hidden=True,
     requires="starts the running max at -inf, so that scores below -57 000 work too",
-    requires_zh="让运行最大值从 -inf 开始，因此低于 -57 000 的分数也能正确处理",
     extremes=True,
 )
 def _forward_very_negative_scores(fn):
@@ -607,7 +606,6 @@ def _forward_very_negative_scores(fn):
     "flash_attention_forward_kernel",
     hidden=True,
     requires="works for T_q > T_k and for BLOCK_M ≠ BLOCK_N, causal or not",
-    requires_zh="适用于 T_q > T_k 以及 BLOCK_M ≠ BLOCK_N 的情况，无论是否因果",
 )
 def _forward_more_queries_other_blocks(fn):
     """Tried T_q = 37 > T_k = 20 without CAUSAL with BLOCK_M = 32 and BLOCK_N = 16, and causal attention with
@@ -620,7 +618,6 @@ def _forward_more_queries_other_blocks(fn):
     "flash_attention_forward_kernel",
     hidden=True,
     requires="works when T_k - T_q is not a multiple of the key block, and still skips the key blocks wholly in a query block's future",
-    requires_zh="在 T_k - T_q 不是键块大小的整数倍时也正确，并且仍跳过完全位于查询块未来的键块",
 )
 def _forward_causal_ragged_gap(fn):
     """Tried causal attention where T_k - T_q is not a multiple of the key block: T_q = 20, T_k = 41 (a gap of 21)
@@ -641,7 +638,6 @@ def _half_exact(*shape, seed, scale, offset=0.0):
     "flash_attention_forward_kernel",
     hidden=True,
     requires="accumulates the running sum and the output in float32 for float16 inputs; `o` comes back in float16, `lse` in float32",
-    requires_zh="对 float16 输入在 float32 中累加运行和与输出；`o` 以 float16 返回，`lse` 以 float32 返回",
     extremes=True,
 )
 def _forward_half(fn):
@@ -754,7 +750,6 @@ def _dkdv_causal(fn):
     "flash_attention_backward_dkdv_kernel",
     hidden=True,
     requires="works for T_q > T_k and for BLOCK_M ≠ BLOCK_N, causal or not (a key block's first query block is not its own index)",
-    requires_zh="适用于 T_q > T_k 以及 BLOCK_M ≠ BLOCK_N 的情况，无论是否因果（键块所需的第一个查询块不一定是它自己的序号）",
 )
 def _dkdv_more_queries_other_blocks(fn):
     """Tried T_q = 37 > T_k = 20 without CAUSAL with BLOCK_M = 16 and BLOCK_N = 32, and causal attention with
@@ -768,7 +763,6 @@ def _dkdv_more_queries_other_blocks(fn):
     "flash_attention_backward_dkdv_kernel",
     hidden=True,
     requires="works when queries are fewer than keys by more than a block (a key block's first query block is clamped at 0)",
-    requires_zh="在查询比键少一个块以上时也正确（键块的起始查询块在 0 处截断）",
 )
 def _dkdv_many_more_keys(fn):
     """Tried causal attention with T_q = 20 and T_k = 57, 37 more keys than queries (more than two query blocks),
@@ -782,7 +776,6 @@ def _dkdv_many_more_keys(fn):
     "flash_attention_backward_dkdv_kernel",
     hidden=True,
     requires="returns dk and dv in float16 for float16 inputs, agreeing with float32",
-    requires_zh="对 float16 输入返回 float16 的 dk 和 dv，与 float32 下一致",
 )
 def _dkdv_half(fn):
     """Tried float16 inputs with CAUSAL against the kernel's own float32 run: dk and dv come back in float16."""
@@ -809,7 +802,6 @@ _HALF_DKDV_HINT = (
     "flash_attention_backward_dkdv_kernel",
     hidden=True,
     requires="accumulates dk and dv in float32 for float16 inputs, over many query blocks",
-    requires_zh="对 float16 输入在 float32 中累加 dk 和 dv，即使查询块很多",
 )
 def _dkdv_half_long(fn):
     """Tried float16 inputs with 2048 queries (128 query blocks of 16) and 16 keys, where the first query block's do

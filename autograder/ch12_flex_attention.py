@@ -213,7 +213,6 @@ def _window_globals_in_flex(fn):
     "sliding_window_with_globals",
     hidden=True,
     requires="works for a window of 0, no global tokens, more global tokens than tokens, a window wider than the sequence, T_q ≠ T_k, and any batch and head",
-    requires_zh="适用于窗口为 0、没有全局词元、全局词元多于序列长度、窗口比序列还宽、T_q ≠ T_k，以及任意批次和头",
 )
 def _window_globals_many_shapes(fn):
     """window 0, no globals, more globals than tokens, a window wider than T, T_q != T_k, several batches and heads"""
@@ -295,7 +294,6 @@ def _document_in_flex(fn):
     "document_mask",
     hidden=True,
     requires="works for any packing of documents, T_q < T_k and int32 document ids",
-    requires_zh="适用于任意文档拼接方式、T_q < T_k 以及 int32 类型的文档编号",
 )
 def _document_random(fn):
     """random packings of three rows, both directions, two heads, T_q < T_k, int32 ids"""
@@ -364,7 +362,6 @@ def _prefix_batch(fn):
     "prefix_lm_mask",
     hidden=True,
     requires="works for any prefix lengths (int64 or int32), T_q ≠ T_k, and inside flex_attention",
-    requires_zh="适用于任意前缀长度（int64 或 int32）、T_q ≠ T_k，并能在 flex_attention 中使用",
 )
 def _prefix_many_shapes(fn):
     """random prefixes, heads, T_q != T_k, int32 lengths, and flex_attention (eager) with the mask"""
@@ -466,7 +463,6 @@ def _causal_rule(b, h, q_idx, kv_idx):
     "alibi_score_mod",
     hidden=True,
     requires="works for any number of heads (1, 2, 16), T_q ≠ T_k and float64 scores",
-    requires_zh="适用于任意头数（1、2、16）、T_q ≠ T_k 以及 float64 分数",
 )
 def _alibi_many_shapes(fn):
     """1, 2 and 16 heads, batches, T_q != T_k, float64 scores"""

@@ -147,7 +147,7 @@ def build_instructor(chapter: str) -> nbformat.NotebookNode:
         if ex.unstated:
             raise ValueError(
                 f"{chapter}: hidden checks of {name} declare no requirement ({', '.join(ex.unstated)}): give each "
-                "requires= and requires_zh= (the notebook lists them; a student cannot read a hidden check)"
+                "requires= (the notebook lists them; a student cannot read a hidden check)"
             )
         if ex.requirements:
             cells.append(requirements_cell(ex))

@@ -1,6 +1,6 @@
 """What the student is told is graded: an exercise's requirements and points as the notebook states them.
 
-Each check declares the requirement it tests (``Exercises.check(..., requires=, requires_zh=)``); the build puts them,
+Each check declares the requirement it tests (``Exercises.check(..., requires=)``, in Chinese from the chapter's catalogue ``autograder/locale/zh/<chapter>.json``); the build puts them,
 as a list, in a generated cell between the exercise's instructions and its answer cell (:func:`requirements_markdown`,
 English in ``notebooks.build_instructor``, Chinese in ``translations.translate_notebook``). The points a notebook's text
 states by hand (the overview table, "(2 points)" in a heading) must equal ``EXERCISES``' (:func:`points_problems`).
@@ -21,7 +21,7 @@ REQUIREMENTS_HEAD = {
 
 def requirements_markdown(exercise, edition: str = "en") -> str:
     """The markdown cell the build puts between an exercise's instructions and its answer cell: the requirements its
-    checks declare (``Exercises.check(..., requires=, requires_zh=)``), in ``edition`` ("en" or "zh")."""
+    checks declare (``Exercises.check(..., requires=)``, in Chinese from the chapter's catalogue ``autograder/locale/zh/<chapter>.json``), in ``edition`` ("en" or "zh")."""
     items = [req.zh if edition == "zh" else req.en for req in exercise.requirements]
     colon = "：" if edition == "zh" else ":"
     return REQUIREMENTS_HEAD[edition] + colon + "\n\n" + "\n".join(f"* {item}" for item in items)

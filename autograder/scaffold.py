@@ -107,7 +107,6 @@ def _function_matches_softmax(fn):
     "example_function",
     hidden=True,
     requires="works for another shape and float64",  # TODO what this check requires, one short sentence
-    requires_zh="适用于其他形状和 float64",  # TODO the same sentence in Chinese (both are listed in the notebook)
 )
 def _function_other_shape(fn):
     """example_function on another shape and float64"""
@@ -138,7 +137,6 @@ def _module_matches_linear(cls):
     "ExampleModule",
     hidden=True,
     requires="works for another width",  # TODO
-    requires_zh="适用于其他宽度",  # TODO
 )
 def _module_other_width(cls):
     """ExampleModule with another width"""

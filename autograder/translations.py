@@ -19,7 +19,7 @@ from the same sources: the English release notebook with its markdown cells repl
 hex digits of the SHA-256 of the English cell it translates, so a changed English cell makes the notebook stale).
 Code cells, cell ids, grade ids and points are the English notebook's: the grader grades either edition alike. The
 requirement lists the build generates below each exercise's instructions (cells with ``requirements`` metadata) are not
-in the text: they are written from the checks' ``requires_zh`` declarations.
+in the text: they are written from the checks' ``requires=`` declarations and the chapter's catalogue.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def translate_notebook(release, chapter: str):
 
     nb = copy.deepcopy(release)
     exercises = checks_module(chapter).EXERCISES
-    for c in nb.cells:  # generated from the checks' declarations (requires_zh), not translated by hand
+    for c in nb.cells:  # generated from the checks' requires= and the catalogue, not translated by hand
         if "requirements" in c.metadata:
             c.source = requirements_markdown(exercises[c.metadata["requirements"]], "zh")
     md = _translated_cells(nb)
@@ -192,7 +192,7 @@ def _translated_cells(nb) -> list:
 
 def notebook_skeleton(release) -> str:
     """A ``templates/zh/<chapter>.md`` to translate: every English markdown cell under its hash (not the generated
-    requirement lists: the build writes their Chinese from the checks' ``requires_zh``)."""
+    requirement lists: the build writes their Chinese from the chapter's catalogue)."""
     return "".join(f"<!-- cell {digest(c.source)} -->\n{c.source}\n\n" for c in _translated_cells(release))
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import json
 import re
 from collections.abc import Mapping
@@ -158,17 +157,12 @@ def text(key: str, edition: str = EN, **fields: object) -> str:
 
 
 def phrases(chapter: str) -> dict[str, str]:
-    """The chapter's own words in Chinese, ``ZH`` of ``autograder/zh/<chapter>.py`` (empty for a chapter that has no
-    module of translations yet, or a name that is not a chapter's)."""
+    """The chapter's own words in Chinese (its catalogue ``autograder/locale/zh/<chapter>.json``; empty for a name
+    that is not a chapter's)."""
     if not chapter.isidentifier():
         return {}
-    try:
-        module = importlib.import_module(f"autograder.zh.{chapter}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"autograder.zh.{chapter}":
-            raise
-        return {}
-    return dict(getattr(module, "ZH", {}))
+    entry = resources.files("autograder").joinpath("locale").joinpath(ZH).joinpath(f"{chapter}.json")
+    return json.loads(entry.read_text(encoding="utf-8")) if entry.is_file() else {}
 
 
 _FIELD = re.compile(r"\{(\w+)\}")

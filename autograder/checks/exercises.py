@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ..wording import say
+from ..wording import ZH, Message, say
 from .compare import CheckFailed
 from .limits import ExerciseTimeout, exercise_time_limit, time_limit, timeout_message
 from .trace import recording, replay
@@ -25,13 +25,17 @@ from .trace import recording, replay
 
 @dataclasses.dataclass(frozen=True)
 class Requirement:
-    """What one check requires of the answer, in one short sentence per edition (English, Chinese), written as the
-    end of "your answer ...": "works for an odd ``d_model`` too". The build lists an exercise's requirements below
-    its instructions in the notebook (``notebooks.requirements_markdown``), so the text the student reads is
-    generated from the checks that grade it."""
+    """What one check requires of the answer, in one short sentence written as the end of "your answer ...": "works
+    for an odd ``d_model`` too". ``en`` is the English, the key of its translations in the chapter's catalogue
+    (``autograder/locale/zh/<chapter>.json``). The build lists an exercise's requirements below its instructions in
+    the notebook (``notebooks.requirements_markdown``), so the text the student reads is generated from the checks
+    that grade it."""
 
     en: str
-    zh: str
+
+    @property
+    def zh(self) -> str:
+        return Message(self.en).render(ZH)
 
 
 @dataclasses.dataclass
@@ -84,7 +88,6 @@ class Exercises:
         points: int | None = None,
         hidden: bool = False,
         requires: str | None = None,
-        requires_zh: str | None = None,
         extremes: bool = False,
     ):
         """Decorator: register a check for exercise ``name`` (``points`` on its first registration).
@@ -93,11 +96,9 @@ class Exercises:
         thousands, -1e5): its tolerance must come from that arithmetic, and the catalogue names, for each such check,
         a correct answer that computes by another stable formula (``STABLE_FOR``; tests/test_checks.py).
 
-        ``requires`` / ``requires_zh``: the requirement the check tests, one short sentence in English and in Chinese
-        that completes "your answer ..." (:class:`Requirement`). Every hidden check must declare one (the build
-        fails otherwise); a visible check may. The notebook lists them below the exercise's instructions."""
-        if (requires is None) != (requires_zh is None):
-            raise ValueError(f"a check of {name!r} declares its requirement in one edition only: give both")
+        ``requires``: the requirement the check tests, one short English sentence that completes "your answer ..."
+        (:class:`Requirement`; its Chinese is in the chapter's catalogue). Every hidden check must declare one (the
+        build fails otherwise); a visible check may. The notebook lists them below the exercise's instructions."""
 
         def register(fn: Callable) -> Callable:
             if name not in self._by_name:
@@ -109,10 +110,8 @@ class Exercises:
             (self._by_name[name].hidden if hidden else self._by_name[name].visible).append(fn)
             if extremes:
                 self.extremes.append(fn)
-            if requires is not None and requires_zh is not None:
-                self._by_name[name].declared[fn] = Requirement(
-                    " ".join(requires.split()), " ".join(requires_zh.split())
-                )
+            if requires is not None:
+                self._by_name[name].declared[fn] = Requirement(" ".join(requires.split()))
             return fn
 
         return register
