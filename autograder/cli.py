@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {build,check,grade,selfcheck,gradescope,scaffold}`` (also installed as ``attention-course``)."""
+"""Command line: ``python -m autograder {build,check,grade,selfcheck,gradescope}`` (also installed as ``attention-course``)."""
 
 from __future__ import annotations
 
@@ -285,13 +285,8 @@ def main(argv=None) -> int:
 
     add_build_arguments(p)
     p.set_defaults(func=_cmd_gradescope)
-    sub.add_parser("scaffold", help="write a new chapter's parts from its stem and title (scaffold.py)")
     sub.add_parser("translations", help="Chinese pages in step with the English ones: check | stamp PAGE...")
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["scaffold"]:  # its own options and help: autograder/scaffold.py
-        from . import scaffold
-
-        return scaffold.main(argv[1:])
     if argv[:1] == ["translations"]:
         from . import translations
 

@@ -1,4 +1,4 @@
-"""`python -m autograder scaffold`: a new chapter's parts, written into a temporary copy of the course (the tree
+"""`python -m scripts.scaffold`: a new chapter's parts, written into a temporary copy of the course (the tree
 is never touched), pass the chapter-wide checks except the catalogue size, and build into a notebook."""
 
 import os
@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from autograder import notebooks, scaffold
+from autograder import notebooks
+from scripts import scaffold
 
 ROOT = notebooks.ROOT
 NEXT = len(notebooks.chapters()) + 1  # the chapter after the last one
@@ -30,6 +31,7 @@ def course(tmp_path) -> pathlib.Path:
         "tests/__init__.py",
         "tests/conftest.py",
         "tests/test_checks.py",
+        "tests/test_catalogues.py",
         "tests/test_grading.py",
         "_toc.yml",
         "pyproject.toml",
@@ -75,7 +77,7 @@ def test_scaffolded_chapter_passes_the_chapter_wide_checks(course):
     )
     tests = run(
         "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", f"{STEM} or catalogue_size", "tests/test_checks.py",
-        f"tests/test_{STEM}.py",
+        "tests/test_catalogues.py", f"tests/test_{STEM}.py",
     )  # fmt: skip
     failed = sorted(set(line.split(" - ")[0] for line in tests.stdout.splitlines() if line.startswith("FAILED")))
     assert failed == ["FAILED tests/test_checks.py::test_catalogue_size"], tests.stdout[-3000:]

@@ -1,6 +1,7 @@
-"""Scaffold a new chapter: ``python -m autograder scaffold ch09_sparse_attention "Sparse attention"``.
+"""Scaffold a new chapter: ``python -m scripts.scaffold ch09_sparse_attention "Sparse attention"`` (a contributor's
+tool: it is not in the package students and graders install).
 
-Writes the four parts of CONTRIBUTING.md's table plus the chapter's test file, each holding a small, working
+Writes the four parts of CONTRIBUTING.md's table plus the chapter's test file and its Chinese catalogue, each holding a small, working
 placeholder (a function exercise and a class exercise, with checks, two catalogued bugs, a notebook template, a
 book page with a figure and oracle tests), and adds the page to ``_toc.yml``. Every "TODO" marks what the
 chapter's author replaces. The placeholders pass the chapter-wide tests except the ones that need the real
@@ -89,6 +90,7 @@ from torch import nn
 from torch.nn.functional import linear as _linear
 
 from .core import Exercises, call, expect_close, expect_true, rng
+from .wording import Message
 
 _softmax = torch.softmax
 
@@ -117,7 +119,7 @@ def _function_other_shape(fn):
 # ---------------------------------------------------------------- exercise 2: ExampleModule (TODO)
 def _module_case(cls, d_model: int, seed: int, hidden: bool = False) -> None:
     torch.manual_seed(seed)
-    module = call(f"ExampleModule({{d_model}})", cls, d_model)
+    module = call(Message("ExampleModule({{d_model}})", d_model=d_model), cls, d_model)
     expect_true(
         isinstance(getattr(module, "proj", None), nn.Linear),
         "ExampleModule should keep its projection as an nn.Linear attribute named proj.",
@@ -190,6 +192,20 @@ REWRITES: list[Rewrite] = [
     ),
 ]
 '''
+
+# The chapter's Chinese (tests/test_catalogues.py): every message of the checks above, keyed by its English.
+LOCALE_ZH = """{{
+ "example_function(x) equals torch.softmax(x, dim=-1) for x of shape (2, 3, 5)": "（TODO 译文）example_function(x) 等于 torch.softmax(x, dim=-1)，x 的形状为 (2, 3, 5)",
+ "example_function(x)": "example_function(x)",
+ "works for another shape and float64": "（TODO 译文）适用于其他形状和 float64",
+ "example_function on another shape and float64": "（TODO 译文）example_function 作用于其他形状和 float64",
+ "ExampleModule should keep its projection as an nn.Linear attribute named proj.": "（TODO 译文）ExampleModule 应把它的投影保存为名为 proj 的 nn.Linear 属性。",
+ "ExampleModule(x)": "ExampleModule(x)",
+ "ExampleModule(8) applies its proj to x of shape (2, 3, 8)": "（TODO 译文）ExampleModule(8) 把它的 proj 作用于形状为 (2, 3, 8) 的 x",
+ "works for another width": "（TODO 译文）适用于其他宽度",
+ "ExampleModule with another width": "（TODO 译文）其他宽度的 ExampleModule"
+}}
+"""
 
 TEMPLATE = """# %% [markdown]
 # # {title}: exercises
@@ -335,6 +351,7 @@ def scaffold(root: pathlib.Path, stem: str, title: str) -> list[pathlib.Path]:
         root / "notebooks" / "templates" / f"{stem}.py": TEMPLATE,
         root / "book" / f"{stem}.md": PAGE,
         root / "tests" / f"test_{stem}.py": TESTS,
+        root / "autograder" / "locale" / "zh" / f"{stem}.json": LOCALE_ZH,
     }
     existing = [str(p.relative_to(root)) for p in files if p.exists()]
     if existing:
@@ -350,13 +367,13 @@ def scaffold(root: pathlib.Path, stem: str, title: str) -> list[pathlib.Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder scaffold", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.scaffold", description=__doc__.split("\n\n")[0])
     parser.add_argument("stem", help="chapter stem, e.g. ch09_sparse_attention")
     parser.add_argument("title", help='the page title, e.g. "Sparse attention"')
     parser.add_argument("--root", default=None, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)
     if args.root is None:
-        from . import notebooks
+        from autograder import notebooks
 
         root = notebooks.ROOT
     else:
