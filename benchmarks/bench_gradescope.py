@@ -2,7 +2,7 @@
 ("Gradescope"): ``python -m benchmarks.bench_gradescope [--chapters ch01_seq2seq ...] [--no-limits]``.
 
 Each chapter in turn (one at a time: grading one submission uses one core) gets its zip built and installed in a
-simulated container (``autograder.gradescope.simulate.Simulation``: ``setup.sh`` once, in a clean virtualenv with this
+simulated container (``tests/gradescope_container.py``, ``Simulation``: ``setup.sh`` once, in a clean virtualenv with this
 environment's packages hard-linked in, so nothing is downloaded; each further chapter only swaps its course in with
 ``setup.sh --course-only``), and its reference sample (``autograder/samples/<chapter>/lovelace*``) is graded by
 ``run_autograder``:
@@ -43,7 +43,8 @@ import threading
 import time
 
 from autograder import notebooks
-from autograder.gradescope import build, simulate
+from autograder.gradescope import build
+from tests import gradescope_container as simulate
 
 OUT = pathlib.Path(__file__).resolve().parent / "results"
 CSV = OUT / "gradescope_resources.csv"

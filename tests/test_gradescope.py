@@ -35,9 +35,10 @@ import nbformat
 import pytest
 
 from autograder import notebooks
-from autograder.gradescope import build, results_json, run, simulate
+from autograder.gradescope import build, results_json, run
 from autograder.grading import submission
 from autograder.releases import points_text
+from tests import gradescope_container as simulate
 from tests import variants
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

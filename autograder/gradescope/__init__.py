@@ -6,9 +6,10 @@ grades here (README, "Gradescope").
 * :mod:`~autograder.gradescope.run` — inside Gradescope's container: grade ``/autograder/submission`` and write
   ``/autograder/results/results.json`` (``python -m autograder.gradescope run``, what ``run_autograder`` calls);
 * :mod:`~autograder.gradescope.results_json` — what ``results.json`` says, from the course grader's result
-  (its format: ``gradescope_results.schema.json``, beside this file);
-* :mod:`~autograder.gradescope.simulate` — Gradescope's container simulated on this machine, for the tests and the
-  benchmark.
+  (its format: ``gradescope_results.schema.json``, beside this file).
+
+Gradescope's container simulated on this machine, for the tests and the benchmark, is test support:
+``tests/gradescope_container.py``.
 """
 
 from .build import add_build_arguments, build_command

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .build import build_zip, unpack
+from autograder.gradescope.build import build_zip, unpack
 
 
 def system_python() -> str:
