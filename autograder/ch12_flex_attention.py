@@ -71,24 +71,38 @@ def _compare_table(what: str, got, expected: torch.Tensor, *, hidden: bool, hint
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != torch.bool:
         raise CheckFailed(
-            f"{what}: your mask_mod returns {got.dtype} values; it should return a bool (a comparison such as "
-            "q_idx >= kv_idx, combined with & and |)."
+            str(
+                Message(
+                    "{what}: your mask_mod returns {dtype} values; it should return a bool (a comparison such as "
+                    "q_idx >= kv_idx, combined with & and |).",
+                    what=what,
+                    dtype=got.dtype,
+                )
+            )
         )
     wrong = got != expected
     if not bool(wrong.any()):
         return
-    n = int(wrong.sum())
+    n, total = int(wrong.sum()), wrong.numel()
     if hidden:
-        msg = f"{what}: {n} of {wrong.numel()} (query, key) pairs differ from the rule."
+        msg = Message("{what}: {n} of {total} (query, key) pairs differ from the rule.", what=what, n=n, total=total)
     else:
         b, h, i, j = (int(x) for x in wrong.nonzero()[0])
-        say = {True: "True (may attend)", False: "False (masked)"}
-        msg = (
-            f"{what}: {n} of {wrong.numel()} (query, key) pairs differ from the rule; the first is b={b}, h={h}, "
-            f"q_idx={i}, kv_idx={j}: expected {say[bool(expected[b, h, i, j])]}, your mask_mod gives "
-            f"{say[bool(got[b, h, i, j])]}."
+        say = {True: Message("True (may attend)"), False: Message("False (masked)")}
+        msg = Message(
+            "{what}: {n} of {total} (query, key) pairs differ from the rule; the first is b={b}, h={h}, q_idx={i}, "
+            "kv_idx={j}: expected {expected}, your mask_mod gives {got}.",
+            what=what,
+            n=n,
+            total=total,
+            b=b,
+            h=h,
+            i=i,
+            j=j,
+            expected=say[bool(expected[b, h, i, j])],
+            got=say[bool(got[b, h, i, j])],
         )
-    raise CheckFailed(msg + (f"\n  Hint: {hint}" if hint else ""))
+    raise CheckFailed(str(msg) + (f"\n  {Message('hint', hint=hint)}" if hint else ""))
 
 
 def _hint_from(got, guesses: dict[str, torch.Tensor | None]) -> str:
