@@ -688,4 +688,8 @@ PRINTED_PATTERNS: list[tuple[str, str]] = [
     ),
     ("output vs chapter 10: (\\S+), lse: (\\S+)", "输出对比第 10 章：\\1，lse：\\2"),
     ("largest difference over the four steps: (\\S+)", "四步中的最大差异：\\1"),
+    (
+        "tiles skipped: (\\S+)%; eager output vs unmasked attention: (\\S+)",
+        "跳过的分块：\\1%；即时执行的输出对比不加掩码的注意力：\\2",
+    ),
 ]
