@@ -627,6 +627,19 @@ def _forward_causal_ragged_gap(fn):
     _forward_causal_and_skip(fn, *_qkv(1, 1, 24, 61, 8, 4, seed=32), block_q=16, block_k=32, hidden=True)
 
 
+@EXERCISES.check(
+    "flash_attention_forward_kernel",
+    hidden=True,
+    requires="visits the key block that starts at a query block's last visible key (the causal loop bound is not one short)",
+)
+def _forward_causal_last_key_starts_a_block(fn):
+    """Tried causal attention where a query block's last visible key is the first key of a new key block: T_q = 16,
+    T_k = 17 with 16 × 16 blocks (the last query sees key 16, the first of key block 1), and T_q = 20, T_k = 37 (the
+    first query block's last visible key is 32, the first of key block 2); the loads of each launch were counted too."""
+    _forward_causal_and_skip(fn, *_qkv(1, 2, 16, 17, 4, 6, seed=33), hidden=True)
+    _forward_causal_and_skip(fn, *_qkv(1, 1, 20, 37, 4, 5, seed=34), hidden=True)
+
+
 def _half_exact(*shape, seed, scale, offset=0.0):
     """float32 values that float16 holds exactly (so that both runs see the same numbers); with ``offset``,
     ``|randn| · scale + offset``."""

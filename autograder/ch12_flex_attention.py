@@ -22,6 +22,7 @@ from torch.nn.attention.flex_attention import flex_attention as _flex_attention
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
 
 from .core import CheckFailed, Exercises, call, expect_close, expect_shape, rng
+from .wording import Message
 
 EXERCISES = Exercises("ch12_flex_attention")
 
@@ -70,24 +71,38 @@ def _compare_table(what: str, got, expected: torch.Tensor, *, hidden: bool, hint
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != torch.bool:
         raise CheckFailed(
-            f"{what}: your mask_mod returns {got.dtype} values; it should return a bool (a comparison such as "
-            "q_idx >= kv_idx, combined with & and |)."
+            str(
+                Message(
+                    "{what}: your mask_mod returns {dtype} values; it should return a bool (a comparison such as "
+                    "q_idx >= kv_idx, combined with & and |).",
+                    what=what,
+                    dtype=got.dtype,
+                )
+            )
         )
     wrong = got != expected
     if not bool(wrong.any()):
         return
-    n = int(wrong.sum())
+    n, total = int(wrong.sum()), wrong.numel()
     if hidden:
-        msg = f"{what}: {n} of {wrong.numel()} (query, key) pairs differ from the rule."
+        msg = Message("{what}: {n} of {total} (query, key) pairs differ from the rule.", what=what, n=n, total=total)
     else:
         b, h, i, j = (int(x) for x in wrong.nonzero()[0])
-        say = {True: "True (may attend)", False: "False (masked)"}
-        msg = (
-            f"{what}: {n} of {wrong.numel()} (query, key) pairs differ from the rule; the first is b={b}, h={h}, "
-            f"q_idx={i}, kv_idx={j}: expected {say[bool(expected[b, h, i, j])]}, your mask_mod gives "
-            f"{say[bool(got[b, h, i, j])]}."
+        say = {True: Message("True (may attend)"), False: Message("False (masked)")}
+        msg = Message(
+            "{what}: {n} of {total} (query, key) pairs differ from the rule; the first is b={b}, h={h}, q_idx={i}, "
+            "kv_idx={j}: expected {expected}, your mask_mod gives {got}.",
+            what=what,
+            n=n,
+            total=total,
+            b=b,
+            h=h,
+            i=i,
+            j=j,
+            expected=say[bool(expected[b, h, i, j])],
+            got=say[bool(got[b, h, i, j])],
         )
-    raise CheckFailed(msg + (f"\n  Hint: {hint}" if hint else ""))
+    raise CheckFailed(str(msg) + (f"\n  {Message('hint', hint=hint)}" if hint else ""))
 
 
 def _hint_from(got, guesses: dict[str, torch.Tensor | None]) -> str:
@@ -237,7 +252,14 @@ def _document_rule(ids: list[list[int]], causal: bool, *, row=None, key_of_query
 def _compare_document(fn, document_ids, causal, H, T_q=None, *, hidden=False):
     B, T = document_ids.shape
     T_q = T if T_q is None else T_q
-    factory = f"document_mask(document_ids {tuple(document_ids.shape)}, causal={causal})"
+    factory = str(
+        Message(
+            "document_mask(document_ids {shape} {dtype}, causal={causal})",
+            shape=tuple(document_ids.shape),
+            dtype=document_ids.dtype,
+            causal=causal,
+        )
+    )
     mask_mod = call(factory, fn, document_ids, causal=causal)
     what = _grid_what(factory, B, H, T_q, T)
     got = call(what, _mask_grid, mask_mod, B, H, T_q, T)
@@ -304,6 +326,20 @@ def _document_random(fn):
         for causal in (True, False):
             _compare_document(fn, ids, causal, 2, hidden=True)
             _compare_document(fn, ids.to(torch.int32), causal, 1, T_q=max(1, T // 2), hidden=True)
+
+
+@EXERCISES.check(
+    "document_mask",
+    hidden=True,
+    requires="works for document ids in any order along a row (not only ascending) and for an id that comes back in a separate run of the row",
+)
+def _document_any_order(fn):
+    """ids that do not ascend along a row ([[2, 2, 2, 0, 0, 1, 1, 1]]) and an id in two separate runs, both directions"""
+    rows = torch.tensor([[2, 2, 2, 0, 0, 1, 1, 1], [1, 1, 0, 0, 0, 1, 1, 2]])
+    for causal in (True, False):
+        _compare_document(fn, rows[:1], causal, 1, hidden=True)
+        _compare_document(fn, rows, causal, 2, hidden=True)
+        _compare_document(fn, rows.flip(-1).to(torch.int32), causal, 1, hidden=True)
 
 
 # ---------------------------------------------------------------- exercise 3: prefix_lm_mask
@@ -469,3 +505,14 @@ def _alibi_many_shapes(fn):
     for B, H, T_q, T_k, seed in ((2, 1, 5, 5, 8), (3, 2, 4, 9, 9), (1, 16, 7, 3, 10)):
         _compare_alibi(fn, B, H, T_q, T_k, seed, hidden=True)
     _compare_alibi(fn, 2, 4, 6, 8, 11, dtype=torch.float64, hidden=True)
+
+
+@EXERCISES.check(
+    "alibi_score_mod",
+    hidden=True,
+    requires="gives head h the slope 2^(-8 (h + 1) / H) for a head count that is not a power of two (3, 12)",
+)
+def _alibi_heads_not_a_power_of_two(fn):
+    """3 and 12 heads: the slopes 2^(-8 (h + 1) / H) of the exercise, not the power-of-two interleaving of ALiBi's code"""
+    for B, H, T_q, T_k, seed in ((1, 3, 6, 6, 12), (2, 12, 5, 7, 13)):
+        _compare_alibi(fn, B, H, T_q, T_k, seed, hidden=True)

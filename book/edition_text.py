@@ -189,6 +189,8 @@ FIGURE_TEXT: dict[str, str] = {
     "chapter 9 blocked": "第 9 章的分块实现",
     "ms per forward": "每次前向的毫秒数",
     "peak memory during the calls (MiB)": "调用期间的峰值内存（MiB）",
+    "may attend / tile visited": "可以关注 / 访问的分块",
+    "masked / tile skipped": "被掩码 / 跳过的分块",
     # labels with math: the math written as plain text (mathtext cannot draw CJK)
     "SM 0: one program\nshared memory: $Q_i$, $K_j$, $V_j$\nregisters: $S_{ij}$, $P_{ij}$, $m_i$, $\\ell_i$, acc": (
         "SM 0：一个程序\n共享内存：Qᵢ、Kⱼ、Vⱼ\n寄存器：Sᵢⱼ、Pᵢⱼ、mᵢ、ℓᵢ、acc"

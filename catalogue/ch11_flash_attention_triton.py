@@ -402,6 +402,37 @@ ALTERNATIVES: list[Alternative | Rewrite] = [
     ),
 ]
 
+# issue 48: the causal loop bound one short, caught where a query block's last visible key starts a key block; the
+# bound written as a whole number of key blocks, still right
+MUTANTS += [
+    KernelMutant(
+        "causal loop bound one short",
+        _FWD,
+        (
+            (
+                "hi = tl.minimum(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q)",
+                "hi = tl.minimum(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q - 1)",
+            ),
+        ),
+        "the loop stops at the block's last visible key instead of one past it: the key block that this key starts "
+        "is never visited (T_q = 16, T_k = 17 with 16 × 16 blocks: the last query never sees key 16)",
+    ),
+]
+ALTERNATIVES += [
+    KernelAlternative(
+        "causal loop bound in whole key blocks",
+        _FWD,
+        (
+            (
+                "hi = tl.minimum(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q)",
+                "n_visible = tl.minimum(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q)  # keys up to the last query's\n"
+                "        hi = tl.cdiv(n_visible, BLOCK_N) * BLOCK_N  # rounded up to whole key blocks",
+            ),
+        ),
+        "the bound rounded up to a multiple of BLOCK_N: the same blocks visited (the partial one masked as before)",
+    ),
+]
+
 
 REWRITES: list[Rewrite] = []
 

@@ -158,6 +158,61 @@ MUTANTS = [
     ),
 ]
 
+# issue 48: mistakes that held on inputs the first checks never tried
+MUTANTS += [
+    Mutant(
+        "document ids assumed to ascend",
+        "document_mask",
+        (
+            (
+                "return same & (kv_idx <= q_idx) if causal else same",
+                "return (document_ids[b, kv_idx] >= document_ids[b, q_idx]) & (kv_idx <= q_idx) if causal else same",
+            ),
+        ),
+        "under causal, 'an earlier key of a document not before the query's' stands for 'the same document': right "
+        "only while ids ascend along the row ([[2, 2, 2, 0, 0, 1, 1, 1]]: the tokens of document 0 see document 2)",
+    ),
+    Mutant(
+        "documents as runs of equal ids",
+        "document_mask",
+        (
+            (
+                "    def mask_mod(b, h, q_idx, kv_idx):\n        same = document_ids[b, q_idx] == document_ids[b, kv_idx]",
+                "    change = (document_ids[:, 1:] != document_ids[:, :-1]).long()\n"
+                "    runs = torch.cat([torch.zeros_like(change[:, :1]), change.cumsum(-1)], dim=-1)\n\n"
+                "    def mask_mod(b, h, q_idx, kv_idx):\n        same = runs[b, q_idx] == runs[b, kv_idx]",
+            ),
+        ),
+        "each run of equal ids numbered as its own document: an id that comes back later in the row "
+        "([[1, 1, 0, 0, 0, 1, 1, 2]]) is a different document, though the rule compares the ids",
+    ),
+    Mutant(
+        "ALiBi slopes of the ALiBi repository's get_slopes",
+        "alibi_score_mod",
+        (
+            (
+                "        slope = torch.exp2(-8.0 * (h + 1) / n_heads)  # m_h, on h's device\n",
+                "        slope = slopes[h]\n",
+            ),
+            (
+                "    def score_mod(score, b, h, q_idx, kv_idx):\n",
+                "    def get_slopes(n):  # ofirpress/attention_with_linear_biases\n"
+                "        def get_slopes_power_of_2(n):\n"
+                "            start = 2 ** (-(2 ** -(math.log2(n) - 3)))\n"
+                "            return [start * start**i for i in range(n)]\n\n"
+                "        if math.log2(n).is_integer():\n"
+                "            return get_slopes_power_of_2(n)\n"
+                "        closest = 2 ** math.floor(math.log2(n))\n"
+                "        return get_slopes_power_of_2(closest) + get_slopes(2 * closest)[0::2][: n - closest]\n\n"
+                "    slopes = torch.tensor(get_slopes(n_heads))\n\n"
+                "    def score_mod(score, b, h, q_idx, kv_idx):\n",
+            ),
+        ),
+        "the paper's code: the exercise's slopes for 1, 2, 4, 8 or 16 heads, but for H = 3 or 12 the power-of-two "
+        "slopes interleaved with the next power's (H = 3: 1/16, 1/256, 1/4 instead of 2^(-8/3), 2^(-16/3), 2^(-8))",
+    ),
+]
+
 # Valid answers written differently from the reference, each getting full marks (tests/test_checks.py).
 ALTERNATIVES: list[Alternative] = [
     Alternative(
@@ -371,5 +426,35 @@ REWRITES: list[Rewrite] = [
     return score_mod
 """,
         "the penalty as minus the absolute distance (the same on every pair a causal query sees)",
+    ),
+    # issue 48: answers right for ids in any order and for head counts that are not powers of two
+    Rewrite(
+        "ids not different, causal as a non-negative distance",
+        "document_mask",
+        _DOC
+        + """    def mask_mod(b, h, q_idx, kv_idx):
+        row = document_ids[b]
+        allowed = ~(row[q_idx] != row[kv_idx])
+        return allowed & (q_idx - kv_idx >= 0) if causal else allowed
+
+    return mask_mod
+""",
+        "the ids of one row compared, whatever their order; the future excluded by the sign of the distance",
+    ),
+    Rewrite(
+        "slopes as a tensor of every head, exp of a multiple of ln 2",
+        "alibi_score_mod",
+        _ALI
+        + """    import math
+
+    exponents = -8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads
+    slopes = torch.exp(exponents * math.log(2.0))  # 2^(-8 (h + 1) / H), for any H
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + (slopes[h] * (kv_idx - q_idx)).to(score.dtype)
+
+    return score_mod
+""",
+        "every head's slope computed once in float64 from the exponent, for any head count",
     ),
 ]

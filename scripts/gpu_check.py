@@ -3,9 +3,14 @@
 On a machine with CUDA it runs, in order:
 
 1. every test marked ``cuda`` (``pytest -m cuda tests``);
-2. chapter 11's kernels compiled natively for each launch configuration of its table, with the compiled kernel's
-   registers per thread, spills and shared memory (``n_regs``, ``n_spills``, ``metadata.shared``) printed and
-   written to ``benchmarks/results/ch11_kernel_resources_cuda.json``;
+2. chapter 11's three kernels — the forward and both backward kernels — compiled natively for each launch
+   configuration of its table and for the configuration its launchers choose on this GPU (``launch_config``; the
+   backward's tiles at most ``BACKWARD_MAX_BLOCK``), with the compiled kernel's registers per thread, spilled
+   registers and shared memory (Triton's ``CompiledKernel``: ``n_regs`` and ``n_spills``, set when its binary is
+   loaded, and ``metadata.shared``) printed and written to ``benchmarks/results/ch11_kernel_resources_cuda.json``;
+   it ends with the spills at the launchers' own configurations (the backward's are chosen with the forward's
+   register estimate, though its dK and dV accumulators alone take ``2 · block · d / (32 · num_warps)`` registers
+   per thread: 128 at ``d = 128`` with 64 × 64 tiles and 4 warps);
 3. the GPU benchmarks, each writing its file into ``benchmarks/results/`` (chapter 11's Triton kernels, chapters 3,
    4, 8 and 10 with ``--device cuda``).
 
@@ -80,9 +85,56 @@ def _launch(ch11, kernel, q, k, v, o, lse, block, d, common):
     )  # fmt: skip
 
 
+def accumulator_registers(kernel: str, block: int, d: int, num_warps: int) -> int:
+    """32-bit registers per thread that the kernel's float32 accumulators alone take, spread over its threads: the
+    forward's output (``block × d``), the dK, dV kernel's two (``2 · block × d``), the dQ kernel's one; its tiles of
+    S's size (S, P and, backward, dP, dS), operands and addresses come on top, against at most 255."""
+    per_program = (2 if kernel == "backward dk, dv" else 1) * block * d
+    return -(-per_program // (32 * num_warps))
+
+
+def configurations(d: int, shared_limit: int) -> list[dict]:
+    """What to compile for head width ``d`` (float16): every kernel with every entry of chapter 11's launch table
+    (its most stages), and with the configuration its launcher chooses for a GPU of ``shared_limit`` bytes of
+    shared memory per program (``launcher``: True), added where the table's entry differs from it."""
+    from solutions import ch11_flash_attention_triton as ch11
+
+    chosen = {
+        "forward": ch11.launch_config(d, d, 2, shared_limit),
+        "backward": ch11.launch_config(d, d, 2, shared_limit, max_block=ch11.BACKWARD_MAX_BLOCK),
+    }
+    rows = []
+    for kernel in KERNELS:
+        mine = chosen["forward" if kernel == "forward" else "backward"]
+        picked = (mine.block_q, mine.num_warps, mine.num_stages)
+        table = [(block, e["num_warps"], e["num_stages"]) for block, e in ch11.LAUNCH_TABLE.items()]
+        for block, warps, stages in table + ([picked] if picked not in table else []):
+            rows.append(
+                {"kernel": kernel, "d": d, "block": block, "num_warps": warps, "num_stages": stages}
+                | {"launcher": (block, warps, stages) == picked}
+            )
+    return rows
+
+
+def spill_summary(rows: list[dict]) -> list[str]:
+    """One line per configuration a launcher chooses: its registers and spills (or its error)."""
+    lines = []
+    for row in rows:
+        if not row.get("launcher"):
+            continue
+        what = f"{row['kernel']}, d = {row['d']}, {row['block']} × {row['block']}, {row['num_warps']} warps"
+        if "error" in row:
+            lines.append(f"{what}: {row['error']}")
+        else:
+            spilled = f"{row['n_spills']} registers SPILLED" if row["n_spills"] else "no spills"
+            lines.append(f"{what}: {row['n_regs']} registers/thread, {spilled}")
+    return lines
+
+
 def kernel_resources() -> list[dict]:
-    """Compile chapter 11's three kernels for every entry of its launch table (float16, d = 64 and 128) and read
-    each compiled kernel's registers per thread, spilled registers and shared memory."""
+    """Compile chapter 11's three kernels (the forward, the backward's dK, dV and dQ kernels) for every entry of its
+    launch table and for the configurations its launchers choose here (float16, d = 64 and 128), and read each
+    compiled kernel's registers per thread, spilled registers and shared memory."""
     import torch
 
     from solutions import ch11_flash_attention_triton as ch11
@@ -90,34 +142,34 @@ def kernel_resources() -> list[dict]:
     rows = []
     for d in (64, 128):
         q, k, v = (torch.randn(1, 2, 512, d, device="cuda", dtype=torch.float16) for _ in range(3))
-        for block, entry in ch11.LAUNCH_TABLE.items():
-            warps, stages = entry["num_warps"], entry["num_stages"]
+        for row in configurations(d, ch11._shared_limit("cuda")):
+            kernel, block, warps, stages = row["kernel"], row["block"], row["num_warps"], row["num_stages"]
             common = dict(
                 CAUSAL=True, BLOCK_M=block, BLOCK_N=block, BLOCK_DK=d, BLOCK_DV=d, num_warps=warps, num_stages=stages
             )
             o = torch.empty_like(q)
             lse = torch.empty(1, 2, 512, device="cuda")
-            for kernel in KERNELS:
-                row = {"kernel": kernel, "d": d, "block": block, "num_warps": warps, "num_stages": stages}
-                try:
-                    compiled = _launch(ch11, kernel, q, k, v, o, lse, block, d, common)
-                    torch.cuda.synchronize()
-                    if getattr(compiled, "n_regs", None) is None and hasattr(compiled, "_init_handles"):
-                        compiled._init_handles()
-                    row.update(
-                        n_regs=compiled.n_regs, n_spills=compiled.n_spills, shared=compiled.metadata.shared,
-                        estimate=ch11.forward_shared_memory_bytes(block, block, d, d, 2, stages)
-                        if kernel == "forward" else None,
-                    )  # fmt: skip
-                except Exception as err:  # out of resources: reported, not fatal
-                    row["error"] = f"{type(err).__name__}: {str(err)[:200]}"
-                rows.append(row)
-                print(
-                    f"{kernel:16s} d={d:3d} {block:3d}×{block:<3d} warps={warps} stages={stages}: "
-                    + (row.get("error") or f"{row['n_regs']} registers/thread, {row['n_spills']} spilled, "
-                       f"{row['shared'] / 1024:.0f} KB shared" + (f" (estimate {row['estimate'] / 1024:.0f} KB)"
-                                                                  if row["estimate"] else ""))
+            row["accumulator_registers"] = accumulator_registers(kernel, block, d, warps)
+            try:
+                compiled = _launch(ch11, kernel, q, k, v, o, lse, block, d, common)
+                torch.cuda.synchronize()
+                if getattr(compiled, "n_regs", None) is None and hasattr(compiled, "_init_handles"):
+                    compiled._init_handles()
+                row.update(
+                    n_regs=compiled.n_regs, n_spills=compiled.n_spills, shared=compiled.metadata.shared,
+                    estimate=ch11.forward_shared_memory_bytes(block, block, d, d, 2, stages)
+                    if kernel == "forward" else None,
                 )  # fmt: skip
+            except Exception as err:  # out of resources: reported, not fatal
+                row["error"] = f"{type(err).__name__}: {str(err)[:200]}"
+            rows.append(row)
+            print(
+                f"{kernel:16s} d={d:3d} {block:3d}×{block:<3d} warps={warps} stages={stages}"
+                + (" (launcher)" if row["launcher"] else "") + ": "
+                + (row.get("error") or f"{row['n_regs']} registers/thread, {row['n_spills']} spilled, "
+                   f"{row['shared'] / 1024:.0f} KB shared" + (f" (estimate {row['estimate'] / 1024:.0f} KB)"
+                                                              if row["estimate"] else ""))
+            )  # fmt: skip
     return rows
 
 
@@ -126,6 +178,9 @@ def write_kernel_resources() -> int:
     import triton
 
     rows = kernel_resources()
+    print("at the configurations the launchers choose on this GPU:")
+    for line in spill_summary(rows):
+        print("  " + line)
     RESULTS.mkdir(exist_ok=True)
     meta = {
         "device": torch.cuda.get_device_name(),

@@ -421,8 +421,10 @@ def alibi_score_mod(n_heads: int) -> ScoreMod:
 def soft_cap_score_mod(cap: float) -> ScoreMod:
     """Logit soft-capping: ``cap · tanh(score / cap)``, scores squashed smoothly into ``(-cap, cap)``.
 
-    Near 0 it is the identity (``tanh x ≈ x``); large scores saturate, so no single key can take all the weight
-    however large ``q · k`` grows. Gemma 2 caps attention logits at 50.
+    Near 0 it is the identity (``tanh x ≈ x``); large scores saturate, so every logit stays within ``(-cap, cap)``
+    however large ``q · k`` grows (training stability). It bounds the logits, not the weights: two capped scores
+    still differ by up to ``2 · cap``, so one key can still take almost all the weight (a ratio of weights up to
+    ``e^(2 cap)``). Gemma 2 caps attention logits at 50.
 
     Raises:
         ValueError: if ``cap <= 0``.

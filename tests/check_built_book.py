@@ -16,7 +16,8 @@ column, the bibliography's entries). So English cannot creep back into figure ca
 emit, generated sentences or prose. The cells' printed output (`<pre>`) is counted apart (`printed_latin_words`):
 its labels and measurement lines are translated as the Chinese book renders them, its data stays English, and each
 page may print no more English words than `PRINTED_ALLOWANCE_PAGES` allows it. `python -m tests.check_built_book
---latin` prints every page's counts and words.
+--latin` prints every page's counts and words. A Chinese page must not show a space between two Chinese
+characters where its source line was wrapped (`cjk_line_breaks`: HTML renders the line break as a space, "循环。 这带来").
 """
 
 import collections
@@ -127,6 +128,26 @@ def latin_words(page_html: str) -> list[str]:
     return found
 
 
+# Chinese characters and the full-width punctuation, dashes and quotes Chinese prose uses
+CJK_CHARS = "\u4e00-\u9fff\u3000-\u303f\uff00-\uffef\u2014\u2026\u201c\u201d\u2018\u2019"
+_CJK_BREAK = re.compile(rf"([{CJK_CHARS}]{{1,6}})([ \t]*\n\s*)([{CJK_CHARS}]{{1,6}})")
+
+
+def cjk_line_breaks(page_html: str) -> list[str]:
+    """Where a built Chinese page's prose holds a line break between two Chinese characters (a wrapped source line,
+    which the browser shows as a space: "循环。 这带来"), each as the text around it; code, math and printed output
+    are not prose."""
+    soup = BeautifulSoup(page_html, "html.parser")
+    article = soup.find("article") or soup
+    for tag in article.select("pre, script, style, .math, .MathJax, mjx-container, .cell_input, .cell_output"):
+        tag.decompose()
+    found = []
+    for block in article.find_all(["p", "li", "td", "th", "dd", "h1", "h2", "h3", "h4", "figcaption"]):
+        text = block.get_text("")  # no separator: an inline tag (<em>, <a>) adds no space of its own
+        found += [f"{a}⏎{b}" for a, _, b in _CJK_BREAK.findall(text)]
+    return list(dict.fromkeys(found))
+
+
 def printed_latin_words(page_html: str) -> list[str]:
     """The Latin-script words in a built Chinese page's printed output (its cells' stream outputs, in <pre>),
     counted by the rules of `latin_words` (names, acronyms and identifiers do not count)."""
@@ -189,6 +210,13 @@ def main() -> int:
     if not counts:
         english = ["_build/html/zh/book has no Chinese page (the Chinese edition was not built)"]
     problems += english
+    for page in sorted((ROOT / "_build" / "html" / "zh" / "book").glob("*.zh.html")):
+        breaks = cjk_line_breaks(page.read_text())
+        if breaks:
+            problems.append(
+                f"{page.relative_to(ROOT)} shows a space between Chinese characters where its source line was wrapped "
+                f"({len(breaks)}: {', '.join(breaks[:5])}); join the lines in book/{page.stem}.md"
+            )
     if "--latin" in sys.argv:
         for stem, words in counts.items():
             printed = printed_latin_words((ROOT / "_build" / "html" / "zh" / "book" / f"{stem}.html").read_text())

@@ -23,7 +23,7 @@ import edition  # noqa: E402  (book/_ext is the book's extension folder, not a p
 import edition_text  # noqa: E402  (book/ holds the pages' helpers)
 import edition_zh_text  # noqa: E402
 
-from tests.check_built_book import chinese_pages_with_english, latin_words  # noqa: E402
+from tests.check_built_book import CJK_CHARS, chinese_pages_with_english, cjk_line_breaks, latin_words  # noqa: E402
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -51,6 +51,59 @@ def test_the_built_book_check_fails_a_chinese_page_with_english(tmp_path):
     assert len(problems) == 1 and "ch01_seq2seq.zh.html shows 16 English words" in problems[0]
 
 
+def test_the_built_book_check_finds_a_wrapped_line_between_chinese_characters():
+    """A line break between two Chinese characters in a built page's prose is a stray space ("循环。 这带来");
+    between Chinese and Latin, inside an inline tag's boundary, or in code it is not counted."""
+    page = (
+        "<article><p>编译时则把它们内联进核函数的最内层循环。\n这带来两点影响。</p>"
+        "<li>在窗口内，<em>或者</em>键或查询是前 g 个位置之一\n（Longformer）\n<em>并且</em>满足因果</li>"
+        "<p>由 <code>torch.compile</code>\n生成，第 9 章\nthe rest</p><pre>代码\n代码</pre></article>"
+    )
+    assert cjk_line_breaks(page) == ["最内层循环。⏎这带来两点影", "个位置之一⏎（", "）⏎并且满足因果"]
+    assert cjk_line_breaks("<article><p>一行中文，没有折行。</p></article>") == []
+
+
+_CJK = f"[{CJK_CHARS}]"
+_BLOCK_START = re.compile(r"\s*(?:[*+-]\s|\d+\.\s|#|\||```|~~~|\$\$|:::|\{|<|\(\S+\)=\s*$)")
+
+
+def wrapped_chinese_lines(text: str) -> list[str]:
+    """The places in a page's Markdown source where a prose line ending in a Chinese character is continued by a line
+    starting with one (emphasis marks aside): the break that HTML shows as a space. Code cells, math blocks and the
+    front matter are not prose; a line that starts a block (a list item, a heading, a table row) is not a
+    continuation."""
+    lines = text.split("\n")
+    start = lines.index("---", 1) + 1 if lines and lines[0] == "---" else 0
+    found, fence, math = [], False, False
+    for i in range(start, len(lines) - 1):
+        line, after = lines[i], lines[i + 1]
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if not fence and stripped.startswith("$$") and not (len(stripped) > 2 and stripped.endswith("$$")):
+            math = not math
+            continue
+        if fence or math or not stripped or not after.strip() or _BLOCK_START.match(after):
+            continue
+        if re.search(_CJK + r"\**$", line.rstrip()) and re.match(r"\**" + _CJK, after.strip()):
+            found.append(f"line {i + 1}: …{line.rstrip()[-8:]}⏎{after.strip()[:8]}…")
+    return found
+
+
+def test_wrapped_chinese_lines_are_found_in_markdown():
+    text = "---\na: b\n---\n第一行以中文结尾\n第二行以中文开头。\n\n* 列表项之一\n  *并且*满足\n* 新的列表项\n```\n代码\n代码\n```\n"
+    assert [f.split(":")[0] for f in wrapped_chinese_lines(text)] == ["line 4", "line 7"]
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "book").glob("*.zh.md")), ids=lambda p: p.name)
+def test_no_chinese_page_wraps_a_line_between_chinese_characters(page):
+    """The source-level twin of the built-book check (`cjk_line_breaks`): CI catches the stray space without a
+    build."""
+    found = wrapped_chinese_lines(page.read_text(encoding="utf-8"))
+    assert not found, f"{page.name}: join these lines (HTML shows each break as a space): {found[:8]}"
+
+
 def test_every_figure_caption_has_its_chinese_and_the_english_matches():
     """The Chinese build replaces each figure's caption (cell metadata) by its Chinese, and warns — failing the -W
     build — when a caption has none or its English changed."""
@@ -75,7 +128,8 @@ def test_markdown_outputs_are_translated_with_their_code_math_and_bold():
     from docutils import nodes
 
     md = (
-        "No GPU measurement is committed yet: this page was built on a CPU. On a GPU (Colab's T4 will do), "
+        "No GPU measurement is committed yet: this page was built on a CPU. On a GPU of compute capability 8.0 or "
+        "newer (Colab's L4 or A100; not the T4, which current Triton no longer supports), "
         "`python -m benchmarks.bench_flash_attention_triton` writes the results file this cell reads."
     )
     patterns = [(re.compile(p, re.S), r) for p, r in edition_zh_text.OUTPUT_PATTERNS]

@@ -61,3 +61,40 @@ def test_the_kernel_launches_fit_the_kernels_signatures():
             mask = torch.ones(32, 32, dtype=torch.bool, device=device).tril()
             ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
             assert (o - ref).abs().max() < 1e-5
+
+
+def test_the_kernels_step_compiles_the_launchers_own_configurations_for_forward_and_backward():
+    """Every kernel is compiled with every entry of the launch table and with the configuration its launcher chooses
+    (marked), so that the spills that matter — the backward's at d = 128, whose dK and dV accumulators alone take 128
+    registers per thread with 64 × 64 tiles and 4 warps — are reported for the forward and both backward kernels."""
+    from solutions import ch11_flash_attention_triton as ch11
+
+    for d, limit in ((64, 163 * 1024), (128, 163 * 1024), (128, 64 * 1024)):
+        rows = gpu_check.configurations(d, limit)
+        assert {r["kernel"] for r in rows} == set(gpu_check.KERNELS)
+        for kernel in gpu_check.KERNELS:
+            chosen = [r for r in rows if r["kernel"] == kernel and r["launcher"]]
+            config = ch11.launch_config(d, d, 2, limit, max_block=128 if kernel == "forward" else 64)
+            assert [(r["block"], r["num_warps"], r["num_stages"]) for r in chosen] == [
+                (config.block_q, config.num_warps, config.num_stages)
+            ]
+            assert {r["block"] for r in rows if r["kernel"] == kernel} >= set(ch11.LAUNCH_TABLE)
+    assert gpu_check.accumulator_registers("backward dk, dv", 64, 128, 4) == 128
+    assert gpu_check.accumulator_registers("backward dq", 64, 128, 4) == 64
+    assert gpu_check.accumulator_registers("forward", 128, 64, 8) == 32
+
+
+def test_the_spill_summary_names_the_launchers_configurations_only():
+    rows = [
+        {"kernel": "forward", "d": 128, "block": 64, "num_warps": 4, "launcher": True, "n_regs": 168, "n_spills": 0},
+        {"kernel": "backward dk, dv", "d": 128, "block": 64, "num_warps": 4, "launcher": True, "n_regs": 255,
+         "n_spills": 96},
+        {"kernel": "backward dq", "d": 128, "block": 64, "num_warps": 4, "launcher": True, "error": "OutOfResources"},
+        {"kernel": "forward", "d": 128, "block": 128, "num_warps": 8, "launcher": False, "n_regs": 255, "n_spills": 9},
+    ]  # fmt: skip
+    lines = gpu_check.spill_summary(rows)
+    assert lines == [
+        "forward, d = 128, 64 × 64, 4 warps: 168 registers/thread, no spills",
+        "backward dk, dv, d = 128, 64 × 64, 4 warps: 255 registers/thread, 96 registers SPILLED",
+        "backward dq, d = 128, 64 × 64, 4 warps: OutOfResources",
+    ]

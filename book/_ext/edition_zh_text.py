@@ -237,12 +237,19 @@ OUTPUT_TEXT: dict[str, str] = {
     "SDPA dense": "稠密掩码的 SDPA",
     "ch. 9 blocked": "第\u00a09\u00a0章\u2060分\u2060块",  # no-break space, word joiner: never "第 9 章分/块"
     "compile (s)": "编译（s）",
+    "building the dense mask (ms)": "构造稠密掩码（ms）",
+    "building the dense mask": "构造稠密掩码",
+    "tiles skipped": "跳过的分块",
+    "create_block_mask (s), fastest": "create_block_mask（s），最快",
+    "slowest": "最慢",
     "Milliseconds per forward:": "每次前向的毫秒数：",
     "Peak memory during the calls (MiB):": "调用期间的峰值内存（MiB）：",
     # ch11: the benchmark's cell on a machine without a committed GPU measurement
-    "No GPU measurement is committed yet: this page was built on a CPU. On a GPU (Colab's T4 will do), "
+    "No GPU measurement is committed yet: this page was built on a CPU. On a GPU of compute capability 8.0 or "
+    "newer (Colab's L4 or A100; not the T4, which current Triton no longer supports), "
     "`python -m benchmarks.bench_flash_attention_triton` writes the results file this cell reads.": (
-        "仓库里还没有提交 GPU 上的测量结果：本页是在 CPU 上构建的。在 GPU 上（Colab 的 T4 即可）运行 "
+        "仓库里还没有提交 GPU 上的测量结果：本页是在 CPU 上构建的。在计算能力 8.0 或更高的 GPU 上（Colab 的 L4 或 "
+        "A100；不要用 T4，当前的 Triton 已不再支持它）运行 "
         "`python -m benchmarks.bench_flash_attention_triton`，它会写出本单元读取的结果文件。"
     ),
 }
@@ -363,6 +370,24 @@ OUTPUT_PATTERNS: list[tuple[str, str]] = [
         "fixed at 128 KiB \\(MALLOC_MMAP_THRESHOLD_\\) so that freed blocks leave the process",
         "峰值常驻内存按计时运行期间超出运行前进程已占用的部分计算，glibc 的 mmap 阈值固定为 128 KiB"
         "（MALLOC_MMAP_THRESHOLD_），使释放的内存块归还给系统",
+    ),
+    (
+        "sdpa_dense's \\(T, T\\) boolean mask built before the timed runs \\(its construction: dense_mask_seconds, "
+        "dense_mask_mib, the peak resident memory while building it\\)",
+        "sdpa_dense 的 (T, T) 布尔掩码在计时运行之前构造（其构造代价见 dense_mask_seconds 和 dense_mask_mib，"
+        "后者是构造期间的峰值常驻内存）",
+    ),
+    (
+        "`create_block_mask\\(sliding_window\\((\\d+)\\), None, None, T, T\\)` on (.+?), once in each of the "
+        "benchmark's four processes per length:",
+        "`create_block_mask(sliding_window(\\1), None, None, T, T)`，机器 \\2，基准测试在每个长度下的四个进程中各构造一次：",
+    ),
+    (
+        "From T = (\\d+) to (\\d+) the compiled forward took ([\\d.]+) times as long while the tiles it visits grew "
+        "([\\d.]+) times \\((\\d+) to (\\d+) tiles of 128 × 128\\)\\. At T = (\\d+), building the dense mask took "
+        "([\\d.]+) s and (\\d+) MiB; SDPA under it ([\\d.]+) s and (\\d+) MiB\\.",
+        "从 T = \\1 到 \\2，编译后的前向耗时变为 \\3 倍，而它访问的分块增加到 \\4 倍（128 × 128 的分块从 \\5 个增加到 "
+        "\\6 个）。T = \\7 时，构造稠密掩码用了 \\8 s 和 \\9 MiB；在它之下的 SDPA 用了 \\10 s 和 \\11 MiB。",
     ),
 ]
 
@@ -663,4 +688,8 @@ PRINTED_PATTERNS: list[tuple[str, str]] = [
     ),
     ("output vs chapter 10: (\\S+), lse: (\\S+)", "输出对比第 10 章：\\1，lse：\\2"),
     ("largest difference over the four steps: (\\S+)", "四步中的最大差异：\\1"),
+    (
+        "tiles skipped: (\\S+)%; eager output vs unmasked attention: (\\S+)",
+        "跳过的分块：\\1%；即时执行的输出对比不加掩码的注意力：\\2",
+    ),
 ]
