@@ -32,6 +32,7 @@ from .core import (
     observe,
     rng,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch06_gpt")
 
@@ -98,7 +99,7 @@ def _block_hint(block, x, got, config):
 
 def _compare_block(cls, config, x, *, hidden=False, use_sdpa=None):
     torch.manual_seed(0)
-    block = _randomise(call(f"Block({config})", cls, config), seed=1)
+    block = _randomise(call(str(Message("Block({config})", config=config)), cls, config), seed=1)
     if use_sdpa is not None:
         block.use_sdpa = use_sdpa
     block.eval()
@@ -167,12 +168,15 @@ def _silenced(module: nn.Module) -> nn.Module:
 def _block_dropout_sites(cls):
     """each dropout site on its own: the attention's (MLP silenced, both paths) and the MLP's (attention silenced)"""
     x = torch.randn(2, 6, 8, generator=rng(40))
-    for silent, site in (("mlp", "the attention's"), ("attn", "the MLP's")):
+    for silent, site in (("mlp", Message("the attention's")), ("attn", Message("the MLP's"))):
 
         def build(p, silent=silent):
             config = GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=2, d_model=8, dropout=p)
             block = _randomise(call("Block(config)", cls, config), seed=41)
-            expect_true(hasattr(block, silent), f"Block should keep the attribute {silent!r} created in __init__.")
+            expect_true(
+                hasattr(block, silent),
+                Message("Block should keep the attribute {name} created in __init__.", name=repr(silent)),
+            )
             _silenced(getattr(block, silent))
             return block
 
@@ -183,7 +187,14 @@ def _block_dropout_sites(cls):
                 return call("Block.forward", m, x)
 
             expect_dropout_modes(
-                f"Block with its {silent} silenced (only {site} dropout acts; use_sdpa={use_sdpa})", build, forward
+                Message(
+                    "Block with its {silent} silenced (only {site} dropout acts; use_sdpa={use_sdpa})",
+                    silent=silent,
+                    site=site,
+                    use_sdpa=use_sdpa,
+                ),
+                build,
+                forward,
             )
 
 
@@ -216,9 +227,9 @@ def _block_half(cls):
 
         def run(dtype):
             with torch.no_grad():
-                return call(f"Block.forward after .to({dtype})", block.to(dtype), x.to(dtype))
+                return call(str(Message("Block.forward after .to({dtype})", dtype=dtype)), block.to(dtype), x.to(dtype))
 
-        expect_half_precision(f"Block (use_sdpa={use_sdpa})", run)
+        expect_half_precision(Message("Block (use_sdpa={use_sdpa})", use_sdpa=use_sdpa), run)
         block.float()
 
 
@@ -274,12 +285,14 @@ def _final(model, config, x):
 
 def _build_gpt(cls, config, seed=0):
     torch.manual_seed(seed)
-    model = call(f"GPT({config})", cls, config)
+    model = call(str(Message("GPT({config})", config=config)), cls, config)
     for name in ("wte", "wpe", "h", "ln_f", "lm_head"):
-        expect_true(hasattr(model, name), f"GPT should keep the attribute {name!r} created in __init__.")
+        expect_true(
+            hasattr(model, name), Message("GPT should keep the attribute {name} created in __init__.", name=repr(name))
+        )
     expect_true(
         isinstance(model.h, nn.Module) and len(list(model.h.children())) == config.n_layers,
-        f"GPT should keep the config.n_layers = {config.n_layers} blocks created in __init__ (model.h).",
+        Message("GPT should keep the config.n_layers = {n} blocks created in __init__ (model.h).", n=config.n_layers),
     )
     return model.eval()
 
@@ -361,7 +374,7 @@ def _gpt_half(cls):
 
     def run(dtype):
         with torch.no_grad():
-            return call(f"GPT.forward after .to({dtype})", model.to(dtype), idx)
+            return call(str(Message("GPT.forward after .to({dtype})", dtype=dtype)), model.to(dtype), idx)
 
     expect_half_precision("GPT", run)
 
@@ -405,9 +418,22 @@ def _gpt_embedding_dropout(cls):
                 model.wpe.weight.zero_()  # the sum is the token embedding alone
         return model
 
-    for zero, left in (("tokens", "position"), ("positions", "token")):
+    for zero, what in (
+        (
+            "tokens",
+            Message(
+                "GPT with its blocks silenced and the tokens' embeddings zero (only the position embeddings are dropped)"
+            ),
+        ),
+        (
+            "positions",
+            Message(
+                "GPT with its blocks silenced and the positions' embeddings zero (only the token embeddings are dropped)"
+            ),
+        ),
+    ):
         expect_dropout_modes(
-            f"GPT with its blocks silenced and the {zero}' embeddings zero (only the {left} embeddings are dropped)",
+            what,
             lambda p, zero=zero: build(p, zero),
             lambda m: call("GPT.forward", m, idx),
         )
@@ -443,11 +469,11 @@ def _gpt_input_forms(cls):
     with torch.no_grad():
         for what, args in (
             ("model(idx, position_ids (B, T))", (idx, pos)),
-            ("model(idx) for a batch of one with T = context_length", (one,)),
+            (Message("model(idx) for a batch of one with T = context_length"), (one,)),
             ("model(idx[:, :1])", (idx[:, :1],)),
         ):
             expected = _gpt_oracle(model, config, *args)
-            expect_close(what, call(what, model, *args), expected, hidden=True)
+            expect_close(what, call(str(what), model, *args), expected, hidden=True)
 
 
 class _FixedLM(nn.Module):
@@ -506,7 +532,7 @@ def _greedy_oracle(model, idx, n):
 
 def _draw(fn, logits, n=4000, seed=0, **kw):
     out = call(
-        f"generate(model, idx, 1, {', '.join(f'{k}={v}' for k, v in kw.items())})",
+        str(Message("generate(model, idx, 1, {kwargs})", kwargs=", ".join(f"{k}={v}" for k, v in kw.items()))),
         fn,
         _FixedLM(logits),
         torch.zeros(n, 1, dtype=torch.long),
@@ -516,7 +542,7 @@ def _draw(fn, logits, n=4000, seed=0, **kw):
     )
     expect_true(
         isinstance(out, torch.Tensor) and out.shape == (n, 2),
-        f"generate should return (B, T0 + max_new_tokens) = ({n}, 2) tokens.",
+        Message("generate should return (B, T0 + max_new_tokens) = ({n}, 2) tokens.", n=n),
     )
     return torch.bincount(out[:, 1], minlength=len(logits)).float() / n
 
@@ -534,7 +560,7 @@ def _nucleus(probs, p):
 
 def _expect_support(what, freq, allowed, hidden=False):
     got = freq > 0
-    expect_equal(f"{what}: the set of tokens ever sampled", got, allowed, hidden=hidden)
+    expect_equal(Message("{what}: the set of tokens ever sampled", what=what), got, allowed, hidden=hidden)
 
 
 @EXERCISES.check("generate", points=4)
@@ -556,8 +582,12 @@ def _generate_top_k(fn):
     expected = torch.softmax(_LOGITS[:3], -1)
     expect_true(
         bool((freq[:3] - expected).abs().max() < 0.035),
-        f"top_k=3: the three tokens should be drawn with probabilities {expected.numpy().round(3)} "
-        f"(softmax over the kept logits); yours came out {freq[:3].numpy().round(3)}.",
+        Message(
+            "top_k=3: the three tokens should be drawn with probabilities {expected} (softmax over the kept logits); "
+            "yours came out {got}.",
+            expected=expected.numpy().round(3),
+            got=freq[:3].numpy().round(3),
+        ),
     )
 
 
@@ -569,8 +599,12 @@ def _generate_temperature(fn):
     expected = torch.softmax(logits / 0.5, -1)
     expect_true(
         bool((freq - expected).abs().max() < 0.035),
-        f"With temperature 0.5 the tokens should come with probabilities {expected.numpy().round(3)}; "
-        f"yours came out {freq.numpy().round(3)}. Divide the logits by the temperature, then softmax.",
+        Message(
+            "With temperature 0.5 the tokens should come with probabilities {expected}; yours came out {got}. "
+            "Divide the logits by the temperature, then softmax.",
+            expected=expected.numpy().round(3),
+            got=freq.numpy().round(3),
+        ),
     )
 
 
@@ -652,7 +686,9 @@ def _generate_prompt_forms(fn):
     for B, T0, n in ((2, 8, 4), (1, 3, 6), (2, 4, 0)):
         idx = torch.randint(9, (B, T0), generator=rng(49 + T0))
         expect_equal(
-            f"generate(model, idx of shape ({B}, {T0}), {n}, temperature=0) with context_length=5",
+            Message(
+                "generate(model, idx of shape {shape}, {n}, temperature=0) with context_length=5", shape=(B, T0), n=n
+            ),
             call("generate", fn, model, idx, n, temperature=0.0),
             _greedy_oracle(model, idx, n),
             hidden=True,

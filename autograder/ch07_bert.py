@@ -26,6 +26,7 @@ from .core import (
     expect_true,
     rng,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch07_bert")
 
@@ -46,7 +47,11 @@ def _batch(seed=0, B=64, T=256, V=1000):
 def _run(fn, x, p=0.15, seed=0, V=1000):
     before = x.clone()
     result = call(
-        f"mask_tokens(input_ids, mask_id=4, vocab_size={V}, special_ids=range(5), mlm_probability={p})",
+        str(
+            Message(
+                "mask_tokens(input_ids, mask_id=4, vocab_size={V}, special_ids=range(5), mlm_probability={p})", V=V, p=p
+            )
+        ),
         fn,
         x,
         mask_id=MASK,
@@ -61,7 +66,7 @@ def _run(fn, x, p=0.15, seed=0, V=1000):
     for name, t in (("inputs", inputs), ("labels", labels)):
         expect_true(
             isinstance(t, torch.Tensor) and t.shape == x.shape and t.dtype == x.dtype,
-            f"{name} should be an int64 tensor shaped like input_ids {tuple(x.shape)}.",
+            Message("{name} should be an int64 tensor shaped like input_ids {shape}.", name=name, shape=tuple(x.shape)),
         )
     return inputs, labels
 
@@ -102,15 +107,23 @@ def _mask_proportions(fn):
     inputs, labels = _run(fn, x, seed=1)
     selected = labels != -100
     rate = selected.sum().item() / (x >= 5).sum().item()
-    expect_true(abs(rate - 0.15) < 0.015, f"{rate:.1%} of the ordinary tokens were selected; expected 15%.")
+    expect_true(
+        abs(rate - 0.15) < 0.015,
+        Message("{rate} of the ordinary tokens were selected; expected 15%.", rate=f"{rate:.1%}"),
+    )
     n = selected.sum().item()
     masked = (inputs[selected] == MASK).sum().item() / n
     kept = (inputs[selected] == x[selected]).sum().item() / n
     random = 1 - masked - kept
     expect_true(
         abs(masked - 0.8) < 0.03 and abs(random - 0.1) < 0.025 and abs(kept - 0.1) < 0.025,
-        f"Of the selected tokens {masked:.1%} became [MASK], {random:.1%} a random token and {kept:.1%} "
-        "stayed; expected 80% / 10% / 10% (Devlin et al. 2019, section 3.1).",
+        Message(
+            "Of the selected tokens {masked} became [MASK], {random} a random token and {kept} stayed; expected "
+            "80% / 10% / 10% (Devlin et al. 2019, section 3.1).",
+            masked=f"{masked:.1%}",
+            random=f"{random:.1%}",
+            kept=f"{kept:.1%}",
+        ),
     )
 
 
@@ -210,9 +223,12 @@ def _mask_independent_per_token(fn):
     per_row = (labels != -100).sum(-1).float()  # Binomial(200, 0.15) per row: mean 30, std about 5
     expect_true(
         per_row.std().item() > 2.0,
-        f"Every row has (almost) the same number of selected tokens (std {per_row.std().item():.2f} over 64 rows; "
-        "independent draws give about 5): select each token on its own with probability p "
-        "(torch.rand(...) < p), not a fixed count per row.",
+        Message(
+            "Every row has (almost) the same number of selected tokens (std {std} over 64 rows; independent draws "
+            "give about 5): select each token on its own with probability p (torch.rand(...) < p), not a fixed "
+            "count per row.",
+            std=f"{per_row.std().item():.2f}",
+        ),
     )
 
 
@@ -225,12 +241,12 @@ def _mask_any_shape(fn):
     """input_ids of any shape: a 1-D sequence and a (2, 3, 200) batch keep their shape and bookkeeping"""
     for shape, seed in (((4000,), 62), ((2, 3, 200), 63)):
         x = torch.randint(0, 300, shape, generator=rng(seed))
-        result = call(f"mask_tokens(input_ids of shape {shape}, ...)", fn, x, mask_id=MASK, vocab_size=300,
-                      special_ids=range(5), generator=rng(seed + 10))  # fmt: skip
+        what = str(Message("mask_tokens(input_ids of shape {shape}, ...)", shape=shape))
+        result = call(what, fn, x, mask_id=MASK, vocab_size=300, special_ids=range(5), generator=rng(seed + 10))
         expect_true(isinstance(result, tuple) and len(result) == 2, "mask_tokens should return (inputs, labels).")
         inputs, labels = result
-        expect_shape(f"inputs for input_ids of shape {shape}", inputs, shape)
-        expect_shape(f"labels for input_ids of shape {shape}", labels, shape)
+        expect_shape(Message("inputs for input_ids of shape {shape}", shape=shape), inputs, shape)
+        expect_shape(Message("labels for input_ids of shape {shape}", shape=shape), labels, shape)
         selected = labels != -100
         rate = selected.sum().item() / (x >= 5).sum().item()
         expect_true(
@@ -238,8 +254,11 @@ def _mask_any_shape(fn):
             and not bool((selected & (x < 5)).any())
             and torch.equal(labels[selected], x[selected])
             and torch.equal(inputs[~selected], x[~selected]),
-            f"For input_ids of shape {shape} the selection or the labels are wrong: the docstring allows any "
-            "shape (draw the coins with input_ids.shape).",
+            Message(
+                "For input_ids of shape {shape} the selection or the labels are wrong: the docstring allows any "
+                "shape (draw the coins with input_ids.shape).",
+                shape=shape,
+            ),
         )
 
 
@@ -262,7 +281,7 @@ def _randomised(what, cls, config, seed, param_seed):
     """``cls(config)`` built after ``torch.manual_seed(seed)``, then every parameter (LayerNorm's included) drawn
     from N(0, 1) with the generator ``param_seed``; in eval mode."""
     torch.manual_seed(seed)
-    m = call(f"{what}({config})", cls, config)
+    m = call(str(Message("{what}({config})", what=what, config=config)), cls, config)
     g = rng(param_seed)
     with torch.no_grad():
         for p in m.parameters():
@@ -291,7 +310,9 @@ def _expect_dropout_after_norm(what, cls, config_with_dropout, ids):
     """Dropout is off in eval mode and on in training mode (``config_with_dropout(p)`` is the config with
     dropout ``p``)."""
     expect_dropout_modes(
-        what, lambda p: call(f"{what}(config)", cls, config_with_dropout(p)), lambda m: call("embeddings", m, ids)
+        what,
+        lambda p: call(str(Message("{what}(config)", what=what)), cls, config_with_dropout(p)),
+        lambda m: call("embeddings", m, ids),
     )
 
 
@@ -427,7 +448,8 @@ def _emb_half(cls):
     def run(dtype):
         with torch.no_grad():
             model = m.to(dtype)
-            return call(f"embeddings in {dtype}", model, ids, types), call(f"embeddings in {dtype}", model, ids)
+            what = str(Message("embeddings in {dtype}", dtype=dtype))
+            return call(what, model, ids, types), call(what, model, ids)
 
     expect_half_precision("BertEmbeddings", run)
 
@@ -455,8 +477,11 @@ def _expect_dropped_copy(what, noisy, quiet, p):
     kept = (noisy - quiet / (1 - p)).abs() < 1e-4 * (1 + quiet.abs())
     expect_true(
         bool((zero | kept).all()) and bool(zero.any()) and bool(kept.any()),
-        f"{what} in training mode should be the normalised sum with some elements zeroed and the others scaled "
-        f"by 1/(1-p): the dropout goes after the LayerNorm.",
+        Message(
+            "{what} in training mode should be the normalised sum with some elements zeroed and the others scaled "
+            "by 1/(1-p): the dropout goes after the LayerNorm.",
+            what=what,
+        ),
     )
 
 
@@ -531,7 +556,9 @@ def _albert_dropout_site(cls):
         "AlbertEmbeddings in training mode changed the projection's bias: the dropout goes before the projection "
         "(after the LayerNorm, in width E), not after it.",
     )
-    _expect_dropped_copy("AlbertEmbeddings (before its projection)", noisy[..., :E] - 1, quiet[..., :E] - 1, 0.5)
+    _expect_dropped_copy(
+        Message("AlbertEmbeddings (before its projection)"), noisy[..., :E] - 1, quiet[..., :E] - 1, 0.5
+    )
 
 
 @EXERCISES.check(
@@ -564,7 +591,8 @@ def _albert_half(cls):
     def run(dtype):
         with torch.no_grad():
             model = m.to(dtype)
-            return call(f"embeddings in {dtype}", model, ids, types), call(f"embeddings in {dtype}", model, ids)
+            what = str(Message("embeddings in {dtype}", dtype=dtype))
+            return call(what, model, ids, types), call(what, model, ids)
 
     expect_half_precision("AlbertEmbeddings", run)
 

@@ -26,6 +26,7 @@ from .core import (
     rng,
     updated_in_place,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch08_kv_cache")
 updated_in_place(KVCache)  # attend_with_cache and MLA append to the cache they are handed: that is the exercise
@@ -36,16 +37,18 @@ updated_in_place(KVCache)  # attend_with_cache and MLA append to the cache they 
 
 def _check_repeat(fn, B, H_kv, T, d, n_rep, seed, *, hidden=False):
     x = torch.randn(B, H_kv, T, d, generator=rng(seed))
-    got = call(f"repeat_kv(x of shape {(B, H_kv, T, d)}, n_rep={n_rep})", fn, x, n_rep)
+    got = call(
+        str(Message("repeat_kv(x of shape {shape}, n_rep={n_rep})", shape=(B, H_kv, T, d), n_rep=n_rep)), fn, x, n_rep
+    )
     expected = torch.repeat_interleave(x, n_rep, dim=1)
     hint = ""
     if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape and n_rep > 1:
         if torch.equal(got, x.repeat(1, n_rep, 1, 1)):
-            hint = (
+            hint = Message(
                 "Your heads come in the order 0, 1, …, H_kv-1, 0, 1, … (x.repeat). Each key/value head must serve "
                 "n_rep *neighbouring* query heads: 0, 0, 1, 1, … (like torch.repeat_interleave on dim 1)."
             )
-    expect_close(f"repeat_kv(x, {n_rep})", got, expected, hidden=hidden, hint=hint)
+    expect_close(Message("repeat_kv(x, {n_rep})", n_rep=n_rep), got, expected, hidden=hidden, hint=hint)
 
 
 @EXERCISES.check("repeat_kv", points=2)
@@ -102,7 +105,14 @@ def _run_steps(fn, q, k, v, chunks, layer=0, cache=None):
     outs, t = [], 0
     for n in chunks:
         sl = slice(t, t + n)
-        what = f"attend_with_cache(q, k, v, cache, layer={layer}) with {t} cached and {n} new positions"
+        what = str(
+            Message(
+                "attend_with_cache(q, k, v, cache, layer={layer}) with {t} cached and {n} new positions",
+                layer=layer,
+                t=t,
+                n=n,
+            )
+        )
         outs.append(call(what, fn, q[:, :, sl], k[:, :, sl], v[:, :, sl], cache, layer))
         t += n
     return outs, cache
@@ -147,7 +157,9 @@ def _decode(fn):
     expect_close("output of the decode step", outs[1], expected, hint=_decode_hint(outs[1], q, k, v))
     expect_true(
         cache.length(0) == 6,
-        f"After 5 + 1 positions the cache should hold 6, it holds {cache.length(0)}: cache every new key/value.",
+        Message(
+            "After 5 + 1 positions the cache should hold 6, it holds {n}: cache every new key/value.", n=cache.length(0)
+        ),
     )
     expect_close("cache.keys[0]", cache.keys[0], k)
     expect_close("cache.values[0]", cache.values[0], v)
@@ -168,7 +180,7 @@ def _chunks_and_layers(fn):
         for t, (got, n) in enumerate(zip(outs, (4, 3, 1, 1))):
             end = (4, 7, 8, 9)[t]
             expect_close(
-                f"output of step {t}",
+                Message("output of step {t}", t=t),
                 got,
                 _attention_oracle(q[:, :, :end], k[:, :, :end], v[:, :, :end], n),
                 hidden=True,
@@ -202,7 +214,7 @@ def _first_token_alone(fn):
     outs, cache = _run_steps(fn, q, k, v, [1, 1, 2])
     for got, end, n in zip(outs, (1, 2, 4), (1, 1, 2)):
         expect_close(
-            f"output after {end} positions",
+            Message("output after {end} positions", end=end),
             got,
             _attention_oracle(q[:, :, :end], k[:, :, :end], v[:, :, :end], n),
             hidden=True,
@@ -257,7 +269,7 @@ def _mla_oracle(m, x, sizes):
 def _build_mla(cls, seed, **sizes):
     torch.manual_seed(seed)
     args = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    m = call(f"MultiHeadLatentAttention({args})", cls, **sizes)
+    m = call(str(Message("MultiHeadLatentAttention({args})", args=args)), cls, **sizes)
     with torch.no_grad():
         g = rng(seed)
         for name, p in m.named_parameters():
@@ -334,7 +346,7 @@ def _mla_rope_base_and_layers(cls):
             call("layer 0: mla(x_new, cache=cache, layer=0)", first, x0[:, t : t + n], cache=cache, layer=0)
             out = call("layer 1: mla(x_new, cache=cache, layer=1)", second, x1[:, t : t + n], cache=cache, layer=1)
             expect_true(isinstance(out, tuple) and len(out) == 2, "forward should return (output, None).")
-            expect_shape(f"the output of a step of {n} new tokens", out[0], (1, n, 12))
+            expect_shape(Message("the output of a step of {n} new tokens", n=n), out[0], (1, n, 12))
             outs.append(out)
             t += n
     expect_true(

@@ -34,6 +34,7 @@ from .core import (
     expect_true,
     rng,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch09_sparse_attention")
 _grad = torch.autograd.grad
@@ -45,45 +46,57 @@ def _band(T: int, window: int, causal: bool) -> torch.Tensor:
     return band.tril(0) if causal else band
 
 
-def _window_hint(got, T, window, causal) -> str:
+def _window_hint(got, T, window, causal) -> Message | str:
     if not isinstance(got, torch.Tensor) or got.shape != (T, T) or got.dtype != torch.bool:
         return ""
-    guesses = {
-        "Your window is one too narrow: a query may attend to keys at distance exactly `window` too (use <=).": _band(
-            T, window - 1, causal
-        )
-        if window > 0
-        else None,
-        "Your window is one too wide: `window` is the farthest distance, not the number of keys behind the query.": (
-            _band(T, window + 1, causal)
+    guesses = [
+        (
+            Message(
+                "Your window is one too narrow: a query may attend to keys at distance exactly `window` too (use <=)."
+            ),
+            _band(T, window - 1, causal) if window > 0 else None,
         ),
-        "With causal=True no query may see a key after it: combine the band with causal_mask(T).": _band(
-            T, window, False
-        )
-        if causal
-        else None,
-        "Your mask keeps the future instead of the past: True = may attend, and a causal query sees j <= i.": _band(
-            T, window, False
-        ).triu(0)
-        if causal
-        else None,
-        "Your mask polarity is inverted: in this course True means 'may attend'.": ~_band(T, window, causal),
-    }
-    return next((text for text, m in guesses.items() if m is not None and torch.equal(got.cpu(), m)), "")
+        (
+            Message(
+                "Your window is one too wide: `window` is the farthest distance, not the number of keys behind the query."
+            ),
+            _band(T, window + 1, causal),
+        ),
+        (
+            Message("With causal=True no query may see a key after it: combine the band with causal_mask(T)."),
+            _band(T, window, False) if causal else None,
+        ),
+        (
+            Message(
+                "Your mask keeps the future instead of the past: True = may attend, and a causal query sees j <= i."
+            ),
+            _band(T, window, False).triu(0) if causal else None,
+        ),
+        (Message("Your mask polarity is inverted: in this course True means 'may attend'."), ~_band(T, window, causal)),
+    ]
+    return next((text for text, m in guesses if m is not None and torch.equal(got.cpu(), m)), "")
+
+
+def _explained(err: CheckFailed, hint) -> CheckFailed:
+    """``err`` (a failed comparison, which takes no hint) with ``hint`` on a line of its own."""
+    if not hint:
+        return CheckFailed(*err.args)
+    failure = err.args[0] if err.args else str(err)
+    return CheckFailed(Message("{failure}\n  {hint}", failure=failure, hint=Message("hint", hint=hint)))
 
 
 # ---------------------------------------------------------------- exercise 1: sliding_window_mask
 
 
 def _compare_window_mask(fn, T, window, causal, *, hidden=False):
-    what = f"sliding_window_mask({T}, {window}, causal={causal})"
-    got = call(what, fn, T, window, causal=causal)
+    what = Message("sliding_window_mask({T}, {window}, causal={causal})", T=T, window=window, causal=causal)
+    got = call(str(what), fn, T, window, causal=causal)
     expected = _band(T, window, causal)
     hint = "" if hidden else _window_hint(got, T, window, causal)
     try:
         expect_equal(what, got, expected, hidden=hidden)
     except CheckFailed as err:
-        raise CheckFailed(f"{err}\n  Hint: {hint}" if hint else str(err)) from None
+        raise _explained(err, hint) from None
 
 
 @EXERCISES.check("sliding_window_mask", points=2)
@@ -141,25 +154,32 @@ def _global_oracle(mask: torch.Tensor, is_global: torch.Tensor, causal: bool) ->
 
 
 def _compare_global(fn, mask, is_global, causal, *, hidden=False):
-    what = f"global_token_mask(mask {tuple(mask.shape)}, is_global {tuple(is_global.shape)}, causal={causal})"
-    got = call(what, fn, mask, is_global, causal=causal)
+    what = Message(
+        "global_token_mask(mask {mask}, is_global {is_global}, causal={causal})",
+        mask=tuple(mask.shape),
+        is_global=tuple(is_global.shape),
+        causal=causal,
+    )
+    got = call(str(what), fn, mask, is_global, causal=causal)
     expected = _global_oracle(mask, is_global, causal)
     hint = ""
     if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == torch.bool:
         rows = is_global[..., :, None].expand(expected.shape)
         cols = is_global[..., None, :].expand(expected.shape)
         if not causal and not bool(got[rows].all()):
-            hint = "A global token must attend to every token: set its whole row to True."
+            hint = Message("A global token must attend to every token: set its whole row to True.")
         elif not causal and not bool(got[cols].all()):
-            hint = "Every token must attend to a global token: set its whole column to True."
+            hint = Message("Every token must attend to a global token: set its whole column to True.")
         elif causal and bool((got & ~torch.ones(expected.shape[-2:], dtype=torch.bool).tril()).any()):
-            hint = "With causal=True no query may see a later key, not even a global one."
+            hint = Message("With causal=True no query may see a later key, not even a global one.")
         elif not bool((got | ~mask.expand(expected.shape)).all()):
-            hint = "Keep what the base mask allows: the global rows and columns are added to it, not put in its place."
+            hint = Message(
+                "Keep what the base mask allows: the global rows and columns are added to it, not put in its place."
+            )
     try:
         expect_equal(what, got, expected, hidden=hidden)
     except CheckFailed as err:
-        raise CheckFailed(f"{err}\n  Hint: {hint}" if hint else str(err)) from None
+        raise _explained(err, hint) from None
 
 
 @EXERCISES.check("global_token_mask", points=2)
@@ -223,23 +243,28 @@ def _qkv(lead, T, d_k, d_v, seed, dtype=torch.float32):
 def _compare_window_attention(fn, q, k, v, window, causal, block_len=None, *, hidden=False):
     T = q.shape[-2]
     kwargs = {"causal": causal} if block_len is None else {"causal": causal, "block_len": block_len}
-    what = f"sliding_window_attention(q {tuple(q.shape)}, ..., window={window}, " + ", ".join(
-        f"{k}={v}" for k, v in kwargs.items()
+    what = Message(
+        "sliding_window_attention(q {shape}, ..., window={window}, {kwargs})",
+        shape=tuple(q.shape),
+        window=window,
+        kwargs=", ".join(f"{k}={v}" for k, v in kwargs.items()),
     )
-    got = call(what + ")", fn, q, k, v, window, **kwargs)
+    got = call(str(what), fn, q, k, v, window, **kwargs)
     expected = _torch_sdpa(q, k, v, attn_mask=_band(T, window, causal))
     hint = ""
     if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape:
         if causal and torch.allclose(got, _torch_sdpa(q, k, v, attn_mask=_band(T, window, False)), atol=1e-5):
-            hint = "Your causal output uses keys after the query: a causal slab ends at the block's last query."
+            hint = Message(
+                "Your causal output uses keys after the query: a causal slab ends at the block's last query."
+            )
         elif torch.allclose(got, _torch_sdpa(q, k, v, attn_mask=_band(T, window, causal), scale=1.0), atol=1e-5):
-            hint = "Scale the scores by 1/sqrt(d_k)."
+            hint = Message("Scale the scores by 1/sqrt(d_k).")
         else:
-            hint = (
+            hint = Message(
                 "Check the slab's mask: inside a slab, key column c of block n is position n*b - window + c; it is "
                 "allowed when it lies in the band and is not padding (0 <= position < T)."
             )
-    expect_close(what + ")", got, expected, hidden=hidden, hint=hint)
+    expect_close(what, got, expected, hidden=hidden, hint=hint)
 
 
 @EXERCISES.check("sliding_window_attention", points=4)
@@ -287,33 +312,57 @@ def _attention_memory(fn):
     q, k, v = _qkv((1,), T, 8, 8, seed=5)
     do = _qkv((1,), T, 8, 8, seed=6)[2]
     for causal in (True, False):
-        what = f"sliding_window_attention(q {tuple(q.shape)}, ..., window=4, causal={causal}) and its backward pass"
-        largest, made, seen, out, grads = call(what, lambda causal=causal: _measured(fn, q, k, v, 4, causal, do))
+        what = Message(
+            "sliding_window_attention(q {shape}, ..., window=4, causal={causal}) and its backward pass",
+            shape=tuple(q.shape),
+            causal=causal,
+        )
+        largest, made, seen, out, grads = call(str(what), lambda causal=causal: _measured(fn, q, k, v, 4, causal, do))
         expect_true(
             largest < T * T // 8,
-            f"Your sliding_window_attention keeps a tensor of {largest} elements for T = {T}, window = 4 "
-            f"(causal={causal}): that is T x T-sized. Compute scores only between each block of queries and its "
-            f"slab of keys ((..., T/b, b, b + 2·window) numbers, not (..., T, T)).",
+            Message(
+                "Your sliding_window_attention keeps a tensor of {largest} elements for T = {T}, window = 4 "
+                "(causal={causal}): that is T x T-sized. Compute scores only between each block of queries and its "
+                "slab of keys ((..., T/b, b, b + 2·window) numbers, not (..., T, T)).",
+                largest=largest,
+                T=T,
+                causal=causal,
+            ),
         )
         expect_true(
             seen,
-            f"{what}: the output or its gradients {UNSEEN}. The check measures the tensors your attention makes; it "
-            "cannot measure what it does not see.",
+            Message(
+                "{what}: the output or its gradients {unseen}. The check measures the tensors your attention makes; "
+                "it cannot measure what it does not see.",
+                what=what,
+                unseen=UNSEEN,
+            ),
         )
         expect_true(
             made < T * T // 8,
-            f"{what} made a tensor of {made} elements for T = {T}: that is T x T-sized, although it keeps none for "
-            "the backward pass (a custom autograd.Function that recomputes dense scores in its backward?). Compute "
-            "scores only between each block of queries and its slab of keys, in the forward and the backward pass.",
+            Message(
+                "{what} made a tensor of {made} elements for T = {T}: that is T x T-sized, although it keeps none for "
+                "the backward pass (a custom autograd.Function that recomputes dense scores in its backward?). "
+                "Compute scores only between each block of queries and its slab of keys, in the forward and the "
+                "backward pass.",
+                what=what,
+                made=made,
+                T=T,
+            ),
         )
         band = _band(T, 4, causal)
-        expect_close(what + ": output", out, _torch_sdpa(q, k, v, attn_mask=band))
+        expect_close(Message("{what}: output", what=what), out, _torch_sdpa(q, k, v, attn_mask=band))
         qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
         expected = _grad(_torch_sdpa(qg, kg, vg, attn_mask=band), (qg, kg, vg), do)
-        expect_true(grads is not None, f"{what}: no gradient reaches q, k and v through your output.")
+        expect_true(
+            grads is not None, Message("{what}: no gradient reaches q, k and v through your output.", what=what)
+        )
         for name, got, exp in zip("qkv", grads, expected):
-            expect_true(got is not None, f"{what}: no gradient reaches {name} through your output.")
-            expect_close(f"{what}: gradient of {name}", got, exp)
+            expect_true(
+                got is not None,
+                Message("{what}: no gradient reaches {name} through your output.", what=what, name=name),
+            )
+            expect_close(Message("{what}: gradient of {name}", what=what, name=name), got, exp)
 
 
 @EXERCISES.check(
@@ -339,9 +388,15 @@ def _attention_half(fn):
     q, k, v = _qkv((2, 2), 11, 4, 6, seed=21)
     for causal in (True, False):
         expect_half_precision(
-            f"sliding_window_attention(..., window=3, causal={causal})",
+            Message("sliding_window_attention(..., window=3, causal={causal})", causal=causal),
             lambda dtype, causal=causal: call(
-                f"sliding_window_attention in {dtype}", fn, q.to(dtype), k.to(dtype), v.to(dtype), 3, causal=causal
+                str(Message("sliding_window_attention in {dtype}", dtype=dtype)),
+                fn,
+                q.to(dtype),
+                k.to(dtype),
+                v.to(dtype),
+                3,
+                causal=causal,
             ),
         )
 
@@ -363,7 +418,7 @@ def _attention_dtype_and_grad(fn):
     for name, t in (("q", q), ("k", k), ("v", v)):
         expect_true(
             t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
-            f"No (finite, non-zero) gradient reaches {name}.",
+            Message("No (finite, non-zero) gradient reaches {name}.", name=name),
         )
 
 
@@ -383,17 +438,22 @@ def _routing_oracle(qc: torch.Tensor, kc: torch.Tensor, causal: bool) -> torch.T
 
 
 def _compare_routing(fn, qc, kc, causal, *, hidden=False):
-    what = f"routing_mask(query_clusters {tuple(qc.shape)}, key_clusters {tuple(kc.shape)}, causal={causal})"
-    got = call(what, fn, qc, kc, causal=causal)
+    what = Message(
+        "routing_mask(query_clusters {query_clusters}, key_clusters {key_clusters}, causal={causal})",
+        query_clusters=tuple(qc.shape),
+        key_clusters=tuple(kc.shape),
+        causal=causal,
+    )
+    got = call(str(what), fn, qc, kc, causal=causal)
     expected = _routing_oracle(qc, kc, causal)
     hint = ""
     if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape:
         if causal and torch.equal(got, _routing_oracle(qc, kc, False)):
-            hint = "With causal=True a query may not attend to later keys, even in its own cluster."
+            hint = Message("With causal=True a query may not attend to later keys, even in its own cluster.")
     try:
         expect_equal(what, got, expected, hidden=hidden)
     except CheckFailed as err:
-        raise CheckFailed(f"{err}\n  Hint: {hint}" if hint else str(err)) from None
+        raise _explained(err, hint) from None
 
 
 @EXERCISES.check("routing_mask", points=2)
@@ -462,11 +522,17 @@ def _topk_oracle(scores, n_selected, block_len, causal, n_initial, n_local) -> t
 
 
 def _compare_topk(fn, scores, n_selected, block_len, causal=True, n_initial=1, n_local=2, *, hidden=False):
-    what = (
-        f"topk_block_mask(block_scores {tuple(scores.shape)}, n_selected={n_selected}, block_len={block_len}, "
-        f"causal={causal}, n_initial={n_initial}, n_local={n_local})"
+    what = Message(
+        "topk_block_mask(block_scores {shape}, n_selected={n_selected}, block_len={block_len}, causal={causal}, "
+        "n_initial={n_initial}, n_local={n_local})",
+        shape=tuple(scores.shape),
+        n_selected=n_selected,
+        block_len=block_len,
+        causal=causal,
+        n_initial=n_initial,
+        n_local=n_local,
     )
-    got = call(what, fn, scores, n_selected, block_len, causal=causal, n_initial=n_initial, n_local=n_local)
+    got = call(str(what), fn, scores, n_selected, block_len, causal=causal, n_initial=n_initial, n_local=n_local)
     expected = _topk_oracle(scores, n_selected, block_len, causal, n_initial, n_local)
     hint = ""
     if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == torch.bool:
@@ -474,19 +540,23 @@ def _compare_topk(fn, scores, n_selected, block_len, causal=True, n_initial=1, n
         future = torch.arange(n_blocks)[None, :] > (torch.arange(T_q) // block_len)[:, None]  # (T_q, n_blocks)
         forced = _topk_oracle(torch.zeros(T_q, n_blocks), n_initial + n_local, block_len, causal, n_initial, n_local)
         if causal and bool((got.cpu() & future).any()):
-            hint = "A query selected a future block: with causal=True only blocks j <= t // block_len are visible."
+            hint = Message(
+                "A query selected a future block: with causal=True only blocks j <= t // block_len are visible."
+            )
         elif not bool((got.cpu() | ~forced).all()):
-            hint = (
+            hint = Message(
                 "The initial block(s) and the local blocks (the query's own and the ones before) are always selected."
             )
         elif not torch.equal(got.sum(-1).cpu(), expected.sum(-1)):
-            hint = "Each row selects min(n_selected, visible blocks) blocks, the forced ones included."
+            hint = Message("Each row selects min(n_selected, visible blocks) blocks, the forced ones included.")
         else:
-            hint = "Fill the remaining places with the visible blocks of highest score (topk over the last dim)."
+            hint = Message(
+                "Fill the remaining places with the visible blocks of highest score (topk over the last dim)."
+            )
     try:
         expect_equal(what, got, expected, hidden=hidden)
     except CheckFailed as err:
-        raise CheckFailed(f"{err}\n  Hint: {hint}" if hint else str(err)) from None
+        raise _explained(err, hint) from None
 
 
 @EXERCISES.check("topk_block_mask", points=3)

@@ -20,7 +20,6 @@ stack popped, numpy) is not seen and fails the check, rather than passing it unm
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from torch.nn.functional import scaled_dot_product_attention as _torch_sdpa
@@ -37,6 +36,7 @@ from .core import (
     largest_tensor,
     rng,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch10_flash_attention")
 
@@ -57,10 +57,13 @@ def _fold(fn, x, splits, what):
     ell = torch.zeros(x.shape[:-1], dtype=x.dtype)
     edges = [0, *splits, x.shape[-1]]
     for a, b in zip(edges[:-1], edges[1:]):
-        result = call(what, fn, m, ell, x[..., a:b])
+        result = call(str(what), fn, m, ell, x[..., a:b])
         expect_true(
             isinstance(result, tuple) and len(result) == 2,
-            f"online_softmax_update should return a tuple (m, ell); you returned {type(result).__name__}.",
+            Message(
+                "online_softmax_update should return a tuple (m, ell); you returned {type}.",
+                type=type(result).__name__,
+            ),
         )
         m, ell = result
     return m, ell
@@ -89,16 +92,23 @@ def _fold_as(x, splits, mistake):
 
 
 _FOLD_HINTS = {
-    "old not rescaled": "when the max grows from m to m_new, what was summed so far must be multiplied by "
-    "exp(m - m_new).",
-    "rescaled the wrong way": "the old sum is multiplied by exp(m_new - m); the factor is exp(m - m_new) (at most 1).",
-    "new terms by their own max": "the old sum is rescaled to m_new, but the block's terms are relative to the "
-    "block's own max: shift them by m_new too (or multiply their sum by exp(block max - m_new)).",
+    "old not rescaled": Message(
+        "when the max grows from m to m_new, what was summed so far must be multiplied by exp(m - m_new)."
+    ),
+    "rescaled the wrong way": Message(
+        "the old sum is multiplied by exp(m_new - m); the factor is exp(m - m_new) (at most 1)."
+    ),
+    "new terms by their own max": Message(
+        "the old sum is rescaled to m_new, but the block's terms are relative to the block's own max: shift them by "
+        "m_new too (or multiply their sum by exp(block max - m_new))."
+    ),
 }
-_FOLD_RECIPE = "ell' = ell * exp(m - m_new) + sum over the block of exp(x - m_new), with m_new = max(m, block max)."
+_FOLD_RECIPE = Message(
+    "ell' = ell * exp(m - m_new) + sum over the block of exp(x - m_new), with m_new = max(m, block max)."
+)
 
 
-def _fold_hint(x, splits, ell) -> str:
+def _fold_hint(x, splits, ell) -> Message:
     """Name the mistake whose running sum the answer's ``ell`` equals; otherwise the recipe, blaming no step."""
     if isinstance(ell, torch.Tensor) and ell.shape == x.shape[:-1]:
         got = ell.detach().double().cpu()
@@ -110,12 +120,16 @@ def _fold_hint(x, splits, ell) -> str:
 
 def _expect_fold(fn, x, splits, *, hidden=False):
     """The folded (m, ell) must be the max of all entries and the sum of exp(x - max) (computed in float64)."""
-    what = f"online_softmax_update over blocks {[0, *splits, x.shape[-1]]} of x {tuple(x.shape)}"
+    what = Message(
+        "online_softmax_update over blocks {blocks} of x {shape}",
+        blocks=[0, *splits, x.shape[-1]],
+        shape=tuple(x.shape),
+    )
     m, ell = _fold(fn, x, splits, what)
     m_exp = x.amax(dim=-1)
     ell_exp = torch.exp(_logsumexp(x.double(), dim=-1) - m_exp.double()).to(x.dtype)
-    expect_close(f"{what}: m", m, m_exp, hidden=hidden, hint="m is the largest entry seen so far.")
-    expect_close(f"{what}: ell", ell, ell_exp, hidden=hidden, hint=_fold_hint(x, splits, ell))
+    expect_close(Message("{what}: m", what=what), m, m_exp, hidden=hidden, hint="m is the largest entry seen so far.")
+    expect_close(Message("{what}: ell", what=what), ell, ell_exp, hidden=hidden, hint=_fold_hint(x, splits, ell))
 
 
 @EXERCISES.check("online_softmax_update", points=2)
@@ -154,7 +168,7 @@ def _update_masked_block(fn):
     x = _randn(3, 9, seed=4)
     x[:, :4] = -math.inf
     x[1, 4:7] = -math.inf
-    m, ell = _fold(fn, x[:, :4], [], "online_softmax_update on a block of -inf")
+    m, ell = _fold(fn, x[:, :4], [], Message("online_softmax_update on a block of -inf"))
     expect_true(
         bool((m == -math.inf).all()) and bool((ell == 0).all()),
         "After a block where every entry is -inf, m should still be -inf and ell 0 (no NaN): "
@@ -225,19 +239,30 @@ def _lengths_mask(lengths, T_k):
 
 
 def _compare_forward(fn, q, k, v, *, causal=False, attention_mask=None, block_q, block_k, hidden=False, hint=""):
-    args = f"causal={causal}, attention_mask={'None' if attention_mask is None else 'given'}"
-    what = f"flash_attention_forward(q {tuple(q.shape)}, k, v, {args}, block_q={block_q}, block_k={block_k})"
-    result = call(what, fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+    what = Message(
+        "flash_attention_forward(q {shape}, k, v, causal={causal}, attention_mask={attention_mask}, "
+        "block_q={block_q}, block_k={block_k})",
+        shape=tuple(q.shape),
+        causal=causal,
+        attention_mask="None" if attention_mask is None else "given",
+        block_q=block_q,
+        block_k=block_k,
+    )
+    result = call(
+        str(what), fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k
+    )
     expect_true(
         isinstance(result, tuple) and len(result) == 2,
-        f"flash_attention_forward should return a tuple (o, lse); you returned {type(result).__name__}.",
+        Message(
+            "flash_attention_forward should return a tuple (o, lse); you returned {type}.", type=type(result).__name__
+        ),
     )
     o, lse = result
     exp_o, exp_lse = _forward_oracle(q, k, v, _full_mask(q.shape[-2], k.shape[-2], causal, attention_mask))
-    expect_close(f"{what}: o", o, exp_o, hidden=hidden, hint=hint)
+    expect_close(Message("{what}: o", what=what), o, exp_o, hidden=hidden, hint=hint)
     expect_true(isinstance(lse, torch.Tensor), "lse should be a tensor (B, H, T_q).")
     expect_close(
-        f"{what}: lse",
+        Message("{what}: lse", what=what),
         lse,
         exp_lse.to(torch.promote_types(q.dtype, torch.float32)),
         hidden=hidden,
@@ -245,7 +270,7 @@ def _compare_forward(fn, q, k, v, *, causal=False, attention_mask=None, block_q,
     )
 
 
-_FORWARD_HINT = (
+_FORWARD_HINT = Message(
     "for each key block: mask the scores (-inf) before taking the max; m_new = max(m_i, rowmax(s)); "
     "rescale both l_i and o_i by exp(m_i - m_new) before adding the new block."
 )
@@ -310,19 +335,21 @@ def _forward_fully_masked(fn):
         "A query that may attend to no key gave NaN or inf: keep the running max's shift finite while it is -inf "
         "(exp(-inf - (-inf)) is NaN), and divide by l_i only where it is not 0.",
     )
-    cause = "mask every score a query may not attend to with -inf, before the max"
+    cause = Message("mask every score a query may not attend to with -inf, before the max")
     if not bool((o[1] == 0).all()):
         causal_only = _forward_oracle(q, k, v, _full_mask(6, 6, True, None))[0][1]
         if torch.allclose(o[1], v[1].mean(dim=-2, keepdim=True).expand_as(o[1]), atol=1e-4):
-            cause = (
+            cause = Message(
                 "your output there is the plain mean of the values: the masked scores were filled with a finite "
                 "number (finfo.min), so they all tie and get equal weights; fill with -inf"
             )
         elif torch.allclose(o[1], causal_only, atol=1e-4):
-            cause = "your output there ignores the padding mask: apply attention_mask as well as the causal mask"
+            cause = Message(
+                "your output there ignores the padding mask: apply attention_mask as well as the causal mask"
+            )
     expect_true(
         bool((o[1] == 0).all()) and bool((lse[1] == -math.inf).all()),
-        f"A query that may attend to no key should get o = 0 and lse = -inf: {cause}.",
+        Message("A query that may attend to no key should get o = 0 and lse = -inf: {cause}.", cause=cause),
     )
     _compare_forward(fn, q, k, v, causal=True, attention_mask=am, block_q=4, block_k=4, hidden=True)
 
@@ -376,9 +403,18 @@ def _forward_very_negative_scores(fn):
     q, k, v = _exact_negative_qkv(2, 2, 7, 10, 3, seed=18)
     am = _lengths_mask([10, 8], 10)
     for causal, attention_mask, block_q, block_k in ((False, None, 3, 4), (True, am, 4, 3)):
-        args = f"causal={causal}, attention_mask={'None' if attention_mask is None else 'given'}"
-        what = f"flash_attention_forward(q {tuple(q.shape)}, k, v, {args}, block_q={block_q}, block_k={block_k})"
-        result = call(what, fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
+        what = Message(
+            "flash_attention_forward(q {shape}, k, v, causal={causal}, attention_mask={attention_mask}, "
+            "block_q={block_q}, block_k={block_k})",
+            shape=tuple(q.shape),
+            causal=causal,
+            attention_mask="None" if attention_mask is None else "given",
+            block_q=block_q,
+            block_k=block_k,
+        )
+        result = call(
+            str(what), fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k
+        )
         expect_true(isinstance(result, tuple) and len(result) == 2, "flash_attention_forward should return (o, lse).")
         mask = _full_mask(7, 10, causal, attention_mask)
         scores = (q @ k.transpose(-2, -1)) / 2.0  # exact: integers times 1/2
@@ -387,13 +423,13 @@ def _forward_very_negative_scores(fn):
         o, lse = result
         hint = ""
         if isinstance(o, torch.Tensor) and o.shape == v.shape[:2] + (7, 3) and bool((o == 0).all()):
-            hint = (  # what a running max started at 0, or at any finite number above the scores, gives
+            hint = Message(  # what a running max started at 0, or at any finite number above the scores, gives
                 "your output is 0 for every query although each has allowed keys: every allowed score here is below "
                 "-57 000, so a running max started at a finite number (0, -5e4) makes exp(s - m) underflow to 0. "
                 "Start it at -inf."
             )
-        expect_close(f"{what}: o", o, torch.softmax(scores, dim=-1) @ v, hidden=True, hint=hint)
-        expect_close(f"{what}: lse", lse, _logsumexp(scores, dim=-1), hidden=True, hint=hint)
+        expect_close(Message("{what}: o", what=what), o, torch.softmax(scores, dim=-1) @ v, hidden=True, hint=hint)
+        expect_close(Message("{what}: lse", what=what), lse, _logsumexp(scores, dim=-1), hidden=True, hint=hint)
 
 
 def _half_exact(*shape, seed, scale, offset=0.0):
@@ -427,7 +463,13 @@ def _forward_half_large(fn):
     def run(dtype):
         args = (q.to(dtype), k.to(dtype), v.to(dtype))
         return call(
-            f"flash_attention_forward in {dtype}", fn, *args, causal=True, attention_mask=am, block_q=4, block_k=4
+            str(Message("flash_attention_forward in {dtype}", dtype=dtype)),
+            fn,
+            *args,
+            causal=True,
+            attention_mask=am,
+            block_q=4,
+            block_k=4,
         )
 
     expect_half_precision("flash_attention_forward (large entries)", run, float32_results=(1,))
@@ -458,7 +500,13 @@ def _forward_half(fn):
     def run(dtype):
         args = (q.to(dtype), k.to(dtype), v.to(dtype))
         return call(
-            f"flash_attention_forward in {dtype}", fn, *args, causal=True, attention_mask=am, block_q=4, block_k=4
+            str(Message("flash_attention_forward in {dtype}", dtype=dtype)),
+            fn,
+            *args,
+            causal=True,
+            attention_mask=am,
+            block_q=4,
+            block_k=4,
         )
 
     expect_half_precision("flash_attention_forward", run, float32_results=(1,))
@@ -475,22 +523,41 @@ def _compare_backward(fn, q, k, v, *, causal=False, attention_mask=None, block_q
     expected = _grad(out, (qg, kg, vg), do)
     o, lse = _forward_oracle(q, k, v, mask)
     lse = lse.to(torch.promote_types(q.dtype, torch.float32))
-    args = f"causal={causal}, attention_mask={'None' if attention_mask is None else 'given'}"
-    what = (
-        f"flash_attention_backward(do, q {tuple(q.shape)}, k, v, o, lse, {args}, block_q={block_q}, block_k={block_k})"
+    what = Message(
+        "flash_attention_backward(do, q {shape}, k, v, o, lse, causal={causal}, attention_mask={attention_mask}, "
+        "block_q={block_q}, block_k={block_k})",
+        shape=tuple(q.shape),
+        causal=causal,
+        attention_mask="None" if attention_mask is None else "given",
+        block_q=block_q,
+        block_k=block_k,
     )
     result = call(
-        what, fn, do, q, k, v, o, lse, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k
+        str(what),
+        fn,
+        do,
+        q,
+        k,
+        v,
+        o,
+        lse,
+        causal=causal,
+        attention_mask=attention_mask,
+        block_q=block_q,
+        block_k=block_k,
     )
     expect_true(
         isinstance(result, tuple) and len(result) == 3,
-        f"flash_attention_backward should return a tuple (dq, dk, dv); you returned {type(result).__name__}.",
+        Message(
+            "flash_attention_backward should return a tuple (dq, dk, dv); you returned {type}.",
+            type=type(result).__name__,
+        ),
     )
     for name, got, exp in zip(("dq", "dk", "dv"), result, expected):
-        expect_close(f"{what}: {name}", got, exp, hidden=hidden, hint=hint)
+        expect_close(Message("{what}: {name}", what=what, name=name), got, exp, hidden=hidden, hint=hint)
 
 
-_BACKWARD_HINT = (
+_BACKWARD_HINT = Message(
     "recompute s_ij = q_i k_j^T / sqrt(d_k) (masked with -inf), p_ij = exp(s_ij - lse_i); then "
     "dv_j += p_ij^T do_i, dp_ij = do_i v_j^T, ds_ij = p_ij * (dp_ij - D_i), "
     "dq_i += ds_ij k_j / sqrt(d_k), dk_j += ds_ij^T q_i / sqrt(d_k)."
@@ -512,8 +579,11 @@ def _backward_causal(fn):
         causal=True,
         block_q=4,
         block_k=5,
-        hint="mask the recomputed scores exactly as in the forward pass; skip only query blocks whose every query "
-        "comes before the key block's first key. " + _BACKWARD_HINT,
+        hint=Message(
+            "mask the recomputed scores exactly as in the forward pass; skip only query blocks whose every query "
+            "comes before the key block's first key. {recipe}",
+            recipe=_BACKWARD_HINT,
+        ),
     )
 
 
@@ -603,7 +673,13 @@ def _backward_half_large(fn):
     def run(dtype):
         args = (do.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), o.to(dtype), lse)
         return call(
-            f"flash_attention_backward in {dtype}", fn, *args, causal=True, attention_mask=am, block_q=4, block_k=4
+            str(Message("flash_attention_backward in {dtype}", dtype=dtype)),
+            fn,
+            *args,
+            causal=True,
+            attention_mask=am,
+            block_q=4,
+            block_k=4,
         )
 
     expect_half_precision("flash_attention_backward (large entries)", run)
@@ -624,36 +700,55 @@ def _backward_batch_one_more_queries(fn):
 # ---------------------------------------------------------------- both passes: tiles only, measured
 
 
-def _expect_tiles_only(
-    what: str, fn: Any, args: tuple, attention_mask: torch.Tensor, T_q: int, T_k: int, expected: dict
-) -> None:
-    """The largest tensor ``fn(*args, causal=True, attention_mask=..., 8 × 8 blocks)`` makes holds fewer numbers than
-    one head's score matrix, T_q · T_k; the check saw the result computed (:func:`~autograder.core.largest_tensor`)
-    and it equals ``expected`` (name -> the oracle's value, in the order the answer returns them)."""
+def _expect_tiles_only(name, inputs, fn, args, attention_mask, T_q, T_k, expected):
+    """The largest tensor ``name(*args, causal=True, attention_mask=..., 8 × 8 blocks)`` makes holds fewer numbers
+    than one head's score matrix, T_q · T_k; the check saw the result computed
+    (:func:`~autograder.core.largest_tensor`) and it equals ``expected`` (name -> the oracle's value, in the order the
+    answer returns them). ``inputs``: the positional arguments as the messages show them. (Not annotated: the
+    comparisons take ``str`` messages until the checks' signatures take a Message.)"""
     kwargs = dict(causal=True, attention_mask=attention_mask, block_q=8, block_k=8)
-    what += ", " + ", ".join(f"{k}={'given' if k == 'attention_mask' else v}" for k, v in kwargs.items()) + ")"
+    what = Message(
+        "{name}({inputs}, {kwargs})",
+        name=name,
+        inputs=inputs,
+        kwargs=", ".join(f"{k}={'given' if k == 'attention_mask' else v}" for k, v in kwargs.items()),
+    )
 
-    numel, shape, seen, result = call(what, lambda: largest_tensor(fn, *args, **kwargs))  # what is recorded
+    numel, shape, seen, result = call(str(what), lambda: largest_tensor(fn, *args, **kwargs))  # what is recorded
     expect_true(
         isinstance(result, tuple) and len(result) == len(expected),
-        f"{what} should return a tuple ({', '.join(expected)}); you returned {type(result).__name__}.",
+        Message(
+            "{what} should return a tuple ({names}); you returned {type}.",
+            what=what,
+            names=", ".join(expected),
+            type=type(result).__name__,
+        ),
     )
     expect_true(
         seen,
-        f"{what}: the result {UNSEEN}. The check measures the tensors your passes make; it cannot measure what it "
-        "does not see.",
+        Message(
+            "{what}: the result {unseen}. The check measures the tensors your passes make; it cannot measure what it "
+            "does not see.",
+            what=what,
+            unseen=UNSEEN,
+        ),
     )
     expect_true(
         numel < T_q * T_k,
-        f"{what} made a tensor of {numel} numbers (shape {tuple(shape)}): at least "
-        f"T_q · T_k = {T_q * T_k}, the whole score matrix of one head. A tiled pass holds at most one block_q × "
-        "block_k tile of scores (and the tile's mask) at a time.\n  Hint: compute the scores, probabilities and masks "
-        "tile by tile inside the loops over query and key blocks (block_mask gives one tile's mask); do not build "
-        "them for all queries and keys, and do not call torch.autograd or F.scaled_dot_product_attention on the "
-        "whole matrices.",
+        Message(
+            "{what} made a tensor of {numel} numbers (shape {shape}): at least T_q · T_k = {total}, the whole score "
+            "matrix of one head. A tiled pass holds at most one block_q × block_k tile of scores (and the tile's mask) "
+            "at a time.\n  Hint: compute the scores, probabilities and masks tile by tile inside the loops over query "
+            "and key blocks (block_mask gives one tile's mask); do not build them for all queries and keys, and do not "
+            "call torch.autograd or F.scaled_dot_product_attention on the whole matrices.",
+            what=what,
+            numel=numel,
+            shape=tuple(shape),
+            total=T_q * T_k,
+        ),
     )
-    for (name, exp), got in zip(expected.items(), result):  # the measured call computed the right thing
-        expect_close(f"{what}: {name}", got, exp, hidden=True)
+    for (key, exp), got in zip(expected.items(), result):  # the measured call computed the right thing
+        expect_close(Message("{what}: {name}", what=what, name=key), got, exp, hidden=True)
 
 
 def _tiles_inputs():
@@ -670,9 +765,9 @@ def _forward_tiles_only(fn):
     """Tried q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), causal with padding, blocks 8 × 8, and measured the
     largest tensor the call makes (T_q · T_k = 1920 numbers would be a whole score matrix)."""
     q, k, v, am = _tiles_inputs()
-    what = "flash_attention_forward(q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6)"
+    inputs = "q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6)"
     o, lse = _forward_oracle(q, k, v, _full_mask(40, 48, True, am))
-    _expect_tiles_only(what, fn, (q, k, v), am, 40, 48, {"o": o, "lse": lse.float()})
+    _expect_tiles_only("flash_attention_forward", inputs, fn, (q, k, v), am, 40, 48, {"o": o, "lse": lse.float()})
 
 
 @EXERCISES.check(
@@ -686,11 +781,11 @@ def _backward_tiles_only(fn):
     q, k, v, am = _tiles_inputs()
     o, lse = _forward_oracle(q, k, v, _full_mask(40, 48, True, am))
     do = _randn(1, 2, 40, 6, seed=41)
-    what = "flash_attention_backward(do, q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), o, lse"
+    inputs = "do, q (1, 2, 40, 4), k (1, 2, 48, 4), v (1, 2, 48, 6), o, lse"
     qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
     grads = _grad(_torch_sdpa(qg, kg, vg, attn_mask=_full_mask(40, 48, True, am)), (qg, kg, vg), do)
     expected = dict(zip(("dq", "dk", "dv"), grads))
-    _expect_tiles_only(what, fn, (do, q, k, v, o, lse.float()), am, 40, 48, expected)
+    _expect_tiles_only("flash_attention_backward", inputs, fn, (do, q, k, v, o, lse.float()), am, 40, 48, expected)
 
 
 __all__ = ["EXERCISES", "CheckFailed"]
