@@ -96,8 +96,10 @@ def _keys(chapter: str) -> tuple[dict[str, int], list[str]]:
         for part in _strings(expr):
             if isinstance(part, ast.Constant) and isinstance(part.value, str):
                 key = " ".join(part.value.split()) if where == "label" else part.value
+                if not key:
+                    continue  # no message (a hint helper's "": no hint)
                 if where in ("call", "Message") and _is_code(key):
-                    continue  # the code it calls, or a template that is code, shown as it is
+                    continue  # the code it calls, shown as it is
                 keys.setdefault(key, line)
             elif isinstance(part, ast.JoinedStr) or (
                 isinstance(part, ast.BinOp) and isinstance(part.op, (ast.Add, ast.Mod))
