@@ -209,7 +209,7 @@ def _sdpa_half_precision(fn):
         exp_out, exp_w = _oracle(q.double(), k.double(), v.double(), mask)  # float64 reference, then rounded
         q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
         try:
-            out, weights = call(Message("scaled_dot_product_attention in {dtype}", dtype=dtype), fn, q, k, v, mask)
+            out, weights = call(str(Message("scaled_dot_product_attention in {dtype}", dtype=dtype)), fn, q, k, v, mask)
         except CheckFailed as err:
             if "overflow" not in str(err):  # another crash: its own message says what went wrong
                 raise
@@ -290,7 +290,7 @@ def _sdpa_large_scores(fn):
     expect_half_precision(
         "scaled_dot_product_attention with large scores",
         lambda dtype: call(
-            Message("scaled_dot_product_attention in {dtype}", dtype=dtype),
+            str(Message("scaled_dot_product_attention in {dtype}", dtype=dtype)),
             fn,
             q.to(dtype),
             k.to(dtype),
@@ -321,7 +321,7 @@ def _sdpa_half_precision_large_products(fn):
     expect_half_precision(
         "scaled_dot_product_attention with large products q·k",
         lambda dtype: call(
-            Message("scaled_dot_product_attention in {dtype}", dtype=dtype), fn, *_large_products(dtype), None
+            str(Message("scaled_dot_product_attention in {dtype}", dtype=dtype)), fn, *_large_products(dtype), None
         ),
         hint="no mask here: the products q·k of these inputs pass float16's 65 504 although the scaled scores do "
         "not; divide q by sqrt(d_k) before the product (q / math.sqrt(d_k)) @ k.transpose(-2, -1).",
@@ -389,7 +389,7 @@ def _causal_rectangular(fn):
     """causal_mask(T_q, T_k) with T_k > T_q is bottom-right aligned"""
     for T_q, T_k in ((3, 7), (1, 4), (6, 6)):
         expected = torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal=T_k - T_q)
-        what = Message("causal_mask({T_q}, {T_k})", T_q=T_q, T_k=T_k)
+        what = str(Message("causal_mask({T_q}, {T_k})", T_q=T_q, T_k=T_k))
         expect_equal(what, call(what, fn, T_q, T_k), expected, hidden=True)
 
 
@@ -473,7 +473,7 @@ def _module_oracle(module, x, mask=None):
 
 def _compare_module(cls, args, x, mask=None, *, hidden=False):
     torch.manual_seed(0)
-    module = call(Message("SelfAttention{args}", args=args), cls, *args)
+    module = call(str(Message("SelfAttention{args}", args=args)), cls, *args)
     for name in ("W_q", "W_k", "W_v"):
         expect_true(
             isinstance(getattr(module, name, None), torch.nn.Linear),
