@@ -31,6 +31,7 @@ from .core import (
     expect_true,
     rng,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch01_seq2seq")
 
@@ -142,7 +143,7 @@ def _loss_half(fn):
     targets = torch.tensor([[3, 5, EOS, PAD], [8, 2, 7, EOS]])
     expect_half_precision(
         "sequence_loss",
-        lambda dtype: call(f"sequence_loss on {dtype} logits", fn, logits.to(dtype), targets),
+        lambda dtype: call(str(Message("sequence_loss on {dtype} logits", dtype=dtype)), fn, logits.to(dtype), targets),
         float32_results=(0,),
     )
 
@@ -179,17 +180,25 @@ def _rnn_like(enc, kwargs):
         fresh.load_state_dict(dict(enc.rnn.named_parameters()))
     except (AttributeError, RuntimeError, TypeError) as err:
         raise CheckFailed(
-            f"Encoder's self.rnn should be an nn.{cell.upper()} built from the arguments ({type(err).__name__}: {err})."
+            Message(
+                "Encoder's self.rnn should be an nn.{cell} built from the arguments ({ename}: {error}).",
+                cell=cell.upper(),
+                ename=type(err).__name__,
+                error=str(err),
+            )
         ) from None
     return fresh.eval()
 
 
 def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
     torch.manual_seed(0)
-    enc = call(f"Encoder(**{kwargs})", cls, **kwargs)
+    enc = call(str(Message("Encoder(**{kwargs})", kwargs=kwargs)), cls, **kwargs)
     enc.eval()
     for name in ("embedding", "rnn"):
-        expect_true(isinstance(getattr(enc, name, None), nn.Module), f"Encoder should keep its {name} as self.{name}.")
+        expect_true(
+            isinstance(getattr(enc, name, None), nn.Module),
+            Message("Encoder should keep its {name} as self.{name}.", name=name),
+        )
     seqs, src, lens = _batch(lengths, kwargs["vocab_size"], seed=len(lengths))
     rnn, embed = _rnn_like(enc, kwargs), (lambda tokens: F.embedding(tokens, enc.embedding.weight))
     with torch.no_grad():
@@ -205,7 +214,7 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
             n = len(s)
             ran_over_padding = outputs.shape == unpacked.shape and torch.allclose(outputs[b, :n], unpacked[b, :n])
             expect_close(
-                f"outputs[{b}, :{n}]",
+                Message("outputs[{b}, :{n}]", b=b, n=n),
                 outputs[b, :n],
                 ref_out[0],
                 hidden=hidden,
@@ -214,18 +223,22 @@ def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
                 if ran_over_padding
                 else "outputs[b, :n] should be what self.rnn gives for sentence b alone: embed, pack, run, unpack.",
             )
-            expect_true(bool((outputs[b, n:] == 0).all()), f"outputs[{b}, {n}:] (padding) should be zero.")
+            expect_true(
+                bool((outputs[b, n:] == 0).all()), Message("outputs[{b}, {n}:] (padding) should be zero.", b=b, n=n)
+            )
             got_h = state[0] if is_lstm else state
             ref_h = ref_state[0] if is_lstm else ref_state
             expect_close(
-                f"final hidden state of sentence {b}",
+                Message("final hidden state of sentence {b}", b=b),
                 got_h[:, b],
                 ref_h[:, 0],
                 hidden=hidden,
                 hint="the final state must be the one after the sentence's last real token.",
             )
             if is_lstm:
-                expect_close(f"final cell state of sentence {b}", state[1][:, b], ref_state[1][:, 0], hidden=hidden)
+                expect_close(
+                    Message("final cell state of sentence {b}", b=b), state[1][:, b], ref_state[1][:, 0], hidden=hidden
+                )
 
 
 @EXERCISES.check("Encoder", points=3)
@@ -259,7 +272,7 @@ def _encoder_dropout(cls):
     _, src, lens = _batch([4, 2, 5], 13, seed=5)
     expect_dropout_modes(
         "Encoder(13, 5, 4, dropout)",
-        lambda p: call(f"Encoder(13, 5, 4, dropout={p})", cls, 13, 5, 4, dropout=p),
+        lambda p: call(str(Message("Encoder(13, 5, 4, dropout={p})", p=p)), cls, 13, 5, 4, dropout=p),
         lambda enc: call("Encoder.forward(src, src_lens)", enc, src, lens)[0],
     )
 
@@ -298,8 +311,11 @@ def _encoder_dropout_site(cls):
     zeros = float((first[0][real] == 0).float().mean())
     expect_true(
         zeros < 0.1,
-        f"In training mode {zeros:.0%} of your outputs at real tokens are exactly 0: the outputs are dropped out "
-        "too. The encoder's dropout acts on the embeddings only (and between layers, inside the RNN).",
+        Message(
+            "In training mode {share} of your outputs at real tokens are exactly 0: the outputs are dropped out "
+            "too. The encoder's dropout acts on the embeddings only (and between layers, inside the RNN).",
+            share=f"{zeros:.0%}",
+        ),
     )
 
 
@@ -428,7 +444,7 @@ def _greedy_other_ids(fn):
     fed = torch.tensor([[4, 5, 6], [4, 7, 9]])  # what each step was fed
     expected = _one_hot(fed % 4, 4).float() * 0.5 + 0.125
     expect_shape("attn", attn, (2, 3, 4))
-    what = "attn (each step's weights, stacked along axis 1)"
+    what = Message("attn (each step's weights, stacked along axis 1)")
     expect_close(what, attn[:, :2], expected[:, :2], hidden=True)
     expect_close(what, attn[0, 2], expected[0, 2], hidden=True)  # what a finished sentence is fed is free
 

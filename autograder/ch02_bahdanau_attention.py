@@ -24,6 +24,7 @@ from .core import (
     expect_true,
     rng,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch02_bahdanau_attention")
 
@@ -91,7 +92,7 @@ def _score_other_sizes(fn):
     for B, S, N, A, dtype in ((3, 7, 6, 2, torch.float32), (1, 4, 5, 9, torch.float64), (4, 1, 2, 3, torch.float32)):
         args = _score_inputs(B, S, N, A, seed=B + S, dtype=dtype)
         expect_close(
-            f"additive_score with B={B}, S={S}, N={N}, A={A}",
+            Message("additive_score with B={B}, S={S}, N={N}, A={A}", B=B, S=S, N=N, A=A),
             call("additive_score", fn, *args),
             _score_oracle(*args),
             hidden=True,
@@ -111,7 +112,10 @@ def _score_grad(fn):
     for name, t in zip(("s_prev", "W", "v", "U_h"), args):
         expect_true(
             t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
-            f"No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.",
+            Message(
+                "No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.",
+                name=name,
+            ),
         )
 
 
@@ -122,7 +126,7 @@ def _lengths_mask(lengths, S):
     return torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
 
 
-_OVER_BATCH = "your softmax normalises over the batch (dim 0); it must run over the source positions (dim=-1)."
+_OVER_BATCH = Message("your softmax normalises over the batch (dim 0); it must run over the source positions (dim=-1).")
 
 
 @EXERCISES.check("masked_softmax", points=3)
@@ -131,27 +135,35 @@ def _softmax_basic(fn):
     scores = torch.randn(3, 6, generator=rng(4)) * 3
     mask = _lengths_mask([6, 2, 4], 6)
     got = call("masked_softmax(scores, mask)", fn, scores, mask)
-    hint = (
+    hint = Message(
         "give the padding weight 0 and normalise each row over its real source words (True = real word), along "
         "the last axis."
     )
     rows = (~mask).any(-1)  # rows where the inverted mask still allows a position
     if isinstance(got, torch.Tensor) and got.shape == scores.shape:
         flipped = _softmax_oracle(scores[rows], ~mask[rows])
-        guesses = {  # a cause is named only when the answer matches that mistake
-            "your weights are the softmax over all positions, padding included: the mask was not applied.": _softmax(
-                scores, -1
+        guesses = [  # a cause is named only when the answer matches that mistake
+            (
+                Message("your weights are the softmax over all positions, padding included: the mask was not applied."),
+                _softmax(scores, -1),
             ),
-            "you zeroed the padding after the softmax, so the rows no longer sum to 1: mask the scores before the "
-            "softmax (or renormalise).": _softmax(scores, -1) * mask,
-        }
+            (
+                Message(
+                    "you zeroed the padding after the softmax, so the rows no longer sum to 1: mask the scores before "
+                    "the softmax (or renormalise)."
+                ),
+                _softmax(scores, -1) * mask,
+            ),
+        ]
         over_batch = _softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), 0) * mask
         for w in (over_batch, over_batch / over_batch.sum(-1, keepdim=True).clamp_min(1e-30)):
-            guesses[len(guesses) * " " + _OVER_BATCH] = w
+            guesses.append((_OVER_BATCH, w))
         if torch.allclose(got[rows].detach().nan_to_num(0.0), flipped, atol=1e-5):
-            hint = "your mask polarity is inverted: True marks a real source word (may attend), False the padding."
+            hint = Message(
+                "your mask polarity is inverted: True marks a real source word (may attend), False the padding."
+            )
         else:
-            hint = next((t.strip() for t, w in guesses.items() if torch.allclose(got.detach(), w, atol=1e-5)), hint)
+            hint = next((t for t, w in guesses if torch.allclose(got.detach(), w, atol=1e-5)), hint)
     expect_close("masked_softmax(scores, mask)", got, _softmax_oracle(scores, mask), hint=hint)
 
 
@@ -221,15 +233,18 @@ def _masked_softmax_half_and_very_negative(fn):
     expected = _softmax_oracle(scores.double(), mask)
     for dtype in (torch.float16, torch.bfloat16):
         try:
-            got = call(f"masked_softmax in {dtype}", fn, scores.to(dtype), mask)
+            got = call(str(Message("masked_softmax in {dtype}", dtype=dtype)), fn, scores.to(dtype), mask)
         except CheckFailed as err:
             if "overflow" not in str(err):  # another crash: its own message says what went wrong
                 raise
             raise CheckFailed(
-                f"{err}\n  Hint: a fixed fill value such as -1e9 does not fit in float16 (largest ≈ 65504); use "
-                "torch.finfo(scores.dtype).min or float('-inf')."
+                Message(
+                    "{error}\n  Hint: a fixed fill value such as -1e9 does not fit in float16 (largest ≈ 65504); use "
+                    "torch.finfo(scores.dtype).min or float('-inf').",
+                    error=str(err),
+                )
             ) from None
-        expect_close(f"masked_softmax in {dtype}", got, expected.to(dtype), hidden=True)
+        expect_close(Message("masked_softmax in {dtype}", dtype=dtype), got, expected.to(dtype), hidden=True)
     low = scores * 100 - 3e4  # every score is below -1e4
     expect_close(
         "masked_softmax of scores below -1e4",
@@ -289,7 +304,7 @@ def _context_hidden(fn):
         alpha[0] = 0
         h = torch.randn(B, S, D, generator=g, dtype=dtype)
         expect_close(
-            f"context_vector with B={B}, S={S}, D={D}",
+            Message("context_vector with B={B}, S={S}, D={D}", B=B, S=S, D=D),
             call("context_vector", fn, alpha, h),
             _context_oracle(alpha, h),
             hidden=True,

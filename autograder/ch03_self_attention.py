@@ -30,6 +30,7 @@ from .core import (
     expect_true,
     rng,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch03_self_attention")
 
@@ -51,8 +52,8 @@ def _oracle(q, k, v, mask=None):
     return out, weights
 
 
-def _sdpa_hint(q, k, v, mask, got_w, *, d_model: int | None = None) -> str:
-    """Name a known mistake if the student's weights match it ("" when none does: no guessing).
+def _sdpa_hint(q, k, v, mask, got_w, *, d_model: int | None = None) -> Message | None:
+    """Name a known mistake if the student's weights match it (None when none does: no guessing).
 
     ``d_model`` (the module check) adds the guess "scaled by sqrt(d_model)".
     """
@@ -63,42 +64,50 @@ def _sdpa_hint(q, k, v, mask, got_w, *, d_model: int | None = None) -> str:
     def softmax(scores, dim=-1, m=mask):
         return torch.softmax(scores if m is None else scores.masked_fill(~m, neg), dim)
 
-    guesses = {
-        "You did not divide the scores by sqrt(d_k) (Vaswani et al. 2017, eq. 1).": softmax(raw),
-        "You divided the scores by d_k; the scale is 1/sqrt(d_k).": softmax(raw / d_k),
-        "The softmax runs over the queries; it must run over the keys (the last dim, dim=-1).": softmax(
-            raw / math.sqrt(d_k), -2
+    guesses = [
+        (Message("You did not divide the scores by sqrt(d_k) (Vaswani et al. 2017, eq. 1)."), softmax(raw)),
+        (Message("You divided the scores by d_k; the scale is 1/sqrt(d_k)."), softmax(raw / d_k)),
+        (
+            Message("The softmax runs over the queries; it must run over the keys (the last dim, dim=-1)."),
+            softmax(raw / math.sqrt(d_k), -2),
         ),
-    }
+    ]
     if d_model is not None and d_model != d_k:
-        guesses[
+        scaled_by_d_model = Message(
             "The scores are divided by sqrt(d_model); the scale is 1/sqrt(d_k), the width of the queries and keys."
-        ] = softmax(raw / math.sqrt(d_model))
+        )
+        guesses.append((scaled_by_d_model, softmax(raw / math.sqrt(d_model))))
     if mask is not None:
-        polarity = "Your mask polarity is inverted: in this course True means 'may attend' (masked_fill(~mask, ...))."
-        guesses[polarity] = softmax(raw / math.sqrt(d_k), m=~mask)
-        guesses[polarity + " "] = softmax(raw / math.sqrt(d_k), m=~mask).masked_fill(mask, 0.0)  # re-zeroed too
-        guesses["The mask was ignored: masked keys must get weight 0."] = softmax(raw / math.sqrt(d_k), m=None)
-        guesses["The mask is applied after the softmax, so rows no longer sum to 1: mask the scores first."] = softmax(
-            raw / math.sqrt(d_k), m=None
-        ).masked_fill(~mask, 0.0)
-    for text, w in guesses.items():
+        polarity = Message(
+            "Your mask polarity is inverted: in this course True means 'may attend' (masked_fill(~mask, ...))."
+        )
+        guesses.append((polarity, softmax(raw / math.sqrt(d_k), m=~mask)))
+        guesses.append((polarity, softmax(raw / math.sqrt(d_k), m=~mask).masked_fill(mask, 0.0)))  # re-zeroed too
+        ignored = Message("The mask was ignored: masked keys must get weight 0.")
+        guesses.append((ignored, softmax(raw / math.sqrt(d_k), m=None)))
+        after = Message("The mask is applied after the softmax, so rows no longer sum to 1: mask the scores first.")
+        guesses.append((after, softmax(raw / math.sqrt(d_k), m=None).masked_fill(~mask, 0.0)))
+    for text, w in guesses:
         if isinstance(got_w, torch.Tensor) and got_w.shape == w.shape and torch.allclose(got_w, w, atol=1e-5):
-            return text.strip()
-    return ""
+            return text
+    return None
 
 
 def _compare_sdpa(fn, q, k, v, mask=None, *, hidden=False, what="scaled_dot_product_attention"):
     result = call(what, fn, q, k, v, mask)
     expect_true(
         isinstance(result, tuple) and len(result) == 2,
-        f"{what} should return a tuple (output, weights); you returned {type(result).__name__}.",
+        Message(
+            "{what} should return a tuple (output, weights); you returned {type}.",
+            what=what,
+            type=type(result).__name__,
+        ),
     )
     out, weights = result
     exp_out, exp_w = _oracle(q, k, v, mask)
     hint = "" if hidden else _sdpa_hint(q, k, v, mask, weights)
-    expect_close(f"{what}: weights", weights, exp_w, hidden=hidden, hint=hint)
-    expect_close(f"{what}: output", out, exp_out, hidden=hidden, hint=hint)
+    expect_close(Message("{what}: weights", what=what), weights, exp_w, hidden=hidden, hint=hint)
+    expect_close(Message("{what}: output", what=what), out, exp_out, hidden=hidden, hint=hint)
 
 
 # ---------------------------------------------------------------- exercise 1: scaled_dot_product_attention
@@ -200,16 +209,19 @@ def _sdpa_half_precision(fn):
         exp_out, exp_w = _oracle(q.double(), k.double(), v.double(), mask)  # float64 reference, then rounded
         q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
         try:
-            out, weights = call(f"scaled_dot_product_attention in {dtype}", fn, q, k, v, mask)
+            out, weights = call(str(Message("scaled_dot_product_attention in {dtype}", dtype=dtype)), fn, q, k, v, mask)
         except CheckFailed as err:
             if "overflow" not in str(err):  # another crash: its own message says what went wrong
                 raise
             raise CheckFailed(
-                f"{err}\n  Hint: a fixed fill value such as -1e9 does not fit in float16 (largest ≈ 65504); use "
-                "torch.finfo(scores.dtype).min or float('-inf')."
+                Message(
+                    "{error}\n  Hint: a fixed fill value such as -1e9 does not fit in float16 (largest ≈ 65504); use "
+                    "torch.finfo(scores.dtype).min or float('-inf').",
+                    error=str(err),
+                )
             ) from None
-        expect_close(f"weights in {dtype}", weights, exp_w.to(dtype), hidden=True)
-        expect_close(f"output in {dtype}", out, exp_out.to(dtype), hidden=True)
+        expect_close(Message("weights in {dtype}", dtype=dtype), weights, exp_w.to(dtype), hidden=True)
+        expect_close(Message("output in {dtype}", dtype=dtype), out, exp_out.to(dtype), hidden=True)
 
 
 @EXERCISES.check(
@@ -277,7 +289,14 @@ def _sdpa_large_scores(fn):
     q = q * 8  # scores up to about 25: exp overflows float16 (largest ≈ 65504) past 11
     expect_half_precision(
         "scaled_dot_product_attention with large scores",
-        lambda dtype: call(f"scaled_dot_product_attention in {dtype}", fn, q.to(dtype), k.to(dtype), v.to(dtype), mask),
+        lambda dtype: call(
+            str(Message("scaled_dot_product_attention in {dtype}", dtype=dtype)),
+            fn,
+            q.to(dtype),
+            k.to(dtype),
+            v.to(dtype),
+            mask,
+        ),
     )
 
 
@@ -301,7 +320,9 @@ def _sdpa_half_precision_large_products(fn):
     """float16 with products QKᵀ past 65 504 whose scaled scores fit: scale before the product"""
     expect_half_precision(
         "scaled_dot_product_attention with large products q·k",
-        lambda dtype: call(f"scaled_dot_product_attention in {dtype}", fn, *_large_products(dtype), None),
+        lambda dtype: call(
+            str(Message("scaled_dot_product_attention in {dtype}", dtype=dtype)), fn, *_large_products(dtype), None
+        ),
         hint="no mask here: the products q·k of these inputs pass float16's 65 504 although the scaled scores do "
         "not; divide q by sqrt(d_k) before the product (q / math.sqrt(d_k)) @ k.transpose(-2, -1).",
     )
@@ -317,12 +338,18 @@ def _sdpa_dtype_and_grad(fn):
     q, k, v = _qkv(2, 3, 4, 5, 6, 7, seed=9, dtype=torch.float64)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
     out, _ = call("scaled_dot_product_attention", fn, q, k, v, None)
-    expect_true(out.dtype == torch.float64, f"float64 inputs should give a float64 output, not {out.dtype}.")
+    expect_true(
+        out.dtype == torch.float64,
+        Message("float64 inputs should give a float64 output, not {dtype}.", dtype=out.dtype),
+    )
     call("backpropagating through your output", lambda: out.sum().backward())
     for name, t in (("q", q), ("k", k), ("v", v)):
         expect_true(
             t.grad is not None and bool(torch.isfinite(t.grad).all()) and bool(t.grad.abs().sum() > 0),
-            f"No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.",
+            Message(
+                "No (finite, non-zero) gradient reaches {name}: avoid .detach(), .numpy() or in-place tricks.",
+                name=name,
+            ),
         )
 
 
@@ -362,9 +389,8 @@ def _causal_rectangular(fn):
     """causal_mask(T_q, T_k) with T_k > T_q is bottom-right aligned"""
     for T_q, T_k in ((3, 7), (1, 4), (6, 6)):
         expected = torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal=T_k - T_q)
-        expect_equal(
-            f"causal_mask({T_q}, {T_k})", call(f"causal_mask({T_q}, {T_k})", fn, T_q, T_k), expected, hidden=True
-        )
+        what = str(Message("causal_mask({T_q}, {T_k})", T_q=T_q, T_k=T_k))
+        expect_equal(what, call(what, fn, T_q, T_k), expected, hidden=True)
 
 
 @EXERCISES.check(
@@ -402,8 +428,10 @@ def _padding_basic(fn):
         and torch.equal(got, ~_pad_oracle(lengths))
     ):
         raise CheckFailed(
-            "attention_mask_from_lengths([3, 1, 4]) has the wrong values.\n  Hint: your mask polarity is inverted: in "
-            "this course True means 'may attend' (a real token), False the padding."
+            Message(
+                "attention_mask_from_lengths([3, 1, 4]) has the wrong values.\n  Hint: your mask polarity is inverted: "
+                "in this course True means 'may attend' (a real token), False the padding."
+            )
         )
     expect_equal("attention_mask_from_lengths([3, 1, 4])", got, _pad_oracle(lengths))
 
@@ -445,11 +473,11 @@ def _module_oracle(module, x, mask=None):
 
 def _compare_module(cls, args, x, mask=None, *, hidden=False):
     torch.manual_seed(0)
-    module = call(f"SelfAttention{args}", cls, *args)
+    module = call(str(Message("SelfAttention{args}", args=args)), cls, *args)
     for name in ("W_q", "W_k", "W_v"):
         expect_true(
             isinstance(getattr(module, name, None), torch.nn.Linear),
-            f"SelfAttention should keep its projection {name} as an nn.Linear attribute.",
+            Message("SelfAttention should keep its projection {name} as an nn.Linear attribute.", name=name),
         )
     with torch.no_grad():
         result = call("SelfAttention.forward", module, x, mask)
@@ -460,7 +488,7 @@ def _compare_module(cls, args, x, mask=None, *, hidden=False):
         hint = ""
         if not hidden:  # name the cause only when the weights match a known mistake; otherwise stay generic
             q, k, v = (_torch_linear(x, W.weight, W.bias) for W in (module.W_q, module.W_k, module.W_v))
-            hint = _sdpa_hint(q, k, v, mask, result[1], d_model=x.shape[-1]) or (
+            hint = _sdpa_hint(q, k, v, mask, result[1], d_model=x.shape[-1]) or Message(
                 "compare your forward with the recipe: queries from W_q, keys from W_k, values from W_v, all "
                 "applied to x, then scaled dot-product attention with 1/sqrt(d_k) and the mask. If your "
                 "scaled_dot_product_attention fails its own checks, fix that first."

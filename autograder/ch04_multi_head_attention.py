@@ -30,6 +30,7 @@ from .core import (
     observe,
     rng,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch04_multi_head_attention")
 
@@ -44,7 +45,7 @@ def _split_oracle(x, H):
 def _split_hint(got, x, H):
     """The recipe; and the cause, when the answer is one of the two known wrong layouts."""
     B, T, d = x.shape
-    hint = (
+    recipe = Message(
         "head i holds features i*d_k ... (i+1)*d_k - 1 of every token: (B, T, d_model) -> (B, T, H, d_k) -> "
         "(B, H, T, d_k)."
     )
@@ -52,13 +53,17 @@ def _split_hint(got, x, H):
     strided = x.view(B, T, d // H, H).permute(0, 3, 1, 2)  # head i takes every H-th feature
     if isinstance(got, torch.Tensor) and got.shape == straight.shape:
         if torch.equal(got.detach().cpu(), straight):
-            hint += (
-                " Yours reshapes straight to (B, H, T, d_k), which mixes different tokens: reshape to (B, T, H, d_k) "
-                "first, then swap the T and H axes."
+            return Message(
+                "{recipe} Yours reshapes straight to (B, H, T, d_k), which mixes different tokens: reshape to "
+                "(B, T, H, d_k) first, then swap the T and H axes.",
+                recipe=recipe,
             )
-        elif torch.equal(got.detach().cpu(), strided):
-            hint += " Yours gives head i every H-th feature: split the feature axis as (H, d_k), not (d_k, H)."
-    return hint
+        if torch.equal(got.detach().cpu(), strided):
+            return Message(
+                "{recipe} Yours gives head i every H-th feature: split the feature axis as (H, d_k), not (d_k, H).",
+                recipe=recipe,
+            )
+    return recipe
 
 
 @EXERCISES.check("split_heads", points=2)
@@ -80,7 +85,9 @@ def _split_other_sizes(fn):
     for B, T, d, H in ((3, 7, 8, 2), (1, 4, 6, 6), (2, 3, 10, 1)):
         x = torch.randn(B, T, d, generator=rng(B + T + d), requires_grad=True)
         got = call("split_heads", fn, x, H)
-        expect_close(f"split_heads(x {(B, T, d)}, {H})", got, _split_oracle(x, H), hidden=True)
+        expect_close(
+            Message("split_heads(x {shape}, {H})", shape=(B, T, d), H=H), got, _split_oracle(x, H), hidden=True
+        )
     call("backpropagating through split_heads", lambda: got.sum().backward())
     expect_true(x.grad is not None, "No gradient flows back through split_heads.")
 
@@ -98,9 +105,12 @@ def _merge_basic(fn):
     x = torch.arange(2 * 3 * 5 * 4, dtype=torch.float32).reshape(2, 3, 5, 4)
     got = call("merge_heads(x)", fn, x)
     expect_shape("merge_heads(x)", got, (2, 5, 12))
-    hint = "token t holds [head_1[t], ..., head_H[t]]: (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, H*d_k)."
+    hint = Message("token t holds [head_1[t], ..., head_H[t]]: (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, H*d_k).")
     if torch.equal(got.detach().cpu(), x.reshape(2, 5, 12)):
-        hint += " Yours flattens (B, H, T, d_k) without bringing T next to the batch first (transpose H and T)."
+        hint = Message(
+            "{recipe} Yours flattens (B, H, T, d_k) without bringing T next to the batch first (transpose H and T).",
+            recipe=hint,
+        )
     expect_close("merge_heads(x)", got, _merge_oracle(x), hint=hint)
 
 
@@ -113,7 +123,9 @@ def _merge_other_sizes(fn):
     """inverts the head split for other sizes"""
     for shape in ((3, 2, 7, 5), (1, 6, 2, 3), (2, 1, 4, 9)):
         x = torch.randn(*shape, generator=rng(sum(shape)))
-        expect_close(f"merge_heads(x {shape})", call("merge_heads", fn, x), _merge_oracle(x), hidden=True)
+        expect_close(
+            Message("merge_heads(x {shape})", shape=shape), call("merge_heads", fn, x), _merge_oracle(x), hidden=True
+        )
 
 
 @EXERCISES.reference("split_heads")
@@ -133,11 +145,11 @@ def _merge_reference(x):
 
 def _build(cls, d_model, H, bias=True, seed=0):
     torch.manual_seed(seed)
-    m = call(f"MultiHeadAttention({d_model}, {H})", cls, d_model, H, bias=bias)
+    m = call(str(Message("MultiHeadAttention({d_model}, {H})", d_model=d_model, H=H)), cls, d_model, H, bias=bias)
     for name in ("W_q", "W_k", "W_v", "W_o"):
         expect_true(
             isinstance(getattr(m, name, None), torch.nn.Linear),
-            f"MultiHeadAttention should keep its projection {name} as an nn.Linear attribute.",
+            Message("MultiHeadAttention should keep its projection {name} as an nn.Linear attribute.", name=name),
         )
     return m
 
@@ -183,15 +195,13 @@ def _compare_mha(cls, d_model, H, q, k, v, key_pad=None, attn=None, *, bias=True
     if average:
         weights = weights.mean(dim=1)  # what nn.MultiheadAttention returns with average_attn_weights=True
     expect_close(
-        "MultiHeadAttention: weights" + (" averaged over heads" if average else ""), weights, exp_w, hidden=hidden
-    )
-    expect_close(
-        "MultiHeadAttention: output",
-        out,
-        exp_out,
+        "MultiHeadAttention: weights averaged over heads" if average else "MultiHeadAttention: weights",
+        weights,
+        exp_w,
         hidden=hidden,
-        hint="" if hidden else "project, split_heads, attend per head, merge_heads, then W_o.",
     )
+    hint = "" if hidden else Message("project, split_heads, attend per head, merge_heads, then W_o.")
+    expect_close("MultiHeadAttention: output", out, exp_out, hidden=hidden, hint=hint)
 
 
 @EXERCISES.check("MultiHeadAttention", points=4)
@@ -265,11 +275,14 @@ def _mha_float64_grad(cls):
     m = _build(cls, 8, 2).double()
     x = torch.randn(2, 3, 8, generator=rng(5), dtype=torch.float64)
     out, _ = call("MultiHeadAttention.forward", m, x, x, x, None)
-    expect_true(out.dtype == torch.float64, f"float64 inputs should give float64 outputs, not {out.dtype}.")
+    expect_true(
+        out.dtype == torch.float64,
+        Message("float64 inputs should give float64 outputs, not {dtype}.", dtype=out.dtype),
+    )
     call("backpropagating through your output", lambda: out.square().sum().backward())
     for name in ("W_q", "W_k", "W_v", "W_o"):
         grad = observe(f"{name}.weight.grad", lambda name=name: getattr(m, name).weight.grad)
-        expect_true(grad is not None and bool(grad.abs().sum() > 0), f"No gradient reaches {name}.")
+        expect_true(grad is not None and bool(grad.abs().sum() > 0), Message("No gradient reaches {name}.", name=name))
 
 
 @EXERCISES.check(
@@ -287,7 +300,14 @@ def _mha_half(cls):
     def run(dtype):
         with torch.no_grad():
             model = m.to(dtype)
-            return call(f"MultiHeadAttention.forward in {dtype}", model, q.to(dtype), kv.to(dtype), kv.to(dtype), mask)
+            return call(
+                str(Message("MultiHeadAttention.forward in {dtype}", dtype=dtype)),
+                model,
+                q.to(dtype),
+                kv.to(dtype),
+                kv.to(dtype),
+                mask,
+            )
 
     expect_half_precision("MultiHeadAttention", run)
 
@@ -303,7 +323,7 @@ def _mha_dropout(cls):
     q, kv = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
     expect_dropout_modes(
         "MultiHeadAttention(12, 3, dropout)",
-        lambda p: call(f"MultiHeadAttention(12, 3, dropout={p})", cls, 12, 3, dropout=p),
+        lambda p: call(str(Message("MultiHeadAttention(12, 3, dropout={p})", p=p)), cls, 12, 3, dropout=p),
         lambda m: call("MultiHeadAttention.forward", m, q, kv, kv, None)[0],
     )
 
@@ -343,7 +363,7 @@ def _mha_dropout_site(cls):
     d, H = 12, 3
     g = rng(12)
     q, kv = torch.randn(2, 4, d, generator=g), torch.randn(2, 6, d, generator=g)
-    m = call(f"MultiHeadAttention({d}, {H}, dropout=0.5)", cls, d, H, dropout=0.5)
+    m = call(str(Message("MultiHeadAttention({d}, {H}, dropout=0.5)", d=d, H=H)), cls, d, H, dropout=0.5)
     _projections_set(m, W_v=torch.eye(d), W_o=torch.eye(d))  # the output is the merged heads themselves
     m.train()
     state = torch.random.get_rng_state()
@@ -358,9 +378,12 @@ def _mha_dropout_site(cls):
     zeros = float((out == 0).float().mean())
     expect_true(
         zeros < 0.15,
-        f"With dropout=0.5 in training mode, {zeros:.0%} of the output entries are exactly 0 (with W_v and W_o set "
-        "to the identity): the dropout is applied to the heads' outputs. Apply self.dropout to the attention "
-        "weights, before they multiply v (a dropped weight rarely zeroes a whole output entry).",
+        Message(
+            "With dropout=0.5 in training mode, {share} of the output entries are exactly 0 (with W_v and W_o set "
+            "to the identity): the dropout is applied to the heads' outputs. Apply self.dropout to the attention "
+            "weights, before they multiply v (a dropped weight rarely zeroes a whole output entry).",
+            share=f"{zeros:.0%}",
+        ),
     )
     sums = weights.sum(-1)
     expect_true(
@@ -400,7 +423,7 @@ def _mha_extreme_scores(cls):
         one_hot = torch.zeros(2, H, T_q, T_k)
         one_hot[..., 0] = 1.0
         expected = F.linear(F.linear(value[:, :1], m.W_v.weight, m.W_v.bias), m.W_o.weight, m.W_o.bias)
-    hint = (
+    hint = Message(
         "with scores far below (or above) any fixed fill value, the masked keys must still get weight 0 and the "
         "softmax must not overflow: fill masked scores with -inf or torch.finfo(scores.dtype).min, and use "
         "torch.softmax (it subtracts the row's maximum) rather than exp by hand."
@@ -427,7 +450,12 @@ def _large_products_case(cls, d: int, H: int, seed: int) -> None:
         with torch.no_grad():
             model = m.to(dtype)
             return call(
-                f"MultiHeadAttention.forward in {dtype}", model, query.to(dtype), key.to(dtype), value.to(dtype), None
+                str(Message("MultiHeadAttention.forward in {dtype}", dtype=dtype)),
+                model,
+                query.to(dtype),
+                key.to(dtype),
+                value.to(dtype),
+                None,
             )
 
     expect_half_precision(

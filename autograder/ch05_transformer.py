@@ -34,6 +34,7 @@ from .core import (
     observe,
     rng,
 )
+from .wording import Message
 
 EXERCISES = Exercises("ch05_transformer")
 
@@ -61,14 +62,19 @@ def _pe_oracle(T: int, d: int) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.float32)
 
 
-def _pe_hint(got, T: int, d: int) -> str:
+def _pe_hint(got, T: int, d: int) -> Message:
     """The formula; and the cause, when the table is the sin-block-then-cos-block one."""
-    hint = "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) on the even dims, PE(pos, 2i+1) = cos(same angle) on the odd."
+    formula = Message(
+        "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) on the even dims, PE(pos, 2i+1) = cos(same angle) on the odd."
+    )
     table = _pe_oracle(T, d)
     blocks = torch.cat([table[:, 0::2], table[:, 1::2]], dim=-1)  # sin of every frequency, then cos
     if isinstance(got, torch.Tensor) and got.shape[-2:] == blocks.shape and torch.allclose(got[0], blocks, atol=1e-4):
-        hint += " Yours puts all sines first, then all cosines: interleave them (pe[:, 0::2], pe[:, 1::2])."
-    return hint
+        return Message(
+            "{formula} Yours puts all sines first, then all cosines: interleave them (pe[:, 0::2], pe[:, 1::2]).",
+            formula=formula,
+        )
+    return formula
 
 
 @EXERCISES.check("PositionalEncoding", points=2)
@@ -88,9 +94,10 @@ def _pe_odd_width(cls):
     """PositionalEncoding(d_model=5): an odd width has 3 sine dims and 2 cosine dims (x = 0, T = 4)"""
     pe = call("PositionalEncoding(5, context_length=10)", cls, 5, 10)
     got = call("PositionalEncoding.forward", pe, torch.zeros(2, 4, 5))
-    hint = _pe_hint(got, 4, 5) + (
-        " For an odd d_model the sine takes ceil(d_model/2) dims (0, 2, 4) and the cosine d_model // 2 (1, 3): "
-        "pe[:, 1::2] has one column fewer than pe[:, 0::2]."
+    hint = Message(
+        "{hint} For an odd d_model the sine takes ceil(d_model/2) dims (0, 2, 4) and the cosine d_model // 2 (1, 3): "
+        "pe[:, 1::2] has one column fewer than pe[:, 0::2].",
+        hint=_pe_hint(got, 4, 5),
     )
     expect_close("PositionalEncoding(5)(zeros (2, 4, 5))", got, _pe_oracle(4, 5).expand(2, 4, 5), hint=hint)
 
@@ -103,10 +110,13 @@ def _pe_odd_width(cls):
 def _pe_long_and_added(cls):
     """adds the encoding to the input, for longer sequences and other widths (an odd d_model too)"""
     for d, T in ((12, 40), (6, 17), (7, 9)):
-        pe = call(f"PositionalEncoding({d}, context_length=64)", cls, d, 64)
+        pe = call(str(Message("PositionalEncoding({d}, context_length=64)", d=d)), cls, d, 64)
         x = torch.randn(3, T, d, generator=rng(d))
         expect_close(
-            f"PositionalEncoding({d})(x)", call("PositionalEncoding.forward", pe, x), x + _pe_oracle(T, d), hidden=True
+            Message("PositionalEncoding({d})(x)", d=d),
+            call("PositionalEncoding.forward", pe, x),
+            x + _pe_oracle(T, d),
+            hidden=True,
         )
 
 
@@ -124,7 +134,10 @@ def _pe_dropout(cls):
     out = call("PositionalEncoding.forward", pe, x)
     zeros = float((out == 0).float().mean())
     expect_true(
-        0.3 < zeros < 0.7, f"With dropout=0.5 in training mode about half the outputs should be 0; {zeros:.0%} are."
+        0.3 < zeros < 0.7,
+        Message(
+            "With dropout=0.5 in training mode about half the outputs should be 0; {share} are.", share=f"{zeros:.0%}"
+        ),
     )
     pe.eval()
     expect_close(
@@ -174,15 +187,17 @@ def _pe_full_length(cls):
 
 def _embedding_hint(got, table, tokens, d):
     """The recipe; and the cause, when the answer is the unscaled lookup or the lookup times d_model."""
-    hint = "look the tokens up with self.embedding(tokens), then multiply by sqrt(d_model) (Vaswani et al. 2017, §3.4)."
+    recipe = Message(
+        "look the tokens up with self.embedding(tokens), then multiply by sqrt(d_model) (Vaswani et al. 2017, §3.4)."
+    )
     looked_up = table[tokens]
     if isinstance(got, torch.Tensor) and got.shape == looked_up.shape and got.dtype == looked_up.dtype:
         got = got.detach()
         if torch.allclose(got, looked_up, atol=1e-6):
-            hint += " Yours is the lookup without the scale."
-        elif torch.allclose(got, looked_up * d, atol=1e-5):
-            hint += " Yours multiplies by d_model, not by its square root."
-    return hint
+            return Message("{recipe} Yours is the lookup without the scale.", recipe=recipe)
+        if torch.allclose(got, looked_up * d, atol=1e-5):
+            return Message("{recipe} Yours multiplies by d_model, not by its square root.", recipe=recipe)
+    return recipe
 
 
 @EXERCISES.check("TokenEmbedding", points=1)
@@ -282,7 +297,9 @@ def _pad(lengths, T):
 def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=None, causal=False, hidden=False, seed=0):
     d, H, d_ff, B, T = 12, 3, 20, len(lengths) if lengths else 2, 6
     kind = "pre-LN" if norm_first else "post-LN"
-    layer = call(f"EncoderLayer({kind})", cls, **_layer_args(d, H, d_ff, norm_first, activation, eps))
+    layer = call(
+        str(Message("EncoderLayer({kind})", kind=kind)), cls, **_layer_args(d, H, d_ff, norm_first, activation, eps)
+    )
     _randomise(layer, seed)
     twin = _TorchEncoderLayer(**_torch_args(d, H, d_ff, norm_first, activation, eps))
     _copy_attn(layer.self_attn, twin.self_attn)
@@ -307,14 +324,12 @@ def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=No
             and got.shape == expected.shape
             and torch.allclose(got, twin(x), atol=1e-5)
         ):
-            hint = "your output is that of the layer without a mask: pass the mask on to self_attn."
+            hint = Message("your output is that of the layer without a mask: pass the mask on to self_attn.")
+        elif norm_first:
+            hint = Message("pre-LN: x + Sublayer(LayerNorm(x)) for both sublayers.")
         else:
-            hint = f"{kind}: " + (
-                "x + Sublayer(LayerNorm(x)) for both sublayers."
-                if norm_first
-                else "LayerNorm(x + Sublayer(x)) for both sublayers (the paper)."
-            )
-    expect_close(f"EncoderLayer ({kind}) output", got, expected, hidden=hidden, hint=hint)
+            hint = Message("post-LN: LayerNorm(x + Sublayer(x)) for both sublayers (the paper).")
+    expect_close(Message("EncoderLayer ({kind}) output", kind=kind), got, expected, hidden=hidden, hint=hint)
 
 
 @EXERCISES.check("EncoderLayer", points=3)
@@ -358,7 +373,9 @@ def _encoder_eps(cls):
 def _decoder_setup(cls, norm_first, seed, activation="relu", eps=1e-5):
     d, H, d_ff = 12, 3, 20
     kind = "pre-LN" if norm_first else "post-LN"
-    layer = call(f"DecoderLayer({kind})", cls, **_layer_args(d, H, d_ff, norm_first, activation, eps))
+    layer = call(
+        str(Message("DecoderLayer({kind})", kind=kind)), cls, **_layer_args(d, H, d_ff, norm_first, activation, eps)
+    )
     _randomise(layer, seed)
     return layer, d, H, d_ff, kind
 
@@ -389,12 +406,12 @@ def _compare_decoder(
     hint = (
         ""
         if hidden
-        else (
+        else Message(
             "causal self-attention (with the target padding), then cross-attention with queries from "
             "the decoder and keys/values from memory (with the source padding), then the FFN."
         )
     )
-    expect_close(f"DecoderLayer ({kind}) output", got, expected, hidden=hidden, hint=hint)
+    expect_close(Message("DecoderLayer ({kind}) output", kind=kind), got, expected, hidden=hidden, hint=hint)
 
 
 @EXERCISES.check("DecoderLayer", points=3)
@@ -416,9 +433,12 @@ def _decoder_no_future_leak(cls):
         out = call("DecoderLayer.forward", layer, changed, memory, None, None)
         if not torch.allclose(out[:, : t + 1], base[:, : t + 1], atol=1e-5):
             raise CheckFailed(
-                f"Changing the target tokens after position {t} changed the output at positions <= {t}: "
-                "position t may only see targets <= t: the self-attention's mask must be causal_mask(T) (True on and "
-                "below the diagonal), combined with any padding mask by &."
+                Message(
+                    "Changing the target tokens after position {t} changed the output at positions <= {t}: "
+                    "position t may only see targets <= t: the self-attention's mask must be causal_mask(T) (True on "
+                    "and below the diagonal), combined with any padding mask by &.",
+                    t=t,
+                )
             )
 
 
@@ -498,7 +518,14 @@ def _decoder_half(cls):
 
     def run(dtype):
         with torch.no_grad():
-            return call(f"DecoderLayer.forward in {dtype}", layer.to(dtype), y.to(dtype), memory.to(dtype), tgt, src)
+            return call(
+                str(Message("DecoderLayer.forward in {dtype}", dtype=dtype)),
+                layer.to(dtype),
+                y.to(dtype),
+                memory.to(dtype),
+                tgt,
+                src,
+            )
 
     expect_half_precision("DecoderLayer", run)
 
@@ -556,12 +583,18 @@ def _expect_dropout_sites(what, cls, sublayers, forward, shape):
                 layer.train()
                 with torch.no_grad():
                     first, second = forward(layer), forward(layer)
-                expect_shape(f"{what} ({kind}) output", first, shape)
+                expect_shape(Message("{what} ({kind}) output", what=what, kind=kind), first, shape)
                 expect_true(
                     not torch.allclose(first, second),
-                    f"{what} ({kind}, dropout=0.5, training mode) with every sublayer but the {label} silenced gave "
-                    f"the same output twice: the {label} sublayer's output needs its dropout (dropout{i}) before "
-                    "the residual sum.",
+                    Message(
+                        "{what} ({kind}, dropout=0.5, training mode) with every sublayer but the {label} silenced "
+                        "gave the same output twice: the {label} sublayer's output needs its dropout (dropout{i}) "
+                        "before the residual sum.",
+                        what=what,
+                        kind=kind,
+                        label=Message(label),
+                        i=i,
+                    ),
                 )
             torch.manual_seed(0)
             layer = call(what, cls, **{**_layer_args(12, 3, 24, norm_first, "relu", 1e-5), "dropout": 0.5})
@@ -571,9 +604,13 @@ def _expect_dropout_sites(what, cls, sublayers, forward, shape):
                 trained = forward(layer)
                 layer.eval()
                 evaluated = forward(layer)
-            expect_shape(f"{what} ({kind}) output", trained, shape)
+            expect_shape(Message("{what} ({kind}) output", what=what, kind=kind), trained, shape)
             expect_close(
-                f"{what} ({kind}, dropout=0.5, training mode) with every sublayer's output zero",
+                Message(
+                    "{what} ({kind}, dropout=0.5, training mode) with every sublayer's output zero",
+                    what=what,
+                    kind=kind,
+                ),
                 trained,
                 evaluated,
                 hidden=True,
