@@ -50,6 +50,7 @@ from .core import (
     expect_true,
     rng,
 )
+from .wording import Message
 
 if not torch.cuda.is_available():  # before Triton is imported (by the notebook, or the chapter's solution module)
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -453,29 +454,31 @@ def _forward_oracle(q, k, v, causal):
     return _torch_sdpa(q, k, v, attn_mask=mask), _logsumexp(scores, dim=-1)
 
 
-def _lse_hint(lse, expected: torch.Tensor) -> str:
+def _lse_hint(lse, expected: torch.Tensor) -> Message:
     """Name the base-2 log-sum-exp when the answer's equals it; else the recipe."""
     if isinstance(lse, torch.Tensor) and lse.shape == expected.shape and torch.isfinite(lse.cpu()).all():
         base2 = expected.double() / _LN2  # log2 of the same sum
         if torch.allclose(lse.detach().double().cpu(), base2, rtol=1e-4, atol=1e-4):
-            return (
+            return Message(
                 "your lse is the log-sum-exp in base 2 (m_i + log2(l_i) with scores in base 2): multiply it by "
                 "ln 2 = 0.6931471805599453 to store the natural log-sum-exp that the backward pass uses."
             )
-    return "lse is the natural log of each query's sum of exp(score): with base-2 scores, ln 2 · (m_i + log2(l_i))."
+    return Message(
+        "lse is the natural log of each query's sum of exp(score): with base-2 scores, ln 2 · (m_i + log2(l_i))."
+    )
 
 
-_FORWARD_HINT = (
+_FORWARD_HINT = Message(
     "for each key block: load K and V with masks, s = dot(q, trans(k)) * qk_scale, set s to -inf where a key may not "
     "be attended to (past T_k, or in the query's future) before the max; m_new = max(m_i, rowmax(s)); rescale both "
     "l_i and acc by exp2(m_i - m_new) before adding the block's exp2(s - m_new)."
 )
-_CAUSAL_FORWARD_HINT = (
+_CAUSAL_FORWARD_HINT = Message(
     "without CAUSAL your kernel is right, so look at the causal parts: query i sees keys j <= q_pos = i + T_k - T_q; "
     "stop the loop at hi = min(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q), so that the block holding a query block's "
     "last position is still visited, and set s to -inf at the keys in a query's future."
 )
-_SKIP_FORWARD_HINT = (
+_SKIP_FORWARD_HINT = Message(
     "with CAUSAL, stop the loop at hi = min(T_k, (pid_m + 1) * BLOCK_M + T_k - T_q): the key blocks after it lie "
     "wholly in the future of the program's queries and must not be loaded at all (masking them is not enough)."
 )
@@ -489,49 +492,86 @@ def _close(got: Any, expected: torch.Tensor) -> bool:
     return bool(torch.allclose(got.detach().cpu(), expected.cpu(), rtol=rtol, atol=atol))
 
 
-def _forward_what(q, k, v, causal, block_q, block_k) -> str:
-    what = f"flash_attention_forward_kernel on q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-    return what + f" ({q.dtype}, CAUSAL={causal}, BLOCK_M={block_q}, BLOCK_N={block_k})"
+def _forward_what(q, k, v, causal, block_q, block_k) -> Message:
+    return Message(
+        "flash_attention_forward_kernel on q {q}, k {k}, v {v} ({dtype}, CAUSAL={causal}, BLOCK_M={block_m}, "
+        "BLOCK_N={block_n})",
+        q=tuple(q.shape),
+        k=tuple(k.shape),
+        v=tuple(v.shape),
+        dtype=q.dtype,
+        causal=causal,
+        block_m=block_q,
+        block_n=block_k,
+    )
 
 
 def _compare_forward(fn, q, k, v, *, causal, block_q=16, block_k=16, hidden=False, hint=_FORWARD_HINT):
     what = _forward_what(q, k, v, causal, block_q, block_k)
-    o, lse = call(what, lambda: _launch_forward(fn, q, k, v, causal, block_q, block_k))
+    o, lse = call(str(what), lambda: _launch_forward(fn, q, k, v, causal, block_q, block_k))
     exp_o, exp_lse = _forward_oracle(q, k, v, causal)
-    expect_close(f"{what}: o", o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
-    expect_close(f"{what}: lse", lse, exp_lse.float(), hidden=hidden, hint=_lse_hint(lse, exp_lse))
+    expect_close(Message("{what}: {name}", what=what, name="o"), o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
+    expect_close(
+        Message("{what}: {name}", what=what, name="lse"),
+        lse,
+        exp_lse.float(),
+        hidden=hidden,
+        hint=_lse_hint(lse, exp_lse),
+    )
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def _bytes(n: int) -> Message:
+    return Message("{n} byte", n=n) if n == 1 else Message("{n} bytes", n=n)
 
 
-def _expect_skipped(what: str, counted: tuple, plain: tuple, skippable: int, rows: int, hint: str) -> None:
+def _rows(n: int) -> Message:
+    return Message("{n} row", n=n) if n == 1 else Message("{n} rows", n=n)
+
+
+def _expect_skipped(what, counted, plain, skippable, rows, hint):
     """The causal launch read at least ``skippable`` bytes less than the same launch without CAUSAL, no program
     loaded a row of a block wholly out of its reach, and every row the kernel needs was seen loaded, in both launches
     (``counted`` and ``plain``: bytes read, bytes out of reach, needed elements not seen, from :func:`_counted`;
-    None on a GPU, where nothing is counted and nothing is checked here)."""
+    None on a GPU, where nothing is counted and nothing is checked here). ``what``: the launch, ``hint``: what to do,
+    both Messages."""
     read, future, missing = counted
     read_plain, _, missing_plain = plain
     if read is None or read_plain is None:
         return
     expect_true(
         missing == 0 and missing_plain == 0,
-        f"{what}: the kernel's results do not come from loads the check saw ({missing or missing_plain} of the "
-        "input's elements that the result needs were never loaded by a tl.load the interpreter ran). The check "
-        "counts the loads of a Triton kernel run by Triton's interpreter; it cannot count what it does not see.",
+        Message(
+            "{what}: the kernel's results do not come from loads the check saw ({n} of the input's elements that "
+            "the result needs were never loaded by a tl.load the interpreter ran). The check counts the loads of a "
+            "Triton kernel run by Triton's interpreter; it cannot count what it does not see.",
+            what=what,
+            n=missing or missing_plain,
+        ),
     )
     expect_true(
         read <= read_plain - skippable,
-        f"{what} loaded {_plural(read, 'byte')}, and {_plural(read_plain, 'byte')} in the same launch with "
-        f"CAUSAL=False: skipping the blocks that lie wholly in the future of a program's rows ({_plural(rows, 'row')} "
-        f"here) saves {_plural(skippable, 'byte')}, so at most {read_plain - skippable} were expected. Your kernel "
-        f"loads blocks that it should skip.\n  Hint: {hint}",
+        Message(
+            "{what} loaded {read}, and {plain} in the same launch with CAUSAL=False: skipping the blocks that lie "
+            "wholly in the future of a program's rows ({rows} here) saves {saved}, so at most {most} were expected. "
+            "Your kernel loads blocks that it should skip.\n  {hint}",
+            what=what,
+            read=_bytes(read),
+            plain=_bytes(read_plain),
+            rows=_rows(rows),
+            saved=_bytes(skippable),
+            most=read_plain - skippable,
+            hint=Message("hint", hint=hint),
+        ),
     )
     expect_true(
         future == 0,
-        f"{what}: its programs loaded {_plural(future, 'byte')} of blocks that lie wholly outside the reach of the "
-        f"program's rows. Your kernel loads blocks that it should skip.\n  Hint: {hint}",
+        Message(
+            "{what}: its programs loaded {future} of blocks that lie wholly outside the reach of the program's rows. "
+            "Your kernel loads blocks that it should skip.\n  {hint}",
+            what=what,
+            future=_bytes(future),
+            hint=Message("hint", hint=hint),
+        ),
     )
 
 
@@ -551,16 +591,22 @@ def _forward_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=Fals
     and its loads against those of the launch without CAUSAL."""
     plain = _forward_what(q, k, v, False, block_q, block_k)
     o_plain, lse_plain, *counted_plain = call(
-        plain, lambda: _launch_forward(fn, q, k, v, False, block_q, block_k, True)
+        str(plain), lambda: _launch_forward(fn, q, k, v, False, block_q, block_k, True)
     )
     exp_plain = _forward_oracle(q, k, v, False)
     plain_ok = _close(o_plain, exp_plain[0].to(q.dtype)) and _close(lse_plain, exp_plain[1].float())
     what = _forward_what(q, k, v, True, block_q, block_k)
-    o, lse, *counted = call(what, lambda: _launch_forward(fn, q, k, v, True, block_q, block_k, True))
+    o, lse, *counted = call(str(what), lambda: _launch_forward(fn, q, k, v, True, block_q, block_k, True))
     exp_o, exp_lse = _forward_oracle(q, k, v, True)
     hint = _CAUSAL_FORWARD_HINT if plain_ok else _FORWARD_HINT
-    expect_close(f"{what}: o", o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
-    expect_close(f"{what}: lse", lse, exp_lse.float(), hidden=hidden, hint=_lse_hint(lse, exp_lse))
+    expect_close(Message("{what}: {name}", what=what, name="o"), o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
+    expect_close(
+        Message("{what}: {name}", what=what, name="lse"),
+        lse,
+        exp_lse.float(),
+        hidden=hidden,
+        hint=_lse_hint(lse, exp_lse),
+    )
     _expect_skipped(what, counted, counted_plain, *_forward_skippable(q, k, v, block_q, block_k), _SKIP_FORWARD_HINT)
 
 
@@ -661,24 +707,35 @@ def _forward_half(fn):
     v = _half_exact(1, 1, 29, 6, seed=18, scale=100, offset=3000)
 
     def run(dtype):
-        what = f"flash_attention_forward_kernel in {dtype} (CAUSAL=False, BLOCK_M=16, BLOCK_N=16)"
-        return call(what, lambda: _launch_forward(fn, q.to(dtype), k.to(dtype), v.to(dtype), False, 16, 16))
+        what = Message("flash_attention_forward_kernel in {dtype} (CAUSAL=False, BLOCK_M=16, BLOCK_N=16)", dtype=dtype)
+        return call(str(what), lambda: _launch_forward(fn, q.to(dtype), k.to(dtype), v.to(dtype), False, 16, 16))
 
     expect_half_precision(
         "flash_attention_forward_kernel",
         run,
         float32_results=(1,),
-        hint="keep m_i, l_i and acc in float32 (tl.zeros(..., dtype=tl.float32)); only p is cast to v's dtype for "
-        "the tl.dot, and o to the output's dtype when it is stored.",
+        hint=Message(
+            "keep m_i, l_i and acc in float32 (tl.zeros(..., dtype=tl.float32)); only p is cast to v's dtype for "
+            "the tl.dot, and o to the output's dtype when it is stored."
+        ),
     )
 
 
 # ---------------------------------------------------------------- exercise 2: the dK/dV kernel's loop
 
 
-def _dkdv_what(q, k, v, causal, block_q, block_k) -> str:
-    what = f"flash_attention_backward_dkdv_kernel on q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-    return what + f" ({q.dtype}, CAUSAL={causal}, BLOCK_M={block_q}, BLOCK_N={block_k})"
+def _dkdv_what(q, k, v, causal, block_q, block_k) -> Message:
+    return Message(
+        "flash_attention_backward_dkdv_kernel on q {q}, k {k}, v {v} ({dtype}, CAUSAL={causal}, BLOCK_M={block_m}, "
+        "BLOCK_N={block_n})",
+        q=tuple(q.shape),
+        k=tuple(k.shape),
+        v=tuple(v.shape),
+        dtype=q.dtype,
+        causal=causal,
+        block_m=block_q,
+        block_n=block_k,
+    )
 
 
 def _dkdv_oracle(q, k, v, causal):
@@ -695,23 +752,27 @@ def _dkdv_oracle(q, k, v, causal):
 def _compare_dkdv(fn, q, k, v, *, causal, block_q=16, block_k=16, hidden=False, hint=""):
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, causal)
     what = _dkdv_what(q, k, v, causal, block_q, block_k)
-    dk, dv = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, causal, block_q, block_k))
-    expect_close(f"{what}: dk", dk, exp_dk, hidden=hidden, hint=hint or _BACKWARD_HINT)
-    expect_close(f"{what}: dv", dv, exp_dv, hidden=hidden, hint=hint or _BACKWARD_HINT)
+    dk, dv = call(str(what), lambda: _launch_dkdv(fn, do, q, k, v, o, lse, causal, block_q, block_k))
+    expect_close(
+        Message("{what}: {name}", what=what, name="dk"), dk, exp_dk, hidden=hidden, hint=hint or _BACKWARD_HINT
+    )
+    expect_close(
+        Message("{what}: {name}", what=what, name="dv"), dv, exp_dv, hidden=hidden, hint=hint or _BACKWARD_HINT
+    )
 
 
-_BACKWARD_HINT = (
+_BACKWARD_HINT = Message(
     "for each query block: load q, do, lse and D with masks; s = dot(q, trans(k)) * scale, p = exp(s - lse) (0 where "
     "a key is in the query's future); dv += dot(trans(p), do); dp = dot(do, trans(v)); ds = p * (dp - D); "
     "dk += dot(trans(ds), q); after the loop dk = dk * scale."
 )
-_CAUSAL_BACKWARD_HINT = (
+_CAUSAL_BACKWARD_HINT = Message(
     "without CAUSAL your kernel is right, so look at the causal parts: query i sees key j when j <= i + offset "
     "(offset = T_k - T_q); set p to 0 at the keys in a query's future, and start the loop at "
     "max(pid_n * BLOCK_N - offset, 0) // BLOCK_M * BLOCK_M, the query block that holds the first query seeing this "
     "key block (never below 0)."
 )
-_SKIP_BACKWARD_HINT = (
+_SKIP_BACKWARD_HINT = Message(
     "with CAUSAL, start the loop at max(pid_n * BLOCK_N - offset, 0) // BLOCK_M * BLOCK_M: the query blocks before "
     "it come wholly before the program's keys and must not be loaded at all (masking them is not enough)."
 )
@@ -734,14 +795,16 @@ def _dkdv_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=False):
     """As :func:`_forward_causal_and_skip`, for the dK/dV kernel."""
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, False)
     plain = _dkdv_what(q, k, v, False, block_q, block_k)
-    dk, dv, *counted_plain = call(plain, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, False, block_q, block_k, True))
+    dk, dv, *counted_plain = call(
+        str(plain), lambda: _launch_dkdv(fn, do, q, k, v, o, lse, False, block_q, block_k, True)
+    )
     plain_ok = _close(dk, exp_dk) and _close(dv, exp_dv)
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, True)
     what = _dkdv_what(q, k, v, True, block_q, block_k)
-    dk, dv, *counted = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, True, block_q, block_k, True))
+    dk, dv, *counted = call(str(what), lambda: _launch_dkdv(fn, do, q, k, v, o, lse, True, block_q, block_k, True))
     hint = _CAUSAL_BACKWARD_HINT if plain_ok else _BACKWARD_HINT
-    expect_close(f"{what}: dk", dk, exp_dk, hidden=hidden, hint=hint)
-    expect_close(f"{what}: dv", dv, exp_dv, hidden=hidden, hint=hint)
+    expect_close(Message("{what}: {name}", what=what, name="dk"), dk, exp_dk, hidden=hidden, hint=hint)
+    expect_close(Message("{what}: {name}", what=what, name="dv"), dv, exp_dv, hidden=hidden, hint=hint)
     _expect_skipped(what, counted, counted_plain, *_dkdv_skippable(q, k, v, block_q, block_k), _SKIP_BACKWARD_HINT)
 
 
@@ -798,14 +861,16 @@ def _dkdv_half(fn):
     o, lse = o.half().float(), lse.float()
 
     def run(dtype):
-        what = f"flash_attention_backward_dkdv_kernel in {dtype} (CAUSAL=True, BLOCK_M=16, BLOCK_N=16)"
+        what = Message(
+            "flash_attention_backward_dkdv_kernel in {dtype} (CAUSAL=True, BLOCK_M=16, BLOCK_N=16)", dtype=dtype
+        )
         args = (do.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), o.to(dtype), lse)
-        return call(what, lambda: _launch_dkdv(fn, *args, True, 16, 16))
+        return call(str(what), lambda: _launch_dkdv(fn, *args, True, 16, 16))
 
     expect_half_precision("flash_attention_backward_dkdv_kernel", run, hint=_HALF_DKDV_HINT)
 
 
-_HALF_DKDV_HINT = (
+_HALF_DKDV_HINT = Message(
     "keep dk and dv in float32 (tl.zeros(..., dtype=tl.float32)) and cast only the tl.dot operands (p, ds) to the "
     "inputs' dtype."
 )
@@ -829,9 +894,12 @@ def _dkdv_half_long(fn):
     o, lse = o.half().float(), lse.float()
 
     def run(dtype):
-        what = f"flash_attention_backward_dkdv_kernel in {dtype} on 2048 queries (CAUSAL=False, BLOCK_M=16, BLOCK_N=16)"
+        what = Message(
+            "flash_attention_backward_dkdv_kernel in {dtype} on 2048 queries (CAUSAL=False, BLOCK_M=16, BLOCK_N=16)",
+            dtype=dtype,
+        )
         args = (do.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), o.to(dtype), lse)
-        return call(what, lambda: _launch_dkdv(fn, *args, False, 16, 16))
+        return call(str(what), lambda: _launch_dkdv(fn, *args, False, 16, 16))
 
     expect_half_precision("flash_attention_backward_dkdv_kernel (2048 queries)", run, hint=_HALF_DKDV_HINT)
 

@@ -54,8 +54,10 @@ def _flex_output(q, k, v, mask_mod, score_mod) -> torch.Tensor:
     return _flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
 
 
-def _grid_what(name: str, B: int, H: int, T_q: int, T_k: int) -> str:
-    return f"create_mask({name}, B={B}, H={H}, Q_LEN={T_q}, KV_LEN={T_k})"
+def _grid_what(name: Message, B: int, H: int, T_q: int, T_k: int) -> Message:
+    return Message(
+        "create_mask({name}, B={B}, H={H}, Q_LEN={T_q}, KV_LEN={T_k})", name=name, B=B, H=H, T_q=T_q, T_k=T_k
+    )
 
 
 def _rule_table(rule, B: int, H: int, T_q: int, T_k: int) -> torch.Tensor:
@@ -66,18 +68,16 @@ def _rule_table(rule, B: int, H: int, T_q: int, T_k: int) -> torch.Tensor:
     )
 
 
-def _compare_table(what: str, got, expected: torch.Tensor, *, hidden: bool, hint: str = "") -> None:
+def _compare_table(what, got, expected, *, hidden, hint=""):
     """Every pair against the rule; the message names the first pair that differs (not in hidden checks)."""
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != torch.bool:
         raise CheckFailed(
-            str(
-                Message(
-                    "{what}: your mask_mod returns {dtype} values; it should return a bool (a comparison such as "
-                    "q_idx >= kv_idx, combined with & and |).",
-                    what=what,
-                    dtype=got.dtype,
-                )
+            Message(
+                "{what}: your mask_mod returns {dtype} values; it should return a bool (a comparison such as "
+                "q_idx >= kv_idx, combined with & and |).",
+                what=what,
+                dtype=got.dtype,
             )
         )
     wrong = got != expected
@@ -102,10 +102,10 @@ def _compare_table(what: str, got, expected: torch.Tensor, *, hidden: bool, hint
             expected=say[bool(expected[b, h, i, j])],
             got=say[bool(got[b, h, i, j])],
         )
-    raise CheckFailed(str(msg) + (f"\n  {Message('hint', hint=hint)}" if hint else ""))
+    raise CheckFailed(Message("{failure}\n  {hint}", failure=msg, hint=Message("hint", hint=hint)) if hint else msg)
 
 
-def _hint_from(got, guesses: dict[str, torch.Tensor | None]) -> str:
+def _hint_from(got, guesses: dict[Message, torch.Tensor | None]) -> Message | str:
     """The text of the first mistaken table the answer equals exactly, else ""."""
     if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
         return ""
@@ -124,13 +124,14 @@ def _qkv(B, H, T_q, T_k, d_k, d_v, seed):
     )
 
 
-def _check_in_flex(factory_what: str, mod_kind: str, mod, q, k, v, expected, *, hidden: bool) -> None:
+def _check_in_flex(factory, mod_kind, mod, q, k, v, expected, *, hidden):
     """flex_attention (eager) with the student's mod equals the explicit attention ``expected``."""
     mask_mod, score_mod = (mod, None) if mod_kind == "mask" else (None, mod)
     extra = ", block_mask=create_block_mask(...)" if mod_kind == "mask" else ""
     name = f"flex_attention(q {tuple(q.shape)}, k, v{extra}, score_mod={'None' if mask_mod is not None else 'yours'})"
-    got = call(f"{name} with {factory_what}", _flex_output, q, k, v, mask_mod, score_mod)
-    expect_close(f"{name} with {factory_what}", got, expected, hidden=hidden)
+    what = Message("{name} with {factory}", name=name, factory=factory)
+    got = call(str(what), _flex_output, q, k, v, mask_mod, score_mod)
+    expect_close(what, got, expected, hidden=hidden)
 
 
 # ---------------------------------------------------------------- exercise 1: sliding_window_with_globals
@@ -149,7 +150,7 @@ def _window_globals_rule(window: int, n_global: int, causal: bool, *, side=1, wi
     return rule
 
 
-def _window_globals_hint(got, window, n_global, causal, B, H, T_q, T_k) -> str:
+def _window_globals_hint(got, window, n_global, causal, B, H, T_q, T_k) -> Message | str:
     def table(**kw):
         rule_causal = kw.pop("causal", causal)
         return _rule_table(_window_globals_rule(window, n_global, rule_causal, **kw), B, H, T_q, T_k)
@@ -158,42 +159,39 @@ def _window_globals_hint(got, window, n_global, causal, B, H, T_q, T_k) -> str:
     return _hint_from(
         got,
         {
-            "Your window is one too narrow: a key exactly `window` positions away is still inside (use <=).": table(
-                width=window - 1
-            )
-            if window > 0
-            else None,
-            "Your window is one too wide: `window` is the farthest distance a query may look, not one more.": table(
-                width=window + 1
-            ),
-            "Your causal mask keeps the keys after the query instead of those before it (a query sees kv_idx <= q_idx).": table(
-                side=-1
-            )
-            if causal
-            else None,
-            "With causal=True no query may see a later key, not even a global one: combine with and_masks(..., causal).": (
-                table(causal=False)
-            )
-            if causal
-            else None,
-            "A pair is allowed if it is in the window OR involves a global token: or_masks, not and_masks.": table(
-                op="and"
-            ),
-            "The global tokens must also see every token: their rows (q_idx < n_global) are allowed too.": table(
-                rows=False
-            )
-            if not torch.equal(table(rows=False), right)
-            else None,
-            "Your mask polarity is inverted: True means 'may attend'.": ~right,
+            Message(
+                "Your window is one too narrow: a key exactly `window` positions away is still inside (use <=)."
+            ): table(width=window - 1) if window > 0 else None,
+            Message(
+                "Your window is one too wide: `window` is the farthest distance a query may look, not one more."
+            ): table(width=window + 1),
+            Message(
+                "Your causal mask keeps the keys after the query instead of those before it (a query sees kv_idx <= q_idx)."
+            ): table(side=-1) if causal else None,
+            Message(
+                "With causal=True no query may see a later key, not even a global one: combine with and_masks(..., causal)."
+            ): (table(causal=False)) if causal else None,
+            Message(
+                "A pair is allowed if it is in the window OR involves a global token: or_masks, not and_masks."
+            ): table(op="and"),
+            Message(
+                "The global tokens must also see every token: their rows (q_idx < n_global) are allowed too."
+            ): table(rows=False) if not torch.equal(table(rows=False), right) else None,
+            Message("Your mask polarity is inverted: True means 'may attend'."): ~right,
         },
     )
 
 
 def _compare_window_globals(fn, window, n_global, causal, B, H, T_q, T_k, *, hidden=False):
-    factory = f"sliding_window_with_globals({window}, {n_global}, causal={causal})"
-    mask_mod = call(factory, fn, window, n_global, causal=causal)
+    factory = Message(
+        "sliding_window_with_globals({window}, {n_global}, causal={causal})",
+        window=window,
+        n_global=n_global,
+        causal=causal,
+    )
+    mask_mod = call(str(factory), fn, window, n_global, causal=causal)
     what = _grid_what(factory, B, H, T_q, T_k)
-    got = call(what, _mask_grid, mask_mod, B, H, T_q, T_k)
+    got = call(str(what), _mask_grid, mask_mod, B, H, T_q, T_k)
     expected = _rule_table(_window_globals_rule(window, n_global, causal), B, H, T_q, T_k)
     hint = "" if hidden else _window_globals_hint(got, window, n_global, causal, B, H, T_q, T_k)
     _compare_table(what, got, expected, hidden=hidden, hint=hint)
@@ -215,13 +213,12 @@ def _window_globals_bidirectional(fn):
 def _window_globals_in_flex(fn):
     """flex_attention (eager) under your mask equals attention under the rule's table, q (2, 3, 20, 4), v d_v = 6"""
     window, n_global = 3, 2
-    mask_mod = call(f"sliding_window_with_globals({window}, {n_global})", fn, window, n_global)
+    factory = Message("sliding_window_with_globals({window}, {n_global})", window=window, n_global=n_global)
+    mask_mod = call(str(factory), fn, window, n_global)
     q, k, v = _qkv(2, 3, 20, 20, 4, 6, seed=1)
     table = _rule_table(_window_globals_rule(window, n_global, True), 1, 1, 20, 20)
     expected = _torch_sdpa(q, k, v, attn_mask=table)
-    _check_in_flex(
-        f"sliding_window_with_globals({window}, {n_global})", "mask", mask_mod, q, k, v, expected, hidden=False
-    )
+    _check_in_flex(factory, "mask", mask_mod, q, k, v, expected, hidden=False)
 
 
 @EXERCISES.check(
@@ -252,17 +249,15 @@ def _document_rule(ids: list[list[int]], causal: bool, *, row=None, key_of_query
 def _compare_document(fn, document_ids, causal, H, T_q=None, *, hidden=False):
     B, T = document_ids.shape
     T_q = T if T_q is None else T_q
-    factory = str(
-        Message(
-            "document_mask(document_ids {shape} {dtype}, causal={causal})",
-            shape=tuple(document_ids.shape),
-            dtype=document_ids.dtype,
-            causal=causal,
-        )
+    factory = Message(
+        "document_mask(document_ids {shape} {dtype}, causal={causal})",
+        shape=tuple(document_ids.shape),
+        dtype=document_ids.dtype,
+        causal=causal,
     )
-    mask_mod = call(factory, fn, document_ids, causal=causal)
+    mask_mod = call(str(factory), fn, document_ids, causal=causal)
     what = _grid_what(factory, B, H, T_q, T)
-    got = call(what, _mask_grid, mask_mod, B, H, T_q, T)
+    got = call(str(what), _mask_grid, mask_mod, B, H, T_q, T)
     ids = document_ids.tolist()
     expected = _rule_table(_document_rule(ids, causal), B, H, T_q, T)
     hint = ""
@@ -270,18 +265,16 @@ def _compare_document(fn, document_ids, causal, H, T_q=None, *, hidden=False):
         hint = _hint_from(
             got,
             {
-                "Each sequence of the batch has its own document ids: compare document_ids[b, q_idx] with "
-                "document_ids[b, kv_idx], in row b (not row 0).": _rule_table(
-                    _document_rule(ids, causal, row=0), B, H, T_q, T
-                )
-                if B > 1
-                else None,
-                "With causal=True a query also may not see later keys of its own document.": _rule_table(
+                Message(
+                    "Each sequence of the batch has its own document ids: compare document_ids[b, q_idx] with "
+                    "document_ids[b, kv_idx], in row b (not row 0)."
+                ): _rule_table(_document_rule(ids, causal, row=0), B, H, T_q, T) if B > 1 else None,
+                Message("With causal=True a query also may not see later keys of its own document."): _rule_table(
                     _document_rule(ids, False), B, H, T_q, T
                 )
                 if causal
                 else None,
-                "Compare the query's document with the key's: document_ids[b, kv_idx].": _rule_table(
+                Message("Compare the query's document with the key's: document_ids[b, kv_idx]."): _rule_table(
                     _document_rule(ids, causal, key_of_query=True), B, H, T_q, T
                 ),
             },
@@ -305,11 +298,12 @@ def _document_batch(fn):
 def _document_in_flex(fn):
     """flex_attention (eager) with your document mask equals attention under the rule's table, q (2, 3, 18, 4)"""
     ids = torch.tensor([[0] * 5 + [1] * 9 + [2] * 4, [0] * 11 + [1] * 7])
-    mask_mod = call(f"document_mask(document_ids {tuple(ids.shape)})", fn, ids)
+    factory = Message("document_mask(document_ids {shape})", shape=tuple(ids.shape))
+    mask_mod = call(str(factory), fn, ids)
     q, k, v = _qkv(2, 3, 18, 18, 4, 5, seed=2)
     table = _rule_table(_document_rule(ids.tolist(), True), 2, 1, 18, 18)
     expected = _torch_sdpa(q, k, v, attn_mask=table)
-    _check_in_flex(f"document_mask(document_ids {tuple(ids.shape)})", "mask", mask_mod, q, k, v, expected, hidden=False)
+    _check_in_flex(factory, "mask", mask_mod, q, k, v, expected, hidden=False)
 
 
 @EXERCISES.check(
@@ -356,10 +350,10 @@ def _prefix_rule(lengths: list[int], *, inclusive=False, row=None, op="or"):
 
 def _compare_prefix(fn, prefix_lengths, H, T_q, T_k, *, hidden=False):
     B = prefix_lengths.shape[0]
-    factory = f"prefix_lm_mask(prefix_lengths={prefix_lengths.tolist()})"
-    mask_mod = call(factory, fn, prefix_lengths)
+    factory = Message("prefix_lm_mask(prefix_lengths={lengths})", lengths=prefix_lengths.tolist())
+    mask_mod = call(str(factory), fn, prefix_lengths)
     what = _grid_what(factory, B, H, T_q, T_k)
-    got = call(what, _mask_grid, mask_mod, B, H, T_q, T_k)
+    got = call(str(what), _mask_grid, mask_mod, B, H, T_q, T_k)
     lengths = prefix_lengths.tolist()
     expected = _rule_table(_prefix_rule(lengths), B, H, T_q, T_k)
     hint = ""
@@ -367,14 +361,16 @@ def _compare_prefix(fn, prefix_lengths, H, T_q, T_k, *, hidden=False):
         hint = _hint_from(
             got,
             {
-                "The prefix has prefix_lengths[b] tokens, positions 0 … prefix_lengths[b] - 1: use kv_idx < "
-                "prefix_lengths[b].": _rule_table(_prefix_rule(lengths, inclusive=True), B, H, T_q, T_k),
-                "Each row has its own prefix length: index prefix_lengths with b.": _rule_table(
+                Message(
+                    "The prefix has prefix_lengths[b] tokens, positions 0 … prefix_lengths[b] - 1: use kv_idx < "
+                    "prefix_lengths[b]."
+                ): _rule_table(_prefix_rule(lengths, inclusive=True), B, H, T_q, T_k),
+                Message("Each row has its own prefix length: index prefix_lengths with b."): _rule_table(
                     _prefix_rule(lengths, row=0), B, H, T_q, T_k
                 )
                 if B > 1
                 else None,
-                "A key is visible if it is not in the future OR lies in the prefix (|, not &).": _rule_table(
+                Message("A key is visible if it is not in the future OR lies in the prefix (|, not &)."): _rule_table(
                     _prefix_rule(lengths, op="and"), B, H, T_q, T_k
                 ),
             },
@@ -410,7 +406,7 @@ def _prefix_many_shapes(fn):
     mask_mod = call("prefix_lm_mask(prefix_lengths=[2, 9])", fn, lengths)
     q, k, v = _qkv(2, 2, 16, 16, 4, 3, seed=5)
     expected = _torch_sdpa(q, k, v, attn_mask=_rule_table(_prefix_rule([2, 9]), 2, 1, 16, 16))
-    _check_in_flex("prefix_lm_mask(prefix_lengths=[2, 9])", "mask", mask_mod, q, k, v, expected, hidden=True)
+    _check_in_flex(Message("prefix_lm_mask(prefix_lengths=[2, 9])"), "mask", mask_mod, q, k, v, expected, hidden=True)
 
 
 # ---------------------------------------------------------------- exercise 4: alibi_score_mod
@@ -429,15 +425,17 @@ def _alibi_bias(H: int, T_q: int, T_k: int, slopes: torch.Tensor | None = None) 
     return -slopes[:, None, None] * (i - j)
 
 
-def _alibi_hint(got_bias: torch.Tensor, H: int, T_q: int, T_k: int, seen: torch.Tensor) -> str:
+def _alibi_hint(got_bias: torch.Tensor, H: int, T_q: int, T_k: int, seen: torch.Tensor) -> Message | str:
     """Compare the answer's bias (its scores minus the input, on the pairs a causal query sees) with mistaken ones."""
     guesses = {
-        "Your bias has the wrong sign: a key farther back must get a *smaller* score, "
-        "score + m_h * (kv_idx - q_idx) with kv_idx <= q_idx.": -_alibi_bias(H, T_q, T_k),
-        "Your slopes go the wrong way round: head 0 has the largest slope, 2^(-8/H), the last head 2^(-8).": (
+        Message(
+            "Your bias has the wrong sign: a key farther back must get a *smaller* score, "
+            "score + m_h * (kv_idx - q_idx) with kv_idx <= q_idx."
+        ): -_alibi_bias(H, T_q, T_k),
+        Message("Your slopes go the wrong way round: head 0 has the largest slope, 2^(-8/H), the last head 2^(-8)."): (
             _alibi_bias(H, T_q, T_k, _slopes(H).flip(0))
         ),
-        "Your slopes are off by one head: head h (counting from 0) has slope 2^(-8 (h + 1) / H).": _alibi_bias(
+        Message("Your slopes are off by one head: head h (counting from 0) has slope 2^(-8 (h + 1) / H)."): _alibi_bias(
             H, T_q, T_k, _slopes(H, first=0)
         ),
     }
@@ -448,11 +446,18 @@ def _alibi_hint(got_bias: torch.Tensor, H: int, T_q: int, T_k: int, seen: torch.
 
 
 def _compare_alibi(fn, B, H, T_q, T_k, seed, dtype=torch.float32, *, hidden=False):
-    factory = f"alibi_score_mod({H})"
-    score_mod = call(factory, fn, H)
+    factory = Message("alibi_score_mod({H})", H=H)
+    score_mod = call(str(factory), fn, H)
     score = torch.randn(B, H, T_q, T_k, generator=rng(seed), dtype=dtype)
-    what = f"your score_mod on every entry of score ({B}, {H}, {T_q}, {T_k}), {factory}"
-    got = call(what, _score_grid, score_mod, score)
+    what = Message(
+        "your score_mod on every entry of score ({B}, {H}, {T_q}, {T_k}), {factory}",
+        B=B,
+        H=H,
+        T_q=T_q,
+        T_k=T_k,
+        factory=factory,
+    )
+    got = call(str(what), _score_grid, score_mod, score)
     expected = score + _alibi_bias(H, T_q, T_k).to(dtype)  # (B, H, T_q, T_k)
     seen = torch.ones(T_q, T_k, dtype=torch.bool).tril()  # kv_idx <= q_idx: the pairs ALiBi is defined on
     expect_shape(what, got, tuple(expected.shape))
@@ -461,9 +466,9 @@ def _compare_alibi(fn, B, H, T_q, T_k, seed, dtype=torch.float32, *, hidden=Fals
         gb = (got - score).double()
         hint = _alibi_hint(gb, H, T_q, T_k, seen)
         if not hint and torch.allclose(got.double()[..., seen], _alibi_bias(H, T_q, T_k).expand_as(got)[..., seen]):
-            hint = "A score_mod returns the modified score: add the bias to `score`, do not replace it."
+            hint = Message("A score_mod returns the modified score: add the bias to `score`, do not replace it.")
     expect_close(
-        what + " (on the pairs kv_idx <= q_idx)",
+        Message("{what} (on the pairs kv_idx <= q_idx)", what=what),
         got[..., seen] if got.shape == expected.shape else got,
         expected[..., seen],
         hidden=hidden,
@@ -481,14 +486,16 @@ def _alibi_four_heads(fn):
 def _alibi_in_flex(fn):
     """flex_attention (eager, causal) with your score_mod equals attention with the explicit bias, 8 heads"""
     H, T = 8, 12
-    score_mod = call(f"alibi_score_mod({H})", fn, H)
+    factory = Message("alibi_score_mod({H})", H=H)
+    score_mod = call(str(factory), fn, H)
     q, k, v = _qkv(2, H, T, T, 4, 5, seed=7)
     bias = _alibi_bias(H, T, T).float().masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
     expected = _torch_sdpa(q, k, v, attn_mask=bias)
     mask = "kv_idx <= q_idx"
     q_what = f"flex_attention(q {tuple(q.shape)}, k, v, score_mod=yours, block_mask=causal ({mask}))"
-    got = call(q_what + f" with alibi_score_mod({H})", _flex_output, q, k, v, _causal_rule, score_mod)
-    expect_close(q_what + f" with alibi_score_mod({H})", got, expected)
+    what = Message("{name} with {factory}", name=q_what, factory=factory)
+    got = call(str(what), _flex_output, q, k, v, _causal_rule, score_mod)
+    expect_close(what, got, expected)
 
 
 def _causal_rule(b, h, q_idx, kv_idx):
