@@ -108,7 +108,7 @@ def test_too_small_a_limit_says_so(tmp_path, monkeypatch):
 
 
 def _job(**fields) -> worker.Job:
-    blank = dict(canonical="", chapter=CHAPTER, student_id="a", course_template="", stage="", sandbox="", result="",
+    blank = dict(canonical="", chapter=CHAPTER, student_id="a", grading="", stage="", sandbox="", result="",
                  graded="", cell_timeout=1, memory_mb=1536, points={}, hidden_files=[], netns=False, uid=-1, threads=1)  # fmt: skip
     return worker.Job(**{**blank, **fields})
 

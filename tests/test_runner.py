@@ -1,38 +1,58 @@
-"""The worker's two ways of running the grading notebook (autograder/grading/runner.py, issue 47): nbgrader's
-autograde, or nbclient directly. The nbclient runner must run the very notebook nbgrader ran, and say why a run
-could not finish from nbclient's typed errors. Both runners grade the shipped samples and the variants alike:
-tests/test_robust_grading.py and tests/test_grading.py with ``AUTOGRADER_RUNNER=nbclient``."""
+"""How the worker runs the grading notebook (autograder/grading/runner.py, issue 47): nbclient, no nbgrader. The
+grading notebook comes from the committed release notebook and must be the one the grader ran before (the
+instructor notebook with the recorder's lines, through nbgrader's gradebook); the runner must run the very notebook
+nbgrader's autograde ran, and say why a run could not finish from nbclient's typed errors. The shipped samples and
+the variants grade through it: tests/test_robust_grading.py, tests/test_grading.py."""
 
 import nbformat
 import pytest
 
 from autograder import canonical, notebooks, releases
-from autograder.grading import batch, runner
+from autograder.grading import runner
 
 CHAPTER = "ch03_self_attention"
 
 
-def test_the_switch_says_which_runner_and_refuses_others(monkeypatch):
-    monkeypatch.delenv(runner.RUNNER_SWITCH, raising=False)
-    assert runner.chosen() == runner.DEFAULT
-    for value, expected in (("nbclient", runner.NBCLIENT), (" NBGrader ", runner.NBGRADER), ("", runner.DEFAULT)):
-        monkeypatch.setenv(runner.RUNNER_SWITCH, value)
-        assert runner.chosen() == expected
-    monkeypatch.setenv(runner.RUNNER_SWITCH, "papermill")
-    with pytest.raises(ValueError, match="AUTOGRADER_RUNNER"):
-        runner.chosen()
+def _instructor_grading(chapter: str) -> nbformat.NotebookNode:
+    """The grading notebook as the batch built it before issue 47, from the notebook builder's instructor notebook:
+    the setup cell arming the recorder, each test cell whose hidden region ends it the verdict alone."""
+    nb = notebooks.build_instructor(chapter)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == "setup":
+            cell.source += (
+                "\nimport autograder.grading.guard as _autograder_guard  # grading only: see autograder/grading/guard.py\n"
+                f'_autograder_guard.arm("{chapter}")'
+            )
+        elif meta.get("grade") and "### END HIDDEN TESTS" in cell.source:
+            name = meta["grade_id"].removeprefix("test_")
+            cell.source = f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}")\n### END HIDDEN TESTS'
+    return nb
 
 
-def test_the_course_folder_says_how_its_jobs_run(tmp_path, monkeypatch):
-    """The batch builds the grading course once (the grading notebook alone for nbclient: no gradebook, no
-    nbgrader) and its jobs follow what was built, here or on a cluster."""
-    monkeypatch.setenv(runner.RUNNER_SWITCH, runner.NBCLIENT)
-    course = batch.grading_course(CHAPTER, tmp_path / "course")
-    assert sorted(p.name for p in course.iterdir()) == [runner.GRADING_NOTEBOOK]
-    assert runner.of_course(course) == runner.NBCLIENT and runner.of_course(tmp_path) == runner.NBGRADER
-    grading = nbformat.read(course / runner.GRADING_NOTEBOOK, as_version=4)
-    answers = [c for c in grading.cells if c.metadata.get("nbgrader", {}).get("solution")]
-    assert answers and all(c.source == releases.CODE_STUB for c in answers), "no reference solution kept"
+def _grader_cells(nb: nbformat.NotebookNode) -> list[tuple]:
+    return [
+        (c.cell_type, m["grade_id"], c.source, m.get("points"))
+        for c in nb.cells
+        for m in [c.metadata.get("nbgrader", {})]
+        if m.get("grade_id") is not None and runner._locked(m)
+    ]
+
+
+@pytest.mark.parametrize("chapter", notebooks.chapters())
+def test_the_grading_notebook_from_the_release_is_the_instructors(chapter):
+    """The grading notebook is built from the committed release (no notebook builder, no nbgrader on the grading
+    path): its setup and test cells, their points and the kernelspec are those of the instructor notebook's; its
+    answer cells are the release's (no reference solution)."""
+    grading = runner.grading_notebook(releases.release_notebook(chapter), chapter)
+    before = _instructor_grading(chapter)
+    assert _grader_cells(grading) == _grader_cells(before)
+    assert grading.metadata["kernelspec"] == before.metadata["kernelspec"]
+    release = releases.release_notebook(chapter)
+    answers = [c.source for c in grading.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert answers and answers == [c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert all(notebooks.BEGIN not in c.source for c in grading.cells), "no reference solution in it"
+    assert all(not c.get("outputs") for c in grading.cells if c.cell_type == "code")
 
 
 def _canonical(name: str) -> nbformat.NotebookNode:
@@ -42,21 +62,21 @@ def _canonical(name: str) -> nbformat.NotebookNode:
 
 
 def test_the_nbclient_runner_runs_the_notebook_nbgrader_ran(tmp_path):
-    """What nbgrader's autograde makes of a canonical submission before it runs it (ClearOutput,
-    OverwriteKernelspec, OverwriteCells with the gradebook of the grading notebook) is what
-    ``runner.graded_notebook`` makes of it with the grading notebook alone: every cell's type and source, its
+    """What nbgrader's autograde made of a canonical submission before it ran it (ClearOutput,
+    OverwriteKernelspec, OverwriteCells with the gradebook of the instructor's grading notebook) is what
+    ``runner.graded_notebook`` makes of it with the grading notebook from the release alone: every cell's type and source, its
     nbgrader metadata (but nbgrader's checksums, which nothing reads) and the kernelspec. A test or setup cell
     the student edited gets the grader's; a grade id that is not the grader's is dropped."""
     from nbgrader.preprocessors import ClearOutput, OverwriteCells, OverwriteKernelspec
 
-    from autograder.grading import nbgrader_adapter
+    from autograder.grading import nbgrader_adapter  # the test's reference: nbgrader as the grader used it before
 
-    grading = batch.grading_instructor(CHAPTER)
     course = tmp_path / "course"
     (course / "source" / CHAPTER).mkdir(parents=True)
-    nbformat.write(grading, course / "source" / CHAPTER / f"{CHAPTER}.ipynb")
+    nbformat.write(_instructor_grading(CHAPTER), course / "source" / CHAPTER / f"{CHAPTER}.ipynb")
     nbgrader_adapter.generate_assignment(course, CHAPTER)
     resources = {"nbgrader": {"notebook": CHAPTER, "assignment": CHAPTER, "db_url": f"sqlite:///{course}/gradebook.db"}}
+    grading = runner.grading_notebook(releases.release_notebook(CHAPTER), CHAPTER)
 
     for name in ("lovelace", "hopper", "turing"):
         nb = _canonical(name)
@@ -67,7 +87,7 @@ def test_the_nbclient_runner_runs_the_notebook_nbgrader_ran(tmp_path):
         theirs = nbformat.from_dict(nbformat.reads(nbformat.writes(nb), as_version=4))
         for pp in (ClearOutput(), OverwriteKernelspec(), OverwriteCells()):
             theirs, _ = pp.preprocess(theirs, resources)
-        ours = runner.graded_notebook(nb, nbformat.read(runner.write_grading_course(grading, tmp_path / name) / runner.GRADING_NOTEBOOK, as_version=4))  # fmt: skip
+        ours = runner.graded_notebook(nb, grading)
 
         assert ours.metadata["kernelspec"] == theirs.metadata["kernelspec"]
         assert len(ours.cells) == len(theirs.cells)

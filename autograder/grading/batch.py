@@ -7,10 +7,10 @@ into them, and only the last two write into the output folder:
    (the LMS identity, read once), its label in grades.csv, its gradebook id, its hash;
 2. **canonicalise** (``canonical.py``) — every file against the committed release notebook: a file that is not a
    notebook of this chapter gets its zero and reason here; files whose canonical form is identical share one run;
-3. **execute** (``execute.py``, ``worker.py``) — the grading notebook (the instructor notebook plus the guard's
-   lines) and, for nbgrader's autograde, nbgrader's gradebook are built once per batch (``runner.py``: nbgrader or
-   nbclient runs it); each distinct canonical notebook runs once in its own
-   jailed worker and kernel, ``jobs`` at a time (or on a Dask cluster, ``executors.py``: the same job function);
+3. **execute** (``execute.py``, ``worker.py``, ``runner.py``) — the grading notebook (the release notebook with
+   the recorder's lines) is written once per batch; each distinct canonical notebook runs once, with nbclient, in
+   its own jailed worker and kernel, ``jobs`` at a time (or on a Dask cluster, ``executors.py``: the same job
+   function); no nbgrader, no gradebook;
 4. **judge** — in the worker, the guard's records are judged again and scored (``judge.py``, ``scoring.py``); here,
    each identical submission gets its group's outcome;
 5. **feedback** (``feedback.write``) — each submission's page, for every outcome (a file the LMS file does not
@@ -41,8 +41,8 @@ from typing import Protocol
 
 import nbformat
 
-from .. import canonical, notebooks, releases
-from . import collect, execute, feedback, jail, memory, nbgrader_adapter, report, runner
+from .. import canonical, releases
+from . import collect, execute, feedback, jail, memory, report, runner
 from .submission import Result, Submission, read_result, write_result
 from .worker import Job
 
@@ -122,13 +122,12 @@ def grade(
             if not runs:
                 execute.jail_status(out)  # no kernel to run: the summary still says how this run would have run them
             else:
-                course = grading_course(chapter, out / "course")
 
                 def judged(group: list[Submission], result: Result, graded: str | None) -> None:
                     for sub in share(group, result, graded):
                         record(sub)
 
-                run(runs, chapter, course, out, points, prefix, spawner, judged, executor=executor, jobs=jobs,
+                run(runs, chapter, release, out, points, prefix, spawner, judged, executor=executor, jobs=jobs,
                     cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb,
                     worker_memory_mb=worker_memory_mb)  # fmt: skip
     for sub in done:  # their pages stay; whether the LMS file carries them may have changed since
@@ -141,7 +140,7 @@ def grade(
 def _output_folder(out: pathlib.Path) -> pathlib.Path:
     out = pathlib.Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    os.chmod(out, 0o700)  # the kernels (other uids) cannot reach results, feedback or the gradebook
+    os.chmod(out, 0o700)  # the kernels (other uids) cannot reach results, feedback or graded notebooks
     for sub in ("results", "feedback", "graded"):
         (out / sub).mkdir(exist_ok=True)
     return out
@@ -242,48 +241,13 @@ def canonicalise(
     return runs
 
 
-def grading_instructor(chapter: str):
-    """The instructor notebook nbgrader runs: the setup cell arms the guard (the recorder); each test cell is
-    ``guard.verdict`` alone — it records the exercise's checks, visible and hidden, and sends the record to the
-    worker, whose replay (``judge.py``) is the only verdict — in a hidden region so the feedback never shows it. The notebook's
-    own check runs (``EXERCISES.run``) are left out: they would run the same checks a second time in the kernel, and
-    neither the score nor the feedback reads their output (both come from the worker's judgement)."""
-    nb = notebooks.build_instructor(chapter)
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade_id") == "setup":
-            cell.source += (
-                f"\nimport autograder.grading.guard as _autograder_guard  # grading only: see autograder/grading/guard.py\n"
-                f'_autograder_guard.arm("{chapter}")'
-            )
-        elif meta.get("grade") and "### END HIDDEN TESTS" in cell.source:
-            name = meta["grade_id"].removeprefix("test_")
-            cell.source = f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}")\n### END HIDDEN TESTS'
-
-    return nb
-
-
-def grading_course(chapter: str, course: pathlib.Path) -> pathlib.Path:
-    """The batch's nbgrader course directory, built once per batch: the grading notebook as its source, and
-    nbgrader's ``generate_assignment`` run on it (its gradebook records every test cell, hidden tests included, and
-    its points). With ``AUTOGRADER_RUNNER=nbclient`` (``runner.py``): the grading notebook alone, no gradebook."""
-    if course.exists():
-        shutil.rmtree(course)
-    if runner.chosen() == runner.NBCLIENT:  # the workers run the grading notebook themselves, with nbclient
-        return runner.write_grading_course(grading_instructor(chapter), course)
-    (course / "source" / chapter).mkdir(parents=True)
-    nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
-    nbgrader_adapter.generate_assignment(course, chapter)
-    return course
-
-
 # ------------------------------------------------------------------------------------------------ execute, judge
 
 
 def run(
     runs: dict[str, tuple[str, list[Submission]]],
     chapter: str,
-    course: pathlib.Path,
+    release: nbformat.NotebookNode,
     out: pathlib.Path,
     points: dict[str, int],
     prefix: list[str],
@@ -297,13 +261,16 @@ def run(
     memory_mb: int,
     worker_memory_mb: int = memory.WORKER_MB,
 ) -> None:
-    """Run each distinct canonical notebook once (``execute.run_job``, here or through ``executor``) and hand each
-    run's result and graded notebook to ``judged`` with the submissions that share it."""
+    """Run each distinct canonical notebook once (``execute.run_job``, here or through ``executor``) in the grading
+    notebook's form (``runner.grading_notebook`` of the ``release``, written once) and hand each run's result and
+    graded notebook to ``judged`` with the submissions that share it."""
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
     try:
         scratch.chmod(0o711)
         private = scratch / "jobs"  # every submission's canonical notebook, job and result: hidden from every kernel
         private.mkdir(mode=0o700)
+        grading = private / runner.GRADING_NOTEBOOK
+        nbformat.write(runner.grading_notebook(release, chapter), grading)
         stage = jail.stage_solutions(chapter, scratch / "stage")
         no_jail = execute.jail_status(out)
         as_root = jail.root_kernel_problem(jailed=not no_jail)
@@ -329,7 +296,7 @@ def run(
                 canonical=str(private / f"{name}.canonical.ipynb"),
                 chapter=chapter,
                 student_id=sid,
-                course_template=str(course),
+                grading=str(grading),
                 stage=str(stage),
                 sandbox=str(scratch / name),
                 result=str(private / f"{name}.result.json"),
@@ -344,7 +311,6 @@ def run(
                 # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
                 threads=max(1, execute.usable_cores() // jobs),
                 jail=not no_jail,
-                runner=runner.of_course(course),  # as the course folder was built (grading_course)
             )
 
         def run_one(text: str, group: list[Submission]) -> None:
