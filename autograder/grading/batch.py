@@ -24,41 +24,25 @@ Progress goes to the ``logging`` loggers of the steps' modules (the command line
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import dataclasses
 import hashlib
 import logging
 import os
 import pathlib
-import shutil
-import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Collection, Iterable, Sequence
 
 import nbformat
 
 from .. import canonical, releases
-from . import collect, execute, feedback, jail, memory, report, runner
+from . import collect, execute, feedback, memory, report
 from .submission import Result, Submission, read_result, write_result
-from .worker import Job
 
 logger = logging.getLogger(__name__)
 
-Finish = Callable[[Job, Result, "str | None"], None]
-
-
-class Executor(Protocol):
-    """Runs worker jobs elsewhere (``executors.py``: a Dask cluster) with the job function of ``execute.py`` and
-    calls ``finish(job, result, graded)`` here, once per job, as each ends (``graded``: the graded notebook's text,
-    or None); ``job`` is as the batch built it, ``text`` the canonical notebook it grades."""
-
-    def describe(self) -> str: ...
-
-    def grade(self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int, finish: Finish) -> None: ...
+Executor = execute.Executor  # where the workers run (executors.py): the execute step's
 
 
 def grade(
@@ -112,24 +96,20 @@ def grade(
         _log_row(sub, float(sum(points.values())), progress.step())
 
     if todo:
-        prefix = jail.unshare_prefix()
-        # started first: the workers' fork server imports what a worker needs while the batch canonicalises
-        with execute.worker_spawner(chapter, prefix, out) if executor is None else contextlib.nullcontext() as spawner:
+        # first: the workers' fork server imports what a worker needs while the batch canonicalises; the summary says
+        # how this run runs its kernels even where none is run
+        with execute.workers(chapter, out, local=executor is None) as workers:
             runs = canonicalise(todo, chapter, release)
             for sub in todo:
                 if sub.outcome is not None:  # not gradeable: its zero and why
                     record(sub)
-            if not runs:
-                execute.jail_status(out)  # no kernel to run: the summary still says how this run would have run them
-            else:
 
-                def judged(group: list[Submission], result: Result, graded: str | None) -> None:
-                    for sub in share(group, result, graded):
-                        record(sub)
-
-                run(runs, chapter, release, out, points, prefix, spawner, judged, executor=executor, jobs=jobs,
-                    cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb,
-                    worker_memory_mb=worker_memory_mb)  # fmt: skip
+            ran = execute.run(runs, workers, release, points, executor=executor, jobs=jobs, cell_timeout=cell_timeout,
+                              notebook_timeout=notebook_timeout, memory_mb=memory_mb,
+                              worker_memory_mb=worker_memory_mb)  # fmt: skip
+            for group, result, graded in ran:  # as each run ends: judged (shared by its copies), then recorded
+                for sub in share(group, result, graded):
+                    record(sub)
     for sub in done:  # their pages stay; whether the LMS file carries them may have changed since
         feedback.mark_feedback(out / "feedback" / f"{sub.student_id}.html", feedback.superseded_note(sub))
         sub.edition = _edition(sub, chapter)  # the LMS file's feedback comment is in it
@@ -241,97 +221,7 @@ def canonicalise(
     return runs
 
 
-# ------------------------------------------------------------------------------------------------ execute, judge
-
-
-def run(
-    runs: dict[str, tuple[str, list[Submission]]],
-    chapter: str,
-    release: nbformat.NotebookNode,
-    out: pathlib.Path,
-    points: dict[str, int],
-    prefix: list[str],
-    spawner,
-    judged: Callable[[list[Submission], Result, str | None], None],
-    *,
-    executor: Executor | None,
-    jobs: int | None,
-    cell_timeout: int,
-    notebook_timeout: int,
-    memory_mb: int,
-    worker_memory_mb: int = memory.WORKER_MB,
-) -> None:
-    """Run each distinct canonical notebook once (``execute.run_job``, here or through ``executor``) in the grading
-    notebook's form (``runner.grading_notebook`` of the ``release``, written once) and hand each run's result and
-    graded notebook to ``judged`` with the submissions that share it."""
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
-    try:
-        scratch.chmod(0o711)
-        private = scratch / "jobs"  # every submission's canonical notebook, job and result: hidden from every kernel
-        private.mkdir(mode=0o700)
-        grading = private / runner.GRADING_NOTEBOOK
-        nbformat.write(runner.grading_notebook(release, chapter), grading)
-        stage = jail.stage_solutions(chapter, scratch / "stage")
-        no_jail = execute.jail_status(out)
-        as_root = jail.root_kernel_problem(jailed=not no_jail)
-        if as_root:
-            raise jail.RootKernelRefused(as_root)
-        drop_uid = not no_jail or jail.uid_drop_possible()
-        hidden = jail.hidden_files(chapter) + [str(out), str(private)]
-        jobs = jobs or execute.usable_cores()
-        copies = sum(len(group) - 1 for _, group in runs.values())
-        logger.info(
-            f"  {len(runs)} distinct notebooks to run"
-            + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
-            + (f", {jobs} at a time" if executor is None else f", {executor.describe()}")
-            + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
-            + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)")
-        )
-        by_sid = {group[0].student_id: group for _, group in runs.values()}
-
-        def job_for(group: list[Submission]) -> Job:
-            sid = group[0].student_id
-            name = group[0].result_file.stem  # a file name unique in the batch (collect.py made it)
-            return Job(
-                canonical=str(private / f"{name}.canonical.ipynb"),
-                chapter=chapter,
-                student_id=sid,
-                grading=str(grading),
-                stage=str(stage),
-                sandbox=str(scratch / name),
-                result=str(private / f"{name}.result.json"),
-                graded=str(private / f"{name}.graded.ipynb"),
-                cell_timeout=cell_timeout,
-                memory_mb=memory_mb,
-                worker_memory_mb=worker_memory_mb,
-                points=points,
-                hidden_files=hidden,
-                netns=bool(prefix),
-                uid=execute.kernel_uid(sid, drop_uid),
-                # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
-                threads=max(1, execute.usable_cores() // jobs),
-                jail=not no_jail,
-            )
-
-        def run_one(text: str, group: list[Submission]) -> None:
-            job = job_for(group)
-            pathlib.Path(job.canonical).write_text(text)
-            job_path = private / f"{group[0].result_file.stem}.job.json"
-            result, graded = execute.run_job(job, job_path, prefix, scratch, notebook_timeout, spawner)
-            shutil.rmtree(job.sandbox, ignore_errors=True)
-            judged(group, result, graded)
-
-        if executor is None:
-            with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-                list(pool.map(lambda key: run_one(*runs[key]), list(runs)))
-        else:  # e.g. a Dask cluster: runs the same job function elsewhere, the results come back here
-            executor.grade(
-                [(job_for(group), text) for text, group in runs.values()],
-                notebook_timeout,
-                lambda job, result, graded: judged(by_sid[job.student_id], result, graded),
-            )
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+# ------------------------------------------------------------------------------------------------ judge
 
 
 def share(group: list[Submission], result: Result, graded: str | None) -> list[Submission]:

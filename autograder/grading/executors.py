@@ -33,7 +33,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import notebooks
@@ -42,8 +42,6 @@ from .submission import Result
 from .worker import Job
 
 logger = logging.getLogger(__name__)
-
-Finish = Callable[[Job, Result, "str | None"], None]
 
 
 class GraderMismatch(RuntimeError):
@@ -224,8 +222,8 @@ class DaskCluster:
                 "course on every worker (the grades would otherwise come from other checks)"
             )
 
-    def grade(self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int, finish: Finish) -> None:
-        """Send every job to the cluster; as each ends, call ``finish`` with its result (in this process)."""
+    def grade(self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int) -> Iterator[tuple[Job, Result, str | None]]:
+        """Send every job to the cluster; as each ends, give its job, result and graded notebook (in this process)."""
         from distributed import as_completed
 
         if self.client is None:
@@ -260,12 +258,12 @@ class DaskCluster:
                 if future.status == "finished":
                     output = future.result()
                     self.ran_on[job.student_id] = output["where"]
-                    finish(job, Result(**output["result"]), output["graded"])
+                    yield job, Result(**output["result"]), output["graded"]
                 else:
                     error = future.exception()
                     if isinstance(error, GraderMismatch):
                         raise error
-                    finish(job, lost(job, _lost_reason(error)), None)
+                    yield job, lost(job, _lost_reason(error)), None
         finally:  # interrupted (or a worker with other code): nothing is left running for this batch
             unfinished = [f for f in by_future if not f.done()]
             if unfinished:
