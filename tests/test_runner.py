@@ -4,6 +4,8 @@ instructor notebook with the recorder's lines, through nbgrader's gradebook); th
 nbgrader's autograde ran, and say why a run could not finish from nbclient's typed errors. The shipped samples and
 the variants grade through it: tests/test_robust_grading.py, tests/test_grading.py."""
 
+import pathlib
+
 import nbformat
 import pytest
 
@@ -158,3 +160,67 @@ def test_a_run_interrupts_endless_cells_goes_on_after_errors_caps_output_and_nam
     run = runner.run_notebook(nb, cwd=tmp_path, cell_timeout=30)
     assert not run.finished and runner.failure(run, 30, "died") == "died", run.log()
     assert not run.notebook.cells[2].outputs
+
+
+_NO_NBGRADER = """
+import pathlib, sys, tempfile
+sys.modules.setdefault("rfc3987_syntax", None)
+from autograder.grading import batch, execute, executors, forkserver, runner, submission, worker
+from autograder.gradescope import results_json, run
+from autograder import notebooks, releases
+assert "nbgrader" not in sys.modules, "imported"
+
+chapter = "ch03_self_attention"
+top = {ex.name: float(ex.points) for ex in releases.checks_module(chapter).EXERCISES}
+
+def run_job(job, job_path, prefix, cwd, timeout, spawner=None):  # the worker's side: tests/test_grading.py
+    graded = runner.graded_notebook(
+        __import__("nbformat").read(job.canonical, as_version=4), __import__("nbformat").read(job.grading, as_version=4)
+    )
+    return submission.Result("", "", job.student_id, "graded", "", top, []), __import__("nbformat").writes(graded)
+
+execute.run_job = run_job
+files = sorted((notebooks.SAMPLES / chapter).glob("*.ipynb"))
+batch.grade(files, chapter, pathlib.Path(tempfile.mkdtemp()) / "out", jobs=2)
+assert "nbgrader" not in sys.modules, "imported while grading"
+print("no nbgrader")
+"""
+
+
+def test_nbgrader_is_not_on_the_grading_path(tmp_path):
+    """Issue 47: the grading machinery (``autograder/grading`` but the nbgrader adapter, ``autograder/gradescope``)
+    imports no nbgrader, at import or while a batch grades (the worker's side faked here: the real worker runs
+    ``runner.py``, covered by tests/test_robust_grading.py)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, AUTOGRADER_FORK_WORKERS="off", PYTHONPATH=str(notebooks.ROOT))
+    out = subprocess.run([sys.executable, "-c", _NO_NBGRADER], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0 and "no nbgrader" in out.stdout, out.stderr[-3000:]
+
+
+def test_the_execute_step_leaves_the_builder_and_nbgrader_out(monkeypatch):
+    """Followed at every depth (``scripts/grading_path.py``), the execute step enters the execute module from the
+    batch and the runner once (the grading notebook, from the release); never the notebook builder, the chapter's
+    checks, nbgrader's adapter or the releases (the batch read the release once, in its chapter step)."""
+    import tempfile
+
+    from autograder.grading import batch, execute, submission
+    from scripts import grading_path
+
+    top = {ex.name: float(ex.points) for ex in releases.checks_module(CHAPTER).EXERCISES}
+
+    def run_job(job, job_path, prefix, cwd, timeout, spawner=None):
+        return submission.Result("", "", job.student_id, "graded", "", top, []), None
+
+    monkeypatch.setattr(execute, "run_job", run_job)
+    monkeypatch.setenv("AUTOGRADER_FORK_WORKERS", "off")
+    files = sorted((notebooks.SAMPLES / CHAPTER).glob("*.ipynb"))
+    out = tempfile.mkdtemp()
+    steps = grading_path.watch(lambda: batch.grade(files, CHAPTER, pathlib.Path(out), jobs=2))
+    line = steps["execute"]
+    assert line.path[:2] == ["batch", "execute"] and line.entered["runner"] == 1, (line.entered, line.path)
+    assert not {"notebooks", "releases", "checks.exercises", "requirements", "nbgrader_adapter"} & set(line.entered)
+    assert line.path.count("batch") == 3, line.path  # into execute.workers, back, into execute.run, back, out
+    assert steps["judge"].entered == {}, steps["judge"].entered
