@@ -281,32 +281,19 @@ def run_job(
     result and graded notebook's text (None where it did not run to the end), or an "error" result when it left
     none (crashed, killed, or ran longer than ``timeout`` seconds: then its whole process group is killed). With
     ``spawner``, the worker is forked from the batch's fork server, else started as a new interpreter."""
-    result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
-    for old in (result_path, graded_path):
+    for old in (pathlib.Path(job.result), pathlib.Path(job.graded)):
         old.unlink(missing_ok=True)
-    group = worker_cgroup(job)
-    try:
-        return _run_worker(job, job_path, prefix, cwd, timeout, spawner)
-    finally:
-        if group is not None:  # and its kernel's, which a worker that was killed could not remove
-            memory.remove_memory_cgroup(memory.kernel_cgroup_beside(group))
-            memory.remove_memory_cgroup(group)
+    with memory.worker_limit(job.worker_memory_mb) as limit:  # the worker's memory cgroup, removed after it
+        job.worker_cgroup = str(limit.group or "")  # the worker joins it first; its kernel's is made beside it
+        result, graded, why = _run_worker(job, job_path, prefix, cwd, timeout, spawner)
+    if result is None:  # the worker left no result: crashed, killed, or too long
+        result = Result("", "", job.student_id, "error", worker_out_of_memory(job, limit.oom_killed) or why)
+    return result, graded
 
 
-def worker_cgroup(job: Job) -> pathlib.Path | None:
-    """The worker's own memory cgroup of ``job.worker_memory_mb`` (set in ``job.worker_cgroup``, which the worker
-    joins first; its kernel's cgroup is made beside it), or None where none can be made here (the batch says so
-    once: :func:`jail_status`)."""
-    group = None
-    if job.worker_memory_mb > 0:
-        group = memory.make_memory_cgroup(job.worker_memory_mb, f"autograder-worker-{os.urandom(6).hex()}")
-    job.worker_cgroup = str(group or "")
-    return group
-
-
-def worker_out_of_memory(job: Job) -> str | None:
+def worker_out_of_memory(job: Job, oom_killed: bool) -> str | None:
     """The row's reason when the OOM killer ended the worker in its memory cgroup (None otherwise)."""
-    if not job.worker_cgroup or memory.oom_kills(pathlib.Path(job.worker_cgroup)) == 0:
+    if not oom_killed:
         return None
     return (
         f"the grading worker ran out of its {job.worker_memory_mb} MB memory limit (--worker-memory-mb) while "
@@ -317,7 +304,8 @@ def worker_out_of_memory(job: Job) -> str | None:
 
 def _run_worker(
     job: Job, job_path: pathlib.Path, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None
-) -> tuple[Result, str | None]:
+) -> tuple[Result | None, str | None, str]:
+    """The worker's result and graded notebook, or (None, None, why it left no result)."""
     result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
     job.write(job_path)
     cmd = worker_command(prefix, job_path)
@@ -349,8 +337,7 @@ def _run_worker(
         returncode = proc.returncode
     if not result_path.exists():
         tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-        reason = worker_out_of_memory(job) or why + (f" ({tail[0][:150]})" if tail and returncode else "")
-        return Result("", "", job.student_id, "error", reason), None
+        return None, None, why + (f" ({tail[0][:150]})" if tail and returncode else "")
     result = read_result(result_path)
     graded = graded_path.read_text() if result.status != "error" and graded_path.exists() else None
-    return result, graded
+    return result, graded, ""
