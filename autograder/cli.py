@@ -30,13 +30,14 @@ def _cmd_check(args) -> int:
 
 def _cmd_grade(args) -> int:
     try:
-        import nbgrader  # noqa: F401 - the grading machinery is the instructors' extra
+        import latex2mathml  # noqa: F401 - the grading machinery is the instructors' extra (no nbgrader on its path)
+        import nbclient  # noqa: F401
     except ImportError:
         from . import PACKAGE_SOURCE  # the course is not on PyPI: install it from its repository
 
         print(
-            "error: grading needs nbgrader, which the student install does not contain. Install the course with "
-            f"its grading extra:\n    pip install 'attention-course[grading] @ {PACKAGE_SOURCE}'"
+            "error: grading needs nbclient and latex2mathml, which the student install does not contain. Install the "
+            f"course with its grading extra:\n    pip install 'attention-course[grading] @ {PACKAGE_SOURCE}'"
             "   (in a checkout: make setup)",
             file=sys.stderr,
         )

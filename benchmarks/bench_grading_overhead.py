@@ -7,9 +7,9 @@ shares another's run) are measured two ways, side by side on the same machine, i
 grade, ...) and repeated:
 
 * **graded** — ``batch.grade`` of the N files, jailed (bubblewrap) unless ``--mode fallback``, ``--jobs`` at a
-  time: the full path (canonicalisation, nbgrader's generate_assignment once per batch, one sandboxed worker and
-  kernel per submission, the kernel's recorder, the worker's verdict on the record, feedback HTML, reports), wall
-  time ÷ N;
+  time: the full path (canonicalisation, the grading notebook written once per batch, one sandboxed worker and
+  kernel per submission running it with nbclient, the kernel's recorder, the worker's verdict on the record,
+  feedback HTML, reports), wall time ÷ N;
 * **run** — ``jupyter nbconvert --to notebook --execute`` of the same N files, ``--jobs`` at a time, same
   Python, same kernelspec, the same torch threads per kernel as the grader gives (cores ÷ jobs), wall time ÷ N.
 

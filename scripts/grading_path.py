@@ -5,7 +5,8 @@
 Grades the chapter's shipped samples (``autograder/samples/CHAPTER/``) in a temporary folder and watches every call
 the batch's own process makes into the course (``autograder.*``), at any depth and in every thread
 (``sys.setprofile``, ``threading.setprofile``). A call belongs to the step of the outermost call ``batch.py`` made
-for it (:data:`STEP_OF`: by ``batch.py``'s function, else by the module ``grade`` calls). For each step it prints:
+for it (:data:`STEP_OF`: by ``batch.py``'s function, else by the module ``grade`` calls; a thread's first call by
+its module, :data:`STEP_OF_THREAD`). For each step it prints:
 
 * the modules the step **enters**, each with the times it enters it: a call from one course module into another
   is an entry, counted once per call site (a loop over the batch's files that calls ``lms.parse`` for each file
@@ -39,14 +40,14 @@ LINE = "line"  # batch.grade itself: the line, no step
 IMPORT = "import"  # a module's code run by its first import (which step imports it first is chance): not walked
 # the step of each of batch.py's functions (by qualified name); one not named is in its caller's step
 STEP_OF = {"grade": LINE, "_output_folder": "chapter", "_already_graded": "execute", "canonicalise": "canonicalise",
-           "grading_instructor": "execute", "grading_course": "execute", "run": "execute",
-           "run.<locals>.<lambda>": "execute", "run.<locals>.job_for": "execute", "run.<locals>.run_one": "execute",
            "grade.<locals>.judged": "judge", "share": "judge", "grade.<locals>.record": "feedback",
            "_log_row": "feedback", "_edition": "feedback", "Progress.__init__": "feedback",
            "Progress.step": "feedback", "grade.<locals>.<listcomp>": "report"}  # fmt: skip
 # the step of a module ``grade`` calls itself (the last part of its name)
 STEP_OF_MODULE = {"releases": "chapter", "exercises": "chapter", "collect": "collect", "jail": "execute",
                   "execute": "execute", "feedback": "feedback", "report": "report"}  # fmt: skip
+# the step of a thread's first call into the course, by its module: the execute step's pool and the fork server's reader
+STEP_OF_THREAD = {"execute": "execute", "forkserver": "execute"}
 
 
 def short(module: str) -> str:
@@ -118,8 +119,8 @@ class Watch:
             return
         if module == BATCH:
             step = STEP_OF.get(code.co_qualname, caller.step if caller else "?")
-        elif caller is None:
-            step = "?"
+        elif caller is None:  # a thread's first call into the course
+            step = STEP_OF_THREAD.get(module.rsplit(".", 1)[-1], "?")
         elif caller.module == BATCH and caller.step == LINE:
             step = STEP_OF_MODULE.get(module.rsplit(".", 1)[-1], "?")
         else:

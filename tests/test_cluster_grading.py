@@ -103,7 +103,7 @@ def test_a_lost_submission_gets_a_row_and_feedback(tmp_path):
     from distributed import KilledWorker
 
     job = Job(
-        canonical="", chapter=CHAPTER, student_id="a", course_template="", stage="", sandbox="",
+        canonical="", chapter=CHAPTER, student_id="a", grading="", stage="", sandbox="",
         result=str(tmp_path / "a.json"), graded=str(tmp_path / "a.ipynb"), cell_timeout=1, memory_mb=1,
         points={"x": 10}, hidden_files=[], netns=False, uid=-1, threads=1,
     )  # fmt: skip

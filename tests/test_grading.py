@@ -12,7 +12,7 @@ import pytest
 import catalogue
 from autograder import canonical, notebooks, releases
 from autograder.core import CheckFailed
-from autograder.grading import batch, collect, execute, feedback, lms, report, scoring, submission
+from autograder.grading import batch, collect, execute, feedback, lms, report, runner, scoring, submission
 from autograder.grading import reasons as reasons_
 from catalogue import samples as sample_files
 
@@ -543,7 +543,7 @@ def test_failure_reasons_come_from_the_workers_judgement_where_it_has_one():
 def test_grading_test_cells_run_the_verdict_alone():
     """The grading notebook's test cells run the guard's private checks once (not the notebook's own check runs a
     second time); the feedback shows each test cell as the student's notebook has it."""
-    nb = batch.grading_instructor("ch03_self_attention")
+    nb = runner.grading_notebook(releases.release_notebook("ch03_self_attention"), "ch03_self_attention")
     tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert tests and all("EXERCISES.run" not in c.source for c in tests)
     assert all(
@@ -623,7 +623,7 @@ def test_feedback_never_shows_grader_code(tmp_path):
     import nbformat
 
     chapter = "ch03_self_attention"
-    nb = batch.grading_instructor(chapter)
+    nb = runner.grading_notebook(releases.release_notebook(chapter), chapter)
     setup = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
     test = next(c for c in nb.cells if "### END HIDDEN TESTS" in c.source)
     printed = nbformat.v4.new_code_cell("print(In[1]); In")
@@ -659,11 +659,13 @@ def test_feedback_does_not_depend_on_how_the_kernel_chunked_a_cells_prints(tmp_p
 
 
 def test_rows_that_could_not_be_run_get_feedback(tmp_path):
+    import nbformat
+    from nbclient.exceptions import DeadKernelError
+
     from autograder.grading import worker
 
-    why = worker._autograde_failure(
-        "nbclient DeadKernelError: Kernel died", 30, 3072, [{"type": "verdict", "exercise": "b"}], ["a", "b", "c"]
-    )
+    died = worker._kernel_died(3072, [{"type": "verdict", "exercise": "b"}], ["a", "b", "c"], oom_killed=False)
+    why = runner.failure(runner.Run(nbformat.v4.new_notebook(), DeadKernelError("Kernel died")), 30, died)
     assert "kernel died while running the cells of c" in why and "after the checks of b" in why and "3072 MB" in why
     page = tmp_path / "f.html"
     feedback.write_feedback(page, None, "s", "ch", {}, {"a": 1}, warnings=["a note"], reasons=[why], unreadable=False)
@@ -1002,8 +1004,8 @@ def test_the_lms_row_gets_the_page_named_after_the_student(tmp_path):
 
 
 def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_place(tmp_path, monkeypatch):
-    """One batch: the release notebook is the committed one (never built), the grading notebook and (for nbgrader's
-    autograde, runner.py) nbgrader's gradebook are built once, and every outcome's page — a file that cannot be read, a run that timed out, a graded
+    """One batch: the release notebook is the committed one (never built), the grading notebook is made from it
+    once (no notebook builder, no nbgrader, no gradebook), and every outcome's page — a file that cannot be read, a run that timed out, a graded
     run — comes from ``feedback.write``, the one writer, called once per submission; the result file comes last."""
     import sys
 
@@ -1016,7 +1018,7 @@ def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_pl
         "timeout": samples / f"hoppergrace_1003_90003_{chapter}.ipynb",
         "graded": samples / f"lovelaceada_1001_90001_{chapter}.ipynb",
     }
-    built: dict[str, int] = {"build_instructor": 0, "build_release": 0, "generate_assignment": 0}
+    built: dict[str, int] = {"build_instructor": 0, "build_release": 0, "generate_assignment": 0, "grading_notebook": 0}
 
     def counted(module, name):
         real = getattr(module, name)
@@ -1032,6 +1034,7 @@ def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_pl
     counted(notebooks, "build_instructor")
     counted(notebooks, "build_release")
     counted(nbgrader_adapter, "generate_assignment")
+    counted(runner, "grading_notebook")
 
     def run_job(job, job_path, prefix, cwd, timeout, spawner=None):  # the worker's two outcomes, without a kernel
         if job.student_id.startswith("hopper"):
@@ -1059,9 +1062,7 @@ def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_pl
     monkeypatch.setattr(feedback_module, "write_feedback", write_feedback)
     rows = batch.grade(list(files.values()), chapter, tmp_path, jobs=2, notebook_timeout=5)
 
-    # nbgrader's gradebook only for nbgrader's autograde; the nbclient runner's workers need the notebook alone
-    gradebooks = 1 if batch.runner.chosen() == batch.runner.NBGRADER else 0
-    assert built == {"build_instructor": 1, "build_release": 0, "generate_assignment": gradebooks}
+    assert built == {"build_instructor": 0, "build_release": 0, "generate_assignment": 0, "grading_notebook": 1}
     assert sorted(pages) == sorted((f.name, "graded" if k == "graded" else "error") for k, f in files.items())
     assert writers == {"write"}
     by_name = {r.submission: r for r in rows}
@@ -1083,7 +1084,7 @@ def test_the_grading_notebooks_verdicts_come_in_the_exercises_order(chapter):
     from autograder import releases
 
     order = [ex.name for ex in notebooks.checks_module(chapter).EXERCISES]
-    graded = batch.grading_instructor(chapter)
+    graded = runner.grading_notebook(releases.release_notebook(chapter), chapter)
     verdicts = [n for c in graded.cells for n in re.findall(r'_autograder_guard\.verdict\("(\w+)"\)', c.source)]
     assert verdicts == order
     release = releases.release_notebook(chapter)

@@ -24,8 +24,8 @@ import time
 import nbformat
 import pytest
 
-from autograder import notebooks
-from autograder.grading import batch, feedback, jail, redaction, submission
+from autograder import notebooks, releases
+from autograder.grading import batch, feedback, jail, redaction, runner, submission
 from catalogue import samples as sample_files
 from tests import variants
 
@@ -144,7 +144,7 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
     """An output that prints hidden-test lines or reference lines is cut from the feedback and counted; the
     student's own code printed back stays."""
     chapter = "ch03_self_attention"
-    graded = batch.grading_instructor(chapter)
+    graded = runner.grading_notebook(releases.release_notebook(chapter), chapter)
     secrets = redaction.grader_secrets(graded, chapter)
     hidden_line = next(s for s in secrets if "_autograder_guard.verdict(" in s)  # the grading test cell's line
     solution = (notebooks.ROOT / "solutions" / f"{chapter}.py").read_text()
@@ -240,7 +240,7 @@ def _secrets(chapter: str, reference: bool = True) -> set[str]:
     """Lines the probe must not find anywhere: the chapter's hidden-test lines and (``reference``) its reference
     solution (other chapters' references are real in the staged ``solutions``, by design: later chapters import
     them)."""
-    graded = batch.grading_instructor(chapter)
+    graded = runner.grading_notebook(releases.release_notebook(chapter), chapter)
     lines = {
         ln.strip()
         for c in graded.cells

@@ -108,7 +108,7 @@ def test_too_small_a_limit_says_so(tmp_path, monkeypatch):
 
 
 def _job(**fields) -> worker.Job:
-    blank = dict(canonical="", chapter=CHAPTER, student_id="a", course_template="", stage="", sandbox="", result="",
+    blank = dict(canonical="", chapter=CHAPTER, student_id="a", grading="", stage="", sandbox="", result="",
                  graded="", cell_timeout=1, memory_mb=1536, points={}, hidden_files=[], netns=False, uid=-1, threads=1)  # fmt: skip
     return worker.Job(**{**blank, **fields})
 
@@ -118,25 +118,34 @@ def test_no_worker_cgroup_where_none_can_be_made(tmp_path, monkeypatch, caplog):
     says so: no group to join, its kernel's made as before), and the batch says so once."""
     monkeypatch.setattr(memory, "make_memory_cgroup", lambda *a, **k: None)
     job = _job(worker_memory_mb=1024)
-    assert execute.worker_cgroup(job) is None and job.worker_cgroup == ""
-    assert worker._kernel_cgroup(job) is None
+    with memory.worker_limit(job.worker_memory_mb) as limit:
+        assert limit.group is None and job.worker_cgroup == ""
+        assert worker._kernel_cgroup(job) is None
+    assert not limit.oom_killed
     monkeypatch.setattr(memory, "memory_cgroup_problem", lambda: "no writable memory cgroup here")
     monkeypatch.setattr(jail, "jail_problem", lambda uid: None)
     with caplog.at_level("WARNING"):
-        execute.jail_status(tmp_path)
+        execute.jail_status(tmp_path, None)
     assert "workers' memory is not limited by a cgroup" in caplog.text
 
 
-def test_a_worker_the_oom_killer_ended_says_so(tmp_path):
-    """The row's reason reads the worker's cgroup (v2 ``memory.events``, v1 ``memory.oom_control``)."""
+def test_a_worker_the_oom_killer_ended_says_so(tmp_path, monkeypatch):
+    """The row's reason reads the worker's cgroup (v2 ``memory.events``, v1 ``memory.oom_control``) as the limit
+    removes it, with its kernel's."""
     group = tmp_path / "autograder-worker-x"
     group.mkdir()
-    job = _job(worker_memory_mb=1024, worker_cgroup=str(group))
-    assert execute.worker_out_of_memory(job) is None
-    (group / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n")
-    reason = execute.worker_out_of_memory(job)
+    removed = []
+    monkeypatch.setattr(memory, "make_memory_cgroup", lambda *a, **k: group)
+    monkeypatch.setattr(memory, "remove_memory_cgroup", removed.append)
+    for events, killed in (("oom 0\noom_kill 0\n", False), ("low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n", True)):
+        (group / "memory.events").write_text(events)
+        with memory.worker_limit(1024) as limit:
+            assert limit.group == group
+        assert limit.oom_killed is killed and removed[-2:] == [memory.kernel_cgroup_beside(group), group]
+    job = _job(worker_memory_mb=1024)
+    assert execute.worker_out_of_memory(job, False) is None
+    reason = execute.worker_out_of_memory(job, True)
     assert reason and "grading worker ran out of its 1024 MB memory limit (--worker-memory-mb)" in reason
-    assert execute.worker_out_of_memory(_job(worker_memory_mb=1024)) is None, "no cgroup: nothing to read"
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -160,11 +169,11 @@ def test_a_cgroup_made_beside_another(tmp_path, version):
 
 @needs_limits
 def test_the_worker_and_its_kernel_get_sibling_cgroups():
-    job = _job(worker_memory_mb=256)
-    group = execute.worker_cgroup(job)
-    assert group is not None and job.worker_cgroup == str(group) and group.name.startswith("autograder-worker-")
-    kernel = worker._kernel_cgroup(job)
-    try:
+    with memory.worker_limit(256) as worker_limit:
+        group = worker_limit.group
+        assert group is not None and group.name.startswith("autograder-worker-")
+        job = _job(worker_memory_mb=256, worker_cgroup=str(group))
+        kernel = worker._kernel_cgroup(job)
         assert kernel is not None and kernel.parent == group.parent, "beside the worker's, not inside it"
         assert kernel == memory.kernel_cgroup_beside(group) and kernel.name.startswith("autograder-kernel-")
         limits = [memory.memory_peak(g) >= 0 for g in (group, kernel)]
@@ -172,12 +181,9 @@ def test_the_worker_and_its_kernel_get_sibling_cgroups():
         version_2 = (group / "memory.max").exists()
         limit = (group / ("memory.max" if version_2 else "memory.limit_in_bytes")).read_text().strip()
         assert int(limit) == 256 << 20
-    finally:
-        for g in (kernel, group):
-            if g is not None:
-                memory.remove_memory_cgroup(g)
-    assert not group.exists() and not kernel.exists()
-    assert execute.worker_cgroup(_job(worker_memory_mb=0)) is None, "0: no worker cgroup"
+    assert not group.exists() and not kernel.exists(), "both removed with the limit"
+    with memory.worker_limit(0) as none:
+        assert none.group is None, "0: no worker cgroup"
 
 
 @needs_limits
@@ -188,8 +194,14 @@ def test_a_worker_out_of_memory_is_one_row_that_says_so(tmp_path, monkeypatch):
     monkeypatch.delenv(jail.JAIL_SWITCH, raising=False)
     (tmp_path / f"full_1_2_{CHAPTER}.ipynb").write_text(_full_submission())
     made = []
-    worker_cgroup = execute.worker_cgroup
-    monkeypatch.setattr(execute, "worker_cgroup", lambda job: made.append(worker_cgroup(job)) or made[-1])
+    make = memory.make_memory_cgroup
+
+    def recorded(memory_mb, name, parent=None):  # the worker's cgroups, made in this process (execute.run_job)
+        group = make(memory_mb, name, parent)
+        made.extend([group] if group is not None and name.startswith("autograder-worker-") else [])
+        return group
+
+    monkeypatch.setattr(memory, "make_memory_cgroup", recorded)
     (row,) = batch.grade(
         [tmp_path / f"full_1_2_{CHAPTER}.ipynb"], CHAPTER, tmp_path / "out", memory_mb=3072, worker_memory_mb=12, jobs=1
     )

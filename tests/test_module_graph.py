@@ -100,7 +100,18 @@ def test_graph_sees_lazy_and_relative_imports():
     graph = import_graph()
     assert "autograder.grading.nbgrader_adapter" in graph["autograder.notebooks"], "a function-level import"
     assert "autograder.core" in graph["autograder.grading.guard"], "a function-level `from .. import core`"
-    assert {"autograder.grading.worker", "autograder.grading.report"} <= graph["autograder.grading.batch"]
+    assert {"autograder.grading.execute", "autograder.grading.report"} <= graph["autograder.grading.batch"]
+
+
+def test_in_the_grading_machinery_only_the_adapter_imports_nbgrader():
+    """Issue 47: nbgrader is off the grading path. Under ``autograder/grading`` and ``autograder/gradescope`` only
+    the nbgrader adapter imports nbgrader, and none of them imports the adapter (the notebook builder does, to make
+    the release notebooks: ``notebooks.build_release``, which grading never calls; tests/test_runner.py watches a
+    batch import nothing of nbgrader)."""
+    graph = import_graph()
+    grading = {m: deps for m, deps in graph.items() if m.startswith(("autograder.grading", "autograder.gradescope"))}
+    assert {m for m, deps in grading.items() if "nbgrader" in deps} == {"autograder.grading.nbgrader_adapter"}
+    assert not {m for m, deps in grading.items() if "autograder.grading.nbgrader_adapter" in deps}
 
 
 def test_no_import_cycles():

@@ -1,38 +1,60 @@
-"""The worker's two ways of running the grading notebook (autograder/grading/runner.py, issue 47): nbgrader's
-autograde, or nbclient directly. The nbclient runner must run the very notebook nbgrader ran, and say why a run
-could not finish from nbclient's typed errors. Both runners grade the shipped samples and the variants alike:
-tests/test_robust_grading.py and tests/test_grading.py with ``AUTOGRADER_RUNNER=nbclient``."""
+"""How the worker runs the grading notebook (autograder/grading/runner.py, issue 47): nbclient, no nbgrader. The
+grading notebook comes from the committed release notebook and must be the one the grader ran before (the
+instructor notebook with the recorder's lines, through nbgrader's gradebook); the runner must run the very notebook
+nbgrader's autograde ran, and say why a run could not finish from nbclient's typed errors. The shipped samples and
+the variants grade through it: tests/test_robust_grading.py, tests/test_grading.py."""
+
+import pathlib
 
 import nbformat
 import pytest
 
 from autograder import canonical, notebooks, releases
-from autograder.grading import batch, runner
+from autograder.grading import runner
 
 CHAPTER = "ch03_self_attention"
 
 
-def test_the_switch_says_which_runner_and_refuses_others(monkeypatch):
-    monkeypatch.delenv(runner.RUNNER_SWITCH, raising=False)
-    assert runner.chosen() == runner.DEFAULT
-    for value, expected in (("nbclient", runner.NBCLIENT), (" NBGrader ", runner.NBGRADER), ("", runner.DEFAULT)):
-        monkeypatch.setenv(runner.RUNNER_SWITCH, value)
-        assert runner.chosen() == expected
-    monkeypatch.setenv(runner.RUNNER_SWITCH, "papermill")
-    with pytest.raises(ValueError, match="AUTOGRADER_RUNNER"):
-        runner.chosen()
+def _instructor_grading(chapter: str) -> nbformat.NotebookNode:
+    """The grading notebook as the batch built it before issue 47, from the notebook builder's instructor notebook:
+    the setup cell arming the recorder, each test cell whose hidden region ends it the verdict alone."""
+    nb = notebooks.build_instructor(chapter)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == "setup":
+            cell.source += (
+                "\nimport autograder.grading.guard as _autograder_guard  # grading only: see autograder/grading/guard.py\n"
+                f'_autograder_guard.arm("{chapter}")'
+            )
+        elif meta.get("grade") and "### END HIDDEN TESTS" in cell.source:
+            name = meta["grade_id"].removeprefix("test_")
+            cell.source = f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}")\n### END HIDDEN TESTS'
+    return nb
 
 
-def test_the_course_folder_says_how_its_jobs_run(tmp_path, monkeypatch):
-    """The batch builds the grading course once (the grading notebook alone for nbclient: no gradebook, no
-    nbgrader) and its jobs follow what was built, here or on a cluster."""
-    monkeypatch.setenv(runner.RUNNER_SWITCH, runner.NBCLIENT)
-    course = batch.grading_course(CHAPTER, tmp_path / "course")
-    assert sorted(p.name for p in course.iterdir()) == [runner.GRADING_NOTEBOOK]
-    assert runner.of_course(course) == runner.NBCLIENT and runner.of_course(tmp_path) == runner.NBGRADER
-    grading = nbformat.read(course / runner.GRADING_NOTEBOOK, as_version=4)
-    answers = [c for c in grading.cells if c.metadata.get("nbgrader", {}).get("solution")]
-    assert answers and all(c.source == releases.CODE_STUB for c in answers), "no reference solution kept"
+def _grader_cells(nb: nbformat.NotebookNode) -> list[tuple]:
+    return [
+        (c.cell_type, m["grade_id"], c.source, m.get("points"))
+        for c in nb.cells
+        for m in [c.metadata.get("nbgrader", {})]
+        if m.get("grade_id") is not None and runner._locked(m)
+    ]
+
+
+@pytest.mark.parametrize("chapter", notebooks.chapters())
+def test_the_grading_notebook_from_the_release_is_the_instructors(chapter):
+    """The grading notebook is built from the committed release (no notebook builder, no nbgrader on the grading
+    path): its setup and test cells, their points and the kernelspec are those of the instructor notebook's; its
+    answer cells are the release's (no reference solution)."""
+    grading = runner.grading_notebook(releases.release_notebook(chapter), chapter)
+    before = _instructor_grading(chapter)
+    assert _grader_cells(grading) == _grader_cells(before)
+    assert grading.metadata["kernelspec"] == before.metadata["kernelspec"]
+    release = releases.release_notebook(chapter)
+    answers = [c.source for c in grading.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert answers and answers == [c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert all(notebooks.BEGIN not in c.source for c in grading.cells), "no reference solution in it"
+    assert all(not c.get("outputs") for c in grading.cells if c.cell_type == "code")
 
 
 def _canonical(name: str) -> nbformat.NotebookNode:
@@ -42,21 +64,21 @@ def _canonical(name: str) -> nbformat.NotebookNode:
 
 
 def test_the_nbclient_runner_runs_the_notebook_nbgrader_ran(tmp_path):
-    """What nbgrader's autograde makes of a canonical submission before it runs it (ClearOutput,
-    OverwriteKernelspec, OverwriteCells with the gradebook of the grading notebook) is what
-    ``runner.graded_notebook`` makes of it with the grading notebook alone: every cell's type and source, its
+    """What nbgrader's autograde made of a canonical submission before it ran it (ClearOutput,
+    OverwriteKernelspec, OverwriteCells with the gradebook of the instructor's grading notebook) is what
+    ``runner.graded_notebook`` makes of it with the grading notebook from the release alone: every cell's type and source, its
     nbgrader metadata (but nbgrader's checksums, which nothing reads) and the kernelspec. A test or setup cell
     the student edited gets the grader's; a grade id that is not the grader's is dropped."""
     from nbgrader.preprocessors import ClearOutput, OverwriteCells, OverwriteKernelspec
 
-    from autograder.grading import nbgrader_adapter
+    from autograder.grading import nbgrader_adapter  # the test's reference: nbgrader as the grader used it before
 
-    grading = batch.grading_instructor(CHAPTER)
     course = tmp_path / "course"
     (course / "source" / CHAPTER).mkdir(parents=True)
-    nbformat.write(grading, course / "source" / CHAPTER / f"{CHAPTER}.ipynb")
+    nbformat.write(_instructor_grading(CHAPTER), course / "source" / CHAPTER / f"{CHAPTER}.ipynb")
     nbgrader_adapter.generate_assignment(course, CHAPTER)
     resources = {"nbgrader": {"notebook": CHAPTER, "assignment": CHAPTER, "db_url": f"sqlite:///{course}/gradebook.db"}}
+    grading = runner.grading_notebook(releases.release_notebook(CHAPTER), CHAPTER)
 
     for name in ("lovelace", "hopper", "turing"):
         nb = _canonical(name)
@@ -67,7 +89,7 @@ def test_the_nbclient_runner_runs_the_notebook_nbgrader_ran(tmp_path):
         theirs = nbformat.from_dict(nbformat.reads(nbformat.writes(nb), as_version=4))
         for pp in (ClearOutput(), OverwriteKernelspec(), OverwriteCells()):
             theirs, _ = pp.preprocess(theirs, resources)
-        ours = runner.graded_notebook(nb, nbformat.read(runner.write_grading_course(grading, tmp_path / name) / runner.GRADING_NOTEBOOK, as_version=4))  # fmt: skip
+        ours = runner.graded_notebook(nb, grading)
 
         assert ours.metadata["kernelspec"] == theirs.metadata["kernelspec"]
         assert len(ours.cells) == len(theirs.cells)
@@ -138,3 +160,67 @@ def test_a_run_interrupts_endless_cells_goes_on_after_errors_caps_output_and_nam
     run = runner.run_notebook(nb, cwd=tmp_path, cell_timeout=30)
     assert not run.finished and runner.failure(run, 30, "died") == "died", run.log()
     assert not run.notebook.cells[2].outputs
+
+
+_NO_NBGRADER = """
+import pathlib, sys, tempfile
+sys.modules.setdefault("rfc3987_syntax", None)
+from autograder.grading import batch, execute, executors, forkserver, runner, submission, worker
+from autograder.gradescope import results_json, run
+from autograder import notebooks, releases
+assert "nbgrader" not in sys.modules, "imported"
+
+chapter = "ch03_self_attention"
+top = {ex.name: float(ex.points) for ex in releases.checks_module(chapter).EXERCISES}
+
+def run_job(job, job_path, prefix, cwd, timeout, spawner=None):  # the worker's side: tests/test_grading.py
+    graded = runner.graded_notebook(
+        __import__("nbformat").read(job.canonical, as_version=4), __import__("nbformat").read(job.grading, as_version=4)
+    )
+    return submission.Result("", "", job.student_id, "graded", "", top, []), __import__("nbformat").writes(graded)
+
+execute.run_job = run_job
+files = sorted((notebooks.SAMPLES / chapter).glob("*.ipynb"))
+batch.grade(files, chapter, pathlib.Path(tempfile.mkdtemp()) / "out", jobs=2)
+assert "nbgrader" not in sys.modules, "imported while grading"
+print("no nbgrader")
+"""
+
+
+def test_nbgrader_is_not_on_the_grading_path(tmp_path):
+    """Issue 47: the grading machinery (``autograder/grading`` but the nbgrader adapter, ``autograder/gradescope``)
+    imports no nbgrader, at import or while a batch grades (the worker's side faked here: the real worker runs
+    ``runner.py``, covered by tests/test_robust_grading.py)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, AUTOGRADER_FORK_WORKERS="off", PYTHONPATH=str(notebooks.ROOT))
+    out = subprocess.run([sys.executable, "-c", _NO_NBGRADER], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0 and "no nbgrader" in out.stdout, out.stderr[-3000:]
+
+
+def test_the_execute_step_leaves_the_builder_and_nbgrader_out(monkeypatch):
+    """Followed at every depth (``scripts/grading_path.py``), the execute step enters the execute module from the
+    batch and the runner once (the grading notebook, from the release); never the notebook builder, the chapter's
+    checks, nbgrader's adapter or the releases (the batch read the release once, in its chapter step)."""
+    import tempfile
+
+    from autograder.grading import batch, execute, submission
+    from scripts import grading_path
+
+    top = {ex.name: float(ex.points) for ex in releases.checks_module(CHAPTER).EXERCISES}
+
+    def run_job(job, job_path, prefix, cwd, timeout, spawner=None):
+        return submission.Result("", "", job.student_id, "graded", "", top, []), None
+
+    monkeypatch.setattr(execute, "run_job", run_job)
+    monkeypatch.setenv("AUTOGRADER_FORK_WORKERS", "off")
+    files = sorted((notebooks.SAMPLES / CHAPTER).glob("*.ipynb"))
+    out = tempfile.mkdtemp()
+    steps = grading_path.watch(lambda: batch.grade(files, CHAPTER, pathlib.Path(out), jobs=2))
+    line = steps["execute"]
+    assert line.path[:2] == ["batch", "execute"] and line.entered["runner"] == 1, (line.entered, line.path)
+    assert not {"notebooks", "releases", "checks.exercises", "requirements", "nbgrader_adapter"} & set(line.entered)
+    assert line.path.count("batch") == 3, line.path  # into execute.workers, back, into execute.run, back, out
+    assert steps["judge"].entered == {}, steps["judge"].entered

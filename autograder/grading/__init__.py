@@ -4,8 +4,8 @@ steps; each step returns into the submission's record (``submission.Submission``
 
     collect ─▶ canonicalise ─▶ execute ─▶ judge ─▶ feedback ─▶ report (and LMS files)
 
-* ``batch`` — the line itself; canonicalises against the committed release notebook and builds the grading notebook
-  and nbgrader's gradebook once per batch;
+* ``batch`` — the line itself; canonicalises against the committed release notebook and writes the grading
+  notebook (``runner.grading_notebook``) once per batch;
 * ``collect`` — files, folders, LMS zips: every uploaded file one record, its LMS identity read once (``lms``);
 * ``submission`` — the record, from the file to its row; the result file (``Result``, written last);
 * ``execute`` — the one job function (``run_job``) that the local pool, the fork server (``forkserver``) and a Dask
@@ -14,15 +14,16 @@ steps; each step returns into the submission's record (``submission.Submission``
   whose recorder (``guard``) runs the checks and sends what the answers returned over a signed channel
   (``channel``), every check judged again on that record (``judge``: the only verdict) and scored (``scoring``);
   returns its result and graded notebook (``python -m autograder.grading.worker JOB.json``); ``reasons``: its
-  one-line reasons; ``runner``: how it runs the grading notebook (``AUTOGRADER_RUNNER``: nbclient itself, the
-  default, or nbgrader's autograde in a course copy with a gradebook);
+  one-line reasons; ``runner``: the grading notebook, and its run with nbclient (no nbgrader on the grading
+  path);
 * ``jail`` — the kernel's process limits and what it may see (``python -m autograder.grading.jail kernel ...``);
   ``memory``: its memory cgroup and sized file system;
 * ``feedback`` — the student's page, written by ``feedback.write`` alone, for every outcome, in the edition submitted
   (``autograder/wording.py``); ``redaction``: what no page may show (hidden tests, the reference's lines);
 * ``report`` — grades.csv, the summary, the LMS files (``lms``);
-* ``nbgrader_adapter`` — every use of nbgrader's API, and the nbgrader plugins of ``nbgrader_course/`` (export to
-  grades.csv and the LMS files, an offline feedback page).
+* ``nbgrader_adapter`` — every use of nbgrader's API (the notebook builder's ``generate_assignment``), and the
+  nbgrader plugins of ``nbgrader_course/`` (export to grades.csv and the LMS files, an offline feedback page); no
+  other module of the grading path imports nbgrader.
 
 This package imports nothing here, so that the kernel's ``import autograder.grading.guard`` loads the guard
 alone. The security design (threat model, what is enforced where, known gaps): docs/grading-design.md.

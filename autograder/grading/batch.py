@@ -7,10 +7,10 @@ into them, and only the last two write into the output folder:
    (the LMS identity, read once), its label in grades.csv, its gradebook id, its hash;
 2. **canonicalise** (``canonical.py``) — every file against the committed release notebook: a file that is not a
    notebook of this chapter gets its zero and reason here; files whose canonical form is identical share one run;
-3. **execute** (``execute.py``, ``worker.py``) — the grading notebook (the instructor notebook plus the guard's
-   lines) and, for nbgrader's autograde, nbgrader's gradebook are built once per batch (``runner.py``: nbgrader or
-   nbclient runs it); each distinct canonical notebook runs once in its own
-   jailed worker and kernel, ``jobs`` at a time (or on a Dask cluster, ``executors.py``: the same job function);
+3. **execute** (``execute.py``, ``worker.py``, ``runner.py``) — the grading notebook (the release notebook with
+   the recorder's lines) is written once per batch; each distinct canonical notebook runs once, with nbclient, in
+   its own jailed worker and kernel, ``jobs`` at a time (or on a Dask cluster, ``executors.py``: the same job
+   function); no nbgrader, no gradebook;
 4. **judge** — in the worker, the guard's records are judged again and scored (``judge.py``, ``scoring.py``); here,
    each identical submission gets its group's outcome;
 5. **feedback** (``feedback.write``) — each submission's page, for every outcome (a file the LMS file does not
@@ -24,41 +24,25 @@ Progress goes to the ``logging`` loggers of the steps' modules (the command line
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import dataclasses
 import hashlib
 import logging
 import os
 import pathlib
-import shutil
-import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Collection, Iterable, Sequence
 
 import nbformat
 
-from .. import canonical, notebooks, releases
-from . import collect, execute, feedback, jail, memory, nbgrader_adapter, report, runner
+from .. import canonical, releases
+from . import collect, execute, feedback, memory, report
 from .submission import Result, Submission, read_result, write_result
-from .worker import Job
 
 logger = logging.getLogger(__name__)
 
-Finish = Callable[[Job, Result, "str | None"], None]
-
-
-class Executor(Protocol):
-    """Runs worker jobs elsewhere (``executors.py``: a Dask cluster) with the job function of ``execute.py`` and
-    calls ``finish(job, result, graded)`` here, once per job, as each ends (``graded``: the graded notebook's text,
-    or None); ``job`` is as the batch built it, ``text`` the canonical notebook it grades."""
-
-    def describe(self) -> str: ...
-
-    def grade(self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int, finish: Finish) -> None: ...
+Executor = execute.Executor  # where the workers run (executors.py): the execute step's
 
 
 def grade(
@@ -112,25 +96,20 @@ def grade(
         _log_row(sub, float(sum(points.values())), progress.step())
 
     if todo:
-        prefix = jail.unshare_prefix()
-        # started first: the workers' fork server imports what a worker needs while the batch canonicalises
-        with execute.worker_spawner(chapter, prefix, out) if executor is None else contextlib.nullcontext() as spawner:
+        # first: the workers' fork server imports what a worker needs while the batch canonicalises; the summary says
+        # how this run runs its kernels even where none is run
+        with execute.workers(chapter, out, local=executor is None) as workers:
             runs = canonicalise(todo, chapter, release)
             for sub in todo:
                 if sub.outcome is not None:  # not gradeable: its zero and why
                     record(sub)
-            if not runs:
-                execute.jail_status(out)  # no kernel to run: the summary still says how this run would have run them
-            else:
-                course = grading_course(chapter, out / "course")
 
-                def judged(group: list[Submission], result: Result, graded: str | None) -> None:
-                    for sub in share(group, result, graded):
-                        record(sub)
-
-                run(runs, chapter, course, out, points, prefix, spawner, judged, executor=executor, jobs=jobs,
-                    cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, memory_mb=memory_mb,
-                    worker_memory_mb=worker_memory_mb)  # fmt: skip
+            ran = execute.run(runs, workers, release, points, executor=executor, jobs=jobs, cell_timeout=cell_timeout,
+                              notebook_timeout=notebook_timeout, memory_mb=memory_mb,
+                              worker_memory_mb=worker_memory_mb)  # fmt: skip
+            for group, result, graded in ran:  # as each run ends: judged (shared by its copies), then recorded
+                for sub in share(group, result, graded):
+                    record(sub)
     for sub in done:  # their pages stay; whether the LMS file carries them may have changed since
         feedback.mark_feedback(out / "feedback" / f"{sub.student_id}.html", feedback.superseded_note(sub))
         sub.edition = _edition(sub, chapter)  # the LMS file's feedback comment is in it
@@ -141,7 +120,7 @@ def grade(
 def _output_folder(out: pathlib.Path) -> pathlib.Path:
     out = pathlib.Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    os.chmod(out, 0o700)  # the kernels (other uids) cannot reach results, feedback or the gradebook
+    os.chmod(out, 0o700)  # the kernels (other uids) cannot reach results, feedback or graded notebooks
     for sub in ("results", "feedback", "graded"):
         (out / sub).mkdir(exist_ok=True)
     return out
@@ -242,130 +221,7 @@ def canonicalise(
     return runs
 
 
-def grading_instructor(chapter: str):
-    """The instructor notebook nbgrader runs: the setup cell arms the guard (the recorder); each test cell is
-    ``guard.verdict`` alone — it records the exercise's checks, visible and hidden, and sends the record to the
-    worker, whose replay (``judge.py``) is the only verdict — in a hidden region so the feedback never shows it. The notebook's
-    own check runs (``EXERCISES.run``) are left out: they would run the same checks a second time in the kernel, and
-    neither the score nor the feedback reads their output (both come from the worker's judgement)."""
-    nb = notebooks.build_instructor(chapter)
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade_id") == "setup":
-            cell.source += (
-                f"\nimport autograder.grading.guard as _autograder_guard  # grading only: see autograder/grading/guard.py\n"
-                f'_autograder_guard.arm("{chapter}")'
-            )
-        elif meta.get("grade") and "### END HIDDEN TESTS" in cell.source:
-            name = meta["grade_id"].removeprefix("test_")
-            cell.source = f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}")\n### END HIDDEN TESTS'
-
-    return nb
-
-
-def grading_course(chapter: str, course: pathlib.Path) -> pathlib.Path:
-    """The batch's nbgrader course directory, built once per batch: the grading notebook as its source, and
-    nbgrader's ``generate_assignment`` run on it (its gradebook records every test cell, hidden tests included, and
-    its points). With ``AUTOGRADER_RUNNER=nbclient`` (``runner.py``): the grading notebook alone, no gradebook."""
-    if course.exists():
-        shutil.rmtree(course)
-    if runner.chosen() == runner.NBCLIENT:  # the workers run the grading notebook themselves, with nbclient
-        return runner.write_grading_course(grading_instructor(chapter), course)
-    (course / "source" / chapter).mkdir(parents=True)
-    nbformat.write(grading_instructor(chapter), course / "source" / chapter / f"{chapter}.ipynb")
-    nbgrader_adapter.generate_assignment(course, chapter)
-    return course
-
-
-# ------------------------------------------------------------------------------------------------ execute, judge
-
-
-def run(
-    runs: dict[str, tuple[str, list[Submission]]],
-    chapter: str,
-    course: pathlib.Path,
-    out: pathlib.Path,
-    points: dict[str, int],
-    prefix: list[str],
-    spawner,
-    judged: Callable[[list[Submission], Result, str | None], None],
-    *,
-    executor: Executor | None,
-    jobs: int | None,
-    cell_timeout: int,
-    notebook_timeout: int,
-    memory_mb: int,
-    worker_memory_mb: int = memory.WORKER_MB,
-) -> None:
-    """Run each distinct canonical notebook once (``execute.run_job``, here or through ``executor``) and hand each
-    run's result and graded notebook to ``judged`` with the submissions that share it."""
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
-    try:
-        scratch.chmod(0o711)
-        private = scratch / "jobs"  # every submission's canonical notebook, job and result: hidden from every kernel
-        private.mkdir(mode=0o700)
-        stage = jail.stage_solutions(chapter, scratch / "stage")
-        no_jail = execute.jail_status(out)
-        as_root = jail.root_kernel_problem(jailed=not no_jail)
-        if as_root:
-            raise jail.RootKernelRefused(as_root)
-        drop_uid = not no_jail or jail.uid_drop_possible()
-        hidden = jail.hidden_files(chapter) + [str(out), str(private)]
-        jobs = jobs or execute.usable_cores()
-        copies = sum(len(group) - 1 for _, group in runs.values())
-        logger.info(
-            f"  {len(runs)} distinct notebooks to run"
-            + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
-            + (f", {jobs} at a time" if executor is None else f", {executor.describe()}")
-            + ("" if prefix else " (no network isolation: not root or unshare unavailable)")
-            + ("" if drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)")
-        )
-        by_sid = {group[0].student_id: group for _, group in runs.values()}
-
-        def job_for(group: list[Submission]) -> Job:
-            sid = group[0].student_id
-            name = group[0].result_file.stem  # a file name unique in the batch (collect.py made it)
-            return Job(
-                canonical=str(private / f"{name}.canonical.ipynb"),
-                chapter=chapter,
-                student_id=sid,
-                course_template=str(course),
-                stage=str(stage),
-                sandbox=str(scratch / name),
-                result=str(private / f"{name}.result.json"),
-                graded=str(private / f"{name}.graded.ipynb"),
-                cell_timeout=cell_timeout,
-                memory_mb=memory_mb,
-                worker_memory_mb=worker_memory_mb,
-                points=points,
-                hidden_files=hidden,
-                netns=bool(prefix),
-                uid=execute.kernel_uid(sid, drop_uid),
-                # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
-                threads=max(1, execute.usable_cores() // jobs),
-                jail=not no_jail,
-                runner=runner.of_course(course),  # as the course folder was built (grading_course)
-            )
-
-        def run_one(text: str, group: list[Submission]) -> None:
-            job = job_for(group)
-            pathlib.Path(job.canonical).write_text(text)
-            job_path = private / f"{group[0].result_file.stem}.job.json"
-            result, graded = execute.run_job(job, job_path, prefix, scratch, notebook_timeout, spawner)
-            shutil.rmtree(job.sandbox, ignore_errors=True)
-            judged(group, result, graded)
-
-        if executor is None:
-            with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-                list(pool.map(lambda key: run_one(*runs[key]), list(runs)))
-        else:  # e.g. a Dask cluster: runs the same job function elsewhere, the results come back here
-            executor.grade(
-                [(job_for(group), text) for text, group in runs.values()],
-                notebook_timeout,
-                lambda job, result, graded: judged(by_sid[job.student_id], result, graded),
-            )
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+# ------------------------------------------------------------------------------------------------ judge
 
 
 def share(group: list[Submission], result: Result, graded: str | None) -> list[Submission]:

@@ -1,5 +1,12 @@
-"""The execute step: run one job (a canonical notebook and its settings) in a jailed worker and hand back what
-it produced, nothing written to the batch's output folder.
+"""The execute step: run each distinct canonical notebook once in a jailed worker and hand back what it produced,
+nothing written to the batch's output folder.
+
+The batch enters it twice: :func:`workers` (first, so that the workers' fork server imports what a worker needs
+while the batch canonicalises: what this machine gives the kernels, read once; the batch's scratch folder with the
+staged solutions; the fork server), then :func:`run` (the grading notebook written once, one :class:`Job` per
+distinct notebook, ``jobs`` at a time here or through an :class:`Executor`, each run's result and graded notebook
+handed to the batch's ``judged``). The worker runs the notebook with nbclient (``worker.py``, ``runner.py``); no
+nbgrader, no gradebook.
 
 :func:`run_job` is the one job function: the local pool (``jobs`` threads), the fork server (``forkserver.py``,
 where it runs) and a Dask task (``executors.py``, on its machine) all call it. It starts the worker
@@ -11,21 +18,28 @@ kernels (cores, memory, uids, the jail).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+import nbformat
 
 from .. import releases
-from . import jail, memory
+from . import jail, memory, runner
 from .forkserver import FORK_SWITCH, Spawner
-from .submission import Result, read_result
+from .submission import Result, Submission, read_result
 from .worker import Job
 
 logger = logging.getLogger(__name__)
@@ -34,9 +48,9 @@ logger = logging.getLogger(__name__)
 RUN_FILE = "grading_run.json"  # how the last run graded its kernels (jailed or not): the summary says so
 
 
-def jail_status(out: pathlib.Path) -> str | None:
-    """Can this run's kernels be jailed? None if so, else why not; said in the log and kept for the summary."""
-    no_jail = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+def jail_status(out: pathlib.Path, no_jail: str | None) -> str | None:
+    """Whether this run's kernels are jailed (``no_jail``: None, else why not: ``jail.machine``'s), said in the log
+    and kept for the summary; and whether the memory cgroups can be made."""
     if no_jail:
         logger.warning(f"  kernels are not jailed ({no_jail}): the guard's file rules only (README, fallback mode)")
     else:
@@ -126,19 +140,138 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
+class Executor(Protocol):
+    """Runs worker jobs elsewhere (``executors.py``: a Dask cluster) with the job function :func:`run_job` and gives
+    ``(job, result, graded)`` here, once per job, as each ends (``graded``: the graded notebook's text, or None);
+    ``job`` is as the batch built it, ``text`` the canonical notebook it grades."""
+
+    def describe(self) -> str: ...
+
+    def grade(
+        self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int
+    ) -> Iterator[tuple[Job, Result, str | None]]: ...
+
+
+@dataclasses.dataclass
+class Workers:
+    """What a batch's jobs share, made once (:func:`workers`)."""
+
+    chapter: str
+    out: pathlib.Path  # the batch's output folder (hidden from every kernel)
+    machine: jail.Machine  # what this machine gives the kernels
+    scratch: pathlib.Path  # every job's sandbox; ``private``: the jobs, notebooks and results no kernel may read
+    stage: pathlib.Path  # the staged solutions package (jail.stage_solutions)
+    spawner: Spawner | None  # the fork server, or None: workers started as new interpreters (or run elsewhere)
+
+    @property
+    def private(self) -> pathlib.Path:
+        return self.scratch / "jobs"
+
+
 @contextlib.contextmanager
-def worker_spawner(chapter: str, prefix: list[str], cwd: pathlib.Path) -> Iterator[Spawner | None]:
-    """The batch's worker fork server (``forkserver.serve``: the workers' imports paid once a batch, each worker forked
-    from it in namespaces of its own when ``prefix`` is ``unshare``'s), closed when the batch is done; None where
-    workers are to be started as new interpreters (``AUTOGRADER_FORK_WORKERS=off``)."""
-    if os.environ.get(FORK_SWITCH, "").lower() in ("0", "off", "no", "false"):
-        yield None
-        return
-    spawner = Spawner(chapter, bool(prefix), _worker_env(), cwd)
+def workers(chapter: str, out: pathlib.Path, *, local: bool = True) -> Iterator[Workers]:
+    """The batch's workers, ready before it canonicalises: what this machine gives ``chapter``'s kernels
+    (``jail.machine``, said in the log and kept for the summary: :func:`jail_status`); the worker fork server
+    (``forkserver.serve``: the workers' imports paid once a batch, each worker forked from it in namespaces of its
+    own where the machine gives them; none where workers run elsewhere, ``local`` False, or are to be started as
+    new interpreters, ``AUTOGRADER_FORK_WORKERS=off``), started first so that it imports while the batch works; the
+    scratch folder with the staged solutions. All closed and removed when the batch is done."""
+    machine = jail.machine(chapter)
+    jail_status(out, machine.no_jail)
+    forked = local and os.environ.get(FORK_SWITCH, "").lower() not in ("0", "off", "no", "false")
+    spawner = Spawner(chapter, bool(machine.prefix), _worker_env(), out) if forked else None
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
     try:
-        yield spawner
+        scratch.chmod(0o711)
+        (scratch / "jobs").mkdir(mode=0o700)  # every submission's canonical notebook, job and result
+        stage = jail.stage_solutions(chapter, scratch / "stage")
+        yield Workers(chapter, out, machine, scratch, stage, spawner)
     finally:
-        spawner.close()
+        if spawner is not None:
+            spawner.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run(
+    runs: dict[str, tuple[str, list[Submission]]],
+    workers: Workers,
+    release: nbformat.NotebookNode,
+    points: dict[str, int],
+    *,
+    executor: Executor | None = None,
+    jobs: int | None = None,
+    cell_timeout: int,
+    notebook_timeout: int,
+    memory_mb: int,
+    worker_memory_mb: int = memory.WORKER_MB,
+) -> Iterator[tuple[list[Submission], Result, str | None]]:
+    """Run each distinct canonical notebook of ``runs`` (its hash -> its text and the submissions that share it)
+    once, in the grading notebook's form (``runner.grading_notebook`` of the ``release``, written once into the
+    private folder), with :func:`run_job` here (``jobs`` at a time) or through ``executor``; give each run's
+    submissions, result and graded notebook as it ends (the batch judges and records it then: a rerun skips what
+    is done)."""
+    if not runs:
+        return
+    machine, private, chapter = workers.machine, workers.private, workers.chapter
+    if machine.as_root:
+        raise jail.RootKernelRefused(machine.as_root)
+    grading = private / runner.GRADING_NOTEBOOK
+    nbformat.write(runner.grading_notebook(release, chapter), grading)
+    hidden = machine.hidden + [str(workers.out), str(private)]
+    cores = usable_cores()
+    jobs = jobs or cores
+    copies = sum(len(group) - 1 for _, group in runs.values())
+    logger.info(
+        f"  {len(runs)} distinct notebooks to run"
+        + (f" ({copies} identical {'copy shares' if copies == 1 else 'copies share'} a run)" if copies else "")
+        + (f", {jobs} at a time" if executor is None else f", {executor.describe()}")
+        + ("" if machine.prefix else " (no network isolation: not root or unshare unavailable)")
+        + ("" if machine.drop_uid else " (kernels keep this user's uid: the Python installation is not world-readable)")
+    )
+    by_sid = {group[0].student_id: group for _, group in runs.values()}
+
+    def job_for(group: list[Submission]) -> Job:
+        sid = group[0].student_id
+        name = group[0].result_file.stem  # a file name unique in the batch (collect.py made it)
+        return Job(
+            canonical=str(private / f"{name}.canonical.ipynb"),
+            chapter=chapter,
+            student_id=sid,
+            grading=str(grading),
+            stage=str(workers.stage),
+            sandbox=str(workers.scratch / name),
+            result=str(private / f"{name}.result.json"),
+            graded=str(private / f"{name}.graded.ipynb"),
+            cell_timeout=cell_timeout,
+            memory_mb=memory_mb,
+            worker_memory_mb=worker_memory_mb,
+            points=points,
+            hidden_files=hidden,
+            netns=bool(machine.prefix),
+            uid=kernel_uid(sid, machine.drop_uid),
+            # kernels share the cores: more torch threads than cores per kernel makes every kernel crawl
+            threads=max(1, cores // jobs),
+            jail=not machine.no_jail,
+        )
+
+    def run_one(text: str, group: list[Submission]) -> tuple[Result, str | None]:
+        job = job_for(group)
+        pathlib.Path(job.canonical).write_text(text)
+        job_path = private / f"{group[0].result_file.stem}.job.json"
+        try:
+            return run_job(job, job_path, machine.prefix, workers.scratch, notebook_timeout, workers.spawner)
+        finally:
+            shutil.rmtree(job.sandbox, ignore_errors=True)
+
+    if executor is None:
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            running = {pool.submit(run_one, text, group): group for text, group in runs.values()}
+            for future in concurrent.futures.as_completed(running):
+                yield running[future], *future.result()
+    else:  # e.g. a Dask cluster: runs the same job function elsewhere, the results come back here
+        done = executor.grade([(job_for(group), text) for text, group in runs.values()], notebook_timeout)
+        for job, result, graded in done:
+            yield by_sid[job.student_id], result, graded
 
 
 def run_job(
@@ -148,32 +281,19 @@ def run_job(
     result and graded notebook's text (None where it did not run to the end), or an "error" result when it left
     none (crashed, killed, or ran longer than ``timeout`` seconds: then its whole process group is killed). With
     ``spawner``, the worker is forked from the batch's fork server, else started as a new interpreter."""
-    result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
-    for old in (result_path, graded_path):
+    for old in (pathlib.Path(job.result), pathlib.Path(job.graded)):
         old.unlink(missing_ok=True)
-    group = worker_cgroup(job)
-    try:
-        return _run_worker(job, job_path, prefix, cwd, timeout, spawner)
-    finally:
-        if group is not None:  # and its kernel's, which a worker that was killed could not remove
-            memory.remove_memory_cgroup(memory.kernel_cgroup_beside(group))
-            memory.remove_memory_cgroup(group)
+    with memory.worker_limit(job.worker_memory_mb) as limit:  # the worker's memory cgroup, removed after it
+        job.worker_cgroup = str(limit.group or "")  # the worker joins it first; its kernel's is made beside it
+        result, graded, why = _run_worker(job, job_path, prefix, cwd, timeout, spawner)
+    if result is None:  # the worker left no result: crashed, killed, or too long
+        result = Result("", "", job.student_id, "error", worker_out_of_memory(job, limit.oom_killed) or why)
+    return result, graded
 
 
-def worker_cgroup(job: Job) -> pathlib.Path | None:
-    """The worker's own memory cgroup of ``job.worker_memory_mb`` (set in ``job.worker_cgroup``, which the worker
-    joins first; its kernel's cgroup is made beside it), or None where none can be made here (the batch says so
-    once: :func:`jail_status`)."""
-    group = None
-    if job.worker_memory_mb > 0:
-        group = memory.make_memory_cgroup(job.worker_memory_mb, f"autograder-worker-{os.urandom(6).hex()}")
-    job.worker_cgroup = str(group or "")
-    return group
-
-
-def worker_out_of_memory(job: Job) -> str | None:
+def worker_out_of_memory(job: Job, oom_killed: bool) -> str | None:
     """The row's reason when the OOM killer ended the worker in its memory cgroup (None otherwise)."""
-    if not job.worker_cgroup or memory.oom_kills(pathlib.Path(job.worker_cgroup)) == 0:
+    if not oom_killed:
         return None
     return (
         f"the grading worker ran out of its {job.worker_memory_mb} MB memory limit (--worker-memory-mb) while "
@@ -184,7 +304,8 @@ def worker_out_of_memory(job: Job) -> str | None:
 
 def _run_worker(
     job: Job, job_path: pathlib.Path, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None
-) -> tuple[Result, str | None]:
+) -> tuple[Result | None, str | None, str]:
+    """The worker's result and graded notebook, or (None, None, why it left no result)."""
     result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
     job.write(job_path)
     cmd = worker_command(prefix, job_path)
@@ -216,8 +337,7 @@ def _run_worker(
         returncode = proc.returncode
     if not result_path.exists():
         tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-        reason = worker_out_of_memory(job) or why + (f" ({tail[0][:150]})" if tail and returncode else "")
-        return Result("", "", job.student_id, "error", reason), None
+        return None, None, why + (f" ({tail[0][:150]})" if tail and returncode else "")
     result = read_result(result_path)
     graded = graded_path.read_text() if result.status != "error" and graded_path.exists() else None
-    return result, graded
+    return result, graded, ""

@@ -1,9 +1,9 @@
 """Where a batch's workers run: this machine (the default, in ``batch.py``) or a Dask distributed cluster.
 
-The batch (``batch.py``) canonicalises the files, builds the gradebook and decides what to run; an executor only
+The batch (``batch.py``) canonicalises the files, writes the grading notebook and decides what to run; an executor only
 runs :mod:`worker` jobs and hands each result back to the batch, which writes the feedback and the reports.
 :class:`DaskCluster` sends each distinct notebook to a Dask worker as one task (https://distributed.dask.org): the
-task receives the canonical notebook, the job and the batch's nbgrader course directory (zipped once per batch),
+task receives the canonical notebook, the job and the batch's grading notebook (``runner.grading_notebook``),
 builds a private scratch folder on its machine, runs the batch's job function there (``execute.run_job``: the
 sandboxed worker under ``jail.py``'s limits, the same command as on one machine) and returns the result and the
 graded notebook; the batch writes the feedback, the graded notebook and the result file from them. So:
@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import io
 import logging
 import os
 import pathlib
@@ -34,8 +33,7 @@ import shutil
 import socket
 import sys
 import tempfile
-import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import notebooks
@@ -44,8 +42,6 @@ from .submission import Result
 from .worker import Job
 
 logger = logging.getLogger(__name__)
-
-Finish = Callable[[Job, Result, "str | None"], None]
 
 
 class GraderMismatch(RuntimeError):
@@ -63,15 +59,6 @@ def grader_fingerprint() -> str:
             if "__pycache__" not in p.parts:
                 h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
-
-
-def _zip_folder(folder: pathlib.Path) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for p in sorted(folder.rglob("*")):
-            if p.is_file():
-                z.write(p, p.relative_to(folder).as_posix())
-    return buf.getvalue()
 
 
 @functools.cache
@@ -96,12 +83,13 @@ def _local_fingerprint() -> str:
 def grade_task(
     job_fields: dict[str, Any],
     text: str,
-    course: bytes,
+    grading: str,
     notebook_timeout: int,
     kernels_per_host: dict[str, int],
     fingerprint: str,
 ) -> dict[str, Any]:
-    """One Dask task: grade one canonical notebook on this worker's machine with the batch's worker, in a private
+    """One Dask task: grade one canonical notebook (``text``; ``grading``: the batch's grading notebook, its text)
+    on this worker's machine with the batch's worker, in a private
     scratch folder removed afterwards. Returns the result (as a dict), the graded notebook's text (or None), and
     where it ran."""
     if _local_fingerprint() != fingerprint:
@@ -122,17 +110,16 @@ def grade_task(
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-task-"))
     try:
         scratch.chmod(0o711)
-        private = scratch / "jobs"  # the notebook, the job and the gradebook's template: hidden from the kernel
+        private = scratch / "jobs"  # the notebook, the job and the grading notebook: hidden from the kernel
         private.mkdir(mode=0o700)
-        with zipfile.ZipFile(io.BytesIO(course)) as z:
-            z.extractall(private / "course")
+        (private / "grading.ipynb").write_text(grading)
         canonical = private / "canonical.ipynb"
         canonical.write_text(text)
         sid = job.student_id
         here = dataclasses.replace(
             job,
             canonical=str(canonical),
-            course_template=str(private / "course"),
+            grading=str(private / "grading.ipynb"),
             stage=str(jail.stage_solutions(job.chapter, scratch / "stage")),
             sandbox=str(scratch / "sandbox"),
             result=str(private / "result.json"),
@@ -158,10 +145,10 @@ def _host(address: str) -> str:
     return address.split("://", 1)[-1].rsplit(":", 1)[0]
 
 
-def _task_key(job: Job, text: str, course_hash: str, notebook_timeout: int) -> str:
+def _task_key(job: Job, text: str, grading_hash: str, notebook_timeout: int) -> str:
     """The same inputs give the same key: the scheduler then runs that notebook once, however often it is sent."""
     h = hashlib.sha256()
-    for part in (repr(sorted(dataclasses.asdict(job).items())), text, course_hash, str(notebook_timeout)):
+    for part in (repr(sorted(dataclasses.asdict(job).items())), text, grading_hash, str(notebook_timeout)):
         h.update(part.encode() + b"\0")
     return f"autograder-grade-{h.hexdigest()[:32]}"  # one task group: the scheduler queues them, hands out by load
 
@@ -235,8 +222,8 @@ class DaskCluster:
                 "course on every worker (the grades would otherwise come from other checks)"
             )
 
-    def grade(self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int, finish: Finish) -> None:
-        """Send every job to the cluster; as each ends, call ``finish`` with its result (in this process)."""
+    def grade(self, jobs: Sequence[tuple[Job, str]], notebook_timeout: int) -> Iterator[tuple[Job, Result, str | None]]:
+        """Send every job to the cluster; as each ends, give its job, result and graded notebook (in this process)."""
         from distributed import as_completed
 
         if self.client is None:
@@ -249,20 +236,19 @@ class DaskCluster:
         per_host: dict[str, int] = {}
         for addr, info in workers.items():
             per_host[_host(addr)] = per_host.get(_host(addr), 0) + int(info["nthreads"])
-        template = pathlib.Path(jobs[0][0].course_template)
-        course_zip = _zip_folder(template)
-        course_hash = hashlib.sha256(course_zip).hexdigest()
+        grading = pathlib.Path(jobs[0][0].grading).read_text()
+        grading_hash = hashlib.sha256(grading.encode()).hexdigest()
         by_future: dict[Any, Job] = {}
         for job, text in jobs:
             future = self.client.submit(
                 grade_task,
                 dataclasses.asdict(job),
                 text,
-                course_zip,  # in each task, not a shared dependency: Dask would run every task where that lives
+                grading,  # in each task, not a shared dependency: Dask would run every task where that lives
                 notebook_timeout,
                 per_host,
                 fingerprint,
-                key=_task_key(job, text, course_hash, notebook_timeout),
+                key=_task_key(job, text, grading_hash, notebook_timeout),
                 retries=self.retries,
             )
             by_future[future] = job
@@ -272,12 +258,12 @@ class DaskCluster:
                 if future.status == "finished":
                     output = future.result()
                     self.ran_on[job.student_id] = output["where"]
-                    finish(job, Result(**output["result"]), output["graded"])
+                    yield job, Result(**output["result"]), output["graded"]
                 else:
                     error = future.exception()
                     if isinstance(error, GraderMismatch):
                         raise error
-                    finish(job, lost(job, _lost_reason(error)), None)
+                    yield job, lost(job, _lost_reason(error)), None
         finally:  # interrupted (or a worker with other code): nothing is left running for this batch
             unfinished = [f for f in by_future if not f.done()]
             if unfinished:

@@ -1,7 +1,7 @@
 """The batch's worker fork server: ``python -m autograder.grading.forkserver CHAPTER NAMESPACES``.
 
-A worker process spends ≈ 5 s of CPU importing what it needs (nbgrader, nbconvert, SQLAlchemy, jupyter_client,
-torch and the chapter's checks for judge.py) before it grades anything. The batch can start one process per batch
+A worker process spends seconds of CPU importing what it needs (nbformat, nbclient, jupyter_client, torch and the
+chapter's checks for judge.py) before it grades anything. The batch can start one process per batch
 that imports all of it once (this module) and fork each
 worker from it: every worker is still a process of its own that no student code ever ran in, forked from a process
 that has only imported modules (never from another worker), with its own network, PID and mount namespaces where

@@ -252,6 +252,30 @@ def unshare_prefix() -> list[str]:
     return cmd if ok else []
 
 
+@dataclasses.dataclass
+class Machine:
+    """How this machine runs a batch's kernels, read once per batch (:func:`machine`)."""
+
+    prefix: list[str]  # the worker's command prefix (unshare_prefix): its own network and PID namespaces, or []
+    no_jail: str | None  # why the kernels cannot be jailed here (jail_problem), None: they are jailed
+    drop_uid: bool  # whether each kernel runs as a uid of its own
+    as_root: str | None  # why the kernels would run as root (root_kernel_problem): the batch refuses to run them
+    hidden: list[str]  # the chapter's files no kernel may open (hidden_files)
+
+
+def machine(chapter: str) -> Machine:
+    """What this machine gives ``chapter``'s kernels: the worker's namespaces, the jail (or why not), their uid and
+    the files hidden from them."""
+    no_jail = jail_problem(100000 if os.geteuid() == 0 else -1)
+    return Machine(
+        prefix=unshare_prefix(),
+        no_jail=no_jail,
+        drop_uid=not no_jail or uid_drop_possible(),
+        as_root=root_kernel_problem(jailed=not no_jail),
+        hidden=hidden_files(chapter),
+    )
+
+
 # ------------------------------------------------------------------------------------------------ the jail
 
 JAIL_SWITCH = "AUTOGRADER_JAIL"  # "off": grade without the jail (the fallback mode), e.g. to compare or to test it

@@ -13,9 +13,12 @@ What these limits do and do not guarantee: docs/grading-design.md.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import pathlib
 import time
+from collections.abc import Iterator
 
 CGROUP_ENV = "AUTOGRADER_MEMORY_CGROUP"  # the kernel's memory cgroup (a folder the worker made), joined first
 STARTUP_MB = 1536  # measured: ``--memory-mb`` a chapter's kernel needs to import torch and arm the guard (README)
@@ -155,6 +158,32 @@ def remove_memory_cgroup(group: pathlib.Path, wait: float = 10.0) -> None:
             except OSError:
                 pass
         time.sleep(0.05)
+
+
+@dataclasses.dataclass
+class WorkerLimit:
+    """A grading worker's own memory cgroup (:func:`worker_limit`): ``group`` (None: no limit, or none can be made
+    here, which the batch says once); ``oom_killed``, read as it is removed: whether the OOM killer ended a process
+    in it."""
+
+    group: pathlib.Path | None
+    oom_killed: bool = False
+
+
+@contextlib.contextmanager
+def worker_limit(memory_mb: int) -> Iterator[WorkerLimit]:
+    """A worker's memory cgroup of ``memory_mb`` (0: none) for as long as the block runs (the worker joins it first;
+    its kernel's is made beside it, :func:`kernel_cgroup_beside`); then whether the OOM killer ended anything in it
+    is read, and it and its kernel's (which a worker that was killed could not remove) are removed."""
+    group = make_memory_cgroup(memory_mb, f"autograder-worker-{os.urandom(6).hex()}") if memory_mb > 0 else None
+    limit = WorkerLimit(group)
+    try:
+        yield limit
+    finally:
+        if group is not None:
+            limit.oom_killed = oom_kills(group) > 0
+            remove_memory_cgroup(kernel_cgroup_beside(group))
+            remove_memory_cgroup(group)
 
 
 def memory_cgroup_problem() -> str | None:

@@ -1,10 +1,11 @@
 """Every use of nbgrader's API in the course, in one place.
 
-The grading machinery and the notebook builder call these functions; nothing else imports nbgrader (the student
-install has no nbgrader at all). What is here:
+The notebook builder (``notebooks.build_release``) and the plain nbgrader course (``nbgrader_course/``) use it;
+nothing else imports nbgrader: the course's own grading (``batch.py``, ``worker.py``, ``runner.py``) runs the
+notebook with nbclient, with no gradebook (the student install has no nbgrader at all). What is here:
 
-* :func:`course_config`, :func:`generate_assignment`, :func:`autograde` — nbgrader's
-  ``NbGraderAPI`` and gradebook, for a course directory of our own;
+* :func:`course_config`, :func:`generate_assignment` — nbgrader's ``NbGraderAPI`` and gradebook, for a course
+  directory of our own (the builder's: the release notebook is ``generate_assignment``'s output);
 * :class:`GradesExport`, :class:`CanvasExport`, :class:`MoodleExport` — nbgrader export plugins that write the
   course grader's ``grades.csv`` (``report.py``) or an LMS's grade import file (``lms.py``) from nbgrader's
   gradebook, with the rows ``python -m autograder grade`` gives, for instructors who use nbgrader's own workflow::
@@ -52,11 +53,11 @@ from .report import Row
 
 warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader's gradebook
 # A new gradebook asks alembic for the schema's version, in a subprocess (`alembic heads`, 1.5–3 s); the answer is a
-# constant of the installed nbgrader, so ask once per process (a batch makes two gradebooks: the release's, its own).
+# constant of the installed nbgrader, so ask once per process (a build makes one gradebook per chapter).
 nbgrader.api.get_alembic_version = functools.cache(nbgrader.api.get_alembic_version)
 
 
-def course_config(course: pathlib.Path, cell_timeout: int = 120) -> Config:
+def course_config(course: pathlib.Path) -> Config:
     """nbgrader configuration for a course directory at ``course`` (its gradebook is ``gradebook.db`` there)."""
     # nbgrader runs the `alembic` script by name: make the scripts of this Python's environment findable
     # even when the environment is not activated (python -m autograder from .venv/bin/python).
@@ -74,8 +75,6 @@ def course_config(course: pathlib.Path, cell_timeout: int = 120) -> Config:
     exchange.mkdir(parents=True, exist_ok=True)
     c.Exchange.root = str(exchange)
     c.ClearSolutions.code_stub = {"python": releases.CODE_STUB}
-    c.Execute.timeout = cell_timeout
-    c.Execute.interrupt_on_timeout = True
     return c
 
 
@@ -87,24 +86,6 @@ def generate_assignment(course: pathlib.Path, chapter: str) -> None:
         raise RuntimeError(
             f"nbgrader generate_assignment failed for {chapter}:\n{result.get('error')}\n{result.get('log')}"
         )
-
-
-def autograde(
-    course: pathlib.Path, chapter: str, student: str, cell_timeout: int, ipc: str | None = None
-) -> tuple[bool, str]:
-    """nbgrader's autograde of ``course/submitted/<student>/<chapter>/``: (success, nbgrader's log and error).
-    With ``ipc`` (a path prefix), the kernel's channels are socket files ``<ipc>-1`` ... instead of TCP on
-    loopback (a jailed kernel has its own network namespace)."""
-    config = course_config(course, cell_timeout)
-    # After the last cell nothing more comes from the kernel (the guard's records are sent while each test cell
-    # runs): stop it at once instead of asking it to exit and waiting (a kernel that imported torch takes 1–3 s to
-    # tear itself down, and jupyter_client waits up to 2.5 s before it sends SIGTERM).
-    config.Execute.shutdown_kernel = "immediate"
-    if ipc:
-        config.KernelManager.transport = "ipc"
-        config.KernelManager.ip = ipc
-    result = NbGraderAPI(config=config).autograde(chapter, student, force=True, create=True)
-    return bool(result["success"]), (result.get("log") or "") + (result.get("error") or "")
 
 
 # ------------------------------------------------------------------------------------------------ feedback

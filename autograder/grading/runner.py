@@ -1,28 +1,18 @@
-"""How the worker runs a submission's grading notebook: nbgrader's ``autograde``, or nbclient directly (issue 47).
+"""How the worker runs a submission's grading notebook: with nbclient, in the kernel the worker set up (issue 47).
 
-The switch is ``AUTOGRADER_RUNNER`` (:data:`RUNNER_SWITCH`), read by the batch when it builds the grading course:
+The batch writes the grading notebook once (:func:`grading_notebook`: the committed release notebook, its setup
+cell arming the recorder, each test cell the recorder's verdict alone) into its private folder; each worker puts
+the canonical submission's setup and test cells in that notebook's form (:func:`graded_notebook`: what nbgrader's
+``OverwriteCells`` did with a gradebook, with none) and runs it with nbclient in one kernel (:func:`run_notebook`:
+the kernelspec of ``jail.write_kernelspec``, the environment, the jail view and the memory cgroup the worker set
+up): a time limit per cell that interrupts the kernel, every cell run whatever the one before raised, outputs
+capped (:data:`OUTPUT_CHARS` while the cell runs, then nbgrader's line limits, :func:`limit_output`), the kernel
+stopped at once after the last cell. A run that could not finish is said from nbclient's typed errors
+(:func:`failure`: ``DeadKernelError``, ``CellTimeoutError``), never from log text.
 
-* ``nbclient`` (the default): the batch writes the grading notebook alone (:func:`write_grading_course`: no
-  gradebook, no nbgrader), and each worker puts the canonical submission's test and setup cells in the grading
-  notebook's form (:func:`graded_notebook`: what nbgrader's ``OverwriteCells`` did with the gradebook) and runs it
-  with nbclient in the same kernel (:func:`run_notebook`: the kernelspec of ``jail.write_kernelspec``, the
-  environment, the jail view and the memory cgroup the worker set up, exactly as for nbgrader): a time limit per
-  cell that interrupts the kernel, every cell run whatever the one before raised, outputs capped
-  (:data:`OUTPUT_CHARS` while the cell runs, then nbgrader's line limits, :func:`limit_output`), the kernel stopped
-  at once after the last cell. A run that could not finish is said from nbclient's typed errors (:func:`failure`),
-  never from log text;
-* ``nbgrader`` (the way before issue 47, kept to compare): the batch runs nbgrader's ``generate_assignment`` on the
-  grading notebook (a gradebook), and each worker copies that course into its sandbox and runs nbgrader's
-  ``autograde`` (``nbgrader_adapter.autograde``), whose failures the worker reads from nbgrader's log.
-
-Both grade alike: the same rows for chapter 8's variants and samples (24 of 24) and chapter 3's, the same graded
-notebooks and feedback pages but for the notebooks' own timings; nbclient costs less (no gradebook, no course copy,
-no nbgrader converter; ``benchmarks/bench_grading_overhead.py``, README). nbgrader stays for the plain nbgrader
-course (``nbgrader_course.py``) and the feedback and export plugins (``nbgrader_adapter.py``).
-
-The worker (``worker.py``) follows the course folder it is given (:func:`of_course`), so that a batch's jobs, on
-this machine or on a cluster, all run the way the batch built them. nbgrader's score is not used either way: the
-verdict is the worker's judgement of the recorder's records (``judge.py``, ``scoring.py``).
+No nbgrader here, nor a gradebook, nor the notebook builder: the verdict is the worker's judgement of the recorder's
+records (``judge.py``, ``scoring.py``). nbgrader stays for building the release notebooks and for the plain nbgrader
+course (``nbgrader_course.py``, its feedback and export plugins in ``nbgrader_adapter.py``).
 """
 
 from __future__ import annotations
@@ -40,17 +30,14 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-from ..releases import CODE_STUB, KERNELSPEC
+from ..releases import KERNELSPEC
 
-RUNNER_SWITCH = "AUTOGRADER_RUNNER"
-NBGRADER, NBCLIENT = "nbgrader", "nbclient"
-DEFAULT = NBCLIENT  # since it held through the variants, the samples and the benchmarks (issue 47)
-GRADING_NOTEBOOK = "grading.ipynb"  # the nbclient runner's course folder: this notebook, nothing else
+GRADING_NOTEBOOK = "grading.ipynb"  # the batch's grading notebook, in its private folder
 
 OUTPUT_CHARS = 1_000_000  # characters of output one cell may keep while it runs (the rest is dropped at once)
 MAX_LINES = 1000  # lines of stream output per cell in the graded notebook (nbgrader's LimitOutput.max_lines)
 MAX_TRACEBACK = 100  # lines of an error's traceback (nbgrader's LimitOutput.max_traceback)
-TRUNCATED = "... Output truncated ..."  # nbgrader's marker, so that both runners leave the same notebook
+TRUNCATED = "... Output truncated ..."  # nbgrader's marker (the graded notebooks read as nbgrader's did)
 # nbgrader's error for a cell interrupted at its time limit (nbgrader.preprocessors.Execute.error_on_timeout)
 TIMEOUT_ERROR = {
     "ename": "CellTimeoutError",
@@ -60,37 +47,27 @@ TIMEOUT_ERROR = {
 _NEVER_SKIPPED = "autograder-runs-every-cell"  # nbclient skips cells tagged "skip-execution": no tag skips one here
 
 
-def chosen() -> str:
-    """The runner this batch is to use: ``AUTOGRADER_RUNNER`` (``nbgrader`` or ``nbclient``), else :data:`DEFAULT`."""
-    value = os.environ.get(RUNNER_SWITCH, "").strip().lower() or DEFAULT
-    if value not in (NBGRADER, NBCLIENT):
-        raise ValueError(f"{RUNNER_SWITCH}={os.environ[RUNNER_SWITCH]!r}: use {NBGRADER} or {NBCLIENT}")
-    return value
-
-
-def of_course(course: str | pathlib.Path) -> str:
-    """Which runner a grading course folder was built for: :data:`NBCLIENT` when it holds the grading notebook
-    alone (:func:`write_grading_course`), else :data:`NBGRADER` (nbgrader's course directory and gradebook)."""
-    return NBCLIENT if (pathlib.Path(course) / GRADING_NOTEBOOK).is_file() else NBGRADER
-
-
-# ------------------------------------------------------------------------------------------------ the notebook
-
-
-def write_grading_course(grading: nbformat.NotebookNode, course: pathlib.Path) -> pathlib.Path:
-    """The batch's course folder for the nbclient runner: the grading notebook (``batch.grading_instructor``: the
-    setup cell that arms the recorder, each test cell the recorder's verdict) as :data:`GRADING_NOTEBOOK`, its
-    answer cells stubbed as in a release (the worker takes only the setup and test cells from it)."""
-    nb = copy.deepcopy(grading)
+def grading_notebook(release: nbformat.NotebookNode, chapter: str) -> nbformat.NotebookNode:
+    """The notebook the kernel runs, from ``chapter``'s committed ``release`` notebook (the one every submission is
+    canonicalised against, cell for cell): the setup cell arms the recorder (``guard.arm``); each test cell is
+    ``guard.verdict`` alone — it records the exercise's checks, visible and hidden, and sends the record to the
+    worker, whose replay (``judge.py``) is the only verdict — in a hidden region so the feedback never shows it. The
+    notebook's own check runs (``EXERCISES.run``) are left out: neither the score nor the feedback reads their
+    output. Its answer cells are the release's stubs (the worker takes only the setup and test cells from it)."""
+    nb = copy.deepcopy(release)
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-            if meta.get("solution"):
-                cell.source = CODE_STUB
-    course.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, course / GRADING_NOTEBOOK)
-    return course
+        if meta.get("grade_id") == "setup":
+            cell.source += (
+                "\nimport autograder.grading.guard as _autograder_guard  # grading only: see autograder/grading/guard.py\n"
+                f'_autograder_guard.arm("{chapter}")'
+            )
+        elif meta.get("grade"):
+            name = meta["grade_id"].removeprefix("test_")
+            cell.source = f'### BEGIN HIDDEN TESTS\n_autograder_guard.verdict("{name}")\n### END HIDDEN TESTS'
+    return nb
 
 
 def _locked(meta: dict) -> bool:

@@ -2,9 +2,8 @@
 
 The batch's execute step (``execute.py``) writes a :class:`Job` and starts one worker per distinct canonical
 notebook, under ``unshare --net --pid`` when it can (``jail.py``), or forks it from the batch's fork server
-(``forkserver.py``). The worker runs the grading notebook itself with nbclient (``runner.py``), or, with
-``AUTOGRADER_RUNNER=nbgrader``, nbgrader's real ``autograde`` in a private copy of the course directory, in a fresh
-kernel (launched by ``jail.py``, its recorder armed by ``guard.py``), collects the recorder's signed
+(``forkserver.py``). The worker runs the grading notebook itself with nbclient (``runner.py``) in a fresh kernel
+(launched by ``jail.py``, its recorder armed by ``guard.py``), collects the recorder's signed
 records over a socket only the recorder may open (``channel.py``), judges every check again on them (``judge.py``:
 the only verdict) and applies the scoring rule (``scoring.py``).
 It writes only into the batch's private folder: its result (``job.result``) and the graded notebook
@@ -17,7 +16,7 @@ from __future__ import annotations
 import sys
 
 if __name__ == "__main__":  # python -m autograder.grading.worker: this process grades one submission
-    # nbformat (and so nbgrader) imports jsonschema, which imports rfc3987_syntax where it is installed and compiles
+    # nbformat imports jsonschema, which imports rfc3987_syntax where it is installed and compiles
     # its Lark grammars at import (≈ 1–3 s of CPU per worker, on every submission) for the "iri" string formats of
     # JSON Schema draft 7 and later. Notebooks are validated against nbformat's draft-4 schema, which has none.
     # (None in sys.modules: importing it raises ImportError, and jsonschema then leaves those two formats out.)
@@ -39,7 +38,7 @@ from collections.abc import Sequence
 import nbformat
 
 from ..wording import say
-from . import channel, jail, judge, memory, nbgrader_adapter, questions, runner, scoring
+from . import channel, jail, judge, memory, questions, runner, scoring
 from .reasons import failure_reasons, ungraded_cell_errors
 from .redaction import grader_secrets, secret_output_lines
 from .submission import Result, result_fields
@@ -51,8 +50,8 @@ class Job:
 
     canonical: str  # the canonicalised notebook (canonical.py), in a folder no kernel can read
     chapter: str
-    student_id: str  # the submission's id in the gradebook
-    course_template: str  # the batch's nbgrader course directory (gradebook with every test cell)
+    student_id: str  # the submission's id (collect.py): its feedback's and graded notebook's name
+    grading: str  # the batch's grading notebook (runner.grading_notebook), in a folder no kernel can read
     stage: str  # the staged solutions package (jail.stage_solutions), first on the kernel's PYTHONPATH
     sandbox: str  # this submission's own directory (removed by the batch afterwards)
     result: str  # where the worker leaves its result (in the batch's private folder)
@@ -67,7 +66,6 @@ class Job:
     jail: bool = False  # the kernel runs in a bubblewrap jail (jail.py); else the fallback (the guard's file rules)
     worker_memory_mb: int = memory.WORKER_MB  # this worker's memory cgroup (--worker-memory-mb; 0: none)
     worker_cgroup: str = ""  # that cgroup, made by the execute step (execute.run_job), joined first; "": none
-    runner: str = "nbgrader"  # how the grading notebook runs (runner.py): nbgrader's autograde, or "nbclient"
 
     def write(self, path: pathlib.Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self)))
@@ -81,7 +79,7 @@ def main(job_path: str) -> int:
     """Grade the job at ``job_path`` and leave its result at ``job.result``, whatever happens (a crash of the
     grading itself is an "error" result with the traceback)."""
     job = Job.read(pathlib.Path(job_path))
-    if job.worker_cgroup:  # first: the records, nbgrader and the judging count against the worker's own limit
+    if job.worker_cgroup:  # first: the records, the notebook's run and the judging count against the worker's own limit
         memory.join_memory_cgroup(job.worker_cgroup)
     try:
         result = grade_one(job)
@@ -100,24 +98,9 @@ def main(job_path: str) -> int:
     return 0
 
 
-def _stage_course(job: Job, nb: nbformat.NotebookNode, sandbox: pathlib.Path) -> pathlib.Path:
-    """A private copy of the course directory with the notebook submitted under the student's id."""
-    course = sandbox / "course"
-    shutil.copytree(job.course_template, course)
-    for p in [course, *course.iterdir()]:
-        p.chmod(0o711 if p.is_dir() else 0o600)
-    chapter, sid = job.chapter, job.student_id
-    target = course / "submitted" / sid / chapter / f"{chapter}.ipynb"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, target)
-    (course / "autograded").mkdir(mode=0o711, exist_ok=True)
-    (course / "autograded" / sid).mkdir(mode=0o711, exist_ok=True)
-    return course
-
-
 def _kernel_folder(sandbox: pathlib.Path) -> pathlib.Path:
-    """The nbclient runner's working folder for the kernel (its launcher gives it to the kernel's uid), empty: in
-    fallback mode the kernel may write there, as in the folder of the notebook nbgrader ran."""
+    """The kernel's working folder (its launcher gives it to the kernel's uid), empty: in fallback mode the kernel
+    may write there."""
     folder = sandbox / "notebook"
     folder.mkdir(mode=0o700)
     return folder
@@ -146,8 +129,8 @@ def _kernel_environment(job: Job, sandbox: pathlib.Path, home: pathlib.Path, con
 
 def exercise_timeout(cell_timeout: int) -> int:
     """Seconds one exercise's check run may take in the kernel (``core.time_limit``): half the cell's limit, so that
-    an answer that never returns costs its own exercise, stopped by the check run, before nbgrader's cell limit
-    interrupts the kernel (after which nbgrader abandons the notebook)."""
+    an answer that never returns costs its own exercise, stopped by the check run, before the cell's limit
+    interrupts the kernel (``runner.run_notebook``)."""
     return max(1, cell_timeout // 2)
 
 
@@ -200,24 +183,6 @@ def startup_failure(memory_mb: int, armed: bool, died: bool, oom_killed: bool, s
     )
 
 
-def _autograde_failure(
-    log_text: str,
-    cell_timeout: int,
-    memory_mb: int = 0,
-    records: Sequence[dict] = (),
-    order: Sequence[str] = (),
-    oom_killed: bool = False,
-) -> str:
-    """Why nbgrader's autograde failed, in one line, from its log (and, for a kernel that died, the guard's
-    records: the exercises graded before it died; ``oom_killed``: its memory cgroup's OOM killer ended it)."""
-    if "DeadKernelError" in log_text or "Kernel died" in log_text or "kernel died" in log_text.lower():
-        return _kernel_died(memory_mb, records, order, oom_killed)
-    if "CellTimeoutError" in log_text or "timed out" in log_text.lower():
-        return f"a cell ran longer than {cell_timeout} s"
-    last_line = [ln for ln in log_text.strip().splitlines() if ln.strip()]
-    return "autograde failed" + (f": {last_line[-1][:200]}" if last_line else "")
-
-
 def _kernel_died(memory_mb: int, records: Sequence[dict], order: Sequence[str], oom_killed: bool) -> str:
     """Why the run ended with a kernel that died, in one line: where (the exercises the guard's records say were
     checked before it died) and, when its memory cgroup's OOM killer ended it, that."""
@@ -260,8 +225,8 @@ def _import_in_background(module: str) -> threading.Thread:
 
 
 def grade_one(job: Job) -> Result:
-    """Run nbgrader's autograde on the job's notebook in a kernel with the recorder armed; judge and score; the
-    result (the graded notebook left at ``job.graded``)."""
+    """Run the job's notebook in the grading notebook's form (``runner.py``) in a kernel with the recorder armed;
+    judge and score; the result (the graded notebook left at ``job.graded``)."""
     if job.netns:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=False, capture_output=True)
     chapter, sid = job.chapter, job.student_id
@@ -283,15 +248,12 @@ def grade_one(job: Job) -> Result:
     sized = link is not None and _kernel_files(link, job)
     home = (link if sized and link is not None else sandbox) / "home"
     home.mkdir(mode=0o700)
-    # the switch (runner.py): nbclient runs the grading notebook here (no course copy), else nbgrader's autograde
-    course = None if job.runner == runner.NBCLIENT else _stage_course(job, nb, sandbox)
     group = _kernel_cgroup(job)
 
     key = os.urandom(32)
     records = channel.RecordServer(str(link / channel.RECORD_FILE) if link else None)  # only the recorder may write
     config = home / "guard.json"
-    course_files = [str(course / "source"), str(course / "gradebook.db")] if course is not None else []
-    files = {} if job.jail else {"hidden_files": job.hidden_files + course_files + [str(sandbox / "kernel.pid")]}
+    files = {} if job.jail else {"hidden_files": job.hidden_files + [str(sandbox / "kernel.pid")]}
     config.write_text(
         json.dumps(
             {
@@ -331,16 +293,12 @@ def grade_one(job: Job) -> Result:
 
     checks = _import_in_background(f"autograder.{chapter}")  # for judge.py, while the kernel runs
     try:
-        if course is None:  # ------------------------------------------------ runner.py: nbclient, no nbgrader
-            run = runner.run_notebook(
-                runner.graded_notebook(nb, nbformat.read(pathlib.Path(job.course_template) / runner.GRADING_NOTEBOOK, as_version=4)),
-                cwd=_kernel_folder(sandbox), cell_timeout=job.cell_timeout, ipc=f"{link}/run/k" if link else None,
-            )  # fmt: skip
-            success, log_text = run.finished, run.log()
-        else:
-            success, log_text = nbgrader_adapter.autograde(
-                course, chapter, sid, job.cell_timeout, ipc=f"{link}/run/k" if link else None
-            )
+        run = runner.run_notebook(
+            runner.graded_notebook(nb, nbformat.read(job.grading, as_version=4)),
+            cwd=_kernel_folder(sandbox),
+            cell_timeout=job.cell_timeout,
+            ipc=f"{link}/run/k" if link else None,
+        )
     finally:
         records.close()
         if link is not None:
@@ -359,20 +317,13 @@ def grade_one(job: Job) -> Result:
     entries = judge.judge(chapter, entries)  # the checks again, here, on what the student's code returned
     warnings += scoring.blocked_warnings(entries)
     armed = any(e.get("type") == "armed" for e in entries)
-    if course is None:
-        graded = run.notebook if success else None
-    else:
-        graded_path = course / "autograded" / sid / chapter / f"{chapter}.ipynb"
-        graded = nbformat.read(graded_path, as_version=4) if success and graded_path.exists() else None
+    graded = run.notebook if run.finished else None
     reason = startup_failure(job.memory_mb, armed, graded is None, oom_killed, _setup_error(graded))
     if reason is not None or graded is None:
-        if reason is None and course is None:  # nbclient's typed error, not log text
+        if reason is None:  # nbclient's typed error, not log text
             died = _kernel_died(job.memory_mb, entries, list(job.points), oom_killed)
             reason = runner.failure(run, job.cell_timeout, died)
-        reason = reason or _autograde_failure(
-            log_text, job.cell_timeout, job.memory_mb, entries, list(job.points), oom_killed
-        )
-        return Result("", "", sid, "error", reason, warnings=warnings, log=log_text[-4000:])
+        return Result("", "", sid, "error", reason, warnings=warnings, log=run.log())
 
     warnings += ungraded_cell_errors(graded, job.cell_timeout)
     details: dict[str, list[str]] = {}  # exercise -> its failed checks' messages, as judged here
@@ -391,10 +342,7 @@ def grade_one(job: Job) -> Result:
     shown = secret_output_lines(graded, secrets)
     if shown:  # e.g. code that read the grading notebook or a reference solution and printed it
         warnings.append(say("needs review", what=say("showed the secrets", n=shown)))
-    if course is None:
-        nbformat.write(graded, job.graded)  # the batch writes the feedback from it
-    else:
-        shutil.copyfile(graded_path, job.graded)  # the batch writes the feedback from it
+    nbformat.write(graded, job.graded)  # the batch writes the feedback from it
     judged = sum(e.get("judged", 0) for e in entries if e.get("type") == "verdict")
     return Result(
         "",
@@ -458,4 +406,4 @@ if __name__ == "__main__":
     status = main(sys.argv[1])  # the worker's result file is written (and the graded notebook, when it ran)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(status)  # no interpreter teardown: unloading torch, nbgrader and SQLAlchemy took 1–2 s per submission
+    os._exit(status)  # no interpreter teardown: unloading torch took 1–2 s per submission
