@@ -35,7 +35,7 @@ from typing import Any
 import nbformat
 
 from . import releases
-from .wording import say
+from .wording import Said, say
 
 MAX_BYTES = 200 * 1024 * 1024  # a file larger than this is not read at all
 
@@ -159,7 +159,7 @@ def not_a_notebook(kind: str, data: bytes = b"") -> str:
     return f"not a notebook ({kind}): {what}"
 
 
-def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
+def parse(data: bytes | str) -> tuple[list[dict], dict, list[Said]]:
     """(cells, notebook metadata, warnings) from raw file contents, for any nbformat 3/4 shape."""
     if isinstance(data, bytes):
         kind = file_kind(data)
@@ -183,7 +183,7 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
             else "nested too deeply"
         )
         raise Ungradeable(f"not a readable notebook: not valid JSON ({where}) — was the download cut short?") from None
-    warnings: list[str] = []
+    warnings: list[Said] = []
     cells: Any
     if not isinstance(nb, dict):
         raise Ungradeable("not a notebook: the JSON is not an object with cells")
@@ -264,7 +264,7 @@ def edition_of(data: bytes | str, chapter: str) -> str:
 
 def canonicalise(
     data: bytes | str, release: nbformat.NotebookNode, history: Mapping[str, Collection[str]] | None = None
-) -> tuple[nbformat.NotebookNode, list[str]]:
+) -> tuple[nbformat.NotebookNode, list[Said]]:
     """(notebook to grade, warnings). Raises :class:`Ungradeable` for a file that is not a notebook.
 
     ``history``: test grade id -> digests (:func:`test_digest`) of the versions of that test cell that earlier
@@ -406,7 +406,7 @@ def canonicalise(
             c.outputs, c.execution_count = [], None
 
     # 5. warnings, one short line per kind of repair
-    # the texts are wording.TEXT's "repair: <kind>", in this order
+    # the messages are the catalogue's "repair: <kind>", in this order
     repairs = ["stripped", "altered", "matched by content", "matched by position", "type changed", "split", "missing"]
     repairs += ["test edited", "test not code", "test duplicated", "test deleted"]
     for key in repairs:
