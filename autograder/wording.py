@@ -54,7 +54,7 @@ def fields_of(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
-@dataclasses.dataclass(frozen=True, init=False)
+@dataclasses.dataclass(frozen=True, init=False, eq=False)
 class Message:
     """A message of the grader: a key and its fields, rendered in an edition only where it is shown
     (:meth:`render`; ``str(message)`` is the English).
@@ -88,6 +88,13 @@ class Message:
 
     def __str__(self) -> str:
         return self.render(EN)
+
+    def __eq__(self, other: object) -> bool:
+        """The same key and fields, as data (a message read back from JSON equals the one written)."""
+        return isinstance(other, Message) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_json(), sort_keys=True))
 
     def to_json(self) -> dict:
         """A plain dict (``{"key": …, "fields": {…}}``) that :meth:`from_json` reads back, for crossing processes."""

@@ -19,9 +19,10 @@ from .channel import decode_traces
 
 
 def _reason(data: object) -> Said:
-    """One of the recorder's reasons as it sent it (a message as data), read back; "?" when it is not one."""
+    """One of the recorder's reasons as it sent it (a message as data; a plain string, shown as it is), read back;
+    "?" when it is neither."""
     try:
-        return from_data(data) if isinstance(data, dict) else "?"
+        return from_data(data) if isinstance(data, (dict, str)) else "?"
     except Exception:
         return "?"
 
