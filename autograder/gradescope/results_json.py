@@ -41,6 +41,10 @@ def _hidden_labels(exercise) -> tuple[set[str], set[str]]:
     return visible, {label(fn).key for fn in exercise.hidden} - visible
 
 
+def _reasons(result) -> list[Said]:
+    return list(getattr(result, "reasons", None) or ([result.reason] if result.reason else []))
+
+
 def _check_of(line: Said) -> str:
     """The label (its key) of the check a message is about — a failed check (``exercises.failed_check``), its
     one-line form (``reasons.detail_reason``) —, or ""."""
@@ -58,7 +62,10 @@ def _check_of(line: Said) -> str:
 
 
 def _is_hidden(line: Said, hidden: set[str]) -> bool:
-    """Whether a message (``✘ <check's label>`` then what it found) is a hidden check's."""
+    """Whether a message (``✘ <check's label>`` then what it found) is a hidden check's (a plain string, as an
+    older result file holds it: by its first line)."""
+    if isinstance(line, str):
+        return any(line.strip().startswith(f"✘ {label}") for label in hidden)
     return _check_of(line) in hidden
 
 
@@ -67,7 +74,8 @@ def _reasons_by_exercise(result, names: Sequence[str]) -> tuple[list[Said], dict
     reasons about the whole submission, exercise -> its reasons)."""
     general: list[Said] = []
     mine: dict[str, list[Said]] = {n: [] for n in names}
-    given = list(getattr(result, "reasons", None) or ([result.reason] if result.reason else []))
+    # an older result file holds the reason alone, its parts "; "-joined
+    given = list(getattr(result, "reasons", None) or [p for p in (result.reason or "").split("; ") if p])
     for reason in given:
         owner = exercise_of(reason)
         if owner in mine and isinstance(reason, Message):
@@ -270,7 +278,7 @@ def results_payload(
             "course_grader": {
                 "chapter": chapter,
                 "status": result.status,
-                "reason": str(result.reason),
+                "reason": "; ".join(wording.render(r, edition) for r in _reasons(result)) or result.reason,
                 "warnings": [str(w) for w in result.warnings],
                 **(extra or {}),
                 # the course grader's result file as python -m autograder grade writes it (less nbgrader's log)

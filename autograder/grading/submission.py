@@ -61,8 +61,13 @@ def result_fields(result: Result) -> dict:
     return {k: v for k, v in fields.items() if (v != "" and v != {} and v != []) or k not in _OPTIONAL}
 
 
+def result_from_fields(data: dict) -> Result:
+    """The result whose fields are ``data`` (:func:`result_fields`' inverse: its messages read back)."""
+    return Result(**_read_said(data))
+
+
 def _read_said(data: dict) -> dict:
-    """The messages of a result file's ``data`` read back (:func:`result_fields`' inverse)."""
+    """The messages of a result file's ``data`` read back."""
     out = dict(data)
     for k in ("warnings", "reasons"):
         if isinstance(out.get(k), list):
@@ -86,7 +91,7 @@ def read_result(path: pathlib.Path) -> Result:
         raise ValueError(f"{path}: not a result file")
     names = {f.name for f in dataclasses.fields(Result)}
     try:
-        return Result(**_read_said({k: v for k, v in data.items() if k in names}))
+        return result_from_fields({k: v for k, v in data.items() if k in names})
     except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"{path}: not a result file ({exc})") from None
 
