@@ -35,13 +35,17 @@ from typing import Any
 import nbformat
 
 from . import releases
-from .wording import Said, say
+from .wording import Message, Said, say
 
 MAX_BYTES = 200 * 1024 * 1024  # a file larger than this is not read at all
 
 
 class Ungradeable(ValueError):
-    """The file cannot be graded; ``str(err)`` is the reason for the grades table."""
+    """The file cannot be graded; ``err.args[0]`` is the reason (a message, or a plain string), ``str(err)`` its
+    English for the grades table."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def _source(cell: dict) -> str:
@@ -147,16 +151,16 @@ def file_kind(data: bytes, name: str = "") -> str:
     return f"{suffix.group(0).lower()} file" if suffix else "file without an extension"
 
 
-def not_a_notebook(kind: str, data: bytes = b"") -> str:
+def not_a_notebook(kind: str, data: bytes = b"") -> Message:
     """The zero's reason for a file of ``kind`` (:func:`file_kind`, not :data:`NOTEBOOK`): "not a notebook (PDF): …"."""
     magic = _magic(data)
     if kind == EMPTY:
-        what = "the file is empty" + (" (only blank space)" if data else "")
+        what = say("empty file, blank" if data else "empty file")
     elif magic:
-        what = f"this is {magic[2]}, not a .ipynb file (was the wrong file uploaded?)"
+        what = say("wrong file", magic=magic[2])
     else:
-        what = "upload the chapter's .ipynb file (Colab: File > Download > Download .ipynb)"
-    return f"not a notebook ({kind}): {what}"
+        what = say("upload the notebook")
+    return say("not a notebook", kind=kind, what=what)
 
 
 def parse(data: bytes | str) -> tuple[list[dict], dict, list[Said]]:
@@ -170,9 +174,9 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[Said]]:
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise Ungradeable("not a notebook: the file is not UTF-8 text") from None
+            raise Ungradeable(say("no notebook", why=say("not UTF-8"))) from None
     if not data.strip():
-        raise Ungradeable("not a notebook: the file is empty" + ("" if not data else " (only blank space)"))
+        raise Ungradeable(say("no notebook", why=say("empty file, blank" if data else "empty file")))
     try:
         nb = json.loads(data)
     except (json.JSONDecodeError, RecursionError) as exc:
@@ -186,17 +190,17 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[Said]]:
     warnings: list[Said] = []
     cells: Any
     if not isinstance(nb, dict):
-        raise Ungradeable("not a notebook: the JSON is not an object with cells")
+        raise Ungradeable(say("no notebook", why=say("not an object with cells")))
     if "cells" not in nb and isinstance(nb.get("worksheets"), list):  # nbformat 3
         cells = [c for ws in nb["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", [])]
         warnings.append(say("old nbformat 3"))
     else:
         cells = nb.get("cells")
     if not isinstance(cells, list):
-        raise Ungradeable("not a notebook: it has no list of cells")
+        raise Ungradeable(say("no notebook", why=say("no list of cells")))
     cells = [c for c in cells if isinstance(c, dict)]
     if not cells:
-        raise Ungradeable("not a notebook: it has no cells")
+        raise Ungradeable(say("no notebook", why=say("no cells")))
     meta = nb.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     minor = nb.get("nbformat_minor")

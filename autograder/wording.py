@@ -6,8 +6,8 @@ The words themselves are in catalogues, one JSON file of ``key -> template`` per
 translator edits without reading Python (:func:`catalogue`): ``autograder/locale/en/grader.json`` and
 ``autograder/locale/zh/grader.json`` hold the grader's own table (short keys, ``"wrong shape"``);
 ``autograder/locale/zh/chNN_<name>.json`` a chapter's Chinese, keyed by its English (gettext's msgid: a check's
-docstring on one line, a ``requires=``, a ``what``, a hint). ``tests/test_catalogues.py`` holds every key to every
-edition, with the same fields.
+docstring on one line, a ``requires=``, a ``what``, a hint). ``tests/test_wording.py`` holds every key of the
+grader's table to every edition, with the same fields; ``tests/test_catalogues.py`` every message of a chapter.
 
 A message crosses processes and files as data (:meth:`Message.to_json`, :func:`to_data` / :func:`from_data`), never
 as English to be read back. Student side: no import of the grading machinery (the checks build messages in the

@@ -877,7 +877,7 @@ def test_every_file_of_a_download_is_counted_by_what_it_is(tmp_path):
     assert collect.describe(files) == (
         "7 files from 6 students: 3 notebooks, 1 PDF, 1 zip archive, 1 empty file, 1 .py file"
     )
-    assert canonical.not_a_notebook("PDF", b"%PDF-1.4").startswith("not a notebook (PDF): this is a PDF")
+    assert str(canonical.not_a_notebook("PDF", b"%PDF-1.4")).startswith("not a notebook (PDF): this is a PDF")
 
 
 def _zip(path: pathlib.Path, entries) -> pathlib.Path:

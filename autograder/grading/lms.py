@@ -108,7 +108,6 @@ def _claims(file: str) -> str:
     return (m.group(1) or m.group(2)) if m else ""
 
 
-NOT_A_NOTEBOOK = "not a notebook ("  # starts the reason of a file that is no notebook at all (canonical.not_a_notebook)
 _REUPLOAD = re.compile(r"-(\d+)\.\w+$")  # Canvas: a re-upload of the same file name gets -1, -2 ...
 _COUNTER = re.compile(r" \((\d+)\)(?=\.\w+$|$)")  # Moodle's file picker: a second "x.ipynb" becomes "x (1).ipynb"
 
@@ -150,7 +149,7 @@ def newer(a, b) -> bool | None:
 def fits(row) -> bool:
     """Whether a row can stand for its student in the LMS: a notebook of the assignment's chapter (gradeable or
     not), not another chapter's notebook or a file that is no notebook."""
-    return not (other_chapter(row) or str(row.reason).startswith(NOT_A_NOTEBOOK))
+    return not (other_chapter(row) or any(isinstance(r, Message) and r.key == "not a notebook" for r in _reasons(row)))
 
 
 def other_chapter(row_or_reason) -> str:
