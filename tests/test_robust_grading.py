@@ -462,7 +462,7 @@ def test_variants_grade_as_expected(chapter, tmp_path):
         else:
             assert all(row.scores[n] <= full[n] for n in full) and (row.reason or row.warnings), explain
         if var.reason:
-            assert var.reason in row.reason + " ".join(row.warnings), explain
+            assert var.reason in row.reason + " ".join(map(str, row.warnings)), explain
         if var.kind == "hostile":
             assert all(row.scores[n] <= full[n] for n in full)
         if row.status != "error":
