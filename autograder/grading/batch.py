@@ -199,7 +199,7 @@ def _log_row(sub: Submission, max_score: float, progress: str = "") -> None:
     if sub.same_as:
         logger.info(f"      identical code to {sub.same_as} (graded once for both)")
         return
-    for part in (p for p in str(result.reason).split("; ") if p):
+    for part in (p for p in result.reason.split("; ") if p):
         logger.info(
             textwrap.fill(
                 part,
