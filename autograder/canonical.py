@@ -35,13 +35,17 @@ from typing import Any
 import nbformat
 
 from . import releases
-from .wording import say
+from .wording import Message, Said, say
 
 MAX_BYTES = 200 * 1024 * 1024  # a file larger than this is not read at all
 
 
 class Ungradeable(ValueError):
-    """The file cannot be graded; ``str(err)`` is the reason for the grades table."""
+    """The file cannot be graded; ``err.args[0]`` is the reason (a message, or a plain string), ``str(err)`` its
+    English for the grades table."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def _source(cell: dict) -> str:
@@ -147,19 +151,19 @@ def file_kind(data: bytes, name: str = "") -> str:
     return f"{suffix.group(0).lower()} file" if suffix else "file without an extension"
 
 
-def not_a_notebook(kind: str, data: bytes = b"") -> str:
+def not_a_notebook(kind: str, data: bytes = b"") -> Message:
     """The zero's reason for a file of ``kind`` (:func:`file_kind`, not :data:`NOTEBOOK`): "not a notebook (PDF): …"."""
     magic = _magic(data)
     if kind == EMPTY:
-        what = "the file is empty" + (" (only blank space)" if data else "")
+        what = say("empty file, blank" if data else "empty file")
     elif magic:
-        what = f"this is {magic[2]}, not a .ipynb file (was the wrong file uploaded?)"
+        what = say("wrong file", magic=magic[2])
     else:
-        what = "upload the chapter's .ipynb file (Colab: File > Download > Download .ipynb)"
-    return f"not a notebook ({kind}): {what}"
+        what = say("upload the notebook")
+    return say("not a notebook", kind=kind, what=what)
 
 
-def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
+def parse(data: bytes | str) -> tuple[list[dict], dict, list[Said]]:
     """(cells, notebook metadata, warnings) from raw file contents, for any nbformat 3/4 shape."""
     if isinstance(data, bytes):
         kind = file_kind(data)
@@ -170,9 +174,9 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise Ungradeable("not a notebook: the file is not UTF-8 text") from None
+            raise Ungradeable(say("no notebook", why=say("not UTF-8"))) from None
     if not data.strip():
-        raise Ungradeable("not a notebook: the file is empty" + ("" if not data else " (only blank space)"))
+        raise Ungradeable(say("no notebook", why=say("empty file, blank" if data else "empty file")))
     try:
         nb = json.loads(data)
     except (json.JSONDecodeError, RecursionError) as exc:
@@ -183,20 +187,20 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[str]]:
             else "nested too deeply"
         )
         raise Ungradeable(f"not a readable notebook: not valid JSON ({where}) — was the download cut short?") from None
-    warnings: list[str] = []
+    warnings: list[Said] = []
     cells: Any
     if not isinstance(nb, dict):
-        raise Ungradeable("not a notebook: the JSON is not an object with cells")
+        raise Ungradeable(say("no notebook", why=say("not an object with cells")))
     if "cells" not in nb and isinstance(nb.get("worksheets"), list):  # nbformat 3
         cells = [c for ws in nb["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", [])]
         warnings.append(say("old nbformat 3"))
     else:
         cells = nb.get("cells")
     if not isinstance(cells, list):
-        raise Ungradeable("not a notebook: it has no list of cells")
+        raise Ungradeable(say("no notebook", why=say("no list of cells")))
     cells = [c for c in cells if isinstance(c, dict)]
     if not cells:
-        raise Ungradeable("not a notebook: it has no cells")
+        raise Ungradeable(say("no notebook", why=say("no cells")))
     meta = nb.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     minor = nb.get("nbformat_minor")
@@ -264,7 +268,7 @@ def edition_of(data: bytes | str, chapter: str) -> str:
 
 def canonicalise(
     data: bytes | str, release: nbformat.NotebookNode, history: Mapping[str, Collection[str]] | None = None
-) -> tuple[nbformat.NotebookNode, list[str]]:
+) -> tuple[nbformat.NotebookNode, list[Said]]:
     """(notebook to grade, warnings). Raises :class:`Ungradeable` for a file that is not a notebook.
 
     ``history``: test grade id -> digests (:func:`test_digest`) of the versions of that test cell that earlier
@@ -406,7 +410,7 @@ def canonicalise(
             c.outputs, c.execution_count = [], None
 
     # 5. warnings, one short line per kind of repair
-    # the texts are wording.TEXT's "repair: <kind>", in this order
+    # the messages are the catalogue's "repair: <kind>", in this order
     repairs = ["stripped", "altered", "matched by content", "matched by position", "type changed", "split", "missing"]
     repairs += ["test edited", "test not code", "test duplicated", "test deleted"]
     for key in repairs:

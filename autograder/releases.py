@@ -97,13 +97,24 @@ def points_text(points: float, edition: str = "en") -> str:
     return f"{points:g} point" + ("" if points == 1 else "s")
 
 
-def test_source(name: str, points: int) -> str:
+def test_source(name: str, points: int, edition: str = "en") -> str:
     """The source of exercise ``name``'s test cell in the instructor notebook: the visible checks, then the hidden
-    ones in nbgrader's hidden region (the release notebook shows the first part; feedback pages show it too)."""
+    ones in nbgrader's hidden region (the release notebook shows the first part; feedback pages show it too). In
+    the Chinese edition (``edition="zh"``) its comment is Chinese and the checks print Chinese
+    (``EXERCISES.run(..., edition="zh")``)."""
+    from .wording import Message
+
+    comment = Message("check cell comment", name=name, points=points_text(points, edition)).render(edition)
+    more = "" if edition == "en" else f', edition="{edition}"'
     return (
-        f"# Checks for `{name}` ({points_text(points)}). A failure says what was expected and what you gave.\n"
-        f'EXERCISES.run("{name}", {name})\n'
+        f"{comment}\n"
+        f'EXERCISES.run("{name}", {name}{more})\n'
         f"### BEGIN HIDDEN TESTS\n"
-        f'EXERCISES.run("{name}", {name}, hidden=True)\n'
+        f'EXERCISES.run("{name}", {name}, hidden=True{more})\n'
         f"### END HIDDEN TESTS"
     )
+
+
+def released_test_source(name: str, points: int, edition: str = "en") -> str:
+    """Exercise ``name``'s test cell as the release notebook of ``edition`` has it (the hidden region removed)."""
+    return test_source(name, points, edition).split("### BEGIN HIDDEN TESTS")[0].rstrip("\n")

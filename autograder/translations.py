@@ -160,14 +160,20 @@ def translate_notebook(release, chapter: str):
     cells = notebook_translation(chapter)
     if cells is None:
         raise ValueError(f"{chapter} has no Chinese notebook text ({ZH_TEMPLATES / (chapter + '.md')})")
-    from .releases import checks_module
+    from .releases import checks_module, released_test_source
     from .requirements import points_problems, requirements_markdown
 
     nb = copy.deepcopy(release)
     exercises = checks_module(chapter).EXERCISES
+    names = {ex.name for ex in exercises}
     for c in nb.cells:  # generated from the checks' requires= and the catalogue, not translated by hand
         if "requirements" in c.metadata:
             c.source = requirements_markdown(exercises[c.metadata["requirements"]], "zh")
+        grade_id = str(c.metadata.get("nbgrader", {}).get("grade_id", ""))
+        if c.cell_type == "code" and grade_id.removeprefix("test_") in names and grade_id.startswith("test_"):
+            # the check cells print Chinese (EXERCISES.run(..., edition="zh")), their comment Chinese too
+            ex = exercises[grade_id.removeprefix("test_")]
+            c.source = released_test_source(ex.name, ex.points, "zh")
     md = _translated_cells(nb)
     if len(md) != len(cells):
         raise ValueError(f"{chapter}: {len(md)} markdown cells in English, {len(cells)} in the Chinese notebook text")

@@ -1,22 +1,17 @@
-"""The grader's own words, in each edition of the course: one table, :data:`TEXT`, English and Chinese side by side.
+"""The grader's words as data: a message is a key and its fields (:class:`Message`), rendered in the reader's
+edition ("en" or "zh") at the moment it is shown — the notebook's own check output, the feedback page, Gradescope's
+tests, the CSV and LMS import.
 
-The English column is what the grader writes — the checks' messages (``checks/compare.py``, ``checks/exercises.py``,
-``checks/limits.py``, ``checks/trace.py``), the reasons and warnings of a graded run (``grading/reasons.py``,
-``grading/scoring.py``, ``grading/collect.py``, ``canonical.py``), the feedback page's own text
-(``grading/feedback.py``) and Gradescope's tests (``gradescope/results_json.py``, which writes them in the edition
-submitted with :func:`text`) — through :func:`say`; it is written nowhere else. The Chinese column is what a
-submission of the Chinese edition
-(``notebooks/zh/``) reads on its feedback page: :func:`to_chinese` reads an English message back through the
-templates (a template's ``{field}`` matches any text), and writes each line again in Chinese, the fields translated in
-turn (:data:`VERBATIM` fields — values, shapes, names, Python's own error text — are kept as they are).
+The words themselves are in catalogues, one JSON file of ``key -> template`` per edition and part, that a
+translator edits without reading Python (:func:`catalogue`): ``autograder/locale/en/grader.json`` and
+``autograder/locale/zh/grader.json`` hold the grader's own table (short keys, ``"wrong shape"``);
+``autograder/locale/zh/chNN_<name>.json`` a chapter's Chinese, keyed by its English (gettext's msgid: a check's
+docstring on one line, a ``requires=``, a ``what``, a hint). ``tests/test_wording.py`` holds every key of the
+grader's table to every edition, with the same fields; ``tests/test_catalogues.py`` every message of a chapter.
 
-A chapter's own words (its checks' labels, the ``what`` of its comparisons, its hints) are in the chapter's module of
-translations, ``ZH = {English: Chinese}`` in ``autograder/zh/chNN_<name>.py`` (:func:`phrases`), beside its check
-module ``autograder/chNN_<name>.py``; :func:`to_chinese` takes them as ``phrases``.
-What has no Chinese yet stays English, and :func:`to_chinese` says so (its second value), so that the page can say it
-once.
-
-Student side: no import of the grading machinery (the checks use :func:`say` in the student's kernel).
+A message crosses processes and files as data (:meth:`Message.to_json`, :func:`to_data` / :func:`from_data`), never
+as English to be read back. Student side: no import of the grading machinery (the checks build messages in the
+student's kernel).
 """
 
 from __future__ import annotations
@@ -24,12 +19,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
-from collections.abc import Mapping
+import string
+import textwrap
+from collections.abc import Iterable
 from importlib import resources
+from typing import Any
 
 EN, ZH = "en", "zh"
 EDITIONS = (EN, ZH)
+
+# Keys of layout, not words (no catalogue holds them): several messages one a line, a message indented.
+LINES, INDENTED = "\0lines", "\0indented"
 
 
 @functools.cache
@@ -49,15 +49,22 @@ def catalogue(edition: str) -> dict[str, str]:
     return found
 
 
-@dataclasses.dataclass(frozen=True, init=False)
+def fields_of(template: str) -> set[str]:
+    """The ``{fields}`` a template names."""
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+@dataclasses.dataclass(frozen=True, init=False, eq=False)
 class Message:
     """A message of the grader: a key and its fields, rendered in an edition only where it is shown
     (:meth:`render`; ``str(message)`` is the English).
 
     ``key``: a key of the English catalogue (the grader's own words, ``"wrong shape"``), or else the English
-    template itself (a chapter's words, ``"{what}: weights"``). ``fields``: values put in the template's ``{braces}``
-    — a field that is itself a :class:`Message` (or a list or tuple of them, joined) is rendered in the same edition;
-    any other value (a number, a shape, a name, Python's own error text) is shown as ``str(value)``.
+    template itself (a chapter's words, ``"{what}: weights"``; a plain string a chapter passes is such a key,
+    :func:`as_message`). ``fields``: values put in the template's ``{braces}`` — a field that is itself a
+    :class:`Message` (or a list or tuple of them, joined) is rendered in the same edition; any other value (a
+    number, a shape, a name, Python's own error text) is shown as ``str(value)``. A key with no fields is shown as
+    it is (its braces, if any, are text).
 
     Raises ``KeyError`` when rendered with a field the template names but the message lacks."""
 
@@ -71,11 +78,23 @@ class Message:
     def render(self, edition: str = EN) -> str:
         """This message in ``edition``: its template there (the English where the catalogue has none), its
         fields rendered in turn."""
+        done = {name: _render(value, edition) for name, value in self.fields}
+        if self.key == LINES:
+            return "\n".join(done[f"l{i}"] for i in range(len(done)))
+        if self.key == INDENTED:
+            return textwrap.indent(done["text"], done["by"])
         template = catalogue(edition).get(self.key) or catalogue(EN).get(self.key, self.key)
-        return template.format(**{name: _render(value, edition) for name, value in self.fields})
+        return template.format(**done) if self.fields else template
 
     def __str__(self) -> str:
         return self.render(EN)
+
+    def __eq__(self, other: object) -> bool:
+        """The same key and fields, as data (a message read back from JSON equals the one written)."""
+        return isinstance(other, Message) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_json(), sort_keys=True))
 
     def to_json(self) -> dict:
         """A plain dict (``{"key": …, "fields": {…}}``) that :meth:`from_json` reads back, for crossing processes."""
@@ -84,6 +103,16 @@ class Message:
     @classmethod
     def from_json(cls, data: dict) -> Message:
         return cls(data["key"], **{name: _from_json(value) for name, value in data["fields"].items()})
+
+    def get(self, name: str, default: object = None) -> object:
+        """The value of field ``name`` (``default`` when the message has none)."""
+        return dict(self.fields).get(name, default)
+
+    def lines(self) -> list[Message]:
+        """The lines this message is made of (:func:`lines`), else itself alone."""
+        if self.key == LINES:
+            return [value for _, value in self.fields if isinstance(value, Message)]
+        return [self]
 
 
 def _render(value: object, edition: str) -> str:
@@ -110,204 +139,59 @@ def _from_json(value: object) -> object:
     return value
 
 
-def render(text: str | Message, edition: str = EN) -> str:
+Said = str | Message  # what the grader says: a message, or a plain string (Python's, a file's, a name)
+
+
+def as_message(text: Said) -> Message:
+    """``text`` as a message: a message as it is, a plain string as the key of one (a chapter's English, its
+    translation looked up in the catalogues)."""
+    return text if isinstance(text, Message) else Message(text)
+
+
+def verbatim(text: object) -> Message:
+    """A message that shows ``text`` as it is in every edition (a value, a tensor's repr, Python's error text)."""
+    return Message("{text}", text=str(text))
+
+
+def lines(*parts: Said | None) -> Message:
+    """One message of several, one a line (``None`` parts left out; each part's own lines kept)."""
+    flat = [line for part in parts if part is not None for line in as_message(part).lines()]
+    return Message(LINES, **{f"l{i}": line for i, line in enumerate(flat)})
+
+
+def indented(text: Said, by: str = "    ") -> Message:
+    """``text`` with every line of it, as rendered, indented by ``by``."""
+    return Message(INDENTED, text=as_message(text), by=by)
+
+
+def render(text: Said, edition: str = EN) -> str:
     """``text`` in ``edition``: a :class:`Message` rendered, a plain string (already words) as it is."""
     return text.render(edition) if isinstance(text, Message) else text
 
 
-# key -> (English, Chinese), from the catalogues (what to_chinese still reads, until it goes).
-TEXT: dict[str, tuple[str, str]] = {key: (en, catalogue(ZH)[key]) for key, en in catalogue(EN).items()}
-
-# Fields whose text is kept as it is: values, names, numbers, Python's own error text.
-VERBATIM = frozenset(
-    {"name", "shape", "got", "dtype", "type", "value", "worst", "atol", "k", "n", "row", "seconds", "error", "ename"}
-    | {"own", "why", "limit", "memory", "total", "max", "mark", "top", "line", "source", "made_by", "op", "i", "p"}
-    | {"event", "names", "minor", "size", "kernel", "ours", "keys", "file", "stem", "want", "m"}
-    | {"test", "how", "switch", "mb", "after"}
-)
-
-# Fields that hold a list ("a, b and 2 more"): each item translated on its own.
-LIST_FIELDS = frozenset({"inputs"})
-
-# The ends of a VERBATIM field that are the grader's words: " (your line N: …)" after an exception's text.
-SUFFIXES = ("your line", "your line number")
+def to_data(text: Said) -> Any:
+    """``text`` for a JSON file or another process: a message as :meth:`Message.to_json`, a string as it is."""
+    return text.to_json() if isinstance(text, Message) else text
 
 
-# Fields that hold one of a few of the table's texts (read back as one of them, not as any text).
-FIELD_TEXTS = {
-    "where": ("after the setup", "after the answer"),
-    "happened": ("exited", "timed out", "out of memory", "raised error", "raised bare"),
-}
+def from_data(data: Any) -> Said:
+    """What :func:`to_data` wrote, read back."""
+    if isinstance(data, dict) and "key" in data and "fields" in data:
+        return Message.from_json(data)
+    return data if isinstance(data, str) else str(data)
 
 
-# Fields of a narrower form than any text.
-FIELD_PATTERNS = {"limit": ".*?", "memory": ".*?", "dtype": r"[\w.]+", "i": r"[^\s']+", "p": r"\S+", "n": r"\d+"}
-FIELD_PATTERNS |= {"source": r"(?: \(.*\))?", "made_by": r"[\w.]+", "op": r"\w+", "m": r"\d+|\?", "stem": r"\w+"}
-FIELD_PATTERNS |= {"want": r"\w+"}
+def join(parts: Iterable[Said], sep: str = "; ") -> Message:
+    """Several messages said as one, joined by ``sep`` (the same in every edition)."""
+    items = [as_message(p) if isinstance(p, Message) else verbatim(p) for p in parts]
+    return Message(sep.join(f"{{p{i}}}" for i in range(len(items))), **{f"p{i}": m for i, m in enumerate(items)})
 
 
-def say(key: str, **fields: object) -> str:
-    """The grader's English text ``key``, with ``fields``."""
-    return Message(key, **fields).render(EN)
+def say(key: str, **fields: object) -> Message:
+    """The grader's message ``key`` (a key of ``locale/en/grader.json``), with ``fields``."""
+    return Message(key, **fields)
 
 
 def text(key: str, edition: str = EN, **fields: object) -> str:
-    """Text ``key`` in ``edition`` ("en" or "zh"), with ``fields``."""
+    """The grader's message ``key`` in ``edition``, with ``fields``, rendered now."""
     return Message(key, **fields).render(edition)
-
-
-def phrases(chapter: str) -> dict[str, str]:
-    """The chapter's own words in Chinese (its catalogue ``autograder/locale/zh/<chapter>.json``; empty for a name
-    that is not a chapter's)."""
-    if not chapter.isidentifier():
-        return {}
-    entry = resources.files("autograder").joinpath("locale").joinpath(ZH).joinpath(f"{chapter}.json")
-    return json.loads(entry.read_text(encoding="utf-8")) if entry.is_file() else {}
-
-
-_FIELD = re.compile(r"\{(\w+)\}")
-
-
-def _regex(english: str, named: bool = True) -> str:
-    """An English template as a regular expression: each field any text (or one of :data:`FIELD_TEXTS`), named
-    groups when ``named``."""
-    parts, seen = [], set()
-    for i, piece in enumerate(_FIELD.split(english)):
-        if i % 2 == 0:
-            parts.append(re.escape(piece))
-            continue
-        if piece in FIELD_TEXTS:
-            body = "|".join(f"(?:{_regex(TEXT[k][0], named=False)})" for k in FIELD_TEXTS[piece])
-        else:
-            body = FIELD_PATTERNS.get(piece, ".+?")
-        if not named:
-            parts.append(f"(?:{body})")
-        elif piece in seen:
-            parts.append(f"(?P={piece})")
-        else:
-            seen.add(piece)
-            parts.append(f"(?P<{piece}>{body})")
-    return "".join(parts)
-
-
-@functools.cache
-def _templates() -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
-    """(the English template as a regex, its Chinese, its fields) for every template with fields, the most literal
-    text first (so that the most specific template wins)."""
-    found = [(english, chinese) for english, chinese in TEXT.values() if _FIELD.search(english)]
-    found.sort(key=lambda pair: -len(_FIELD.sub("", pair[0])))
-    return [
-        (re.compile(_regex(english)), chinese, tuple(dict.fromkeys(_FIELD.findall(english))))
-        for english, chinese in found
-    ]
-
-
-_WORD = re.compile(r"[A-Za-z]{2,}")
-_CODE_WORDS = {"True", "False", "None", "NaN", "nan", "inf", "dtype", "torch", "tensor", "Tensor", "GPU", "CPU"}
-_CODE_WORDS |= {"logits", "lse", "ell", "dq", "dk", "dv", "idx"}  # the course's names that read as words
-_CALL = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])?\(.*\)(?:\.\w+)?")
-
-
-def _is_code(text: str) -> bool:
-    """Whether ``text`` reads as code or values, not English prose: a call (``generate(model, idx, 7)``), or no word
-    of two letters or more outside identifiers with digits, underscores, dots or brackets."""
-    if _CALL.fullmatch(text.strip()):
-        return True
-    for token in re.split(r"[\s,;]+", text):
-        bare = token.strip("()[]{}:.'\"")
-        if _WORD.fullmatch(bare) and bare not in _CODE_WORDS and not (len(bare) <= 3 and token != bare):
-            return False
-    return True
-
-
-@functools.lru_cache(maxsize=64)
-def _phrase_templates(items: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
-    """A chapter's phrases with fields (``"DecoderLayer ({kind}) output"``) as templates, the most literal first;
-    their fields (values, shapes, names: no ": " in them) are kept as they are, or translated where a field is
-    itself a phrase."""
-    found = sorted((pair for pair in items if _FIELD.search(pair[0])), key=lambda pair: -len(_FIELD.sub("", pair[0])))
-    out = []
-    for english, chinese in found:
-        body, seen = "", set()
-        for i, piece in enumerate(_FIELD.split(english)):
-            body += (
-                re.escape(piece) if i % 2 == 0 else f"(?P={piece})" if piece in seen else f"(?P<{piece}>(?:(?!: ).)+?)"
-            )
-            seen.add(piece)
-        out.append((re.compile(body), chinese, tuple(dict.fromkeys(_FIELD.findall(english)))))
-    return out
-
-
-_SENTENCE = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<! al\.)(?<=[.!?]) (?=[A-Za-z`(])")  # not after "e.g."
-
-
-def to_chinese(message: str, phrases: Mapping[str, str] = {}) -> tuple[str, bool]:
-    """``message`` (the grader's English, one line or several) in Chinese, and whether all of it was translated.
-
-    Each line on its own, its indentation kept: a line that is one of ``phrases`` (a chapter's ``ZH``) or of the
-    table's texts without fields becomes its Chinese; else the first template of :data:`TEXT` that matches it
-    gives the Chinese, its fields translated in turn (:data:`VERBATIM` ones kept, but for the grader's own ends
-    of them, :data:`SUFFIXES`); else a phrase with fields (kept as they are); a line ``head: rest`` whose head is
-    code or translates is translated in two parts, and a line of several sentences sentence by sentence; code and
-    values stay as they are; a line of English prose found nowhere stays English (and the second value is False)."""
-    fixed = {english: chinese for english, chinese in TEXT.values() if not _FIELD.search(english)}
-    own = _phrase_templates(frozenset(phrases.items()))
-    suffixes = [(re.compile(" " + _regex(TEXT[k][0]) + "$"), TEXT[k][1]) for k in SUFFIXES]
-
-    def verbatim(value: str) -> str:
-        if value in fixed:
-            return fixed[value]
-        for pattern, chinese in suffixes:
-            m = pattern.search(value)
-            if m:
-                return value[: m.start()] + chinese.format(**m.groupdict())
-        return value
-
-    def field(name: str, value: str, depth: int) -> tuple[str, bool]:
-        if name in VERBATIM:
-            return verbatim(value), True
-        if name in LIST_FIELDS:
-            done = [one(item, depth + 1) for item in value.split(", ")]
-            return "、".join(d[0] for d in done), all(d[1] for d in done)
-        return one(value, depth + 1)
-
-    def one(line: str, depth: int = 0) -> tuple[str, bool]:
-        """``line`` in Chinese, and whether all of it was."""
-        if not line.strip():
-            return line, True
-        if line in phrases:
-            return phrases[line], True
-        if line in fixed:
-            return fixed[line], True
-        if depth < 6:
-            for pattern, chinese, fields in _templates():
-                m = pattern.fullmatch(line)
-                if m:
-                    done = {f: field(f, m[f], depth) for f in fields}
-                    return chinese.format(**{f: d[0] for f, d in done.items()}), all(d[1] for d in done.values())
-            for pattern, chinese, fields in own:
-                m = pattern.fullmatch(line)
-                if m:  # a field that reads back whole (a phrase, a template's text) is translated, else kept
-                    done = {f: one(m[f], depth + 1) for f in fields}
-                    return chinese.format(**{f: d[0] if d[1] else m[f] for f, d in done.items()}), True
-            head, sep, rest = line.partition(": ")
-            if sep and rest:  # "scaled_dot_product_attention: weights", "top_k=3: the set of tokens ever sampled"
-                said = (head, True) if _is_code(head) else one(head, depth + 1)
-                if said[1]:
-                    told = one(rest, depth + 1)
-                    return f"{said[0]}：{told[0]}", told[1]
-            if line.rstrip(".") in phrases:
-                return phrases[line.rstrip(".")] + "。", True
-            sentences = _SENTENCE.split(line)
-            if len(sentences) > 1:
-                parts = [one(s, depth + 1) for s in sentences]
-                return "".join(p[0] for p in parts), all(p[1] for p in parts)
-        return line, _is_code(line)
-
-    lines, whole = [], True
-    for line in message.split("\n"):
-        body = line.lstrip(" ")
-        chinese, ok = one(body)
-        lines.append(line[: len(line) - len(body)] + chinese)
-        whole &= ok
-    return "\n".join(lines), whole

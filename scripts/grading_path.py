@@ -16,7 +16,8 @@ its module, :data:`STEP_OF_THREAD`). For each step it prints:
   back to a module it left (``batch -> report -> lms -> report -> batch``: 2).
 
 It ends with the modules entered by more than one step (there should be none). ``submission`` (the record every
-step reads and returns into) is set aside: listed, never an entry or a place on the path; so is the code a module
+step reads and returns into) and ``wording`` (the grader's messages, data every step that shows them renders in the
+reader's edition) are set aside: never an entry or a place on the path; so is the code a module
 runs when it is first imported (which step imports a module first is chance). The worker and the kernel
 run in processes of their own (the execute and judge steps inside them: ``worker.py``, ``guard.py``,
 ``judge.py``); this shows the batch's side. For maintainers; ``tests/test_grading.py`` holds the report step to
@@ -36,6 +37,8 @@ from types import CodeType, FrameType
 STEPS = ("chapter", "collect", "canonicalise", "execute", "judge", "feedback", "report")
 BATCH = "autograder.grading.batch"
 RECORD = "autograder.grading.submission"
+WORDS = "autograder.wording"  # the messages: data, as the record is
+ASIDE = (RECORD, WORDS)
 LINE = "line"  # batch.grade itself: the line, no step
 IMPORT = "import"  # a module's code run by its first import (which step imports it first is chance): not walked
 # the step of each of batch.py's functions (by qualified name); one not named is in its caller's step
@@ -108,11 +111,11 @@ class Watch:
             elif stack and stack[-1].frame is frame:
                 done = stack.pop()
                 if done.walked:
-                    caller = next((f for f in reversed(stack) if f.module != RECORD), None)
+                    caller = next((f for f in reversed(stack) if f.module not in ASIDE), None)
                     self.steps.setdefault(done.step, Step()).go(short(caller.module) if caller else "(thread)")
 
     def _call(self, stack: list[_Frame], frame: FrameType, module: str) -> None:
-        caller = next((f for f in reversed(stack) if f.module != RECORD), None)
+        caller = next((f for f in reversed(stack) if f.module not in ASIDE), None)
         code = frame.f_code
         if code.co_name == "<module>" or (caller is not None and caller.step == IMPORT):
             stack.append(_Frame(frame, module, IMPORT, False))  # an import's own code: no step walks it
@@ -129,8 +132,8 @@ class Watch:
         walked = False
         if into is not None:
             into.called.add(f"{short(module)}.{code.co_qualname}")
-        if module == RECORD:
-            if into is not None:
+        if module in ASIDE:
+            if into is not None and module == RECORD:
                 into.record = True
         elif into is not None and (caller.module != module if caller else module != BATCH):
             site = (step, caller.frame.f_code if caller else None, caller.frame.f_lineno if caller else 0, code)

@@ -149,7 +149,7 @@ def test_results_from_stored_course_results_fit_the_schema(path):
     written = json.loads(path.read_text())
     validate(written)
     grader = written["extra_data"]["course_grader"]
-    chapter, result = grader["chapter"], submission.Result(**grader["result"])
+    chapter, result = grader["chapter"], submission.result_from_fields(grader["result"])
     assert written["score"] == result.score == sum(ex.points for ex in notebooks.checks_module(chapter).EXERCISES)
     rebuilt = results_json.results_payload(result, chapter, output=written["output"])
     check_contract(rebuilt, result, chapter)
@@ -157,44 +157,40 @@ def test_results_from_stored_course_results_fit_the_schema(path):
 
 
 def _synthetic_results(chapter: str) -> dict[str, submission.Result]:
-    """Result files as the course grader writes them, for every kind of outcome, from the chapter's checks."""
+    """Result files as the course grader writes them, for every kind of outcome, from the chapter's checks: the
+    reasons and details are the grader's messages (read back from the file as it holds them)."""
+    from autograder.checks.exercises import failed_check, label
+    from autograder.grading.reasons import detail_reason, exercise_reason
+    from autograder.wording import Message, indented, lines, say
+
     exercises = list(notebooks.checks_module(chapter).EXERCISES)
     full = {ex.name: float(ex.points) for ex in exercises}
     first = exercises[0]
-    visible = results_json._label(first.visible[0])
-    details = [f"✘ {visible}\n    {first.name}: the output has the wrong values.\n      Hint: a hint"]
+    output = Message("{what}: output", what=first.name)
+    wrong = lines(say("wrong values", what=output), indented(say("hint", hint="a hint"), "  "))
+    details = [failed_check(first.visible[0], wrong)]
     if first.hidden:
-        details.append(f"✘ {results_json._label(first.hidden[0])}\n    {first.name}: differs (allowed: about 1e-05).")
+        details.append(failed_check(first.hidden[0], say("differs", what=first.name, worst="0.3", atol="1e-05")))
     untouched = [
-        f"{ex.name}: ✘ {results_json._label(ex.visible[0])} — {ex.name} raised NotImplementedError: "
-        "the exercise has not been filled in yet."
+        exercise_reason(
+            ex.name, say("failed check", check=label(ex.visible[0]), message=say("not filled in", what=ex.name))
+        )
         for ex in exercises
     ]
+    bug = [exercise_reason(first.name, detail_reason(details[0]))]
+    integrity = [say("integrity", violations="torch.allclose was replaced")]
+
+    def result(name: str, status: str, scores: dict, reasons: list, **more) -> submission.Result:
+        made = submission.Result(name, "0" * 64, name[0], status, "; ".join(map(str, reasons)), scores, **more)
+        made.reasons = reasons
+        return submission.result_from_fields(json.loads(json.dumps(submission.result_fields(made))))
+
     return {
-        "full": submission.Result("a.ipynb", "0" * 64, "a", "graded", "", full),
-        "bug": submission.Result(
-            "b.ipynb",
-            "1" * 64,
-            "b",
-            "graded",
-            f"{first.name}: ✘ {visible} — {first.name}: the output has the wrong values. Hint: a hint",
-            dict(full, **{first.name: 0.0}),
-            details={first.name: details},
-        ),
-        "untouched": submission.Result(
-            "c.ipynb", "2" * 64, "c", "graded", "; ".join(untouched), {ex.name: 0.0 for ex in exercises}
-        ),
-        "unreadable": submission.Result(
-            "d.ipynb", "3" * 64, "d", "error", "not a readable notebook: not valid JSON (Unterminated string)"
-        ),
-        "integrity": submission.Result(
-            "e.ipynb",
-            "4" * 64,
-            "e",
-            "integrity",
-            "integrity: torch.allclose was replaced",
-            {ex.name: 0.0 for ex in exercises},
-        ),
+        "full": result("a.ipynb", "graded", full, []),
+        "bug": result("b.ipynb", "graded", dict(full, **{first.name: 0.0}), bug, details={first.name: details}),
+        "untouched": result("c.ipynb", "graded", {ex.name: 0.0 for ex in exercises}, untouched),
+        "unreadable": result("d.ipynb", "error", {}, ["not a readable notebook: not valid JSON (Unterminated string)"]),
+        "integrity": result("e.ipynb", "integrity", {ex.name: 0.0 for ex in exercises}, integrity),
     }
 
 
@@ -217,14 +213,14 @@ def test_results_of_every_kind_fit_the_schema(chapter):
     first = next(iter(notebooks.checks_module(chapter).EXERCISES))
     for visibility in ("after_published", "visible"):
         bug = made["bug", visibility]
-        assert "the output has the wrong values" in bug["tests"][0]["output"]
+        assert ": output has the wrong values" in bug["tests"][0]["output"]
         if first.hidden:
             assert bug["tests"][1]["status"] == "failed" and "allowed: about 1e-05" in bug["tests"][1]["output"]
             in_scored = "allowed: about 1e-05" in bug["tests"][0]["output"]
             assert in_scored == (visibility == "visible")
     if first.hidden:
         hidden = made["bug", "after_published"]
-        assert "allowed: about 1e-05" not in hidden["output"] and "the output has the wrong values" in hidden["output"]
+        assert "allowed: about 1e-05" not in hidden["output"] and ": output has the wrong values" in hidden["output"]
         assert "once the grades are published" in hidden["tests"][0]["output"]
     assert "Unterminated string" in made["unreadable", "visible"]["output"]
 

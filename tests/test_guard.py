@@ -160,7 +160,7 @@ def test_the_worker_keeps_a_bounded_number_of_record_bytes_and_says_how_many_it_
     assert sum(len(d) for _, d in server._got) <= channel.MAX_TOTAL_BYTES
     scored = scoring.score({"causal_mask": 2}, kept + [{"type": "armed"}], forged, [], overflow=server.overflow)
     assert scored.status == "integrity" and scored.scores == {"causal_mask": 0.0}
-    assert "3 record(s) dropped" in scored.reasons[0], scored.reasons
+    assert "3 record(s) dropped" in str(scored.reasons[0]), scored.reasons
 
 
 def test_the_worker_reads_each_record_once_and_lets_its_line_go():

@@ -285,7 +285,7 @@ def test_a_chinese_moodle_download_through_the_grade_command(tmp_path):
     assert re.search(r"\[1 of 4 \(3 left, about \d+ s to go\)\]", console) and "[4 of 4 (0 left)]" in console
     unwrapped = re.sub(r"\n +", " ", console)
     stray = collect.other_chapter_reason("ch10_flash_attention", ch)
-    assert len(stray) > 120 and stray in unwrapped
+    assert len(str(stray)) > 120 and str(stray) in unwrapped
     assert all(len(line) <= 118 for line in console.splitlines() if line.startswith("      "))
 
     # the stray chapter's page speaks to the student, in the edition submitted; the instructor's command is theirs
@@ -297,7 +297,7 @@ def test_a_chinese_moodle_download_through_the_grade_command(tmp_path):
         assert says in text and "--chapter" not in text
         assert "Download the notebook again" not in text and "请重新下载笔记本" not in text, "no advice that misleads"
     assert "grade it with --chapter ch10_flash_attention" in attention
-    assert rows["Alan Turing_5002_assignsubmission_file_ch10_flash_attention.ipynb"]["reason"] == stray
+    assert rows["Alan Turing_5002_assignsubmission_file_ch10_flash_attention.ipynb"]["reason"] == str(stray)
 
 
 def test_a_zip_with_utf8_names_but_no_utf8_flag_keeps_the_students_id(tmp_path):

@@ -26,10 +26,11 @@ from solutions import ch10_flash_attention as sol10
 
 
 def _verdict(check, answer) -> tuple[str, str]:
-    """The kernel's outcome and message, after asserting that the worker's replay of the record agrees."""
+    """The kernel's outcome and message (its English), after asserting that the worker's replay of the record
+    agrees."""
     outcome, message, trace = record(check, answer)
     assert replay(check, trace) == (outcome, message)
-    return outcome, message
+    return outcome, str(message)
 
 
 def _mutant(chapter: str, name: str, solutions):

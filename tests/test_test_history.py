@@ -36,7 +36,7 @@ def _answered(test_source: str | None = None, *, strip: bool = False) -> nbforma
 
 
 def _edited(warnings: list[str]) -> list[str]:
-    return [w for w in warnings if "was edited" in w]
+    return [str(w) for w in warnings if "was edited" in str(w)]
 
 
 def test_the_release_notebook_changed_that_test_cell():

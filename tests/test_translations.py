@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import catalogue
-from autograder import canonical, notebooks, translations
+from autograder import canonical, notebooks, releases, translations
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -80,6 +80,12 @@ def test_a_changed_english_section_makes_its_chinese_page_stale(tmp_path, monkey
     assert "第一。" in zh.read_text()  # stamping keeps the translation
 
 
+def _test_of(cell) -> str:
+    """The exercise whose check cell ``cell`` is ("" for another cell)."""
+    grade_id = str(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
+    return grade_id.removeprefix("test_") if grade_id.startswith("test_") else ""
+
+
 @pytest.mark.parametrize("chapter", ZH_CHAPTERS)
 def test_chinese_notebook_has_the_english_code_ids_and_points(chapter):
     release = notebooks.build_release(chapter)
@@ -87,8 +93,12 @@ def test_chinese_notebook_has_the_english_code_ids_and_points(chapter):
     assert [(c.cell_type, c.get("id"), c.metadata.get("nbgrader")) for c in zh.cells] == [
         (c.cell_type, c.get("id"), c.metadata.get("nbgrader")) for c in release.cells
     ]
+    # the code as the English notebook's, but for the check cells: their comment Chinese, their output Chinese
+    points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
     assert [c.source for c in zh.cells if c.cell_type == "code"] == [
-        c.source for c in release.cells if c.cell_type == "code"
+        releases.released_test_source(ex, points[ex], "zh") if (ex := _test_of(c)) in points else c.source
+        for c in release.cells
+        if c.cell_type == "code"
     ]
     prose = "".join(c.source for c in zh.cells if c.cell_type == "markdown")
     assert sum("\u4e00" <= ch <= "\u9fff" for ch in prose) > len(prose) // 10, "the prose is Chinese"

@@ -11,24 +11,53 @@ from typing import Any
 
 import torch
 
-from ..wording import say
+from ..wording import EN, Message, Said, as_message, indented, lines, say, verbatim
 
 
 class CheckFailed(AssertionError):
-    """A check found a mistake. ``str(err)`` is written for the student."""
+    """A check found a mistake: :attr:`message`, the message for the student (a :class:`~autograder.wording.Message`,
+    whose first line is the headline and the others "expected: …", "you gave: …", "Hint: …"), rendered where it is
+    shown; ``str(err)`` is its English. A plain string given is a message's key (a chapter's English, its
+    translation in the chapter's catalogue). :attr:`edition` is the one the notebook shows it in (IPython's
+    :meth:`_render_traceback_`)."""
+
+    def __init__(self, message: Said, edition: str = EN) -> None:
+        self.message: Message = as_message(message)
+        self.edition = edition
+        super().__init__(str(self.message))
+
+    @property
+    def headline(self) -> Message:
+        """The message's first line (the failure's one-line account)."""
+        return self.message.lines()[0]
+
+    def render(self, edition: str = EN) -> str:
+        return self.message.render(edition)
 
     def _render_traceback_(self) -> list[str]:
         """IPython shows these lines instead of a traceback: the student sees the message, not the checks' frames."""
-        return [f"CheckFailed: {self}"]
+        return [f"CheckFailed: {self.render(self.edition)}"]
 
 
-def _fmt(t: Any, hidden: bool) -> str:
+def _fmt(t: Any, hidden: bool) -> Message:
     if hidden:
         return say("hidden value")
     if isinstance(t, torch.Tensor):
         with torch.no_grad():
-            return textwrap.indent(repr(t.detach().cpu()), "    ").lstrip()
-    return repr(t)
+            return verbatim(textwrap.indent(repr(t.detach().cpu()), "    ").lstrip())
+    return verbatim(repr(t))
+
+
+def _shown(expected: Any, got: Any, hidden: bool, by: str = "  ") -> list[Message]:
+    """The "expected: …" and "you gave: …" lines."""
+    return [
+        indented(say("expected", value=_fmt(expected, hidden)), by),
+        indented(say("you gave", value=_fmt(got, hidden)), by),
+    ]
+
+
+def _hint(hint: Said) -> Message | None:
+    return indented(say("hint", hint=as_message(hint)), "  ") if hint else None
 
 
 _as_subclass = torch.Tensor.as_subclass  # bound at import: a student's tensor subclass cannot override it
@@ -51,28 +80,27 @@ def rng(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def expect_true(cond: bool, message: str) -> None:
+def expect_true(cond: bool, message: Said) -> None:
     if not cond:
         raise CheckFailed(message)
 
 
-def expect_shape(what: str, got: Any, shape: tuple[int, ...]) -> None:
+def expect_shape(what: Said, got: Any, shape: tuple[int, ...]) -> None:
+    what = as_message(what)
     if not isinstance(got, torch.Tensor):
         raise CheckFailed(say("not a tensor", what=what, shape=tuple(shape), type=type(got).__name__))
     if tuple(got.shape) != tuple(shape):
         raise CheckFailed(say("wrong shape", what=what, shape=tuple(shape), got=tuple(got.shape)))
 
 
-def expect_equal(what: str, got: torch.Tensor, expected: torch.Tensor, *, hidden: bool = False) -> None:
+def expect_equal(what: Said, got: torch.Tensor, expected: torch.Tensor, *, hidden: bool = False) -> None:
     """Exact equality, with dtype and shape (for masks and integer outputs)."""
+    what = as_message(what)
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != expected.dtype:
         raise CheckFailed(say("wrong dtype", what=what, dtype=expected.dtype, got=got.dtype))
     if not torch.equal(got.cpu(), expected.cpu()):
-        raise CheckFailed(
-            say("wrong values", what=what)
-            + f"\n  {say('expected', value=_fmt(expected, hidden))}\n  {say('you gave', value=_fmt(got, hidden))}"
-        )
+        raise CheckFailed(lines(say("wrong values", what=what), *_shown(expected, got, hidden)))
 
 
 def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
@@ -85,34 +113,34 @@ def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     }.get(dtype, (1e-5, 1e-5))
 
 
-def expect_close(what: str, got: Any, expected: torch.Tensor, *, hidden: bool = False, hint: str = "") -> None:
+def expect_close(what: Said, got: Any, expected: torch.Tensor, *, hidden: bool = False, hint: Said = "") -> None:
     """Shape, dtype and values within the dtype's tolerance; the message gives the largest difference."""
+    what = as_message(what)
     expect_shape(what, got, tuple(expected.shape))
     if got.dtype != expected.dtype:
         raise CheckFailed(say("wrong dtype of inputs", what=what, dtype=expected.dtype, got=got.dtype))
     got_c, exp_c = got.detach().cpu(), expected.detach().cpu()
     if not torch.isfinite(got_c).all() and torch.isfinite(exp_c).all():
         raise CheckFailed(
-            say("not finite", what=what)
-            + (f"\n  {say('you gave', value=_fmt(got_c, hidden))}" if not hidden else "")
-            + (f"\n  {say('hint', hint=hint)}" if hint else "")
+            lines(
+                say("not finite", what=what),
+                None if hidden else indented(say("you gave", value=_fmt(got_c, hidden)), "  "),
+                _hint(hint),
+            )
         )
     rtol, atol = default_tolerance(expected.dtype)
     if not torch.allclose(got_c, exp_c, rtol=rtol, atol=atol):
         diff = (got_c - exp_c).abs()
         worst = diff.max().item()
-        msg = say("differs", what=what, worst=f"{worst:.3g}", atol=f"{atol:g}")
-        if hint:
-            msg += f"\n  {say('hint', hint=hint)}"
+        shown: list[Message] = []
         if not hidden:
             if exp_c.numel() <= 24:
-                msg += f"\n  {say('expected', value=_fmt(exp_c, False))}\n  {say('you gave', value=_fmt(got_c, False))}"
+                shown = _shown(exp_c, got_c, False)
             else:  # show the row that holds the largest difference
                 idx = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
                 row = "[" + ", ".join(map(str, idx[:-1])) + ", :]" if len(idx) > 1 else "[:]"
-                msg += (
-                    f"\n  {say('largest difference', row=str(what).split(':')[-1].strip() + row)}"
-                    f"\n    {say('expected', value=_fmt(exp_c[idx[:-1]], False))}"
-                    f"\n    {say('you gave', value=_fmt(got_c[idx[:-1]], False))}"
-                )
-        raise CheckFailed(msg)
+                name = str(what).split(":")[-1].strip()
+                shown = [indented(say("largest difference", row=name + row), "  ")]
+                shown += _shown(exp_c[idx[:-1]], got_c[idx[:-1]], False, "    ")
+        differs = say("differs", what=what, worst=f"{worst:.3g}", atol=f"{atol:g}")
+        raise CheckFailed(lines(differs, _hint(hint), *shown))

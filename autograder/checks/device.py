@@ -28,7 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import DeviceContext
 
-from ..wording import say
+from ..wording import Message, say
 
 # Factory functions that put their result on the default device (the CPU) unless given ``device=``.
 _FACTORIES = {
@@ -131,7 +131,7 @@ _TORCH_OVERRIDES = tuple(
 )
 
 
-def _device_message(made_by: str, where: tuple[str, int] | None, op: str) -> str:
+def _device_message(made_by: str, where: tuple[str, int] | None, op: str) -> Message:
     if where is None:
         return say("device mismatch", made_by=made_by, op=op)
     text = linecache.getline(where[0], where[1]).strip()

@@ -11,13 +11,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import textwrap
 import types
 import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ..wording import ZH, Message, say
+from ..wording import EN, ZH, Message, indented, lines, say, verbatim
 from .compare import CheckFailed
 from .limits import ExerciseTimeout, exercise_time_limit, time_limit, timeout_message
 from .trace import recording, replay
@@ -129,10 +128,11 @@ class Exercises:
 
         return register
 
-    def run(self, name: str, obj: Any, *, hidden: bool = False, verbose: bool = True) -> None:
+    def run(self, name: str, obj: Any, *, hidden: bool = False, verbose: bool = True, edition: str = EN) -> None:
         """Run the visible (or, with ``hidden=True``, the hidden) checks of exercise ``name`` on ``obj``.
 
-        Prints one line per passed check; raises :class:`CheckFailed` listing every failed one. Warnings
+        Prints one line per passed check; raises :class:`CheckFailed` listing every failed one; both in ``edition``
+        ("en", or "zh": the Chinese notebook's check cells pass ``edition="zh"``). Warnings
         raised by the student's code are silenced here: nbgrader scores a test cell that writes to stderr
         as zero, and a deprecation warning is not a mistake.
 
@@ -143,29 +143,23 @@ class Exercises:
         checks = ex.hidden if hidden else ex.visible
         kind = "hidden" if hidden else "visible"
         deps, passes = self._passes(name, obj, checks)
-        runs = self._checked(name, checks, _Live(exercise_time_limit(), verbose), passes)
+        runs = self._checked(name, checks, _Live(exercise_time_limit(), verbose, edition), passes)
         own = ", ".join(deps)
         if not _passed(runs, bool(deps)):
-            note = "\n" + say("checked with the course's version", name=name, own=own) if deps else ""
+            note = say("checked with the course's version", name=name, own=own) if deps else None
             head = say(f"{kind} failed", k=len(runs[0]), n=len(checks), name=name)
-            raise CheckFailed(head + "\n" + "\n".join(runs[0]) + note)
+            raise CheckFailed(lines(head, *runs[0], note), edition)
         own_failures = runs[1] if not runs[0] and len(runs) == 2 else []
         if own_failures:
-            print(
-                f"Note: {name} is right, but with your own {own} its results change ({len(own_failures)} of "
-                f"{len(checks)} {kind} checks fail): the mistake is in your {own}, whose own checks say what it "
-                f"is. {name} keeps its points."
-            )
+            said = say("own failures note", name=name, own=own, k=len(own_failures), n=len(checks), kind=say(kind))
+            print(said.render(edition))
         if verbose:
-            print(
-                f"All {len(checks)} {kind} checks passed for {name}."
-                if len(checks) > 1
-                else f"The {kind} check passed for {name}."
-            )
+            passed = say("all passed", n=len(checks), kind=say(kind), name=name) if len(checks) > 1 else None
+            print((passed or say("one passed", kind=say(kind), name=name)).render(edition))
 
     def record(
         self, name: str, obj: Any, seconds: float | None = None, references: dict[str, Callable] | None = None
-    ) -> tuple[list[list[list]], list[str], bool]:
+    ) -> tuple[list[list[list]], list[Message], bool]:
         """Record mode, the grading kernel's recorder: every check of exercise ``name`` (visible, then hidden) run on
         ``obj`` with its calls into ``obj`` recorded (:func:`~autograder.checks.trace.recording`), for the grading
         worker to judge. The kernel reads no verdict: what a check made of the answer is the worker's to judge.
@@ -182,14 +176,15 @@ class Exercises:
         runs = self._checked(name, fns, mode, passes)
         return mode.traces, [reason for run in runs for reason in run], bool(deps)
 
-    def replay(self, name: str, traces: list, deps: bool) -> tuple[bool, list[str], list[str]]:
+    def replay(self, name: str, traces: list, deps: bool) -> tuple[bool, list[Message], list[Message]]:
         """Replay mode, the grading worker's verdict: every check of exercise ``name`` run again on ``traces`` (as
         :meth:`record` made them, after they travelled as data), in a process where the student's code never runs.
 
         Returns ``(passed, failures, details)``: the verdict (:func:`_passed`), the first lines of the first run's
-        failures, and its failed checks as the student reads them ("✘ label" and the message, indented)."""
+        failures (messages), and its failed checks as the student reads them ("✘ label" and the message,
+        indented)."""
         if not isinstance(traces, list) or not traces or len(traces) > 2:
-            return False, [f"{name}: the grader could not read the record of its checks"], []
+            return False, [say("record unreadable", name=name)], []
         mode = _Replay(name=name)
         runs = self._checked(name, self._all_checks(name), mode, [({}, run) for run in traces])
         passed = _passed(runs, deps)
@@ -216,20 +211,20 @@ class Exercises:
     # ------------------------------------------------------------------ the one loop over an exercise's checks
 
     @staticmethod
-    def _checked(name: str, fns: list[Callable], mode: _Mode, passes: list[tuple[dict, Any]]) -> list[list[str]]:
+    def _checked(name: str, fns: list[Callable], mode: _Mode, passes: list[tuple[dict, Any]]) -> list[list[Message]]:
         """Run ``fns`` once per pass, in ``mode`` (:class:`_Live`, :class:`_Record`, :class:`_Replay`): each pass is
         what :func:`_swapped` puts in place while it runs and what each check runs on (the answer; in replay mode
         the check's recorded trace). Returns the failures ``mode`` reads, one list per pass begun (a time-out or an
         interruption is the failure of the pass it stopped). The whole loop stops after ``mode.seconds``."""
-        runs: list[list[str]] = []
+        runs: list[list[Message]] = []
         try:
             with time_limit(mode.seconds) as expired:
                 for n, (swap, subjects) in enumerate(passes):
-                    failures: list[str] = []
+                    failures: list[Message] = []
                     runs.append(failures)
                     mode.begin()
                     if not isinstance(subjects, list) or len(subjects) > len(fns):
-                        failures.append(f"{name}: the record of its checks does not fit them")
+                        failures.append(say("record does not fit", name=name))
                         continue
                     with _swapped(swap):
                         for fn, subject in zip(fns, subjects):
@@ -248,7 +243,7 @@ class Exercises:
         return runs
 
 
-def _passed(runs: list[list[str]], deps: bool) -> bool:
+def _passed(runs: list[list[Message]], deps: bool) -> bool:
     """The rule about earlier exercises, in every mode: an exercise that calls earlier ones (``deps``) is run with the
     course's versions of them first, then with the student's own (:meth:`Exercises._passes`); it passes when the
     first run passes, or when that one fails and the run with the student's own versions passes (an answer that
@@ -267,11 +262,11 @@ class _Mode:
     def begin(self) -> None:
         """A pass begins."""
 
-    def check(self, fn: Callable, subject: Any, first: bool) -> str | None:
+    def check(self, fn: Callable, subject: Any, first: bool) -> Message | None:
         """Run check ``fn`` on ``subject`` (``first``: in the first pass); the failure it reads, or None."""
         raise NotImplementedError
 
-    def stopped(self, name: str, stop: BaseException) -> str | None:
+    def stopped(self, name: str, stop: BaseException) -> Message | None:
         """What stopped the loop (the time limit; ``KeyboardInterrupt``) is read as; None: it goes on up."""
         return timeout_message(name, self.seconds or 0) if isinstance(stop, ExerciseTimeout) else None
 
@@ -279,27 +274,27 @@ class _Mode:
 @dataclasses.dataclass
 class _Live(_Mode):
     """The student's notebook (``EXERCISES.run``): a failed check read as the student reads it ("✘ label" and the
-    message, indented), a passed one printed in the first pass when ``verbose``."""
+    message, indented), a passed one printed in the first pass when ``verbose``, in ``edition``."""
 
     verbose: bool = True
+    edition: str = EN
 
-    def check(self, fn: Callable, subject: Any, first: bool) -> str | None:
-        label = _label(fn)
+    def check(self, fn: Callable, subject: Any, first: bool) -> Message | None:
         try:
             with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
                 warnings.simplefilter("ignore")
                 fn(subject)
         except CheckFailed as err:
-            return f"✘ {label}\n{textwrap.indent(str(err), '    ')}"
+            return failed_check(fn, err.message)
         except Exception as err:
-            return f"✘ {label}\n    {crash_message(err)}"
+            return failed_check(fn, crash_message(err))
         if self.verbose and first:
-            print(f"✔ {label}")
+            print(say("check passed", check=label(fn)).render(self.edition))
         return None
 
-    def stopped(self, name: str, stop: BaseException) -> str | None:
+    def stopped(self, name: str, stop: BaseException) -> Message | None:
         why = super().stopped(name, stop)
-        return None if why is None else f"✘ {why}"
+        return None if why is None else say("check label", check=why)
 
 
 @dataclasses.dataclass
@@ -313,7 +308,7 @@ class _Record(_Mode):
     def begin(self) -> None:
         self.traces.append([])
 
-    def check(self, fn: Callable, subject: Any, first: bool) -> str | None:
+    def check(self, fn: Callable, subject: Any, first: bool) -> Message | None:
         trace: list = []
         self.traces[-1].append(trace)
         try:
@@ -325,9 +320,9 @@ class _Record(_Mode):
             pass
         return None
 
-    def stopped(self, name: str, stop: BaseException) -> str | None:
+    def stopped(self, name: str, stop: BaseException) -> Message | None:
         if isinstance(stop, KeyboardInterrupt):  # the cell's time limit
-            return f"{name}: the checks were interrupted (the cell ran past its time limit)"
+            return say("checks interrupted", name=name)
         return super().stopped(name, stop)
 
 
@@ -338,23 +333,31 @@ class _Replay(_Mode):
     ``details`` as the student reads them."""
 
     name: str = ""
-    details: list[str] = dataclasses.field(default_factory=list)
+    details: list[Message] = dataclasses.field(default_factory=list)
 
-    def check(self, fn: Callable, subject: Any, first: bool) -> str | None:
+    def check(self, fn: Callable, subject: Any, first: bool) -> Message | None:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             with contextlib.redirect_stderr(io.StringIO()):
                 warnings.simplefilter("ignore")
                 outcome, message = replay(fn, subject)
-        if outcome == "failed" and first:
-            self.details.append(f"✘ {_label(fn)}\n" + textwrap.indent(message[:1500], "    "))
-        if outcome == "unjudged":
-            return say("record not judged", name=self.name, why=message[:120])
-        return (message.splitlines() or [""])[0][:200] if outcome == "failed" else None
+        if outcome == "failed" and isinstance(message, Message):
+            if first:
+                self.details.append(failed_check(fn, message))
+            return message.lines()[0]
+        if outcome != "passed":
+            return say("record not judged", name=self.name, why=str(message)[:120])
+        return None
 
 
-def _label(fn: Callable) -> str:
-    """A check's label as the student reads it: its whole docstring on one line (a wrapped one is not cut)."""
-    return " ".join((fn.__doc__ or fn.__name__).split())
+def label(fn: Callable) -> Message:
+    """A check's label as the student reads it: its whole docstring on one line (a wrapped one is not cut), the key
+    of its translation in the chapter's catalogue."""
+    return Message(" ".join((fn.__doc__ or fn.__name__).split()))
+
+
+def failed_check(fn: Callable, message: Message) -> Message:
+    """A failed check as the student reads it: "✘ label", and the message below it, indented."""
+    return lines(say("check label", check=label(fn)), indented(message))
 
 
 def dependencies(
@@ -416,7 +419,7 @@ def _swapped(entries: dict[str, tuple[dict[str, Any], Any]]):
             g[name] = saved[name]
 
 
-def crash_message(err: BaseException) -> str:
+def crash_message(err: BaseException) -> Message:
     """A check that raised something other than CheckFailed: almost always an answer whose output has another
     shape or type than the docstring says (the check indexed or combined it), said so for the student."""
-    return say("crash", error=f"{type(err).__name__}: {str(err)[:200]}")
+    return say("crash", error=verbatim(f"{type(err).__name__}: {str(err)[:200]}"))

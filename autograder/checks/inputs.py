@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..wording import say
+from ..wording import Message, Said, say, verbatim
 from .device import _owner
 
 # The course's classes an exercise updates in place by definition (chapter 8's ``KVCache``: ``update`` appends to it),
@@ -43,15 +43,15 @@ def _updated_in_place(value: Any) -> bool:
 _PLAIN_TYPES = (bool, int, float, str, type(None))
 
 
-def _inputs_state(fn: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+def _inputs_state(fn: Any, args: tuple, kwargs: dict) -> dict[Any, Any]:
     """label -> value of everything of the check's that a call hands to the answer: tensors among the arguments (in
     tuples, lists and dicts too), the weights of modules among them, the attributes of the course's objects (but
     those :func:`updated_in_place`), the tensors a check's own ``lambda`` closes over, and the parameters of the
     module being called. Compared before and after the call (:func:`_changed_inputs`): the answer must not change
     the question (an input zeroed in place would zero the oracle computed from it after the call)."""
-    state: dict[str, Any] = {}
+    state: dict[Any, Any] = {}
 
-    def module(label: str, m: torch.nn.Module, buffers: bool) -> None:
+    def module(label: Said, m: torch.nn.Module, buffers: bool) -> None:
         try:
             for n, p in torch.nn.Module.named_parameters(m):
                 state[say("input's parameter", owner=label, p=n)] = p
@@ -61,25 +61,25 @@ def _inputs_state(fn: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
         except Exception:  # a module too odd to walk: the worker's replay still judges it
             pass
 
-    def visit(label: str, value: Any, depth: int) -> None:
+    def visit(label: Said, value: Any, depth: int) -> None:
         if depth > 3 or len(state) > 4096:
             return
         if isinstance(value, torch.Tensor):
             state[label] = value
         elif type(value) in (tuple, list):
             for i, v in enumerate(value[:64]):
-                visit(f"{label}[{i}]", v, depth + 1)
+                visit(Message("{label}[{i}]", label=label, i=i), v, depth + 1)
         elif type(value) is dict:
             for k, v in list(value.items())[:64]:
-                visit(f"{label}[{k!r}]", v, depth + 1)
+                visit(Message("{label}[{k}]", label=label, k=repr(k)), v, depth + 1)
         elif isinstance(value, torch.nn.Module):
             module(label, value, _course_object(value) or type(value).__module__.startswith("torch."))
         elif _course_object(value) and not _updated_in_place(value):
             for k, v in list(vars(value).items())[:64]:
                 if isinstance(v, _PLAIN_TYPES):
-                    state[f"{label}.{k}"] = v
+                    state[Message("{label}.{k}", label=label, k=k)] = v
                 else:
-                    visit(f"{label}.{k}", v, depth + 1)
+                    visit(Message("{label}.{k}", label=label, k=k), v, depth + 1)
 
     for i, a in enumerate(args):
         visit(say("argument", i=i + 1), a, 0)
@@ -93,14 +93,14 @@ def _inputs_state(fn: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
             except ValueError:
                 continue
             if isinstance(value, torch.Tensor) or type(value) in (tuple, list, dict):
-                visit(f"the check's {name}", value, 1)
+                visit(say("the check's", name=name), value, 1)
     owner = getattr(fn, "__self__", fn)
     if isinstance(owner, torch.nn.Module):
-        module("the module called", owner, False)
+        module(say("the module called"), owner, False)
     return state
 
 
-def _snapshot_inputs(state: dict[str, Any]) -> dict[str, Any]:
+def _snapshot_inputs(state: dict[Any, Any]) -> dict[Any, Any]:
     out = {}
     for label, v in state.items():
         if isinstance(v, torch.Tensor):
@@ -127,7 +127,7 @@ def _same_value(now: Any, before: Any) -> bool:
     return type(now) is type(before) and now == before
 
 
-def _changed_inputs(snapshot: dict[str, Any], state: dict[str, Any]) -> list[str]:
+def _changed_inputs(snapshot: dict[Any, Any], state: dict[Any, Any]) -> list:
     """The labels of :func:`_snapshot_inputs` whose value is not what it was (the same object changed in place, or
     an attribute bound to another value)."""
     changed = []
@@ -138,8 +138,9 @@ def _changed_inputs(snapshot: dict[str, Any], state: dict[str, Any]) -> list[str
     return changed
 
 
-def _modified_message(what: str, labels: list[str]) -> str:
-    shown = ", ".join(labels[:3])
+def _modified_message(what: Said, labels: list) -> Message:
+    """The message for an answer that changed ``labels`` (messages, or names) of its inputs."""
+    shown: Any = [label if isinstance(label, Message) else verbatim(label) for label in labels[:3]]
     if len(labels) > 3:
         shown = say("and more", last=shown, n=len(labels) - 3)
     return say("changed in place", what=what, inputs=shown)

@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 
-from ..wording import say
+from ..wording import Message, say
 
 
 class ExerciseTimeout(BaseException):
@@ -57,6 +57,6 @@ def time_limit(seconds: float | None):
                 continue
 
 
-def timeout_message(name: str, seconds: float) -> str:
+def timeout_message(name: str, seconds: float) -> Message:
     """The student's explanation of a time-out in exercise ``name``'s checks."""
     return say("timeout", name=name, seconds=f"{seconds:g}")

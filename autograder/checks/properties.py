@@ -10,6 +10,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..wording import Message, Said, indented, lines, say
 from .compare import CheckFailed, _plain, expect_close, expect_true
 from .trace import call, observe
 
@@ -22,7 +23,7 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def expect_seeded(what: str, draw: Callable[[torch.Generator], Any]) -> None:
+def expect_seeded(what: Said, draw: Callable[[torch.Generator], Any]) -> None:
     """Randomness comes from the ``generator`` argument only.
 
     ``draw(generator)`` (which calls the student's code through :func:`call`) runs twice with generators seeded
@@ -35,25 +36,18 @@ def expect_seeded(what: str, draw: Callable[[torch.Generator], Any]) -> None:
         second = draw(torch.Generator().manual_seed(20_251_201))
         # what the answer did to the global state is seen in its own process (recorded while grading)
         drew = observe(
-            f"{what}: the global random state", lambda: not torch.equal(before, torch.random.get_rng_state())
+            say("global random state", what=what), lambda: not torch.equal(before, torch.random.get_rng_state())
         )
     finally:
         torch.random.set_rng_state(before)
     if drew:
-        raise CheckFailed(
-            f"{what} drew from torch's global random generator: take every random number from the `generator` "
-            "argument (torch.rand(..., generator=generator), torch.multinomial(..., generator=generator)), so that "
-            "a run can be repeated and the caller's random state is left alone."
-        )
+        raise CheckFailed(say("drew from the global generator", what=what))
     if not _same(first, second):
-        raise CheckFailed(
-            f"{what} gave different results for two generators seeded alike: all its randomness must come from "
-            "the `generator` argument."
-        )
+        raise CheckFailed(say("not seeded alike", what=what))
 
 
 def expect_dropout_modes(
-    what: str, build: Callable[[float], torch.nn.Module], forward: Callable[[torch.nn.Module], torch.Tensor]
+    what: Said, build: Callable[[float], torch.nn.Module], forward: Callable[[torch.nn.Module], torch.Tensor]
 ) -> None:
     """Dropout follows the module's mode: off in eval mode, on in training mode.
 
@@ -67,35 +61,30 @@ def expect_dropout_modes(
         torch.manual_seed(0)
         module = build(0.5)
         plain = build(0.0)
-        call(f"{what}: load_state_dict", lambda: plain.load_state_dict(module.state_dict()))
-        observe(f"{what}: eval()", lambda: (module.eval(), plain.eval()) and None)
+        call(Message("{what}: load_state_dict", what=what), lambda: plain.load_state_dict(module.state_dict()))
+        observe(Message("{what}: eval()", what=what), lambda: (module.eval(), plain.eval()) and None)
         with torch.no_grad():
             expected, first, second = forward(plain), forward(module), forward(module)
-            hint = (
-                "dropout must be off in eval mode: use nn.Dropout modules (they follow .train()/.eval()), or "
-                "F.dropout(x, p, training=self.training)."
-            )
-            expect_close(f"{what} with dropout=0.5 in eval mode", first, expected, hidden=True, hint=hint)
-            expect_close(
-                f"{what} with dropout=0.5 in eval mode, called again", second, expected, hidden=True, hint=hint
-            )
-            observe(f"{what}: train()", lambda: module.train() and None)
+            hint = say("dropout in eval mode: hint")
+            expect_close(say("dropout in eval mode", what=what), first, expected, hidden=True, hint=hint)
+            expect_close(say("dropout in eval mode, again", what=what), second, expected, hidden=True, hint=hint)
+            observe(Message("{what}: train()", what=what), lambda: module.train() and None)
             third, fourth = forward(module), forward(module)
     finally:
         torch.random.set_rng_state(state)
     expect_true(
         not torch.allclose(third, fourth),
-        f"{what} with dropout=0.5 in training mode gave the same output twice: the dropout is missing.",
+        say("dropout missing", what=what),
     )
 
 
 def expect_half_precision(
-    what: str,
+    what: Said,
     run: Callable[[torch.dtype], Any],
     dtype: torch.dtype = torch.float16,
     *,
     float32_results: tuple[int, ...] = (),
-    hint: str = "",
+    hint: Said = "",
 ) -> None:
     """The answer works in half precision (the notebooks target a Colab GPU) and agrees with itself in float32.
 
@@ -110,35 +99,22 @@ def expect_half_precision(
     """
     expected, got = run(torch.float32), run(dtype)
     pairs = list(zip(*(pytree.tree_leaves(v) for v in (expected, got))))
-    expect_true(
-        len(pairs) == len(pytree.tree_leaves(expected)), f"{what} returns something else in {dtype} than in float32."
-    )
+    expect_true(len(pairs) == len(pytree.tree_leaves(expected)), say("half: another result", what=what, dtype=dtype))
     for i, (e, g) in enumerate(pairs):
         if isinstance(e, torch.Tensor) and e.is_floating_point():
-            label = f"{what} in {dtype}" + (f" (result {i})" if len(pairs) > 1 else "")
+            label = say("in dtype", what=what, dtype=str(dtype).removeprefix("torch."))
+            label = say("result i", what=label, i=i) if len(pairs) > 1 else label
             want = torch.float32 if i in float32_results else dtype
             if isinstance(g, torch.Tensor) and g.dtype != want:
-                raise CheckFailed(
-                    f"{label} should have dtype {want}, yours has {g.dtype}.\n  Hint: "
-                    + (
-                        "this result stays float32 for half-precision inputs (compute it in float32)."
-                        if want == torch.float32
-                        else "keep the inputs' dtype: make new tensors with dtype=x.dtype and cast back any part "
-                        "computed in float32."
-                    )
-                )
+                keep = say("half: stays float32" if want == torch.float32 else "half: keep the dtype")
+                wrong = say("wrong dtype", what=label, dtype=want, got=g.dtype)
+                raise CheckFailed(lines(wrong, indented(say("hint", hint=keep), "  ")))
             # a float32 result of half-precision inputs is compared at the half type's tolerance too
             overflow = (
                 isinstance(g, torch.Tensor) and not bool(torch.isfinite(g).all()) and bool(torch.isfinite(e).all())
             )
-            why = hint or (_HALF_HINT if overflow else f"its {dtype} result differs from its own float32 result.")
+            why = hint or (say("half: hint") if overflow else say("half: differs from float32", dtype=dtype))
             expect_close(label, _plain(g).to(dtype), e.detach().to(dtype), hidden=True, hint=why)
-
-
-_HALF_HINT = (
-    "in half precision keep every value in range (fill masked scores with torch.finfo(scores.dtype).min or -inf, "
-    "not -1e9) and make new tensors in the inputs' dtype (dtype=x.dtype), so the result keeps the inputs' dtype."
-)
 
 
 UNSEEN = (

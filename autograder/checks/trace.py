@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..wording import say
+from ..wording import Message, Said, say, verbatim
 from .compare import CheckFailed, _as_subclass, _plain
 from .device import DeviceMismatch, _device_probe, _owner, _StrayTensors, _Undecided
 from .inputs import (
@@ -51,7 +51,7 @@ class _Opaque:
 
     __slots__ = ("_what",)
 
-    def __init__(self, what: str = "the answer") -> None:
+    def __init__(self, what: Said = "the answer") -> None:
         object.__setattr__(self, "_what", what)
 
     def __getattr__(self, name: str) -> Any:
@@ -162,7 +162,7 @@ def _decode_module(data: Any) -> torch.nn.Module:
     return m
 
 
-def _decode(data: Any, what: str = "the result") -> Any:
+def _decode(data: Any, what: Said = "the result") -> Any:
     kind = data[0]
     if kind == "v":
         return data[1]
@@ -226,12 +226,12 @@ def _effects_after(args: tuple, kwargs: dict, before: tuple[list, list], budget:
     return out
 
 
-def _apply_effects(what: str, args: tuple, kwargs: dict, effects: list) -> None:
+def _apply_effects(what: Said, args: tuple, kwargs: dict, effects: list) -> None:
     """Put back what the recorded call did to the check's objects: gradients of its leaf tensors and the state of
     objects :func:`updated_in_place`. A recorded change to any other input fails the check (the worker's own inputs
     stay as the check made them, so the oracle computed from them is the question the check asked)."""
     items = list(args) + list(kwargs.values())
-    names = [f"argument {i + 1}" for i in range(len(args))] + [f"argument {k}" for k in kwargs]
+    names = [say("argument", i=i + 1) for i in range(len(args))] + [say("argument", i=k) for k in kwargs]
     leaves = _RECORDER["leaves"]
     for i, kind, data in effects:
         if kind == "grad":
@@ -260,23 +260,23 @@ def _outermost():
         _RECORDER["depth"] -= 1
 
 
-def _replayed(what: str, args: tuple, kwargs: dict) -> Any:
+def _replayed(what: Said, args: tuple, kwargs: dict) -> Any:
     """Replaying: the recorded outcome of this call (its value, or its CheckFailed raised again)."""
     state = _RECORDER["replay"]
     if state["at"] >= len(state["entries"]):
         raise NotReplayable(f"the record has no call {what!r}")
     kind, recorded_what, payload, effects = state["entries"][state["at"]]
     state["at"] += 1
-    if recorded_what != what:
+    if recorded_what != str(what):  # the call's identity: its English
         raise NotReplayable(f"the record has {recorded_what!r} where the check calls {what!r}")
     _watch_leaves(args, kwargs)
     _apply_effects(what, args, kwargs, effects)
-    if kind == "failed":
-        raise CheckFailed(payload)
+    if kind == "failed":  # the message as data (Message.to_json), rendered where it is shown
+        raise CheckFailed(Message.from_json(payload) if isinstance(payload, dict) else str(payload))
     return _decode(payload, what)
 
 
-def _recorded(what: str, run: Callable, args: tuple, kwargs: dict) -> Any:
+def _recorded(what: Said, run: Callable, args: tuple, kwargs: dict) -> Any:
     """Run ``run()`` (the call into the student's code), recording its outcome when a trace is being kept."""
     trace = _RECORDER["trace"]
     if trace is None:
@@ -285,14 +285,15 @@ def _recorded(what: str, run: Callable, args: tuple, kwargs: dict) -> Any:
     try:
         result = run()
     except CheckFailed as err:
-        trace.append(["failed", what, str(err), _effects_after(args, kwargs, versions, [_MAX_ITEMS])])
+        failed = ["failed", str(what), err.message.to_json(), _effects_after(args, kwargs, versions, [_MAX_ITEMS])]
+        trace.append(failed)
         raise
     budget = [_MAX_ITEMS]
-    trace.append(["ok", what, _encode(result, budget), _effects_after(args, kwargs, versions, budget)])
+    trace.append(["ok", str(what), _encode(result, budget), _effects_after(args, kwargs, versions, budget)])
     return result
 
 
-def observe(what: str, thunk: Callable[[], Any]) -> Any:
+def observe(what: Said, thunk: Callable[[], Any]) -> Any:
     """``thunk()``: a look at the student's object that the check needs as a value (a parameter count, weights to
     compute an oracle from, ``module.eval()``). Recorded while grading, so the check can be judged outside the
     kernel; an exception becomes a CheckFailed naming ``what``."""
@@ -306,13 +307,14 @@ def observe(what: str, thunk: Callable[[], Any]) -> Any:
             except CheckFailed:
                 raise
             except Exception as exc:
-                raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}") from None
+                raise CheckFailed(say("raised", what=what, ename=type(exc).__name__, error=verbatim(exc))) from None
 
         return _recorded(what, run, (), {}) if outer else run()
 
 
-def replay(check: Callable, entries: list) -> tuple[str, str]:
-    """Run ``check`` again on a recorded trace, outside the kernel: ("passed" | "failed" | "unjudged", message).
+def replay(check: Callable, entries: list) -> tuple[str, Said]:
+    """Run ``check`` again on a recorded trace, outside the kernel: ("passed" | "failed" | "unjudged", message); a
+    failure's message is the check's :class:`~autograder.wording.Message`.
 
     "unjudged": the check used the object outside call/observe, or called something the record does not have."""
     saved = dict(_RECORDER)
@@ -323,7 +325,7 @@ def replay(check: Callable, entries: list) -> tuple[str, str]:
             return "unjudged", "the check made fewer calls than the record holds"
         return "passed", ""
     except CheckFailed as err:
-        return "failed", str(err)
+        return "failed", err.message
     except NotReplayable as err:
         return "unjudged", str(err)
     except Exception as err:
@@ -343,17 +345,17 @@ def recording(trace: list):
         _RECORDER.update(saved)
 
 
-def record(check: Callable, obj: Any) -> tuple[str, str, list]:
+def record(check: Callable, obj: Any) -> tuple[str, Said, list]:
     """Run ``check`` on ``obj`` keeping the trace :func:`replay` needs: (outcome, message, trace)."""
     with recording([]) as trace:
         try:
             check(obj)
             return "passed", "", trace
         except CheckFailed as err:
-            return "failed", str(err), trace
+            return "failed", err.message, trace
 
 
-def call(what: str, fn: Callable, *args, **kwargs):
+def call(what: Said, fn: Callable, *args, **kwargs):
     """Call the student's ``fn``; turn an exception inside it into a CheckFailed that says what was called.
 
     Tensors returned (alone or in a tuple) are converted to plain ``torch.Tensor``. Device mistakes are caught on a
@@ -370,7 +372,7 @@ def call(what: str, fn: Callable, *args, **kwargs):
         return _call(what, fn, args, kwargs)
 
 
-def _call_leaving_inputs(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+def _call_leaving_inputs(what: Said, fn: Callable, args: tuple, kwargs: dict) -> Any:
     """:func:`_call`, failing when the answer changed what the check handed it (:func:`_inputs_state`)."""
     snapshot = _snapshot_inputs(_inputs_state(fn, args, kwargs))
     result = _call(what, fn, args, kwargs)
@@ -380,7 +382,7 @@ def _call_leaving_inputs(what: str, fn: Callable, args: tuple, kwargs: dict) -> 
     return result
 
 
-def _call(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+def _call(what: Said, fn: Callable, args: tuple, kwargs: dict) -> Any:
     try:
         try:
             mismatch = _device_probe(fn, args, kwargs)
@@ -395,29 +397,26 @@ def _call(what: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
     except CheckFailed:
         raise
     except DeviceMismatch as exc:
-        raise CheckFailed(f"{what}: {exc}") from None
+        raise CheckFailed(say("device mismatch in", what=what, mismatch=exc.args[0])) from None
     except NotImplementedError:
         raise CheckFailed(say("not filled in", what=what)) from None
     except SystemExit as exc:
-        raise CheckFailed(
-            f"{what} exited (SystemExit: {exc.code!r}): an answer must return its result, not end the program "
-            "(sys.exit, exit() or quit() in the answer?)."
-        ) from None
+        raise CheckFailed(say("answer exited", what=what, value=repr(exc.code))) from None
     except Exception as exc:
         # while grading, the recorder (grading/guard.py) puts its own student_line here (frame access is refused to
         # everyone else while the checks run)
-        raise CheckFailed(
-            say("raised", what=what, ename=type(exc).__name__, error=f"{exc}{student_line(exc)}")
-        ) from None
+        line = student_line(exc)
+        error = Message("{error} {line}", error=str(exc), line=line) if line else verbatim(exc)
+        raise CheckFailed(say("raised", what=what, ename=type(exc).__name__, error=error)) from None
     return result
 
 
-def student_line(exc: BaseException) -> str:
-    """`` (your line N: source)`` for the innermost frame of ``exc``'s traceback that runs the student's code (not
+def student_line(exc: BaseException) -> object:
+    """`` (your line N: source)`` (a message) for the innermost frame of ``exc``'s traceback that runs the student's code (not
     torch's, the course's library or the checks'), or "" when there is none."""
     tb = [f for f in traceback.extract_tb(exc.__traceback__) if _owner(f.filename) == "student"]
     if not tb:
         return ""
     line = (tb[-1].line or "").strip()
     n = tb[-1].lineno
-    return " " + (say("your line", n=n, line=line) if line else say("your line number", n=n))
+    return say("your line", n=n, line=line) if line else say("your line number", n=n)

@@ -8,9 +8,9 @@ was not graded gets a zero and the reason (:func:`zero_payload`). Its format, fr
 :data:`SCHEMA`. Grading the submission and writing the file in the container: :mod:`autograder.gradescope.run`.
 
 All of it is in the edition the student submitted (``canonical.edition_of``: "zh" for a notebook of
-``notebooks/zh/``), as the course's feedback page is: the tests' own words from ``wording.py``'s keys
-(:func:`wording.text`), the checks' messages as the feedback page writes them (``feedback._Words``: the chapter's
-Chinese phrases, ``autograder/zh/``).
+``notebooks/zh/``), as the course's feedback page is: the result's messages (:class:`~autograder.wording.Message`)
+and the tests' own words rendered in it as the file is written; the page itself is the course's one feedback writer's
+(``feedback.write_page``).
 """
 
 from __future__ import annotations
@@ -26,41 +26,62 @@ import tempfile
 from collections.abc import Sequence
 
 from .. import notebooks, wording
+from ..checks.exercises import label
+from ..grading.reasons import exercise_of, exercise_reason
+from ..grading.submission import result_fields
+from ..wording import LINES, Message, Said
 
 SCHEMA = pathlib.Path(__file__).resolve().parent / "gradescope_results.schema.json"
 
 
-def _label(fn) -> str:
-    return (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-
-
 def _hidden_labels(exercise) -> tuple[set[str], set[str]]:
-    """(labels of the visible checks, labels of the hidden checks only) of an exercise, as the messages name them."""
-    visible = {_label(fn) for fn in exercise.visible}
-    return visible, {_label(fn) for fn in exercise.hidden} - visible
+    """(labels of the visible checks, labels of the hidden checks only) of an exercise, as the messages name them
+    (the keys of their labels, ``exercises.label``)."""
+    visible = {label(fn).key for fn in exercise.visible}
+    return visible, {label(fn).key for fn in exercise.hidden} - visible
 
 
-def _is_hidden(line: str, hidden: set[str]) -> bool:
-    """Whether a message line (``✘ <check's label>`` then what it found) is a hidden check's."""
-    text = line.strip()
-    return any(text.startswith(f"✘ {label}") for label in hidden)
+def _reasons(result) -> list[Said]:
+    return list(getattr(result, "reasons", None) or ([result.reason] if result.reason else []))
 
 
-def _reasons_by_exercise(reason: str, names: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """The result's reason ("; "-joined lines, each "<exercise>: ..." or about the whole file) as (lines about the
-    whole submission, exercise -> its lines)."""
-    general: list[str] = []
-    mine: dict[str, list[str]] = {n: [] for n in names}
-    current: list[str] = general
-    for part in reason.split("; ") if reason else []:
-        owner = next((n for n in sorted(names, key=len, reverse=True) if part.startswith(f"{n}: ")), None)
-        if owner is not None:
-            current = mine[owner]
-            current.append(part.removeprefix(f"{owner}: "))
-        elif current:
-            current[-1] += "; " + part
+def _check_of(line: Said) -> str:
+    """The label (its key) of the check a message is about — a failed check (``exercises.failed_check``), its
+    one-line form (``reasons.detail_reason``) —, or ""."""
+    while isinstance(line, Message):
+        if line.key == LINES:
+            line = line.lines()[0]
+        elif line.key in ("check label", "failed check"):
+            check = line.get("check")
+            return check.key if isinstance(check, Message) else str(check)
+        elif line.get("p0") is not None:  # wording.join: its first part
+            line = line.get("p0")  # type: ignore[assignment]
         else:
-            general.append(part)
+            return ""
+    return ""
+
+
+def _is_hidden(line: Said, hidden: set[str]) -> bool:
+    """Whether a message (``✘ <check's label>`` then what it found) is a hidden check's (a plain string, as an
+    older result file holds it: by its first line)."""
+    if isinstance(line, str):
+        return any(line.strip().startswith(f"✘ {label}") for label in hidden)
+    return _check_of(line) in hidden
+
+
+def _reasons_by_exercise(result, names: Sequence[str]) -> tuple[list[Said], dict[str, list[Said]]]:
+    """The result's reasons (each an exercise's, ``reasons.exercise_reason``, or about the whole file) as (the
+    reasons about the whole submission, exercise -> its reasons)."""
+    general: list[Said] = []
+    mine: dict[str, list[Said]] = {n: [] for n in names}
+    # an older result file holds the reason alone, its parts "; "-joined
+    given = list(getattr(result, "reasons", None) or [p for p in (result.reason or "").split("; ") if p])
+    for reason in given:
+        owner = exercise_of(reason)
+        if owner in mine and isinstance(reason, Message):
+            mine[owner].append(reason.get("reason"))  # type: ignore[arg-type]
+        else:
+            general.append(reason)
     return general, mine
 
 
@@ -89,8 +110,8 @@ class _Exercise:
     name: str
     points: float
     got: float
-    shown: list[str]  # the checks' messages the scored test shows (and the feedback page), as the grader wrote them
-    hidden: list[str]  # what the hidden checks found (their own test), as the grader wrote it
+    shown: list[Said]  # the checks' messages the scored test shows (and the feedback page)
+    hidden: list[Said]  # what the hidden checks found (their own test)
     n_hidden: int
     pointer: str = ""  # in the page's edition, after ``shown``: where a failed hidden check's message is (if any)
 
@@ -101,16 +122,16 @@ class _Exercise:
 
 def _exercises(
     result, chapter: str, hidden_visibility: str, edition: str = wording.EN
-) -> tuple[list[str], list[_Exercise]]:
+) -> tuple[list[Said], list[_Exercise]]:
     """(lines about the whole submission, each exercise's outcome) from the course grader's result."""
     exercises = list(notebooks.checks_module(chapter).EXERCISES)
     names = [ex.name for ex in exercises]
-    general, reasons = _reasons_by_exercise(result.reason, names)
+    general, reasons = _reasons_by_exercise(result, names)
     out = []
     for ex in exercises:
         _, hidden_labels = _hidden_labels(ex)
         got = float(result.scores.get(ex.name, 0.0))
-        details = list((getattr(result, "details", None) or {}).get(ex.name, []))
+        details: list[Said] = list((getattr(result, "details", None) or {}).get(ex.name, []))
         lines = details if got < ex.points and details else reasons[ex.name]
         hidden = [line for line in lines if _is_hidden(line, hidden_labels)]
         if hidden_visibility == "visible":  # as the course's own feedback: every message at once
@@ -122,7 +143,7 @@ def _exercises(
     return general, out
 
 
-def _exercise_text(ex: _Exercise, status: str, general: Sequence[str], words) -> str:
+def _exercise_text(ex: _Exercise, status: str, general: Sequence[Said], words) -> str:
     """The scored test's output, in ``words``' edition (``feedback._Words``)."""
     mark = "✔" if ex.got >= ex.points else "✘"
     key = "decision one" if ex.points == 1 else "decision"
@@ -163,53 +184,36 @@ def feedback_output(
     chapter: str,
     graded,
     exercises: Sequence[_Exercise],
-    general: Sequence[str],
+    general: Sequence[Said],
     edition: str = "en",
 ) -> str:
-    """The feedback page of ``python -m autograder grade`` for this result (``feedback.write_feedback``), its
-    content only (:func:`page_content`), with each exercise's hidden checks' messages left to their own tests; in
-    the ``edition`` the student submitted ("zh": a notebook of ``notebooks/zh/``, the page in Chinese)."""
-    from ..grading import feedback, redaction
+    """The feedback page of ``python -m autograder grade`` for this result, written by the course's one feedback
+    writer (``feedback.write_page``), its content only (:func:`page_content`), with each exercise's hidden checks'
+    messages left to their own tests; in the ``edition`` the student submitted ("zh": a notebook of
+    ``notebooks/zh/``, the page in Chinese)."""
+    from ..grading import feedback
 
     points = {ex.name: int(ex.points) for ex in exercises}
+    shown = {ex.name: ex.shown + ([ex.pointer] if ex.pointer else []) for ex in exercises}
     with tempfile.TemporaryDirectory(prefix="gradescope-feedback-") as tmp:
         page = pathlib.Path(tmp) / "feedback.html"
-        if graded is None or result.status == "error":
-            reasons = [result.reason] if result.reason else ["the file could not be graded"]
-            feedback.write_feedback(
-                page,
-                None,
-                result.student_id,
-                chapter,
-                {},
-                points,
-                warnings=result.warnings,
-                reasons=reasons,
-                unreadable=result.status == "error" and graded is None and _unreadable(result.reason),
-                edition=edition,
-            )
-        else:  # the page writes the checks' messages in its edition; the pointers are in it already
-            shown = {ex.name: ex.shown + ([ex.pointer] if ex.pointer else []) for ex in exercises}
-            reasons = list(general) + [f"{ex.name}: {line}" for ex in exercises for line in shown[ex.name]]
-            feedback.write_feedback(
-                page,
-                graded,
-                result.student_id,
-                chapter,
-                dict(result.scores),
-                points,
-                warnings=result.warnings,
-                reasons=reasons,
-                secrets=redaction.grader_secrets(graded, chapter),
-                details={ex.name: shown[ex.name] for ex in exercises if ex.got < ex.points},
-                edition=edition,
-            )
+        feedback.write_page(
+            page,
+            result,
+            graded if result.status != "error" else None,
+            chapter,
+            points,
+            edition=edition,
+            unreadable=result.status == "error" and graded is None and _unreadable(result.reason),
+            reasons=list(general) + [exercise_reason(ex.name, line) for ex in exercises for line in shown[ex.name]],
+            details={ex.name: shown[ex.name] for ex in exercises if ex.got < ex.points},
+        )
         return page_content(page.read_text())
 
 
-def _unreadable(reason: str) -> bool:
+def _unreadable(reason: Said) -> bool:
     """Whether a zero's reason is about the file itself (so the page's advice is to download it again)."""
-    return not reason.startswith(("the kernel", "a cell", "autograde", "the notebook ran", "the grading worker"))
+    return not str(reason).startswith(("the kernel", "a cell", "autograde", "the notebook ran", "the grading worker"))
 
 
 def results_payload(
@@ -230,7 +234,7 @@ def results_payload(
     tags (the instructor's filters)."""
     from ..grading import feedback
 
-    words = feedback._Words(edition, chapter)
+    words = feedback._Words(edition)
     general, exercises = _exercises(result, chapter, hidden_visibility, edition)
     tests: list[dict] = []
     for i, ex in enumerate(exercises, start=1):
@@ -274,18 +278,18 @@ def results_payload(
             "course_grader": {
                 "chapter": chapter,
                 "status": result.status,
-                "reason": result.reason,
-                "warnings": list(result.warnings),
+                "reason": "; ".join(wording.render(r, edition) for r in _reasons(result)) or result.reason,
+                "warnings": [str(w) for w in result.warnings],
                 **(extra or {}),
                 # the course grader's result file as python -m autograder grade writes it (less nbgrader's log)
-                "result": {k: v for k, v in dataclasses.asdict(result).items() if k not in ("log", "trace")},
+                "result": {k: v for k, v in result_fields(result).items() if k not in ("log", "trace")},
             }
         },
     }
 
 
 def zero_payload(
-    chapter: str, why: str, *, execution_time: float = 0.0, extra: dict | None = None, edition: str = wording.EN
+    chapter: str, why: Said, *, execution_time: float = 0.0, extra: dict | None = None, edition: str = wording.EN
 ) -> dict:
     """results.json for a submission that gets zero without being graded (nothing submitted, several notebooks, the
     grader cannot isolate the kernel here, it ran out of memory, the grader itself failed): every exercise zero,
@@ -293,10 +297,10 @@ def zero_payload(
     from ..grading.submission import Result
 
     return results_payload(
-        Result("", "", "submission", "error", why),
+        Result("", "", "submission", "error", str(why), reasons=[why]),
         chapter,
         execution_time=execution_time,
-        output="<p>" + wording.text("zero points", edition, why=html.escape(why)) + "</p>",
+        output="<p>" + wording.text("zero points", edition, why=html.escape(wording.render(why, edition))) + "</p>",
         extra=extra,
         edition=edition,
     )

@@ -129,9 +129,9 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     # results.json in the edition submitted, read from the file as the batch reads it (batch.canonicalise)
     edition = canonical.edition_of(chosen.read_bytes(), chapter)
     if mode == "none" and os.environ.get(UNISOLATED_SWITCH) != "1":
-        print(f"  refused: {wording.say('unisolated', how=how, switch=UNISOLATED_SWITCH)}")
-        why = wording.text("unisolated", edition, how=how, switch=UNISOLATED_SWITCH)
-        return zero_payload(chapter, why, extra=extra, edition=edition)
+        refused = wording.say("unisolated", how=how, switch=UNISOLATED_SWITCH)
+        print(f"  refused: {refused}")
+        return zero_payload(chapter, refused, extra=extra, edition=edition)
     incoming = work / "submission"
     incoming.mkdir(mode=0o700)
     copy = incoming / chosen.name
@@ -160,19 +160,12 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     row = rows[0]
     oom_after, _ = execute.container_memory()
     if oom_after > oom_before:  # a process of the run was killed for memory: what it scored cannot be trusted
-        said = {
-            ed: wording.text(
-                "container out of memory",
-                ed,
-                limit=wording.text("memory limit", ed, mb=memory_limit) if memory_limit else "",
-            )
-            for ed in (wording.EN, edition)
-        }
-        print(
-            f"  zero: {said[wording.EN]} (the course grader gave {row.score:g}/{row.max_score:g}: {row.reason[:200]})"
-        )
+        limit = wording.say("memory limit", mb=memory_limit) if memory_limit else ""
+        said = wording.say("container out of memory", limit=limit)
+        gave = f"{row.score:g}/{row.max_score:g}: {str(row.reason)[:200]}"
+        print(f"  zero: {said} (the course grader gave {gave})")
         extra["oom_kills"] = oom_after - oom_before
-        return zero_payload(chapter, said[edition], extra=extra, edition=edition)
+        return zero_payload(chapter, said, extra=extra, edition=edition)
     result_files = sorted((out / "results").glob("*.json"))
     result = submission.read_result(result_files[0])
     drop = mode == "jailed" or jail.uid_drop_possible()
@@ -186,7 +179,7 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
         import nbformat
 
         graded = nbformat.read(graded_path, as_version=4)
-    print(f"  {row.submission}: {row.score:g}/{row.max_score:g} ({row.status}) {row.reason[:200]}")
+    print(f"  {row.submission}: {row.score:g}/{row.max_score:g} ({row.status}) {str(row.reason)[:200]}")
     for w in row.warnings:
         print(f"  warning: {w}")
     extra["judged"] = dict(result.judged)

@@ -209,12 +209,12 @@ def canonicalise(
             nb, sub.warnings = canonical.canonicalise(data, release)
         except Exception as exc:
             if isinstance(exc, canonical.Ungradeable):
-                why = str(exc)
+                why = exc.args[0]  # a message (another chapter's notebook), rendered where shown
             elif isinstance(exc, OSError):
                 why = f"unreadable file: {exc.strerror}"
             else:
                 why = f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})"
-            sub.outcome, sub.unreadable = Result("", "", sub.student_id, "error", why), True
+            sub.outcome, sub.unreadable = Result("", "", sub.student_id, "error", str(why), reasons=[why]), True
             continue
         text = nbformat.writes(nb)
         runs.setdefault(hashlib.sha256(text.encode()).hexdigest(), (text, []))[1].append(sub)

@@ -19,7 +19,7 @@ import zipfile
 from collections.abc import Collection, Mapping, Sequence
 
 from .. import canonical
-from ..wording import say
+from ..wording import Message, Said, say
 from . import lms
 from .submission import Submission
 
@@ -264,7 +264,7 @@ def _mtime(path: pathlib.Path) -> float:
         return 0.0
 
 
-def examine(path: pathlib.Path, chapter: str) -> tuple[str, str, str]:
+def examine(path: pathlib.Path, chapter: str) -> tuple[str, str, Said]:
     """The file, read once: (its hash; what it is, ``canonical.file_kind`` or "unreadable file"; why it gets a zero
     whatever its content's run would give, it is not a notebook or another chapter's notebook, else "")."""
     try:
@@ -278,12 +278,12 @@ def examine(path: pathlib.Path, chapter: str) -> tuple[str, str, str]:
     return sha256, kind, other_chapter_reason(other, chapter) if other is not None and other != chapter else ""
 
 
-def other_chapter_reason(other: str, chapter: str) -> str:
+def other_chapter_reason(other: str, chapter: str) -> Message:
     """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``, in the student's words
     (their page says it, in their edition); the instructor's next step is ``lms.other_chapter_hint``'s."""
     return say(
         "other chapter", n=_number(other), stem=other, m=_number(chapter), want=chapter
-    )  # starts with lms.OTHER_CHAPTER
+    )  # lms.other_chapter reads its field
 
 
 def _number(chapter: str) -> str:

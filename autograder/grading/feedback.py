@@ -5,10 +5,10 @@ any output line showing a line of the hidden tests or of the reference solution 
 a file that could not be graded (zero and why: unreadable, another chapter's, a run that timed out or crashed).
 
 A submission of the Chinese edition (``sub.edition == "zh"``, read from its file by ``canonical.edition_of``) gets its
-page in Chinese: the prose cells of the Chinese release notebook (``notebooks/zh/``), the grader's own words from
-``autograder/wording.py`` and the checks' messages through ``wording.to_chinese`` with the chapter's ``ZH`` phrases
-(``autograder/zh/<chapter>.py``); what has no Chinese yet is said once at the top. An English submission's page is as
-it always was.
+page in Chinese: the prose cells of the Chinese release notebook (``notebooks/zh/``), and every message of the
+grader — its own words, the checks' messages, their labels — rendered in Chinese as the page is written
+(:class:`~autograder.wording.Message`, from the catalogues ``autograder/locale/zh/``; a key without its Chinese is a
+test failure, ``tests/test_catalogues.py``). An English submission's page is as it always was.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 import nbformat
 
 from .. import wording
-from ..wording import EN, ZH, say
+from ..wording import EN, ZH, Message, Said, say
 from . import lms, redaction
+from .reasons import exercise_of
 
 if TYPE_CHECKING:
-    from .submission import Submission
+    from .submission import Result, Submission
 
 
 OUTPUT_CHARS = 4000  # characters of a student cell's text output the feedback shows (the rest is cut)
@@ -41,23 +42,22 @@ def _cut(text: str, edition: str = EN) -> str:
 
 
 class _Words:
-    """The grader's words for one page in ``edition``: :meth:`message` turns an English message of the grader into
-    the page's language (the chapter's ``ZH`` phrases for its own words) and remembers whether any of it stayed
-    English (``untranslated``), for the one note that says so."""
+    """The grader's words for one page in ``edition``: a key of the grader's catalogue (:meth:`__call__`) or a
+    message (:meth:`message`) rendered in the page's language."""
 
-    def __init__(self, edition: str = EN, chapter: str = ""):
-        self.edition, self.untranslated = edition, False
-        self.phrases = wording.phrases(chapter) if edition == ZH and chapter else {}
+    def __init__(self, edition: str = EN):
+        self.edition = edition
 
     def __call__(self, key: str, **fields: object) -> str:
-        return wording.text(key, self.edition, **fields)
+        return Message(key, **fields).render(self.edition)
 
-    def message(self, english: str) -> str:
-        if self.edition != ZH:
-            return english
-        chinese, whole = wording.to_chinese(english, self.phrases)
-        self.untranslated |= not whole
-        return chinese
+    def message(self, said: Said) -> str:
+        return wording.render(said, self.edition)
+
+
+def _is_note(reason: Said) -> bool:
+    """A reason the banner's notes repeat: the integrity verdict (a zero for the whole submission)."""
+    return isinstance(reason, Message) and reason.key == "integrity"
 
 
 def _shown_output(out, edition: str = EN) -> Any:
@@ -97,8 +97,8 @@ def _decision_text(
     name: str,
     scores: dict[str, float],
     points: dict[str, int],
-    reasons: Iterable[str],
-    details: Iterable[str] = (),
+    reasons: Iterable[Said],
+    details: Iterable[Said] = (),
     words: _Words | None = None,
 ) -> str:
     """What a test cell shows in the feedback: the grader's decision for exercise ``name`` — its points, and either
@@ -106,10 +106,10 @@ def _decision_text(
     — never the kernel's raw output."""
     words = words or _Words()
     got, top = scores.get(name, 0.0), points.get(name, 0)
-    mine = [r.removeprefix(f"{name}: ") for r in reasons if r.startswith(f"{name}:")]
+    mine: list[Any] = [r.get("reason") for r in reasons if isinstance(r, Message) and exercise_of(r) == name]
     mark = "✔" if got >= top and top else "✘"
     head = words("decision one" if top == 1 else "decision", mark=mark, name=name, got=f"{got:g}", top=f"{top:g}")
-    shown = [words.message(m) for m in (list(details) if got < top and details else mine)]
+    shown = [words.message(m) for m in (list(details) if got < top and details else mine) if m is not None]
     return head + "".join("\n" + "\n".join("  " + ln for ln in line.splitlines()) for line in shown) + "\n"
 
 
@@ -117,9 +117,9 @@ def decided_feedback(
     nb: nbformat.NotebookNode,
     scores: dict[str, float],
     points: dict[str, int],
-    reasons: Iterable[str],
+    reasons: Iterable[Said],
     secrets: Collection[str] = (),
-    details: dict[str, list[str]] | None = None,
+    details: dict[str, list[Said]] | None = None,
     words: _Words | None = None,
 ) -> nbformat.NotebookNode:
     """The feedback notebook, built from what the grader decides to show: every test cell's outputs are replaced by
@@ -138,7 +138,7 @@ def decided_feedback(
         if meta.get("grade") and str(meta.get("grade_id", "")).startswith("test_"):
             name = meta["grade_id"].removeprefix("test_")
             # the test cell as the student's notebook has it (the grading notebook's is the guard's verdict alone)
-            cell.source = test_source(name, points.get(name, 0))
+            cell.source = test_source(name, points.get(name, 0), words.edition)
             cell.outputs = [
                 nbformat.v4.new_output(
                     "stream",
@@ -245,12 +245,12 @@ def write_feedback(
     scores: dict[str, float],
     points: dict[str, int],
     *,
-    warnings: Iterable[str] = (),
-    reasons: Iterable[str] = (),
+    warnings: Iterable[Said] = (),
+    reasons: Iterable[Said] = (),
     unreadable: bool = True,
     advise: bool = True,
     secrets: Collection[str] = (),
-    details: dict[str, list[str]] | None = None,
+    details: dict[str, list[Said]] | None = None,
     edition: str = EN,
 ) -> None:
     """The student's feedback page at ``path``, readable offline, in ``edition`` ("en", or "zh": the Chinese
@@ -262,7 +262,7 @@ def write_feedback(
     could not be completed: an exit, a crash, the time or memory limit): zero points and why (``reasons``,
     ``warnings``), and how to resubmit — the student needs to know, e.g. to download the notebook again (unless
     ``advise`` is False: the reason says what to submit, as for another chapter's notebook)."""
-    words = _Words(edition, chapter)
+    words = _Words(edition)
     if graded is None:
         why = "; ".join(words.message(r) for r in reasons)
         notes = "".join(f"<li>{html.escape(words.message(w))}</li>" for w in warnings)
@@ -277,7 +277,6 @@ def write_feedback(
             + f"</b> — {html.escape(sid)}: "
             + words("score line", total=0, max=f"{sum(points.values()):g}")
             + _points_table({}, points, edition)
-            + _untranslated_note(words)
             + f"<p>{said}</p>"
             + (f"{words('notes from the grader')}<ul>{notes}</ul>" if notes else "")
             + advice
@@ -307,8 +306,7 @@ def write_feedback(
         body = body.replace(key, markup)
     total, max_score = sum(scores.get(n, 0.0) for n in points), sum(points.values())
     notes = "".join(
-        f"<li>{html.escape(words.message(w))}</li>"
-        for w in list(warnings) + [r for r in reasons if "integrity" in r or "withheld" in r]
+        f"<li>{html.escape(words.message(w))}</li>" for w in list(warnings) + [r for r in reasons if _is_note(r)]
     )
     banner = (
         f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter)}</b> — "
@@ -316,22 +314,11 @@ def write_feedback(
         + words("score line", total=f"{total:g}", max=f"{max_score:g}")
         + _points_table(scores, points, edition)
         + (f"{words('notes from the grader')}<ul>{notes}</ul>" if notes else "")
-        + _untranslated_note(words)
         + "</div>"
     )
     if edition == ZH:
         body = body.replace('<html lang="en">', '<html lang="zh-CN">', 1)
     path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1), encoding="utf-8")
-
-
-def _untranslated_note(words: _Words) -> str:
-    """The one line that says some of the grader's messages on the page are still English (none when all are in
-    the page's language)."""
-    return (
-        f"<p style='font-size:90%;color:#555'>{html.escape(words('still in English'))}</p>"
-        if words.untranslated
-        else ""
-    )
 
 
 def _chinese_prose(nb: nbformat.NotebookNode, chapter: str) -> None:
@@ -351,7 +338,7 @@ def _chinese_prose(nb: nbformat.NotebookNode, chapter: str) -> None:
 _MARK = re.compile(r"<!-- autograder:mark -->.*?<!-- /autograder:mark -->", re.S)
 
 
-def mark_feedback(path: pathlib.Path, note: str) -> None:
+def mark_feedback(path: pathlib.Path, note: Said) -> None:
     """Put ``note`` at the top of the feedback page at ``path`` ("superseded by …", in the page's language: a page of
     the Chinese edition is ``lang="zh-CN"``), replacing an earlier one; an empty ``note`` removes it. A missing page
     is left missing."""
@@ -382,32 +369,55 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
     the LMS file does not carry (another of the student's files does) says so at the top (:func:`mark_feedback`)."""
     outcome = sub.outcome
     assert outcome is not None
-    warnings = sub.warnings + outcome.warnings
     page = folder / f"{sub.student_id}.html"
-    if sub.graded is None:
-        write_feedback(
-            page, None, sub.student_id, chapter, {}, points, warnings=warnings, reasons=[outcome.reason],
-            unreadable=sub.unreadable, edition=sub.edition, advise=not outcome.reason.startswith(lms.OTHER_CHAPTER),
-        )  # fmt: skip
-        mark_feedback(page, superseded_note(sub))
-        return
-    graded = nbformat.reads(sub.graded, as_version=4)
-    write_feedback(
-        page,
-        graded,
-        sub.student_id,
-        chapter,
-        outcome.scores,
-        points,
-        warnings=warnings,
-        reasons=outcome.reasons if outcome.reasons else [r for r in outcome.reason.split("; ") if r],
-        secrets=redaction.grader_secrets(graded, chapter),
-        details=outcome.details,
-        edition=sub.edition,
-    )
+    graded = nbformat.reads(sub.graded, as_version=4) if sub.graded is not None else None
+    write_page(
+        page, outcome, graded, chapter, points, edition=sub.edition, unreadable=sub.unreadable,
+        warnings=sub.warnings + outcome.warnings,
+    )  # fmt: skip
     mark_feedback(page, superseded_note(sub))
 
 
-def superseded_note(sub: Submission) -> str:
+def write_page(
+    path: pathlib.Path,
+    result: Result,
+    graded: nbformat.NotebookNode | None,
+    chapter: str,
+    points: dict[str, int],
+    *,
+    edition: str = EN,
+    unreadable: bool = True,
+    warnings: Iterable[Said] | None = None,
+    reasons: Iterable[Said] | None = None,
+    details: dict[str, list[Said]] | None = None,
+) -> None:
+    """The one feedback writer (``python -m autograder grade``'s pages, Gradescope's ``output``): the page of
+    ``result`` at ``path``, in ``edition`` — the ``graded`` notebook with the grader's decisions, or (``graded``
+    None) zero and why. ``warnings``, ``reasons``, ``details``: the result's own unless given (Gradescope gives the
+    messages it leaves to the hidden checks' own tests)."""
+    warnings = result.warnings if warnings is None else warnings
+    if graded is None:
+        write_feedback(
+            path, None, result.student_id, chapter, {}, points, warnings=warnings,
+            reasons=result.reasons or ([result.reason] if result.reason else []), unreadable=unreadable,
+            edition=edition, advise=not lms.other_chapter(result),
+        )  # fmt: skip
+        return
+    write_feedback(
+        path,
+        graded,
+        result.student_id,
+        chapter,
+        dict(result.scores),
+        points,
+        warnings=warnings,
+        reasons=(result.reasons or ([result.reason] if result.reason else [])) if reasons is None else reasons,
+        secrets=redaction.grader_secrets(graded, chapter),
+        details=result.details if details is None else details,
+        edition=edition,
+    )
+
+
+def superseded_note(sub: Submission) -> Said:
     """The note at the top of ``sub``'s page when another of the student's files is their row in the LMS file."""
     return say("superseded", file=sub.superseded_by) if sub.superseded_by else ""

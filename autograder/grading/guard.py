@@ -302,7 +302,7 @@ def _arm(chapter: str) -> None:
         references = dict(checks_mod.EXERCISES._references)
 
     from ..checks import trace
-    from ..wording import TEXT
+    from ..wording import Message, say
 
     user_ns = sys.modules["__main__"].__dict__
     own_globals = globals()  # this copy's globals: every frame running the recorder's own code has them
@@ -329,11 +329,12 @@ def _arm(chapter: str) -> None:
     checks = {ex.name: tuple(ex.visible) + tuple(ex.hidden) for ex in exercises}
     threads_at_arm = thread_count()
 
-    your_line = TEXT["your line number"][0]  # wording's "(your line N)", read before the student's code runs
+    # bound before the student's code runs: the recorder's own messages, sent as data
+    your_line, message_t, message_data = say, Message, Message.to_json
 
-    def student_line(exc: BaseException) -> str:
-        """`` (your line N)`` for the innermost frame of ``exc``'s traceback that runs the notebook's own code (its
-        globals are the notebook's): the checks' crash messages name the student's line, as in the notebook. The
+    def student_line(exc: BaseException) -> object:
+        """The message "(your line N)" for the innermost frame of ``exc``'s traceback that runs the notebook's own code
+        (its globals are the notebook's), or "": the checks' crash messages name the student's line, as in the notebook. The
         only reader of a traceback's frames allowed while the checks run (the hook's rule); it reads line numbers
         and globals' identity, no source text (linecache could run the notebook's code)."""
         tb, line = exc.__traceback__, None
@@ -341,7 +342,7 @@ def _arm(chapter: str) -> None:
             if tb.tb_frame.f_globals is user_ns:
                 line = tb.tb_lineno
             tb = tb.tb_next
-        return " " + your_line.format(n=line) if line is not None else ""
+        return your_line("your line number", n=line) if line is not None else ""
 
     student_line_code = student_line.__code__
     trace.student_line = student_line  # what call() names the student's line with
@@ -359,17 +360,17 @@ def _arm(chapter: str) -> None:
             traces: list = []  # per run, per check: the calls into the student's code, for the worker to judge
             deps = False
             if not fns:
-                reasons.append(f"{name} is not an exercise of this chapter")
+                reasons.append(your_line("not an exercise", name=name))
             elif obj is missing:
-                reasons.append(f"{name} is not defined in the notebook")
+                reasons.append(your_line("not defined", name=name))
             elif isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", "__main__") != "__main__":
-                reasons.append(f"{name} was not written in the notebook (it comes from {obj.__module__})")
+                reasons.append(your_line("not written in the notebook", name=name, module=str(obj.__module__)))
             else:
                 active[0] = True
                 try:
                     traces, reasons, deps = record_exercise(name, obj, exercise_seconds, references)
                 except BaseException as err:  # the recorder goes on to the next exercise whatever happened here
-                    traces, reasons = [], [f"{name}: the checks could not be recorded ({type(err).__name__})"]
+                    traces, reasons = [], [your_line("not recorded", name=name, error=type(err).__name__)]
                 finally:
                     active[0] = False
             try:  # plain data only (exact types): the signer takes nothing else
@@ -378,7 +379,7 @@ def _arm(chapter: str) -> None:
             except Exception:  # the worker then cannot judge it: the exercise earns nothing
                 traces = None
             try:
-                said = [f if type_(f) is str_t else "?" for f in list(reasons)[:3]]
+                said = [message_data(f) if type_(f) is message_t else "?" for f in list(reasons)[:3]]
             except Exception:
                 said = ["?"]
             entry = {
@@ -587,5 +588,6 @@ def verdict(name: str) -> None:
     reasons = entry(name)
     if reasons:
         from autograder.core import CheckFailed  # absolute: this module is autograder.grading.guard
+        from autograder.wording import Message, lines, say
 
-        raise CheckFailed(f"{name}:\n" + "\n".join(f"✘ {f}" for f in reasons))
+        raise CheckFailed(lines(Message("{name}:", name=name), *(say("check label", check=f) for f in reasons)))

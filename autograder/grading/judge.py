@@ -14,14 +14,25 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
+from ..wording import Said, from_data, say
 from .channel import decode_traces
+
+
+def _reason(data: object) -> Said:
+    """One of the recorder's reasons as it sent it (a message as data; a plain string, shown as it is), read back;
+    "?" when it is neither."""
+    try:
+        return from_data(data) if isinstance(data, (dict, str)) else "?"
+    except Exception:
+        return "?"
 
 
 def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
     """The records, each verdict record judged here: ``passed`` is this process's verdict, ``failures`` why it
     failed — the recorder's own reasons first (``reasons``: not defined in the notebook, a time-out ...; never a
     reading of the checks, which the kernel does not make), then this process's first failures —, ``details`` the
-    student-readable messages of the first run's failed checks, ``judged`` the number of checks judged."""
+    student-readable messages of the first run's failed checks, ``judged`` the number of checks judged. Reasons,
+    failures and details are :class:`~autograder.wording.Message` s, rendered where they are shown."""
     exercises = importlib.import_module(f"autograder.{chapter}").EXERCISES
     names = {ex.name: len(ex.visible) + len(ex.hidden) for ex in exercises}
     out = []
@@ -30,7 +41,7 @@ def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
             out.append(rec)
             continue
         given = rec.get("reasons")
-        reasons = [str(r) for r in given[:3]] if isinstance(given, list) else []
+        reasons: list[Said] = [_reason(r) for r in given[:3]] if isinstance(given, list) else []
         rec = dict(rec, passed=False, judged=0, details=[], failures=reasons)
         name = str(rec.get("exercise"))
         try:
@@ -40,11 +51,11 @@ def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
             traces, why = None, type(err).__name__
         if name not in names or not isinstance(traces, list) or not traces:
             if not reasons:  # the recorder's own reason (not defined, a time-out ...) says it better
-                rec["failures"] = [f"{name}: the grader could not read the record of its checks ({why})"]
+                rec["failures"] = [say("record unreadable why", name=name, why=why)]
             out.append(rec)
             continue
-        passed, failures, details = exercises.replay(name, traces, bool(rec.get("deps")))
-        failures = [] if passed else (reasons + failures)[:3]
+        passed, found, details = exercises.replay(name, traces, bool(rec.get("deps")))
+        failures: list[Said] = [] if passed else (reasons + list(found))[:3]
         rec.update(passed=passed, failures=failures, details=details, judged=names[name] * len(traces))
         out.append(rec)
     return out

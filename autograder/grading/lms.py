@@ -45,7 +45,7 @@ import pathlib
 import re
 from collections.abc import Collection, Mapping
 
-from ..wording import EN, ZH, phrases, to_chinese
+from ..wording import EN, Message, Said, render
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +108,6 @@ def _claims(file: str) -> str:
     return (m.group(1) or m.group(2)) if m else ""
 
 
-OTHER_CHAPTER = "another chapter's notebook"  # starts the reason of a file that is the notebook of another chapter
-NOT_A_NOTEBOOK = "not a notebook ("  # starts the reason of a file that is no notebook at all (canonical.not_a_notebook)
 _REUPLOAD = re.compile(r"-(\d+)\.\w+$")  # Canvas: a re-upload of the same file name gets -1, -2 ...
 _COUNTER = re.compile(r" \((\d+)\)(?=\.\w+$|$)")  # Moodle's file picker: a second "x.ipynb" becomes "x (1).ipynb"
 
@@ -151,7 +149,19 @@ def newer(a, b) -> bool | None:
 def fits(row) -> bool:
     """Whether a row can stand for its student in the LMS: a notebook of the assignment's chapter (gradeable or
     not), not another chapter's notebook or a file that is no notebook."""
-    return not row.reason.startswith((OTHER_CHAPTER, NOT_A_NOTEBOOK))
+    return not (other_chapter(row) or any(isinstance(r, Message) and r.key == "not a notebook" for r in _reasons(row)))
+
+
+def other_chapter(row_or_reason) -> str:
+    """The chapter whose notebook a file is, when its zero's reason (a row's, or the reason itself) says it is
+    another chapter's (``collect.other_chapter_reason``: that message's field), else ""."""
+    reasons = [row_or_reason] if isinstance(row_or_reason, (str, Message)) else _reasons(row_or_reason)
+    return next((str(r.get("stem", "")) for r in reasons if isinstance(r, Message) and r.key == "other chapter"), "")
+
+
+def _reasons(row) -> list[Said]:
+    """A row's reasons as messages (its ``reasons``, else its ``reason``)."""
+    return list(getattr(row, "reasons", None) or ([row.reason] if row.reason else []))
 
 
 def preferred(row, prefer: Collection[str]) -> bool:
@@ -203,9 +213,9 @@ def choose(rows, prefer: Collection[str] = ()) -> Choice:
     choice = one_per_student(rows, prefer)
     kept = {id(r) for r in choice.kept}
     for r in rows:
-        hint = "" if fits(r) else other_chapter_hint(r.reason)
+        hint = "" if fits(r) else other_chapter_hint(r)
         r.in_lms_file, r.lms_note = id(r) in kept, ""
-        r.stray = "" if fits(r) else r.reason + (f" ({hint})" if hint else "")
+        r.stray = "" if fits(r) else str(r.reason) + (f" ({hint})" if hint else "")
     for r, best in choice.superseded:
         if best is None:
             r.lms_note = "not in the LMS file: an earlier upload than this student's files listed as undecided"
@@ -227,11 +237,11 @@ def choose(rows, prefer: Collection[str] = ()) -> Choice:
     return choice
 
 
-def other_chapter_hint(reason: str) -> str:
+def other_chapter_hint(reason) -> str:
     """What the instructor can do with a stray upload whose zero's ``reason`` is another chapter's notebook's
     (``collect.other_chapter_reason``): grade it in its own chapter's batch; "" for any other reason."""
-    m = re.match(re.escape(OTHER_CHAPTER) + r": this is the notebook of chapter \S+ \((\w+)\)", reason)
-    return f"a stray upload? grade it with --chapter {m.group(1)}" if m else ""
+    chapter = other_chapter(reason)
+    return f"a stray upload? grade it with --chapter {chapter}" if chapter else ""
 
 
 LATE_TEXT = {None: "", True: "yes", False: "no"}  # grades.csv's late column (empty: the LMS's name does not say)
@@ -362,9 +372,8 @@ def feedback_comment(row, points: Mapping[str, float]) -> str:
     """One line for the LMS's feedback box: points per exercise, then why points were lost, in the edition the
     student submitted (``row.edition``: the Chinese edition's reads the grader's words in Chinese)."""
     parts = ", ".join(f"{name} {row.scores[name]:g}/{top:g}" for name, top in points.items())
-    reason = row.reason
-    if reason and getattr(row, "edition", EN) == ZH:
-        reason = to_chinese(reason, phrases(row.chapter))[0]
+    edition = getattr(row, "edition", EN)
+    reason = "; ".join(render(r, edition) for r in _reasons(row))
     return f"{row.score:g}/{row.max_score:g} ({parts})" + (f". {reason}" if reason else "")
 
 

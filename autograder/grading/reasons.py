@@ -5,13 +5,14 @@ reasons the scoring gives (:func:`failure_reasons`) and the warnings about ungra
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 
 import nbformat
 
-from ..wording import say
+from ..wording import INDENTED, Message, Said, join, say, verbatim
 
 
-def what_happened(ename: str, evalue: str, cell_timeout: int | None = None, memory_mb: int = 0) -> str | None:
+def what_happened(ename: str, evalue: str, cell_timeout: int | None = None, memory_mb: int = 0) -> Message | None:
     """A student-readable account of an error that is not a check's message (an exit, a time-out, the memory
     limit, in MB when given), or None."""
     limit = f" ({cell_timeout} s)" if cell_timeout else ""
@@ -42,20 +43,50 @@ def _first_error(cell) -> dict | None:
     return next((o for o in cell.get("outputs", []) if o.output_type == "error"), None)
 
 
-def detail_reason(detail: str) -> str:
-    """A failed check as the worker judged it (``judge.judge``'s details: "✘ label" and the message, indented) in
-    one line: "✘ label — the message's first line", and its hints."""
-    lines = [ln.strip() for ln in detail.strip().splitlines() if ln.strip()]
-    line = " — ".join(lines[:2])
-    return line + "".join(f" {ln}" for ln in lines[2:5] if ln.startswith(say("hint", hint="")))
+def _unindented(message: Message) -> Message:
+    return _unindented(message.get("text")) if message.key == INDENTED else message  # type: ignore[arg-type]
+
+
+def detail_reason(detail: Said) -> Said:
+    """A failed check as the worker judged it (``judge.judge``'s details: "✘ label" and the message, indented,
+    ``exercises.failed_check``) in one line: "✘ label — the message's first line", and its hints."""
+    if not isinstance(detail, Message):
+        return _one_line([ln.strip() for ln in detail.strip().splitlines() if ln.strip()])
+    head, *body = detail.lines()
+    said = [line for part in body for line in _unindented(part).lines()]
+    if head.key != "check label" or not said:
+        return detail
+    first = say("failed check", check=head.get("check"), message=said[0])
+    hints = [_unindented(m) for m in said[1:4] if _unindented(m).key == "hint"]
+    return join([first, *hints], " ") if hints else first
+
+
+def _one_line(lines: list[str]) -> str:
+    """Lines of plain text (a failed check: "✘ label", the message, its hints) as one line: "✘ label — message"
+    and its hints."""
+    hint = str(say("hint", hint=""))
+    return " — ".join(lines[:2]) + "".join(f" {ln}" for ln in lines[2:5] if ln.startswith(hint))
+
+
+def exercise_reason(name: str, reason: Said) -> Message:
+    """Why exercise ``name`` lost its points: "name: reason"."""
+    return say("exercise reason", name=name, reason=reason)
+
+
+def exercise_of(reason: Said) -> str:
+    """The exercise an :func:`exercise_reason` is about (of a plain string, "<exercise>: …", its first part; "" for
+    another reason)."""
+    if isinstance(reason, Message):
+        return str(reason.get("name", "")) if reason.key == "exercise reason" else ""
+    return reason.split(":", 1)[0] if ":" in reason else ""
 
 
 def failure_reasons(
     nb: nbformat.NotebookNode,
     cell_timeout: int | None = None,
     memory_mb: int = 0,
-    details: dict[str, list[str]] | None = None,
-) -> list[str]:
+    details: Mapping[str, Sequence[Said]] | None = None,
+) -> list[Message]:
     """One short line per failed test cell: an exit, a time-out or the memory limit (in the test cell, or in the
     answer cell that therefore never defined the exercise) said as such; else the first failed check as the worker
     judged it (``details``: exercise -> its failed checks' messages, computed outside the kernel), else the check's
@@ -72,16 +103,15 @@ def failure_reasons(
             continue
         ename, evalue = out.get("ename") or "", out.get("evalue") or ""
         lines = [ln.strip() for ln in (evalue or ename).strip().splitlines()]
-        # "k of n checks failed for X:" / "✘ <check>" / "<what was wrong>": keep the last two.
-        first = " — ".join(lines[1:3]) if len(lines) >= 2 and lines[1].startswith("✘") else (lines or [""])[0]
-        first += "".join(f" {ln}" for ln in lines[3:6] if ln.startswith(say("hint", hint="")))
+        # the kernel's own text, shown as it is: "k of n checks failed for X:" / "✘ <check>" / "<what was wrong>"
+        first: Said = verbatim(_one_line(lines[1:] if len(lines) >= 2 and lines[1].startswith("✘") else lines[:1]))
         happened = what_happened(ename, evalue, cell_timeout, memory_mb)
         if happened:
             first = say("the checks of", name=name, happened=happened)
         elif details.get(name):
             first = detail_reason(details[name][0])
         elif ename == "NameError":
-            first = say("deleted or renamed", error=evalue)
+            first = say("deleted or renamed", error=verbatim(evalue))
             for answer in _answer_cells(nb, name):
                 err = _first_error(answer)
                 if err is not None:
@@ -89,17 +119,17 @@ def failure_reasons(
                     why = why or say("raised error", ename=err.get("ename"), error=str(err.get("evalue", ""))[:150])
                     first = say("answer never defined", name=name, happened=why)
                     break
-        reasons.append(f"{name}: {first}")
+        reasons.append(exercise_reason(name, first))
     return reasons
 
 
-def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = None) -> list[str]:
+def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = None) -> list[Said]:
     """One warning per ungraded code cell (a demo "try it" cell, a cell the student added, an answer cell after
     its definitions) that ended in an error: no check scores it, but it often shows a bug the checks missed.
     Consecutive cells after the same answer that failed alike (an untouched exercise's demo cells) make one
     warning that counts them."""
-    found: list[tuple[str, str]] = []  # (where, what happened)
-    after = say("after the setup")
+    found: list[tuple[Said, Message]] = []  # (where, what happened)
+    after: Said = say("after the setup")
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code":
@@ -118,7 +148,7 @@ def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = N
             say("raised error", ename=ename, error=first_line) if first_line else say("raised bare", ename=ename)
         )
         found.append((where, how))
-    warnings: list[str] = []
+    warnings: list[Said] = []
     answers = {str(c.metadata.get("nbgrader", {}).get("grade_id")) for c in nb.cells if _is_answer(c)}
     for (where, how), group in itertools.groupby(found):
         n = len(list(group))

@@ -14,7 +14,7 @@ import nbformat
 
 from ..wording import say
 
-REDACTED = say("redacted")
+REDACTED = str(say("redacted"))  # the worker's copy; a page writes it in its edition (feedback.py)
 _MIN_SECRET = 12  # characters (stripped): shorter lines ("return out", "x = 1") are too common to be a secret
 
 

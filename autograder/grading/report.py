@@ -12,6 +12,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..wording import Said
 from . import lms
 from .submission import read_result
 
@@ -32,8 +33,8 @@ class Row:
     score: float
     max_score: float
     status: str  # "graded", "error" (not gradeable: zero) or "integrity" (grading machinery changed: zero)
-    reason: str
-    warnings: list[str] = dataclasses.field(default_factory=list)
+    reason: str  # the instructor's (grades.csv): English
+    warnings: list[Said] = dataclasses.field(default_factory=list)
     lms: str = ""  # "canvas", "moodle" or "": whose download name the file has (autograder/lms.py)
     lms_id: str = ""  # Canvas user id / Moodle participant id from the name
     name: str = ""  # the student's name as the LMS wrote it
@@ -45,6 +46,7 @@ class Row:
     in_lms_file: bool = True  # the student's row in the LMS file (no LMS id: in no LMS file, kept)
     lms_note: str = ""  # why the LMS file does not carry it, or ""
     stray: str = ""  # a file that cannot stand for its student: its reason and what to do, or ""
+    reasons: list[Said] = dataclasses.field(default_factory=list)  # the reason's messages: the LMS comment's words
 
 
 def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], graded_at: float) -> Row:
@@ -75,6 +77,7 @@ def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], g
         in_lms_file=sub.in_lms_file,
         lms_note=sub.lms_note,
         stray=sub.stray,
+        reasons=list(result.reasons),
     )
 
 
@@ -153,7 +156,7 @@ def write_reports(
         elif row.stray and not any(a.startswith(f"{row.submission} (") for a in attention):
             attention.append(f"{row.submission}: {row.stray}")
             logger.warning(f"  needs attention: {row.submission}: {row.stray}")
-        claim = [w for w in row.warnings if w.startswith("the file's own name carries another")]
+        claim = [w for w in row.warnings if isinstance(w, str) and w.startswith("the file's own name carries another")]
         if claim:
             attention.append(f"{row.submission}: {claim[0]}")
             logger.warning(f"  needs attention: {row.submission}: {claim[0]}")
@@ -197,7 +200,7 @@ def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) ->
                     f"{r.max_score:g}",
                     r.status,
                     r.reason,
-                    "; ".join(r.warnings),
+                    "; ".join(map(str, r.warnings)),
                 ]
             )
 

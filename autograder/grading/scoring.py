@@ -10,10 +10,10 @@ recorder never armed, or the verdicts broke the protocol: one verdict per exerci
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from ..wording import say
-from .reasons import detail_reason
+from ..wording import Said, join, say
+from .reasons import detail_reason, exercise_of, exercise_reason
 
 
 @dataclasses.dataclass
@@ -23,11 +23,11 @@ class Scored:
 
     status: str
     scores: dict[str, float]
-    reasons: list[str]
-    warnings: list[str]
+    reasons: list[Said]
+    warnings: list[Said]
 
 
-def blocked_warnings(records: Iterable[dict]) -> list[str]:
+def blocked_warnings(records: Iterable[dict]) -> list[Said]:
     """One warning per kind of action the recorder refused (its "blocked" records), for the instructor."""
     blocked = sorted({(r["what"], r["event"]) for r in records if r.get("type") == "blocked"})
     return [say("blocked", what=what, event=event) for what, event in blocked]
@@ -40,7 +40,7 @@ def _seq(record: dict, position: int) -> int:
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else position
 
 
-def order_violations(order: list[str], records: list[dict], numbers: bool = True) -> list[str]:
+def order_violations(order: list[str], records: list[dict], numbers: bool = True) -> list[Said]:
     """Why the records break the protocol of one verdict per exercise, in the notebook's order (empty if they do
     not): the recorder numbers every record it signs (``seq``, from 0, "armed" first), so the numbers must be
     0, 1, 2 … with none missing or repeated (a record kept from the worker, or one sent twice, leaves a hole or a
@@ -51,7 +51,7 @@ def order_violations(order: list[str], records: list[dict], numbers: bool = True
     itself. ``numbers``: check the numbers too (not where records were dropped or forged, which leaves holes and is
     said already)."""
     numbered = [r for r in records if isinstance(r.get("seq"), int) and not isinstance(r.get("seq"), bool)]
-    found: list[str] = []
+    found: list[Said] = []
     if numbered and numbers:
         seqs = sorted(r["seq"] for r in numbered)
         if seqs != list(range(len(seqs))):
@@ -75,7 +75,9 @@ def order_violations(order: list[str], records: list[dict], numbers: bool = True
     return list(dict.fromkeys(found))
 
 
-def score(points: dict[str, int], records: list[dict], forged: int, reasons: list[str], overflow: int = 0) -> Scored:
+def score(
+    points: dict[str, int], records: list[dict], forged: int, reasons: Sequence[Said], overflow: int = 0
+) -> Scored:
     """Apply the rule.
 
     ``points``: exercise -> its points (``EXERCISES``); ``records``: the verified records, verdicts judged by
@@ -85,30 +87,31 @@ def score(points: dict[str, int], records: list[dict], forged: int, reasons: lis
     ``overflow``: how many connections the record server dropped because the notebook had sent more than it keeps
     (``channel.MAX_RECORDS``, ``channel.MAX_TOTAL_BYTES``).
     """
-    warnings: list[str] = []
+    warnings: list[Said] = []
     by_exercise: dict[str, list[dict]] = {}
     for r in records:
         if r.get("type") == "verdict":
             by_exercise.setdefault(r["exercise"], []).append(r)
     scores = {name: 0.0 for name in points}
-    said = {r.split(":", 1)[0] for r in reasons}
-    kept = [r for r in reasons if r.split(":", 1)[0] not in points]
+    said = {exercise_of(r) for r in reasons}
+    kept = [r for r in reasons if exercise_of(r) not in points]
     for name, top in points.items():
         runs = by_exercise.get(name, [])
         if runs and all(r.get("passed") for r in runs):
             scores[name] = float(top)
             continue
-        kept += [r for r in reasons if r.split(":", 1)[0] == name]
+        kept += [r for r in reasons if exercise_of(r) == name]
         if name not in said:  # the test cell passed in the kernel (or never ran): the worker's reason
             failed = next((r for r in runs if not r.get("passed")), None)
+            why: Said
             if failed is None:
                 why = say("no verdict record")
             elif failed.get("details"):  # the first failed check as the worker judged it: its label and message
-                why = "; ".join([*(failed.get("reasons") or []), detail_reason(failed["details"][0])])
+                why = join([*(failed.get("reasons") or []), detail_reason(failed["details"][0])])
             else:
-                why = "; ".join(failed["failures"])[:200]
-            kept.append(f"{name}: {why or say('checks did not pass')}")
-    violations = []
+                why = join(failed["failures"]) if failed.get("failures") else say("checks did not pass")
+            kept.append(exercise_reason(name, why))
+    violations: list[Said] = []
     if forged:
         violations.append(say("forged", n=forged))
     if overflow:
@@ -121,6 +124,6 @@ def score(points: dict[str, int], records: list[dict], forged: int, reasons: lis
     status = "graded"
     if violations:
         scores = {n: 0.0 for n in scores}
-        kept.insert(0, say("integrity", violations="; ".join(violations))[:300])
+        kept.insert(0, say("integrity", violations=join(violations)))
         status = "integrity"
     return Scored(status, scores, kept, warnings)

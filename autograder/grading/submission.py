@@ -13,6 +13,7 @@ import dataclasses
 import json
 import pathlib
 
+from ..wording import Said, from_data, say, to_data
 from . import lms
 
 
@@ -21,8 +22,10 @@ class Result:
     """One submission's outcome, as its result file holds it. ``status``: "graded", "error" (not gradeable: zero) or
     "integrity" (the grading machinery was changed: zero); ``scores``: exercise -> points (empty when not graded);
     ``log``/``trace``: the tail of nbgrader's log or the worker's traceback, for the instructor (never in the
-    feedback). ``reasons``: the scoring's reasons one by one (``reason`` joins them); kept in memory, not in the
-    file."""
+    feedback). ``reasons``: the scoring's reasons one by one, and ``reason`` their English joined (the instructor's
+    grades.csv and console). What the grader says to the student (``reasons``, ``warnings``, ``details``) is
+    :class:`~autograder.wording.Message` s (or plain strings), rendered where shown, in the reader's edition; the
+    file holds them as data (:func:`~autograder.wording.to_data`)."""
 
     submission: str
     sha256: str
@@ -30,30 +33,48 @@ class Result:
     status: str
     reason: str
     scores: dict[str, float] = dataclasses.field(default_factory=dict)
-    warnings: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[Said] = dataclasses.field(default_factory=list)
     log: str = ""
     trace: str = ""
     # checks judged again outside the kernel from their records ("outside") and by the kernel alone ("kernel")
     judged: dict[str, int] = dataclasses.field(default_factory=dict)
     # exercise -> the failed checks' messages as the worker computed them (what the feedback's test cells show)
-    details: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-    reasons: list[str] = dataclasses.field(default_factory=list, compare=False)
+    details: dict[str, list[Said]] = dataclasses.field(default_factory=dict)
+    reasons: list[Said] = dataclasses.field(default_factory=list, compare=False)
 
     @property
     def score(self) -> float:
         return sum(self.scores.values())
 
 
-_OPTIONAL = ("log", "trace", "judged", "details")
+_OPTIONAL = ("log", "trace", "judged", "details", "reasons")
 
 
 def result_fields(result: Result) -> dict:
-    """``result`` as its file holds it (the in-memory ``reasons`` left out, empty optional fields too)."""
-    return {
-        k: v
-        for k, v in dataclasses.asdict(result).items()
-        if k != "reasons" and ((v != "" and v != {}) or k not in _OPTIONAL)
+    """``result`` as its file holds it (empty optional fields left out; messages as data)."""
+    said = {
+        "warnings": [to_data(w) for w in result.warnings],
+        "details": {name: [to_data(d) for d in ds] for name, ds in result.details.items()},
+        "reasons": [to_data(r) for r in result.reasons],
     }
+    fields = {f.name: said.get(f.name, getattr(result, f.name)) for f in dataclasses.fields(Result)}
+    return {k: v for k, v in fields.items() if (v != "" and v != {} and v != []) or k not in _OPTIONAL}
+
+
+def result_from_fields(data: dict) -> Result:
+    """The result whose fields are ``data`` (:func:`result_fields`' inverse: its messages read back)."""
+    return Result(**_read_said(data))
+
+
+def _read_said(data: dict) -> dict:
+    """The messages of a result file's ``data`` read back."""
+    out = dict(data)
+    for k in ("warnings", "reasons"):
+        if isinstance(out.get(k), list):
+            out[k] = [from_data(w) for w in out[k]]
+    if isinstance(out.get("details"), dict):
+        out["details"] = {n: [from_data(d) for d in ds] for n, ds in out["details"].items() if isinstance(ds, list)}
+    return out
 
 
 def write_result(path: pathlib.Path, result: Result) -> None:
@@ -70,8 +91,8 @@ def read_result(path: pathlib.Path) -> Result:
         raise ValueError(f"{path}: not a result file")
     names = {f.name for f in dataclasses.fields(Result)}
     try:
-        return Result(**{k: v for k, v in data.items() if k in names})
-    except TypeError as exc:
+        return result_from_fields({k: v for k, v in data.items() if k in names})
+    except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"{path}: not a result file ({exc})") from None
 
 
@@ -87,14 +108,14 @@ class Submission:
     uploaded_at: float  # the file's time in the download (a zip entry's time; lms.newer reads it)
     result_file: pathlib.Path  # out/results/<label>.json
     kind: str = ""  # what the file is (canonical.file_kind: "notebook", "PDF" …; "unreadable file"), read once
-    zero: str = ""  # why it gets a zero whatever its run would give (not a notebook, another chapter's), or ""
+    zero: Said = ""  # why it gets a zero whatever its run would give (not a notebook, another chapter's), or ""
     superseded_by: str = ""  # the file the LMS file carries for this student instead of this one (its page says so)
     # the LMS file's choice, made at collection (lms.choose): the report reads it, never chooses again
     in_lms_file: bool = True  # the student's row in the LMS file (a file without an LMS id: in no LMS file, kept)
     lms_note: str = ""  # why the LMS file does not carry it (grades.csv and the summary say so), or ""
     stray: str = ""  # a file that cannot stand for its student (lms.fits): its reason and what to do, or ""
     # canonicalise
-    warnings: list[str] = dataclasses.field(default_factory=list)  # from canonicalising the file
+    warnings: list[Said] = dataclasses.field(default_factory=list)  # from canonicalising the file
     unreadable: bool = False  # the file itself could not be read as a notebook (the feedback says: download again)
     edition: str = "en"  # the course edition the file was made from ("zh": notebooks/zh/), its feedback's language
     # execute and judge
@@ -120,14 +141,21 @@ class Submission:
         return self.who.late
 
     @property
-    def reason(self) -> str:
+    def reason(self) -> Said:
         return self.outcome.reason if self.outcome is not None else self.zero
+
+    @property
+    def reasons(self) -> list[Said]:
+        """Why it lost points, as messages (its zero's reason before it is run)."""
+        if self.outcome is not None:
+            return self.outcome.reasons or ([self.outcome.reason] if self.outcome.reason else [])
+        return [self.zero] if self.zero else []
 
     def result(self) -> Result:
         """The record's result file: the run's outcome under this file's identity, its warnings the
         canonicalisation's, then the run's, then (for a shared run) which file it shares it with."""
         assert self.outcome is not None
-        note = [f"identical code to {self.same_as} (graded once for both)"] if self.same_as else []
+        note: list[Said] = [say("identical code", other=self.same_as)] if self.same_as else []
         return dataclasses.replace(
             self.outcome,
             submission=self.label,

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import nbformat
 
-from ..wording import say
+from ..wording import Said, say
 from . import channel, jail, judge, memory, questions, runner, scoring
 from .reasons import failure_reasons, ungraded_cell_errors
 from .redaction import grader_secrets, secret_output_lines
@@ -93,7 +93,7 @@ def main(job_path: str) -> int:
             trace=traceback.format_exc()[-2000:],
         )
     out = pathlib.Path(job.result)
-    out.with_suffix(".tmp").write_text(json.dumps({**result_fields(result), "reasons": result.reasons}))
+    out.with_suffix(".tmp").write_text(json.dumps(result_fields(result)))  # messages as data
     out.with_suffix(".tmp").replace(out)
     return 0
 
@@ -231,7 +231,7 @@ def grade_one(job: Job) -> Result:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=False, capture_output=True)
     chapter, sid = job.chapter, job.student_id
     nb = nbformat.read(job.canonical, as_version=4)  # canonicalised by the batch (autograder/canonical.py)
-    warnings = [
+    warnings: list[Said] = [
         say("needs review", what=w) for w in suspicious(nb, chapter)
     ]  # the batch puts the file's own before them
 
@@ -326,7 +326,7 @@ def grade_one(job: Job) -> Result:
         return Result("", "", sid, "error", reason, warnings=warnings, log=run.log())
 
     warnings += ungraded_cell_errors(graded, job.cell_timeout)
-    details: dict[str, list[str]] = {}  # exercise -> its failed checks' messages, as judged here
+    details: dict[str, list[Said]] = {}  # exercise -> its failed checks' messages, as judged here
     for e in entries:
         if e.get("type") == "verdict" and e.get("details"):
             details.setdefault(e["exercise"], e["details"])
@@ -349,7 +349,7 @@ def grade_one(job: Job) -> Result:
         "",
         sid,
         scored.status,
-        "; ".join(scored.reasons),
+        "; ".join(map(str, scored.reasons)),
         scored.scores,
         warnings,
         judged={"outside": judged},
@@ -386,9 +386,9 @@ _SUSPICIOUS = [
 ]
 
 
-def suspicious(nb: nbformat.NotebookNode, chapter: str) -> list[str]:
+def suspicious(nb: nbformat.NotebookNode, chapter: str) -> list[Said]:
     """Static flags for the instructor (not score changes): code that touches the grading machinery."""
-    flags: list[str] = []
+    flags: list[Said] = []
     for cell in nb.cells:
         student = (
             cell.metadata.get("nbgrader", {}).get("solution") or cell.id.startswith("inserted-") or "-part" in cell.id
