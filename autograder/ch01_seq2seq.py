@@ -143,7 +143,7 @@ def _loss_half(fn):
     targets = torch.tensor([[3, 5, EOS, PAD], [8, 2, 7, EOS]])
     expect_half_precision(
         "sequence_loss",
-        lambda dtype: call(str(Message("sequence_loss on {dtype} logits", dtype=dtype)), fn, logits.to(dtype), targets),
+        lambda dtype: call(Message("sequence_loss on {dtype} logits", dtype=dtype), fn, logits.to(dtype), targets),
         float32_results=(0,),
     )
 
@@ -192,7 +192,7 @@ def _rnn_like(enc, kwargs):
 
 def _compare_encoder(cls, kwargs, lengths, *, hidden=False):
     torch.manual_seed(0)
-    enc = call(str(Message("Encoder(**{kwargs})", kwargs=kwargs)), cls, **kwargs)
+    enc = call(Message("Encoder(**{kwargs})", kwargs=kwargs), cls, **kwargs)
     enc.eval()
     for name in ("embedding", "rnn"):
         expect_true(
@@ -272,7 +272,7 @@ def _encoder_dropout(cls):
     _, src, lens = _batch([4, 2, 5], 13, seed=5)
     expect_dropout_modes(
         "Encoder(13, 5, 4, dropout)",
-        lambda p: call(str(Message("Encoder(13, 5, 4, dropout={p})", p=p)), cls, 13, 5, 4, dropout=p),
+        lambda p: call(Message("Encoder(13, 5, 4, dropout={p})", p=p), cls, 13, 5, 4, dropout=p),
         lambda enc: call("Encoder.forward(src, src_lens)", enc, src, lens)[0],
     )
 

@@ -233,7 +233,7 @@ def _masked_softmax_half_and_very_negative(fn):
     expected = _softmax_oracle(scores.double(), mask)
     for dtype in (torch.float16, torch.bfloat16):
         try:
-            got = call(str(Message("masked_softmax in {dtype}", dtype=dtype)), fn, scores.to(dtype), mask)
+            got = call(Message("masked_softmax in {dtype}", dtype=dtype), fn, scores.to(dtype), mask)
         except CheckFailed as err:
             if "overflow" not in str(err):  # another crash: its own message says what went wrong
                 raise

@@ -209,7 +209,7 @@ def _sdpa_half_precision(fn):
         exp_out, exp_w = _oracle(q.double(), k.double(), v.double(), mask)  # float64 reference, then rounded
         q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
         try:
-            out, weights = call(str(Message("scaled_dot_product_attention in {dtype}", dtype=dtype)), fn, q, k, v, mask)
+            out, weights = call(Message("scaled_dot_product_attention in {dtype}", dtype=dtype), fn, q, k, v, mask)
         except CheckFailed as err:
             if "overflow" not in str(err):  # another crash: its own message says what went wrong
                 raise
@@ -290,7 +290,7 @@ def _sdpa_large_scores(fn):
     expect_half_precision(
         "scaled_dot_product_attention with large scores",
         lambda dtype: call(
-            str(Message("scaled_dot_product_attention in {dtype}", dtype=dtype)),
+            Message("scaled_dot_product_attention in {dtype}", dtype=dtype),
             fn,
             q.to(dtype),
             k.to(dtype),
@@ -321,7 +321,7 @@ def _sdpa_half_precision_large_products(fn):
     expect_half_precision(
         "scaled_dot_product_attention with large products q·k",
         lambda dtype: call(
-            str(Message("scaled_dot_product_attention in {dtype}", dtype=dtype)), fn, *_large_products(dtype), None
+            Message("scaled_dot_product_attention in {dtype}", dtype=dtype), fn, *_large_products(dtype), None
         ),
         hint="no mask here: the products q·k of these inputs pass float16's 65 504 although the scaled scores do "
         "not; divide q by sqrt(d_k) before the product (q / math.sqrt(d_k)) @ k.transpose(-2, -1).",
@@ -473,7 +473,7 @@ def _module_oracle(module, x, mask=None):
 
 def _compare_module(cls, args, x, mask=None, *, hidden=False):
     torch.manual_seed(0)
-    module = call(str(Message("SelfAttention{args}", args=args)), cls, *args)
+    module = call(Message("SelfAttention{args}", args=args), cls, *args)
     for name in ("W_q", "W_k", "W_v"):
         expect_true(
             isinstance(getattr(module, name, None), torch.nn.Linear),

@@ -145,7 +145,7 @@ def _merge_reference(x):
 
 def _build(cls, d_model, H, bias=True, seed=0):
     torch.manual_seed(seed)
-    m = call(str(Message("MultiHeadAttention({d_model}, {H})", d_model=d_model, H=H)), cls, d_model, H, bias=bias)
+    m = call(Message("MultiHeadAttention({d_model}, {H})", d_model=d_model, H=H), cls, d_model, H, bias=bias)
     for name in ("W_q", "W_k", "W_v", "W_o"):
         expect_true(
             isinstance(getattr(m, name, None), torch.nn.Linear),
@@ -301,7 +301,7 @@ def _mha_half(cls):
         with torch.no_grad():
             model = m.to(dtype)
             return call(
-                str(Message("MultiHeadAttention.forward in {dtype}", dtype=dtype)),
+                Message("MultiHeadAttention.forward in {dtype}", dtype=dtype),
                 model,
                 q.to(dtype),
                 kv.to(dtype),
@@ -323,7 +323,7 @@ def _mha_dropout(cls):
     q, kv = torch.randn(2, 4, 12, generator=g), torch.randn(2, 6, 12, generator=g)
     expect_dropout_modes(
         "MultiHeadAttention(12, 3, dropout)",
-        lambda p: call(str(Message("MultiHeadAttention(12, 3, dropout={p})", p=p)), cls, 12, 3, dropout=p),
+        lambda p: call(Message("MultiHeadAttention(12, 3, dropout={p})", p=p), cls, 12, 3, dropout=p),
         lambda m: call("MultiHeadAttention.forward", m, q, kv, kv, None)[0],
     )
 
@@ -363,7 +363,7 @@ def _mha_dropout_site(cls):
     d, H = 12, 3
     g = rng(12)
     q, kv = torch.randn(2, 4, d, generator=g), torch.randn(2, 6, d, generator=g)
-    m = call(str(Message("MultiHeadAttention({d}, {H}, dropout=0.5)", d=d, H=H)), cls, d, H, dropout=0.5)
+    m = call(Message("MultiHeadAttention({d}, {H}, dropout=0.5)", d=d, H=H), cls, d, H, dropout=0.5)
     _projections_set(m, W_v=torch.eye(d), W_o=torch.eye(d))  # the output is the merged heads themselves
     m.train()
     state = torch.random.get_rng_state()
@@ -450,7 +450,7 @@ def _large_products_case(cls, d: int, H: int, seed: int) -> None:
         with torch.no_grad():
             model = m.to(dtype)
             return call(
-                str(Message("MultiHeadAttention.forward in {dtype}", dtype=dtype)),
+                Message("MultiHeadAttention.forward in {dtype}", dtype=dtype),
                 model,
                 query.to(dtype),
                 key.to(dtype),

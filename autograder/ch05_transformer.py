@@ -110,7 +110,7 @@ def _pe_odd_width(cls):
 def _pe_long_and_added(cls):
     """adds the encoding to the input, for longer sequences and other widths (an odd d_model too)"""
     for d, T in ((12, 40), (6, 17), (7, 9)):
-        pe = call(str(Message("PositionalEncoding({d}, context_length=64)", d=d)), cls, d, 64)
+        pe = call(Message("PositionalEncoding({d}, context_length=64)", d=d), cls, d, 64)
         x = torch.randn(3, T, d, generator=rng(d))
         expect_close(
             Message("PositionalEncoding({d})(x)", d=d),
@@ -298,7 +298,7 @@ def _compare_encoder(cls, *, norm_first, activation="relu", eps=1e-5, lengths=No
     d, H, d_ff, B, T = 12, 3, 20, len(lengths) if lengths else 2, 6
     kind = "pre-LN" if norm_first else "post-LN"
     layer = call(
-        str(Message("EncoderLayer({kind})", kind=kind)), cls, **_layer_args(d, H, d_ff, norm_first, activation, eps)
+        Message("EncoderLayer({kind})", kind=kind), cls, **_layer_args(d, H, d_ff, norm_first, activation, eps)
     )
     _randomise(layer, seed)
     twin = _TorchEncoderLayer(**_torch_args(d, H, d_ff, norm_first, activation, eps))
@@ -374,7 +374,7 @@ def _decoder_setup(cls, norm_first, seed, activation="relu", eps=1e-5):
     d, H, d_ff = 12, 3, 20
     kind = "pre-LN" if norm_first else "post-LN"
     layer = call(
-        str(Message("DecoderLayer({kind})", kind=kind)), cls, **_layer_args(d, H, d_ff, norm_first, activation, eps)
+        Message("DecoderLayer({kind})", kind=kind), cls, **_layer_args(d, H, d_ff, norm_first, activation, eps)
     )
     _randomise(layer, seed)
     return layer, d, H, d_ff, kind
@@ -519,7 +519,7 @@ def _decoder_half(cls):
     def run(dtype):
         with torch.no_grad():
             return call(
-                str(Message("DecoderLayer.forward in {dtype}", dtype=dtype)),
+                Message("DecoderLayer.forward in {dtype}", dtype=dtype),
                 layer.to(dtype),
                 y.to(dtype),
                 memory.to(dtype),

@@ -99,7 +99,7 @@ def _block_hint(block, x, got, config):
 
 def _compare_block(cls, config, x, *, hidden=False, use_sdpa=None):
     torch.manual_seed(0)
-    block = _randomise(call(str(Message("Block({config})", config=config)), cls, config), seed=1)
+    block = _randomise(call(Message("Block({config})", config=config), cls, config), seed=1)
     if use_sdpa is not None:
         block.use_sdpa = use_sdpa
     block.eval()
@@ -227,7 +227,7 @@ def _block_half(cls):
 
         def run(dtype):
             with torch.no_grad():
-                return call(str(Message("Block.forward after .to({dtype})", dtype=dtype)), block.to(dtype), x.to(dtype))
+                return call(Message("Block.forward after .to({dtype})", dtype=dtype), block.to(dtype), x.to(dtype))
 
         expect_half_precision(Message("Block (use_sdpa={use_sdpa})", use_sdpa=use_sdpa), run)
         block.float()
@@ -285,7 +285,7 @@ def _final(model, config, x):
 
 def _build_gpt(cls, config, seed=0):
     torch.manual_seed(seed)
-    model = call(str(Message("GPT({config})", config=config)), cls, config)
+    model = call(Message("GPT({config})", config=config), cls, config)
     for name in ("wte", "wpe", "h", "ln_f", "lm_head"):
         expect_true(
             hasattr(model, name), Message("GPT should keep the attribute {name} created in __init__.", name=repr(name))
@@ -374,7 +374,7 @@ def _gpt_half(cls):
 
     def run(dtype):
         with torch.no_grad():
-            return call(str(Message("GPT.forward after .to({dtype})", dtype=dtype)), model.to(dtype), idx)
+            return call(Message("GPT.forward after .to({dtype})", dtype=dtype), model.to(dtype), idx)
 
     expect_half_precision("GPT", run)
 
@@ -473,7 +473,7 @@ def _gpt_input_forms(cls):
             ("model(idx[:, :1])", (idx[:, :1],)),
         ):
             expected = _gpt_oracle(model, config, *args)
-            expect_close(what, call(str(what), model, *args), expected, hidden=True)
+            expect_close(what, call(what, model, *args), expected, hidden=True)
 
 
 class _FixedLM(nn.Module):
@@ -532,7 +532,7 @@ def _greedy_oracle(model, idx, n):
 
 def _draw(fn, logits, n=4000, seed=0, **kw):
     out = call(
-        str(Message("generate(model, idx, 1, {kwargs})", kwargs=", ".join(f"{k}={v}" for k, v in kw.items()))),
+        Message("generate(model, idx, 1, {kwargs})", kwargs=", ".join(f"{k}={v}" for k, v in kw.items())),
         fn,
         _FixedLM(logits),
         torch.zeros(n, 1, dtype=torch.long),

@@ -47,10 +47,8 @@ def _batch(seed=0, B=64, T=256, V=1000):
 def _run(fn, x, p=0.15, seed=0, V=1000):
     before = x.clone()
     result = call(
-        str(
-            Message(
-                "mask_tokens(input_ids, mask_id=4, vocab_size={V}, special_ids=range(5), mlm_probability={p})", V=V, p=p
-            )
+        Message(
+            "mask_tokens(input_ids, mask_id=4, vocab_size={V}, special_ids=range(5), mlm_probability={p})", V=V, p=p
         ),
         fn,
         x,
@@ -281,7 +279,7 @@ def _randomised(what, cls, config, seed, param_seed):
     """``cls(config)`` built after ``torch.manual_seed(seed)``, then every parameter (LayerNorm's included) drawn
     from N(0, 1) with the generator ``param_seed``; in eval mode."""
     torch.manual_seed(seed)
-    m = call(str(Message("{what}({config})", what=what, config=config)), cls, config)
+    m = call(Message("{what}({config})", what=what, config=config), cls, config)
     g = rng(param_seed)
     with torch.no_grad():
         for p in m.parameters():
@@ -311,7 +309,7 @@ def _expect_dropout_after_norm(what, cls, config_with_dropout, ids):
     dropout ``p``)."""
     expect_dropout_modes(
         what,
-        lambda p: call(str(Message("{what}(config)", what=what)), cls, config_with_dropout(p)),
+        lambda p: call(Message("{what}(config)", what=what), cls, config_with_dropout(p)),
         lambda m: call("embeddings", m, ids),
     )
 

@@ -38,7 +38,7 @@ updated_in_place(KVCache)  # attend_with_cache and MLA append to the cache they 
 def _check_repeat(fn, B, H_kv, T, d, n_rep, seed, *, hidden=False):
     x = torch.randn(B, H_kv, T, d, generator=rng(seed))
     got = call(
-        str(Message("repeat_kv(x of shape {shape}, n_rep={n_rep})", shape=(B, H_kv, T, d), n_rep=n_rep)), fn, x, n_rep
+        Message("repeat_kv(x of shape {shape}, n_rep={n_rep})", shape=(B, H_kv, T, d), n_rep=n_rep), fn, x, n_rep
     )
     expected = torch.repeat_interleave(x, n_rep, dim=1)
     hint = ""
@@ -269,7 +269,7 @@ def _mla_oracle(m, x, sizes):
 def _build_mla(cls, seed, **sizes):
     torch.manual_seed(seed)
     args = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    m = call(str(Message("MultiHeadLatentAttention({args})", args=args)), cls, **sizes)
+    m = call(Message("MultiHeadLatentAttention({args})", args=args), cls, **sizes)
     with torch.no_grad():
         g = rng(seed)
         for name, p in m.named_parameters():

@@ -90,7 +90,7 @@ def _explained(err: CheckFailed, hint) -> CheckFailed:
 
 def _compare_window_mask(fn, T, window, causal, *, hidden=False):
     what = Message("sliding_window_mask({T}, {window}, causal={causal})", T=T, window=window, causal=causal)
-    got = call(str(what), fn, T, window, causal=causal)
+    got = call(what, fn, T, window, causal=causal)
     expected = _band(T, window, causal)
     hint = "" if hidden else _window_hint(got, T, window, causal)
     try:
@@ -160,7 +160,7 @@ def _compare_global(fn, mask, is_global, causal, *, hidden=False):
         is_global=tuple(is_global.shape),
         causal=causal,
     )
-    got = call(str(what), fn, mask, is_global, causal=causal)
+    got = call(what, fn, mask, is_global, causal=causal)
     expected = _global_oracle(mask, is_global, causal)
     hint = ""
     if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == torch.bool:
@@ -249,7 +249,7 @@ def _compare_window_attention(fn, q, k, v, window, causal, block_len=None, *, hi
         window=window,
         kwargs=", ".join(f"{k}={v}" for k, v in kwargs.items()),
     )
-    got = call(str(what), fn, q, k, v, window, **kwargs)
+    got = call(what, fn, q, k, v, window, **kwargs)
     expected = _torch_sdpa(q, k, v, attn_mask=_band(T, window, causal))
     hint = ""
     if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape:
@@ -317,7 +317,7 @@ def _attention_memory(fn):
             shape=tuple(q.shape),
             causal=causal,
         )
-        largest, made, seen, out, grads = call(str(what), lambda causal=causal: _measured(fn, q, k, v, 4, causal, do))
+        largest, made, seen, out, grads = call(what, lambda causal=causal: _measured(fn, q, k, v, 4, causal, do))
         expect_true(
             largest < T * T // 8,
             Message(
@@ -390,7 +390,7 @@ def _attention_half(fn):
         expect_half_precision(
             Message("sliding_window_attention(..., window=3, causal={causal})", causal=causal),
             lambda dtype, causal=causal: call(
-                str(Message("sliding_window_attention in {dtype}", dtype=dtype)),
+                Message("sliding_window_attention in {dtype}", dtype=dtype),
                 fn,
                 q.to(dtype),
                 k.to(dtype),
@@ -444,7 +444,7 @@ def _compare_routing(fn, qc, kc, causal, *, hidden=False):
         key_clusters=tuple(kc.shape),
         causal=causal,
     )
-    got = call(str(what), fn, qc, kc, causal=causal)
+    got = call(what, fn, qc, kc, causal=causal)
     expected = _routing_oracle(qc, kc, causal)
     hint = ""
     if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape:
@@ -532,7 +532,7 @@ def _compare_topk(fn, scores, n_selected, block_len, causal=True, n_initial=1, n
         n_initial=n_initial,
         n_local=n_local,
     )
-    got = call(str(what), fn, scores, n_selected, block_len, causal=causal, n_initial=n_initial, n_local=n_local)
+    got = call(what, fn, scores, n_selected, block_len, causal=causal, n_initial=n_initial, n_local=n_local)
     expected = _topk_oracle(scores, n_selected, block_len, causal, n_initial, n_local)
     hint = ""
     if not hidden and isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == torch.bool:

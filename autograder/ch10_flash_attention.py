@@ -57,7 +57,7 @@ def _fold(fn, x, splits, what):
     ell = torch.zeros(x.shape[:-1], dtype=x.dtype)
     edges = [0, *splits, x.shape[-1]]
     for a, b in zip(edges[:-1], edges[1:]):
-        result = call(str(what), fn, m, ell, x[..., a:b])
+        result = call(what, fn, m, ell, x[..., a:b])
         expect_true(
             isinstance(result, tuple) and len(result) == 2,
             Message(
@@ -248,9 +248,7 @@ def _compare_forward(fn, q, k, v, *, causal=False, attention_mask=None, block_q,
         block_q=block_q,
         block_k=block_k,
     )
-    result = call(
-        str(what), fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k
-    )
+    result = call(what, fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
     expect_true(
         isinstance(result, tuple) and len(result) == 2,
         Message(
@@ -412,9 +410,7 @@ def _forward_very_negative_scores(fn):
             block_q=block_q,
             block_k=block_k,
         )
-        result = call(
-            str(what), fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k
-        )
+        result = call(what, fn, q, k, v, causal=causal, attention_mask=attention_mask, block_q=block_q, block_k=block_k)
         expect_true(isinstance(result, tuple) and len(result) == 2, "flash_attention_forward should return (o, lse).")
         mask = _full_mask(7, 10, causal, attention_mask)
         scores = (q @ k.transpose(-2, -1)) / 2.0  # exact: integers times 1/2
@@ -463,7 +459,7 @@ def _forward_half_large(fn):
     def run(dtype):
         args = (q.to(dtype), k.to(dtype), v.to(dtype))
         return call(
-            str(Message("flash_attention_forward in {dtype}", dtype=dtype)),
+            Message("flash_attention_forward in {dtype}", dtype=dtype),
             fn,
             *args,
             causal=True,
@@ -500,7 +496,7 @@ def _forward_half(fn):
     def run(dtype):
         args = (q.to(dtype), k.to(dtype), v.to(dtype))
         return call(
-            str(Message("flash_attention_forward in {dtype}", dtype=dtype)),
+            Message("flash_attention_forward in {dtype}", dtype=dtype),
             fn,
             *args,
             causal=True,
@@ -533,7 +529,7 @@ def _compare_backward(fn, q, k, v, *, causal=False, attention_mask=None, block_q
         block_k=block_k,
     )
     result = call(
-        str(what),
+        what,
         fn,
         do,
         q,
@@ -673,7 +669,7 @@ def _backward_half_large(fn):
     def run(dtype):
         args = (do.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), o.to(dtype), lse)
         return call(
-            str(Message("flash_attention_backward in {dtype}", dtype=dtype)),
+            Message("flash_attention_backward in {dtype}", dtype=dtype),
             fn,
             *args,
             causal=True,
@@ -714,7 +710,7 @@ def _expect_tiles_only(name, inputs, fn, args, attention_mask, T_q, T_k, expecte
         kwargs=", ".join(f"{k}={'given' if k == 'attention_mask' else v}" for k, v in kwargs.items()),
     )
 
-    numel, shape, seen, result = call(str(what), lambda: largest_tensor(fn, *args, **kwargs))  # what is recorded
+    numel, shape, seen, result = call(what, lambda: largest_tensor(fn, *args, **kwargs))  # what is recorded
     expect_true(
         isinstance(result, tuple) and len(result) == len(expected),
         Message(

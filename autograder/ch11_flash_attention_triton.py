@@ -508,7 +508,7 @@ def _forward_what(q, k, v, causal, block_q, block_k) -> Message:
 
 def _compare_forward(fn, q, k, v, *, causal, block_q=16, block_k=16, hidden=False, hint=_FORWARD_HINT):
     what = _forward_what(q, k, v, causal, block_q, block_k)
-    o, lse = call(str(what), lambda: _launch_forward(fn, q, k, v, causal, block_q, block_k))
+    o, lse = call(what, lambda: _launch_forward(fn, q, k, v, causal, block_q, block_k))
     exp_o, exp_lse = _forward_oracle(q, k, v, causal)
     expect_close(Message("{what}: {name}", what=what, name="o"), o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
     expect_close(
@@ -591,12 +591,12 @@ def _forward_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=Fals
     and its loads against those of the launch without CAUSAL."""
     plain = _forward_what(q, k, v, False, block_q, block_k)
     o_plain, lse_plain, *counted_plain = call(
-        str(plain), lambda: _launch_forward(fn, q, k, v, False, block_q, block_k, True)
+        plain, lambda: _launch_forward(fn, q, k, v, False, block_q, block_k, True)
     )
     exp_plain = _forward_oracle(q, k, v, False)
     plain_ok = _close(o_plain, exp_plain[0].to(q.dtype)) and _close(lse_plain, exp_plain[1].float())
     what = _forward_what(q, k, v, True, block_q, block_k)
-    o, lse, *counted = call(str(what), lambda: _launch_forward(fn, q, k, v, True, block_q, block_k, True))
+    o, lse, *counted = call(what, lambda: _launch_forward(fn, q, k, v, True, block_q, block_k, True))
     exp_o, exp_lse = _forward_oracle(q, k, v, True)
     hint = _CAUSAL_FORWARD_HINT if plain_ok else _FORWARD_HINT
     expect_close(Message("{what}: {name}", what=what, name="o"), o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
@@ -708,7 +708,7 @@ def _forward_half(fn):
 
     def run(dtype):
         what = Message("flash_attention_forward_kernel in {dtype} (CAUSAL=False, BLOCK_M=16, BLOCK_N=16)", dtype=dtype)
-        return call(str(what), lambda: _launch_forward(fn, q.to(dtype), k.to(dtype), v.to(dtype), False, 16, 16))
+        return call(what, lambda: _launch_forward(fn, q.to(dtype), k.to(dtype), v.to(dtype), False, 16, 16))
 
     expect_half_precision(
         "flash_attention_forward_kernel",
@@ -752,7 +752,7 @@ def _dkdv_oracle(q, k, v, causal):
 def _compare_dkdv(fn, q, k, v, *, causal, block_q=16, block_k=16, hidden=False, hint=""):
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, causal)
     what = _dkdv_what(q, k, v, causal, block_q, block_k)
-    dk, dv = call(str(what), lambda: _launch_dkdv(fn, do, q, k, v, o, lse, causal, block_q, block_k))
+    dk, dv = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, causal, block_q, block_k))
     expect_close(
         Message("{what}: {name}", what=what, name="dk"), dk, exp_dk, hidden=hidden, hint=hint or _BACKWARD_HINT
     )
@@ -795,13 +795,11 @@ def _dkdv_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=False):
     """As :func:`_forward_causal_and_skip`, for the dK/dV kernel."""
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, False)
     plain = _dkdv_what(q, k, v, False, block_q, block_k)
-    dk, dv, *counted_plain = call(
-        str(plain), lambda: _launch_dkdv(fn, do, q, k, v, o, lse, False, block_q, block_k, True)
-    )
+    dk, dv, *counted_plain = call(plain, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, False, block_q, block_k, True))
     plain_ok = _close(dk, exp_dk) and _close(dv, exp_dv)
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, True)
     what = _dkdv_what(q, k, v, True, block_q, block_k)
-    dk, dv, *counted = call(str(what), lambda: _launch_dkdv(fn, do, q, k, v, o, lse, True, block_q, block_k, True))
+    dk, dv, *counted = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, True, block_q, block_k, True))
     hint = _CAUSAL_BACKWARD_HINT if plain_ok else _BACKWARD_HINT
     expect_close(Message("{what}: {name}", what=what, name="dk"), dk, exp_dk, hidden=hidden, hint=hint)
     expect_close(Message("{what}: {name}", what=what, name="dv"), dv, exp_dv, hidden=hidden, hint=hint)
@@ -865,7 +863,7 @@ def _dkdv_half(fn):
             "flash_attention_backward_dkdv_kernel in {dtype} (CAUSAL=True, BLOCK_M=16, BLOCK_N=16)", dtype=dtype
         )
         args = (do.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), o.to(dtype), lse)
-        return call(str(what), lambda: _launch_dkdv(fn, *args, True, 16, 16))
+        return call(what, lambda: _launch_dkdv(fn, *args, True, 16, 16))
 
     expect_half_precision("flash_attention_backward_dkdv_kernel", run, hint=_HALF_DKDV_HINT)
 
@@ -899,7 +897,7 @@ def _dkdv_half_long(fn):
             dtype=dtype,
         )
         args = (do.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), o.to(dtype), lse)
-        return call(str(what), lambda: _launch_dkdv(fn, *args, False, 16, 16))
+        return call(what, lambda: _launch_dkdv(fn, *args, False, 16, 16))
 
     expect_half_precision("flash_attention_backward_dkdv_kernel (2048 queries)", run, hint=_HALF_DKDV_HINT)
 

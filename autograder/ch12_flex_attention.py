@@ -130,7 +130,7 @@ def _check_in_flex(factory, mod_kind, mod, q, k, v, expected, *, hidden):
     extra = ", block_mask=create_block_mask(...)" if mod_kind == "mask" else ""
     name = f"flex_attention(q {tuple(q.shape)}, k, v{extra}, score_mod={'None' if mask_mod is not None else 'yours'})"
     what = Message("{name} with {factory}", name=name, factory=factory)
-    got = call(str(what), _flex_output, q, k, v, mask_mod, score_mod)
+    got = call(what, _flex_output, q, k, v, mask_mod, score_mod)
     expect_close(what, got, expected, hidden=hidden)
 
 
@@ -189,9 +189,9 @@ def _compare_window_globals(fn, window, n_global, causal, B, H, T_q, T_k, *, hid
         n_global=n_global,
         causal=causal,
     )
-    mask_mod = call(str(factory), fn, window, n_global, causal=causal)
+    mask_mod = call(factory, fn, window, n_global, causal=causal)
     what = _grid_what(factory, B, H, T_q, T_k)
-    got = call(str(what), _mask_grid, mask_mod, B, H, T_q, T_k)
+    got = call(what, _mask_grid, mask_mod, B, H, T_q, T_k)
     expected = _rule_table(_window_globals_rule(window, n_global, causal), B, H, T_q, T_k)
     hint = "" if hidden else _window_globals_hint(got, window, n_global, causal, B, H, T_q, T_k)
     _compare_table(what, got, expected, hidden=hidden, hint=hint)
@@ -214,7 +214,7 @@ def _window_globals_in_flex(fn):
     """flex_attention (eager) under your mask equals attention under the rule's table, q (2, 3, 20, 4), v d_v = 6"""
     window, n_global = 3, 2
     factory = Message("sliding_window_with_globals({window}, {n_global})", window=window, n_global=n_global)
-    mask_mod = call(str(factory), fn, window, n_global)
+    mask_mod = call(factory, fn, window, n_global)
     q, k, v = _qkv(2, 3, 20, 20, 4, 6, seed=1)
     table = _rule_table(_window_globals_rule(window, n_global, True), 1, 1, 20, 20)
     expected = _torch_sdpa(q, k, v, attn_mask=table)
@@ -255,9 +255,9 @@ def _compare_document(fn, document_ids, causal, H, T_q=None, *, hidden=False):
         dtype=document_ids.dtype,
         causal=causal,
     )
-    mask_mod = call(str(factory), fn, document_ids, causal=causal)
+    mask_mod = call(factory, fn, document_ids, causal=causal)
     what = _grid_what(factory, B, H, T_q, T)
-    got = call(str(what), _mask_grid, mask_mod, B, H, T_q, T)
+    got = call(what, _mask_grid, mask_mod, B, H, T_q, T)
     ids = document_ids.tolist()
     expected = _rule_table(_document_rule(ids, causal), B, H, T_q, T)
     hint = ""
@@ -299,7 +299,7 @@ def _document_in_flex(fn):
     """flex_attention (eager) with your document mask equals attention under the rule's table, q (2, 3, 18, 4)"""
     ids = torch.tensor([[0] * 5 + [1] * 9 + [2] * 4, [0] * 11 + [1] * 7])
     factory = Message("document_mask(document_ids {shape})", shape=tuple(ids.shape))
-    mask_mod = call(str(factory), fn, ids)
+    mask_mod = call(factory, fn, ids)
     q, k, v = _qkv(2, 3, 18, 18, 4, 5, seed=2)
     table = _rule_table(_document_rule(ids.tolist(), True), 2, 1, 18, 18)
     expected = _torch_sdpa(q, k, v, attn_mask=table)
@@ -351,9 +351,9 @@ def _prefix_rule(lengths: list[int], *, inclusive=False, row=None, op="or"):
 def _compare_prefix(fn, prefix_lengths, H, T_q, T_k, *, hidden=False):
     B = prefix_lengths.shape[0]
     factory = Message("prefix_lm_mask(prefix_lengths={lengths})", lengths=prefix_lengths.tolist())
-    mask_mod = call(str(factory), fn, prefix_lengths)
+    mask_mod = call(factory, fn, prefix_lengths)
     what = _grid_what(factory, B, H, T_q, T_k)
-    got = call(str(what), _mask_grid, mask_mod, B, H, T_q, T_k)
+    got = call(what, _mask_grid, mask_mod, B, H, T_q, T_k)
     lengths = prefix_lengths.tolist()
     expected = _rule_table(_prefix_rule(lengths), B, H, T_q, T_k)
     hint = ""
@@ -447,7 +447,7 @@ def _alibi_hint(got_bias: torch.Tensor, H: int, T_q: int, T_k: int, seen: torch.
 
 def _compare_alibi(fn, B, H, T_q, T_k, seed, dtype=torch.float32, *, hidden=False):
     factory = Message("alibi_score_mod({H})", H=H)
-    score_mod = call(str(factory), fn, H)
+    score_mod = call(factory, fn, H)
     score = torch.randn(B, H, T_q, T_k, generator=rng(seed), dtype=dtype)
     what = Message(
         "your score_mod on every entry of score ({B}, {H}, {T_q}, {T_k}), {factory}",
@@ -457,7 +457,7 @@ def _compare_alibi(fn, B, H, T_q, T_k, seed, dtype=torch.float32, *, hidden=Fals
         T_k=T_k,
         factory=factory,
     )
-    got = call(str(what), _score_grid, score_mod, score)
+    got = call(what, _score_grid, score_mod, score)
     expected = score + _alibi_bias(H, T_q, T_k).to(dtype)  # (B, H, T_q, T_k)
     seen = torch.ones(T_q, T_k, dtype=torch.bool).tril()  # kv_idx <= q_idx: the pairs ALiBi is defined on
     expect_shape(what, got, tuple(expected.shape))
@@ -487,14 +487,14 @@ def _alibi_in_flex(fn):
     """flex_attention (eager, causal) with your score_mod equals attention with the explicit bias, 8 heads"""
     H, T = 8, 12
     factory = Message("alibi_score_mod({H})", H=H)
-    score_mod = call(str(factory), fn, H)
+    score_mod = call(factory, fn, H)
     q, k, v = _qkv(2, H, T, T, 4, 5, seed=7)
     bias = _alibi_bias(H, T, T).float().masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
     expected = _torch_sdpa(q, k, v, attn_mask=bias)
     mask = "kv_idx <= q_idx"
     q_what = f"flex_attention(q {tuple(q.shape)}, k, v, score_mod=yours, block_mask=causal ({mask}))"
     what = Message("{name} with {factory}", name=q_what, factory=factory)
-    got = call(str(what), _flex_output, q, k, v, _causal_rule, score_mod)
+    got = call(what, _flex_output, q, k, v, _causal_rule, score_mod)
     expect_close(what, got, expected)
 
 

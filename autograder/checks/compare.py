@@ -21,7 +21,7 @@ class CheckFailed(AssertionError):
     translation in the chapter's catalogue). :attr:`edition` is the one the notebook shows it in (IPython's
     :meth:`_render_traceback_`)."""
 
-    def __init__(self, message: Said, edition: str = EN) -> None:
+    def __init__(self, message: Said = "", edition: str = EN) -> None:  # no message: the kernel form's raise
         self.message: Message = as_message(message)
         self.edition = edition
         super().__init__(str(self.message))
