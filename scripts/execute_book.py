@@ -180,7 +180,8 @@ def cache_page(caches: dict, page: str, executed: nbformat.NotebookNode, digest:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-j", "--jobs", type=int, default=len(os.sched_getaffinity(0)), help="pages at a time")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    parser.add_argument("-j", "--jobs", type=int, default=cores, help="pages at a time (default: the cores)")
     parser.add_argument("--dry-run", action="store_true", help="say which pages would execute, execute none")
     parser.add_argument("only", nargs="*", help="these pages only (book/ch03_self_attention); default: all")
     args = parser.parse_args(argv)
