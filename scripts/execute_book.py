@@ -212,24 +212,31 @@ def main(argv: list[str] | None = None) -> int:
     jobs = max(1, min(args.jobs, len(todo)))
     failed = []
     start = time.perf_counter()
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(
-        jobs, mp_context=context, initializer=_worker_init, initargs=(1 if jobs > 1 else None,)
-    ) as pool:
-        futures = [pool.submit(execute, page, todo[page]) for page in order]
-        for future in concurrent.futures.as_completed(futures):
-            page, executed, read, seconds, error = future.result()
-            if error is not None or executed is None or read is None:
-                failed.append(page)
-                print(f"execute_book: {page}: FAILED after {seconds:.1f} s\n{error}", flush=True)
-                continue
-            entry = {**read, "seconds": round(seconds, 1)}
-            manifest[page] = entry
-            cache_page(
-                caches, page, nbformat.reads(executed, as_version=4), page_inputs.inputs_digest(ROOT, entry), seconds
-            )
-            (ROOT / page_inputs.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-            print(f"execute_book: {page}: executed in {seconds:.1f} s (both editions)", flush=True)
+
+    def done(page: str, executed: str | None, read: dict | None, seconds: float, error: str | None) -> None:
+        if error is not None or executed is None or read is None:
+            failed.append(page)
+            print(f"execute_book: {page}: FAILED after {seconds:.1f} s\n{error}", flush=True)
+            return
+        entry = {**read, "seconds": round(seconds, 1)}
+        manifest[page] = entry
+        digest = page_inputs.inputs_digest(ROOT, entry)
+        cache_page(caches, page, nbformat.reads(executed, as_version=4), digest, seconds)
+        (ROOT / page_inputs.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        print(f"execute_book: {page}: executed in {seconds:.1f} s (both editions)", flush=True)
+
+    if jobs == 1:  # one page at a time: in this process (no pool to start)
+        _worker_init(None)
+        for page in order:
+            done(*execute(page, todo[page]))
+    else:
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(
+            jobs, mp_context=context, initializer=_worker_init, initargs=(1,)
+        ) as pool:
+            futures = [pool.submit(execute, page, todo[page]) for page in order]
+            for future in concurrent.futures.as_completed(futures):
+                done(*future.result())
     wall = time.perf_counter() - start
     print(f"execute_book: {len(todo) - len(failed)} page(s) executed in {wall:.1f} s with {jobs} at a time", flush=True)
     return 1 if failed else 0
