@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup book lint test test-full grade notebooks release-check gpu-check clean
+.PHONY: setup book book-en book-zh lint test test-full grade notebooks release-check gpu-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,12 +28,22 @@ setup: $(STAMP)
 # --all re-reads every page (execution stays cached in _build/.jupyter_cache), so a page's warnings recur on every
 # build: a failed build cannot turn green by being run again unchanged.
 # The Chinese edition (中文版, book/*.zh.md) builds from _config.zh.yml/_toc.zh.yml and lands in _build/html/zh/; its
-# code cells are the English pages', but its kernels draw the figures in Chinese (book/edition_text.py), so it keeps
-# its own execution cache (_build/.jupyter_cache_zh); captions and the cells' tables are translated as it renders.
+# code cells are the English pages', captions and the cells' tables are translated as it renders.
+# Each page is executed once for both editions, pages side by side on every core (scripts/execute_book.py): its
+# kernel draws every figure as the code writes it and in Chinese (book/edition_text.py), each edition's execution
+# cache (_build/.jupyter_cache, _build/.jupyter_cache_zh) gets its own, and the key of both holds the digest of the
+# files the page read (book/_ext/page_inputs.py), so a changed page or module re-executes the pages it concerns.
+# The two builds then execute nothing and run side by side (make -j2, each one's log kept whole).
 book: $(STAMP)
-	$(VENV)/bin/jupyter-book build . --all -W --keep-going
-	$(VENV)/bin/jupyter-book build . --config _config.zh.yml --toc _toc.zh.yml --path-output _build/zh --all -W --keep-going
+	$(PY) -m scripts.execute_book
+	$(MAKE) --no-print-directory -j2 --output-sync=target book-en book-zh
 	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
+
+book-en:  # the English edition alone (`make book` runs it after the execution); needs .venv
+	$(VENV)/bin/jupyter-book build . --all -W --keep-going
+
+book-zh:  # the Chinese edition alone, likewise
+	$(VENV)/bin/jupyter-book build . --config _config.zh.yml --toc _toc.zh.yml --path-output _build/zh --all -W --keep-going
 
 # Configured in pyproject.toml ([tool.ruff], [tool.mypy]); .pre-commit-config.yaml runs the same three commands.
 lint: $(STAMP)

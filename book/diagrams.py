@@ -25,8 +25,8 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import FancyBboxPatch, Patch, Rectangle
 
-# In the Chinese edition's kernels (ATTENTION_COURSE_EDITION=zh) every figure the page draws is drawn in Chinese
-# (book/edition_text.py); in the English edition this does nothing.
+# In `make book`'s kernels every figure the page shows is rendered in English and in Chinese (book/edition_text.py;
+# their set-up installs it too), in a kernel of the Chinese edition's own it is drawn in Chinese; else nothing.
 edition_text.install()
 
 SMALL = 9  # points: the smallest text size of book/figures.mplstyle (tick and legend labels)

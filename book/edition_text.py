@@ -1,11 +1,15 @@
 """The edition a page is built for, and the Chinese edition's words for the text that the pages' code draws.
 
-The two editions run the same code cells (the Chinese pages carry the English pages' cells byte for byte). The
-Chinese build (`_config.zh.yml`, `book/_ext/edition.py`) starts its kernels with `ATTENTION_COURSE_EDITION=zh`
-and keeps its own execution cache; `book/diagrams.py`, which every chapter page imports after applying the shared
-style, then calls `install()`, and every figure the page draws has its text looked up here just before it is
-drawn: titles, axis labels, legends, tick labels set as text, and the diagrams' labels. The English edition never
-calls `install()`'s hooks, so its figures are drawn exactly as the code writes them.
+The two editions run the same code cells (the Chinese pages carry the English pages' cells byte for byte), and
+`make book` runs each page's code once for both (`scripts/execute_book.py`): its kernels start with
+`ATTENTION_COURSE_EDITION=both` and call `install()`, so every figure a cell shows is rendered twice from the same
+matplotlib figure, as the code draws it (`image/png`: the English edition's) and with its text looked up here
+(`ZH_PNG`: the Chinese edition's), in one display output; the executor stores each edition's figure in that
+edition's execution cache. `book/diagrams.py`, which the chapter pages import after applying the shared style,
+calls `install()` too. A kernel started with `ATTENTION_COURSE_EDITION=zh` (the Chinese build executing a page
+itself, when the executor has not) draws every figure in Chinese instead, as it is drawn. Looked up are titles,
+axis labels, legends, tick labels set as text, and the diagrams' labels. Elsewhere `install()` does nothing, and
+figures are drawn exactly as the code writes them.
 
 Two tables, one source for both editions (the English string in the code is the key):
 
@@ -26,14 +30,21 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import warnings
 
 EDITION_VARIABLE = "ATTENTION_COURSE_EDITION"
 CJK_FONT = "Noto Sans CJK SC"
 
 
+ZH_PNG = "image/vnd.attention-course.zh+png"  # a figure's Chinese rendering, beside its image/png (base64 PNG)
+
+
 def edition() -> str:
-    """The edition this kernel draws for: "zh" when it builds the Chinese edition, else "en"."""
-    return "zh" if os.environ.get(EDITION_VARIABLE, "en") == "zh" else "en"
+    """The edition this kernel draws for: "zh" (Chinese figures only), "both" (every figure rendered in both
+    languages: `make book`'s kernels), else "en"."""
+    value = os.environ.get(EDITION_VARIABLE, "en")
+    return value if value in ("zh", "both") else "en"
 
 
 FIGURE_TEXT: dict[str, str] = {
@@ -418,16 +429,89 @@ def _translate_figure(fig) -> None:
                 text.set_text(new)
 
 
+def _with_chinese_text(fig, render):
+    """``render(fig)`` with the figure's text in Chinese and the CJK font as fallback, and the warnings it gave (a
+    missing glyph ...); the figure is as it was afterwards (its texts, fonts and tick formatters restored), so the
+    English rendering is the code's own."""
+    import matplotlib
+    from matplotlib.category import StrCategoryFormatter
+    from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter
+
+    texts = [(text, text.get_text(), text.get_fontproperties().copy()) for text in fig.findobj(Text)]
+    formatters = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.get_major_formatter()
+            if isinstance(formatter, FixedFormatter):
+                formatters.append((formatter, "seq", list(formatter.seq)))
+            elif isinstance(formatter, StrCategoryFormatter):
+                formatters.append((formatter, "_units", dict(formatter._units)))
+    try:
+        # matplotlib falls back glyph by glyph only along a text's list of families: the CJK font joins each list
+        with (
+            matplotlib.rc_context({"font.family": [*matplotlib.rcParams["font.family"], CJK_FONT]}),
+            warnings.catch_warnings(record=True) as caught,
+        ):
+            warnings.simplefilter("always")
+            for text, _, font in texts:
+                text.set_fontfamily([*font.get_family(), CJK_FONT])
+            _translate_figure(fig)
+            return render(fig), sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    finally:
+        for text, s, font in texts:
+            text.set_text(s)
+            text.set_fontproperties(font)
+        for formatter, name, value in formatters:
+            setattr(formatter, name, value)
+
+
+def _install_both(shell) -> None:
+    """Every figure a cell shows gets its Chinese rendering (`ZH_PNG`) beside its English one (image/png)."""
+    from IPython.core.formatters import BaseFormatter, catch_format_error
+    from traitlets import Unicode
+
+    class ChineseFigureFormatter(BaseFormatter):
+        """The PNG of a matplotlib figure with its text in Chinese, made by the image/png formatter registered for
+        figures (the inline backend's, with its options); the warnings of its rendering go in its metadata, for the
+        Chinese edition alone (scripts/execute_book.py). Registered by no type: the inline backend drops every
+        formatter's Figure entry when it configures itself."""
+
+        format_type = Unicode(ZH_PNG)
+
+        @catch_format_error
+        def __call__(self, obj):
+            figure = sys.modules.get("matplotlib.figure")
+            if figure is None or not isinstance(obj, figure.Figure):
+                return None
+            try:
+                render = shell.display_formatter.formatters["image/png"].lookup(obj)
+            except KeyError:
+                return None
+            png, caught = _with_chinese_text(obj, render)
+            return (png, {"warnings": caught}) if caught else png
+
+    shell.display_formatter.formatters[ZH_PNG] = ChineseFigureFormatter(parent=shell.display_formatter)
+
+
 _installed = False
 
 
 def install() -> None:
-    """In the Chinese edition's kernels: a CJK fallback font, and every figure's text translated as it is drawn.
+    """In `make book`'s kernels (edition "both"): every figure shown in both languages (`_install_both`). In a
+    kernel of the Chinese edition ("zh"): a CJK fallback font, and every figure's text translated as it is drawn.
     Does nothing in the English edition."""
     global _installed
-    if edition() != "zh" or _installed:
+    if edition() == "en" or _installed:
         return
     _installed = True
+    if edition() == "both":
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None and hasattr(shell, "display_formatter"):
+            _install_both(shell)
+        return
     import matplotlib
     from matplotlib.figure import Figure
 

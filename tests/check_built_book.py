@@ -189,6 +189,11 @@ def chinese_pages_with_english(html_root: pathlib.Path) -> tuple[dict[str, list[
     return counts, problems
 
 
+def figures_in(page: pathlib.Path) -> set[str]:
+    """The executed figures a built page shows (their files, named by their contents' hash)."""
+    return set(re.findall(r'<img[^>]+src="(?:\.\./)+_images/([^"]+\.(?:png|svg))"', page.read_text()))
+
+
 def main() -> int:
     html_dir = ROOT / "_build" / "html" / "book"
     problems = []
@@ -202,10 +207,19 @@ def main() -> int:
         if not figures:
             problems.append(f"{page.relative_to(ROOT)} has no executed figure")
     missing = len(problems)
+    untranslated = 0
+    for stem in pages:
+        english, chinese = html_dir / f"{stem}.html", ROOT / "_build" / "html" / "zh" / "book" / f"{stem}.zh.html"
+        if english.exists() and chinese.exists() and figures_in(english) and figures_in(chinese) <= figures_in(english):
+            untranslated += 1
+            problems.append(
+                f"{chinese.relative_to(ROOT)} shows the English page's figures, none drawn in Chinese "
+                "(scripts/execute_book.py renders each figure in both languages: book/edition_text.py)"
+            )
     for page in sorted(html_dir.glob("*.html")) + sorted((ROOT / "_build" / "html").glob("*.html")):
         for found in leaked_reprs(page.read_text()):
             problems.append(f"{page.relative_to(ROOT)} prints {found} (end the cell with plt.show() or ';')")
-    reprs = len(problems) - missing
+    reprs = len(problems) - missing - untranslated
     counts, english = chinese_pages_with_english(ROOT / "_build" / "html")
     if not counts:
         english = ["_build/html/zh/book has no Chinese page (the Chinese edition was not built)"]
@@ -225,7 +239,8 @@ def main() -> int:
     for p in problems:
         print("BOOK:", p)
     print(
-        f"built book: {len(pages) - missing} of {len(pages)} chapter pages have executed figures; "
+        f"built book: {len(pages) - missing} of {len(pages)} chapter pages have executed figures, "
+        f"{len(pages) - untranslated} with Chinese figures in the Chinese edition; "
         f"{reprs} printed object repr(s); {len(counts) - len(english)} of {len(counts)} Chinese pages within "
         f"their allowance of English words"
     )

@@ -12,7 +12,6 @@ import re
 import sys
 
 import matplotlib
-import pytest
 
 matplotlib.use("Agg")
 
@@ -178,33 +177,76 @@ def test_figures_are_translated_only_in_the_chinese_edition(monkeypatch):
         plt.close(fig)
 
 
-@pytest.mark.parametrize("variable", ["zh", "en"])
-def test_the_chinese_build_tells_its_kernels_and_keeps_its_own_cache(tmp_path, monkeypatch, variable):
+def test_one_run_shows_each_figure_in_both_languages_and_leaves_it_as_drawn(monkeypatch):
+    """`make book`'s kernels (edition "both"): a figure's display carries its English rendering (image/png, as the
+    code drew it) and its Chinese one (`ZH_PNG`), and the figure is as drawn afterwards (its texts, fonts and tick
+    labels), so the English rendering never depends on the order in which the two are made."""
+    import base64
+
+    import matplotlib.pyplot as plt
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.pylabtools import select_figure_formats
+
+    shell = InteractiveShell.instance()
+    select_figure_formats(shell, {"png"})
+    monkeypatch.setattr(edition_text, "_installed", False)
+    monkeypatch.setenv(edition_text.EDITION_VARIABLE, "both")
+    monkeypatch.setattr(shell.display_formatter, "formatters", dict(shell.display_formatter.formatters))
+    edition_text.install()
+    fig, ax = plt.subplots()
+    ax.set_xlabel("sequence length T")
+    ax.bar(["standard", "flash"], [1, 2], label="standard")
+    ax.legend()
+    font = ax.xaxis.label.get_fontproperties().get_family()
+    data, metadata = shell.display_formatter.format(fig)
+    english, chinese = base64.b64decode(data["image/png"]), base64.b64decode(data[edition_text.ZH_PNG])
+    assert english.startswith(b"\x89PNG") and chinese.startswith(b"\x89PNG") and english != chinese
+    from matplotlib import font_manager
+
+    try:
+        font_manager.findfont(edition_text.CJK_FONT, fallback_to_default=False)
+    except ValueError:  # no CJK font here (.ci/run installs Debian's fonts-noto-cjk): the glyphs are missing
+        assert "Glyph" in " ".join(metadata[edition_text.ZH_PNG]["warnings"])
+    else:
+        assert "warnings" not in metadata.get(edition_text.ZH_PNG, {}), metadata  # no glyph missing
+    assert ax.get_xlabel() == "sequence length T" and ax.xaxis.label.get_fontproperties().get_family() == font
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["standard"]
+    again, _ = shell.display_formatter.format(fig)
+    assert base64.b64decode(again["image/png"]) == english, "the English rendering is the same after the Chinese"
+    plt.close(fig)
+
+
+def test_the_chinese_build_tells_its_kernels_where_it_executes_a_page_itself(monkeypatch):
     monkeypatch.delenv(edition.EDITION_VARIABLE, raising=False)
-    (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "edition_text.py").write_text("TABLE = 1\n")
-    cache = tmp_path / "_build" / ".jupyter_cache_zh"
-    (cache / "executed").mkdir(parents=True)
 
     class Config:
-        course_edition = variable
-        nb_execution_cache_path = "_build/.jupyter_cache_zh"
+        course_edition = "en"
 
-    class App:
-        srcdir = str(tmp_path)
-
-    edition._on_config_inited(App, Config)
-    if variable == "en":
-        assert edition.EDITION_VARIABLE not in os.environ and (cache / "executed").exists()
-        return
+    edition._on_config_inited(None, Config)
+    assert edition.EDITION_VARIABLE not in os.environ
+    Config.course_edition = "zh"
+    edition._on_config_inited(None, Config)
     assert os.environ[edition.EDITION_VARIABLE] == "zh"
-    assert not cache.exists(), "a new table empties the Chinese cache (it knows only the cells' code)"
-    (cache / "executed").mkdir(parents=True)
-    edition._on_config_inited(App, Config)
-    assert (cache / "executed").exists(), "an unchanged table keeps it"
-    (tmp_path / "book" / "edition_text.py").write_text("TABLE = 2\n")
-    edition._on_config_inited(App, Config)
-    assert not cache.exists()
+
+
+def test_each_edition_gets_its_own_figure_from_the_one_run():
+    """scripts/execute_book.py: the English cache entry keeps the figure as drawn, the Chinese one the Chinese
+    rendering as its image/png, followed by the warnings of that rendering (the Chinese edition's alone)."""
+    from scripts import execute_book
+
+    output = {
+        "output_type": "display_data",
+        "data": {"text/plain": "<Figure>", "image/png": "EN", edition_text.ZH_PNG: "ZH"},
+        "metadata": {edition_text.ZH_PNG: {"warnings": ["UserWarning: Glyph missing"]}},
+    }
+    [en] = execute_book.for_edition(output, "en")
+    assert en["data"] == {"text/plain": "<Figure>", "image/png": "EN"} and en["metadata"] == {}
+    zh, warning = execute_book.for_edition(output, "zh")
+    assert zh["data"] == {"text/plain": "<Figure>", "image/png": "ZH"}
+    assert warning["name"] == "stderr" and "Glyph missing" in warning["text"]
+    assert output["data"][edition_text.ZH_PNG] == "ZH", "the run's output is left as it is"
+    plain = {"output_type": "stream", "name": "stdout", "text": "x\n"}
+    assert execute_book.for_edition(plain, "zh") == [plain]
 
 
 def test_printed_output_is_translated_line_by_line_and_its_data_kept():

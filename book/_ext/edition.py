@@ -4,14 +4,14 @@ The English edition builds from `_config.yml`/`_toc.yml` into `_build/html/`; th
 `_config.zh.yml`/`_toc.zh.yml` (its pages are `book/<stem>.zh.md`, beside the English ones) into `_build/html/zh/`
 (`make book`). `course_edition` ("en" or "zh", set in the edition's config) says which build this is.
 
-The Chinese build also puts what the code writes into Chinese (docs/translating.md): its kernels get
-`ATTENTION_COURSE_EDITION=zh` (their figures' text: book/edition_text.py), the figure captions in the cells' metadata
-and the cells' Markdown outputs are translated from book/_ext/edition_zh_text.py as the pages are read.
+The Chinese build also puts what the code writes into Chinese (docs/translating.md): its figures are the Chinese
+renderings that `make book`'s one execution of each page made beside the English ones (scripts/execute_book.py,
+book/edition_text.py), the figure captions in the cells' metadata and the cells' Markdown outputs are translated from
+book/_ext/edition_zh_text.py as the pages are read.
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
 import os
 import pathlib
@@ -241,45 +241,43 @@ def _on_doctree_read(app, doctree):
                 block.rawsource = zh
 
 
+def chinese_source(text: str, srcdir: pathlib.Path, docname: str, warn) -> str:
+    """A Chinese page's text as its build reads it: figure captions in Chinese (`to_chinese_captions`) and links
+    to the Chinese pages (`to_chinese_links`). Also used by `make book`'s executor (scripts/execute_book.py), whose
+    cached notebook must be the one this build reads (the captions are in the cells' metadata, which the execution
+    cache hashes)."""
+    import edition_zh_text
+
+    text = to_chinese_captions(text, edition_zh_text.CAPTIONS, warn)
+    here = (srcdir / docname).parent
+
+    def exists(target: str) -> bool:
+        base = srcdir / target.lstrip("/") if target.startswith("/") else here / target
+        return base.with_name(base.name + ".zh.md").exists()
+
+    return to_chinese_links(text, exists)
+
+
 def _on_source_read(app, docname, source):
     if app.config.course_edition != "zh" or not docname.endswith(".zh"):
         return
-    import edition_zh_text
     from sphinx.util import logging
 
     logger = logging.getLogger(__name__)
-    source[0] = to_chinese_captions(
-        source[0], edition_zh_text.CAPTIONS, lambda message: logger.warning(message, location=docname)
+    source[0] = chinese_source(
+        source[0], pathlib.Path(app.srcdir), docname, lambda message: logger.warning(message, location=docname)
     )
-    here = (pathlib.Path(app.srcdir) / docname).parent
-    root = pathlib.Path(app.srcdir)
-
-    def exists(target: str) -> bool:
-        base = root / target.lstrip("/") if target.startswith("/") else here / target
-        return base.with_name(base.name + ".zh.md").exists()
-
-    source[0] = to_chinese_links(source[0], exists)
 
 
 def _on_config_inited(app, config):
-    """The Chinese build's kernels learn that they draw for the Chinese edition (their figures' text comes from
-    book/edition_text.py), and its execution cache — separate from the English one (`execute.cache` in
-    _config.zh.yml), since the same code draws different figures — is emptied when that table changed: the cache
-    knows only the cells' code."""
+    """The Chinese build's kernels, where it executes a page itself (`make book`'s executor, scripts/execute_book.py,
+    has cached every page for both editions before the builds start), draw their figures in Chinese
+    (book/edition_text.py). Its execution cache is its own (`execute.cache` in _config.zh.yml): the Chinese figures
+    differ, and the cells' metadata (the captions) too; both caches' keys carry the digest of what the page read,
+    book/edition_text.py included (book/_ext/page_inputs.py)."""
     if config.course_edition != "zh":
         return
     os.environ[EDITION_VARIABLE] = "zh"
-    cache = pathlib.Path(getattr(config, "nb_execution_cache_path", "") or "")
-    if not cache.name or "zh" not in cache.name:
-        return  # not a cache of the Chinese edition's own: leave it alone
-    cache = cache if cache.is_absolute() else pathlib.Path(app.srcdir) / cache
-    table = pathlib.Path(app.srcdir) / "book" / "edition_text.py"
-    digest = hashlib.sha256(table.read_bytes()).hexdigest() if table.exists() else ""
-    stamp = cache.with_name(cache.name + ".edition_text.sha256")
-    if not stamp.exists() or stamp.read_text().strip() != digest:
-        shutil.rmtree(cache, ignore_errors=True)
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(digest + "\n")
 
 
 def setup(app):
