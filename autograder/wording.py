@@ -93,8 +93,8 @@ class Message:
         """The same key and fields, as data (a message read back from JSON equals the one written)."""
         return isinstance(other, Message) and self.to_json() == other.to_json()
 
-    def __hash__(self) -> int:
-        return hash(json.dumps(self.to_json(), sort_keys=True))
+    def __hash__(self) -> int:  # no json.dumps: a notebook can patch its encoder, and labels are hashed in checks
+        return hash(_frozen(self.to_json()))
 
     def to_json(self) -> dict:
         """A plain dict (``{"key": …, "fields": {…}}``) that :meth:`from_json` reads back, for crossing processes."""
@@ -113,6 +113,15 @@ class Message:
         if self.key == LINES:
             return [value for _, value in self.fields if isinstance(value, Message)]
         return [self]
+
+
+def _frozen(data: object) -> object:
+    """``data`` (plain JSON data) as nested tuples, dicts by their sorted items: hashable, equal where it is."""
+    if isinstance(data, dict):
+        return tuple(sorted((key, _frozen(value)) for key, value in data.items()))
+    if isinstance(data, list):
+        return tuple(_frozen(value) for value in data)
+    return data
 
 
 def _render(value: object, edition: str) -> str:
