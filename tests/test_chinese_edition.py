@@ -12,6 +12,7 @@ import re
 import sys
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
