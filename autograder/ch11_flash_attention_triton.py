@@ -492,10 +492,11 @@ def _close(got: Any, expected: torch.Tensor) -> bool:
     return bool(torch.allclose(got.detach().cpu(), expected.cpu(), rtol=rtol, atol=atol))
 
 
-def _forward_what(q, k, v, causal, block_q, block_k) -> Message:
+def _launch_what(kernel, q, k, v, causal, block_q, block_k) -> Message:
+    """A kernel launch's name in the checks' messages (and its identity in the grader's record)."""
     return Message(
-        "flash_attention_forward_kernel on q {q}, k {k}, v {v} ({dtype}, CAUSAL={causal}, BLOCK_M={block_m}, "
-        "BLOCK_N={block_n})",
+        "{kernel} on q {q}, k {k}, v {v} ({dtype}, CAUSAL={causal}, BLOCK_M={block_m}, BLOCK_N={block_n})",
+        kernel=kernel,
         q=tuple(q.shape),
         k=tuple(k.shape),
         v=tuple(v.shape),
@@ -507,7 +508,7 @@ def _forward_what(q, k, v, causal, block_q, block_k) -> Message:
 
 
 def _compare_forward(fn, q, k, v, *, causal, block_q=16, block_k=16, hidden=False, hint=_FORWARD_HINT):
-    what = _forward_what(q, k, v, causal, block_q, block_k)
+    what = _launch_what("flash_attention_forward_kernel", q, k, v, causal, block_q, block_k)
     o, lse = call(what, lambda: _launch_forward(fn, q, k, v, causal, block_q, block_k))
     exp_o, exp_lse = _forward_oracle(q, k, v, causal)
     expect_close(Message("{what}: {name}", what=what, name="o"), o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
@@ -589,13 +590,13 @@ def _forward_skippable(q, k, v, block_q, block_k) -> tuple[int, int]:
 def _forward_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=False):
     """The causal launch against the oracle (the causal hint only where the same launch without CAUSAL is right),
     and its loads against those of the launch without CAUSAL."""
-    plain = _forward_what(q, k, v, False, block_q, block_k)
+    plain = _launch_what("flash_attention_forward_kernel", q, k, v, False, block_q, block_k)
     o_plain, lse_plain, *counted_plain = call(
         plain, lambda: _launch_forward(fn, q, k, v, False, block_q, block_k, True)
     )
     exp_plain = _forward_oracle(q, k, v, False)
     plain_ok = _close(o_plain, exp_plain[0].to(q.dtype)) and _close(lse_plain, exp_plain[1].float())
-    what = _forward_what(q, k, v, True, block_q, block_k)
+    what = _launch_what("flash_attention_forward_kernel", q, k, v, True, block_q, block_k)
     o, lse, *counted = call(what, lambda: _launch_forward(fn, q, k, v, True, block_q, block_k, True))
     exp_o, exp_lse = _forward_oracle(q, k, v, True)
     hint = _CAUSAL_FORWARD_HINT if plain_ok else _FORWARD_HINT
@@ -724,20 +725,6 @@ def _forward_half(fn):
 # ---------------------------------------------------------------- exercise 2: the dK/dV kernel's loop
 
 
-def _dkdv_what(q, k, v, causal, block_q, block_k) -> Message:
-    return Message(
-        "flash_attention_backward_dkdv_kernel on q {q}, k {k}, v {v} ({dtype}, CAUSAL={causal}, BLOCK_M={block_m}, "
-        "BLOCK_N={block_n})",
-        q=tuple(q.shape),
-        k=tuple(k.shape),
-        v=tuple(v.shape),
-        dtype=q.dtype,
-        causal=causal,
-        block_m=block_q,
-        block_n=block_k,
-    )
-
-
 def _dkdv_oracle(q, k, v, causal):
     """(do, o, lse, dk, dv): autograd through PyTorch's attention for the output gradient ``do``."""
     mask = _mask(q.shape[-2], k.shape[-2], causal)
@@ -751,7 +738,7 @@ def _dkdv_oracle(q, k, v, causal):
 
 def _compare_dkdv(fn, q, k, v, *, causal, block_q=16, block_k=16, hidden=False, hint=""):
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, causal)
-    what = _dkdv_what(q, k, v, causal, block_q, block_k)
+    what = _launch_what("flash_attention_backward_dkdv_kernel", q, k, v, causal, block_q, block_k)
     dk, dv = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, causal, block_q, block_k))
     expect_close(
         Message("{what}: {name}", what=what, name="dk"), dk, exp_dk, hidden=hidden, hint=hint or _BACKWARD_HINT
@@ -794,11 +781,11 @@ def _dkdv_skippable(q, k, v, block_q, block_k) -> tuple[int, int]:
 def _dkdv_causal_and_skip(fn, q, k, v, *, block_q=16, block_k=16, hidden=False):
     """As :func:`_forward_causal_and_skip`, for the dK/dV kernel."""
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, False)
-    plain = _dkdv_what(q, k, v, False, block_q, block_k)
+    plain = _launch_what("flash_attention_backward_dkdv_kernel", q, k, v, False, block_q, block_k)
     dk, dv, *counted_plain = call(plain, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, False, block_q, block_k, True))
     plain_ok = _close(dk, exp_dk) and _close(dv, exp_dv)
     do, o, lse, exp_dk, exp_dv = _dkdv_oracle(q, k, v, True)
-    what = _dkdv_what(q, k, v, True, block_q, block_k)
+    what = _launch_what("flash_attention_backward_dkdv_kernel", q, k, v, True, block_q, block_k)
     dk, dv, *counted = call(what, lambda: _launch_dkdv(fn, do, q, k, v, o, lse, True, block_q, block_k, True))
     hint = _CAUSAL_BACKWARD_HINT if plain_ok else _BACKWARD_HINT
     expect_close(Message("{what}: {name}", what=what, name="dk"), dk, exp_dk, hidden=hidden, hint=hint)
