@@ -1103,3 +1103,23 @@ def test_the_grading_notebooks_verdicts_come_in_the_exercises_order(chapter):
     release = releases.release_notebook(chapter)
     tests = [c.metadata["nbgrader"]["grade_id"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert tests == [f"test_{n}" for n in order]
+
+
+def test_a_shared_runs_page_names_its_own_student_only(tmp_path):
+    """Identical notebooks share one kernel run, whose result carries the first file's student id: each file's
+    feedback page is under its own id and never names the other student (the row says which file it shares with)."""
+    chapter = "ch03_self_attention"
+    uploads = []
+    for name in ("lovelaceada_1001_90001", "李伟_5005_90005"):
+        upload = tmp_path / "in" / f"{name}_{chapter}.ipynb"
+        upload.parent.mkdir(exist_ok=True)
+        upload.write_text("{}")
+        uploads.append(upload)
+    first, second = collect.collect(uploads, tmp_path / "out", chapter)
+    result = submission.Result("", "", first.student_id, "error", "the run could not be completed")
+    batch.share([first, second], result, None)
+    for sub in (first, second):
+        feedback.write(sub, chapter, {"x": 10}, tmp_path)
+    own, other = (tmp_path / f"{second.student_id}.html").read_text(encoding="utf-8"), first.student_id
+    assert second.student_id in own and other not in own, own[:600]
+    assert second.same_as == first.label  # the row (grades.csv) says which file the run was shared with

@@ -38,7 +38,7 @@ from typing import Any
 
 from .. import notebooks
 from . import execute, jail
-from .submission import Result
+from .submission import Result, result_fields, result_from_fields
 from .worker import Job
 
 logger = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ def grade_task(
             threads=threads,
         )
         result, graded = execute.run_job(here, private / "job.json", prefix, scratch, notebook_timeout)
-        return {"result": dataclasses.asdict(result), "graded": graded, "where": where}
+        return {"result": result_fields(result), "graded": graded, "where": where}  # messages as data
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -258,7 +258,7 @@ class DaskCluster:
                 if future.status == "finished":
                     output = future.result()
                     self.ran_on[job.student_id] = output["where"]
-                    yield job, Result(**output["result"]), output["graded"]
+                    yield job, result_from_fields(output["result"]), output["graded"]
                 else:
                     error = future.exception()
                     if isinstance(error, GraderMismatch):

@@ -13,6 +13,7 @@ test failure, ``tests/test_catalogues.py``). An English submission's page is as 
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import pathlib
 import re
@@ -367,8 +368,9 @@ def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib
     says to download it again; a run that could not be completed, to make every cell finish). The warnings are the
     canonicalisation's and the run's; a submission that shares another's run never names the other student. A file
     the LMS file does not carry (another of the student's files does) says so at the top (:func:`mark_feedback`)."""
-    outcome = sub.outcome
-    assert outcome is not None
+    assert sub.outcome is not None
+    # under this file's identity: a run shared with an identical file carries the first file's id (never shown here)
+    outcome = dataclasses.replace(sub.outcome, student_id=sub.student_id)
     page = folder / f"{sub.student_id}.html"
     graded = nbformat.reads(sub.graded, as_version=4) if sub.graded is not None else None
     write_page(
