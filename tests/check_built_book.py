@@ -136,11 +136,13 @@ _CJK_BREAK = re.compile(rf"([{CJK_CHARS}]{{1,6}})([ \t]*\n\s*)([{CJK_CHARS}]{{1,
 def cjk_line_breaks(page_html: str) -> list[str]:
     """Where a built Chinese page's prose holds a line break between two Chinese characters (a wrapped source line,
     which the browser shows as a space: "循环。 这带来"), each as the text around it; code, math and printed output
-    are not prose."""
+    are not prose (a break beside inline math is the space the source puts around math anyway)."""
     soup = BeautifulSoup(page_html, "html.parser")
     article = soup.find("article") or soup
-    for tag in article.select("pre, script, style, .math, .MathJax, mjx-container, .cell_input, .cell_output"):
+    for tag in article.select("pre, script, style, .cell_input, .cell_output"):
         tag.decompose()
+    for tag in article.select(".math, .MathJax, mjx-container"):  # inline math stands between the words it joins
+        tag.replace_with("x")
     found = []
     for block in article.find_all(["p", "li", "td", "th", "dd", "h1", "h2", "h3", "h4", "figcaption"]):
         text = block.get_text("")  # no separator: an inline tag (<em>, <a>) adds no space of its own

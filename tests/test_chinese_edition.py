@@ -61,6 +61,8 @@ def test_the_built_book_check_finds_a_wrapped_line_between_chinese_characters():
     )
     assert cjk_line_breaks(page) == ["最内层循环。⏎这带来两点影", "个位置之一⏎（", "）⏎并且满足因果"]
     assert cjk_line_breaks("<article><p>一行中文，没有折行。</p></article>") == []
+    math = '<article><p>之后因果：\n<span class="math notranslate nohighlight">\\(j \\le i\\)</span> 或</p></article>'
+    assert cjk_line_breaks(math) == []  # inline math between: the space the source puts around math anyway
 
 
 _CJK = f"[{CJK_CHARS}]"
