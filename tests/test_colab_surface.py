@@ -158,10 +158,18 @@ class ColabLike:
             nbformat.write(nb, path)
             extra["JPY_SESSION_NAME"] = str(path)
         os.environ["JUPYTER_PATH"] = self.jupyter_path  # where the harness finds the kernel spec
-        client = NotebookClient(
-            nb, kernel_name=KERNEL, timeout=600, allow_errors=True, resources={"metadata": {"path": str(self.work)}}
-        )
-        return client.execute(env=self.env(**extra))
+        for attempt in (1, 2):
+            client = NotebookClient(
+                nb, kernel_name=KERNEL, timeout=600, allow_errors=True, resources={"metadata": {"path": str(self.work)}}
+            )
+            try:
+                return client.execute(env=self.env(**extra))
+            except RuntimeError as err:  # jupyter_client's port race between kernels started side by side: a port
+                # it picked was taken before the kernel bound it ("Address already in use"), and the kernel died before
+                # its first reply; no cell ran, so the notebook is run again on a new kernel, once
+                if attempt == 2 or "before replying to kernel_info" not in str(err):
+                    raise
+        raise AssertionError("unreachable")
 
     def setup_cell_only(self, chapter: str) -> nbformat.NotebookNode:
         nb = releases.release_notebook(chapter)
