@@ -1,11 +1,11 @@
-"""Autograder for the course "Attention in NLP": per-chapter checks, notebook builder and batch grader.
+"""Autograder for the course "Attention in NLP": per-chapter checks and batch grader.
 
 What a student's notebook imports (no nbgrader): ``autograder.core`` and ``autograder.chNN_<name>`` (a
 chapter's checks, used by the notebooks' test cells and by pytest), ``autograder.canonical`` and
-``autograder.releases`` (the self-check). ``autograder.notebooks`` and ``autograder.nbgrader_course`` build the
-release notebooks and the nbgrader course directory from their sources. ``autograder.grading`` is the
-instructors' grading machinery (nbgrader, sandboxed workers, the in-kernel guard, reports): see its docstring and
-docs/grading-design.md. Command line: ``python -m autograder --help``.
+``autograder.releases`` (the self-check). ``autograder.grading`` is the instructors' grading machinery
+(sandboxed workers, the in-kernel guard, reports; nbgrader plugins for nbgrader's own workflow): see its docstring
+and docs/grading-design.md. Command line: ``python -m autograder --help``. The notebook builder that writes the
+release notebooks and the nbgrader course directory is the checkout's ``scripts/build/`` (maintainers only).
 """
 
 # The course's version, the one place it is written: pyproject.toml reads it ([tool.setuptools.dynamic]),
@@ -20,5 +20,5 @@ BRANCH = "main"
 # What the notebooks' setup cell installs when the course package is missing (any pip requirement: a git URL, the
 # path or URL of a wheel or sdist, a name on a package index). In the notebook, a wheel or sdist uploaded next to
 # it (attention_course-*.whl / .tar.gz) comes first, and the environment variable ATTENTION_COURSE_SOURCE
-# overrides both. After a fork, `python -m autograder.repository URL` rewrites every link (README, "Forking the course").
+# overrides both. After a fork, `python -m scripts.repository URL` rewrites every link (README, "Forking the course").
 PACKAGE_SOURCE = f"git+{REPOSITORY}.git@{BRANCH}"

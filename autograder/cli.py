@@ -1,4 +1,6 @@
-"""Command line: ``python -m autograder {build,check,grade,selfcheck,gradescope}`` (also installed as ``attention-course``)."""
+"""Command line: ``python -m autograder {grade,selfcheck,gradescope}`` (also installed as ``attention-course``).
+
+The notebook builder, which maintainers run, is ``python -m scripts.build`` in a checkout."""
 
 from __future__ import annotations
 
@@ -9,23 +11,6 @@ import pathlib
 import sys
 
 from . import notebooks
-
-
-def _cmd_build(args) -> int:
-    for path in notebooks.build(args.chapters or None):
-        print("wrote", path.relative_to(notebooks.ROOT))
-    return 0
-
-
-def _cmd_check(args) -> int:
-    problems = notebooks.stale(args.chapters or None)
-    for p in problems:
-        print("STALE:", p)
-    if problems:
-        print("Run `python -m autograder build` and commit the result.")
-        return 1
-    print("All derived notebooks and samples are in sync with their sources.")
-    return 0
 
 
 def _cmd_grade(args) -> int:
@@ -214,14 +199,8 @@ def _show_progress() -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("build", help="regenerate release notebooks, sample submissions, instructor notebooks")
-    p.add_argument("chapters", nargs="*")
-    p.set_defaults(func=_cmd_build)
     from .grading.lms import MOODLE_LANGUAGES  # the standard library only: no grading machinery
 
-    p = sub.add_parser("check", help="fail when a committed derived file is stale")
-    p.add_argument("chapters", nargs="*")
-    p.set_defaults(func=_cmd_check)
     p = sub.add_parser("grade", help="grade submitted notebooks (default: the shipped samples)")
     p.add_argument("submissions", nargs="*", help=".ipynb files or folders of them")
     p.add_argument("--chapter", help="chapter stem, e.g. ch03_self_attention (default: from the file names)")
@@ -286,15 +265,6 @@ def main(argv=None) -> int:
 
     add_build_arguments(p)
     p.set_defaults(func=_cmd_gradescope)
-    sub.add_parser("translations", help="Chinese pages in step with the English ones: check | stamp PAGE...")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["translations"]:
-        from . import translations
-
-        if argv[1:2] == ["skeleton"] and len(argv) == 3:  # a Chinese notebook text to translate, from the release
-            print(translations.notebook_skeleton(notebooks.build_release(argv[2])), end="")
-            return 0
-        return translations.main(argv[1:])
     args = parser.parse_args(argv)
     _show_progress()
     return args.func(args)

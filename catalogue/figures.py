@@ -18,6 +18,7 @@ from collections.abc import Callable
 from autograder import notebooks
 from catalogue import alternatives, mutants, rewrites
 from catalogue.entries import Rewrite, check_failures
+from scripts.build import notebooks as builder
 
 Figures = tuple[int, int, int, int, int, int]
 
@@ -38,7 +39,7 @@ def _rewrite_entries(chapter: str) -> list[Rewrite]:
 def figures(chapter: str) -> Figures:
     """(bugs caught, bugs, alternatives passed, alternatives, rewrites among them, fewest rewrites per exercise) of
     ``chapter``."""
-    checks, module = notebooks.checks_module(chapter), notebooks.solution_module(chapter)
+    checks, module = notebooks.checks_module(chapter), builder.solution_module(chapter)
     bugs = mutants(chapter)
     correct = [*alternatives(chapter), *_rewrite_entries(chapter)]
     with contextlib.redirect_stdout(io.StringIO()):

@@ -16,6 +16,7 @@ import nbformat
 
 import catalogue
 from autograder import notebooks
+from scripts.build import notebooks as builder
 
 
 def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str, tuple[str, str]]:
@@ -26,12 +27,12 @@ def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str
     """
     mutants = catalogue.mutants(chapter)
     bug = next((m for m in mutants if m.name == "no scaling"), mutants[0])
-    correct = nbformat.writes(notebooks.fill_release(release, chapter))
+    correct = nbformat.writes(builder.fill_release(release, chapter))
     return {
         f"lovelaceada_1001_90001_{chapter}.ipynb": (correct, "full"),
         f"turingalan_1002_90002_{chapter}.ipynb": (nbformat.writes(release), "zero"),
         f"hoppergrace_1003_90003_{chapter}.ipynb": (
-            nbformat.writes(notebooks.fill_release(release, chapter, [bug])),
+            nbformat.writes(builder.fill_release(release, chapter, [bug])),
             f"bug:{bug.name}",
         ),
         # A download cut short: not valid JSON.
@@ -41,7 +42,7 @@ def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str
 
 def files(chapter: str) -> dict[pathlib.Path, str]:
     """Path -> expected text of the chapter's samples, from its committed release notebook's build."""
-    release = notebooks.build_release(chapter)
+    release = builder.build_release(chapter)
     return {
         notebooks.SAMPLES / chapter / name: text for name, (text, _) in sample_submissions(chapter, release).items()
     }

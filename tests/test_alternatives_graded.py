@@ -18,6 +18,7 @@ import catalogue
 from autograder import notebooks
 from autograder.grading import batch
 from catalogue.entries import Rewrite
+from scripts.build import notebooks as builder
 
 MIN_REWRITES = 3
 CHAPTERS = notebooks.chapters()
@@ -42,7 +43,7 @@ def answered(chapter: str, i: int) -> nbformat.NotebookNode:
     """The release notebook with every exercise answered by its ``i``-th rewrite (the last one if it has fewer)."""
     release = nbformat.read(notebooks.RELEASE_DIR / f"{chapter}.ipynb", as_version=4)
     chosen = [r[min(i, len(r) - 1)] for r in rewrites(chapter).values() if r]
-    return notebooks.fill_release(release, chapter, mutants=chosen)
+    return builder.fill_release(release, chapter, mutants=chosen)
 
 
 @pytest.mark.slow

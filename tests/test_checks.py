@@ -20,6 +20,7 @@ from autograder import notebooks
 from autograder.core import CheckFailed, dependencies
 from catalogue import figures
 from catalogue.entries import check_failures
+from scripts.build import notebooks as builder
 
 MIN_BUGS, MIN_ALTERNATIVES = 12, 4
 
@@ -36,7 +37,7 @@ def test_there_are_chapters():
 @pytest.mark.parametrize("chapter, name", CASES)
 def test_reference_passes_every_check(chapter, name):
     exercises = notebooks.checks_module(chapter).EXERCISES
-    obj = getattr(notebooks.solution_module(chapter), name)
+    obj = getattr(builder.solution_module(chapter), name)
     exercises.run(name, obj, verbose=False)
     exercises.run(name, obj, hidden=True, verbose=False)
     assert exercises[name].visible, f"{name} has no visible check: students need one before submitting"
@@ -46,7 +47,7 @@ def test_reference_passes_every_check(chapter, name):
 def test_stub_fails_visible_checks(chapter, name):
     """The release notebook's stub (raise NotImplementedError) fails, with a message saying so."""
     exercises = notebooks.checks_module(chapter).EXERCISES
-    source = notebooks.exercise_source(chapter, name)
+    source = builder.exercise_source(chapter, name)
     lines, out, inside = source.splitlines(), [], False
     for line in lines:
         if line.strip() == notebooks.BEGIN:
@@ -57,7 +58,7 @@ def test_stub_fails_visible_checks(chapter, name):
             inside = False
         elif not inside:
             out.append(line)
-    namespace = dict(vars(notebooks.solution_module(chapter)))
+    namespace = dict(vars(builder.solution_module(chapter)))
     exec(compile("\n".join(out), f"<stub {name}>", "exec"), namespace)
     with pytest.raises(CheckFailed, match="NotImplementedError"):
         exercises.run(name, namespace[name], verbose=False)
@@ -66,7 +67,7 @@ def test_stub_fails_visible_checks(chapter, name):
 @pytest.mark.parametrize("chapter, mutant", MUTANT_CASES, ids=lambda x: getattr(x, "name", x))
 def test_every_catalogued_bug_is_caught(chapter, mutant):
     exercises = notebooks.checks_module(chapter).EXERCISES
-    failures = check_failures(exercises, mutant, notebooks.solution_module(chapter))
+    failures = check_failures(exercises, mutant, builder.solution_module(chapter))
     assert failures, f"bug '{mutant.name}' ({mutant.description}) passes every check of {mutant.target}"
 
 
@@ -74,7 +75,7 @@ def test_every_catalogued_bug_is_caught(chapter, mutant):
 def test_every_catalogued_alternative_gets_full_marks(chapter, alternative):
     """A correct answer written differently from the reference passes every visible and hidden check."""
     exercises = notebooks.checks_module(chapter).EXERCISES
-    failures = check_failures(exercises, alternative, notebooks.solution_module(chapter))
+    failures = check_failures(exercises, alternative, builder.solution_module(chapter))
     assert not failures, f"valid '{alternative.name}' ({alternative.description}) is rejected:\n" + "\n".join(failures)
 
 
@@ -145,7 +146,7 @@ def test_hints_name_the_real_cause(chapter, name, says, never):
     checks = notebooks.checks_module(chapter)
     mutant = next(m for m in catalogue.mutants(chapter) if m.name == name)
     with pytest.raises(CheckFailed) as err:
-        checks.EXERCISES.run(mutant.target, mutant.build(notebooks.solution_module(chapter)), verbose=False)
+        checks.EXERCISES.run(mutant.target, mutant.build(builder.solution_module(chapter)), verbose=False)
     hints = "\n".join(line for line in str(err.value).splitlines() if "Hint:" in line)
     assert says in hints, hints
     assert never is None or never not in hints, hints
@@ -157,7 +158,7 @@ def test_hints_name_the_real_cause(chapter, name, says, never):
 def _dependent_cases():
     cases = []
     for chapter in CHAPTERS:
-        checks, module = notebooks.checks_module(chapter), notebooks.solution_module(chapter)
+        checks, module = notebooks.checks_module(chapter), builder.solution_module(chapter)
         for ex in checks.EXERCISES:
             order = [e.name for e in checks.EXERCISES]
             deps = dependencies(checks.EXERCISES._references, ex.name, getattr(module, ex.name), order)
@@ -184,7 +185,7 @@ SHAPE_CASES = [pytest.param(*c, marks=pytest.mark.slow) if c in _HEAVY_SHAPES el
 
 def _with_buggy_dependency(chapter, name, mutant):
     """The reference ``name`` defined in a namespace whose ``mutant.target`` is the buggy one (as in a notebook)."""
-    module = notebooks.solution_module(chapter)
+    module = builder.solution_module(chapter)
     namespace = dict(vars(module))
     namespace[mutant.target] = mutant.build(module)
     source = textwrap.dedent(inspect.getsource(getattr(module, name)))
@@ -223,14 +224,14 @@ def test_selfattention_keeps_its_points_and_names_the_buggy_sdpa(capsys):
     # and a SelfAttention bug of its own is still charged, with the note that the reference sdpa was used
     own_bug = next(m for m in catalogue.mutants("ch03_self_attention") if m.name == "keys from W_q")
     with pytest.raises(CheckFailed) as err:
-        checks.EXERCISES.run("SelfAttention", own_bug.build(notebooks.solution_module("ch03_self_attention")))
+        checks.EXERCISES.run("SelfAttention", own_bug.build(builder.solution_module("ch03_self_attention")))
     assert "course's version of scaled_dot_product_attention" in str(err.value)
 
 
 def test_gpt_keeps_its_points_when_the_students_block_crashes(capsys):
     """A class exercise calling a class exercise (GPT builds Blocks): a Block whose forward raises costs GPT
     nothing; GPT is checked with the course's Block and the note names the student's Block."""
-    module = notebooks.solution_module("ch06_gpt")
+    module = builder.solution_module("ch06_gpt")
 
     class Crashing(module.Block):
         def forward(self, x):
@@ -272,7 +273,7 @@ def _wrong_shaped(obj, how):
 @pytest.mark.parametrize("chapter, name", SHAPE_CASES, ids=lambda x: x)
 def test_wrong_shaped_answers_fail_with_a_message_not_a_crash(chapter, name):
     exercises = notebooks.checks_module(chapter).EXERCISES
-    reference = getattr(notebooks.solution_module(chapter), name)
+    reference = getattr(builder.solution_module(chapter), name)
     for label, how in DISTORTIONS.items():
         failures = check_failures(exercises, _Wrong(name, reference, how), None)
         assert failures, f"{name} returning {label} passes every check"

@@ -46,6 +46,7 @@ from packaging.version import Version
 
 from autograder import notebooks, releases
 from autograder.gradescope.build import needs_triton
+from scripts.build import notebooks as builder
 from tests import platforms
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -290,7 +291,7 @@ def _untouched_notebook_says_each_exercise_is_not_filled_in(colab, chapter):
 
 
 def _reference_answers_pass_every_visible_check(colab, chapter) -> nbformat.NotebookNode:
-    filled = notebooks.fill_release(releases.release_notebook(chapter), chapter)
+    filled = builder.fill_release(releases.release_notebook(chapter), chapter)
     nb = colab.execute(filled, colab.work / f"{chapter}.ipynb")
     exercises = notebooks.checks_module(chapter).EXERCISES
     for i, cell in enumerate(nb.cells):
@@ -327,7 +328,7 @@ def test_chinese_notebook_with_the_reference_answers_passes_and_is_gradeable(cpu
     """The Chinese edition's notebook (notebooks/zh/, as Colab opens it from the repository) runs like the English
     one: every visible check passes with the reference answers, and its own last cell says it is gradeable."""
     zh = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
-    nb = cpu_runtime.execute(notebooks.fill_release(zh, chapter), cpu_runtime.work / f"{chapter}.ipynb")
+    nb = cpu_runtime.execute(builder.fill_release(zh, chapter), cpu_runtime.work / f"{chapter}.ipynb")
     for i, cell in enumerate(nb.cells):
         text, errors = _outputs(cell)
         assert not errors, f"cell {i} ({cell.get('id')}) failed:\n{cell.source[:300]}\n{errors}"

@@ -21,6 +21,7 @@ import catalogue
 from autograder import notebooks
 from autograder.checks import device
 from autograder.core import CheckFailed, call
+from scripts.build import notebooks as builder
 from solutions.ch03_self_attention import causal_mask
 
 Q = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0))
@@ -246,14 +247,14 @@ def test_the_grader_decides_devices_as_the_notebook_does(tmp_path):
     bugs, idioms = _device_entries(chapter)
     assert bugs and idioms, "the catalogue has device bugs and device-correct idioms to grade"
     release = releases.release_notebook(chapter)
-    solutions = notebooks.solution_module(chapter)
+    solutions = builder.solution_module(chapter)
     checks = notebooks.checks_module(chapter)
     folder = tmp_path / "subs"
     folder.mkdir()
     entries = {}
     for i, entry in enumerate(bugs + idioms):
         name = f"student{i:02d}_{7000 + i}_{8000 + i}_{chapter}.ipynb"
-        (folder / name).write_text(nbformat.writes(notebooks.fill_release(release, chapter, mutants=[entry])))
+        (folder / name).write_text(nbformat.writes(builder.fill_release(release, chapter, mutants=[entry])))
         entries[name] = entry
     rows = batch.grade(sorted(folder.glob("*.ipynb")), chapter, tmp_path / "out", cell_timeout=60, memory_mb=3072)
     full = {ex.name: float(ex.points) for ex in checks.EXERCISES}

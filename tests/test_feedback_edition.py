@@ -18,6 +18,7 @@ from autograder import canonical, notebooks, releases, wording
 from autograder.checks.exercises import failed_check, label
 from autograder.grading import feedback
 from autograder.grading.reasons import exercise_reason
+from scripts.build import notebooks as builder
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CHAPTER = "ch03_self_attention"
@@ -29,10 +30,10 @@ def _zh_release(chapter: str = CHAPTER) -> nbformat.NotebookNode:
 
 
 def test_the_edition_is_read_from_the_submitted_file():
-    en, zh = notebooks.build_release(CHAPTER), _zh_release()
+    en, zh = builder.build_release(CHAPTER), _zh_release()
     assert canonical.edition_of(nbformat.writes(en), CHAPTER) == "en"
     assert canonical.edition_of(nbformat.writes(zh), CHAPTER) == "zh"
-    answered = notebooks.fill_release(zh, CHAPTER)
+    answered = builder.fill_release(zh, CHAPTER)
     assert canonical.edition_of(nbformat.writes(answered).encode(), CHAPTER) == "zh"
     # prose rewritten by the student: Chinese characters decide
     for cell in zh.cells:
@@ -86,7 +87,7 @@ def _live(chapter: str, name: str, answer, edition: str) -> tuple[str, str]:
     import contextlib
     import io
 
-    nb = _zh_release(chapter) if edition == "zh" else notebooks.build_release(chapter)
+    nb = _zh_release(chapter) if edition == "zh" else builder.build_release(chapter)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"test_{name}")
     namespace = {"EXERCISES": notebooks.checks_module(chapter).EXERCISES, name: answer}
     out, shown = io.StringIO(), ""
@@ -156,7 +157,7 @@ def _headings(nb: nbformat.NotebookNode) -> list[str]:
 
 
 def _page(tmp_path, name: str, **kw) -> str:
-    nb = notebooks.build_release(CHAPTER)
+    nb = builder.build_release(CHAPTER)
     exercises = notebooks.checks_module(CHAPTER).EXERCISES
     points = {ex.name: ex.points for ex in exercises}
     scores = dict.fromkeys(points, 0.0) | {"causal_mask": 2.0}
@@ -293,7 +294,7 @@ def test_a_chinese_submission_is_graded_in_chinese(tmp_path):
     comment, its result file read back — says the failed check in Chinese, end to end."""
     from autograder.grading import batch, lms, submission
 
-    nb = notebooks.fill_release(_zh_release(), CHAPTER)
+    nb = builder.fill_release(_zh_release(), CHAPTER)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask")
     cell.source += (
         "\n\ndef causal_mask(n, device=None):\n    return torch.ones(n, n, dtype=torch.bool, device=device)\n"

@@ -38,6 +38,7 @@ from autograder import notebooks
 from autograder.gradescope import build, results_json, run
 from autograder.grading import submission
 from autograder.releases import points_text
+from scripts.build import notebooks as builder
 from tests import gradescope_container as simulate
 from tests import variants
 
@@ -196,8 +197,8 @@ def _synthetic_results(chapter: str) -> dict[str, submission.Result]:
 
 @pytest.mark.parametrize("chapter", notebooks.chapters())
 def test_results_of_every_kind_fit_the_schema(chapter):
-    release = notebooks.build_release(chapter)
-    graded = notebooks.fill_release(release, chapter)
+    release = builder.build_release(chapter)
+    graded = builder.fill_release(release, chapter)
     made = {}
     for kind, result in _synthetic_results(chapter).items():
         for visibility in ("after_published", "visible"):
@@ -252,7 +253,7 @@ def test_a_chinese_submission_gets_its_gradescope_page_and_tests_in_chinese():
     notebook of the Chinese edition gets the Chinese feedback page on Gradescope, and its tests say their own words
     in Chinese (wording.py's keys) around the checks' messages in Chinese (as the page writes them); the tags stay
     the instructor's. An English submission's results are as they were (the stored runs, above)."""
-    graded = notebooks.fill_release(notebooks.build_release(CHAPTER), CHAPTER)
+    graded = builder.fill_release(builder.build_release(CHAPTER), CHAPTER)
     results = _synthetic_results(CHAPTER)
     made = {}
     for kind, result in results.items():
@@ -388,7 +389,7 @@ def _submissions(box: simulate.Simulation, folder: pathlib.Path) -> dict[str, pa
     folder.mkdir(exist_ok=True)
     files = {who: _sample(box.chapter, who) for who in ("lovelace", "hopper", "turing", "babbage")}
     target = str(box.root / "results" / "results.json")
-    release = notebooks.build_release(box.chapter)
+    release = builder.build_release(box.chapter)
     for name, source in (("hostile_cell", _HOSTILE_CELL), ("hostile_exit", _HOSTILE_EXIT)):
         path = folder / f"{name}_{box.chapter}.ipynb"
         nbformat.write(_hostile(release, source.format(forged=FORGED, target=target)), path)
@@ -521,7 +522,7 @@ def test_simulated_gradescope_run(chapter, tmp_path):
         bug = next((m for m in mutants if m.name == "no scaling"), mutants[0])
         release = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
         path = tmp_path / f"liqingzhao_{chapter}.ipynb"
-        nbformat.write(notebooks.fill_release(release, chapter, [bug]), path)
+        nbformat.write(builder.fill_release(release, chapter, [bug]), path)
         zh, stdout = box.run([path])
         result = submission.Result(**zh["extra_data"]["course_grader"]["result"])
         check_contract(zh, result, chapter, edition="zh")
@@ -802,7 +803,7 @@ def test_a_run_that_ran_out_of_memory_is_not_graded(tmp_path, monkeypatch, editi
         notebook = _sample(CHAPTER, "lovelace").read_bytes()
     else:
         release = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{CHAPTER}.ipynb", as_version=4)
-        notebook = nbformat.writes(notebooks.fill_release(release, CHAPTER)).encode()
+        notebook = nbformat.writes(builder.fill_release(release, CHAPTER)).encode()
     payload = _in_process_run(tmp_path, {"mine.ipynb": notebook})
     why = payload["extra_data"]["course_grader"]["reason"]
     assert payload["score"] == 0 and payload["extra_data"]["course_grader"]["oom_kills"] == 1

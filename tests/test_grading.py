@@ -15,6 +15,7 @@ from autograder.core import CheckFailed
 from autograder.grading import batch, collect, execute, feedback, lms, report, runner, scoring, submission
 from autograder.grading import reasons as reasons_
 from catalogue import samples as sample_files
+from scripts.build import notebooks as builder
 
 CHAPTERS = notebooks.chapters()
 
@@ -37,7 +38,7 @@ def _expected_scores(chapter: str, expectation: str) -> dict[str, float]:
     # scores zero. Exercises that call the buggy one (e.g. a module using the attention function) are checked with
     # the course's version of it where the checks register one (Exercises.reference), and are charged otherwise:
     # rebuild the namespace the way the notebook would have it and run every exercise's checks in it.
-    module = notebooks.solution_module(chapter)
+    module = builder.solution_module(chapter)
     namespace = dict(vars(module))
     namespace[mutant.target] = mutant.build(module)
     scores = {}
@@ -59,7 +60,7 @@ def _expected_scores(chapter: str, expectation: str) -> dict[str, float]:
 def check_sample_rows(chapter, rows, out: pathlib.Path) -> None:
     """The shipped samples' rows (graded by tests/test_robust_grading.py in the same batch as the variants):
     per-exercise scores derived from the checks themselves, reasons, feedback without hidden tests."""
-    release = notebooks.build_release(chapter)
+    release = builder.build_release(chapter)
     samples = sample_files.sample_submissions(chapter, release)
     rows = [r for r in rows if r.submission in samples]
     assert sorted(r.submission for r in rows) == sorted(samples), "exactly one row per submission file"
@@ -179,7 +180,7 @@ def _rows_from_names(chapter, names_and_expectations):
 
 def test_lms_files_have_the_documented_columns(tmp_path):
     chapter = "ch03_self_attention"
-    samples = sample_files.sample_submissions(chapter, notebooks.build_release(chapter))
+    samples = sample_files.sample_submissions(chapter, builder.build_release(chapter))
     moodle = [
         (f"Ada Lovelace_{5000 + i}_assignsubmission_file/{chapter}.ipynb", e)
         for i, (_, e) in enumerate(samples.values())
@@ -242,7 +243,7 @@ def test_feedback_page(tmp_path):
     import nbformat
 
     chapter = "ch03_self_attention"
-    nb = notebooks.build_release(chapter)
+    nb = builder.build_release(chapter)
     for cell in nb.cells:
         if "selfcheck_here(" in cell.source:
             cell.outputs = [nbformat.v4.new_output("stream", text="Could not read this notebook from here.\n")]
@@ -505,7 +506,7 @@ def test_a_crash_in_the_answer_names_the_students_line_in_the_graded_reason_and_
     import nbformat
 
     chapter = "ch03_self_attention"
-    nb = notebooks.fill_release(notebooks.build_release(chapter), chapter)
+    nb = builder.fill_release(builder.build_release(chapter), chapter)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "scaled_dot_product_attention")
     head = cell.source.split("    check_qkv_shapes(q, k, v, mask)")[0]
     cell.source = head + (
@@ -689,7 +690,7 @@ def test_silent_repairs_are_warnings():
     from autograder import canonical
 
     release = releases.release_notebook("ch02_bahdanau_attention")
-    filled = json.loads(__import__("nbformat").writes(notebooks.fill_release(release, "ch02_bahdanau_attention")))
+    filled = json.loads(__import__("nbformat").writes(builder.fill_release(release, "ch02_bahdanau_attention")))
     tests = [i for i, c in enumerate(filled["cells"]) if c["metadata"].get("nbgrader", {}).get("grade")]
     d = copy.deepcopy(filled)
     d["cells"].insert(tests[0] + 1, copy.deepcopy(d["cells"][tests[0]]))  # a duplicated test cell
@@ -1042,11 +1043,9 @@ def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_pl
 
         monkeypatch.setattr(module, name, call)
 
-    from autograder.grading import nbgrader_adapter
-
-    counted(notebooks, "build_instructor")
-    counted(notebooks, "build_release")
-    counted(nbgrader_adapter, "generate_assignment")
+    counted(builder, "build_instructor")
+    counted(builder, "build_release")
+    counted(builder, "generate_assignment")
     counted(runner, "grading_notebook")
 
     def run_job(job, job_path, prefix, cwd, timeout, spawner=None):  # the worker's two outcomes, without a kernel

@@ -27,6 +27,7 @@ import pytest
 from autograder import notebooks, releases
 from autograder.grading import batch, feedback, jail, redaction, runner, submission
 from catalogue import samples as sample_files
+from scripts.build import notebooks as builder
 from tests import variants
 
 JAIL = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
@@ -151,7 +152,7 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
     region = re.search(re.escape(notebooks.BEGIN) + r"\n(.*?)" + re.escape(notebooks.END), solution, re.S)
     assert region
     reference = max((ln.strip() for ln in region.group(1).splitlines()), key=len)
-    release = notebooks.build_release(chapter)
+    release = builder.build_release(chapter)
     student = variants._insert_after_first_answer(release, "print('mine')")
     for cell in student.cells:  # the grading notebook's test cells, the student's answers
         if cell.metadata.get("nbgrader", {}).get("solution"):
@@ -210,7 +211,7 @@ print('PROBE', _json.dumps({'uid': _os.getuid(), 'time': _time.time(), 'paths': 
 def _probe_submission(chapter: str, hashes: list[str]) -> str:
     """The chapter's full-score sample with the probe as an extra cell after its last answer; the probe writes
     what it found (paths) to its output, and the file texts it could read go to a file the test reads back."""
-    release = notebooks.build_release(chapter)
+    release = builder.build_release(chapter)
     name, (text, expectation) = next(
         (n, v) for n, v in sample_files.sample_submissions(chapter, release).items() if v[1] == "full"
     )
@@ -267,7 +268,7 @@ def _grade_probe(tmp_path: pathlib.Path, mode: str) -> dict:
     sub = tmp_path / "subs" / f"probe_1_2_{chapter}.ipynb"
     sub.parent.mkdir()
     sub.write_text(text)
-    release = notebooks.build_release(other)
+    release = builder.build_release(other)
     other_text = next(t for t, e in sample_files.sample_submissions(other, release).values() if e == "full")
     slow = nbformat.writes(
         variants._insert_after_setup(nbformat.reads(other_text, as_version=4), "import time\ntime.sleep(30)")
@@ -332,7 +333,7 @@ def test_fallback_mode(tmp_path, monkeypatch, caplog):
     """With the jail switched off the batch says so once and grades as before (the guard's file rules)."""
     monkeypatch.setenv(jail.JAIL_SWITCH, "off")
     chapter = "ch03_self_attention"
-    release = notebooks.build_release(chapter)
+    release = builder.build_release(chapter)
     text = next(t for t, e in sample_files.sample_submissions(chapter, release).values() if e == "full")
     sub = tmp_path / f"full_1_2_{chapter}.ipynb"
     sub.write_text(text)

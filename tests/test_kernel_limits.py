@@ -15,9 +15,9 @@ import os
 import nbformat
 import pytest
 
-from autograder import notebooks
 from autograder.grading import batch, execute, jail, memory, worker
 from catalogue import samples as sample_files
+from scripts.build import notebooks as builder
 from tests import variants
 
 JAIL = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
@@ -76,7 +76,7 @@ def test_startup_failure(memory_mb, armed, died, oom, setup, too_small):
 
 
 def _full_submission() -> str:
-    release = notebooks.build_release(CHAPTER)
+    release = builder.build_release(CHAPTER)
     return next(t for t, e in sample_files.sample_submissions(CHAPTER, release).values() if e == "full")
 
 

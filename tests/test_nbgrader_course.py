@@ -26,9 +26,10 @@ import zipfile
 import nbformat
 import pytest
 
-from autograder import nbgrader_course, notebooks
+from autograder import notebooks
 from autograder.grading import lms
 from catalogue import samples as sample_files
+from scripts.build import nbgrader_course
 from tests.test_grading import _expected_scores
 
 CHAPTERS = notebooks.chapters()

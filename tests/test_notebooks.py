@@ -13,13 +13,14 @@ import pytest
 import autograder
 from autograder import notebooks
 from catalogue import samples
+from scripts.build import notebooks as builder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHAPTERS = notebooks.chapters()
 
 
 def test_derived_files_in_sync():
-    problems = notebooks.stale()
+    problems = builder.stale()
     assert not problems, "derived files are stale; run `python -m autograder build`:\n" + "\n".join(problems)
 
 
@@ -56,7 +57,7 @@ def test_release_reveals_no_reference_code(chapter):
     release_lines = {line.strip() for cell in _release(chapter).cells for line in cell.source.splitlines()}
     # A line that the solution module also has outside every solution region is given code (e.g. a loop header
     # that one exercise writes and another exercise's given code repeats), not a leak.
-    module = inspect.getsource(notebooks.solution_module(chapter))
+    module = inspect.getsource(builder.solution_module(chapter))
     given = {
         line.strip()
         for i, part in enumerate(re.split(rf"{re.escape(notebooks.BEGIN)}|{re.escape(notebooks.END)}", module))
@@ -66,7 +67,7 @@ def test_release_reveals_no_reference_code(chapter):
     release_lines -= given
     leaks = []
     for ex in notebooks.checks_module(chapter).EXERCISES:
-        source = notebooks.exercise_source(chapter, ex.name)
+        source = builder.exercise_source(chapter, ex.name)
         region = source.split(notebooks.BEGIN, 1)[1].split(notebooks.END, 1)[0]
         for line in (line.strip() for line in region.splitlines()):
             # Short lines (`)`, `else:`, `return x`) say nothing about the answer and may well be given code.
@@ -125,7 +126,7 @@ def test_repository_url_agrees_with_book_config():
 def test_instructor_notebook_runs_with_nbval(chapter, tmp_path):
     """The instructor notebook (reference + hidden tests) executes top to bottom under nbval."""
     path = tmp_path / f"{chapter}.ipynb"
-    nbformat.write(notebooks.build_instructor(chapter), path)
+    nbformat.write(builder.build_instructor(chapter), path)
     result = subprocess.run(
         [
             sys.executable,
@@ -162,7 +163,7 @@ def test_setup_cell_shows_why_an_installed_course_fails_to_import_and_installs_n
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "core.py").write_text(core)
-    source = notebooks.setup_source(CHAPTERS[0])
+    source = builder.setup_source(CHAPTERS[0])
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(package.parent), "ATTENTION_COURSE_SOURCE": str(tmp_path / "x")}
     ran = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert ran.returncode != 0 and shown in ran.stderr, ran.stderr

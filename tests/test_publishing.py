@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import autograder
-from autograder import repository
+from scripts import repository
 
 try:
     import tomllib
@@ -67,7 +67,7 @@ def test_version_is_written_once_and_the_citation_repeats_it():
 def test_every_tracked_file_names_only_the_course_repository():
     own = tuple(autograder.REPOSITORY.removeprefix("https://github.com/").split("/"))
     found = []
-    examples = {"tests/test_publishing.py", "autograder/repository.py"}  # they show made-up addresses
+    examples = {"tests/test_publishing.py", "scripts/repository.py"}  # they show made-up addresses
     # Other projects' repositories, named on purpose (a tool, a vendored file's origin, a paper's only copy): an
     # address outside this list is either the course's own (rewritten on a fork) or a mistake.
     third_party = {
@@ -87,7 +87,7 @@ def test_every_tracked_file_names_only_the_course_repository():
                 "YOU",
             }:  # colab .../assets/colab-badge.svg
                 found.append(f"{path.relative_to(ROOT)}: {match.group(0).strip()}")
-    assert not found, "addresses that `python -m autograder.repository` would not rewrite:\n" + "\n".join(found)
+    assert not found, "addresses that `python -m scripts.repository` would not rewrite:\n" + "\n".join(found)
 
 
 def test_repository_command_rewrites_every_copy(tmp_path):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder import notebooks, releases, translations, wording
+from autograder import notebooks, releases, wording
+from scripts.build import notebooks as builder
+from scripts.build import translations
 
 CHAPTERS = notebooks.chapters()
 ZH = {chapter for chapter in CHAPTERS if translations.notebook_translation(chapter) is not None}
@@ -70,17 +72,17 @@ def test_the_build_refuses_a_hidden_check_without_a_requirement(monkeypatch):
     ex = releases.checks_module("ch05_transformer").EXERCISES["PositionalEncoding"]
     monkeypatch.delitem(ex.declared, ex.hidden[0])
     with pytest.raises(ValueError, match="declare no requirement"):
-        notebooks.build_instructor("ch05_transformer")
+        builder.build_instructor("ch05_transformer")
 
 
 def test_points_in_the_text_must_equal_the_checks_points():
     chapter = "ch04_multi_head_attention"  # split_heads 2, merge_heads 1, MultiHeadAttention 4
     good = ["| 1 | `split_heads(x, n_heads)` — split | 2 |", "## Exercise 2 — merge the heads back (1 point)"]
-    assert notebooks.points_problems(chapter, good) == []
+    assert builder.points_problems(chapter, good) == []
     bad = ["| 1 | `split_heads(x, n_heads)` — split | 3 |", "## Exercise 2 — merge the heads back (2 points)"]
-    assert len(notebooks.points_problems(chapter, bad)) == 2
-    assert notebooks.points_problems(chapter, ["## 练习 3 — 多头注意力（4 分）"], "zh") == []
-    assert notebooks.points_problems(chapter, ["## 练习 3 — 多头注意力（3 分）"], "zh")
+    assert len(builder.points_problems(chapter, bad)) == 2
+    assert builder.points_problems(chapter, ["## 练习 3 — 多头注意力（4 分）"], "zh") == []
+    assert builder.points_problems(chapter, ["## 练习 3 — 多头注意力（3 分）"], "zh")
 
 
 def test_points_are_pluralised():

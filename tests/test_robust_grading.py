@@ -27,6 +27,7 @@ import pytest
 
 from autograder import canonical, notebooks, releases
 from autograder.grading import batch, collect, jail, memory, report
+from scripts.build import notebooks as builder
 from tests import variants
 from tests.test_grading import check_sample_rows
 
@@ -106,7 +107,7 @@ def _release(chapter):
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_canonicalisation_of_every_variant(chapter):
     release = _release(chapter)
-    filled = notebooks.fill_release(release, chapter)
+    filled = builder.fill_release(release, chapter)
     answers = {c.id: c.source for c in filled.cells if c.metadata.get("nbgrader", {}).get("solution")}
     graded_cells = {c.id: c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")}
     for name, var in variants.variants(chapter, release).items():

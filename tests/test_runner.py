@@ -11,6 +11,7 @@ import pytest
 
 from autograder import canonical, notebooks, releases
 from autograder.grading import runner
+from scripts.build import notebooks as builder
 
 CHAPTER = "ch03_self_attention"
 
@@ -18,7 +19,7 @@ CHAPTER = "ch03_self_attention"
 def _instructor_grading(chapter: str) -> nbformat.NotebookNode:
     """The grading notebook as the batch built it before issue 47, from the notebook builder's instructor notebook:
     the setup cell arming the recorder, each test cell whose hidden region ends it the verdict alone."""
-    nb = notebooks.build_instructor(chapter)
+    nb = builder.build_instructor(chapter)
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade_id") == "setup":
@@ -71,12 +72,10 @@ def test_the_nbclient_runner_runs_the_notebook_nbgrader_ran(tmp_path):
     the student edited gets the grader's; a grade id that is not the grader's is dropped."""
     from nbgrader.preprocessors import ClearOutput, OverwriteCells, OverwriteKernelspec
 
-    from autograder.grading import nbgrader_adapter  # the test's reference: nbgrader as the grader used it before
-
     course = tmp_path / "course"
     (course / "source" / CHAPTER).mkdir(parents=True)
     nbformat.write(_instructor_grading(CHAPTER), course / "source" / CHAPTER / f"{CHAPTER}.ipynb")
-    nbgrader_adapter.generate_assignment(course, CHAPTER)
+    builder.generate_assignment(course, CHAPTER)  # the reference: nbgrader as the grader used it before
     resources = {"nbgrader": {"notebook": CHAPTER, "assignment": CHAPTER, "db_url": f"sqlite:///{course}/gradebook.db"}}
     grading = runner.grading_notebook(releases.release_notebook(CHAPTER), CHAPTER)
 

@@ -85,10 +85,10 @@ def test_scaffolded_chapter_passes_the_chapter_wide_checks(course):
     # The notebook builds, and the sample with the first catalogued bug scores some points but not all.
     build = run(
         "-c",
-        "from autograder import notebooks\n"
+        "from scripts.build import notebooks as builder\n"
         "from catalogue.samples import sample_submissions\n"
         "from tests.test_grading import _expected_scores\n"
-        f"release = notebooks.build_release({STEM!r})\n"
+        f"release = builder.build_release({STEM!r})\n"
         f"samples = sample_submissions({STEM!r}, release)\n"
         f"print(sorted(sum(_expected_scores({STEM!r}, e).values()) for _, e in samples.values()))",
     )

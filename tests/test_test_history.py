@@ -10,8 +10,10 @@ import json
 import nbformat
 import pytest
 
-from autograder import canonical, notebooks, releases, translations
+from autograder import canonical, notebooks, releases
 from autograder.grading import batch
+from scripts.build import notebooks as builder
+from scripts.build import translations
 
 CHAPTER = "ch04_multi_head_attention"
 TEST = "test_merge_heads"
@@ -26,7 +28,7 @@ EDITED = EARLIER.replace("\nEXERCISES", "\nif False:  # the student's edit: the 
 def _answered(test_source: str | None = None, *, strip: bool = False) -> nbformat.NotebookNode:
     """The chapter's release notebook with every exercise answered, its TEST cell's source replaced (and, with
     ``strip``, its nbgrader metadata and id gone, as some editors leave it)."""
-    nb = notebooks.fill_release(releases.release_notebook(CHAPTER), CHAPTER)
+    nb = builder.fill_release(releases.release_notebook(CHAPTER), CHAPTER)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == TEST)
     if test_source is not None:
         cell.source = test_source

@@ -11,7 +11,9 @@ import pytest
 import yaml
 
 import catalogue
-from autograder import canonical, notebooks, releases, translations
+from autograder import canonical, notebooks, releases
+from scripts.build import notebooks as builder
+from scripts.build import translations
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -88,7 +90,7 @@ def _test_of(cell) -> str:
 
 @pytest.mark.parametrize("chapter", ZH_CHAPTERS)
 def test_chinese_notebook_has_the_english_code_ids_and_points(chapter):
-    release = notebooks.build_release(chapter)
+    release = builder.build_release(chapter)
     zh = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
     assert [(c.cell_type, c.get("id"), c.metadata.get("nbgrader")) for c in zh.cells] == [
         (c.cell_type, c.get("id"), c.metadata.get("nbgrader")) for c in release.cells
@@ -108,16 +110,16 @@ def test_chinese_notebook_has_the_english_code_ids_and_points(chapter):
 def test_the_same_answers_in_either_edition_are_graded_alike(chapter):
     """The grader canonicalises a submission against the release notebook: the Chinese edition's notebook with
     the reference answers becomes the very notebook the English one does, so it scores the same."""
-    release = notebooks.build_release(chapter)
+    release = builder.build_release(chapter)
     zh = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
-    answered = {ed: notebooks.fill_release(nb, chapter) for ed, nb in (("en", release), ("zh", zh))}
+    answered = {ed: builder.fill_release(nb, chapter) for ed, nb in (("en", release), ("zh", zh))}
     graded = {ed: canonical.canonicalise(nbformat.writes(nb), release)[0] for ed, nb in answered.items()}
     assert nbformat.writes(graded["en"]) == nbformat.writes(graded["zh"])
 
 
 def test_a_changed_english_notebook_cell_is_named():
     chapter = ZH_CHAPTERS[0] if ZH_CHAPTERS else pytest.skip("no Chinese notebook yet")
-    release = notebooks.build_release(chapter)
+    release = builder.build_release(chapter)
     md = [c for c in release.cells if c.cell_type == "markdown"]
     md[1].source += "\n\nA new English sentence."
     with pytest.raises(ValueError, match=r"markdown cell\(s\) \[1\] changed"):
@@ -164,14 +166,14 @@ def test_chinese_submissions_are_graded_like_english_ones(chapter, tmp_path):
     mutants = catalogue.mutants(chapter)
     bug = next((m for m in mutants if m.name == "no scaling"), mutants[0])
     editions = {
-        "en": notebooks.build_release(chapter),
+        "en": builder.build_release(chapter),
         "zh": nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4),
     }
     files = []
     for ed, nb in editions.items():
         for who, answered in (
-            ("full", notebooks.fill_release(nb, chapter)),
-            ("bug", notebooks.fill_release(nb, chapter, [bug])),
+            ("full", builder.fill_release(nb, chapter)),
+            ("bug", builder.fill_release(nb, chapter, [bug])),
             ("zero", nb),
         ):
             path = tmp_path / f"{who}{ed}_1_2_{chapter}.ipynb"

@@ -33,6 +33,7 @@ import nbformat
 
 import catalogue
 from autograder import notebooks
+from scripts.build import notebooks as builder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,7 +293,7 @@ def _late_verdicts(chapter: str, release, filled, names: list[str]) -> dict[str,
 
 
 def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]:
-    filled = notebooks.fill_release(release, chapter)
+    filled = builder.fill_release(release, chapter)
     good = json.loads(nbformat.writes(filled))
     names = _solution_ids(release)
     v: dict[str, Variant] = {}
@@ -617,7 +618,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
 
     # The answer cannot change the question (issue 35): every answer that takes tensors zeroes them first, then
     # computes from the zeroed inputs; each of those exercises scores zero.
-    solutions = notebooks.solution_module(chapter)
+    solutions = builder.solution_module(chapter)
     targets = tuple(n for n in names if _takes_tensors(getattr(solutions, n, None)))
     if targets and chapter != "ch11_flash_attention_triton":  # ch11's answers are kernels, handed copies
         nb = copy.deepcopy(filled)
@@ -630,7 +631,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     # A kernel for an operator registered from inside the check (torch.library), with the buggy answer: it bends
     # only the kernel's own comparisons, never the worker's.
     mutant = catalogue.mutants(chapter)[0]
-    buggy = notebooks.fill_release(release, chapter, mutants=[mutant])
+    buggy = builder.fill_release(release, chapter, mutants=[mutant])
     registers = [
         "import torch as _t  # red team: a kernel registered while the check runs",
         "globals().setdefault('_kept_libs', []).append(_t.library.Library('aten', 'IMPL'))",
@@ -767,7 +768,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
             "_lib.impl('equal', lambda *a, **k: True, 'CPU')",
         ]
     )
-    buggy = notebooks.fill_release(release, chapter, mutants=[mutant])
+    buggy = builder.fill_release(release, chapter, mutants=[mutant])
     v["kernel_override_on_a_bug"] = Variant(
         nbformat.writes(_insert_after_setup(buggy, override)), "target_zero", "hostile", target=mutant.target
     )
@@ -777,7 +778,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
     # must fail the check, not pass it unmeasured (the variants' names: MEASURED_VARIANTS).
     if chapter == "ch09_sparse_attention":  # dense attention in an autograd.Function, saving only q, k, v
         dense = next(m for m in catalogue.mutants(chapter) if m.name == "dense attention under the mask")
-        nb = notebooks.fill_release(release, chapter, mutants=[dense])
+        nb = builder.fill_release(release, chapter, mutants=[dense])
         cell = next(c for c in nb.cells if c.id == "sliding_window_attention")
         cell.source += "\n\n" + "\n".join(_DENSE_RECOMPUTED_WITH_MODES_OFF)
         v["recomputes_dense_with_modes_off"] = Variant(
@@ -785,7 +786,7 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
         )
     if chapter == "ch10_flash_attention":  # the whole score matrix, computed where the check's watch is off
         whole = next(m for m in catalogue.mutants(chapter) if m.name == "whole score matrix in the forward pass")
-        nb = notebooks.fill_release(release, chapter, mutants=[whole])
+        nb = builder.fill_release(release, chapter, mutants=[whole])
         cell = next(c for c in nb.cells if c.id == "flash_attention_forward")
         cell.source += "\n\n" + "\n".join(_FULL_MATRIX_WITH_MODES_OFF)
         v["full_matrix_with_modes_off"] = Variant(

@@ -21,8 +21,7 @@ steps; each step returns into the submission's record (``submission.Submission``
 * ``feedback`` — the student's page, written by ``feedback.write`` alone, for every outcome, in the edition submitted
   (``autograder/wording.py``); ``redaction``: what no page may show (hidden tests, the reference's lines);
 * ``report`` — grades.csv, the summary, the LMS files (``lms``);
-* ``nbgrader_adapter`` — every use of nbgrader's API (the notebook builder's ``generate_assignment``), and the
-  nbgrader plugins of ``nbgrader_course/`` (export to grades.csv and the LMS files, an offline feedback page); no
+* ``nbgrader_adapter`` — the nbgrader plugins of ``nbgrader_course/`` (export to grades.csv and the LMS files, an offline feedback page); no
   other module of the grading path imports nbgrader.
 
 This package imports nothing here, so that the kernel's ``import autograder.grading.guard`` loads the guard

@@ -1,11 +1,9 @@
-"""Every use of nbgrader's API in the course, in one place.
+"""The course's nbgrader plugins, for instructors who grade with nbgrader's own workflow (``nbgrader_course/``).
 
-The notebook builder (``notebooks.build_release``) and the plain nbgrader course (``nbgrader_course/``) use it;
-nothing else imports nbgrader: the course's own grading (``batch.py``, ``worker.py``, ``runner.py``) runs the
-notebook with nbclient, with no gradebook (the student install has no nbgrader at all). What is here:
+Nothing else in the installed package imports nbgrader: the course's own grading (``batch.py``, ``runner.py``) runs
+the notebook with nbclient, with no gradebook (the student install has no nbgrader at all); the maintainers'
+notebook builder (``scripts/build/notebooks.py``) runs ``generate_assignment`` itself. What is here:
 
-* :func:`course_config`, :func:`generate_assignment` — nbgrader's ``NbGraderAPI`` and gradebook, for a course
-  directory of our own (the builder's: the release notebook is ``generate_assignment``'s output);
 * :class:`GradesExport`, :class:`CanvasExport`, :class:`MoodleExport` — nbgrader export plugins that write the
   course grader's ``grades.csv`` (``report.py``) or an LMS's grade import file (``lms.py``) from nbgrader's
   gradebook, with the rows ``python -m autograder grade`` gives, for instructors who use nbgrader's own workflow::
@@ -33,59 +31,21 @@ import functools
 import os
 import pathlib
 import re
-import sys
 import time
 import types
 import warnings
 
 import jinja2
-import nbgrader.api
 from nbconvert.exporters import HTMLExporter
 from nbgrader import preprocessors
-from nbgrader.apps import NbGraderAPI
 from nbgrader.plugins import ExportPlugin, FileNameCollectorPlugin
 from traitlets import List, Unicode, default
-from traitlets.config import Config
 
 from .. import canonical, releases
 from . import feedback, lms, report
 from .report import Row
 
 warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader's gradebook
-# A new gradebook asks alembic for the schema's version, in a subprocess (`alembic heads`, 1.5–3 s); the answer is a
-# constant of the installed nbgrader, so ask once per process (a build makes one gradebook per chapter).
-nbgrader.api.get_alembic_version = functools.cache(nbgrader.api.get_alembic_version)
-
-
-def course_config(course: pathlib.Path) -> Config:
-    """nbgrader configuration for a course directory at ``course`` (its gradebook is ``gradebook.db`` there)."""
-    # nbgrader runs the `alembic` script by name: make the scripts of this Python's environment findable
-    # even when the environment is not activated (python -m autograder from .venv/bin/python).
-    scripts = os.path.dirname(sys.executable)
-    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
-
-    c = Config()
-    c.CourseDirectory.root = str(course)
-    c.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
-    # The course grader never uses an exchange, but nbgrader's API checks one when it starts and logs CRITICAL
-    # ("Unwritable directory, please contact your instructor") where its default /usr/local/share/nbgrader/exchange
-    # is missing: an empty one of this course directory's own keeps that line out of every grading run.
-    exchange = pathlib.Path(course) / "exchange"
-    exchange.mkdir(parents=True, exist_ok=True)
-    c.Exchange.root = str(exchange)
-    c.ClearSolutions.code_stub = {"python": releases.CODE_STUB}
-    return c
-
-
-def generate_assignment(course: pathlib.Path, chapter: str) -> None:
-    """nbgrader's generate_assignment for ``course/source/<chapter>/<chapter>.ipynb``: records every test cell and
-    its points in the gradebook and writes ``course/release/<chapter>/``. Raises RuntimeError when it fails."""
-    result = NbGraderAPI(config=course_config(course)).generate_assignment(chapter, force=True, create=True)
-    if not result["success"]:
-        raise RuntimeError(
-            f"nbgrader generate_assignment failed for {chapter}:\n{result.get('error')}\n{result.get('log')}"
-        )
 
 
 # ------------------------------------------------------------------------------------------------ feedback
@@ -105,7 +65,7 @@ class ClearHiddenTests(preprocessors.ClearHiddenTests):
     ).tag(config=True)
 
 
-_BADGE = "colab-badge.svg"  # the "Open in Colab" badge cell of every notebook (notebooks.py)
+_BADGE = "colab-badge.svg"  # the "Open in Colab" badge cell of every notebook (scripts/build/notebooks.py)
 
 
 class FeedbackExporter(HTMLExporter):

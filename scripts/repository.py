@@ -1,11 +1,11 @@
-"""Point every link of the course at another repository (after a fork): ``python -m autograder.repository URL``.
+"""Point every link of the course at another repository (after a fork): ``python -m scripts.repository URL``.
 
 The address is written once, in ``autograder/__init__.py`` (``REPOSITORY``, ``BRANCH``); the files below repeat it
 because their formats cannot import it (the book's ``_config.yml``, ``CITATION.cff``, ``pyproject.toml``'s URLs,
 the Colab links in ``README.md`` and the workflow files). This command rewrites all of them, then rebuilds the
 derived notebooks (their Colab badges and setup cells carry the address)::
 
-    python -m autograder.repository https://github.com/you/attention-in-nlp [--branch main] [--no-build]
+    python -m scripts.repository https://github.com/you/attention-in-nlp [--branch main] [--no-build]
 
 ``tests/test_publishing.py`` fails when any tracked text file names a GitHub repository address other than
 ``REPOSITORY`` (apart from the cited projects), so a fork that edits only some of these files is caught.
@@ -72,7 +72,7 @@ def rewrite(root: pathlib.Path, new_url: str, new_branch: str | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.repository", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.repository", description=__doc__.splitlines()[0])
     parser.add_argument("url", help="https://github.com/OWNER/NAME of the fork")
     parser.add_argument("--branch", help="branch the Colab links and the setup cell use (default: unchanged)")
     parser.add_argument("--no-build", action="store_true", help="do not rebuild the derived notebooks")
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in changed:
         print(f"rewrote {path.relative_to(ROOT)}")
     if not args.no_build:
-        return subprocess.call([sys.executable, "-m", "autograder", "build"], cwd=ROOT)
+        return subprocess.call([sys.executable, "-m", "scripts.build"], cwd=ROOT)
     return 0
 
 

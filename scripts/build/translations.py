@@ -9,11 +9,11 @@ execution cache serves both). Its front matter records what it translates::
       sections: {"(ch03-self-attention)= # 3. Self-attention ...": "3f2a…", ...}
 
 one hash per section of the English page (a section runs from one heading to the next). When an English section
-changes, :func:`stale` names it; ``python -m autograder translations check`` lists every stale page (a test runs it),
-``python -m autograder translations stamp book/<stem>.zh.md`` records the English page's current sections once the
+changes, :func:`stale` names it; ``python -m scripts.build translations check`` lists every stale page (a test runs it),
+``python -m scripts.build translations stamp book/<stem>.zh.md`` records the English page's current sections once the
 translation is brought up to date.
 
-A chapter's Chinese student notebook, ``notebooks/zh/<chapter>.ipynb``, is built by ``python -m autograder build``
+A chapter's Chinese student notebook, ``notebooks/zh/<chapter>.ipynb``, is built by ``python -m scripts.build``
 from the same sources: the English release notebook with its markdown cells replaced by
 ``notebooks/templates/zh/<chapter>.md``, a list of cells separated by lines ``<!-- cell HASH -->`` (HASH: the first 12
 hex digits of the SHA-256 of the English cell it translates, so a changed English cell makes the notebook stale).
@@ -28,7 +28,8 @@ import hashlib
 import pathlib
 import re
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from autograder.notebooks import ROOT
+
 BOOK = ROOT / "book"
 ZH_TEMPLATES = ROOT / "notebooks" / "templates" / "zh"
 _FENCE = re.compile(r"^(```+|~~~+)")
@@ -160,7 +161,8 @@ def translate_notebook(release, chapter: str):
     cells = notebook_translation(chapter)
     if cells is None:
         raise ValueError(f"{chapter} has no Chinese notebook text ({ZH_TEMPLATES / (chapter + '.md')})")
-    from .releases import checks_module, released_test_source
+    from autograder.releases import checks_module, released_test_source
+
     from .requirements import points_problems, requirements_markdown
 
     nb = copy.deepcopy(release)
@@ -208,16 +210,3 @@ def notebook_stale(chapter: str, release) -> list[str]:
     except ValueError as err:
         return [str(err)]
     return []
-
-
-def main(argv: list[str]) -> int:
-    """``translations check`` | ``translations stamp PAGE...`` | ``translations skeleton CHAPTER``."""
-    if not argv or argv[0] == "check":
-        problems = [f"{p.relative_to(ROOT)}: {s}" for p in chinese_pages() for s in stale(p)]
-        print("\n".join(problems) or f"{len(chinese_pages())} Chinese pages, all in step with their English pages")
-        return 1 if problems else 0
-    if argv[0] == "stamp":
-        for page in argv[1:]:
-            stamp(pathlib.Path(page).resolve())
-        return 0
-    raise SystemExit(f"unknown: {argv[0]} (check | stamp PAGE... | skeleton CHAPTER)")

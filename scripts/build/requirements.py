@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .releases import checks_module, points_text
+from autograder.releases import checks_module, points_text
 
 REQUIREMENTS_HEAD = {
     "en": "**What is graded.** The test cell below runs the visible checks; the grader runs hidden ones too. "
