@@ -21,7 +21,7 @@ CHAPTERS = notebooks.chapters()
 
 def test_derived_files_in_sync():
     problems = builder.stale()
-    assert not problems, "derived files are stale; run `python -m autograder build`:\n" + "\n".join(problems)
+    assert not problems, "derived files are stale; run `python -m scripts.build`:\n" + "\n".join(problems)
 
 
 def test_sample_submissions_in_sync():

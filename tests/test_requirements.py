@@ -64,7 +64,7 @@ def test_every_requirement_is_in_the_exercise_text(chapter, edition):
             sentence = _flat(req.zh if edition == "zh" else req.en)
             assert sentence in text, (
                 f"{chapter} ({edition}): the requirement of {fn.__name__} is not in {ex.name}'s text: {sentence!r} "
-                "(python -m autograder build)"
+                "(python -m scripts.build)"
             )
 
 

@@ -1,4 +1,4 @@
-"""The Chinese edition (中文版) is complete and in step with the English one (autograder/translations.py)."""
+"""The Chinese edition (中文版) is complete and in step with the English one (scripts/build/translations.py)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_chinese_page_is_in_step_with_its_english_page(page):
     assert translations.english_of(page).exists()
     assert translations.stale(page) == [], (
         f"{page.name}: the English page changed since it was translated; bring these sections up to date, then "
-        f"`python -m autograder translations stamp book/{page.name}`"
+        f"`python -m scripts.build translations stamp book/{page.name}`"
     )
 
 
