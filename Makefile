@@ -1,6 +1,6 @@
 # One-command set-up: every target creates .venv and installs everything it needs on first use.
 #   make book   - build the HTML book into _build/html (executes every page; cached)
-#   make lint   - ruff (lint + format check) on the tree, mypy on solutions/, autograder/ and scripts/build/ (pyproject config)
+#   make lint   - ruff (lint + format check) on the tree, mypy on solutions/, autograder/ and scripts/build_notebooks/ (pyproject config)
 #   make test   - lint, then all tests (derived files in sync, solutions, graders, nbval, end-to-end grading), then the book
 #                 build and its check in headless Chromium (needs: apt-get install chromium chromium-driver)
 #   make grade  - grade the shipped sample submissions into grading_out/
@@ -131,7 +131,7 @@ grade: $(STAMP)
 	$(PY) -m autograder grade
 
 notebooks: $(STAMP)
-	$(PY) -m scripts.build
+	$(PY) -m scripts.build_notebooks
 
 clean:
 	rm -rf _build build dist grading_out

@@ -5,7 +5,7 @@ chapter's checks, used by the notebooks' test cells and by pytest), ``autograder
 ``autograder.releases`` (the self-check). ``autograder.grading`` is the instructors' grading machinery
 (sandboxed workers, the in-kernel guard, reports; nbgrader plugins for nbgrader's own workflow): see its docstring
 and docs/grading-design.md. Command line: ``python -m autograder --help``. The notebook builder that writes the
-release notebooks and the nbgrader course directory is the checkout's ``scripts/build/`` (maintainers only).
+release notebooks and the nbgrader course directory is the checkout's ``scripts/build_notebooks/`` (maintainers only).
 """
 
 # The course's version, the one place it is written: pyproject.toml reads it ([tool.setuptools.dynamic]),

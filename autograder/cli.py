@@ -1,6 +1,6 @@
 """Command line: ``python -m autograder {grade,selfcheck,gradescope}`` (also installed as ``attention-course``).
 
-The notebook builder, which maintainers run, is ``python -m scripts.build`` in a checkout."""
+The notebook builder, which maintainers run, is ``python -m scripts.build_notebooks`` in a checkout."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Where a chapter's notebook sources and derived files are, for the grader (the notebook builder that writes them
-is the maintainers' ``scripts/build/``, not part of the installed package).
+is the maintainers' ``scripts/build_notebooks/``, not part of the installed package).
 
 For a chapter ``chNN_name``: the template ``notebooks/templates/chNN_name.py`` (jupytext percent format), the
 reference ``solutions/chNN_name.py`` (the student's part of each exercise between :data:`BEGIN` and :data:`END`),

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from autograder import notebooks
 from catalogue import alternatives, mutants, rewrites
 from catalogue.entries import Rewrite, check_failures
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 Figures = tuple[int, int, int, int, int, int]
 

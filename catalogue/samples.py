@@ -16,7 +16,7 @@ import nbformat
 
 import catalogue
 from autograder import notebooks
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 
 def sample_submissions(chapter: str, release: nbformat.NotebookNode) -> dict[str, tuple[str, str]]:

@@ -1,7 +1,7 @@
 """The given parts of an exercise's stub, for rewrites to start from instead of copies of the solution.
 
 A student's exercise cell is the solution's source with every ``### BEGIN SOLUTION`` ... ``### END SOLUTION``
-region replaced by a placeholder (:mod:`scripts.build.notebooks` builds the release notebook so): what lies outside
+region replaced by a placeholder (:mod:`scripts.build_notebooks.notebooks` builds the release notebook so): what lies outside
 the regions (signature, docstring, argument checks, the lines after a region) is given, and a rewrite that keeps
 it must keep it as the notebook has it. :func:`pieces` reads those given parts from the solution module, where the
 notebook builder reads them; :func:`head` is the first, :func:`tail` the last, and :func:`before` cuts one where a
@@ -11,7 +11,7 @@ rewrite writes the rest itself (e.g. a class's given ``__init__``, before a ``fo
 from __future__ import annotations
 
 from autograder import notebooks
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 
 def pieces(chapter: str, name: str) -> list[str]:

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in changed:
         print(f"rewrote {path.relative_to(ROOT)}")
     if not args.no_build:
-        return subprocess.call([sys.executable, "-m", "scripts.build"], cwd=ROOT)
+        return subprocess.call([sys.executable, "-m", "scripts.build_notebooks"], cwd=ROOT)
     return 0
 
 

@@ -6,7 +6,7 @@ placeholder (a function exercise and a class exercise, with checks, two catalogu
 book page with a figure and oracle tests), and adds the page to ``_toc.yml``. Every "TODO" marks what the
 chapter's author replaces. The placeholders pass the chapter-wide tests except the ones that need the real
 chapter: ``tests/test_checks.py::test_catalogue_size`` fails until the catalogue has 8 bugs. Then
-``python -m scripts.build`` generates the notebook, samples and nbgrader source.
+``python -m scripts.build_notebooks`` generates the notebook, samples and nbgrader source.
 
 Existing files are never overwritten.
 """
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         print("wrote", path.relative_to(root))
     print(
         f"Next: replace every TODO (CONTRIBUTING.md lists the rules the tests enforce), catalogue at least 8 bugs,\n"
-        f"add the chapter to the README's table, then `python -m scripts.build {args.stem}` and run the tests."
+        f"add the chapter to the README's table, then `python -m scripts.build_notebooks {args.stem}` and run the tests."
     )
     return 0
 

@@ -1,6 +1,6 @@
 """The test cell history (``notebooks/test_history/<chapter>.json``) from the git history of the release notebooks.
 
-``python -m scripts.build`` adds the current release's test cells to each chapter's history
+``python -m scripts.build_notebooks`` adds the current release's test cells to each chapter's history
 (``canonical.history_text``); the versions that releases had before the history existed come from git, once::
 
     python -m scripts.test_history_from_git

@@ -18,7 +18,7 @@ import catalogue
 from autograder import notebooks
 from autograder.grading import batch
 from catalogue.entries import Rewrite
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 MIN_REWRITES = 3
 CHAPTERS = notebooks.chapters()

@@ -20,7 +20,7 @@ from autograder import notebooks
 from autograder.core import CheckFailed, dependencies
 from catalogue import figures
 from catalogue.entries import check_failures
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 MIN_BUGS, MIN_ALTERNATIVES = 12, 4
 

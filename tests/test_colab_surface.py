@@ -46,7 +46,7 @@ from packaging.version import Version
 
 from autograder import notebooks, releases
 from autograder.gradescope.build import needs_triton
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 from tests import platforms
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ import catalogue
 from autograder import notebooks
 from autograder.checks import device
 from autograder.core import CheckFailed, call
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 from solutions.ch03_self_attention import causal_mask
 
 Q = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0))

@@ -18,7 +18,7 @@ from autograder import canonical, notebooks, releases, wording
 from autograder.checks.exercises import failed_check, label
 from autograder.grading import feedback
 from autograder.grading.reasons import exercise_reason
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CHAPTER = "ch03_self_attention"

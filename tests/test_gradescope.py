@@ -38,7 +38,7 @@ from autograder import notebooks
 from autograder.gradescope import build, results_json, run
 from autograder.grading import submission
 from autograder.releases import points_text
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 from tests import gradescope_container as simulate
 from tests import variants
 

@@ -15,7 +15,7 @@ from autograder.core import CheckFailed
 from autograder.grading import batch, collect, execute, feedback, lms, report, runner, scoring, submission
 from autograder.grading import reasons as reasons_
 from catalogue import samples as sample_files
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 CHAPTERS = notebooks.chapters()
 

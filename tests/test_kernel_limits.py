@@ -17,7 +17,7 @@ import pytest
 
 from autograder.grading import batch, execute, jail, memory, worker
 from catalogue import samples as sample_files
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 from tests import variants
 
 JAIL = jail.jail_problem(100000 if os.geteuid() == 0 else -1)

@@ -106,7 +106,7 @@ def test_graph_sees_lazy_and_relative_imports():
 def test_in_the_package_only_the_adapter_imports_nbgrader():
     """Issue 47: nbgrader is off the grading path. In the installed package only the nbgrader adapter (the plugins
     that ``nbgrader_course/nbgrader_config.py`` names) imports nbgrader, and no module imports the adapter; the
-    notebook builder, which runs nbgrader's ``generate_assignment``, is the checkout's ``scripts/build/``
+    notebook builder, which runs nbgrader's ``generate_assignment``, is the checkout's ``scripts/build_notebooks/``
     (tests/test_runner.py watches a batch import nothing of nbgrader)."""
     graph = import_graph()
     assert {m for m, deps in graph.items() if "nbgrader" in deps} == {"autograder.grading.nbgrader_adapter"}

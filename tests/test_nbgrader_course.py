@@ -29,7 +29,7 @@ import pytest
 from autograder import notebooks
 from autograder.grading import lms
 from catalogue import samples as sample_files
-from scripts.build import nbgrader_course
+from scripts.build_notebooks import nbgrader_course
 from tests.test_grading import _expected_scores
 
 CHAPTERS = notebooks.chapters()

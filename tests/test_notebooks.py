@@ -13,7 +13,7 @@ import pytest
 import autograder
 from autograder import notebooks
 from catalogue import samples
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHAPTERS = notebooks.chapters()
@@ -21,7 +21,7 @@ CHAPTERS = notebooks.chapters()
 
 def test_derived_files_in_sync():
     problems = builder.stale()
-    assert not problems, "derived files are stale; run `python -m scripts.build`:\n" + "\n".join(problems)
+    assert not problems, "derived files are stale; run `python -m scripts.build_notebooks`:\n" + "\n".join(problems)
 
 
 def test_sample_submissions_in_sync():

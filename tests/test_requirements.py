@@ -12,8 +12,8 @@ import nbformat
 import pytest
 
 from autograder import notebooks, releases, wording
-from scripts.build import notebooks as builder
-from scripts.build import translations
+from scripts.build_notebooks import notebooks as builder
+from scripts.build_notebooks import translations
 
 CHAPTERS = notebooks.chapters()
 ZH = {chapter for chapter in CHAPTERS if translations.notebook_translation(chapter) is not None}
@@ -64,7 +64,7 @@ def test_every_requirement_is_in_the_exercise_text(chapter, edition):
             sentence = _flat(req.zh if edition == "zh" else req.en)
             assert sentence in text, (
                 f"{chapter} ({edition}): the requirement of {fn.__name__} is not in {ex.name}'s text: {sentence!r} "
-                "(python -m scripts.build)"
+                "(python -m scripts.build_notebooks)"
             )
 
 

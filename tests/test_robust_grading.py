@@ -27,7 +27,7 @@ import pytest
 
 from autograder import canonical, notebooks, releases
 from autograder.grading import batch, collect, jail, memory, report
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 from tests import variants
 from tests.test_grading import check_sample_rows
 

@@ -11,7 +11,7 @@ import pytest
 
 from autograder import canonical, notebooks, releases
 from autograder.grading import runner
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 CHAPTER = "ch03_self_attention"
 

@@ -85,7 +85,7 @@ def test_scaffolded_chapter_passes_the_chapter_wide_checks(course):
     # The notebook builds, and the sample with the first catalogued bug scores some points but not all.
     build = run(
         "-c",
-        "from scripts.build import notebooks as builder\n"
+        "from scripts.build_notebooks import notebooks as builder\n"
         "from catalogue.samples import sample_submissions\n"
         "from tests.test_grading import _expected_scores\n"
         f"release = builder.build_release({STEM!r})\n"

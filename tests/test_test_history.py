@@ -12,8 +12,8 @@ import pytest
 
 from autograder import canonical, notebooks, releases
 from autograder.grading import batch
-from scripts.build import notebooks as builder
-from scripts.build import translations
+from scripts.build_notebooks import notebooks as builder
+from scripts.build_notebooks import translations
 
 CHAPTER = "ch04_multi_head_attention"
 TEST = "test_merge_heads"
@@ -67,8 +67,8 @@ def test_an_edited_test_cell_is_still_reported(strip):
 
 
 def test_the_history_holds_every_chapters_released_test_cells():
-    """The committed history is in sync with the committed release notebooks (both editions): `python -m scripts.build`
-    adds a changed test cell (the full check: `python -m scripts.build --check`, tests/test_notebooks.py); and it keeps the
+    """The committed history is in sync with the committed release notebooks (both editions): `python -m scripts.build_notebooks`
+    adds a changed test cell (the full check: `python -m scripts.build_notebooks --check`, tests/test_notebooks.py); and it keeps the
     versions before, from git (scripts/test_history_from_git.py)."""
     for chapter in notebooks.chapters():
         path = canonical.history_path(chapter, notebooks.RELEASE_DIR)
@@ -76,7 +76,9 @@ def test_the_history_holds_every_chapters_released_test_cells():
         if translations.notebook_translation(chapter) is not None:
             released.append(releases.release_notebook(chapter, "zh"))
         text = path.read_text()
-        assert canonical.history_text(text, released) == text, f"{path.name} is stale: python -m scripts.build"
+        assert canonical.history_text(text, released) == text, (
+            f"{path.name} is stale: python -m scripts.build_notebooks"
+        )
         assert set(json.loads(text)) >= set(canonical.released_test_cells(released[0])), path.name
     assert canonical.test_digest(EARLIER) in canonical.released_tests(CHAPTER)[TEST]
 

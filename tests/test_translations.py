@@ -1,4 +1,4 @@
-"""The Chinese edition (中文版) is complete and in step with the English one (scripts/build/translations.py)."""
+"""The Chinese edition (中文版) is complete and in step with the English one (scripts/build_notebooks/translations.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import yaml
 
 import catalogue
 from autograder import canonical, notebooks, releases
-from scripts.build import notebooks as builder
-from scripts.build import translations
+from scripts.build_notebooks import notebooks as builder
+from scripts.build_notebooks import translations
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -47,7 +47,7 @@ def test_chinese_page_is_in_step_with_its_english_page(page):
     assert translations.english_of(page).exists()
     assert translations.stale(page) == [], (
         f"{page.name}: the English page changed since it was translated; bring these sections up to date, then "
-        f"`python -m scripts.build translations stamp book/{page.name}`"
+        f"`python -m scripts.build_notebooks translations stamp book/{page.name}`"
     )
 
 

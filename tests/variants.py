@@ -33,7 +33,7 @@ import nbformat
 
 import catalogue
 from autograder import notebooks
-from scripts.build import notebooks as builder
+from scripts.build_notebooks import notebooks as builder
 
 
 @dataclasses.dataclass(frozen=True)

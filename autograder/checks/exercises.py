@@ -27,7 +27,7 @@ class Requirement:
     """What one check requires of the answer, in one short sentence written as the end of "your answer ...": "works
     for an odd ``d_model`` too". ``en`` is the English, the key of its translations in the chapter's catalogue
     (``autograder/locale/zh/<chapter>.json``). The build lists an exercise's requirements below its instructions in
-    the notebook (``scripts/build/requirements.py``), so the text the student reads is generated from the checks
+    the notebook (``scripts/build_notebooks/requirements.py``), so the text the student reads is generated from the checks
     that grade it."""
 
     en: str

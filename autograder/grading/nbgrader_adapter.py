@@ -2,7 +2,7 @@
 
 Nothing else in the installed package imports nbgrader: the course's own grading (``batch.py``, ``runner.py``) runs
 the notebook with nbclient, with no gradebook (the student install has no nbgrader at all); the maintainers'
-notebook builder (``scripts/build/notebooks.py``) runs ``generate_assignment`` itself. What is here:
+notebook builder (``scripts/build_notebooks/notebooks.py``) runs ``generate_assignment`` itself. What is here:
 
 * :class:`GradesExport`, :class:`CanvasExport`, :class:`MoodleExport` — nbgrader export plugins that write the
   course grader's ``grades.csv`` (``report.py``) or an LMS's grade import file (``lms.py``) from nbgrader's
@@ -65,7 +65,7 @@ class ClearHiddenTests(preprocessors.ClearHiddenTests):
     ).tag(config=True)
 
 
-_BADGE = "colab-badge.svg"  # the "Open in Colab" badge cell of every notebook (scripts/build/notebooks.py)
+_BADGE = "colab-badge.svg"  # the "Open in Colab" badge cell of every notebook (scripts/build_notebooks/notebooks.py)
 
 
 class FeedbackExporter(HTMLExporter):

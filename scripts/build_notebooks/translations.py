@@ -9,11 +9,11 @@ execution cache serves both). Its front matter records what it translates::
       sections: {"(ch03-self-attention)= # 3. Self-attention ...": "3f2a…", ...}
 
 one hash per section of the English page (a section runs from one heading to the next). When an English section
-changes, :func:`stale` names it; ``python -m scripts.build translations check`` lists every stale page (a test runs it),
-``python -m scripts.build translations stamp book/<stem>.zh.md`` records the English page's current sections once the
+changes, :func:`stale` names it; ``python -m scripts.build_notebooks translations check`` lists every stale page (a test runs it),
+``python -m scripts.build_notebooks translations stamp book/<stem>.zh.md`` records the English page's current sections once the
 translation is brought up to date.
 
-A chapter's Chinese student notebook, ``notebooks/zh/<chapter>.ipynb``, is built by ``python -m scripts.build``
+A chapter's Chinese student notebook, ``notebooks/zh/<chapter>.ipynb``, is built by ``python -m scripts.build_notebooks``
 from the same sources: the English release notebook with its markdown cells replaced by
 ``notebooks/templates/zh/<chapter>.md``, a list of cells separated by lines ``<!-- cell HASH -->`` (HASH: the first 12
 hex digits of the SHA-256 of the English cell it translates, so a changed English cell makes the notebook stale).

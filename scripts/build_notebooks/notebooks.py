@@ -8,7 +8,7 @@ For a chapter ``chNN_name`` the sources are
   with the student's part between ``### BEGIN SOLUTION`` / ``### END SOLUTION``;
 * ``autograder/chNN_name.py`` — the checks and points; the test cell after each exercise calls them.
 
-From these, ``python -m scripts.build`` produces
+From these, ``python -m scripts.build_notebooks`` produces
 
 * the *instructor* notebook (solutions and hidden tests in place; written under ``build/``, used by nbval),
 * the *release* notebook ``notebooks/chNN_name.ipynb`` — nbgrader's ``generate_assignment`` output, without
@@ -19,7 +19,7 @@ From these, ``python -m scripts.build`` produces
   nbgrader's own workflow (``nbgrader_course.py``),
 * and then the sample submissions under ``autograder/samples/chNN_name/`` (``catalogue/samples.py``).
 
-``python -m scripts.build --check`` (and the test-suite) fails when a committed derived file is stale.
+``python -m scripts.build_notebooks --check`` (and the test-suite) fails when a committed derived file is stale.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def generate_assignment(course: pathlib.Path, chapter: str) -> None:
     from traitlets.config import Config
 
     # nbgrader runs the `alembic` script by name: make the scripts of this Python's environment findable even when
-    # the environment is not activated (.venv/bin/python -m scripts.build).
+    # the environment is not activated (.venv/bin/python -m scripts.build_notebooks).
     scripts = os.path.dirname(sys.executable)
     if scripts not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
