@@ -6,12 +6,12 @@ review); ``feedback.py`` and Gradescope's page redact it."""
 from __future__ import annotations
 
 import copy
-import pathlib
 import re
 from collections.abc import Callable, Collection
 
 import nbformat
 
+from .. import notebooks
 from ..wording import say
 
 REDACTED = str(say("redacted"))  # the worker's copy; a page writes it in its edition (feedback.py)
@@ -33,11 +33,9 @@ def grader_secrets(graded: nbformat.NotebookNode, chapter: str) -> list[str]:
             own.update(ln.strip() for ln in cell.source.splitlines())
         for region in HIDDEN_REGION.finditer(cell.source):
             found.update(ln.strip() for ln in region.group(0).splitlines()[1:])
-    # the course's root and solution markers, as autograder.notebooks has them (importing it here would close an
-    # import cycle: notebooks -> nbgrader_adapter -> report -> results)
-    solution = pathlib.Path(__file__).resolve().parents[2] / "solutions" / f"{chapter}.py"
+    solution = notebooks.ROOT / "solutions" / f"{chapter}.py"
     if solution.exists():
-        pattern = re.escape("### BEGIN SOLUTION") + r"\n(.*?)" + re.escape("### END SOLUTION")
+        pattern = re.escape(notebooks.BEGIN) + r"\n(.*?)" + re.escape(notebooks.END)
         for region in re.finditer(pattern, solution.read_text(), re.S):
             found.update(ln.strip() for ln in region.group(1).splitlines())
     return sorted(ln for ln in found - own if len(ln) >= _MIN_SECRET and not ln.startswith("###"))
