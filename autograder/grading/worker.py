@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import nbformat
 
-from ..wording import Said, say
+from ..wording import Message, Said, say
 from . import channel, jail, judge, memory, questions, runner, scoring
 from .reasons import failure_reasons, ungraded_cell_errors
 from .redaction import grader_secrets, secret_output_lines
@@ -84,13 +84,9 @@ def main(job_path: str) -> int:
     try:
         result = grade_one(job)
     except Exception as exc:
+        why = say("grader error", ename=type(exc).__name__, error=str(exc)[:200])
         result = Result(
-            "",
-            "",
-            job.student_id,
-            status="error",
-            reason=f"grader error: {type(exc).__name__}: {str(exc)[:200]}",
-            trace=traceback.format_exc()[-2000:],
+            "", "", job.student_id, status="error", reason=str(why), trace=traceback.format_exc()[-2000:], reasons=[why]
         )
     out = pathlib.Path(job.result)
     out.with_suffix(".tmp").write_text(json.dumps(result_fields(result)))  # messages as data
@@ -167,7 +163,7 @@ def _setup_error(graded: nbformat.NotebookNode | None) -> str:
     return ""
 
 
-def startup_failure(memory_mb: int, armed: bool, died: bool, oom_killed: bool, setup_error: str) -> str | None:
+def startup_failure(memory_mb: int, armed: bool, died: bool, oom_killed: bool, setup_error: str) -> Message | None:
     """The row's reason when the kernel could not start under ``--memory-mb`` (None otherwise): the grader's setup
     cell (which runs before any of the submission's code) never armed the guard, and the kernel was OOM-killed, its
     setup cell ran out of memory, or it died under a limit below what torch needs (:data:`memory.STARTUP_MB`)."""
@@ -176,36 +172,24 @@ def startup_failure(memory_mb: int, armed: bool, died: bool, oom_killed: bool, s
     out_of_memory = "MemoryError" in setup_error or "allocate memory" in setup_error
     if not (oom_killed or out_of_memory or (died and memory_mb < memory.STARTUP_MB)):
         return None
-    return (
-        f"the kernel could not start within --memory-mb {memory_mb} (torch and the chapter's setup need about "
-        f"{memory.STARTUP_MB} MB): raise --memory-mb; none of the submission's code ran (a grader setting, "
-        "not the submission's fault)"
-    )
+    return say("kernel could not start", mb=memory_mb, need=memory.STARTUP_MB)
 
 
-def _kernel_died(memory_mb: int, records: Sequence[dict], order: Sequence[str], oom_killed: bool) -> str:
+def _kernel_died(memory_mb: int, records: Sequence[dict], order: Sequence[str], oom_killed: bool) -> Message:
     """Why the run ended with a kernel that died, in one line: where (the exercises the guard's records say were
     checked before it died) and, when its memory cgroup's OOM killer ended it, that."""
     done = {r.get("exercise") for r in records if r.get("type") == "verdict"}
     last = [n for n in order if n in done]
     after = order[order.index(last[-1]) + 1 :] if last else list(order)
     following = [n for n in after if n not in done]
-    nxt = f"the cells of {following[0]} (its answer, or a cell before its test)" if following else "a cell"
+    nxt = say("kernel: cells of", name=following[0]) if following else say("kernel: a cell")
     where = (
-        f" while running {nxt}, after the checks of {last[-1]}"
+        say("kernel: after the checks", cells=nxt, name=last[-1])
         if last
-        else f" while running {nxt}, before any exercise was checked"
+        else say("kernel: before any checks", cells=nxt)
     )
-    limit = f" {memory_mb} MB" if memory_mb else ""
-    if oom_killed:
-        return (
-            f"the kernel ran out of its{limit} memory limit{where} (the limit counts its memory and the files it "
-            "wrote to /tmp, /dev/shm and its home folder); nothing after that point could be graded"
-        )
-    return (
-        f"the kernel died{where} (an exit such as os._exit, a crash, or the{limit} memory limit); "
-        "nothing after that point could be graded"
-    )
+    limit = say("kernel memory", mb=memory_mb) if memory_mb else ""
+    return say("kernel out of memory" if oom_killed else "kernel died", limit=limit, where=where)
 
 
 def _import_in_background(module: str) -> threading.Thread:
@@ -323,7 +307,7 @@ def grade_one(job: Job) -> Result:
         if reason is None:  # nbclient's typed error, not log text
             died = _kernel_died(job.memory_mb, entries, list(job.points), oom_killed)
             reason = runner.failure(run, job.cell_timeout, died)
-        return Result("", "", sid, "error", reason, warnings=warnings, log=run.log())
+        return Result("", "", sid, "error", str(reason), warnings=warnings, log=run.log(), reasons=[reason])
 
     warnings += ungraded_cell_errors(graded, job.cell_timeout)
     details: dict[str, list[Said]] = {}  # exercise -> its failed checks' messages, as judged here
