@@ -65,8 +65,12 @@ def test_the_comparisons_messages_render_in_chinese():
     assert chinese.splitlines()[:3] == [
         "输出 与期望值最多相差 0.53（允许误差约 1e-05）。",
         "  提示：你没有把分数除以 sqrt(d_k)（Vaswani et al. 2017，式 1）。",
-        "  差异最大的一行 output[1, 0, :]：",
+        "  差异最大的一行 输出[1, 0, :]：",
     ]
+    with pytest.raises(CheckFailed) as named:  # a value named after a call: its name in the reader's edition
+        expect_close(wording.Message("{what}: {name}", what="f(x)", name=wording.Message("the weights")), got, expected)
+    assert "  largest difference in row weights[1, 0, :]:" in str(named.value).splitlines()
+    assert "  差异最大的一行 f(x) 的 注意力权重[1, 0, :]：" in named.value.render("zh").splitlines()
     assert chinese.splitlines()[3].startswith("    期望值：tensor([") and "    你的结果：tensor([" in chinese
     assert failed.value.headline.render("zh") == chinese.splitlines()[0]
     for make in (
