@@ -839,3 +839,19 @@ def test_container_memory_reads_the_cgroups_oom_kills_and_limit(tmp_path):
     own1.write_text("4:memory:/box\n7:cpu,cpuacct:/box\n")
     assert execute.container_memory(own1, tmp_path / "v1") == (1, None)
     assert execute.container_memory(tmp_path / "none", tmp_path) == (0, None)
+
+
+def test_a_run_that_could_not_finish_is_told_apart_from_a_file_by_its_key():
+    """The page's advice (download the file again, or run the whole notebook) follows the zero's message key, not
+    its English: a kernel that died or a worker that ended is the run's, a file cut short or a plain string the
+    file's."""
+    from autograder.grading import runner, worker
+    from autograder.wording import say
+
+    died = worker._kernel_died(3072, [], ["f"], oom_killed=False)
+    ended = say("with last line", why=say("worker exit code", code=-9), line="Killed")
+    assert not results_json._unreadable([died]) and not results_json._unreadable([ended])
+    assert not results_json._unreadable([runner.failure(runner.Run(None, RuntimeError("x")), 30, died)])
+    assert results_json._unreadable([say("not valid JSON", where=say("nested too deeply"))])
+    assert results_json._unreadable(["not a readable notebook: not valid JSON (Unterminated string)"])
+    assert results_json._unreadable([])

@@ -31,7 +31,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from ..releases import KERNELSPEC
-from ..wording import Message, say
+from ..wording import Said, say
 
 GRADING_NOTEBOOK = "grading.ipynb"  # the batch's grading notebook, in its private folder
 
@@ -270,7 +270,7 @@ def run_notebook(nb: nbformat.NotebookNode, *, cwd: pathlib.Path, cell_timeout: 
     return run
 
 
-def failure(run: Run, cell_timeout: int, died: Message) -> Message:
+def failure(run: Run, cell_timeout: int, died: Said) -> Said:
     """Why the run did not finish, in one line, from nbclient's typed error: ``died`` (the worker's account of a
     kernel that died, :class:`nbclient.exceptions.DeadKernelError`), a cell that ran past its limit and ignored the
     interrupt (``CellTimeoutError``), else the error itself."""

@@ -302,7 +302,7 @@ def grade_one(job: Job) -> Result:
     warnings += scoring.blocked_warnings(entries)
     armed = any(e.get("type") == "armed" for e in entries)
     graded = run.notebook if run.finished else None
-    reason = startup_failure(job.memory_mb, armed, graded is None, oom_killed, _setup_error(graded))
+    reason: Said | None = startup_failure(job.memory_mb, armed, graded is None, oom_killed, _setup_error(graded))
     if reason is not None or graded is None:
         if reason is None:  # nbclient's typed error, not log text
             died = _kernel_died(job.memory_mb, entries, list(job.points), oom_killed)
