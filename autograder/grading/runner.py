@@ -207,7 +207,7 @@ def _record_reply_error(cell=None, cell_index=None, execute_reply=None, **_: Any
 
 
 async def _run(nb: nbformat.NotebookNode, cwd: pathlib.Path, cell_timeout: int, ipc: str | None) -> Run:
-    # the kernel's channels: socket files <ipc>-N in the jailed kernel's runtime folder, else TCP on loopback
+    # the kernel's channels: socket files <ipc>-N in the worker's short folder (jailed or not), else TCP on loopback
     km = AsyncKernelManager(
         kernel_name=KERNELSPEC["name"], **({"transport": "ipc", "ip": ipc} if ipc else {"ip": "127.0.0.1"})
     )

@@ -143,6 +143,17 @@ def _kernel_files(link: pathlib.Path, job: Job) -> bool:
     return sized
 
 
+def _channel_folder(job: Job) -> pathlib.Path:
+    """Fallback mode: a short folder (Unix socket paths are limited to 107 bytes) whose ``run/`` holds the kernel's
+    channel sockets, which the kernel binds as its own uid (where the worker, as root, drops it to one)."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="ag-"))
+    (folder / "run").mkdir(mode=0o700)
+    if job.uid > 0 and os.geteuid() == 0:
+        for p in (folder, folder / "run"):
+            os.chown(p, job.uid, job.uid)
+    return folder
+
+
 def _kernel_cgroup(job: Job) -> pathlib.Path | None:
     """The kernel's memory cgroup of ``--memory-mb`` (None: none can be made here, or no limit): beside the worker's
     own (its sibling, so that neither counts against the other's limit), else under this process's cgroup."""
@@ -225,10 +236,14 @@ def grade_one(job: Job) -> Result:
     sandbox.mkdir(parents=True, mode=0o711)
     # Jailed: the kernel has its own network namespace, so the records and the kernel's channels use socket files
     # in a short folder (Unix socket paths are limited to 107 bytes) that the jail binds: the socket read-only,
-    # the runtime folder (connection file, channels) writable. Else: an abstract address, TCP on loopback.
-    # Where it can be, that folder is a memory file system of --memory-mb that also holds the kernel's home, /tmp
-    # and /dev/shm: all it may write, bounded as a whole and counted in its memory cgroup.
+    # the runtime folder (connection file, channels) writable. Else: an abstract address for the records, and the
+    # kernel's channels socket files in a short folder of its own all the same — not TCP, whose ports jupyter_client
+    # picks free and a kernel started beside this one can take before this one binds them ("Address already in use":
+    # the kernel dies before its first reply). Where it can be, the jail's folder is a memory file system of
+    # --memory-mb that also holds the kernel's home, /tmp and /dev/shm: all it may write, bounded as a whole and
+    # counted in its memory cgroup.
     link = pathlib.Path(tempfile.mkdtemp(prefix="ag-")) if job.jail else None
+    channels = link if link is not None else _channel_folder(job)
     sized = link is not None and _kernel_files(link, job)
     home = (link if sized and link is not None else sandbox) / "home"
     home.mkdir(mode=0o700)
@@ -281,14 +296,13 @@ def grade_one(job: Job) -> Result:
             runner.graded_notebook(nb, nbformat.read(job.grading, as_version=4)),
             cwd=_kernel_folder(sandbox),
             cell_timeout=job.cell_timeout,
-            ipc=f"{link}/run/k" if link else None,
+            ipc=f"{channels}/run/k",
         )
     finally:
         records.close()
-        if link is not None:
-            if sized:
-                memory.unmount_kernel_files(link)  # the kernel's files freed before its cgroup goes
-            shutil.rmtree(link, ignore_errors=True)
+        if link is not None and sized:
+            memory.unmount_kernel_files(link)  # the kernel's files freed before its cgroup goes
+        shutil.rmtree(channels, ignore_errors=True)
         oom_killed = group is not None and memory.oom_kills(group) > 0
         if group is not None:
             memory.remove_memory_cgroup(group)
