@@ -336,6 +336,16 @@ def test_a_wrong_submission_gets_zero_and_its_reason(tmp_path, case, why):
     assert why in payload["output"] or why in payload["output"].replace("&#x27;", "'")
 
 
+def test_several_chinese_notebooks_are_told_so_in_chinese(tmp_path):
+    """A student of the Chinese edition who submits two notebooks gets the zero's reason in Chinese (the edition of
+    the notebooks submitted)."""
+    zh = (notebooks.RELEASE_DIR / "zh" / f"{CHAPTER}.ipynb").read_bytes()
+    payload = _in_process_run(tmp_path, {"a/mine.ipynb": zh, "mine (1).ipynb": zh})
+    assert payload["score"] == 0 and "提交了 2 个笔记本" in payload["output"], payload["output"]
+    assert "notebooks were submitted" not in payload["output"]
+    assert "2 notebooks were submitted" in payload["extra_data"]["course_grader"]["result"]["reason"], "as data"
+
+
 # ------------------------------------------------------------------------------------------------ slow
 
 
