@@ -365,13 +365,13 @@ def _zero_page_and_comment(tmp_path, name: str, reason, edition: str = "zh") -> 
 
 def test_a_chinese_zero_says_why_in_chinese(tmp_path, monkeypatch):
     """Each zero the grader gives a run or a file — a kernel that died or ran out of memory, a kernel that could not
-    start, a cell that ignored the interrupt, a run that failed, a worker out of memory, a grader error, a file cut
-    short, too large or unreadable, a grading cluster that lost the worker — reaches a Chinese student (the page and
+    start, a cell that ignored the interrupt, a run that failed, a worker out of memory, a grading cluster that
+    could not run it, a file cut short, too large or refused by nbformat — reaches a Chinese student (the page and
     the LMS comment) in Chinese: none of the grader's English phrases, Python's own text kept as it is."""
     import nbformat
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    from autograder.grading import batch, collect, execute, runner, worker
+    from autograder.grading import batch, collect, execute, executors, runner, worker
 
     died = worker._kernel_died(3072, [{"type": "verdict", "exercise": "causal_mask"}], ["causal_mask", "f"], False)
     oom = worker._kernel_died(3072, [], ["causal_mask"], oom_killed=True)
@@ -383,6 +383,7 @@ def test_a_chinese_zero_says_why_in_chinese(tmp_path, monkeypatch):
         "failed": runner.failure(run(RuntimeError("Kernel didn't respond in 60 seconds")), 30, died),
         "could not start": worker.startup_failure(512, False, True, True, ""),
         "worker out of memory": execute.worker_out_of_memory(worker.Job(**_job_fields()), True),
+        "cluster": executors._lost_reason(OSError("connection refused")),
     }
     # files that are no readable notebook: the batch's canonicalise step gives their zero
     zh = nbformat.writes(_zh_release())
