@@ -170,7 +170,7 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[Said]]:
         if kind != NOTEBOOK:
             raise Ungradeable(not_a_notebook(kind, data))
         if len(data) > MAX_BYTES:
-            raise Ungradeable(f"file is {len(data) / 1e6:.0f} MB, larger than the {MAX_BYTES / 1e6:.0f} MB limit")
+            raise Ungradeable(say("file too large", mb=f"{len(data) / 1e6:.0f}", limit=f"{MAX_BYTES / 1e6:.0f}"))
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError:
@@ -182,11 +182,11 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[Said]]:
     except (json.JSONDecodeError, RecursionError) as exc:
         # exc.msg, not str(exc)[:60]: a cut in the middle of "(char 9914)" printed a wrong position.
         where = (
-            f"{exc.msg[:60]}: line {exc.lineno} column {exc.colno}"
+            say("JSON error at", error=exc.msg[:60], line=exc.lineno, column=exc.colno)
             if isinstance(exc, json.JSONDecodeError)
-            else "nested too deeply"
+            else say("nested too deeply")
         )
-        raise Ungradeable(f"not a readable notebook: not valid JSON ({where}) — was the download cut short?") from None
+        raise Ungradeable(say("not valid JSON", where=where)) from None
     warnings: list[Said] = []
     cells: Any
     if not isinstance(nb, dict):
@@ -249,7 +249,7 @@ def edition_of(data: bytes | str, chapter: str) -> str:
     try:
         cells, _, _ = parse(data)
     except Exception:
-        return "en"
+        return _edition_of_unreadable(data, chapter)
     prose = [_norm(_source(c)) for c in cells if c.get("cell_type") == "markdown"]
     known = {}
     for edition in ("en", "zh"):
@@ -264,6 +264,23 @@ def edition_of(data: bytes | str, chapter: str) -> str:
     text = "".join(prose)
     letters = sum(ch.isalpha() for ch in text)
     return "zh" if letters and len(_HAN.findall(text)) > letters // 4 else "en"
+
+
+def _edition_of_unreadable(data: bytes | str, chapter: str) -> str:
+    """The edition of a file that is no readable notebook (a download cut short): "zh" where more of the Chinese
+    release's prose cells than of the English release's begin in its text as a notebook file writes them (their
+    first line, JSON-escaped), else "en" (also for a file of another kind: a PDF says nothing)."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    found = {}
+    for edition in ("en", "zh"):
+        try:
+            release = releases.release_notebook(chapter, edition)
+        except (ValueError, FileNotFoundError):
+            return "en"
+        prose = [c.source for c in release.cells if c.cell_type == "markdown" and c.source.strip()]
+        starts = {json.dumps(source.split("\n", 1)[0], ensure_ascii=False)[1:-1][:40] for source in prose}
+        found[edition] = sum(1 for start in starts if start in text)
+    return "zh" if found["zh"] > found["en"] else "en"
 
 
 def canonicalise(
@@ -442,8 +459,9 @@ def stub_answers(nb: nbformat.NotebookNode) -> list[str]:
     ]
 
 
-def selfcheck(path, chapter: str | None = None) -> tuple[bool, list[str]]:
-    """(gradeable, report lines) for a student's notebook file, without running it.
+def selfcheck(path, chapter: str | None = None, edition: str | None = None) -> tuple[bool, list[str]]:
+    """(gradeable, report lines) for a student's notebook file, without running it; the lines in ``edition`` ("en"
+    or "zh"; default: the edition the file was made from, :func:`edition_of`).
 
     Compares the file with the committed release notebook of its chapter (:mod:`autograder.releases`); needs only
     nbformat, so it works in the student install (no nbgrader) and takes well under a second."""
@@ -451,50 +469,51 @@ def selfcheck(path, chapter: str | None = None) -> tuple[bool, list[str]]:
 
     path = pathlib.Path(path)
     chapter = chapter or releases.chapter_from_filename(path.name)
-    lines = []
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return False, [say("selfcheck: cannot read", path=path, error=exc).render(edition or "en")]
     if chapter is None:
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            return False, [f"cannot read {path}: {exc}"]
+        text = data.decode(errors="replace")
         chapter = next((c for c in releases.chapters() if f"autograder.{c}" in text), None)
         if chapter is None:
-            return False, ["cannot tell which chapter this is: pass --chapter chNN_name"]
+            return False, [say("selfcheck: which chapter").render(edition or "en")]
     try:
         release = releases.release_notebook(chapter)
     except ValueError as exc:
         return False, [str(exc)]
+    edition = edition or edition_of(data, chapter)
     try:
-        nb, warnings = canonicalise(path.read_bytes(), release)
+        nb, warnings = canonicalise(data, release)
     except Ungradeable as exc:
-        return False, [f"NOT GRADEABLE: {exc}", "Download the notebook again (File > Download > .ipynb)."]
-    except OSError as exc:
-        return False, [f"cannot read {path}: {exc}"]
-    lines.append(f"{path.name}: gradeable as {chapter}.")
-    for w in warnings:
-        lines.append(f"  repaired: {w}")
+        why = exc.args[0] if exc.args else ""
+        said = [say("selfcheck: not gradeable", why=why), say("selfcheck: download again")]
+        return False, [m.render(edition) for m in said]
+    lines = [say("selfcheck: gradeable", file=path.name, chapter=chapter)]
+    lines += [say("selfcheck: repaired", what=w) for w in warnings]
     todo = stub_answers(nb)
     if todo:
-        lines.append(f"  not attempted yet: {', '.join(todo)}")
+        lines.append(say("selfcheck: not attempted", names=", ".join(todo)))
     if not warnings and not todo:
-        lines.append("  no problems found.")
-    return True, lines
+        lines.append(say("selfcheck: no problems"))
+    return True, [m.render(edition) for m in lines]
 
 
-def selfcheck_here(chapter: str) -> bool:
+def selfcheck_here(chapter: str, edition: str | None = None) -> bool:
     """The "Before you submit" cell: run :func:`selfcheck` on the notebook being edited, without executing it.
 
     Reads the notebook from Colab (its current state in the browser), from VS Code (``__vsc_ipynb_file__``) or
     from Jupyter (``JPY_SESSION_NAME``, the saved file); elsewhere it prints the one-line command to use
-    instead; under nbgrader's autograde it says it is skipped. Returns True when the notebook is gradeable."""
+    instead; under the grader it says it is skipped. Says it in ``edition`` (default: the edition of the notebook
+    read, else English). Returns True when the notebook is gradeable."""
     import json
     import os
     import pathlib
     import sys
     import tempfile
 
-    if os.environ.get("NBGRADER_EXECUTION"):  # nbgrader's autograde: the file is being graded, not edited
-        print("(The self-check runs while you edit the notebook; it is skipped during grading.)")
+    if os.environ.get("NBGRADER_EXECUTION"):  # being graded (runner.run_notebook sets it), not edited
+        print(say("selfcheck: skipped").render(edition or "en"))
         return True
     text = None
     try:
@@ -508,14 +527,12 @@ def selfcheck_here(chapter: str) -> bool:
         if path and os.path.isfile(path):
             text = pathlib.Path(path).read_text(encoding="utf-8", errors="replace")
     if text is None:
-        print(
-            "Could not read this notebook from here. Save it, download it (File > Download > .ipynb) and run:\n"
-            f"    python -m autograder selfcheck {chapter}.ipynb"
-        )
+        print(say("selfcheck: cannot read here", file=f"{chapter}.ipynb").render(edition or "en"))
         return False
+    edition = edition or edition_of(text, chapter)
     with tempfile.TemporaryDirectory() as tmp:
         copy = pathlib.Path(tmp) / f"{chapter}.ipynb"
         copy.write_text(text, encoding="utf-8")
-        ok, lines = selfcheck(copy, chapter)
-    print("\n".join(lines).replace(copy.name, "This notebook", 1))
+        ok, lines = selfcheck(copy, chapter, edition)
+    print("\n".join(lines).replace(copy.name, say("selfcheck: this notebook").render(edition), 1))
     return ok

@@ -151,8 +151,8 @@ _KERNEL_BUILTINS = frozenset(
 )  # the last: the notebook's stub (`raise NotImplementedError()`) says "not filled in"
 
 
-def _kernel_problem(kernel: Any, seen: set | None = None) -> str:
-    """Why the answer's kernel is not plain Triton code ("" when it is), read from its compiled code: every global
+def _kernel_problem(kernel: Any, seen: set | None = None) -> Message | str:
+    """Why the answer's kernel is not plain Triton code (a message; "" when it is), read from its compiled code: every global
     name it uses is a number, ``triton.language`` (``tl``), ``math`` (its constants), a few builtins, or another
     kernel that is plain Triton code itself; no attribute it takes starts with ``_``; ``triton.x`` is
     ``triton.language``; no closure."""
@@ -166,7 +166,10 @@ def _kernel_problem(kernel: Any, seen: set | None = None) -> str:
     seen.add(id(fn))
     name = getattr(fn, "__name__", "the kernel")
     if fn.__closure__:
-        return f"{name} uses variables of an enclosing function (a closure): define the kernel at the top of a cell"
+        return Message(
+            "{name} uses variables of an enclosing function (a closure): define the kernel at the top of a cell",
+            name=name,
+        )
     codes = [fn.__code__]
     for code in codes:
         codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
@@ -174,14 +177,26 @@ def _kernel_problem(kernel: Any, seen: set | None = None) -> str:
         for ins in dis.get_instructions(code):
             if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR"):
                 if str(ins.argval).startswith("_"):
-                    return f"{name} uses the attribute {ins.argval}, which is no part of Triton's language"
+                    return Message(
+                        "{name} uses the attribute {attribute}, which is no part of Triton's language",
+                        name=name,
+                        attribute=ins.argval,
+                    )
                 root: Any = fn.__globals__.get(previous) if previous else None
                 if root is sys.modules.get("triton") and ins.argval != "language":
-                    return f"{name} uses triton.{ins.argval}: inside a kernel, only triton.language (tl) is compiled"
+                    return Message(
+                        "{name} uses triton.{attribute}: inside a kernel, only triton.language (tl) is compiled",
+                        name=name,
+                        attribute=ins.argval,
+                    )
                 if root is math and not isinstance(getattr(math, str(ins.argval), None), float):
-                    return f"{name} calls math.{ins.argval}: inside a kernel use tl's functions (tl.exp2, tl.log2, ...)"
+                    return Message(
+                        "{name} calls math.{attribute}: inside a kernel use tl's functions (tl.exp2, tl.log2, ...)",
+                        name=name,
+                        attribute=ins.argval,
+                    )
             elif ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
-                return f"{name} changes the global {ins.argval}"
+                return Message("{name} changes the global {variable}", name=name, variable=ins.argval)
             elif ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
                 problem = _global_problem(name, str(ins.argval), fn.__globals__, builtins, seen)
                 if problem:
@@ -190,37 +205,45 @@ def _kernel_problem(kernel: Any, seen: set | None = None) -> str:
     return ""
 
 
-def _global_problem(kernel_name: str, name: str, namespace: dict, builtins: Any, seen: set) -> str:
+def _global_problem(kernel_name: str, name: str, namespace: dict, builtins: Any, seen: set) -> Message | str:
     if name in namespace:
         return _name_problem(kernel_name, name, namespace[name], seen)
     if name in _KERNEL_BUILTINS or not hasattr(builtins, name):
         return ""  # an undefined name: Triton says so when it runs the kernel
-    return f"{kernel_name} calls {name}, which Triton cannot compile for a GPU"
+    return Message("{kernel} calls {name}, which Triton cannot compile for a GPU", kernel=kernel_name, name=name)
 
 
-def _name_problem(kernel_name: str, name: str, value: Any, seen: set) -> str:
+def _name_problem(kernel_name: str, name: str, value: Any, seen: set) -> Message | str:
     if value is None or type(value) in (bool, int, float, str):
         return ""
     if isinstance(value, types.ModuleType):
         if value.__name__ in ("triton", "math") or value.__name__.startswith("triton.language"):
             return ""
-        return f"{kernel_name} uses the module {value.__name__}, which Triton cannot compile for a GPU"
+        return Message(
+            "{kernel} uses the module {module}, which Triton cannot compile for a GPU",
+            kernel=kernel_name,
+            module=value.__name__,
+        )
     if type(value).__module__.startswith("triton.language") or getattr(value, "__module__", "").startswith(
         "triton.language"
     ):
         return ""  # tl.constexpr values, tl's types and functions named directly
     if type(value) in _kernel_classes():
         if not _is_kernel(value):
-            return f"{kernel_name} calls {name}, which is not a plain Triton kernel"
+            return Message("{kernel} calls {name}, which is not a plain Triton kernel", kernel=kernel_name, name=name)
         return _kernel_problem(value, seen)
-    return (
-        f"{kernel_name} uses {name} ({type(value).__name__}), which Triton cannot compile for a GPU: a kernel "
-        "can call only tl's functions and other @triton.jit functions"
+    return Message(
+        "{kernel} uses {name} ({type}), which Triton cannot compile for a GPU: a kernel can call only tl's functions "
+        "and other @triton.jit functions",
+        kernel=kernel_name,
+        name=name,
+        type=type(value).__name__,
     )
 
 
 class TritonError(Exception):
-    """Triton refused the kernel's code (a construct this version does not support, a compile error)."""
+    """Triton refused the kernel's code (a construct this version does not support, a compile error). Its argument
+    is a message (:class:`~autograder.wording.Message`, shown in the reader's edition; ``str()``: the English)."""
 
 
 def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
@@ -238,15 +261,21 @@ def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
             with contextlib.suppress(Exception):
                 kernel(*args, **kwargs)
         raise TypeError(
-            f"expected a Triton kernel, a function decorated with @triton.jit in the notebook; got "
-            f"{type(kernel).__name__}. The checks launch it on a grid of programs, which only Triton does: write the "
-            "exercise as a @triton.jit kernel (tl.load, tl.dot, tl.store), not as Python or PyTorch code."
+            Message(
+                "expected a Triton kernel, a function decorated with @triton.jit in the notebook; got {type}. The "
+                "checks launch it on a grid of programs, which only Triton does: write the exercise as a @triton.jit "
+                "kernel (tl.load, tl.dot, tl.store), not as Python or PyTorch code.",
+                type=type(kernel).__name__,
+            )
         )
     problem = _kernel_problem(kernel)
     if problem:
         raise TypeError(
-            f"the kernel is not plain Triton code: {problem}. The checks watch the loads of a kernel that Triton "
-            "compiles for a GPU; Python code inside it runs only under the interpreter, where they cannot see it."
+            Message(
+                "the kernel is not plain Triton code: {problem}. The checks watch the loads of a kernel that Triton "
+                "compiles for a GPU; Python code inside it runs only under the interpreter, where they cannot see it.",
+                problem=problem,
+            )
         )
     _fresh_rewrite(kernel)
     try:
@@ -258,13 +287,13 @@ def _run(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
         if isinstance(cause, NotImplementedError):
             if not str(cause):  # the stub's `raise NotImplementedError()`
                 raise NotImplementedError() from None
-            raise TritonError(f"Triton cannot run this kernel: NotImplementedError: {cause}").with_traceback(
-                cause.__traceback__
-            ) from None
+            raise TritonError(
+                Message("Triton cannot run this kernel: NotImplementedError: {error}", error=str(cause))
+            ).with_traceback(cause.__traceback__) from None
         if "Raise" in str(err) and "raise NotImplementedError()" in _source_of(kernel):  # a GPU cannot compile it
             raise NotImplementedError() from None
         if type(cause).__name__ == "CompilationError":
-            raise TritonError(f"Triton cannot compile this kernel: {cause}") from None
+            raise TritonError(Message("Triton cannot compile this kernel: {error}", error=str(cause))) from None
         if cause is not err:
             raise cause from None
         raise

@@ -28,8 +28,9 @@ from typing import Any
 EN, ZH = "en", "zh"
 EDITIONS = (EN, ZH)
 
-# Keys of layout, not words (no catalogue holds them): several messages one a line, a message indented.
-LINES, INDENTED = "\0lines", "\0indented"
+# Keys of layout, not words (no catalogue holds them): several messages one a line, a message indented, the name of
+# the value a label names (:func:`name_part`).
+LINES, INDENTED, NAME_PART = "\0lines", "\0indented", "\0name part"
 
 
 @functools.cache
@@ -83,6 +84,8 @@ class Message:
             return "\n".join(done[f"l{i}"] for i in range(len(done)))
         if self.key == INDENTED:
             return textwrap.indent(done["text"], done["by"])
+        if self.key == NAME_PART:
+            return done["text"].split(":")[-1].strip() if edition == EN else done["text"]
         template = catalogue(edition).get(self.key) or catalogue(EN).get(self.key, self.key)
         return template.format(**done) if self.fields else template
 
@@ -160,6 +163,12 @@ def as_message(text: Said) -> Message:
 def verbatim(text: object) -> Message:
     """A message that shows ``text`` as it is in every edition (a value, a tensor's repr, Python's error text)."""
     return Message("{text}", text=str(text))
+
+
+def name_part(text: Said) -> Message:
+    """The value a label names, for an index into it: in English the part of ``text`` after its last colon ("f(x):
+    weights" names "weights"), in Chinese the whole (its labels read "f(x) 的 注意力权重")."""
+    return Message(NAME_PART, text=as_message(text))
 
 
 def lines(*parts: Said | None) -> Message:

@@ -66,8 +66,12 @@ def test_the_comparisons_messages_render_in_chinese():
     assert chinese.splitlines()[:3] == [
         "输出 与期望值最多相差 0.53（允许误差约 1e-05）。",
         "  提示：你没有把分数除以 sqrt(d_k)（Vaswani et al. 2017，式 1）。",
-        "  差异最大的一行 output[1, 0, :]：",
+        "  差异最大的一行 输出[1, 0, :]：",
     ]
+    with pytest.raises(CheckFailed) as named:  # a value named after a call: its name in the reader's edition
+        expect_close(wording.Message("{what}: {name}", what="f(x)", name=wording.Message("the weights")), got, expected)
+    assert "  largest difference in row weights[1, 0, :]:" in str(named.value).splitlines()
+    assert "  差异最大的一行 f(x) 的 注意力权重[1, 0, :]：" in named.value.render("zh").splitlines()
     assert chinese.splitlines()[3].startswith("    期望值：tensor([") and "    你的结果：tensor([" in chinese
     assert failed.value.headline.render("zh") == chinese.splitlines()[0]
     for make in (
@@ -313,3 +317,202 @@ def test_a_chinese_submission_is_graded_in_chinese(tmp_path):
     result = submission.read_result(result_file)
     assert any(isinstance(d, wording.Message) for d in result.details["causal_mask"]), "messages as data, read back"
     assert "has the wrong values" in row.reason, "the instructor's grades.csv reason: English"
+
+
+def _english_phrases() -> set[str]:
+    """Every run of two or more words of the grader's English templates (``locale/en/grader.json``, outside their
+    fields) that no Chinese template keeps as it is (Colab's menu names, commands): what a Chinese page must not
+    say."""
+    keep = " ".join(wording.catalogue("zh").values())
+    found = set()
+    for template in wording.catalogue("en").values():
+        for part in re.split(r"\{\w+\}", template):
+            for run in re.findall(r"[A-Za-z][A-Za-z' ]*[A-Za-z]", part):
+                if len(run.split()) >= 2 and run not in keep:
+                    found.add(run)
+    return found
+
+
+# and the grader's words of earlier versions, in case one comes back as an f-string
+_FORMER = (
+    "unreadable file", "not a readable notebook", "was the download cut short", "ran longer than", "the kernel died",
+    "kernel ran out of", "could not start", "grading worker", "autograde failed", "grader error", "in total",
+    "nothing after that point", "memory limit", "grading cluster", "own name carries",
+)  # fmt: skip
+
+
+def _english_in(text: str) -> list[str]:
+    """The grader's English phrases in ``text`` (an HTML page, unescaped first, or an LMS comment)."""
+    import html
+
+    text = html.unescape(re.sub(r"<[^>]+>", " ", text))
+    found = _english_phrases() | set(_FORMER)
+    return sorted(p for p in found if re.search(rf"(?<![A-Za-z]){re.escape(p)}(?![A-Za-z])", text))
+
+
+def _zero_page_and_comment(tmp_path, name: str, reason, edition: str = "zh") -> tuple[str, str]:
+    """(the feedback page, the LMS comment) of a submission of ``edition`` that got zero for ``reason``."""
+    from autograder.grading import lms, report
+    from autograder.grading.submission import Result
+
+    points = {ex.name: ex.points for ex in notebooks.checks_module(CHAPTER).EXERCISES}
+    result = Result("", "", "s", "error", str(reason), reasons=[reason])
+    page = tmp_path / f"{name}.html"
+    feedback.write_page(page, result, None, CHAPTER, points, edition=edition, unreadable=False)
+    row = report.Row(name, "s", CHAPTER, dict.fromkeys(points, 0.0), 0.0, 10.0, "error", str(reason),
+                     edition=edition, reasons=[reason])  # fmt: skip
+    return page.read_text(encoding="utf-8"), lms.feedback_comment(row, points)
+
+
+def test_a_chinese_zero_says_why_in_chinese(tmp_path, monkeypatch):
+    """Each zero the grader gives a run or a file — a kernel that died or ran out of memory, a kernel that could not
+    start, a cell that ignored the interrupt, a run that failed, a worker out of memory, a grading cluster that
+    could not run it, a file cut short, too large or refused by nbformat — reaches a Chinese student (the page and
+    the LMS comment) in Chinese: none of the grader's English phrases, Python's own text kept as it is."""
+    import nbformat
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    from autograder.grading import batch, collect, execute, executors, runner, worker
+
+    died = worker._kernel_died(3072, [{"type": "verdict", "exercise": "causal_mask"}], ["causal_mask", "f"], False)
+    oom = worker._kernel_died(3072, [], ["causal_mask"], oom_killed=True)
+    run = lambda error: runner.Run(nbformat.v4.new_notebook(), error)
+    reasons = {
+        "died": runner.failure(run(DeadKernelError("Kernel died")), 30, died),
+        "oom": runner.failure(run(DeadKernelError("Kernel died")), 30, oom),
+        "ignored the interrupt": runner.failure(run(CellTimeoutError("no reply")), 30, died),
+        "failed": runner.failure(run(RuntimeError("Kernel didn't respond in 60 seconds")), 30, died),
+        "could not start": worker.startup_failure(512, False, True, True, ""),
+        "worker out of memory": execute.worker_out_of_memory(worker.Job(**_job_fields()), True),
+        "cluster": executors._lost_reason(OSError("connection refused")),
+    }
+    # files that are no readable notebook: the batch's canonicalise step gives their zero
+    zh = nbformat.writes(_zh_release())
+    big = zh.rstrip()[:-1] + " " * 5000 + "}\n"  # the same notebook, over the size limit set below
+    files = {"cut": zh[: len(zh) // 2].encode(), "bad": zh.encode(), "big": big.encode()}
+    paths = []
+    for name, data in files.items():
+        paths.append(tmp_path / "in" / f"{name}_1_2_{CHAPTER}.ipynb")
+        paths[-1].parent.mkdir(exist_ok=True)
+        paths[-1].write_bytes(data)
+    monkeypatch.setattr(batch.canonical, "MAX_BYTES", len(zh.encode()) + 1000)
+    real = batch.canonical.canonicalise
+
+    def canonicalise(data, release):  # a notebook that nbformat refuses
+        if data == files["bad"]:
+            raise nbformat.ValidationError("'cells' is a required property")
+        return real(data, release)
+
+    monkeypatch.setattr(batch.canonical, "canonicalise", canonicalise)
+    subs = collect.collect(paths, tmp_path / "out", CHAPTER)
+    batch.canonicalise(subs, CHAPTER, releases.release_notebook(CHAPTER))
+    for sub in subs:
+        assert sub.edition == "zh" and sub.outcome is not None and sub.outcome.status == "error", sub.label
+        reasons[sub.label.split("_")[0]] = sub.outcome.reasons[0]
+    assert "不是有效的 JSON" in wording.render(reasons["cut"], "zh") and "过" in wording.render(reasons["big"], "zh")
+    assert "'cells' is a required property" in wording.render(reasons["bad"], "zh"), "Python's text as it is"
+    for name, reason in reasons.items():
+        page, comment = _zero_page_and_comment(tmp_path, name.replace(" ", "_"), reason)
+        assert CJK.search(wording.render(reason, "zh")), name
+        assert not _english_in(page) and not _english_in(comment), (name, _english_in(page), _english_in(comment))
+        english, _ = _zero_page_and_comment(tmp_path, "en", reason, edition="en")
+        assert _english_in(english), f"{name}: the check finds the English page's words"
+
+
+def _job_fields() -> dict:
+    from autograder.grading import worker
+
+    fields = {f.name: "" for f in __import__("dataclasses").fields(worker.Job)}
+    return fields | {"worker_memory_mb": 2048}
+
+
+def test_the_self_check_speaks_the_notebooks_edition(tmp_path, monkeypatch, capsys):
+    """The "Before you submit" cell and ``python -m autograder selfcheck`` report in the edition of the notebook
+    they read: a Chinese notebook's in Chinese (what was repaired, what is not attempted, a file cut short), an
+    English one's in English."""
+    zh = _zh_release()
+    for cell in zh.cells:  # a repair to report: metadata stripped from an answer cell
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.metadata = {}
+            break
+    mine = tmp_path / f"{CHAPTER}.ipynb"
+    mine.write_text(nbformat.writes(zh), encoding="utf-8")
+    ok, lines = canonical.selfcheck(mine, CHAPTER)
+    assert ok and lines[0] == f"{CHAPTER}.ipynb：可以作为 {CHAPTER} 评分。", lines
+    assert any(line.startswith("  已修复：") for line in lines) and any("尚未作答：" in line for line in lines), lines
+    assert not any(_english_in(line) for line in lines), lines
+    monkeypatch.setenv("JPY_SESSION_NAME", str(mine))
+    assert canonical.selfcheck_here(CHAPTER) is True
+    assert capsys.readouterr().out.startswith("这个笔记本：可以作为")
+    text = nbformat.writes(zh)
+    mine.write_text(text[: len(text) // 2], encoding="utf-8")
+    ok, lines = canonical.selfcheck(mine, CHAPTER)
+    assert not ok and lines[0].startswith("无法评分：不是可读取的笔记本：不是有效的 JSON（"), lines
+    assert not any(_english_in(line) for line in lines), lines
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert canonical.selfcheck_here(CHAPTER, edition="zh") is True and "评分时跳过" in capsys.readouterr().out
+    english = tmp_path / f"en_{CHAPTER}.ipynb"
+    english.write_text(nbformat.writes(notebooks.build_release(CHAPTER)), encoding="utf-8")
+    ok, lines = canonical.selfcheck(english, CHAPTER)
+    assert ok and lines[0] == f"en_{CHAPTER}.ipynb: gradeable as {CHAPTER}." and _english_in("\n".join(lines))
+
+
+def test_chapter_11s_refusals_render_in_chinese():
+    """Chapter 11 refuses an answer that is no Triton kernel, or a kernel with Python in it: the refusal is the
+    chapter's message, carried by the exception (``TypeError(Message(…))``), rendered by the check in the reader's
+    edition; Triton's own error text is a value, as it is."""
+    pytest.importorskip("triton")
+    from autograder import ch11_flash_attention_triton as ch11
+    from autograder.checks.compare import CheckFailed
+    from autograder.checks.trace import call
+
+    def no_kernel(*args, **kwargs):  # plain Python: @triton.jit forgotten
+        return None
+
+    with pytest.raises(CheckFailed) as failed:
+        call("flash_attention_forward_kernel[grid](...)", lambda: ch11._run(no_kernel, (1,)))
+    zh, en = failed.value.render("zh"), str(failed.value)
+    assert "引发了 TypeError：这里需要一个 Triton 内核" in zh and "你给的是 function" in zh, zh
+    assert "raised TypeError: expected a Triton kernel" in en and not _english_in(zh), zh
+    problem = wording.Message("{kernel} calls {name}, which Triton cannot compile for a GPU", kernel="k", name="f")
+    refusal = str(TypeError(wording.Message("the kernel is not plain Triton code: {problem}. The checks watch the "
+                                            "loads of a kernel that Triton compiles for a GPU; Python code inside it "
+                                            "runs only under the interpreter, where they cannot see it.",
+                                            problem=problem)))  # fmt: skip
+    assert refusal.startswith("the kernel is not plain Triton code: k calls f, which Triton cannot compile")
+    for key in (problem.key, "Triton cannot compile this kernel: {error}"):
+        assert CJK.search(wording.catalogue("zh")[key]), key
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("grading")
+def test_a_chinese_submission_that_cannot_finish_is_told_why_in_chinese(tmp_path):
+    """Chinese notebooks graded by the grader that never finish — an answer that ends the kernel (``os._exit``), one
+    that sleeps past the notebook's time limit — and a Chinese download cut short: each scores zero, and its feedback
+    page and LMS comment say why in Chinese, with none of the grader's English phrases; grades.csv keeps English."""
+    from autograder.grading import batch, lms
+
+    def answered(extra: str) -> nbformat.NotebookNode:
+        nb = notebooks.fill_release(_zh_release(), CHAPTER)
+        cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask")
+        cell.source += "\n\n" + extra
+        return nb
+
+    paths = {name: tmp_path / "in" / f"{name}_1_2_{CHAPTER}.ipynb" for name in ("exits", "sleeps", "cut")}
+    paths["exits"].parent.mkdir()
+    nbformat.write(answered("import os\nos._exit(1)"), paths["exits"])
+    nbformat.write(answered("import time\ntime.sleep(600)"), paths["sleeps"])
+    text = nbformat.writes(_zh_release())
+    paths["cut"].write_text(text[: len(text) // 2], encoding="utf-8")
+    rows = batch.grade(list(paths.values()), CHAPTER, tmp_path / "out", jobs=2, cell_timeout=600, notebook_timeout=60)
+    points = {ex.name: ex.points for ex in notebooks.checks_module(CHAPTER).EXERCISES}
+    said = {"exits": "内核在运行 causal_mask 的单元格", "sleeps": "总运行时间超过了 60 秒", "cut": "不是有效的 JSON"}
+    english = {"exits": "the kernel died", "sleeps": "ran longer than 60 s", "cut": "not valid JSON"}
+    for row in rows:
+        name = row.submission.split("_")[0]
+        page = (tmp_path / "out" / "feedback" / f"{row.student_id}.html").read_text(encoding="utf-8")
+        comment = lms.feedback_comment(row, points)
+        assert row.edition == "zh" and row.score == 0 and row.status == "error", (name, row.reason)
+        assert said[name] in page and said[name] in comment, (name, comment)
+        assert not _english_in(page) and not _english_in(comment), (name, _english_in(page), _english_in(comment))
+        assert english[name] in row.reason, "the instructor's grades.csv reason: English"

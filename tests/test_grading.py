@@ -675,8 +675,10 @@ def test_rows_that_could_not_be_run_get_feedback(tmp_path):
     from autograder.grading import worker
 
     died = worker._kernel_died(3072, [{"type": "verdict", "exercise": "b"}], ["a", "b", "c"], oom_killed=False)
-    why = runner.failure(runner.Run(nbformat.v4.new_notebook(), DeadKernelError("Kernel died")), 30, died)
+    said = runner.failure(runner.Run(nbformat.v4.new_notebook(), DeadKernelError("Kernel died")), 30, died)
+    why = str(said)
     assert "kernel died while running the cells of c" in why and "after the checks of b" in why and "3072 MB" in why
+    assert said.render("zh").startswith("内核在运行 c 的单元格") and "b 的检查之后" in said.render("zh")
     page = tmp_path / "f.html"
     feedback.write_feedback(page, None, "s", "ch", {}, {"a": 1}, warnings=["a note"], reasons=[why], unreadable=False)
     text = page.read_text()

@@ -343,6 +343,31 @@ def test_fallback_mode(tmp_path, monkeypatch, caplog):
     assert rows[0].score == rows[0].max_score, (rows[0].reason, rows[0].warnings)
 
 
+@pytest.mark.slow
+def test_fallback_kernels_talk_over_socket_files_not_tcp_ports(tmp_path, monkeypatch):
+    """In fallback mode too the kernel's channels are socket files (zmq's ipc transport) in a short folder of the
+    worker's, not TCP ports on loopback: jupyter_client picks free ports that a kernel started beside it can take
+    before this one binds them ("Address already in use", the kernel dead before its first reply). Two kernels side
+    by side, each saying its transport; both graded in full."""
+    monkeypatch.setenv(jail.JAIL_SWITCH, "off")
+    chapter = "ch03_self_attention"
+    release = notebooks.build_release(chapter)
+    text = next(t for t, e in sample_files.sample_submissions(chapter, release).values() if e == "full")
+    said = "from ipykernel.kernelapp import IPKernelApp\nprint('transport:', IPKernelApp.instance().transport)"
+    nb = variants._insert_after_first_answer(nbformat.reads(text, as_version=4), said)
+    subs = []
+    for who in ("a", "b"):
+        cell = next(c for c in nb.cells if c.id == "student-cell")
+        cell.source += f"\n# {who}"  # two distinct notebooks: two kernels, started side by side
+        subs.append(tmp_path / f"{who}_1_2_{chapter}.ipynb")
+        nbformat.write(nb, subs[-1])
+    rows = batch.grade(subs, chapter, tmp_path / "out", jobs=2)
+    for row in rows:
+        assert row.score == row.max_score, (row.reason, row.warnings)
+        graded = (tmp_path / "out" / "graded" / f"{row.student_id}.ipynb").read_text()
+        assert "transport: ipc" in graded and "transport: tcp" not in graded
+
+
 def test_grading_refuses_to_run_unjailed_without_the_flag(tmp_path):
     """Fail closed: where the jail cannot run (here: switched off), `python -m autograder grade` refuses untrusted
     submissions and says how to install bubblewrap; with --no-jail it grades, and the summary says the kernels were

@@ -69,10 +69,12 @@ def test_bwrap_binds_the_sized_tmp_and_shm():
     ],
 )
 def test_startup_failure(memory_mb, armed, died, oom, setup, too_small):
-    reason = worker.startup_failure(memory_mb, armed, died, oom, setup)
-    assert (reason is not None) == too_small
-    if too_small:
+    said = worker.startup_failure(memory_mb, armed, died, oom, setup)
+    assert (said is not None) == too_small
+    if said is not None:
+        reason = str(said)
         assert f"could not start within --memory-mb {memory_mb}" in reason and "raise --memory-mb" in reason
+        assert said.render("zh").startswith(f"内核无法在 --memory-mb {memory_mb} 之内启动"), said.render("zh")
 
 
 def _full_submission() -> str:
@@ -144,8 +146,8 @@ def test_a_worker_the_oom_killer_ended_says_so(tmp_path, monkeypatch):
         assert limit.oom_killed is killed and removed[-2:] == [memory.kernel_cgroup_beside(group), group]
     job = _job(worker_memory_mb=1024)
     assert execute.worker_out_of_memory(job, False) is None
-    reason = execute.worker_out_of_memory(job, True)
-    assert reason and "grading worker ran out of its 1024 MB memory limit (--worker-memory-mb)" in reason
+    reason = str(execute.worker_out_of_memory(job, True))
+    assert "grading worker ran out of its 1024 MB memory limit (--worker-memory-mb)" in reason
 
 
 @pytest.mark.parametrize("version", [1, 2])

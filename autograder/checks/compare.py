@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ..wording import EN, Message, Said, as_message, indented, lines, say, verbatim
+from ..wording import EN, Message, Said, as_message, indented, lines, name_part, say, verbatim
 
 
 class CheckFailed(AssertionError):
@@ -139,8 +139,8 @@ def expect_close(what: Said, got: Any, expected: torch.Tensor, *, hidden: bool =
             else:  # show the row that holds the largest difference
                 idx = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
                 row = "[" + ", ".join(map(str, idx[:-1])) + ", :]" if len(idx) > 1 else "[:]"
-                name = str(what).split(":")[-1].strip()
-                shown = [indented(say("largest difference", row=name + row), "  ")]
+                label = Message("{name}{index}", name=name_part(what), index=row)  # in the reader's edition
+                shown = [indented(say("largest difference", row=label), "  ")]
                 shown += _shown(exp_c[idx[:-1]], got_c[idx[:-1]], False, "    ")
         differs = say("differs", what=what, worst=f"{worst:.3g}", atol=f"{atol:g}")
         raise CheckFailed(lines(differs, _hint(hint), *shown))

@@ -307,7 +307,7 @@ def observe(what: Said, thunk: Callable[[], Any]) -> Any:
             except CheckFailed:
                 raise
             except Exception as exc:
-                raise CheckFailed(say("raised", what=what, ename=type(exc).__name__, error=verbatim(exc))) from None
+                raise CheckFailed(say("raised", what=what, ename=type(exc).__name__, error=error_text(exc))) from None
 
         return _recorded(what, run, (), {}) if outer else run()
 
@@ -406,9 +406,16 @@ def _call(what: Said, fn: Callable, args: tuple, kwargs: dict) -> Any:
         # while grading, the recorder (grading/guard.py) puts its own student_line here (frame access is refused to
         # everyone else while the checks run)
         line = student_line(exc)
-        error = Message("{error} {line}", error=str(exc), line=line) if line else verbatim(exc)
+        error = Message("{error} {line}", error=error_text(exc), line=line) if line else error_text(exc)
         raise CheckFailed(say("raised", what=what, ename=type(exc).__name__, error=error)) from None
     return result
+
+
+def error_text(exc: BaseException) -> Message:
+    """What ``exc`` says: the message it carries where the course raised it with one (``TypeError(Message(…))``,
+    rendered in the reader's edition), else its text as it is (Python's, a library's, the student's)."""
+    said = exc.args[0] if len(exc.args) == 1 else None
+    return said if isinstance(said, Message) else verbatim(exc)
 
 
 def student_line(exc: BaseException) -> object:

@@ -6,8 +6,8 @@ Gradescope's documented autograder format (gradescope/autograder_samples, docs/s
 * ``setup.sh`` — run once, as root, when Gradescope builds the autograder's image: bubblewrap (the kernel's jail)
   where apt exists, a virtualenv made with Python 3.11 or later (:data:`MIN_PYTHON`; Ubuntu's own ``python3.11`` on
   Gradescope's 22.04) with CPU torch from the PyTorch CPU index (pinned as in ``requirements.txt``) and the grading
-  packages (``requirements.txt`` of the zip: the course's dependencies and its ``grading`` extra, nbgrader pinned
-  exactly as the course's ``requirements.txt`` pins it for its tests), and this course version's package source
+  packages (``requirements.txt`` of the zip: the course's dependencies and its ``grading`` extra but what only the
+  notebook builder and the plain nbgrader course use, :data:`NOT_GRADING`), and this course version's package source
   (``course/``: ``autograder/`` without the sample submissions, ``solutions/``, the release notebooks of both
   editions) in ``/opt/attention-course``, root's, with the reference solutions readable by root only; nothing else
   (no conda, no browser);
@@ -93,18 +93,23 @@ def needs_triton(chapter: str, root: pathlib.Path = notebooks.ROOT) -> bool:
 
 
 # The oldest Python every chapter's autograder installs on, which ``setup.sh`` uses where the image's ``python3`` is
-# older (Gradescope's Ubuntu 22.04: 3.10; its ``python3.11`` and ``python3.11-venv`` come from the distribution). The
-# nbgrader the course tests (``requirements.txt`` pins it exactly; :func:`grading_requirements`) requires 3.11 or
-# later — on 3.10 pip would quietly take an older nbgrader, which nothing here tests — and so do chapter 11's
-# ``triton==3.9.0`` wheels. ``tests/test_gradescope.py`` resolves every chapter's requirements with the Python
-# ``setup.sh`` picks where ``python3`` is 3.10, and checks that pip takes the tested nbgrader.
+# older (Gradescope's Ubuntu 22.04: 3.10; its ``python3.11`` and ``python3.11-venv`` come from the distribution).
+# Chapter 11's ``triton==3.9.0`` wheels require 3.11 or later; every chapter grades on the same one.
+# ``tests/test_gradescope.py`` resolves every chapter's requirements with the Python ``setup.sh`` picks where
+# ``python3`` is 3.10.
 MIN_PYTHON = "3.11"
+
+# The ``grading`` extra's packages that grading does not import (issue 47: the worker runs the notebook with
+# nbclient): the notebook builder's (jupytext; nbgrader's generate_assignment) and the plain nbgrader course's.
+# Gradescope's image leaves them out — nbgrader brought ~60 packages (JupyterLab, Jupyter Server, SQLAlchemy,
+# alembic, …); ``tests/test_runner.py`` holds grading to no nbgrader import.
+NOT_GRADING = ("nbgrader", "jupytext")
 
 
 def grading_requirements(root: pathlib.Path = notebooks.ROOT, chapter: str | None = None) -> tuple[str, list[str]]:
-    """(torch's requirement, the other packages grading needs): the course's dependencies, its ``grading`` extra and
-    ipykernel — and Triton for a ``chapter`` that needs it (:func:`needs_triton`) — each pinned as
-    ``requirements.txt`` pins it (else as ``pyproject.toml`` asks)."""
+    """(torch's requirement, the other packages grading needs): the course's dependencies, its ``grading`` extra but
+    :data:`NOT_GRADING`, and ipykernel — and Triton for a ``chapter`` that needs it (:func:`needs_triton`) — each
+    pinned as ``requirements.txt`` pins it (else as ``pyproject.toml`` asks)."""
     pinned: dict[str, str] = {}
     for line in (root / "requirements.txt").read_text().splitlines():
         line = line.split("#", 1)[0].strip()
@@ -116,7 +121,8 @@ def grading_requirements(root: pathlib.Path = notebooks.ROOT, chapter: str | Non
     out: dict[str, str] = {}
     for spec in wanted:
         name = _requirement_name(spec)
-        out.setdefault(name, pinned.get(name, spec.strip()))
+        if name not in NOT_GRADING:
+            out.setdefault(name, pinned.get(name, spec.strip()))
     torch = out.pop("torch")
     return torch, sorted(out.values(), key=str.lower)
 
@@ -320,8 +326,8 @@ mkdir -p "$COURSE_HOME"
 "$PYTHON" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 if [ -n "${AUTOGRADER_PACKAGES_FROM:-}" ]; then
-    # hard links where they can be made, nothing of the new virtualenv's own replaced; then the packages' commands
-    # (nbgrader runs `alembic`), which pip writes only for what it installs itself
+    # hard links where they can be made, nothing of the new virtualenv's own replaced; then the packages' commands,
+    # which pip writes only for what it installs itself
     "$VENV/bin/python" - "$AUTOGRADER_PACKAGES_FROM" "$VENV" <<'PACKAGES'
 import importlib.metadata, os, shutil, sys
 source, venv = sys.argv[1], sys.argv[2]
@@ -354,7 +360,7 @@ fi
 chmod -R go-w "$VENV"
 chmod -R a+rX "$VENV"
 install_course
-"$VENV/bin/python" -c "import torch, nbgrader, nbclient, ipykernel; print('torch', torch.__version__, 'nbgrader', nbgrader.__version__)"
+"$VENV/bin/python" -c "import torch, nbclient, nbconvert, ipykernel; print('torch', torch.__version__, 'nbclient', nbclient.__version__)"
 """
 
 _RUN = r"""#!/usr/bin/env bash
@@ -369,7 +375,7 @@ RESULTS="$ROOT/results"
 mkdir -p "$RESULTS"
 rm -f "$RESULTS/results.json"
 cd "$ROOT"
-export PATH="$COURSE_HOME/venv/bin:$PATH"  # the grader's commands (nbgrader runs alembic) come from its virtualenv
+export PATH="$COURSE_HOME/venv/bin:$PATH"  # the grader's commands come from its virtualenv
 PYTHONPATH="$COURSE_HOME/course" "$COURSE_HOME/venv/bin/python" -m autograder.gradescope run \
     --root "$ROOT" --config "$COURSE_HOME/course/gradescope.json"
 status=$?

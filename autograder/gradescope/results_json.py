@@ -204,16 +204,28 @@ def feedback_output(
             chapter,
             points,
             edition=edition,
-            unreadable=result.status == "error" and graded is None and _unreadable(result.reason),
+            unreadable=result.status == "error" and graded is None and _unreadable(_reasons(result)[:1]),
             reasons=list(general) + [exercise_reason(ex.name, line) for ex in exercises for line in shown[ex.name]],
             details={ex.name: shown[ex.name] for ex in exercises if ex.got < ex.points},
         )
         return page_content(page.read_text())
 
 
-def _unreadable(reason: Said) -> bool:
-    """Whether a zero's reason is about the file itself (so the page's advice is to download it again)."""
-    return not str(reason).startswith(("the kernel", "a cell", "autograde", "the notebook ran", "the grading worker"))
+# the zeros of a run that could not finish (runner.failure, worker.py, execute.py, executors.py): not the file's fault
+_RUN_FAILURES = frozenset(
+    {"kernel died", "kernel out of memory", "kernel could not start", "cell ran too long", "run failed",
+     "notebook too long", "worker exit code", "worker out of memory", "grader error", "cluster lost the worker",
+     "cluster could not run"}
+)  # fmt: skip
+
+
+def _unreadable(reasons: Sequence[Said]) -> bool:
+    """Whether a zero's reason (the first of ``reasons``) is about the file itself (so the page's advice is to
+    download it again), not about a run that could not finish; read from its key, never from its English."""
+    first = reasons[0] if reasons else ""
+    if isinstance(first, Message) and first.key == "with last line":
+        first = first.get("why", "")  # type: ignore[assignment]
+    return not (isinstance(first, Message) and first.key in _RUN_FAILURES)
 
 
 def results_payload(

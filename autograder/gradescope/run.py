@@ -34,6 +34,7 @@ from typing import Any
 
 from .. import wording
 from ..releases import points_text
+from ..wording import Said
 from .build import Config
 from .results_json import results_payload, write_results, zero_payload
 
@@ -53,7 +54,7 @@ def submitted_files(folder: pathlib.Path) -> list[pathlib.Path]:
     )
 
 
-def choose_submission(files: Sequence[pathlib.Path], folder: pathlib.Path) -> tuple[pathlib.Path | None, str]:
+def choose_submission(files: Sequence[pathlib.Path], folder: pathlib.Path) -> tuple[pathlib.Path | None, Said]:
     """(the file to grade, "") or (None, why the submission gets zero). One notebook is graded (other files beside
     it are ignored); a single file of another kind is graded too, so the course grader says what it is."""
     shown = ", ".join(str(p.relative_to(folder)) for p in files[:6]) + (" …" if len(files) > 6 else "")
@@ -61,14 +62,12 @@ def choose_submission(files: Sequence[pathlib.Path], folder: pathlib.Path) -> tu
     if len(notebooks_) == 1:
         return notebooks_[0], ""
     if len(notebooks_) > 1:
-        return None, (
-            f"{len(notebooks_)} notebooks were submitted ({shown}): submit exactly one, the chapter's notebook"
-        )
+        return None, wording.say("several notebooks", n=len(notebooks_), shown=shown)
     if len(files) == 1:
         return files[0], ""
     if files:
-        return None, f"no notebook (.ipynb file) was submitted, only: {shown}"
-    return None, "nothing was submitted: upload the chapter's notebook (.ipynb file)"
+        return None, wording.say("no notebook submitted", shown=shown)
+    return None, wording.say("nothing submitted")
 
 
 def isolation() -> tuple[str, str]:
@@ -125,7 +124,10 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     print(f"Attention in NLP, {chapter} (course {config.version} {config.commit}): {how}")
     if chosen is None:
         print(f"  zero: {why}")
-        return zero_payload(chapter, why, extra=extra)
+        # in the edition of the notebooks submitted, where there are some (several: the first's)
+        submitted = [p for p in files if p.suffix.lower() == ".ipynb"]
+        edition = canonical.edition_of(submitted[0].read_bytes(), chapter) if submitted else wording.EN
+        return zero_payload(chapter, why, extra=extra, edition=edition)
     # results.json in the edition submitted, read from the file as the batch reads it (batch.canonicalise)
     edition = canonical.edition_of(chosen.read_bytes(), chapter)
     if mode == "none" and os.environ.get(UNISOLATED_SWITCH) != "1":
@@ -205,11 +207,7 @@ def run(root: pathlib.Path, config: Config) -> dict:
         payload = _grade(root, config, work)
     except Exception as exc:  # the grader's own failure: a zero that says so, and the traceback for the instructor
         traceback.print_exc()
-        payload = zero_payload(
-            config.chapter,
-            f"the autograder failed while grading this submission ({type(exc).__name__}): nothing was graded; "
-            "your instructor can see why",
-        )
+        payload = zero_payload(config.chapter, wording.say("autograder failed", ename=type(exc).__name__))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     payload["execution_time"] = round(time.monotonic() - start)

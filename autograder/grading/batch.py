@@ -37,6 +37,7 @@ from collections.abc import Collection, Iterable, Sequence
 import nbformat
 
 from .. import canonical, releases
+from ..wording import say
 from . import collect, execute, feedback, memory, report
 from .submission import Result, Submission, read_result, write_result
 
@@ -211,9 +212,9 @@ def canonicalise(
             if isinstance(exc, canonical.Ungradeable):
                 why = exc.args[0]  # a message (another chapter's notebook), rendered where shown
             elif isinstance(exc, OSError):
-                why = f"unreadable file: {exc.strerror}"
+                why = say("unreadable file", error=exc.strerror)
             else:
-                why = f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})"
+                why = say("not a readable notebook", ename=type(exc).__name__, error=str(exc)[:100])
             sub.outcome, sub.unreadable = Result("", "", sub.student_id, "error", str(why), reasons=[why]), True
             continue
         text = nbformat.writes(nb)

@@ -37,6 +37,7 @@ from typing import Protocol
 import nbformat
 
 from .. import releases
+from ..wording import Message, say
 from . import jail, memory, runner
 from .forkserver import FORK_SWITCH, Spawner
 from .submission import Result, Submission, read_result
@@ -287,24 +288,22 @@ def run_job(
         job.worker_cgroup = str(limit.group or "")  # the worker joins it first; its kernel's is made beside it
         result, graded, why = _run_worker(job, job_path, prefix, cwd, timeout, spawner)
     if result is None:  # the worker left no result: crashed, killed, or too long
-        result = Result("", "", job.student_id, "error", worker_out_of_memory(job, limit.oom_killed) or why)
+        said = worker_out_of_memory(job, limit.oom_killed) or why
+        assert said is not None  # (a worker that left no result has its why)
+        result = Result("", "", job.student_id, "error", str(said), reasons=[said])
     return result, graded
 
 
-def worker_out_of_memory(job: Job, oom_killed: bool) -> str | None:
+def worker_out_of_memory(job: Job, oom_killed: bool) -> Message | None:
     """The row's reason when the OOM killer ended the worker in its memory cgroup (None otherwise)."""
     if not oom_killed:
         return None
-    return (
-        f"the grading worker ran out of its {job.worker_memory_mb} MB memory limit (--worker-memory-mb) while "
-        "grading this notebook (it holds the records the notebook's kernel sent, and judges them): nothing of it "
-        "could be graded"
-    )
+    return say("worker out of memory", mb=job.worker_memory_mb)
 
 
 def _run_worker(
     job: Job, job_path: pathlib.Path, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None
-) -> tuple[Result | None, str | None, str]:
+) -> tuple[Result | None, str | None, Message | None]:
     """The worker's result and graded notebook, or (None, None, why it left no result)."""
     result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
     job.write(job_path)
@@ -318,26 +317,22 @@ def _run_worker(
             spawner = None
         else:
             output = log.read_bytes() if log.exists() else b""
-            why = (
-                f"the notebook ran longer than {timeout} s in total"
-                if timed_out
-                else f"the grading worker ended with exit code {returncode}"
-            )
+            why = say("notebook too long", seconds=timeout) if timed_out else say("worker exit code", code=returncode)
     if spawner is None:
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env=_worker_env()
         )
         try:
             output, _ = proc.communicate(timeout=timeout)
-            why = f"the grading worker ended with exit code {proc.returncode}"
+            why = say("worker exit code", code=proc.returncode)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
-            why = f"the notebook ran longer than {timeout} s in total"
+            why = say("notebook too long", seconds=timeout)
         returncode = proc.returncode
     if not result_path.exists():
         tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-        return None, None, why + (f" ({tail[0][:150]})" if tail and returncode else "")
+        return None, None, say("with last line", why=why, line=tail[0][:150]) if tail and returncode else why
     result = read_result(result_path)
     graded = graded_path.read_text() if result.status != "error" and graded_path.exists() else None
-    return result, graded, ""
+    return result, graded, None

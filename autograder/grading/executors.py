@@ -37,6 +37,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import notebooks
+from ..wording import Message, say
 from . import execute, jail
 from .submission import Result, result_fields, result_from_fields
 from .worker import Job
@@ -153,9 +154,9 @@ def _task_key(job: Job, text: str, grading_hash: str, notebook_timeout: int) -> 
     return f"autograder-grade-{h.hexdigest()[:32]}"  # one task group: the scheduler queues them, hands out by load
 
 
-def lost(job: Job, reason: str) -> Result:
+def lost(job: Job, reason: Message) -> Result:
     """The "error" result of a submission the cluster could not grade (its worker lost too often, a task error)."""
-    return Result("", "", job.student_id, "error", reason)
+    return Result("", "", job.student_id, "error", str(reason), reasons=[reason])
 
 
 class DaskCluster:
@@ -270,12 +271,9 @@ class DaskCluster:
                 self.client.cancel(unfinished)
 
 
-def _lost_reason(error: BaseException | None) -> str:
+def _lost_reason(error: BaseException | None) -> Message:
     from distributed import KilledWorker
 
     if isinstance(error, KilledWorker):
-        return (
-            "the grading cluster lost the worker running this notebook too often (a crashed machine or worker "
-            "process); regrade it with --force"
-        )
-    return f"the grading cluster could not run this notebook ({type(error).__name__}: {str(error)[:150]}); regrade it"
+        return say("cluster lost the worker")
+    return say("cluster could not run", ename=type(error).__name__, error=str(error)[:150])

@@ -15,8 +15,8 @@ from ..wording import INDENTED, Message, Said, join, say, verbatim
 def what_happened(ename: str, evalue: str, cell_timeout: int | None = None, memory_mb: int = 0) -> Message | None:
     """A student-readable account of an error that is not a check's message (an exit, a time-out, the memory
     limit, in MB when given), or None."""
-    limit = f" ({cell_timeout} s)" if cell_timeout else ""
-    memory = f" of {memory_mb} MB" if memory_mb else ""
+    limit = say("time limit", seconds=cell_timeout) if cell_timeout else ""
+    memory = say("memory of", mb=memory_mb) if memory_mb else ""
     if ename == "SystemExit":
         return say("exited", value=evalue or "None")
     if ename in ("KeyboardInterrupt", "CellTimeoutError", "ExerciseTimeout"):

@@ -12,7 +12,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..wording import Said
+from ..wording import Message, Said, say
 from . import lms
 from .submission import read_result
 
@@ -94,12 +94,9 @@ def names_no_student(row: Row, rows: Sequence[Row]) -> bool:
     return not row.lms_id and any(r.lms_id for r in rows)
 
 
-def claim_note(who: lms.SubmissionName) -> str:
+def claim_note(who: lms.SubmissionName) -> Message:
     """The flag of a file whose own name carries a second LMS marker (``who.claims``)."""
-    return (
-        f"the file's own name carries another {lms.NAMES[who.lms]} id ({who.claims}): it counts for {who.lms_id} "
-        "(the download's own marker) only, never for anyone else"
-    )
+    return say("claims another id", lms=lms.NAMES[who.lms], claims=who.claims, lms_id=who.lms_id)
 
 
 def report(
@@ -156,7 +153,7 @@ def write_reports(
         elif row.stray and not any(a.startswith(f"{row.submission} (") for a in attention):
             attention.append(f"{row.submission}: {row.stray}")
             logger.warning(f"  needs attention: {row.submission}: {row.stray}")
-        claim = [w for w in row.warnings if isinstance(w, str) and w.startswith("the file's own name carries another")]
+        claim = [w for w in row.warnings if isinstance(w, Message) and w.key == "claims another id"]
         if claim:
             attention.append(f"{row.submission}: {claim[0]}")
             logger.warning(f"  needs attention: {row.submission}: {claim[0]}")

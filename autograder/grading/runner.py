@@ -31,6 +31,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from ..releases import KERNELSPEC
+from ..wording import Said, say
 
 GRADING_NOTEBOOK = "grading.ipynb"  # the batch's grading notebook, in its private folder
 
@@ -206,7 +207,7 @@ def _record_reply_error(cell=None, cell_index=None, execute_reply=None, **_: Any
 
 
 async def _run(nb: nbformat.NotebookNode, cwd: pathlib.Path, cell_timeout: int, ipc: str | None) -> Run:
-    # the kernel's channels: socket files <ipc>-N in the jailed kernel's runtime folder, else TCP on loopback
+    # the kernel's channels: socket files <ipc>-N in the worker's short folder (jailed or not), else TCP on loopback
     km = AsyncKernelManager(
         kernel_name=KERNELSPEC["name"], **({"transport": "ipc", "ip": ipc} if ipc else {"ip": "127.0.0.1"})
     )
@@ -269,7 +270,7 @@ def run_notebook(nb: nbformat.NotebookNode, *, cwd: pathlib.Path, cell_timeout: 
     return run
 
 
-def failure(run: Run, cell_timeout: int, died: str) -> str:
+def failure(run: Run, cell_timeout: int, died: Said) -> Said:
     """Why the run did not finish, in one line, from nbclient's typed error: ``died`` (the worker's account of a
     kernel that died, :class:`nbclient.exceptions.DeadKernelError`), a cell that ran past its limit and ignored the
     interrupt (``CellTimeoutError``), else the error itself."""
@@ -277,5 +278,5 @@ def failure(run: Run, cell_timeout: int, died: str) -> str:
     if isinstance(error, DeadKernelError):
         return died
     if isinstance(error, CellTimeoutError):
-        return f"a cell ran longer than {cell_timeout} s"
-    return f"autograde failed: {type(error).__name__}: {str(error)[:200]}"
+        return say("cell ran too long", seconds=cell_timeout)
+    return say("run failed", ename=type(error).__name__, error=str(error)[:200])

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import nbformat
 
-from ..wording import Said, say
+from ..wording import Message, Said, say
 from . import channel, jail, judge, memory, questions, runner, scoring
 from .reasons import failure_reasons, ungraded_cell_errors
 from .redaction import grader_secrets, secret_output_lines
@@ -84,13 +84,9 @@ def main(job_path: str) -> int:
     try:
         result = grade_one(job)
     except Exception as exc:
+        why = say("grader error", ename=type(exc).__name__, error=str(exc)[:200])
         result = Result(
-            "",
-            "",
-            job.student_id,
-            status="error",
-            reason=f"grader error: {type(exc).__name__}: {str(exc)[:200]}",
-            trace=traceback.format_exc()[-2000:],
+            "", "", job.student_id, status="error", reason=str(why), trace=traceback.format_exc()[-2000:], reasons=[why]
         )
     out = pathlib.Path(job.result)
     out.with_suffix(".tmp").write_text(json.dumps(result_fields(result)))  # messages as data
@@ -147,6 +143,17 @@ def _kernel_files(link: pathlib.Path, job: Job) -> bool:
     return sized
 
 
+def _channel_folder(job: Job) -> pathlib.Path:
+    """Fallback mode: a short folder (Unix socket paths are limited to 107 bytes) whose ``run/`` holds the kernel's
+    channel sockets, which the kernel binds as its own uid (where the worker, as root, drops it to one)."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="ag-"))
+    (folder / "run").mkdir(mode=0o700)
+    if job.uid > 0 and os.geteuid() == 0:
+        for p in (folder, folder / "run"):
+            os.chown(p, job.uid, job.uid)
+    return folder
+
+
 def _kernel_cgroup(job: Job) -> pathlib.Path | None:
     """The kernel's memory cgroup of ``--memory-mb`` (None: none can be made here, or no limit): beside the worker's
     own (its sibling, so that neither counts against the other's limit), else under this process's cgroup."""
@@ -167,7 +174,7 @@ def _setup_error(graded: nbformat.NotebookNode | None) -> str:
     return ""
 
 
-def startup_failure(memory_mb: int, armed: bool, died: bool, oom_killed: bool, setup_error: str) -> str | None:
+def startup_failure(memory_mb: int, armed: bool, died: bool, oom_killed: bool, setup_error: str) -> Message | None:
     """The row's reason when the kernel could not start under ``--memory-mb`` (None otherwise): the grader's setup
     cell (which runs before any of the submission's code) never armed the guard, and the kernel was OOM-killed, its
     setup cell ran out of memory, or it died under a limit below what torch needs (:data:`memory.STARTUP_MB`)."""
@@ -176,36 +183,24 @@ def startup_failure(memory_mb: int, armed: bool, died: bool, oom_killed: bool, s
     out_of_memory = "MemoryError" in setup_error or "allocate memory" in setup_error
     if not (oom_killed or out_of_memory or (died and memory_mb < memory.STARTUP_MB)):
         return None
-    return (
-        f"the kernel could not start within --memory-mb {memory_mb} (torch and the chapter's setup need about "
-        f"{memory.STARTUP_MB} MB): raise --memory-mb; none of the submission's code ran (a grader setting, "
-        "not the submission's fault)"
-    )
+    return say("kernel could not start", mb=memory_mb, need=memory.STARTUP_MB)
 
 
-def _kernel_died(memory_mb: int, records: Sequence[dict], order: Sequence[str], oom_killed: bool) -> str:
+def _kernel_died(memory_mb: int, records: Sequence[dict], order: Sequence[str], oom_killed: bool) -> Message:
     """Why the run ended with a kernel that died, in one line: where (the exercises the guard's records say were
     checked before it died) and, when its memory cgroup's OOM killer ended it, that."""
     done = {r.get("exercise") for r in records if r.get("type") == "verdict"}
     last = [n for n in order if n in done]
     after = order[order.index(last[-1]) + 1 :] if last else list(order)
     following = [n for n in after if n not in done]
-    nxt = f"the cells of {following[0]} (its answer, or a cell before its test)" if following else "a cell"
+    nxt = say("kernel: cells of", name=following[0]) if following else say("kernel: a cell")
     where = (
-        f" while running {nxt}, after the checks of {last[-1]}"
+        say("kernel: after the checks", cells=nxt, name=last[-1])
         if last
-        else f" while running {nxt}, before any exercise was checked"
+        else say("kernel: before any checks", cells=nxt)
     )
-    limit = f" {memory_mb} MB" if memory_mb else ""
-    if oom_killed:
-        return (
-            f"the kernel ran out of its{limit} memory limit{where} (the limit counts its memory and the files it "
-            "wrote to /tmp, /dev/shm and its home folder); nothing after that point could be graded"
-        )
-    return (
-        f"the kernel died{where} (an exit such as os._exit, a crash, or the{limit} memory limit); "
-        "nothing after that point could be graded"
-    )
+    limit = say("kernel memory", mb=memory_mb) if memory_mb else ""
+    return say("kernel out of memory" if oom_killed else "kernel died", limit=limit, where=where)
 
 
 def _import_in_background(module: str) -> threading.Thread:
@@ -241,10 +236,14 @@ def grade_one(job: Job) -> Result:
     sandbox.mkdir(parents=True, mode=0o711)
     # Jailed: the kernel has its own network namespace, so the records and the kernel's channels use socket files
     # in a short folder (Unix socket paths are limited to 107 bytes) that the jail binds: the socket read-only,
-    # the runtime folder (connection file, channels) writable. Else: an abstract address, TCP on loopback.
-    # Where it can be, that folder is a memory file system of --memory-mb that also holds the kernel's home, /tmp
-    # and /dev/shm: all it may write, bounded as a whole and counted in its memory cgroup.
+    # the runtime folder (connection file, channels) writable. Else: an abstract address for the records, and the
+    # kernel's channels socket files in a short folder of its own all the same — not TCP, whose ports jupyter_client
+    # picks free and a kernel started beside this one can take before this one binds them ("Address already in use":
+    # the kernel dies before its first reply). Where it can be, the jail's folder is a memory file system of
+    # --memory-mb that also holds the kernel's home, /tmp and /dev/shm: all it may write, bounded as a whole and
+    # counted in its memory cgroup.
     link = pathlib.Path(tempfile.mkdtemp(prefix="ag-")) if job.jail else None
+    channels = link if link is not None else _channel_folder(job)
     sized = link is not None and _kernel_files(link, job)
     home = (link if sized and link is not None else sandbox) / "home"
     home.mkdir(mode=0o700)
@@ -297,14 +296,13 @@ def grade_one(job: Job) -> Result:
             runner.graded_notebook(nb, nbformat.read(job.grading, as_version=4)),
             cwd=_kernel_folder(sandbox),
             cell_timeout=job.cell_timeout,
-            ipc=f"{link}/run/k" if link else None,
+            ipc=f"{channels}/run/k",
         )
     finally:
         records.close()
-        if link is not None:
-            if sized:
-                memory.unmount_kernel_files(link)  # the kernel's files freed before its cgroup goes
-            shutil.rmtree(link, ignore_errors=True)
+        if link is not None and sized:
+            memory.unmount_kernel_files(link)  # the kernel's files freed before its cgroup goes
+        shutil.rmtree(channels, ignore_errors=True)
         oom_killed = group is not None and memory.oom_kills(group) > 0
         if group is not None:
             memory.remove_memory_cgroup(group)
@@ -318,12 +316,12 @@ def grade_one(job: Job) -> Result:
     warnings += scoring.blocked_warnings(entries)
     armed = any(e.get("type") == "armed" for e in entries)
     graded = run.notebook if run.finished else None
-    reason = startup_failure(job.memory_mb, armed, graded is None, oom_killed, _setup_error(graded))
+    reason: Said | None = startup_failure(job.memory_mb, armed, graded is None, oom_killed, _setup_error(graded))
     if reason is not None or graded is None:
         if reason is None:  # nbclient's typed error, not log text
             died = _kernel_died(job.memory_mb, entries, list(job.points), oom_killed)
             reason = runner.failure(run, job.cell_timeout, died)
-        return Result("", "", sid, "error", reason, warnings=warnings, log=run.log())
+        return Result("", "", sid, "error", str(reason), warnings=warnings, log=run.log(), reasons=[reason])
 
     warnings += ungraded_cell_errors(graded, job.cell_timeout)
     details: dict[str, list[Said]] = {}  # exercise -> its failed checks' messages, as judged here
