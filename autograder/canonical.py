@@ -241,23 +241,20 @@ def chapter_of(data: bytes | str) -> str | None:
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
-def edition_of(data: bytes | str, chapter: str) -> str:
+def edition_of(data: bytes | str, chapter: releases.Chapter) -> str:
     """The course edition a submitted file was made from: "zh" for the Chinese edition's notebook
     (``notebooks/zh/``), else "en" (also for a file that is no notebook). Its prose cells decide: more of them are
-    the Chinese release's than the English release's; where neither's are there (the student rewrote or deleted
-    them), prose that is mostly Chinese characters."""
+    the Chinese release's than the English release's (``chapter.notebooks``, read once: ``releases.read``); where
+    neither's are there (the student rewrote or deleted them), prose that is mostly Chinese characters."""
     try:
         cells, _, _ = parse(data)
     except Exception:
         return "en"
     prose = [_norm(_source(c)) for c in cells if c.get("cell_type") == "markdown"]
-    known = {}
-    for edition in ("en", "zh"):
-        try:
-            release = releases.release_notebook(chapter, edition)
-        except (ValueError, FileNotFoundError):
-            continue
-        known[edition] = {_norm(c.source) for c in release.cells if c.cell_type == "markdown"}
+    known = {
+        edition: {_norm(c.source) for c in release.cells if c.cell_type == "markdown"}
+        for edition, release in chapter.notebooks.items()
+    }
     found = {edition: sum(p in texts for p in prose) for edition, texts in known.items()}
     if found.get("zh", 0) != found.get("en", 0):
         return "zh" if found.get("zh", 0) > found.get("en", 0) else "en"

@@ -112,7 +112,7 @@ def end_processes_of(uid: int) -> int:
 
 def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     """results.json's content for the submission under ``root`` (no exception escapes for a wrong submission)."""
-    from .. import canonical
+    from .. import canonical, releases
     from ..grading import batch, execute, jail, submission
 
     chapter = config.chapter
@@ -126,8 +126,8 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     if chosen is None:
         print(f"  zero: {why}")
         return zero_payload(chapter, why, extra=extra)
-    # results.json in the edition submitted, read from the file as the batch reads it (batch.canonicalise)
-    edition = canonical.edition_of(chosen.read_bytes(), chapter)
+    # results.json in the edition submitted, read from the file as the batch reads it (collect.examine)
+    edition = canonical.edition_of(chosen.read_bytes(), releases.read(chapter))
     if mode == "none" and os.environ.get(UNISOLATED_SWITCH) != "1":
         refused = wording.say("unisolated", how=how, switch=UNISOLATED_SWITCH)
         print(f"  refused: {refused}")

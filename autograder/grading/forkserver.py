@@ -142,7 +142,7 @@ class Spawner:
     """The batch's end of :func:`serve`: ``run(job_path, log, timeout)`` starts the worker of one job as a fork of the
     server and waits for it; (exit status, False), or (None, True) when it ran longer than ``timeout`` seconds (its
     process group is then killed, and with it its namespaces). ``alive`` is False once the server has ended (the
-    batch then starts workers as before)."""
+    batch then starts workers as before). Used as a context manager, it is closed on leaving (:meth:`close`)."""
 
     def __init__(self, chapter: str, namespaces: bool, env: dict[str, str], cwd: pathlib.Path):
         import queue
@@ -221,6 +221,12 @@ class Spawner:
         finally:
             with self._lock:
                 self._replies.pop(job_path, None)
+
+    def __enter__(self) -> Spawner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """No more jobs: the server ends once its workers have (their results are all in by then); one that was
