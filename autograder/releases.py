@@ -14,7 +14,8 @@ The Chinese edition's notebooks (``zh/chNN_name.ipynb`` beside them) are the sam
 Chinese; the grader writes a Chinese submission's feedback page from them (``release_notebook(chapter, "zh")``).
 
 The grader reads a chapter once per batch (:func:`read`): one :class:`Chapter` holds what every step needs of it
-(its exercises' points, the release notebook of each edition, their test cells), and the steps are given that
+(its exercises' points, the release notebook of each edition, their test cells and the test cells' released
+versions), and the steps are given that
 object, never the chapter's name to read again.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import json
 import pathlib
 import types
 
@@ -36,6 +38,9 @@ PACKAGED_DIR = PACKAGE_DIR / "_release"
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 # What an exercise cell of a release notebook holds in place of the student's answer (nbgrader's code stub).
 CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+# Beside the release notebooks: per chapter, the digests of every released version of each test cell (a notebook
+# downloaded before a test cell changed has an earlier one, which is no edit; written by canonical.history_text).
+HISTORY_DIR = "test_history"
 
 
 def checks_module(chapter: str) -> types.ModuleType:
@@ -89,6 +94,7 @@ class Chapter:
     release: nbformat.NotebookNode  # the English release: every submission is canonicalised against it, cell for cell
     notebooks: dict[str, nbformat.NotebookNode]  # edition -> its release notebook ("en": ``release``)
     tests: dict[str, dict[str, str]]  # edition -> exercise -> its test cell's source (hidden region included)
+    history: dict[str, frozenset[str]]  # test grade id -> digests of its released versions (:func:`test_history`)
 
 
 def read(chapter: str) -> Chapter:
@@ -108,7 +114,18 @@ def read(chapter: str) -> Chapter:
         release=notebooks["en"],
         notebooks=notebooks,
         tests={ed: {n: test_source(n, p, ed) for n, p in points.items()} for ed in ("en", "zh")},
+        history=test_history(chapter),
     )
+
+
+@functools.cache
+def test_history(chapter: str) -> dict[str, frozenset[str]]:
+    """grade id -> digests (``canonical.test_digest``) of every released version of that test cell of ``chapter``
+    (``HISTORY_DIR/<chapter>.json`` beside the release notebooks); empty without a history."""
+    path = release_dir() / HISTORY_DIR / f"{chapter}.json"
+    if not path.is_file():
+        return {}
+    return {k: frozenset(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
 def chapter_from_filename(name: str) -> str | None:

@@ -676,7 +676,7 @@ def test_rows_that_could_not_be_run_get_feedback(tmp_path):
     why = runner.failure(runner.Run(nbformat.v4.new_notebook(), DeadKernelError("Kernel died")), 30, died)
     assert "kernel died while running the cells of c" in why and "after the checks of b" in why and "3072 MB" in why
     page = tmp_path / "f.html"
-    chapter = releases.Chapter("ch", (), {"a": 1}, 0, nbformat.v4.new_notebook(), {}, {})
+    chapter = releases.Chapter("ch", (), {"a": 1}, 0, nbformat.v4.new_notebook(), {}, {}, {})
     feedback.write_feedback(page, None, "s", chapter, {}, warnings=["a note"], reasons=[why], unreadable=False)
     text = page.read_text()
     assert "kernel died" in text and "a note" in text and "Download the notebook again" not in text

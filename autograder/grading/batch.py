@@ -36,6 +36,7 @@ from collections.abc import Collection, Iterable, Sequence
 import nbformat
 
 from .. import canonical, releases
+from ..wording import Said
 from . import collect, execute, feedback, memory, report
 from .submission import Result, Submission, write_result
 
@@ -96,7 +97,7 @@ def grade(
         # first: the workers' fork server imports what a worker needs while the batch canonicalises; the summary says
         # how this run runs its kernels even where none is run
         with execute.workers(chapter_read, out, local=executor is None) as workers:
-            runs = canonicalise(todo, chapter_read.release)
+            runs = canonicalise(todo, chapter_read)
             for sub in todo:
                 if sub.outcome is not None:  # not gradeable: its zero and why
                     record(sub)
@@ -171,22 +172,24 @@ def _log_row(sub: Submission, max_score: float, progress: str = "") -> None:
 # ------------------------------------------------------------------------------------------------ canonicalise
 
 
-def canonicalise(todo: list[Submission], release: nbformat.NotebookNode) -> dict[str, tuple[str, list[Submission]]]:
-    """Canonicalise every file against the committed ``release`` notebook: canonical text's hash -> (that text, the
-    submissions with it). A file that cannot be graded gets its zero and reason in its record (``outcome``)."""
+def canonicalise(todo: list[Submission], chapter: releases.Chapter) -> dict[str, tuple[str, list[Submission]]]:
+    """Canonicalise every file against the committed release notebook (``chapter.release``, its test cells'
+    released versions ``chapter.history``): canonical text's hash -> (that text, the submissions with it). A file
+    that cannot be graded gets its zero and reason in its record (``outcome``): collection's (not a notebook,
+    another chapter's), or the canonicalisation's."""
     runs: dict[str, tuple[str, list[Submission]]] = {}
     for sub in todo:
-        try:
-            if sub.zero:
-                raise canonical.Ungradeable(sub.zero)
-            nb, sub.warnings = canonical.canonicalise(sub.path.read_bytes(), release)
-        except Exception as exc:
-            if isinstance(exc, canonical.Ungradeable):
-                why = exc.args[0]  # a message (another chapter's notebook), rendered where shown
-            elif isinstance(exc, OSError):
+        why: Said = sub.zero
+        if not why:
+            try:
+                nb, sub.warnings = canonical.canonicalise(sub.path.read_bytes(), chapter.release, chapter.history)
+            except canonical.Ungradeable as exc:
+                why = exc.args[0]  # a message, rendered where shown
+            except OSError as exc:
                 why = f"unreadable file: {exc.strerror}"
-            else:
+            except Exception as exc:
                 why = f"not a readable notebook ({type(exc).__name__}: {str(exc)[:100]})"
+        if why:
             sub.outcome, sub.unreadable = Result("", "", sub.student_id, "error", str(why), reasons=[why]), True
             continue
         text = nbformat.writes(nb)

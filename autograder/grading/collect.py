@@ -283,17 +283,15 @@ def _mtime(path: pathlib.Path) -> float:
 def examine(path: pathlib.Path, chapter: releases.Chapter) -> tuple[str, str, Said, str]:
     """The file, read once: (its hash; what it is, ``canonical.file_kind`` or "unreadable file"; why it gets a zero
     whatever its content's run would give, it is not a notebook or another chapter's notebook, else ""; the course
-    edition it was made from, ``canonical.edition_of``: its feedback's language)."""
+    edition it was made from, its feedback's language), from ``canonical.examine``."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         return f"unreadable:{exc.errno}", "unreadable file", "", "en"  # the zero's reason: said when canonicalised
-    sha256, kind = hashlib.sha256(data).hexdigest(), canonical.file_kind(data, path.name)
-    if kind != canonical.NOTEBOOK:
-        return sha256, kind, canonical.not_a_notebook(kind, data), "en"
-    other = canonical.chapter_of(data)
-    zero = other_chapter_reason(other, chapter.name) if other is not None and other != chapter.name else ""
-    return sha256, kind, zero, canonical.edition_of(data, chapter)
+    seen = canonical.examine(data, path.name, chapter)
+    other = seen.chapter if seen.chapter not in (None, chapter.name) else None
+    zero = seen.not_notebook or (other_chapter_reason(other, chapter.name) if other else "")
+    return hashlib.sha256(data).hexdigest(), seen.kind, zero, seen.edition
 
 
 def other_chapter_reason(other: str, chapter: str) -> Message:

@@ -3,7 +3,7 @@ nothing written to the batch's output folder.
 
 The batch enters it twice: :func:`workers` (first, so that the workers' fork server imports what a worker needs
 while the batch canonicalises: ``jail.machine``, once, for what this machine gives the kernels and the staged
-solutions in the batch's scratch folder; then the fork server, ``forkserver.Spawner``, once), then :func:`run` (the
+solutions in the batch's scratch folder; then the fork server, ``forkserver.serving``, once), then :func:`run` (the
 grading notebook written once, one :class:`Job` per distinct notebook, ``jobs`` at a time here or through an
 :class:`Executor`, each run's outcome given to the files that share it, :func:`share`, and handed back to the
 batch as it ends). The worker runs the
@@ -38,7 +38,7 @@ from typing import Protocol
 import nbformat
 
 from .. import releases
-from . import jail, memory, runner
+from . import forkserver, jail, memory, runner
 from .forkserver import FORK_SWITCH, Spawner
 from .submission import Result, Submission, read_result
 from .worker import Job
@@ -155,7 +155,7 @@ class Workers:
 def workers(chapter: releases.Chapter, out: pathlib.Path, *, local: bool = True) -> Iterator[Workers]:
     """The batch's workers, ready before it canonicalises: the scratch folder; what this machine gives
     ``chapter``'s kernels and the course staged for them there (``jail.machine``: said in the log, and kept for the
-    summary in ``out/grading_run.json``); the worker fork server (``forkserver.Spawner``: the workers' imports paid
+    summary in ``out/grading_run.json``); the worker fork server (``forkserver.serving``: the workers' imports paid
     once a batch, each worker forked from it in namespaces of its own where the machine gives them; none where
     workers run elsewhere, ``local`` False, or are to be started as new interpreters, ``AUTOGRADER_FORK_WORKERS=off``),
     importing while the batch canonicalises. All closed and removed when the batch is done."""
@@ -166,9 +166,9 @@ def workers(chapter: releases.Chapter, out: pathlib.Path, *, local: bool = True)
         (scratch / "jobs").mkdir(mode=0o700)  # every submission's canonical notebook, job and result
         machine = jail.machine(chapter.name, scratch / "stage")
         (out / RUN_FILE).write_text(json.dumps({"jailed": not machine.no_jail, "why_not": machine.no_jail or ""}))
-        server = Spawner(chapter.name, bool(machine.prefix), _worker_env(), out) if forked else None
-        with server or contextlib.nullcontext():
-            yield Workers(chapter, out, machine, scratch, server)
+        server = forkserver.serving(chapter.name, bool(machine.prefix), _worker_env(), out) if forked else None
+        with server or contextlib.nullcontext() as spawner:
+            yield Workers(chapter, out, machine, scratch, spawner)
 
 
 def run(

@@ -158,8 +158,9 @@ def sanitize_feedback(
 ) -> nbformat.NotebookNode:
     """Remove hidden-test source, cut tracebacks of test cells down to the check's message, drop the self-check
     cell's output (it reports on the grader's copy, not on the student's file), drop the "Open in Colab" badge (an
-    image from the network: a broken image offline, and no use in feedback), and remove every output line that
-    contains one of ``secrets`` (:func:`redaction.grader_secrets`)."""
+    image from the network: a broken image offline, and no use in feedback), and take the grader's own lines and
+    every output line that contains one of ``secrets`` (:func:`redaction.grader_secrets`) out of the outputs
+    (:func:`redaction.redact`)."""
     pattern = re.compile(r"\n?### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
     nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown" and "colab-badge.svg" in c.source)]
     for cell in nb.cells:
@@ -174,8 +175,7 @@ def sanitize_feedback(
         for out in cell.get("outputs", []):
             if out.output_type == "error":
                 out.traceback = [f"{out.ename}: {out.evalue}"]
-            redaction.strip_grader_code(out)
-            redaction.redact_output(out, secrets, wording.text("redacted", edition))
+    redaction.redact(nb, secrets, wording.text("redacted", edition))
     return nb
 
 
