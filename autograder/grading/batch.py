@@ -1,25 +1,35 @@
 """Grade a folder of submitted notebooks: the grading line, one record per uploaded file.
 
-:func:`grade` is the list of steps; each reads the submissions' records (``submission.Submission``) and returns
-into them, and only the last two write into the output folder:
+:func:`grade` is the list of steps. The chapter is read once before them (``releases.read``: its exercises'
+points, its checks, each edition's release notebook and test cells, the test cells' released versions), and that
+one object is what every step is given. Each step reads the submissions' records (``submission.Submission``) and
+returns into them, and only the last two write into the output folder:
 
-1. **collect** (``collect.py``) — every uploaded file (files, folders, LMS zips) becomes one record: whose it is
-   (the LMS identity, read once), its label in grades.csv, its gradebook id, its hash;
-2. **canonicalise** (``canonical.py``) — every file against the committed release notebook: a file that is not a
-   notebook of this chapter gets its zero and reason here; files whose canonical form is identical share one run;
-3. **execute** (``execute.py``, ``worker.py``, ``runner.py``) — the grading notebook (the release notebook with
-   the recorder's lines) is written once per batch; each distinct canonical notebook runs once, with nbclient, in
-   its own jailed worker and kernel, ``jobs`` at a time (or on a Dask cluster, ``executors.py``: the same job
-   function); no nbgrader, no gradebook;
-4. **judge** — in the worker, the guard's records are judged again and scored (``judge.py``, ``scoring.py``); here,
-   each identical submission gets its group's outcome;
-5. **feedback** (``feedback.write``) — each submission's page, for every outcome (a file the LMS file does not
-   carry says which does, as chosen at collection), then its graded notebook and its result file (last: a rerun
-   skips only what is done; a file graded by an earlier run keeps its page, its note brought up to date);
+1. **collect** (``collect.py``) — every uploaded file (files, folders, LMS zips) becomes one record: what it is
+   and its edition (``canonical.examine``: a file that is no notebook, or another chapter's, gets its zero's
+   reason here), whose it is (the LMS identity, read once), its label in grades.csv, its gradebook id, its hash,
+   which file the LMS file carries for its student, and whether an earlier run graded it already (skipped unless
+   ``force``);
+2. **canonicalise** (:func:`canonicalise`, ``canonical.py``) — every file to grade against the committed release
+   notebook: one that cannot be graded gets its zero and reason; files whose canonical form is identical share one
+   run;
+3. **execute** (``execute.py``, ``worker.py``, ``runner.py``) — ``execute.workers``: what this machine gives the
+   kernels, the staged solutions and the fork server, made once and ready before the batch canonicalises;
+   ``execute.run``: the grading notebook (the release notebook with the recorder's lines) written once, each
+   distinct canonical notebook run once, with nbclient, in its own jailed worker and kernel, ``jobs`` at a time (or
+   on a Dask cluster, ``executors.py``: the same job function), each run's outcome given to the files that share it
+   (``execute.share``) as it ends; no nbgrader, no gradebook;
+4. **judge** — in the worker: the guard's records are judged again and scored (``judge.py``, ``scoring.py``);
+5. **feedback** (``feedback.Pages``, one per batch) — each submission's page, for every outcome (a file the LMS
+   file does not carry says which does, as chosen at collection), then its graded notebook and its result file
+   (last: a rerun skips only what is done; a file graded by an earlier run keeps its page, its note brought up to
+   date);
 6. **report** (``report.py``, ``lms.py``) — ``grades.csv``, ``summary.*`` and the LMS's grade files, each
    student's row in them as chosen at collection (read from the records, never chosen again).
 
-Progress goes to the ``logging`` loggers of the steps' modules (the command line shows them: ``autograder.*``).
+What each step enters, at any depth: ``python -m scripts.grading_path`` (docs/grading-design.md, "The line inside
+every step"). Progress goes to the ``logging`` loggers of the steps' modules (the command line shows them:
+``autograder.*``).
 """
 
 from __future__ import annotations
