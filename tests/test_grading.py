@@ -1020,7 +1020,8 @@ def test_the_lms_row_gets_the_page_named_after_the_student(tmp_path):
 def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_place(tmp_path, monkeypatch):
     """One batch: the release notebook is the committed one (never built), the grading notebook is made from it
     once (no notebook builder, no nbgrader, no gradebook), and every outcome's page — a file that cannot be read, a run that timed out, a graded
-    run — comes from ``feedback.write``, the one writer, called once per submission; the result file comes last."""
+    run — comes from ``feedback.Pages.write`` (``write_page``, the one writer), called once per submission; the result
+    file comes last."""
     import sys
 
     from autograder.grading import feedback as feedback_module
