@@ -11,7 +11,7 @@ submission, :func:`canonicalise` rebuilds it with the release notebook's structu
   just before the exercise's test cell);
 * every test, setup and prose cell comes from the release (edited or deleted test cells are restored, so the
   maximum score never shrinks). A test cell as an earlier release of the course had it (a notebook downloaded
-  before the course reworded a comment) is not reported as edited: :func:`released_tests` holds the digests of
+  before the course reworded a comment) is not reported as edited: ``releases.test_history`` holds the digests of
   every released version of each test cell (``notebooks/test_history/<chapter>.json``, :func:`history_text`);
 * code cells the student inserted are kept in their place (students may define helpers); an answer split over
   several cells keeps all of them, in order;
@@ -24,7 +24,7 @@ not JSON or not a notebook raises :class:`Ungradeable` with the reason.
 from __future__ import annotations
 
 import copy
-import functools
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -73,8 +73,7 @@ def _exercise_defined(src: str, names: list[str]) -> list[str]:
 # each test cell that a release notebook (either edition) had: notebooks/test_history/<chapter>.json, a derived file
 # that `python -m autograder build` appends the current release's test cells to (`autograder check`: stale when
 # they are missing); the versions before it came from the git history of notebooks/ (scripts/test_history_from_git.py).
-
-HISTORY_DIR = "test_history"  # beside the release notebooks (releases.release_dir())
+# The grader reads it with the chapter (releases.test_history).
 
 
 def test_digest(source: str) -> str:
@@ -94,7 +93,7 @@ def released_test_cells(nb: Mapping | nbformat.NotebookNode) -> dict[str, str]:
 
 def history_path(chapter: str, folder: pathlib.Path | None = None) -> pathlib.Path:
     """The test cell history of ``chapter`` (in ``folder``, default: where the release notebooks are)."""
-    return (folder or releases.release_dir()) / HISTORY_DIR / f"{chapter}.json"
+    return (folder or releases.release_dir()) / releases.HISTORY_DIR / f"{chapter}.json"
 
 
 def history_text(earlier: str | None, notebooks: Iterable[Mapping | nbformat.NotebookNode]) -> str:
@@ -105,15 +104,6 @@ def history_text(earlier: str | None, notebooks: Iterable[Mapping | nbformat.Not
         for grade_id, digest in released_test_cells(nb).items():
             history.setdefault(grade_id, set()).add(digest)
     return json.dumps({k: sorted(v) for k, v in sorted(history.items())}, indent=1) + "\n"
-
-
-@functools.cache
-def released_tests(chapter: str) -> dict[str, frozenset[str]]:
-    """grade id -> digests of every released version of that test cell of ``chapter``; empty without a history."""
-    path = history_path(chapter)
-    if not path.is_file():
-        return {}
-    return {k: frozenset(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
 NOTEBOOK = "notebook"  # file_kind of anything that may be a notebook (parse decides)
@@ -225,6 +215,10 @@ def chapter_of(data: bytes | str) -> str | None:
         cells, _, _ = parse(data)
     except Exception:
         return None
+    return _chapter_of(cells)
+
+
+def _chapter_of(cells: list[dict]) -> str | None:
     known = releases.chapters()
     named = {m for c in cells for m in _SETUP_IMPORT.findall(_source(c)) if m in known}
     if len(named) == 1:
@@ -241,23 +235,24 @@ def chapter_of(data: bytes | str) -> str | None:
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
-def edition_of(data: bytes | str, chapter: str) -> str:
+def edition_of(data: bytes | str, chapter: releases.Chapter) -> str:
     """The course edition a submitted file was made from: "zh" for the Chinese edition's notebook
     (``notebooks/zh/``), else "en" (also for a file that is no notebook). Its prose cells decide: more of them are
-    the Chinese release's than the English release's; where neither's are there (the student rewrote or deleted
-    them), prose that is mostly Chinese characters."""
+    the Chinese release's than the English release's (``chapter.notebooks``, read once: ``releases.read``); where
+    neither's are there (the student rewrote or deleted them), prose that is mostly Chinese characters."""
     try:
         cells, _, _ = parse(data)
     except Exception:
         return _edition_of_unreadable(data, chapter)
+    return _edition_of(cells, chapter)
+
+
+def _edition_of(cells: list[dict], chapter: releases.Chapter) -> str:
     prose = [_norm(_source(c)) for c in cells if c.get("cell_type") == "markdown"]
-    known = {}
-    for edition in ("en", "zh"):
-        try:
-            release = releases.release_notebook(chapter, edition)
-        except (ValueError, FileNotFoundError):
-            continue
-        known[edition] = {_norm(c.source) for c in release.cells if c.cell_type == "markdown"}
+    known = {
+        edition: {_norm(c.source) for c in release.cells if c.cell_type == "markdown"}
+        for edition, release in chapter.notebooks.items()
+    }
     found = {edition: sum(p in texts for p in prose) for edition, texts in known.items()}
     if found.get("zh", 0) != found.get("en", 0):
         return "zh" if found.get("zh", 0) > found.get("en", 0) else "en"
@@ -266,21 +261,42 @@ def edition_of(data: bytes | str, chapter: str) -> str:
     return "zh" if letters and len(_HAN.findall(text)) > letters // 4 else "en"
 
 
-def _edition_of_unreadable(data: bytes | str, chapter: str) -> str:
+def _edition_of_unreadable(data: bytes | str, chapter: releases.Chapter) -> str:
     """The edition of a file that is no readable notebook (a download cut short): "zh" where more of the Chinese
     release's prose cells than of the English release's begin in its text as a notebook file writes them (their
     first line, JSON-escaped), else "en" (also for a file of another kind: a PDF says nothing)."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    if "zh" not in chapter.notebooks:
+        return "en"
     found = {}
-    for edition in ("en", "zh"):
-        try:
-            release = releases.release_notebook(chapter, edition)
-        except (ValueError, FileNotFoundError):
-            return "en"
+    for edition, release in chapter.notebooks.items():
         prose = [c.source for c in release.cells if c.cell_type == "markdown" and c.source.strip()]
         starts = {json.dumps(source.split("\n", 1)[0], ensure_ascii=False)[1:-1][:40] for source in prose}
         found[edition] = sum(1 for start in starts if start in text)
     return "zh" if found["zh"] > found["en"] else "en"
+
+
+@dataclasses.dataclass(frozen=True)
+class Examined:
+    """What a submitted file is, read from its contents once (:func:`examine`)."""
+
+    kind: str  # :func:`file_kind`: NOTEBOOK, or what else it is ("PDF", "empty file", ".py file" …)
+    not_notebook: Said  # why it is no notebook (:func:`not_a_notebook`), or ""
+    chapter: str | None  # the chapter whose notebook it is (:func:`chapter_of`), None: its content does not say
+    edition: str  # the course edition it was made from (:func:`edition_of`)
+
+
+def examine(data: bytes, name: str, chapter: releases.Chapter) -> Examined:
+    """What the submitted file ``data`` (named ``name``) is, in a batch of ``chapter``: its kind, why it is no
+    notebook, whose chapter's notebook it is and its edition, from one reading of its contents."""
+    kind = file_kind(data, name)
+    if kind != NOTEBOOK:
+        return Examined(kind, not_a_notebook(kind, data), None, "en")
+    try:
+        cells, _, _ = parse(data)
+    except Exception:  # no readable notebook: canonicalisation says why; its edition from the text it has
+        return Examined(kind, "", None, _edition_of_unreadable(data, chapter))
+    return Examined(kind, "", _chapter_of(cells), _edition_of(cells, chapter))
 
 
 def canonicalise(
@@ -289,14 +305,15 @@ def canonicalise(
     """(notebook to grade, warnings). Raises :class:`Ungradeable` for a file that is not a notebook.
 
     ``history``: test grade id -> digests (:func:`test_digest`) of the versions of that test cell that earlier
-    releases had, which are no edit; default: the committed history of the release's chapter (:func:`released_tests`)."""
+    releases had, which are no edit (the batch gives its chapter's, ``releases.Chapter.history``); default: the
+    committed history of the release's chapter (``releases.test_history``)."""
     cells, meta, warnings = parse(data)
     rel_cells = release.cells
     solutions = [c.id for c in rel_cells if c.metadata.get("nbgrader", {}).get("solution")]
     tests = {c.id: c for c in rel_cells if c.metadata.get("nbgrader", {}).get("grade")}
     if history is None:
         chapter = {m for c in rel_cells for m in _SETUP_IMPORT.findall(c.source)}
-        history = released_tests(chapter.pop()) if len(chapter) == 1 else {}
+        history = releases.test_history(chapter.pop()) if len(chapter) == 1 else {}
 
     def edited(test_id: str, src: str) -> bool:  # not the release's test cell, nor an earlier release's
         return _norm(src) != _norm(tests[test_id].source) and test_digest(src) not in history.get(test_id, ())
@@ -479,12 +496,12 @@ def selfcheck(path, chapter: str | None = None, edition: str | None = None) -> t
         if chapter is None:
             return False, [say("selfcheck: which chapter").render(edition or "en")]
     try:
-        release = releases.release_notebook(chapter)
+        read = releases.read(chapter)
     except ValueError as exc:
         return False, [str(exc)]
-    edition = edition or edition_of(data, chapter)
+    edition = edition or edition_of(data, read)
     try:
-        nb, warnings = canonicalise(data, release)
+        nb, warnings = canonicalise(data, read.release, read.history)
     except Ungradeable as exc:
         why = exc.args[0] if exc.args else ""
         said = [say("selfcheck: not gradeable", why=why), say("selfcheck: download again")]
@@ -529,7 +546,7 @@ def selfcheck_here(chapter: str, edition: str | None = None) -> bool:
     if text is None:
         print(say("selfcheck: cannot read here", file=f"{chapter}.ipynb").render(edition or "en"))
         return False
-    edition = edition or edition_of(text, chapter)
+    edition = edition or edition_of(text, releases.read(chapter))
     with tempfile.TemporaryDirectory() as tmp:
         copy = pathlib.Path(tmp) / f"{chapter}.ipynb"
         copy.write_text(text, encoding="utf-8")

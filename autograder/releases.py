@@ -12,12 +12,19 @@ Where the release notebooks are:
 
 The Chinese edition's notebooks (``zh/chNN_name.ipynb`` beside them) are the same notebooks with their prose in
 Chinese; the grader writes a Chinese submission's feedback page from them (``release_notebook(chapter, "zh")``).
+
+The grader reads a chapter once per batch (:func:`read`): one :class:`Chapter` holds what every step needs of it
+(its exercises' points, the release notebook of each edition, their test cells and the test cells' released
+versions), and the steps are given that
+object, never the chapter's name to read again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
+import json
 import pathlib
 import types
 
@@ -31,6 +38,9 @@ PACKAGED_DIR = PACKAGE_DIR / "_release"
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 # What an exercise cell of a release notebook holds in place of the student's answer (nbgrader's code stub).
 CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+# Beside the release notebooks: per chapter, the digests of every released version of each test cell (a notebook
+# downloaded before a test cell changed has an earlier one, which is no edit; written by canonical.history_text).
+HISTORY_DIR = "test_history"
 
 
 def checks_module(chapter: str) -> types.ModuleType:
@@ -68,6 +78,54 @@ def release_notebook(chapter: str, edition: str = "en") -> nbformat.NotebookNode
     """The release notebook of ``chapter`` (a fresh copy each call) in ``edition`` ("en", or "zh": the Chinese
     edition's, ``zh/<chapter>.ipynb``). Raises ValueError for an unknown chapter or one without that edition."""
     return nbformat.reads(_release_text(chapter, edition), as_version=4)
+
+
+@dataclasses.dataclass(frozen=True)
+class Chapter:
+    """A chapter as the grader needs it, read once (:func:`read`): its checks' exercises, each exercise's points,
+    how many checks they have, and per edition ("en"; "zh" where the Chinese edition has the chapter) the release
+    notebook and each exercise's test cell as the student's notebook of that edition shows it (:func:`test_source`).
+    The notebooks are shared: a step that changes one works on its own copy."""
+
+    name: str  # "ch03_self_attention"
+    exercises: tuple  # the checks module's EXERCISES, in notebook order
+    points: dict[str, int]  # exercise -> its points
+    checks: int  # the exercises' checks, visible and hidden
+    release: nbformat.NotebookNode  # the English release: every submission is canonicalised against it, cell for cell
+    notebooks: dict[str, nbformat.NotebookNode]  # edition -> its release notebook ("en": ``release``)
+    tests: dict[str, dict[str, str]]  # edition -> exercise -> its test cell's source (hidden region included)
+    history: dict[str, frozenset[str]]  # test grade id -> digests of its released versions (:func:`test_history`)
+
+
+def read(chapter: str) -> Chapter:
+    """``chapter`` read once (:class:`Chapter`). Raises ValueError for an unknown chapter."""
+    exercises = tuple(checks_module(chapter).EXERCISES)
+    points = {ex.name: ex.points for ex in exercises}
+    notebooks = {"en": release_notebook(chapter)}
+    try:
+        notebooks["zh"] = release_notebook(chapter, "zh")
+    except ValueError:  # the Chinese edition has no such notebook yet: its pages keep the English prose
+        pass
+    return Chapter(
+        name=chapter,
+        exercises=exercises,
+        points=points,
+        checks=sum(len(ex.visible) + len(ex.hidden) for ex in exercises),
+        release=notebooks["en"],
+        notebooks=notebooks,
+        tests={ed: {n: test_source(n, p, ed) for n, p in points.items()} for ed in ("en", "zh")},
+        history=test_history(chapter),
+    )
+
+
+@functools.cache
+def test_history(chapter: str) -> dict[str, frozenset[str]]:
+    """grade id -> digests (``canonical.test_digest``) of every released version of that test cell of ``chapter``
+    (``HISTORY_DIR/<chapter>.json`` beside the release notebooks); empty without a history."""
+    path = release_dir() / HISTORY_DIR / f"{chapter}.json"
+    if not path.is_file():
+        return {}
+    return {k: frozenset(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
 def chapter_from_filename(name: str) -> str | None:

@@ -10,12 +10,13 @@ its module, :data:`STEP_OF_THREAD`). For each step it prints:
 
 * the modules the step **enters**, each with the times it enters it: a call from one course module into another
   is an entry, counted once per call site (a loop over the batch's files that calls ``lms.parse`` for each file
-  enters ``lms`` once); "each step enters its modules once" is every count 1;
+  enters ``lms`` once; a generator or context manager resumed is the entry it was, not a new one); "each step
+  enters its modules once" is every count 1;
 * the step's **path**: the modules it is in, one after the other (a call into a module, then the return to its
   caller's module; a call site already seen is not walked again), and its **returns**: how often the path comes
   back to a module it left (``batch -> report -> lms -> report -> batch``: 2).
 
-It ends with the modules entered by more than one step (there should be none). ``submission`` (the record every
+It ends with the modules entered by more than one step, with the steps that enter each. ``submission`` (the record every
 step reads and returns into) and ``wording`` (the grader's messages, data every step that shows them renders in the
 reader's edition) are set aside: never an entry or a place on the path; so is the code a module
 runs when it is first imported (which step imports a module first is chance). The worker and the kernel
@@ -27,6 +28,7 @@ its limits.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import pathlib
 import sys
 import tempfile
@@ -42,13 +44,12 @@ ASIDE = (RECORD, WORDS)
 LINE = "line"  # batch.grade itself: the line, no step
 IMPORT = "import"  # a module's code run by its first import (which step imports it first is chance): not walked
 # the step of each of batch.py's functions (by qualified name); one not named is in its caller's step
-STEP_OF = {"grade": LINE, "_output_folder": "chapter", "_already_graded": "execute", "canonicalise": "canonicalise",
-           "grade.<locals>.judged": "judge", "share": "judge", "grade.<locals>.record": "feedback",
-           "_log_row": "feedback", "_edition": "feedback", "Progress.__init__": "feedback",
-           "Progress.step": "feedback", "grade.<locals>.<listcomp>": "report"}  # fmt: skip
+STEP_OF = {"grade": LINE, "_output_folder": "chapter", "canonicalise": "canonicalise",
+           "grade.<locals>.record": "feedback", "_log_row": "feedback", "Progress.__init__": "feedback",
+           "Progress.step": "feedback"}  # fmt: skip
 # the step of a module ``grade`` calls itself (the last part of its name)
-STEP_OF_MODULE = {"releases": "chapter", "exercises": "chapter", "collect": "collect", "jail": "execute",
-                  "execute": "execute", "feedback": "feedback", "report": "report"}  # fmt: skip
+STEP_OF_MODULE = {"releases": "chapter", "collect": "collect", "execute": "execute", "feedback": "feedback",
+                  "report": "report"}  # fmt: skip
 # the step of a thread's first call into the course, by its module: the execute step's pool and the fork server's reader
 STEP_OF_THREAD = {"execute": "execute", "forkserver": "execute"}
 
@@ -88,6 +89,7 @@ class Watch:
     def __init__(self) -> None:
         self.steps: dict[str, Step] = {step: Step() for step in STEPS}
         self._sites: set[tuple[str, CodeType | None, int, CodeType]] = set()
+        self._started: dict[FrameType, str] = {}  # a generator's frame -> its step (a resumption is no new entry)
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -120,6 +122,9 @@ class Watch:
         if code.co_name == "<module>" or (caller is not None and caller.step == IMPORT):
             stack.append(_Frame(frame, module, IMPORT, False))  # an import's own code: no step walks it
             return
+        if frame in self._started:  # a generator resumed (a context manager's exit, a loop's next item)
+            stack.append(_Frame(frame, module, self._started[frame], False))
+            return
         if module == BATCH:
             step = STEP_OF.get(code.co_qualname, caller.step if caller else "?")
         elif caller is None:  # a thread's first call into the course
@@ -143,6 +148,8 @@ class Watch:
                 into.go(short(caller.module) if caller else "(thread)")
                 into.go(short(module))
                 walked = True
+        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+            self._started[frame] = step
         stack.append(_Frame(frame, module, step, walked))
 
 
@@ -174,7 +181,11 @@ def show(steps: dict[str, Step]) -> None:
         for m in step.entered:
             modules.setdefault(m, []).append(name)
     again = {m: s for m, s in modules.items() if len(s) > 1}
-    print("modules entered by more than one step (the record, submission, aside):", again or "none")
+    print("modules entered by more than one step (the record, submission, and the messages, wording, aside):")
+    for m, names in again.items():
+        print(f"     {m}: {', '.join(names)}")
+    if not again:
+        print("     none")
 
 
 def main(chapter: str = "ch03_self_attention") -> dict[str, Step]:

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from autograder import releases
-from autograder.grading import batch, collect, executors, feedback, report
+from autograder.grading import batch, collect, execute, executors, feedback, report
 from autograder.grading.worker import Job
 from tests import variants
 
@@ -110,10 +110,10 @@ def test_a_lost_submission_gets_a_row_and_feedback(tmp_path):
     result = executors.lost(job, executors._lost_reason(KilledWorker("k", None, 3)))
     upload = tmp_path / "a.ipynb"
     upload.write_text("{}")
-    (sub,) = collect.collect([upload], tmp_path, CHAPTER)
+    (sub,) = collect.collect([upload], tmp_path, releases.read(CHAPTER))
     sub.warnings = ["w"]
-    batch.share([sub], result, None)
-    feedback.write(sub, CHAPTER, {"x": 10}, tmp_path)
+    execute.share([sub], result, None)
+    feedback.Pages(releases.read(CHAPTER), tmp_path).write(sub)
     row = sub.result()
     assert row.status == "error" and "lost the worker" in row.reason and row.warnings == ["w"]
     assert "lost the worker" in (tmp_path / f"{sub.student_id}.html").read_text()

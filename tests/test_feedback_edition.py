@@ -6,6 +6,7 @@ end to end: test_a_chinese_submission_is_graded_in_chinese."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
@@ -31,17 +32,18 @@ def _zh_release(chapter: str = CHAPTER) -> nbformat.NotebookNode:
 
 def test_the_edition_is_read_from_the_submitted_file():
     en, zh = builder.build_release(CHAPTER), _zh_release()
-    assert canonical.edition_of(nbformat.writes(en), CHAPTER) == "en"
-    assert canonical.edition_of(nbformat.writes(zh), CHAPTER) == "zh"
+    read = releases.read(CHAPTER)
+    assert canonical.edition_of(nbformat.writes(en), read) == "en"
+    assert canonical.edition_of(nbformat.writes(zh), read) == "zh"
     answered = builder.fill_release(zh, CHAPTER)
-    assert canonical.edition_of(nbformat.writes(answered).encode(), CHAPTER) == "zh"
+    assert canonical.edition_of(nbformat.writes(answered).encode(), read) == "zh"
     # prose rewritten by the student: Chinese characters decide
     for cell in zh.cells:
         if cell.cell_type == "markdown":
             cell.source += "\n\n我的笔记。"
-    assert canonical.edition_of(nbformat.writes(zh), CHAPTER) == "zh"
-    assert canonical.edition_of(b"%PDF-1.4 ...", CHAPTER) == "en"
-    assert canonical.edition_of(b"{not json", CHAPTER) == "en"
+    assert canonical.edition_of(nbformat.writes(zh), read) == "zh"
+    assert canonical.edition_of(b"%PDF-1.4 ...", read) == "en"
+    assert canonical.edition_of(b"{not json", read) == "en"
     assert releases.release_notebook(CHAPTER, "zh").cells[0].source == _zh_release().cells[0].source
 
 
@@ -176,7 +178,7 @@ def _page(tmp_path, name: str, **kw) -> str:
     timed_out = wording.say("the checks of", name="SelfAttention", happened=wording.say("timed out", limit=" (30 s)"))
     reasons = [exercise_reason("SelfAttention", timed_out)]
     page = tmp_path / f"{name}.html"
-    feedback.write_feedback(page, nb, "s_1", CHAPTER, scores, points, reasons=reasons, details=details, **kw)
+    feedback.write_feedback(page, nb, "s_1", releases.read(CHAPTER), scores, reasons=reasons, details=details, **kw)
     return page.read_text(encoding="utf-8")
 
 
@@ -203,9 +205,9 @@ def test_a_plain_string_is_shown_as_it_is(tmp_path):
     """What is no message (Python's error text, a file's name) is shown as it is, in either edition: no note about
     English, no reading back."""
     page = tmp_path / "p.html"
-    points = {"a": 1, "b": 1}
+    chapter = dataclasses.replace(releases.read(CHAPTER), points={"a": 1, "b": 1})
     feedback.write_feedback(
-        page, None, "s", CHAPTER, {}, points, reasons=["OSError: [Errno 5]"], warnings=["one"], edition="zh"
+        page, None, "s", chapter, {}, reasons=["OSError: [Errno 5]"], warnings=["one"], edition="zh"
     )
     text = page.read_text(encoding="utf-8")
     assert "你的文件无法评分：OSError: [Errno 5]" in text and "<li>one</li>" in text
@@ -278,10 +280,10 @@ def test_the_graders_other_messages_render_in_chinese():
 
 
 def test_the_superseded_mark_is_in_the_pages_language(tmp_path):
-    points = {"a": 1}
+    chapter = dataclasses.replace(releases.read(CHAPTER), points={"a": 1})
     for edition in ("en", "zh"):
         page = tmp_path / f"{edition}.html"
-        feedback.write_feedback(page, None, "s", CHAPTER, {}, points, reasons=["x"], edition=edition)
+        feedback.write_feedback(page, None, "s", chapter, {}, reasons=["x"], edition=edition)
         feedback.mark_feedback(page, wording.say("superseded", file="s_2.ipynb"))
         text = page.read_text(encoding="utf-8")
         if edition == "en":

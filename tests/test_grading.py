@@ -224,7 +224,7 @@ def test_moodle_download_is_expanded(tmp_path):
         f.writestr("Ada Lovelace_12345_assignsubmission_onlinetext/onlinetext.html", "x")
     files = collect.expand_submissions([z], tmp_path / "unzipped")
     assert len(files) == 3
-    labels = collect.submission_labels(files)
+    labels = collect.submission_labels(files, {p: lms.parse(p) for p in files})
     assert sorted(labels.values()) == [
         "Ada Lovelace_12345_assignsubmission_file/ch03_self_attention.ipynb",
         "Alan Turing_12346_assignsubmission_file_/ch03_self_attention.ipynb",
@@ -251,7 +251,7 @@ def test_feedback_page(tmp_path):
     scores = _expected_scores(chapter, bug)
     points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
     page = tmp_path / "feedback.html"
-    feedback.write_feedback(page, nb, "lovelaceada_1001", chapter, scores, points, warnings=["a note"])
+    feedback.write_feedback(page, nb, "lovelaceada_1001", releases.read(chapter), scores, warnings=["a note"])
     text = page.read_text()
     assert feedback_points(text) == {**scores, "total": sum(scores.values())}
     assert f"<b>{sum(scores.values()):g} / {sum(points.values()):g}</b>" in text
@@ -562,7 +562,7 @@ def test_grading_test_cells_run_the_verdict_alone():
         for c in tests
         for n in [c.metadata["nbgrader"]["grade_id"].removeprefix("test_")]
     )
-    shown = feedback.decided_feedback(nb, {}, {"causal_mask": 2}, [])
+    shown = feedback.decided_feedback(nb, {}, releases.read("ch03_self_attention"), [])
     cell = next(c for c in shown.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_causal_mask")
     assert (
         cell.source.startswith("# Checks for `causal_mask` (2 points)") and 'EXERCISES.run("causal_mask"' in cell.source
@@ -643,8 +643,7 @@ def test_feedback_never_shows_grader_code(tmp_path):
     ]
     nb.cells.append(printed)
     page = tmp_path / "feedback.html"
-    points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
-    feedback.write_feedback(page, nb, "s", chapter, {}, points)
+    feedback.write_feedback(page, nb, "s", releases.read(chapter), {})
     text = page.read_text()
     assert "_autograder_guard" not in text and "autograder.grading" not in text and "hidden=True" not in text
 
@@ -654,7 +653,7 @@ def test_feedback_does_not_depend_on_how_the_kernel_chunked_a_cells_prints(tmp_p
     import nbformat
 
     chapter = "ch03_self_attention"
-    points = {ex.name: ex.points for ex in notebooks.checks_module(chapter).EXERCISES}
+    read = releases.read(chapter)
     pages = []
     for chunks in (["✔ first check\n✔ second check\n"], ["✔ first check\n", "✔ second check\n"]):
         nb = nbformat.v4.new_notebook()
@@ -662,7 +661,7 @@ def test_feedback_does_not_depend_on_how_the_kernel_chunked_a_cells_prints(tmp_p
         cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=t) for t in chunks]
         nb.cells.append(cell)
         page = tmp_path / f"{len(chunks)}.html"
-        feedback.write_feedback(page, nb, "s", chapter, {}, points)
+        feedback.write_feedback(page, nb, "s", read, {})
         pages.append(page.read_bytes())
     assert pages[0] == pages[1]
     assert pages[0].count("✔".encode()) == 2
@@ -680,7 +679,8 @@ def test_rows_that_could_not_be_run_get_feedback(tmp_path):
     assert "kernel died while running the cells of c" in why and "after the checks of b" in why and "3072 MB" in why
     assert said.render("zh").startswith("内核在运行 c 的单元格") and "b 的检查之后" in said.render("zh")
     page = tmp_path / "f.html"
-    feedback.write_feedback(page, None, "s", "ch", {}, {"a": 1}, warnings=["a note"], reasons=[why], unreadable=False)
+    chapter = releases.Chapter("ch", (), {"a": 1}, 0, nbformat.v4.new_notebook(), {}, {}, {})
+    feedback.write_feedback(page, None, "s", chapter, {}, warnings=["a note"], reasons=[why], unreadable=False)
     text = page.read_text()
     assert "kernel died" in text and "a note" in text and "Download the notebook again" not in text
 
@@ -810,7 +810,7 @@ def test_lms_identity_comes_only_from_the_lms_structure():
     assert (canvas.lms_id, canvas.claims) == ("1004", "1002")
     chinese = lms.parse("李伟_2005_assignsubmission_file/ch05_transformer.ipynb")
     assert (chinese.lms, chinese.name, chinese.lms_id, chinese.claims) == (lms.MOODLE, "李伟", "2005", "")
-    (sub,) = collect.collect([pathlib.Path(eve)], pathlib.Path("/nonexistent-out"), "ch08_kv_cache")
+    (sub,) = collect.collect([pathlib.Path(eve)], pathlib.Path("/nonexistent-out"), releases.read("ch08_kv_cache"))
     row = report.row(sub, submission.Result("x", "", "s", "graded", ""), "ch08_kv_cache", {"x": 1}, 0.0)
     assert row.lms_id == "5006" and any("another Moodle id (5001)" in str(w) for w in row.warnings)
 
@@ -878,7 +878,7 @@ def test_every_file_of_a_download_is_counted_by_what_it_is(tmp_path):
         ("f_11_12_x.py", b"print(1)"),
     ]:
         (tmp_path / name).write_bytes(data)
-    files = collect.collect(sorted(tmp_path.iterdir()), tmp_path / "out", "ch05_transformer")
+    files = collect.collect(sorted(tmp_path.iterdir()), tmp_path / "out", releases.read("ch05_transformer"))
     assert collect.describe(files) == (
         "7 files from 6 students: 3 notebooks, 1 PDF, 1 zip archive, 1 empty file, 1 .py file"
     )
@@ -1013,16 +1013,18 @@ def test_the_lms_row_gets_the_page_named_after_the_student(tmp_path):
     for path in (old, new):
         path.write_bytes(_sample("lovelace"))
     (tmp_path / "out" / "feedback").mkdir(parents=True)
-    ids = {s.path: s.student_id for s in collect.collect([old, new], tmp_path / "out", "ch05_transformer")}
+    read = releases.read("ch05_transformer")
+    ids = {s.path: s.student_id for s in collect.collect([old, new], tmp_path / "out", read)}
     assert ids == {new: "Alan-Turing_5002", old: "Alan-Turing_5002-2"}
-    chosen = collect.collect([old, new], tmp_path / "out", "ch05_transformer", prefer={"ch05_transformer.ipynb"})
+    chosen = collect.collect([old, new], tmp_path / "out", read, prefer={"ch05_transformer.ipynb"})
     assert {s.path: s.student_id for s in chosen} == {old: "Alan-Turing_5002", new: "Alan-Turing_5002-2"}
 
 
 def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_place(tmp_path, monkeypatch):
     """One batch: the release notebook is the committed one (never built), the grading notebook is made from it
     once (no notebook builder, no nbgrader, no gradebook), and every outcome's page — a file that cannot be read, a run that timed out, a graded
-    run — comes from ``feedback.write``, the one writer, called once per submission; the result file comes last."""
+    run — comes from ``feedback.Pages.write`` (``write_page``, the one writer), called once per submission; the result
+    file comes last."""
     import sys
 
     from autograder.grading import feedback as feedback_module
@@ -1059,20 +1061,20 @@ def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_pl
 
     monkeypatch.setattr(batch.execute, "run_job", run_job)
     monkeypatch.setenv("AUTOGRADER_FORK_WORKERS", "off")
-    pages: list[tuple[str, str]] = []  # (submission, status) per feedback.write
+    pages: list[tuple[str, str]] = []  # (submission, status) per feedback.Pages.write
     writers: set[str] = set()  # who called write_feedback
-    real_write, real_page = feedback_module.write, feedback_module.write_feedback
+    real_write, real_page = feedback_module.Pages.write, feedback_module.write_feedback
 
-    def write(sub, *args, **kwargs):
+    def write(self, sub):
         assert not sub.result_file.exists(), "the result file is written after the feedback"
         pages.append((sub.label, sub.outcome.status))
-        return real_write(sub, *args, **kwargs)
+        return real_write(self, sub)
 
     def write_feedback(*args, **kwargs):
         writers.add(sys._getframe(1).f_code.co_name)
         return real_page(*args, **kwargs)
 
-    monkeypatch.setattr(feedback_module, "write", write)
+    monkeypatch.setattr(feedback_module.Pages, "write", write)
     monkeypatch.setattr(feedback_module, "write_feedback", write_feedback)
     rows = batch.grade(list(files.values()), chapter, tmp_path, jobs=2, notebook_timeout=5)
 
@@ -1116,11 +1118,12 @@ def test_a_shared_runs_page_names_its_own_student_only(tmp_path):
         upload.parent.mkdir(exist_ok=True)
         upload.write_text("{}")
         uploads.append(upload)
-    first, second = collect.collect(uploads, tmp_path / "out", chapter)
+    read = releases.read(chapter)
+    first, second = collect.collect(uploads, tmp_path / "out", read)
     result = submission.Result("", "", first.student_id, "error", "the run could not be completed")
-    batch.share([first, second], result, None)
+    execute.share([first, second], result, None)
     for sub in (first, second):
-        feedback.write(sub, chapter, {"x": 10}, tmp_path)
+        feedback.Pages(read, tmp_path).write(sub)
     own, other = (tmp_path / f"{second.student_id}.html").read_text(encoding="utf-8"), first.student_id
     assert second.student_id in own and other not in own, own[:600]
     assert second.same_as == first.label  # the row (grades.csv) says which file the run was shared with

@@ -173,7 +173,7 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
     assert redaction.secret_output_lines(student, secrets) == 2
     assert hidden_line in own.outputs[0].text, "counting does not change the notebook"
     page = tmp_path / "feedback.html"
-    feedback.write_feedback(page, student, "s1", chapter, {}, {"x": 1}, secrets=secrets)
+    feedback.write_feedback(page, student, "s1", releases.read(chapter), {}, secrets=secrets)
     html = page.read_text()
     assert "before" in html and "after" in html and "my_own_line_of_code = 12345" in html
     assert "removed by the grader" in html
@@ -181,7 +181,7 @@ def test_feedback_removes_grader_text_from_outputs(tmp_path):
 
     assert html_lib.escape(hidden_line) not in html and html_lib.escape(reference) not in html
     # the feedback shows the grader's decision in a test cell, never what the kernel printed there
-    assert encoded not in html and "of 0 points" in html
+    assert encoded not in html and "SelfAttention: 0 of 2 points" in html
 
 
 # ------------------------------------------------------------------------------------------------ end to end

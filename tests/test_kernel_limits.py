@@ -127,7 +127,7 @@ def test_no_worker_cgroup_where_none_can_be_made(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(memory, "memory_cgroup_problem", lambda: "no writable memory cgroup here")
     monkeypatch.setattr(jail, "jail_problem", lambda uid: None)
     with caplog.at_level("WARNING"):
-        execute.jail_status(tmp_path, None)
+        jail.say(jail.Machine([], None, True, None, [], tmp_path))
     assert "workers' memory is not limited by a cgroup" in caplog.text
 
 

@@ -157,7 +157,7 @@ def test_a_lower_case_late_reupload_is_the_students_canvas_grade(tmp_path, monke
     folder.mkdir()
     (folder / f"lovelaceada_1001_90001_{ch}.ipynb").write_bytes(bug)
     (folder / f"lovelaceada_late_1001_90011_{ch}-1.ipynb").write_bytes(full)
-    subs = collect.collect(sorted(folder.iterdir()), tmp_path / "out", ch)
+    subs = collect.collect(sorted(folder.iterdir()), tmp_path / "out", releases.read(ch))
     assert collect.describe(subs) == "2 files from 1 student: 2 notebooks"
     rows = batch.grade(sorted(folder.iterdir()), ch, tmp_path / "out", jobs=1, lms_assignment="Chapter 5 (12345)")
     assert {r.lms_id for r in rows} == {"1001"} and {r.late for r in rows} == {False, True}

@@ -26,7 +26,7 @@ import nbformat
 import pytest
 
 from autograder import canonical, notebooks, releases
-from autograder.grading import batch, collect, jail, memory, report
+from autograder.grading import batch, collect, jail, lms, memory, report
 from scripts.build_notebooks import notebooks as builder
 from tests import variants
 from tests.test_grading import check_sample_rows
@@ -508,7 +508,7 @@ def test_zip_entries_with_long_or_clashing_names_each_become_a_file(tmp_path):
         assert len(names) == 3, names
         assert all(len(n.encode()) <= 160 and n.endswith(".ipynb") for n in names), names
         assert any(n.startswith("smithjane_1_2_x") for n in names)
-    labels = collect.submission_labels(files)
+    labels = collect.submission_labels(files, {p: lms.parse(p) for p in files})
     assert len(set(labels.values())) == 3
 
 

@@ -25,7 +25,7 @@ import re
 import tempfile
 from collections.abc import Sequence
 
-from .. import notebooks, wording
+from .. import notebooks, releases, wording
 from ..checks.exercises import label
 from ..grading.reasons import exercise_of, exercise_reason
 from ..grading.submission import result_fields
@@ -201,8 +201,7 @@ def feedback_output(
             page,
             result,
             graded if result.status != "error" else None,
-            chapter,
-            points,
+            dataclasses.replace(releases.read(chapter), points=points),
             edition=edition,
             unreadable=result.status == "error" and graded is None and _unreadable(_reasons(result)[:1]),
             reasons=list(general) + [exercise_reason(ex.name, line) for ex in exercises for line in shown[ex.name]],

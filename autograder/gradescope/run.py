@@ -111,7 +111,7 @@ def end_processes_of(uid: int) -> int:
 
 def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     """results.json's content for the submission under ``root`` (no exception escapes for a wrong submission)."""
-    from .. import canonical
+    from .. import canonical, releases
     from ..grading import batch, execute, jail, submission
 
     chapter = config.chapter
@@ -126,10 +126,10 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
         print(f"  zero: {why}")
         # in the edition of the notebooks submitted, where there are some (several: the first's)
         submitted = [p for p in files if p.suffix.lower() == ".ipynb"]
-        edition = canonical.edition_of(submitted[0].read_bytes(), chapter) if submitted else wording.EN
+        edition = canonical.edition_of(submitted[0].read_bytes(), releases.read(chapter)) if submitted else wording.EN
         return zero_payload(chapter, why, extra=extra, edition=edition)
-    # results.json in the edition submitted, read from the file as the batch reads it (batch.canonicalise)
-    edition = canonical.edition_of(chosen.read_bytes(), chapter)
+    # results.json in the edition submitted, read from the file as the batch reads it (collect.examine)
+    edition = canonical.edition_of(chosen.read_bytes(), releases.read(chapter))
     if mode == "none" and os.environ.get(UNISOLATED_SWITCH) != "1":
         refused = wording.say("unisolated", how=how, switch=UNISOLATED_SWITCH)
         print(f"  refused: {refused}")

@@ -4,12 +4,14 @@ steps; each step returns into the submission's record (``submission.Submission``
 
     collect ─▶ canonicalise ─▶ execute ─▶ judge ─▶ feedback ─▶ report (and LMS files)
 
-* ``batch`` — the line itself; canonicalises against the committed release notebook and writes the grading
-  notebook (``runner.grading_notebook``) once per batch;
-* ``collect`` — files, folders, LMS zips: every uploaded file one record, its LMS identity read once (``lms``);
+* ``batch`` — the line itself: reads the chapter once (``releases.read``) and gives that object to every step;
+  canonicalises against the committed release notebook;
+* ``collect`` — files, folders, LMS zips: every uploaded file one record, its LMS identity read once (``lms``),
+  what it is and its edition (``canonical.examine``), whether an earlier run graded it;
 * ``submission`` — the record, from the file to its row; the result file (``Result``, written last);
-* ``execute`` — the one job function (``run_job``) that the local pool, the fork server (``forkserver``) and a Dask
-  task (``executors``) all run; what this machine gives the kernels;
+* ``execute`` — the grading notebook (``runner.grading_notebook``) written once per batch; the one job function
+  (``run_job``) that the local pool, the fork server (``forkserver``) and a Dask task (``executors``) all run; each
+  run's outcome given to the files that share it (``share``); what this machine gives the kernels;
 * ``worker`` — one submission in a process of its own: the grading notebook run in a kernel
   whose recorder (``guard``) runs the checks and sends what the answers returned over a signed channel
   (``channel``), every check judged again on that record (``judge``: the only verdict) and scored (``scoring``);
@@ -18,7 +20,8 @@ steps; each step returns into the submission's record (``submission.Submission``
   path);
 * ``jail`` — the kernel's process limits and what it may see (``python -m autograder.grading.jail kernel ...``);
   ``memory``: its memory cgroup and sized file system;
-* ``feedback`` — the student's page, written by ``feedback.write`` alone, for every outcome, in the edition submitted
+* ``feedback`` — the student's page, written by ``feedback.write_page`` alone (the batch's ``feedback.Pages``,
+  Gradescope's ``output``), for every outcome, in the edition submitted
   (``autograder/wording.py``); ``redaction``: what no page may show (hidden tests, the reference's lines);
 * ``report`` — grades.csv, the summary, the LMS files (``lms``);
 * ``nbgrader_adapter`` — the nbgrader plugins of ``nbgrader_course/`` (export to grades.csv and the LMS files, an offline feedback page); no

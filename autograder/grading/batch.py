@@ -1,30 +1,39 @@
 """Grade a folder of submitted notebooks: the grading line, one record per uploaded file.
 
-:func:`grade` is the list of steps; each reads the submissions' records (``submission.Submission``) and returns
-into them, and only the last two write into the output folder:
+:func:`grade` is the list of steps. The chapter is read once before them (``releases.read``: its exercises'
+points, its checks, each edition's release notebook and test cells, the test cells' released versions), and that
+one object is what every step is given. Each step reads the submissions' records (``submission.Submission``) and
+returns into them, and only the last two write into the output folder:
 
-1. **collect** (``collect.py``) — every uploaded file (files, folders, LMS zips) becomes one record: whose it is
-   (the LMS identity, read once), its label in grades.csv, its gradebook id, its hash;
-2. **canonicalise** (``canonical.py``) — every file against the committed release notebook: a file that is not a
-   notebook of this chapter gets its zero and reason here; files whose canonical form is identical share one run;
-3. **execute** (``execute.py``, ``worker.py``, ``runner.py``) — the grading notebook (the release notebook with
-   the recorder's lines) is written once per batch; each distinct canonical notebook runs once, with nbclient, in
-   its own jailed worker and kernel, ``jobs`` at a time (or on a Dask cluster, ``executors.py``: the same job
-   function); no nbgrader, no gradebook;
-4. **judge** — in the worker, the guard's records are judged again and scored (``judge.py``, ``scoring.py``); here,
-   each identical submission gets its group's outcome;
-5. **feedback** (``feedback.write``) — each submission's page, for every outcome (a file the LMS file does not
-   carry says which does, as chosen at collection), then its graded notebook and its result file (last: a rerun
-   skips only what is done; a file graded by an earlier run keeps its page, its note brought up to date);
+1. **collect** (``collect.py``) — every uploaded file (files, folders, LMS zips) becomes one record: what it is
+   and its edition (``canonical.examine``: a file that is no notebook, or another chapter's, gets its zero's
+   reason here), whose it is (the LMS identity, read once), its label in grades.csv, its gradebook id, its hash,
+   which file the LMS file carries for its student, and whether an earlier run graded it already (skipped unless
+   ``force``);
+2. **canonicalise** (:func:`canonicalise`, ``canonical.py``) — every file to grade against the committed release
+   notebook: one that cannot be graded gets its zero and reason; files whose canonical form is identical share one
+   run;
+3. **execute** (``execute.py``, ``worker.py``, ``runner.py``) — ``execute.workers``: what this machine gives the
+   kernels, the staged solutions and the fork server, made once and ready before the batch canonicalises;
+   ``execute.run``: the grading notebook (the release notebook with the recorder's lines) written once, each
+   distinct canonical notebook run once, with nbclient, in its own jailed worker and kernel, ``jobs`` at a time (or
+   on a Dask cluster, ``executors.py``: the same job function), each run's outcome given to the files that share it
+   (``execute.share``) as it ends; no nbgrader, no gradebook;
+4. **judge** — in the worker: the guard's records are judged again and scored (``judge.py``, ``scoring.py``);
+5. **feedback** (``feedback.Pages``, one per batch) — each submission's page, for every outcome (a file the LMS
+   file does not carry says which does, as chosen at collection), then its graded notebook and its result file
+   (last: a rerun skips only what is done; a file graded by an earlier run keeps its page, its note brought up to
+   date);
 6. **report** (``report.py``, ``lms.py``) — ``grades.csv``, ``summary.*`` and the LMS's grade files, each
    student's row in them as chosen at collection (read from the records, never chosen again).
 
-Progress goes to the ``logging`` loggers of the steps' modules (the command line shows them: ``autograder.*``).
+What each step enters, at any depth: ``python -m scripts.grading_path`` (docs/grading-design.md, "The line inside
+every step"). Progress goes to the ``logging`` loggers of the steps' modules (the command line shows them:
+``autograder.*``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import os
@@ -37,9 +46,9 @@ from collections.abc import Collection, Iterable, Sequence
 import nbformat
 
 from .. import canonical, releases
-from ..wording import say
+from ..wording import Said, say
 from . import collect, execute, feedback, memory, report
-from .submission import Result, Submission, read_result, write_result
+from .submission import Result, Submission, write_result
 
 logger = logging.getLogger(__name__)
 
@@ -75,47 +84,44 @@ def grade(
     summary; ``moodle_language``: the Moodle site's interface language, the worksheet's column names
     (``lms.MOODLE_LANGUAGES``)."""
     out = _output_folder(out)
-    # the chapter, read once: its exercises' points and the release notebook every file is canonicalised against
-    exercises = list(releases.checks_module(chapter).EXERCISES)
-    points = {ex.name: ex.points for ex in exercises}
-    checks = sum(len(ex.visible) + len(ex.hidden) for ex in exercises)  # the summary's verdict line
-    release = releases.release_notebook(chapter)
-    subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter, prefer)  # it says what it collected
-    todo = [s for s in subs if force or not _already_graded(s)]
+    chapter_read = releases.read(chapter)  # once: its exercises' points, each edition's release notebook
+    subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter_read, prefer)  # it says what it did
+    todo = [s for s in subs if force or not s.graded_before]
     done = [s for s in subs if not any(s is t for t in todo)]  # graded by an earlier run of this batch
     progress = Progress(len(subs), already=len(done))
     if done:
         logger.info(
             f"  {len(done)} of {len(subs)} files graded by an earlier run of this batch (kept; --force regrades)"
         )
+    pages = feedback.Pages(chapter_read, out / "feedback")
+    max_score = float(sum(chapter_read.points.values()))
 
     def record(sub: Submission) -> None:  # feedback, then the graded notebook, then the result file (last)
-        feedback.write(sub, chapter, points, out / "feedback")
+        pages.write(sub)
         if sub.graded is not None:
             (out / "graded" / f"{sub.student_id}.ipynb").write_text(sub.graded)
         write_result(sub.result_file, sub.result())
-        _log_row(sub, float(sum(points.values())), progress.step())
+        _log_row(sub, max_score, progress.step())
 
     if todo:
         # first: the workers' fork server imports what a worker needs while the batch canonicalises; the summary says
         # how this run runs its kernels even where none is run
-        with execute.workers(chapter, out, local=executor is None) as workers:
-            runs = canonicalise(todo, chapter, release)
+        with execute.workers(chapter_read, out, local=executor is None) as workers:
+            runs = canonicalise(todo, chapter_read)
             for sub in todo:
                 if sub.outcome is not None:  # not gradeable: its zero and why
                     record(sub)
 
-            ran = execute.run(runs, workers, release, points, executor=executor, jobs=jobs, cell_timeout=cell_timeout,
+            ran = execute.run(runs, workers, executor=executor, jobs=jobs, cell_timeout=cell_timeout,
                               notebook_timeout=notebook_timeout, memory_mb=memory_mb,
                               worker_memory_mb=worker_memory_mb)  # fmt: skip
-            for group, result, graded in ran:  # as each run ends: judged (shared by its copies), then recorded
-                for sub in share(group, result, graded):
+            for group in ran:  # as each run ends: its files, with the outcome the worker judged, recorded
+                for sub in group:
                     record(sub)
     for sub in done:  # their pages stay; whether the LMS file carries them may have changed since
-        feedback.mark_feedback(out / "feedback" / f"{sub.student_id}.html", feedback.superseded_note(sub))
-        sub.edition = _edition(sub, chapter)  # the LMS file's feedback comment is in it
-    return report.report(subs, out, chapter, points, checks=checks, assignment=lms_assignment or chapter,
-                         ignored=ignored, moodle_language=moodle_language)  # fmt: skip
+        pages.mark(sub)
+    return report.report(subs, out, chapter_read, assignment=lms_assignment or chapter, ignored=ignored,
+                         moodle_language=moodle_language)  # fmt: skip
 
 
 def _output_folder(out: pathlib.Path) -> pathlib.Path:
@@ -125,25 +131,6 @@ def _output_folder(out: pathlib.Path) -> pathlib.Path:
     for sub in ("results", "feedback", "graded"):
         (out / sub).mkdir(exist_ok=True)
     return out
-
-
-def _edition(sub: Submission, chapter: str) -> str:
-    try:
-        return canonical.edition_of(sub.path.read_bytes(), chapter)
-    except OSError:
-        return "en"
-
-
-def _already_graded(sub: Submission) -> bool:
-    """Whether ``sub``'s result file is of the same contents, under the same student id (a file whose id changed,
-    e.g. with another ``--prefer``, is graded again: its feedback and graded pages are named by the id)."""
-    try:
-        if not sub.result_file.exists():
-            return False
-        done = read_result(sub.result_file)
-        return done.sha256 == sub.sha256 and done.student_id == sub.student_id
-    except (OSError, ValueError):
-        return False
 
 
 class Progress:
@@ -195,43 +182,26 @@ def _log_row(sub: Submission, max_score: float, progress: str = "") -> None:
 # ------------------------------------------------------------------------------------------------ canonicalise
 
 
-def canonicalise(
-    todo: list[Submission], chapter: str, release: nbformat.NotebookNode
-) -> dict[str, tuple[str, list[Submission]]]:
-    """Canonicalise every file against the committed ``release`` notebook: canonical text's hash -> (that text, the
-    submissions with it). A file that cannot be graded gets its zero and reason in its record (``outcome``)."""
+def canonicalise(todo: list[Submission], chapter: releases.Chapter) -> dict[str, tuple[str, list[Submission]]]:
+    """Canonicalise every file against the committed release notebook (``chapter.release``, its test cells'
+    released versions ``chapter.history``): canonical text's hash -> (that text, the submissions with it). A file
+    that cannot be graded gets its zero and reason in its record (``outcome``): collection's (not a notebook,
+    another chapter's), or the canonicalisation's."""
     runs: dict[str, tuple[str, list[Submission]]] = {}
     for sub in todo:
-        try:
-            data = sub.path.read_bytes()
-            sub.edition = canonical.edition_of(data, chapter)
-            if sub.zero:
-                raise canonical.Ungradeable(sub.zero)
-            nb, sub.warnings = canonical.canonicalise(data, release)
-        except Exception as exc:
-            if isinstance(exc, canonical.Ungradeable):
-                why = exc.args[0]  # a message (another chapter's notebook), rendered where shown
-            elif isinstance(exc, OSError):
+        why: Said = sub.zero
+        if not why:
+            try:
+                nb, sub.warnings = canonical.canonicalise(sub.path.read_bytes(), chapter.release, chapter.history)
+            except canonical.Ungradeable as exc:
+                why = exc.args[0]  # a message, rendered where shown
+            except OSError as exc:
                 why = say("unreadable file", error=exc.strerror)
-            else:
+            except Exception as exc:
                 why = say("not a readable notebook", ename=type(exc).__name__, error=str(exc)[:100])
+        if why:
             sub.outcome, sub.unreadable = Result("", "", sub.student_id, "error", str(why), reasons=[why]), True
             continue
         text = nbformat.writes(nb)
         runs.setdefault(hashlib.sha256(text.encode()).hexdigest(), (text, []))[1].append(sub)
     return runs
-
-
-# ------------------------------------------------------------------------------------------------ judge
-
-
-def share(group: list[Submission], result: Result, graded: str | None) -> list[Submission]:
-    """Give one run's outcome to the submissions whose canonical notebook it ran: the first as it came; each other
-    its own warnings, the warnings from running the code (the same for every copy) and which file it shares the run
-    with (grades.csv says so; its feedback never names the other student)."""
-    first, *others = group
-    first.outcome, first.graded = result, graded
-    ran = dataclasses.replace(result, warnings=[w for w in result.warnings if w not in first.warnings])
-    for other in others:
-        other.outcome, other.graded, other.same_as = ran, graded, first.label
-    return group

@@ -1,8 +1,9 @@
 """The collect step: every uploaded file of files, folders and LMS zip downloads becomes one submission record
 (``submission.Submission``), whatever it is (a file that is not a notebook gets a row and a zero). Whose it is is
 read here, once, from the LMS's download name (``lms.parse``); so are its label in grades.csv, its gradebook id
-(the file the LMS file will carry gets the plain id), its hash, and which file the LMS file carries for each student
-(``lms.choose``: kept on the records, where the report reads it).
+(the file the LMS file will carry gets the plain id), its hash, its edition, which file the LMS file carries for each
+student (``lms.choose``: kept on the records, where the report reads it), and whether an earlier run of the batch
+graded it already (its result file is of the same contents under the same id: the batch skips it unless forced).
 """
 
 from __future__ import annotations
@@ -18,21 +19,22 @@ import time
 import zipfile
 from collections.abc import Collection, Mapping, Sequence
 
-from .. import canonical
+from .. import canonical, releases
 from ..wording import Message, Said, say
 from . import lms
-from .submission import Submission
+from .submission import Submission, read_result
 
 logger = logging.getLogger(__name__)
 
 
 def collect(
-    paths: Sequence[pathlib.Path], out: pathlib.Path, chapter: str, prefer: Collection[str] = ()
+    paths: Sequence[pathlib.Path], out: pathlib.Path, chapter: releases.Chapter, prefer: Collection[str] = ()
 ) -> list[Submission]:
-    """The batch's submissions, one record per file: whose it is (read once), its label, student id, hash and
-    result file; and which of a student's several files the LMS file will carry (``lms.choose``, from what the files
-    are before grading: kept on the records, the report reads it). That file gets the plain student id, so that
-    ``feedback/<student>.html`` is the page of the row the LMS receives; the others' pages name it."""
+    """The batch's submissions, one record per file: what it is and its edition (:func:`examine`: the file read
+    once), whose it is (read once), its label, student id and result file; which of a student's several files the
+    LMS file will carry (``lms.choose``, from what the files are before grading: kept on the records, the report
+    reads it), that file getting the plain student id so that ``feedback/<student>.html`` is the page of the row
+    the LMS receives (the others' pages name it); and whether an earlier run graded it (``graded_before``)."""
     read = {p: examine(p, chapter) for p in paths}
     who = {p: lms.parse(p) for p in paths}
     labels = submission_labels(paths, who)
@@ -47,6 +49,7 @@ def collect(
             result_file=out / "results" / f"{safe_name(labels[p])}.json",
             kind=read[p][1],
             zero=read[p][2],
+            edition=read[p][3],
         )
         for p in paths
     ]
@@ -59,8 +62,22 @@ def collect(
     for s, best in choice.superseded:
         if best is not None:  # its feedback page says so (an undecided file's page waits for the instructor)
             s.superseded_by = best.label.rsplit("/", 1)[-1]
-    logger.info(f"Grading {chapter} -> {out}: {describe(subs)}")
+    logger.info(f"Grading {chapter.name} -> {out}: {describe(subs)}")
+    for s in subs:
+        s.graded_before = _graded_before(s)
     return subs
+
+
+def _graded_before(sub: Submission) -> bool:
+    """Whether ``sub``'s result file is of the same contents, under the same student id (a file whose id changed,
+    e.g. with another ``--prefer``, is graded again: its feedback and graded pages are named by the id)."""
+    try:
+        if not sub.result_file.exists():
+            return False
+        done = read_result(sub.result_file)
+        return done.sha256 == sub.sha256 and done.student_id == sub.student_id
+    except (OSError, ValueError):
+        return False
 
 
 def student_id_from_filename(
@@ -239,14 +256,13 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def submission_labels(paths, who: Mapping[pathlib.Path, lms.SubmissionName] | None = None) -> dict[pathlib.Path, str]:
+def submission_labels(paths, who: Mapping[pathlib.Path, lms.SubmissionName]) -> dict[pathlib.Path, str]:
     """How grades.csv names each file: its name, with its folder in front where the folder names the student
-    (Moodle) or where two files of the batch share a name (``who``: the files' identities, read already)."""
+    (Moodle) or where two files of the batch share a name (``who``: the files' identities, ``lms.parse``)."""
     shared = {n for n, k in collections.Counter(p.name for p in paths).items() if k > 1}
     labels, seen = {}, set()
     for p in paths:
-        one = who[p] if who is not None else lms.parse(p)
-        folder = p.name in shared or (one.lms == lms.MOODLE and one.file == p.name)
+        folder = p.name in shared or (who[p].lms == lms.MOODLE and who[p].file == p.name)
         label = f"{p.parent.name}/{p.name}" if folder else p.name
         base, n = label, 1
         while label in seen:
@@ -264,18 +280,18 @@ def _mtime(path: pathlib.Path) -> float:
         return 0.0
 
 
-def examine(path: pathlib.Path, chapter: str) -> tuple[str, str, Said]:
+def examine(path: pathlib.Path, chapter: releases.Chapter) -> tuple[str, str, Said, str]:
     """The file, read once: (its hash; what it is, ``canonical.file_kind`` or "unreadable file"; why it gets a zero
-    whatever its content's run would give, it is not a notebook or another chapter's notebook, else "")."""
+    whatever its content's run would give, it is not a notebook or another chapter's notebook, else ""; the course
+    edition it was made from, its feedback's language), from ``canonical.examine``."""
     try:
         data = path.read_bytes()
     except OSError as exc:
-        return f"unreadable:{exc.errno}", "unreadable file", ""  # the zero's reason: said when it is canonicalised
-    sha256, kind = hashlib.sha256(data).hexdigest(), canonical.file_kind(data, path.name)
-    if kind != canonical.NOTEBOOK:
-        return sha256, kind, canonical.not_a_notebook(kind, data)
-    other = canonical.chapter_of(data)
-    return sha256, kind, other_chapter_reason(other, chapter) if other is not None and other != chapter else ""
+        return f"unreadable:{exc.errno}", "unreadable file", "", "en"  # the zero's reason: said when canonicalised
+    seen = canonical.examine(data, path.name, chapter)
+    other = seen.chapter if seen.chapter not in (None, chapter.name) else None
+    zero = seen.not_notebook or (other_chapter_reason(other, chapter.name) if other else "")
+    return hashlib.sha256(data).hexdigest(), seen.kind, zero, seen.edition
 
 
 def other_chapter_reason(other: str, chapter: str) -> Message:

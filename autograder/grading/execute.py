@@ -2,18 +2,19 @@
 nothing written to the batch's output folder.
 
 The batch enters it twice: :func:`workers` (first, so that the workers' fork server imports what a worker needs
-while the batch canonicalises: what this machine gives the kernels, read once; the batch's scratch folder with the
-staged solutions; the fork server), then :func:`run` (the grading notebook written once, one :class:`Job` per
-distinct notebook, ``jobs`` at a time here or through an :class:`Executor`, each run's result and graded notebook
-handed to the batch's ``judged``). The worker runs the notebook with nbclient (``worker.py``, ``runner.py``); no
-nbgrader, no gradebook.
+while the batch canonicalises: ``jail.machine``, once, for what this machine gives the kernels and the staged
+solutions in the batch's scratch folder; then the fork server, ``forkserver.serving``, once), then :func:`run` (the
+grading notebook written once, one :class:`Job` per distinct notebook, ``jobs`` at a time here or through an
+:class:`Executor`, each run's outcome given to the files that share it, :func:`share`, and handed back to the
+batch as it ends). The worker runs the
+notebook with nbclient (``worker.py``, ``runner.py``); no nbgrader, no gradebook.
 
 :func:`run_job` is the one job function: the local pool (``jobs`` threads), the fork server (``forkserver.py``,
 where it runs) and a Dask task (``executors.py``, on its machine) all call it. It starts the worker
 (``python -m autograder.grading.worker JOB``: forked from the batch's fork server, else a new interpreter), waits
 for it within the notebook's time limit, and returns its :class:`Result` and graded notebook: or, where the worker
 left none (crashed, killed, too long), an "error" result that says why. Also here: what this machine gives the
-kernels (cores, memory, uids, the jail).
+kernels (cores, memory, uids).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import nbformat
 
 from .. import releases
 from ..wording import Message, say
-from . import jail, memory, runner
+from . import forkserver, jail, memory, runner
 from .forkserver import FORK_SWITCH, Spawner
 from .submission import Result, Submission, read_result
 from .worker import Job
@@ -47,23 +48,6 @@ logger = logging.getLogger(__name__)
 
 
 RUN_FILE = "grading_run.json"  # how the last run graded its kernels (jailed or not): the summary says so
-
-
-def jail_status(out: pathlib.Path, no_jail: str | None) -> str | None:
-    """Whether this run's kernels are jailed (``no_jail``: None, else why not: ``jail.machine``'s), said in the log
-    and kept for the summary; and whether the memory cgroups can be made."""
-    if no_jail:
-        logger.warning(f"  kernels are not jailed ({no_jail}): the guard's file rules only (README, fallback mode)")
-    else:
-        logger.info("  kernels are jailed (bubblewrap: own filesystem view, no network, an unprivileged uid)")
-    no_cgroup = memory.memory_cgroup_problem()
-    if no_cgroup:
-        logger.warning(
-            f"  kernels' and workers' memory is not limited by a cgroup ({no_cgroup}): files a kernel writes to /tmp, "
-            "/dev/shm or its home count against no memory limit, and a worker's against none (README, limits)"
-        )
-    (out / RUN_FILE).write_text(json.dumps({"jailed": not no_jail, "why_not": no_jail or ""}))
-    return no_jail
 
 
 # this process's cgroup lookup lives with the kernel's memory limits (memory.py), which make a cgroup per kernel
@@ -157,11 +141,10 @@ class Executor(Protocol):
 class Workers:
     """What a batch's jobs share, made once (:func:`workers`)."""
 
-    chapter: str
+    chapter: releases.Chapter  # as the batch read it: its name, points and release notebook
     out: pathlib.Path  # the batch's output folder (hidden from every kernel)
-    machine: jail.Machine  # what this machine gives the kernels
+    machine: jail.Machine  # what this machine gives the kernels, and the staged solutions (machine.stage)
     scratch: pathlib.Path  # every job's sandbox; ``private``: the jobs, notebooks and results no kernel may read
-    stage: pathlib.Path  # the staged solutions package (jail.stage_solutions)
     spawner: Spawner | None  # the fork server, or None: workers started as new interpreters (or run elsewhere)
 
     @property
@@ -170,34 +153,28 @@ class Workers:
 
 
 @contextlib.contextmanager
-def workers(chapter: str, out: pathlib.Path, *, local: bool = True) -> Iterator[Workers]:
-    """The batch's workers, ready before it canonicalises: what this machine gives ``chapter``'s kernels
-    (``jail.machine``, said in the log and kept for the summary: :func:`jail_status`); the worker fork server
-    (``forkserver.serve``: the workers' imports paid once a batch, each worker forked from it in namespaces of its
-    own where the machine gives them; none where workers run elsewhere, ``local`` False, or are to be started as
-    new interpreters, ``AUTOGRADER_FORK_WORKERS=off``), started first so that it imports while the batch works; the
-    scratch folder with the staged solutions. All closed and removed when the batch is done."""
-    machine = jail.machine(chapter)
-    jail_status(out, machine.no_jail)
+def workers(chapter: releases.Chapter, out: pathlib.Path, *, local: bool = True) -> Iterator[Workers]:
+    """The batch's workers, ready before it canonicalises: the scratch folder; what this machine gives
+    ``chapter``'s kernels and the course staged for them there (``jail.machine``: said in the log, and kept for the
+    summary in ``out/grading_run.json``); the worker fork server (``forkserver.serving``: the workers' imports paid
+    once a batch, each worker forked from it in namespaces of its own where the machine gives them; none where
+    workers run elsewhere, ``local`` False, or are to be started as new interpreters, ``AUTOGRADER_FORK_WORKERS=off``),
+    importing while the batch canonicalises. All closed and removed when the batch is done."""
     forked = local and os.environ.get(FORK_SWITCH, "").lower() not in ("0", "off", "no", "false")
-    spawner = Spawner(chapter, bool(machine.prefix), _worker_env(), out) if forked else None
-    scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-"))
-    try:
+    with tempfile.TemporaryDirectory(prefix="autograder-", ignore_cleanup_errors=True) as tmp:
+        scratch = pathlib.Path(tmp)
         scratch.chmod(0o711)
         (scratch / "jobs").mkdir(mode=0o700)  # every submission's canonical notebook, job and result
-        stage = jail.stage_solutions(chapter, scratch / "stage")
-        yield Workers(chapter, out, machine, scratch, stage, spawner)
-    finally:
-        if spawner is not None:
-            spawner.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+        machine = jail.machine(chapter.name, scratch / "stage")
+        (out / RUN_FILE).write_text(json.dumps({"jailed": not machine.no_jail, "why_not": machine.no_jail or ""}))
+        server = forkserver.serving(chapter.name, bool(machine.prefix), _worker_env(), out) if forked else None
+        with server or contextlib.nullcontext() as spawner:
+            yield Workers(chapter, out, machine, scratch, spawner)
 
 
 def run(
     runs: dict[str, tuple[str, list[Submission]]],
     workers: Workers,
-    release: nbformat.NotebookNode,
-    points: dict[str, int],
     *,
     executor: Executor | None = None,
     jobs: int | None = None,
@@ -205,19 +182,19 @@ def run(
     notebook_timeout: int,
     memory_mb: int,
     worker_memory_mb: int = memory.WORKER_MB,
-) -> Iterator[tuple[list[Submission], Result, str | None]]:
+) -> Iterator[list[Submission]]:
     """Run each distinct canonical notebook of ``runs`` (its hash -> its text and the submissions that share it)
-    once, in the grading notebook's form (``runner.grading_notebook`` of the ``release``, written once into the
-    private folder), with :func:`run_job` here (``jobs`` at a time) or through ``executor``; give each run's
-    submissions, result and graded notebook as it ends (the batch judges and records it then: a rerun skips what
-    is done)."""
+    once, in the grading notebook's form (``runner.grading_notebook`` of the chapter's release notebook, written
+    once into the private folder), with :func:`run_job` here (``jobs`` at a time) or through ``executor``; give
+    each run's submissions as it ends, with its outcome (:func:`share`: the batch records them then, so that a
+    rerun skips what is done)."""
     if not runs:
         return
     machine, private, chapter = workers.machine, workers.private, workers.chapter
     if machine.as_root:
         raise jail.RootKernelRefused(machine.as_root)
     grading = private / runner.GRADING_NOTEBOOK
-    nbformat.write(runner.grading_notebook(release, chapter), grading)
+    nbformat.write(runner.grading_notebook(chapter.release, chapter.name), grading)
     hidden = machine.hidden + [str(workers.out), str(private)]
     cores = usable_cores()
     jobs = jobs or cores
@@ -236,17 +213,17 @@ def run(
         name = group[0].result_file.stem  # a file name unique in the batch (collect.py made it)
         return Job(
             canonical=str(private / f"{name}.canonical.ipynb"),
-            chapter=chapter,
+            chapter=chapter.name,
             student_id=sid,
             grading=str(grading),
-            stage=str(workers.stage),
+            stage=str(machine.stage),
             sandbox=str(workers.scratch / name),
             result=str(private / f"{name}.result.json"),
             graded=str(private / f"{name}.graded.ipynb"),
             cell_timeout=cell_timeout,
             memory_mb=memory_mb,
             worker_memory_mb=worker_memory_mb,
-            points=points,
+            points=chapter.points,
             hidden_files=hidden,
             netns=bool(machine.prefix),
             uid=kernel_uid(sid, machine.drop_uid),
@@ -268,11 +245,23 @@ def run(
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             running = {pool.submit(run_one, text, group): group for text, group in runs.values()}
             for future in concurrent.futures.as_completed(running):
-                yield running[future], *future.result()
+                yield share(running[future], *future.result())
     else:  # e.g. a Dask cluster: runs the same job function elsewhere, the results come back here
         done = executor.grade([(job_for(group), text) for text, group in runs.values()], notebook_timeout)
         for job, result, graded in done:
-            yield by_sid[job.student_id], result, graded
+            yield share(by_sid[job.student_id], result, graded)
+
+
+def share(group: list[Submission], result: Result, graded: str | None) -> list[Submission]:
+    """Give one run's outcome (the worker's judgement) to the submissions whose canonical notebook it ran: the first
+    as it came; each other its own warnings, the warnings from running the code (the same for every copy) and which
+    file it shares the run with (grades.csv says so; its feedback never names the other student)."""
+    first, *others = group
+    first.outcome, first.graded = result, graded
+    ran = dataclasses.replace(result, warnings=[w for w in result.warnings if w not in first.warnings])
+    for other in others:
+        other.outcome, other.graded, other.same_as = ran, graded, first.label
+    return group
 
 
 def run_job(

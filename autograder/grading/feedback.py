@@ -1,11 +1,12 @@
-"""The student's feedback page ``out/feedback/<student>.html``, written by :func:`write` alone, once per
-submission, for every outcome: a graded notebook (the student's code and the grader's decisions: hidden tests'
+"""The student's feedback page ``out/feedback/<student>.html``, written by :func:`write_page` alone (the batch's
+:class:`Pages`, Gradescope's ``output``), once per submission, for every outcome: a graded notebook (the student's code and the grader's decisions: hidden tests'
 source removed, a failed test's traceback cut to its message, hidden checks' messages never contain reference values,
 any output line showing a line of the hidden tests or of the reference solution removed, :func:`redaction.grader_secrets`), or
 a file that could not be graded (zero and why: unreadable, another chapter's, a run that timed out or crashed).
 
 A submission of the Chinese edition (``sub.edition == "zh"``, read from its file by ``canonical.edition_of``) gets its
-page in Chinese: the prose cells of the Chinese release notebook (``notebooks/zh/``), and every message of the
+page in Chinese: the prose cells of the Chinese release notebook (``notebooks/zh/``, read with the chapter:
+``releases.read``), and every message of the
 grader — its own words, the checks' messages, their labels — rendered in Chinese as the page is written
 (:class:`~autograder.wording.Message`, from the catalogues ``autograder/locale/zh/``; a key without its Chinese is a
 test failure, ``tests/test_catalogues.py``). An English submission's page is as it always was.
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 
-from .. import wording
+from .. import releases, wording
 from ..wording import EN, ZH, Message, Said, say
 from . import lms, redaction
 from .reasons import exercise_of
@@ -117,21 +118,20 @@ def _decision_text(
 def decided_feedback(
     nb: nbformat.NotebookNode,
     scores: dict[str, float],
-    points: dict[str, int],
+    chapter: releases.Chapter,
     reasons: Iterable[Said],
     secrets: Collection[str] = (),
     details: dict[str, list[Said]] | None = None,
     words: _Words | None = None,
 ) -> nbformat.NotebookNode:
     """The feedback notebook, built from what the grader decides to show: every test cell's outputs are replaced by
-    the grader's decision for its exercise (points and messages); the student's own cells keep their outputs cut to
-    a size (:func:`_shown_output`); then :func:`sanitize_feedback`. Nothing the kernel printed in a test cell — where
-    the hidden tests run — reaches the page, in whatever encoding. ``words``: the page's edition (English when not
-    given)."""
-    from ..releases import test_source
-
+    the grader's decision for its exercise (points and messages) and its source is the test cell of the student's
+    edition (``chapter.tests``); the student's own cells keep their outputs cut to a size (:func:`_shown_output`);
+    then :func:`sanitize_feedback`. Nothing the kernel printed in a test cell — where the hidden tests run — reaches
+    the page, in whatever encoding. ``words``: the page's edition (English when not given)."""
     words = words or _Words()
     reasons = list(reasons)
+    points, tests = chapter.points, chapter.tests.get(words.edition, {})
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -139,7 +139,7 @@ def decided_feedback(
         if meta.get("grade") and str(meta.get("grade_id", "")).startswith("test_"):
             name = meta["grade_id"].removeprefix("test_")
             # the test cell as the student's notebook has it (the grading notebook's is the guard's verdict alone)
-            cell.source = test_source(name, points.get(name, 0), words.edition)
+            cell.source = tests.get(name, "")
             cell.outputs = [
                 nbformat.v4.new_output(
                     "stream",
@@ -158,8 +158,9 @@ def sanitize_feedback(
 ) -> nbformat.NotebookNode:
     """Remove hidden-test source, cut tracebacks of test cells down to the check's message, drop the self-check
     cell's output (it reports on the grader's copy, not on the student's file), drop the "Open in Colab" badge (an
-    image from the network: a broken image offline, and no use in feedback), and remove every output line that
-    contains one of ``secrets`` (:func:`redaction.grader_secrets`)."""
+    image from the network: a broken image offline, and no use in feedback), and take the grader's own lines and
+    every output line that contains one of ``secrets`` (:func:`redaction.grader_secrets`) out of the outputs
+    (:func:`redaction.redact`)."""
     pattern = re.compile(r"\n?### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
     nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown" and "colab-badge.svg" in c.source)]
     for cell in nb.cells:
@@ -174,8 +175,7 @@ def sanitize_feedback(
         for out in cell.get("outputs", []):
             if out.output_type == "error":
                 out.traceback = [f"{out.ename}: {out.evalue}"]
-            redaction.strip_grader_code(out)
-            redaction.redact_output(out, secrets, wording.text("redacted", edition))
+    redaction.redact(nb, secrets, wording.text("redacted", edition))
     return nb
 
 
@@ -242,9 +242,8 @@ def write_feedback(
     path: pathlib.Path,
     graded: nbformat.NotebookNode | None,
     sid: str,
-    chapter: str,
+    chapter: releases.Chapter,
     scores: dict[str, float],
-    points: dict[str, int],
     *,
     warnings: Iterable[Said] = (),
     reasons: Iterable[Said] = (),
@@ -255,7 +254,8 @@ def write_feedback(
     edition: str = EN,
 ) -> None:
     """The student's feedback page at ``path``, readable offline, in ``edition`` ("en", or "zh": the Chinese
-    release's prose and the grader's words in Chinese, :class:`_Words`).
+    release's prose and the grader's words in Chinese, :class:`_Words`), for ``chapter`` as the batch read it
+    (``releases.read``: its points, each edition's prose and test cells).
 
     For a graded notebook: points per exercise and the grader's notes at the top, then the notebook (hidden tests
     removed, tracebacks cut to the check's message, no self-check output; ``graded`` is not changed). With
@@ -263,7 +263,7 @@ def write_feedback(
     could not be completed: an exit, a crash, the time or memory limit): zero points and why (``reasons``,
     ``warnings``), and how to resubmit — the student needs to know, e.g. to download the notebook again (unless
     ``advise`` is False: the reason says what to submit, as for another chapter's notebook)."""
-    words = _Words(edition)
+    words, points = _Words(edition), chapter.points
     if graded is None:
         why = "; ".join(words.message(r) for r in reasons)
         notes = "".join(f"<li>{html.escape(words.message(w))}</li>" for w in warnings)
@@ -272,9 +272,9 @@ def write_feedback(
         path.write_text(
             ("<!DOCTYPE html><html>" if edition == EN else "<!DOCTYPE html><html lang='zh-CN'>")
             + "<head><meta charset='utf-8'><title>"
-            + html.escape(f"{chapter} — {sid}")
+            + html.escape(f"{chapter.name} — {sid}")
             + "</title></head><body><div style='padding:1em;font-family:sans-serif;background:#eef'><b>"
-            + html.escape(chapter)
+            + html.escape(chapter.name)
             + f"</b> — {html.escape(sid)}: "
             + words("score line", total=0, max=f"{sum(points.values()):g}")
             + _points_table({}, points, edition)
@@ -292,9 +292,9 @@ def write_feedback(
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
     nb = copy.deepcopy(graded)
-    if edition == ZH:
-        _chinese_prose(nb, chapter)
-    nb = decided_feedback(nb, scores, points, reasons, secrets, details, words)
+    if edition in chapter.notebooks:  # the prose the student read (the graded notebook has the English release's)
+        _prose(nb, chapter.notebooks[edition])
+    nb = decided_feedback(nb, scores, chapter, reasons, secrets, details, words)
     # A kernel sends a cell's prints in as many stream messages as its output buffer was flushed, which depends on
     # timing: merged, the same run gives the same page whichever machine or worker graded it.
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
@@ -310,7 +310,7 @@ def write_feedback(
         f"<li>{html.escape(words.message(w))}</li>" for w in list(warnings) + [r for r in reasons if _is_note(r)]
     )
     banner = (
-        f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter)}</b> — "
+        f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter.name)}</b> — "
         f"{html.escape(sid)}: "
         + words("score line", total=f"{total:g}", max=f"{max_score:g}")
         + _points_table(scores, points, edition)
@@ -322,18 +322,13 @@ def write_feedback(
     path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1), encoding="utf-8")
 
 
-def _chinese_prose(nb: nbformat.NotebookNode, chapter: str) -> None:
-    """The prose cells of ``nb`` (the graded notebook, with the English release's prose) as the Chinese release
-    notebook has them (same cell ids), in place: the title, instructions and headings the student read."""
-    from ..releases import release_notebook
-
-    try:
-        zh = {c.get("id"): c.source for c in release_notebook(chapter, ZH).cells if c.cell_type == "markdown"}
-    except (ValueError, FileNotFoundError):
-        return
+def _prose(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> None:
+    """The prose cells of ``nb`` (the graded notebook, with the English release's prose) as the ``release`` of the
+    student's edition has them (same cell ids), in place: the title, instructions and headings the student read."""
+    text = {c.get("id"): c.source for c in release.cells if c.cell_type == "markdown"}
     for cell in nb.cells:
-        if cell.cell_type == "markdown" and cell.get("id") in zh:
-            cell.source = zh[cell.get("id")]
+        if cell.cell_type == "markdown" and cell.get("id") in text:
+            cell.source = text[cell.get("id")]
 
 
 _MARK = re.compile(r"<!-- autograder:mark -->.*?<!-- /autograder:mark -->", re.S)
@@ -362,62 +357,70 @@ def mark_feedback(path: pathlib.Path, note: Said) -> None:
         path.write_text(new, encoding="utf-8")
 
 
-def write(sub: Submission, chapter: str, points: dict[str, int], folder: pathlib.Path) -> None:
-    """The feedback page of ``sub`` at ``folder/<student id>.html``, whatever its outcome: the graded notebook with
-    the grader's decisions; or zero and why (a file that could not be read as a notebook, or another chapter's,
-    says to download it again; a run that could not be completed, to make every cell finish). The warnings are the
-    canonicalisation's and the run's; a submission that shares another's run never names the other student. A file
-    the LMS file does not carry (another of the student's files does) says so at the top (:func:`mark_feedback`)."""
-    assert sub.outcome is not None
-    # under this file's identity: a run shared with an identical file carries the first file's id (never shown here)
-    outcome = dataclasses.replace(sub.outcome, student_id=sub.student_id)
-    page = folder / f"{sub.student_id}.html"
-    graded = nbformat.reads(sub.graded, as_version=4) if sub.graded is not None else None
-    write_page(
-        page, outcome, graded, chapter, points, edition=sub.edition, unreadable=sub.unreadable,
-        warnings=sub.warnings + outcome.warnings,
-    )  # fmt: skip
-    mark_feedback(page, superseded_note(sub))
+class Pages:
+    """The batch's feedback pages, in ``folder``, for ``chapter`` as the batch read it (``releases.read``: its
+    points, each edition's prose and test cells): made once per batch; :meth:`write` writes a submission's page as
+    its outcome is known, :meth:`mark` brings the note of a page an earlier run wrote up to date."""
+
+    def __init__(self, chapter: releases.Chapter, folder: pathlib.Path):
+        self.chapter, self.folder = chapter, folder
+
+    def write(self, sub: Submission) -> None:
+        """The feedback page of ``sub`` at ``folder/<student id>.html``, whatever its outcome: the graded notebook
+        with the grader's decisions; or zero and why (a file that could not be read as a notebook, or another
+        chapter's, says to download it again; a run that could not be completed, to make every cell finish). The
+        warnings are the canonicalisation's and the run's; a submission that shares another's run never names the
+        other student. A file the LMS file does not carry (another of the student's files does) says so at the top
+        (:func:`mark_feedback`)."""
+        assert sub.outcome is not None
+        # under this file's identity: a run shared with an identical file carries the first file's id (never shown)
+        outcome = dataclasses.replace(sub.outcome, student_id=sub.student_id)
+        graded = nbformat.reads(sub.graded, as_version=4) if sub.graded is not None else None
+        write_page(
+            self.folder / f"{sub.student_id}.html", outcome, graded, self.chapter, edition=sub.edition,
+            unreadable=sub.unreadable, warnings=sub.warnings + outcome.warnings, note=superseded_note(sub),
+        )  # fmt: skip
+
+    def mark(self, sub: Submission) -> None:
+        """The note at the top of the page an earlier run wrote for ``sub``: whether the LMS file carries another
+        of the student's files may have changed since."""
+        mark_feedback(self.folder / f"{sub.student_id}.html", superseded_note(sub))
 
 
 def write_page(
     path: pathlib.Path,
     result: Result,
     graded: nbformat.NotebookNode | None,
-    chapter: str,
-    points: dict[str, int],
+    chapter: releases.Chapter,
     *,
     edition: str = EN,
     unreadable: bool = True,
     warnings: Iterable[Said] | None = None,
     reasons: Iterable[Said] | None = None,
     details: dict[str, list[Said]] | None = None,
+    note: Said = "",
 ) -> None:
-    """The one feedback writer (``python -m autograder grade``'s pages, Gradescope's ``output``): the page of
-    ``result`` at ``path``, in ``edition`` — the ``graded`` notebook with the grader's decisions, or (``graded``
-    None) zero and why. ``warnings``, ``reasons``, ``details``: the result's own unless given (Gradescope gives the
-    messages it leaves to the hidden checks' own tests)."""
+    """The one feedback writer (``python -m autograder grade``'s pages, :class:`Pages`; Gradescope's ``output``): the
+    page of ``result`` at ``path``, in ``edition`` — the ``graded`` notebook with the grader's decisions, or
+    (``graded`` None) zero and why; ``note`` at its top (:func:`mark_feedback`). ``warnings``, ``reasons``,
+    ``details``: the result's own unless given (Gradescope gives the messages it leaves to the hidden checks' own
+    tests)."""
     warnings = result.warnings if warnings is None else warnings
-    if graded is None:
+    own = result.reasons or ([result.reason] if result.reason else [])
+    if graded is None:  # zero and why: the result's own reasons
         write_feedback(
-            path, None, result.student_id, chapter, {}, points, warnings=warnings,
-            reasons=result.reasons or ([result.reason] if result.reason else []), unreadable=unreadable,
+            path, None, result.student_id, chapter, {}, warnings=warnings, reasons=own, unreadable=unreadable,
             edition=edition, advise=not lms.other_chapter(result),
         )  # fmt: skip
-        return
-    write_feedback(
-        path,
-        graded,
-        result.student_id,
-        chapter,
-        dict(result.scores),
-        points,
-        warnings=warnings,
-        reasons=(result.reasons or ([result.reason] if result.reason else [])) if reasons is None else reasons,
-        secrets=redaction.grader_secrets(graded, chapter),
-        details=result.details if details is None else details,
-        edition=edition,
-    )
+    else:
+        write_feedback(
+            path, graded, result.student_id, chapter, dict(result.scores), warnings=warnings,
+            reasons=own if reasons is None else reasons,
+            secrets=redaction.grader_secrets(graded, chapter.name),
+            details=result.details if details is None else details, edition=edition,
+        )  # fmt: skip
+    if note:
+        mark_feedback(path, note)
 
 
 def superseded_note(sub: Submission) -> Said:

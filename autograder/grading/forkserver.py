@@ -17,6 +17,7 @@ import sys
 if __name__ == "__main__":  # the same trick as worker.py's, for the same imports (see there)
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
+import contextlib
 import importlib
 import json
 import os
@@ -24,6 +25,7 @@ import pathlib
 import subprocess
 import threading
 import traceback
+from collections.abc import Iterator
 
 from .worker import main
 
@@ -142,7 +144,7 @@ class Spawner:
     """The batch's end of :func:`serve`: ``run(job_path, log, timeout)`` starts the worker of one job as a fork of the
     server and waits for it; (exit status, False), or (None, True) when it ran longer than ``timeout`` seconds (its
     process group is then killed, and with it its namespaces). ``alive`` is False once the server has ended (the
-    batch then starts workers as before)."""
+    batch then starts workers as before). The batch holds one while it runs (:func:`serving`)."""
 
     def __init__(self, chapter: str, namespaces: bool, env: dict[str, str], cwd: pathlib.Path):
         import queue
@@ -237,6 +239,17 @@ class Spawner:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+
+
+@contextlib.contextmanager
+def serving(chapter: str, namespaces: bool, env: dict[str, str], cwd: pathlib.Path) -> Iterator[Spawner]:
+    """The batch's fork server (:class:`Spawner`) while the batch runs: started on entering, so that it imports
+    while the batch canonicalises, and closed on leaving (:meth:`Spawner.close`)."""
+    spawner = Spawner(chapter, namespaces, env, cwd)
+    try:
+        yield spawner
+    finally:
+        spawner.close()
 
 
 if __name__ == "__main__":

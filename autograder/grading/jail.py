@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import pathlib
 import resource
@@ -34,6 +35,8 @@ import sys
 import types
 
 from . import memory
+
+logger = logging.getLogger(__name__)
 
 
 def _notebooks() -> types.ModuleType:
@@ -104,7 +107,6 @@ def stage_solutions(chapter: str, stage: pathlib.Path) -> pathlib.Path:
     of an exercise (``questions.stage_checks``)."""
     from .questions import stage_checks
 
-    stage_checks(stage)
     src = _notebooks().ROOT / "solutions"
     dst = stage / "solutions"
     dst.mkdir(parents=True, exist_ok=True)
@@ -115,6 +117,7 @@ def stage_solutions(chapter: str, stage: pathlib.Path) -> pathlib.Path:
     for p in dst.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     dst.chmod(0o755)
+    stage_checks(stage)
     stage.chmod(0o755)
     return stage
 
@@ -254,26 +257,49 @@ def unshare_prefix() -> list[str]:
 
 @dataclasses.dataclass
 class Machine:
-    """How this machine runs a batch's kernels, read once per batch (:func:`machine`)."""
+    """How this machine runs a batch's kernels, and the course as they import it: made once per batch
+    (:func:`machine`)."""
 
     prefix: list[str]  # the worker's command prefix (unshare_prefix): its own network and PID namespaces, or []
     no_jail: str | None  # why the kernels cannot be jailed here (jail_problem), None: they are jailed
     drop_uid: bool  # whether each kernel runs as a uid of its own
     as_root: str | None  # why the kernels would run as root (root_kernel_problem): the batch refuses to run them
     hidden: list[str]  # the chapter's files no kernel may open (hidden_files)
+    stage: pathlib.Path  # the staged solutions package and checks (stage_solutions), first on the kernels' path
 
 
-def machine(chapter: str) -> Machine:
-    """What this machine gives ``chapter``'s kernels: the worker's namespaces, the jail (or why not), their uid and
-    the files hidden from them."""
+def machine(chapter: str, stage: pathlib.Path) -> Machine:
+    """What this machine gives ``chapter``'s kernels — the worker's namespaces, the jail (or why not), their uid,
+    the files hidden from them — said in the log (:func:`say`); and the course as they import it, staged in
+    ``stage`` (:func:`stage_solutions`)."""
     no_jail = jail_problem(100000 if os.geteuid() == 0 else -1)
-    return Machine(
+    found = Machine(
         prefix=unshare_prefix(),
         no_jail=no_jail,
         drop_uid=not no_jail or uid_drop_possible(),
         as_root=root_kernel_problem(jailed=not no_jail),
         hidden=hidden_files(chapter),
+        stage=stage_solutions(chapter, stage),
     )
+    say(found)
+    return found
+
+
+def say(found: Machine) -> None:
+    """Whether the batch's kernels are jailed (``found.no_jail``), and whether the memory cgroups can be made, said
+    in the log."""
+    if found.no_jail:
+        logger.warning(
+            f"  kernels are not jailed ({found.no_jail}): the guard's file rules only (README, fallback mode)"
+        )
+    else:
+        logger.info("  kernels are jailed (bubblewrap: own filesystem view, no network, an unprivileged uid)")
+    no_cgroup = memory.memory_cgroup_problem()
+    if no_cgroup:
+        logger.warning(
+            f"  kernels' and workers' memory is not limited by a cgroup ({no_cgroup}): files a kernel writes to /tmp, "
+            "/dev/shm or its home count against no memory limit, and a worker's against none (README, limits)"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ the jail

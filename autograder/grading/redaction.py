@@ -85,6 +85,16 @@ def secret_output_lines(graded: nbformat.NotebookNode, secrets: Collection[str])
     )
 
 
+def redact(nb: nbformat.NotebookNode, secrets: Collection[str], replacement: str = REDACTED) -> None:
+    """What a feedback page may not show, taken out of every code cell's outputs of ``nb``, in place: the grader's
+    own lines (:func:`strip_grader_code`) and every line that shows one of ``secrets`` (:func:`redact_output`)."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for out in cell.get("outputs", []):
+                strip_grader_code(out)
+                redact_output(out, secrets, replacement)
+
+
 HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS.*?(### END HIDDEN TESTS|\Z)", re.S)
 
 

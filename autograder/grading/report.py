@@ -12,6 +12,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .. import releases
 from ..wording import Message, Said, say
 from . import lms
 from .submission import read_result
@@ -102,18 +103,18 @@ def claim_note(who: lms.SubmissionName) -> Message:
 def report(
     subs: Sequence[Submission],
     out: pathlib.Path,
-    chapter: str,
-    points: dict[str, int],
+    chapter: releases.Chapter,
     *,
-    checks: int | None = None,
     assignment: str,
     ignored: Sequence[str] = (),
     moodle_language: str = "en",
 ) -> list[Row]:
     """The report step: every record's row (its result file, the identity and LMS choice collection made) and the
-    reports of :func:`write_reports`. Returns the rows."""
-    rows = [row(s, read_result(s.result_file), chapter, points, graded_at=s.result_file.stat().st_mtime) for s in subs]
-    write_reports(rows, out, points, assignment=assignment, checks=checks, ignored=ignored,
+    reports of :func:`write_reports`, for ``chapter`` as the batch read it (its points; its checks, the summary's
+    verdict line). Returns the rows."""
+    rows = [row(s, read_result(s.result_file), chapter.name, chapter.points, s.result_file.stat().st_mtime)
+            for s in subs]  # fmt: skip
+    write_reports(rows, out, chapter.points, assignment=assignment, checks=chapter.checks, ignored=ignored,
                   moodle_language=moodle_language)  # fmt: skip
     return rows
 

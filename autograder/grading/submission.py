@@ -1,9 +1,9 @@
 """One uploaded file's record, from collection to its row in grades.csv; and its result file.
 
 Every step of the line (``batch.py``) reads and returns into one :class:`Submission`: collection fills in who it is
-(the LMS identity, read once), its label, its gradebook id, its hash and whether the LMS file carries it (the report
-reads that choice); canonicalisation its canonical text and warnings, or a zero; the run its :class:`Result`, the
-scoring reasons and the graded notebook. The result file ``out/results/<submission>.json`` is that record's outcome
+(the LMS identity, read once), its label, its gradebook id, its hash, its edition, whether the LMS file carries it
+(the report reads that choice) and whether an earlier run graded it; canonicalisation its canonical text and
+warnings, or a zero; the run its :class:`Result`, the scoring reasons and the graded notebook. The result file ``out/results/<submission>.json`` is that record's outcome
 (:func:`write_result`, written last, so that a rerun skips only what is done), and its grades.csv row is ``report.row``.
 """
 
@@ -114,10 +114,11 @@ class Submission:
     in_lms_file: bool = True  # the student's row in the LMS file (a file without an LMS id: in no LMS file, kept)
     lms_note: str = ""  # why the LMS file does not carry it (grades.csv and the summary say so), or ""
     stray: str = ""  # a file that cannot stand for its student (lms.fits): its reason and what to do, or ""
+    edition: str = "en"  # the course edition the file was made from ("zh": notebooks/zh/), its feedback's language
+    graded_before: bool = False  # an earlier run of the batch graded it (its result file: same contents, same id)
     # canonicalise
     warnings: list[Said] = dataclasses.field(default_factory=list)  # from canonicalising the file
     unreadable: bool = False  # the file itself could not be read as a notebook (the feedback says: download again)
-    edition: str = "en"  # the course edition the file was made from ("zh": notebooks/zh/), its feedback's language
     # execute and judge
     outcome: Result | None = None  # the run's result (its warnings: the run's own)
     graded: str | None = None  # the graded notebook's text (None: not run to the end)
