@@ -360,7 +360,7 @@ def _zero_page_and_comment(tmp_path, name: str, reason, edition: str = "zh") -> 
     points = {ex.name: ex.points for ex in notebooks.checks_module(CHAPTER).EXERCISES}
     result = Result("", "", "s", "error", str(reason), reasons=[reason])
     page = tmp_path / f"{name}.html"
-    feedback.write_page(page, result, None, CHAPTER, points, edition=edition, unreadable=False)
+    feedback.write_page(page, result, None, releases.read(CHAPTER), edition=edition, unreadable=False)
     row = report.Row(name, "s", CHAPTER, dict.fromkeys(points, 0.0), 0.0, 10.0, "error", str(reason),
                      edition=edition, reasons=[reason])  # fmt: skip
     return page.read_text(encoding="utf-8"), lms.feedback_comment(row, points)
@@ -400,14 +400,15 @@ def test_a_chinese_zero_says_why_in_chinese(tmp_path, monkeypatch):
     monkeypatch.setattr(batch.canonical, "MAX_BYTES", len(zh.encode()) + 1000)
     real = batch.canonical.canonicalise
 
-    def canonicalise(data, release):  # a notebook that nbformat refuses
+    def canonicalise(data, release, history=None):  # a notebook that nbformat refuses
         if data == files["bad"]:
             raise nbformat.ValidationError("'cells' is a required property")
-        return real(data, release)
+        return real(data, release, history)
 
     monkeypatch.setattr(batch.canonical, "canonicalise", canonicalise)
-    subs = collect.collect(paths, tmp_path / "out", CHAPTER)
-    batch.canonicalise(subs, CHAPTER, releases.release_notebook(CHAPTER))
+    read = releases.read(CHAPTER)
+    subs = collect.collect(paths, tmp_path / "out", read)
+    batch.canonicalise(subs, read)
     for sub in subs:
         assert sub.edition == "zh" and sub.outcome is not None and sub.outcome.status == "error", sub.label
         reasons[sub.label.split("_")[0]] = sub.outcome.reasons[0]
@@ -454,7 +455,7 @@ def test_the_self_check_speaks_the_notebooks_edition(tmp_path, monkeypatch, caps
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     assert canonical.selfcheck_here(CHAPTER, edition="zh") is True and "评分时跳过" in capsys.readouterr().out
     english = tmp_path / f"en_{CHAPTER}.ipynb"
-    english.write_text(nbformat.writes(notebooks.build_release(CHAPTER)), encoding="utf-8")
+    english.write_text(nbformat.writes(builder.build_release(CHAPTER)), encoding="utf-8")
     ok, lines = canonical.selfcheck(english, CHAPTER)
     assert ok and lines[0] == f"en_{CHAPTER}.ipynb: gradeable as {CHAPTER}." and _english_in("\n".join(lines))
 
@@ -495,7 +496,7 @@ def test_a_chinese_submission_that_cannot_finish_is_told_why_in_chinese(tmp_path
     from autograder.grading import batch, lms
 
     def answered(extra: str) -> nbformat.NotebookNode:
-        nb = notebooks.fill_release(_zh_release(), CHAPTER)
+        nb = builder.fill_release(_zh_release(), CHAPTER)
         cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask")
         cell.source += "\n\n" + extra
         return nb

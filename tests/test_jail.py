@@ -351,7 +351,7 @@ def test_fallback_kernels_talk_over_socket_files_not_tcp_ports(tmp_path, monkeyp
     by side, each saying its transport; both graded in full."""
     monkeypatch.setenv(jail.JAIL_SWITCH, "off")
     chapter = "ch03_self_attention"
-    release = notebooks.build_release(chapter)
+    release = builder.build_release(chapter)
     text = next(t for t, e in sample_files.sample_submissions(chapter, release).values() if e == "full")
     said = "from ipykernel.kernelapp import IPKernelApp\nprint('transport:', IPKernelApp.instance().transport)"
     nb = variants._insert_after_first_answer(nbformat.reads(text, as_version=4), said)
