@@ -199,7 +199,7 @@ def from_data(data: Any) -> Said:
     return data if isinstance(data, str) else str(data)
 
 
-def join(parts: Iterable[Said], sep: str = "; ") -> Message:
+def join_messages(parts: Iterable[Said], sep: str = "; ") -> Message:
     """Several messages said as one, joined by ``sep`` (the same in every edition)."""
     items = [as_message(p) if isinstance(p, Message) else verbatim(p) for p in parts]
     return Message(sep.join(f"{{p{i}}}" for i in range(len(items))), **{f"p{i}": m for i, m in enumerate(items)})

@@ -79,7 +79,7 @@ def test_a_message_round_trips_through_json():
         inputs=[wording.say("argument", i=1), wording.say("input's parameter", owner="the module called", p="W")],
     )
     message = wording.lines(nested, wording.indented(wording.say("expected", value=wording.verbatim("1\n2")), "  "))
-    for m in (nested, message, Message("plain"), wording.join([nested, "a string"], "; ")):
+    for m in (nested, message, Message("plain"), wording.join_messages([nested, "a string"], "; ")):
         data = json.loads(json.dumps(m.to_json()))
         back = Message.from_json(data)
         assert back.to_json() == m.to_json() and back.render(ZH) == m.render(ZH) and str(back) == str(m)

@@ -54,7 +54,7 @@ def _check_of(line: Said) -> str:
         elif line.key in ("check label", "failed check"):
             check = line.get("check")
             return check.key if isinstance(check, Message) else str(check)
-        elif line.get("p0") is not None:  # wording.join: its first part
+        elif line.get("p0") is not None:  # wording.join_messages: its first part
             line = line.get("p0")  # type: ignore[assignment]
         else:
             return ""

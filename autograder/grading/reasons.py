@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import nbformat
 
-from ..wording import INDENTED, Message, Said, join, say, verbatim
+from ..wording import INDENTED, Message, Said, join_messages, say, verbatim
 
 
 def what_happened(ename: str, evalue: str, cell_timeout: int | None = None, memory_mb: int = 0) -> Message | None:
@@ -58,7 +58,7 @@ def detail_reason(detail: Said) -> Said:
         return detail
     first = say("failed check", check=head.get("check"), message=said[0])
     hints = [_unindented(m) for m in said[1:4] if _unindented(m).key == "hint"]
-    return join([first, *hints], " ") if hints else first
+    return join_messages([first, *hints], " ") if hints else first
 
 
 def _one_line(lines: list[str]) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from ..wording import Said, join, say
+from ..wording import Said, join_messages, say
 from .reasons import detail_reason, exercise_of, exercise_reason
 
 
@@ -107,9 +107,9 @@ def score(
             if failed is None:
                 why = say("no verdict record")
             elif failed.get("details"):  # the first failed check as the worker judged it: its label and message
-                why = join([*(failed.get("reasons") or []), detail_reason(failed["details"][0])])
+                why = join_messages([*(failed.get("reasons") or []), detail_reason(failed["details"][0])])
             else:
-                why = join(failed["failures"]) if failed.get("failures") else say("checks did not pass")
+                why = join_messages(failed["failures"]) if failed.get("failures") else say("checks did not pass")
             kept.append(exercise_reason(name, why))
     violations: list[Said] = []
     if forged:
@@ -124,6 +124,6 @@ def score(
     status = "graded"
     if violations:
         scores = {n: 0.0 for n in scores}
-        kept.insert(0, say("integrity", violations=join(violations)))
+        kept.insert(0, say("integrity", violations=join_messages(violations)))
         status = "integrity"
     return Scored(status, scores, kept, warnings)
