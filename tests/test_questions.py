@@ -104,6 +104,15 @@ QUESTION_HELPERS = {
         "_causal",
         "_step_what",
     },
+    "ch14_linear_attention": {
+        "_randn",
+        "_qkv",
+        "_phi",
+        "_softplus_features",
+        "_given_state",
+        "_delta_inputs",
+        "_linear_what",
+    },
 }
 
 
