@@ -28,6 +28,7 @@ with Noto Sans CJK SC (Debian's fonts-noto-cjk) as matplotlib's per-glyph fallba
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -331,7 +332,9 @@ FIGURE_TEXT: dict[str, str] = {
     "zig-zag: queries by rank": "之字形切分：各进程的查询",
     "query–key pairs (millions)": "查询–键对（百万）",
     "rank": "进程",
-    "symbol not seen before": "符号此前未出现",
+    "attention at a new symbol": "新符号处的注意力",
+    "start token evicted": "逐出起始词元之后",
+    "new symbol": "新符号",
     "symbol seen before": "符号此前出现过",
     "to the start token": "给起始词元",
     "to the sink": "给注意力汇聚",
@@ -442,6 +445,17 @@ def figure_text(text: str) -> str:
     return text
 
 
+def _tick_label_dict(formatter):
+    """The {tick: label} of tick labels set with ``set_xticks(ticks, labels)`` / ``set_ticklabels`` (matplotlib 3.9
+    and later keep them in a ``FuncFormatter`` over ``functools.partial(Axis._format_with_dict, labels)``), else None."""
+    from matplotlib.ticker import FuncFormatter
+
+    func = getattr(formatter, "func", None) if isinstance(formatter, FuncFormatter) else None
+    if isinstance(func, functools.partial) and len(func.args) == 1 and isinstance(func.args[0], dict):
+        return func.args[0]
+    return None
+
+
 def _translate_figure(fig) -> None:
     from matplotlib.category import StrCategoryFormatter
     from matplotlib.text import Text
@@ -454,6 +468,8 @@ def _translate_figure(fig) -> None:
                 formatter.seq = [figure_text(s) for s in formatter.seq]
             elif isinstance(formatter, StrCategoryFormatter):  # bars named by strings: the formatter's own copy
                 formatter._units = {figure_text(k): v for k, v in formatter._units.items()}
+            elif (labels := _tick_label_dict(formatter)) is not None:  # set_xticks(ticks, labels), matplotlib ≥ 3.9
+                formatter.func = functools.partial(formatter.func.func, {k: figure_text(v) for k, v in labels.items()})
     for text in fig.findobj(Text):
         s = text.get_text()
         if s:
@@ -480,6 +496,8 @@ def _with_chinese_text(fig, render):
                 formatters.append((formatter, "seq", list(formatter.seq)))
             elif isinstance(formatter, StrCategoryFormatter):
                 formatters.append((formatter, "_units", dict(formatter._units)))
+            elif _tick_label_dict(formatter) is not None:
+                formatters.append((formatter, "func", formatter.func))
     try:
         # matplotlib falls back glyph by glyph only along a text's list of families: the CJK font joins each list
         with (

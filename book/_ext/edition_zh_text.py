@@ -253,12 +253,13 @@ OUTPUT_TEXT: dict[str, str] = {
         "`python -m benchmarks.bench_flash_attention_triton`，它会写出本单元读取的结果文件。"
     ),
     # ch13
-    "Trained at build time on this machine (bars: mean of the three seeds; dots: each seed). Accuracy on 512 "
-    "held-out sequences:": "在构建本页的机器上训练（柱：三个种子的均值；点：各个种子）。在 512 条留出序列上的准确率：",
+    "Accuracy with the start token evicted:": "逐出起始词元之后的准确率：",
     "accuracy": "准确率",
     "new symbol: to start": "新符号：给起始词元",
     "to sink": "给注意力汇聚",
-    "seen symbol: to start": "已见符号：给起始词元",
+    "seen symbol: to sink": "已见符号：给注意力汇聚",
+    "new symbol": "新符号",
+    "seen symbol": "已见符号",
     "no sink": "无注意力汇聚",
     "learned sink": "学到的注意力汇聚",
 }
@@ -415,14 +416,11 @@ OUTPUT_PATTERNS: list[tuple[str, str]] = [
         "Slowest rank's pairs against the mean: ([\\d.]+)× with contiguous shards, ([\\d.]+)× zig-zag\\.",
         "最慢进程的位置对数与平均值之比：连续切分 \\1×，之字形切分 \\2×。",
     ),
+    ("(.+), one thread", "\\1，一个线程"),
     (
-        "Where the symbol is new, the models without a sink put ([\\d.]+) of their attention on the start token "
-        "\\(mean of the seeds\\), the models with one ([\\d.]+)\\. (\\d+) of the (\\d+) sink models put more than "
-        "a tenth of that attention on the sink \\(seeds (.+)\\); where the symbol was seen, their sinks take "
-        "([\\d.]+) on average, and their mean accuracy is ([\\d.]+) against ([\\d.]+) without a sink\\.",
-        "在符号是新出现的位置上，没有注意力汇聚的模型把 \\1 的注意力放在起始词元上（各种子的均值），有注意力汇聚的"
-        "模型是 \\2。\\4 个有注意力汇聚的模型中，有 \\3 个把这部分注意力的十分之一以上放在注意力汇聚上（种子 "
-        "\\5）；在符号已出现过的位置上，它们的注意力汇聚平均占 \\6，平均准确率为 \\7，而没有注意力汇聚时为 \\8。",
+        "Trained (\\S+) on (.+), torch (\\S+) \\(`(.+)`\\); bars: the mean of the seeds, dots: each seed\\. Accuracy "
+        "and attention on 512 held-out sequences:",
+        "训练于 \\1，机器 \\2，torch \\3（`\\4`）；柱：各种子的均值，点：各个种子。在 512 条留出序列上的准确率和注意力：",
     ),
 ]
 
