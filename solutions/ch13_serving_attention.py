@@ -74,13 +74,13 @@ SPLITS = ("contiguous", "zigzag")
 def gather_kv(blocks: torch.Tensor, block_table: torch.Tensor, length: int) -> torch.Tensor:
     """One sequence's keys (or values) read from the block pool through its block table, in position order.
 
-    Position ``t`` of the sequence lives in slot ``t % block_size`` of physical block ``block_table[t // block_size]``
+    Position ``t`` of the sequence lives in slot ``t % page_size`` of physical block ``block_table[t // page_size]``
     (Kwon et al. 2023, section 4.2, figure 6). The last block may be partly filled: only ``length`` positions are
     returned.
 
     Args:
-        blocks: ``(num_blocks, H_kv, block_size, d)`` the pool (any dtype, any device).
-        block_table: ``(n,)`` integer tensor of physical block ids, ``n ≥ ceil(length / block_size)``; entries past
+        blocks: ``(num_blocks, H_kv, page_size, d)`` the pool (any dtype, any device).
+        block_table: ``(n,)`` integer tensor of physical block ids, ``n ≥ ceil(length / page_size)``; entries past
             the sequence's last block are ignored.
         length: the sequence's number of cached positions (``≥ 0``).
 
@@ -92,22 +92,22 @@ def gather_kv(blocks: torch.Tensor, block_table: torch.Tensor, length: int) -> t
             has too few blocks for ``length``.
     """
     if blocks.ndim != 4:
-        raise ValueError(f"blocks must be (num_blocks, H_kv, block_size, d), got {tuple(blocks.shape)}")
+        raise ValueError(f"blocks must be (num_blocks, H_kv, page_size, d), got {tuple(blocks.shape)}")
     if block_table.ndim != 1 or block_table.dtype.is_floating_point or block_table.dtype == torch.bool:
         raise ValueError(
             f"block_table must be a 1-D integer tensor, got {block_table.dtype} {tuple(block_table.shape)}"
         )
-    block_size = blocks.shape[2]
-    if length < 0 or block_table.shape[0] * block_size < length:
+    page_size = blocks.shape[2]
+    if length < 0 or block_table.shape[0] * page_size < length:
         raise ValueError(
-            f"length {length} needs {-(-max(length, 0) // block_size)} blocks of {block_size}; the block table "
+            f"length {length} needs {-(-max(length, 0) // page_size)} blocks of {page_size}; the block table "
             f"{tuple(block_table.shape)} has {block_table.shape[0]}"
         )
     ### BEGIN SOLUTION
-    n_blocks = -(-length // block_size)  # ceil: the last block may be partly filled
-    used = blocks[block_table[:n_blocks].to(device=blocks.device, dtype=torch.long)]  # (n, H_kv, block_size, d)
+    n_blocks = -(-length // page_size)  # ceil: the last block may be partly filled
+    used = blocks[block_table[:n_blocks].to(device=blocks.device, dtype=torch.long)]  # (n, H_kv, page_size, d)
     H_kv, d = blocks.shape[1], blocks.shape[3]
-    flat = used.transpose(0, 1).reshape(H_kv, n_blocks * block_size, d)  # (H_kv, n · block_size, d), position order
+    flat = used.transpose(0, 1).reshape(H_kv, n_blocks * page_size, d)  # (H_kv, n · page_size, d), position order
     return flat[:, :length]  # (H_kv, length, d)
     ### END SOLUTION
 
@@ -115,16 +115,17 @@ def gather_kv(blocks: torch.Tensor, block_table: torch.Tensor, length: int) -> t
 class PagedKVCache:
     """A pool of fixed-size blocks of keys and values shared by many sequences (Kwon et al. 2023, section 4).
 
-    ``k_blocks (num_blocks, H_kv, block_size, d_head)`` and ``v_blocks (num_blocks, H_kv, block_size, d_v)`` hold every
+    ``k_blocks (num_blocks, H_kv, page_size, d_head)`` and ``v_blocks (num_blocks, H_kv, page_size, d_v)`` hold every
     sequence's keys and values; a sequence owns a *block table* (块表), the list of physical blocks holding its
-    positions ``0 … block_size - 1``, ``block_size … 2·block_size - 1``, and so on; only its last block may be partly
-    filled, so at most ``block_size - 1`` slots per sequence are wasted. A block may belong to several sequences
+    positions ``0 … page_size - 1``, ``page_size … 2·page_size - 1``, and so on; only its last block may be partly
+    filled, so at most ``page_size - 1`` slots per sequence are wasted. A block may belong to several sequences
     (:meth:`fork`: a shared prompt, beams); each block carries a reference count, and appending to a shared,
     partly-filled last block first copies it (copy-on-write, section 4.4). Freed blocks return to the free list.
 
     Args:
         num_blocks: blocks in the pool (≥ 1).
-        block_size: positions per block (≥ 1).
+        page_size: positions per block (≥ 1): the block size of vLLM, the ``page_size`` of PyTorch's
+            ``PagedAttention`` and of FlashInfer (a block is a page of the cache, as in virtual memory).
         n_kv_heads: key/value heads ``H_kv``.
         head_dim: key width ``d_head``; ``d_v`` (keyword) the value width, ``head_dim`` by default.
         dtype, device: of the pool (float32, CPU by default).
@@ -137,7 +138,7 @@ class PagedKVCache:
     def __init__(
         self,
         num_blocks: int,
-        block_size: int,
+        page_size: int,
         n_kv_heads: int,
         head_dim: int,
         *,
@@ -146,14 +147,14 @@ class PagedKVCache:
         device: torch.device | str | None = None,
     ) -> None:
         d_v = head_dim if d_v is None else d_v
-        if min(num_blocks, block_size, n_kv_heads, head_dim, d_v) < 1:
+        if min(num_blocks, page_size, n_kv_heads, head_dim, d_v) < 1:
             raise ValueError(
-                f"num_blocks, block_size, n_kv_heads, head_dim, d_v must be >= 1; got {num_blocks}, {block_size}, "
+                f"num_blocks, page_size, n_kv_heads, head_dim, d_v must be >= 1; got {num_blocks}, {page_size}, "
                 f"{n_kv_heads}, {head_dim}, {d_v}"
             )
-        self.block_size = block_size
-        self.k_blocks = torch.zeros(num_blocks, n_kv_heads, block_size, head_dim, dtype=dtype, device=device)
-        self.v_blocks = torch.zeros(num_blocks, n_kv_heads, block_size, d_v, dtype=dtype, device=device)
+        self.page_size = page_size
+        self.k_blocks = torch.zeros(num_blocks, n_kv_heads, page_size, head_dim, dtype=dtype, device=device)
+        self.v_blocks = torch.zeros(num_blocks, n_kv_heads, page_size, d_v, dtype=dtype, device=device)
         self.ref_counts = [0] * num_blocks  # sequences whose table lists the block
         self.free_blocks = list(range(num_blocks - 1, -1, -1))  # a stack: pop() gives the lowest id first
         self.tables: dict[Any, list[int]] = {}
@@ -200,7 +201,7 @@ class PagedKVCache:
             RuntimeError: if the pool runs out of blocks (the positions written so far stay).
         """
         self._check(seq_id)
-        H_kv, bs = self.k_blocks.shape[1], self.block_size
+        H_kv, bs = self.k_blocks.shape[1], self.page_size
         if (
             k.ndim != 3
             or v.ndim != 3
@@ -258,7 +259,7 @@ class PagedKVCache:
         del self.lengths[seq_id]
 
     def block_table(self, seq_id: Any) -> torch.Tensor:
-        """The sequence's block table, ``(ceil(length / block_size),)`` int64 on the pool's device (a copy)."""
+        """The sequence's block table, ``(ceil(length / page_size),)`` int64 on the pool's device (a copy)."""
         self._check(seq_id)
         return torch.tensor(self.tables[seq_id], dtype=torch.long, device=self.k_blocks.device)
 
@@ -307,10 +308,10 @@ def paged_attention_decode(
 
     Args:
         q: ``(B, H, d_k)`` one query per sequence.
-        k_blocks: ``(num_blocks, H_kv, block_size, d_k)``; v_blocks: ``(num_blocks, H_kv, block_size, d_v)``.
+        k_blocks: ``(num_blocks, H_kv, page_size, d_k)``; v_blocks: ``(num_blocks, H_kv, page_size, d_v)``.
         block_tables: ``(B, max_blocks)`` integer; row ``b`` lists sequence ``b``'s blocks (entries past its last
             block: any valid id).
-        lengths: ``(B,)`` integer, ``0 ≤ lengths[b] ≤ max_blocks · block_size``.
+        lengths: ``(B,)`` integer, ``0 ≤ lengths[b] ≤ max_blocks · page_size``.
 
     Returns:
         ``(B, H, d_v)``, dtype of ``q``; zeros for a sequence of length 0.
@@ -320,7 +321,7 @@ def paged_attention_decode(
     """
     if q.ndim != 3 or k_blocks.ndim != 4 or v_blocks.ndim != 4 or block_tables.ndim != 2 or lengths.ndim != 1:
         raise ValueError(
-            f"expected q (B, H, d_k), k_blocks/v_blocks (num_blocks, H_kv, block_size, d), block_tables (B, max_blocks), "
+            f"expected q (B, H, d_k), k_blocks/v_blocks (num_blocks, H_kv, page_size, d), block_tables (B, max_blocks), "
             f"lengths (B,); got q{tuple(q.shape)}, k_blocks{tuple(k_blocks.shape)}, v_blocks{tuple(v_blocks.shape)}, "
             f"block_tables{tuple(block_tables.shape)}, lengths{tuple(lengths.shape)}"
         )
@@ -337,15 +338,15 @@ def paged_attention_decode(
         )
     if bool((lengths < 0).any()) or bool((lengths > block_tables.shape[1] * k_blocks.shape[2]).any()):
         raise ValueError(
-            f"lengths must lie in 0 … max_blocks · block_size = {block_tables.shape[1] * k_blocks.shape[2]}; "
+            f"lengths must lie in 0 … max_blocks · page_size = {block_tables.shape[1] * k_blocks.shape[2]}; "
             f"got {lengths.tolist()}"
         )
     ### BEGIN SOLUTION
     B, H, d_k = q.shape
-    H_kv, block_size = k_blocks.shape[1], k_blocks.shape[2]
+    H_kv, page_size = k_blocks.shape[1], k_blocks.shape[2]
     acc = torch.promote_types(q.dtype, torch.float32)
     table = block_tables.long()
-    T_max = table.shape[1] * block_size
+    T_max = table.shape[1] * page_size
     k = k_blocks[table].transpose(1, 2).reshape(B, H_kv, T_max, d_k)  # (B, H_kv, T_max, d_k)
     v = v_blocks[table].transpose(1, 2).reshape(B, H_kv, T_max, -1)  # (B, H_kv, T_max, d_v)
     k, v = repeat_kv(k, H // H_kv).to(acc), repeat_kv(v, H // H_kv).to(acc)  # (B, H, T_max, ·)
@@ -937,7 +938,8 @@ def flash_attention_with_sink_forward(
         ValueError: see chapter 10's ``check_flash_inputs``; or if ``sink`` is not ``(H,)``.
     """
     check_flash_inputs(q, k, v, causal=causal, attention_mask=None, block_q=block_q, block_k=block_k)
-    _check_sink(sink, q.shape[1])
+    if sink.shape != (q.shape[1],):
+        raise ValueError(f"sink must be (H,) = ({q.shape[1]},), one logit per head; got {tuple(sink.shape)}")
     B, H, T_q, d_k = q.shape
     T_k, d_v = k.shape[-2], v.shape[-1]
     acc = torch.promote_types(q.dtype, torch.float32)

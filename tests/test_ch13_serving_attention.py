@@ -52,10 +52,10 @@ def _dense_attention64(q, k, v, mask=None):
 # ---------------------------------------------------------------- 1. the paged KV cache
 
 
-def _filled_cache(device, lengths=(7, 4, 0, 9), block_size=4, num_blocks=16, H_kv=2, d=8, d_v=5, seed=0):
+def _filled_cache(device, lengths=(7, 4, 0, 9), page_size=4, num_blocks=16, H_kv=2, d=8, d_v=5, seed=0):
     """A PagedKVCache and chapter 8's dense KVCache (one per sequence) filled with the same keys, in pieces."""
     g = torch.Generator().manual_seed(seed)
-    paged = PagedKVCache(num_blocks, block_size, H_kv, d, d_v=d_v, device=device)
+    paged = PagedKVCache(num_blocks, page_size, H_kv, d, d_v=d_v, device=device)
     dense = {}
     for s, n in enumerate(lengths):
         k, v = torch.randn(H_kv, n, d, generator=g).to(device), torch.randn(H_kv, n, d_v, generator=g).to(device)
@@ -90,7 +90,7 @@ def test_gather_kv_reads_blocks_in_table_order_and_stops_at_length(device):
 def test_gather_kv_rejects_a_short_table():
     with pytest.raises(ValueError, match=r"needs 3 blocks"):
         gather_kv(torch.zeros(4, 1, 3, 2), torch.tensor([0, 1]), 7)
-    with pytest.raises(ValueError, match=r"\(num_blocks, H_kv, block_size, d\)"):
+    with pytest.raises(ValueError, match=r"\(num_blocks, H_kv, page_size, d\)"):
         gather_kv(torch.zeros(4, 3, 2), torch.tensor([0]), 1)
     with pytest.raises(ValueError, match="integer"):
         gather_kv(torch.zeros(4, 1, 3, 2), torch.tensor([0.0]), 1)
@@ -157,7 +157,7 @@ def test_paged_decode_equals_chapter_8_attend_with_cache(device):
 
 
 def test_paged_decode_matches_float64_dense_with_ragged_lengths_and_an_empty_sequence(device):
-    paged, _ = _filled_cache(device, lengths=(13, 0, 2, 8), block_size=3, num_blocks=20, seed=1)
+    paged, _ = _filled_cache(device, lengths=(13, 0, 2, 8), page_size=3, num_blocks=20, seed=1)
     seqs = [0, 1, 2, 3]
     tables, lengths = paged.batch(seqs)
     q = _randn(4, 2, 8, seed=11, device=device)

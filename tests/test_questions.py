@@ -27,7 +27,7 @@ CHAPTERS = notebooks.chapters()
 COMPARISONS = {"expect_close", "expect_equal", "expect_shape", "expect_true"}
 # The dense forward pass of chapters 10 and 11 is a question there: its output (o, lse) is the input of the backward
 # exercises. No exercise accepts it as an answer (the forward must be tiled, or a Triton kernel): docs/grading-design.md.
-QUESTION_ORACLES = {"ch10_flash_attention": {"_forward_oracle"}, "ch11_flash_attention_triton": {"_forward_oracle", "_dkdv_oracle"}}  # fmt: skip
+QUESTION_ORACLES = {"ch10_flash_attention": {"_forward_oracle"}, "ch11_flash_attention_triton": {"_forward_oracle", "_dkdv_oracle"}, "ch13_serving_attention": {"_state_oracle"}}  # fmt: skip
 
 
 # The helpers each kernel form keeps that make no call into the answer, each read and judged a question (inputs, the
@@ -93,6 +93,17 @@ QUESTION_HELPERS = {
         "_dkdv_oracle",
     },
     "ch12_flex_attention": {"_mask_grid", "_score_grid", "_flex_output", "_grid_what", "_qkv", "_causal_rule"},
+    # the attention states a merge or a ring step takes as inputs are attention over chunks of keys (as chapter 10's
+    # backward takes the forward's (o, lse)): _state_oracle builds them, _chunk_states cuts the keys
+    "ch13_serving_attention": {
+        "_randn",
+        "_pool_case",
+        "_state_oracle",
+        "_chunk_states",
+        "_positions",
+        "_causal",
+        "_step_what",
+    },
 }
 
 
