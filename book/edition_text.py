@@ -341,6 +341,8 @@ FIGURE_TEXT: dict[str, str] = {
     "no sink": "无注意力汇聚",
     "learned sink": "学到的注意力汇聚",
     "share of the attention": "注意力所占份额",
+    "physical\nblocks": "物理块",
+    "logical blocks: positions": "逻辑块：位置",
 }
 
 FIGURE_PATTERNS: list[tuple[str, str]] = [
@@ -414,6 +416,9 @@ FIGURE_PATTERNS: list[tuple[str, str]] = [
     (r"(\d+) requests at a time", r"同时运行 \1 个请求"),
     (r"(A100|T4): (\d+) SMs", r"\1：\2 个 SM"),
     (r"rank (\d+)", r"进程 \1"),
+    (r"block (\d+)\nshared", r"块 \1\n共享"),
+    (r"block (\d+)", r"块 \1"),
+    (r"sequence (\d+)", r"序列 \1"),
     (r"work per rank, T = (\d+), P = (\d+)", r"各进程的工作量，T = \1，P = \2"),
 ]
 

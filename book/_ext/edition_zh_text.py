@@ -77,6 +77,15 @@ CAPTIONS: dict[str, tuple[str, str]] = {
         "把一个键/值块加载到共享内存中，而分数块和概率块、当前的统计量和累加器都留在寄存器里。只有 o 和对数求和"
         "指数 L 写回 HBM。",
     ),
+    "fig-ch13-block-table": (
+        "The cache of the cell above after its three decode steps, drawn from its block tables and reference counts. "
+        "Each sequence's block table maps its logical blocks (4 positions each) to physical blocks of the pool. Block "
+        "0, the first four prompt tokens, is shared; block 1, shared until the first step, was copied into block 2 "
+        "when sequence 0 wrote to it.",
+        "上面那个单元在三个解码步之后的缓存，根据它的块表和引用计数画出。每条序列的块表把它的逻辑块（每块 4 个位置）"
+        "映射到池中的物理块。块 0 存放前四个提示词元，是共享的；块 1 在第一步之前是共享的，序列 0 写入它时被复制到了"
+        "块 2。",
+    ),
 }
 
 OUTPUT_TEXT: dict[str, str] = {
