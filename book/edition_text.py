@@ -474,7 +474,9 @@ def _translate_figure(fig) -> None:
             elif isinstance(formatter, StrCategoryFormatter):  # bars named by strings: the formatter's own copy
                 formatter._units = {figure_text(k): v for k, v in formatter._units.items()}
             elif (labels := _tick_label_dict(formatter)) is not None:  # set_xticks(ticks, labels), matplotlib ≥ 3.9
-                formatter.func = functools.partial(formatter.func.func, {k: figure_text(v) for k, v in labels.items()})
+                formatter.func = functools.partial(
+                    formatter.func.func, {k: figure_text(v) if isinstance(v, str) else v for k, v in labels.items()}
+                )
     for text in fig.findobj(Text):
         s = text.get_text()
         if s:
