@@ -67,7 +67,8 @@ lint: $(STAMP)
 # tested nbgrader (under a minute; skipped without Python 3.10 and 3.11 or PyPI), chapters 8's
 # and 6's answers that change the question, chapter 6's blocks that echo what the check's oracle would need, chapter 9's
 # catalogue recorded with the kernel's form of the checks (the grader's knowledge as the answer is graded in the
-# variants of chapters 8 and 9), the fresh _posixsubprocess without the jail, chapter 3's device bugs and idioms of
+# variants of chapters 8 and 9), the fresh _posixsubprocess without the jail, chapter 13's ring attention on two
+# real gloo processes (forward and backward, about 8 s), chapter 3's device bugs and idioms of
 # the catalogue graded as the notebook decides them, and the kernels' memory limits (a fill of /tmp and home, a limit
 # too small). The other per-chapter kernel tests (variants, plain nbgrader, rewrites through
 # the grader and Gradescope's samples of the other chapters, nbval), the scaffold and the training-script tests run
@@ -79,6 +80,7 @@ SLOW_CI := 'tests/test_colab_surface.py::test_untouched_notebook_says_each_exerc
 	'tests/test_colab_surface.py::test_gpu_runtime_untouched_notebook_says_each_exercise_is_not_filled_in' \
 	'tests/test_colab_surface.py::test_gpu_runtime_reference_answers_pass_every_visible_check' \
 	tests/test_jail.py tests/test_distributed_training.py \
+	'tests/test_ch13_serving_attention.py::test_ring_attention_on_real_processes_equals_full_attention_forward_and_backward[zigzag-2]' \
 	tests/test_cluster_grading.py \
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch03_self_attention]' \
 	'tests/test_alternatives_graded.py::test_rewrites_get_full_marks_through_the_grader[ch11_flash_attention_triton]' \

@@ -269,9 +269,15 @@ class PagedKVCache:
         return self.lengths[seq_id]
 
     def gather(self, seq_id: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sequence's keys ``(H_kv, T, d_head)`` and values ``(H_kv, T, d_v)`` in position order (:func:`gather_kv`)."""
+        """The sequence's keys ``(H_kv, T, d_head)`` and values ``(H_kv, T, d_v)`` in position order.
+
+        Read by one advanced index, a block id and a slot per position (what :func:`gather_kv` computes, written
+        independently of it: the notebook's copy of this module has that exercise stubbed out)."""
         table, T = self.block_table(seq_id), self.length(seq_id)
-        return gather_kv(self.k_blocks, table, T), gather_kv(self.v_blocks, table, T)
+        t = torch.arange(T, device=table.device)
+        block, slot = table[t // self.page_size], t % self.page_size  # (T,), (T,)
+        # two index tensors around a slice: the indexed axis comes first, (T, H_kv, d) -> (H_kv, T, d)
+        return self.k_blocks[block, :, slot].transpose(0, 1), self.v_blocks[block, :, slot].transpose(0, 1)
 
     def batch(self, seq_ids: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Block tables and lengths of a batch, the inputs of :func:`paged_attention_decode`.

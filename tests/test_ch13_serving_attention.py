@@ -6,6 +6,7 @@ counts, ``torch.autograd.gradcheck`` for the sink's gradient, and real gloo proc
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -77,6 +78,16 @@ def test_gather_equals_chapter_8_dense_cache(device):
             continue
         assert torch.equal(k, cache.keys[0][0]) and torch.equal(v, cache.values[0][0])
     assert paged.blocks_in_use == 2 + 1 + 0 + 3  # ceil(7/4) + ceil(4/4) + 0 + ceil(9/4)
+
+
+def test_gather_kv_equals_the_caches_own_gather(device):
+    paged, _ = _filled_cache(device, lengths=(7, 4, 0, 9, 12))
+    for s in range(5):
+        table, n = paged.block_table(s), paged.length(s)
+        k, v = paged.gather(s)
+        assert torch.equal(gather_kv(paged.k_blocks, table, n), k) and torch.equal(
+            gather_kv(paged.v_blocks, table, n), v
+        )
 
 
 def test_gather_kv_reads_blocks_in_table_order_and_stops_at_length(device):
@@ -215,7 +226,8 @@ def test_paged_decode_agrees_with_pytorch_paged_attention():
     logical = flex.create_block_mask(
         lambda b, h, q_idx, kv_idx: kv_idx < kv_len[b], B, None, 1, T_max, device="cpu", BLOCK_SIZE=(128, page)
     )
-    with pytest.warns(UserWarning, match="without torch.compile"):
+    with warnings.catch_warnings():  # eager flex_attention warns that it is not compiled: that is the point here
+        warnings.simplefilter("ignore", UserWarning)
         expected = flex.flex_attention(
             q[:, :, None], k_cache, v_cache, block_mask=torch_paged.convert_logical_block_mask(logical, kv_len=kv_len)
         )
