@@ -10,7 +10,7 @@ the same exact attention four ways, each resting on chapter 10's pair (output, l
    Language Model Serving with PagedAttention", sections 4.1–4.4);
 2. :func:`attention_with_lse`, :func:`merge_attention_states`, :func:`split_kv_decode` — attention over chunks of the
    keys, merged exactly by their log-sum-exps (Dao, Haziza, Massa & Sizov 2023, "Flash-Decoding for long-context
-   inference"; Ye et al. 2025, FlashInfer, section 3.1's attention states and their merge operator);
+   inference"; Ye et al. 2025, FlashInfer, its "attention states" and their merge operator);
 3. :func:`shard_sequence`, :func:`unshard_sequence`, :func:`shard_positions`, :func:`causal_work_per_rank`,
    :func:`ring_attention_step`, :func:`ring_attention_simulated`, :func:`ring_attention`, :func:`run_ring_attention` —
    P processes each hold a shard of the sequence and pass K and V around a ring (Liu, Zaharia & Abbeel 2023, "Ring
@@ -19,8 +19,8 @@ the same exact attention four ways, each resting on chapter 10's pair (output, l
    split of ``torch.distributed.tensor.experimental.context_parallel``);
 4. :func:`softmax_with_sink`, :func:`attention_with_sink`, :func:`flash_attention_with_sink_forward`,
    :func:`flash_attention_with_sink` — a learned per-head logit in the softmax's denominator (OpenAI 2025,
-   gpt-oss model card, section 2.1; after Xiao et al. 2023's sink tokens, StreamingLLM), in plain softmax and in
-   chapter 10's tiled loop, with its gradient.
+   gpt-oss model card, its architecture section; after Xiao et al. 2023's sink tokens, StreamingLLM), in plain
+   softmax and in chapter 10's tiled loop, with its gradient.
 
 Imported, not repeated: chapter 8's ``repeat_kv`` (grouped-query heads); chapter 10's ``online_softmax_update``,
 ``check_flash_inputs``, ``block_mask`` and ``flash_attention_backward``. Masks are True = may attend. A query that may
@@ -308,7 +308,7 @@ def paged_attention_decode(
 
     Sequence ``b``'s query attends to its ``lengths[b]`` cached positions (the new token's own key already
     appended): :math:`o_b = \mathrm{softmax}(q_b K_b^\top / \sqrt{d_k})\, V_b`, with :math:`K_b, V_b` gathered as in
-    :func:`gather_kv` (Kwon et al. 2023, section 4.1, eq. 4). Query head ``h`` reads key/value head
+    :func:`gather_kv` (Kwon et al. 2023, section 4.1). Query head ``h`` reads key/value head
     ``h // (H / H_kv)`` (grouped-query attention, chapter 8's ``repeat_kv``). Scores are accumulated in float32 for
     half inputs. Equal to chapter 8's ``attend_with_cache`` for each sequence.
 
@@ -327,8 +327,8 @@ def paged_attention_decode(
     """
     if q.ndim != 3 or k_blocks.ndim != 4 or v_blocks.ndim != 4 or block_tables.ndim != 2 or lengths.ndim != 1:
         raise ValueError(
-            f"expected q (B, H, d_k), k_blocks/v_blocks (num_blocks, H_kv, page_size, d), block_tables (B, max_blocks), "
-            f"lengths (B,); got q{tuple(q.shape)}, k_blocks{tuple(k_blocks.shape)}, v_blocks{tuple(v_blocks.shape)}, "
+            f"expected q (B, H, d_k), k_blocks/v_blocks (num_blocks, H_kv, page_size, d), "
+            f"block_tables (B, max_blocks), lengths (B,); got q{tuple(q.shape)}, k_blocks{tuple(k_blocks.shape)}, v_blocks{tuple(v_blocks.shape)}, "
             f"block_tables{tuple(block_tables.shape)}, lengths{tuple(lengths.shape)}"
         )
     if (
@@ -394,7 +394,7 @@ def attention_with_lse(
         \mathrm{lse}_i = \log \sum_{j \in \text{chunk}} e^{s_{ij}}, \qquad
         o_i = \sum_{j \in \text{chunk}} e^{s_{ij} - \mathrm{lse}_i}\, v_j, \qquad s_{ij} = q_i \cdot k_j / \sqrt{d_k}
 
-    (Ye et al. 2025, FlashInfer, section 3.1; chapter 10's ``flash_attention_forward`` returns the same pair.) Rows
+    (Ye et al. 2025, FlashInfer's attention state; chapter 10's ``flash_attention_forward`` returns the same pair.) Rows
     carry *absolute* positions, ``q_start + i`` and ``k_start + j`` (or given ``q_positions``, ``k_positions``, for
     a zig-zag shard); with ``causal`` a query sees the keys at its position or before. A query that sees no key of
     the chunk (an empty chunk, a chunk wholly in its future) gets ``o = 0`` and ``lse = -inf``.
@@ -439,8 +439,8 @@ def merge_attention_states(
         \mathrm{lse} = \log \sum_c e^{\mathrm{lse}_c}, \qquad
         o = \sum_c e^{\mathrm{lse}_c - \mathrm{lse}}\, o_c
 
-    (each chunk's output is rescaled by its share of the softmax's denominator; Ye et al. 2025, FlashInfer,
-    section 3.1, the merge operator; Dao et al. 2023, flash-decoding's final reduction; Milakov & Gimelshein 2018's
+    (each chunk's output is rescaled by its share of the softmax's denominator; Ye et al. 2025, FlashInfer's
+    merge operator; Dao, Haziza, Massa & Sizov 2023, flash-decoding's final reduction; Milakov & Gimelshein 2018's
     running-sum rescaling.) A chunk with ``lse = -inf`` (no key) weighs 0; if every chunk has ``-inf``, the result is
     ``o = 0``, ``lse = -inf``. Computed in float32 for half inputs.
 
@@ -864,7 +864,7 @@ def softmax_with_sink(scores: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
 
     .. math:: p_j = \frac{e^{s_j}}{\sum_{j'} e^{s_{j'}} + e^{\mathrm{sink}_h}}
 
-    The weights sum to less than 1: the rest goes to "no token" (OpenAI 2025, gpt-oss model card, section 2.1).
+    The weights sum to less than 1: the rest goes to "no token" (OpenAI 2025, gpt-oss model card, architecture).
     Masked scores are ``-inf``; a row with every key masked gets zeros.
 
     Args:

@@ -23,6 +23,7 @@ from solutions.ch13_serving_attention import (
     gather_kv,
     merge_attention_states,
     paged_attention_decode,
+    ring_attention,
     ring_attention_simulated,
     ring_attention_step,
     run_ring_attention,
@@ -430,3 +431,19 @@ def test_sink_rejects_a_sink_of_the_wrong_shape():
     q = torch.zeros(1, 2, 3, 4)
     with pytest.raises(ValueError, match=r"sink must be \(H,\) = \(2,\)"):
         flash_attention_with_sink_forward(q, q, q, torch.zeros(3))
+
+
+def test_ring_functions_reject_bad_input():
+    q = torch.zeros(1, 2, 4, 3)
+    with pytest.raises(ValueError, match="one length"):
+        ring_attention_step(
+            torch.zeros(1, 2, 4, 3), torch.zeros(1, 2, 4), q, q[:, :, :3], q[:, :, :3], rank=0, source=0, world_size=2
+        )
+    with pytest.raises(ValueError, match="rank must lie"):
+        ring_attention_step(torch.zeros(1, 2, 4, 3), torch.zeros(1, 2, 4), q, q, q, rank=2, source=0, world_size=2)
+    with pytest.raises(ValueError, match="share T"):
+        ring_attention_simulated(q, q[:, :, :2], q[:, :, :2], 2)
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        ring_attention(q, q, q)
+    with pytest.raises(ValueError, match=r"positions must be \(4,\)"):
+        attention_with_lse(q, q, q, causal=True, q_positions=torch.arange(3))
