@@ -28,6 +28,7 @@ with Noto Sans CJK SC (Debian's fonts-noto-cjk) as matplotlib's per-glyph fallba
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -310,6 +311,38 @@ FIGURE_TEXT: dict[str, str] = {
     "naive": "朴素实现",
     "load once": "加载一次",
     "load per step": "每步加载",
+    # ch13
+    "reserved: contiguous": "预留：连续分配",
+    "held: paged, blocks of 16": "占用：分页，每块 16 个",
+    "tokens stored": "实际存放的词元",
+    "decode step": "解码步",
+    "cache slots (thousands)": "缓存槽位（千）",
+    "block size (tokens)": "块大小（词元数）",
+    "memory holding tokens (%)": "存放词元的内存（%）",
+    "share of the cache in use": "缓存的利用率",
+    "paged": "分页",
+    "contiguous": "连续",
+    "zig-zag": "之字形",
+    "number of splits S": "分块数 S",
+    "ms per decode step": "每个解码步的毫秒数",
+    "this machine's CPU, 1 thread": "本机 CPU，1 个线程",
+    "share of SMs with work": "有工作的 SM 所占比例",
+    "B = 1, H = 32: B · H · S thread blocks": "B = 1，H = 32：B · H · S 个线程块",
+    "contiguous: queries by rank": "连续切分：各进程的查询",
+    "zig-zag: queries by rank": "之字形切分：各进程的查询",
+    "query–key pairs (millions)": "查询–键对（百万）",
+    "rank": "进程",
+    "attention at a new symbol": "新符号处的注意力",
+    "start token evicted": "逐出起始词元之后",
+    "new symbol": "新符号",
+    "symbol seen before": "符号此前出现过",
+    "to the start token": "给起始词元",
+    "to the sink": "给注意力汇聚",
+    "no sink": "无注意力汇聚",
+    "learned sink": "学到的注意力汇聚",
+    "share of the attention": "注意力所占份额",
+    "physical\nblocks": "物理块",
+    "logical blocks: positions": "逻辑块：位置",
 }
 
 FIGURE_PATTERNS: list[tuple[str, str]] = [
@@ -379,6 +412,14 @@ FIGURE_PATTERNS: list[tuple[str, str]] = [
     (r"(\d+) × (\d+) tiles visited\n\(([\d.]+)% skipped\)", r"访问的 \1 × \2 分块\n（跳过 \3%）"),
     # last: a label with a remark in parentheses, each part translated on its own
     (r"(.+) \((.+)\)", r"\1（\2）"),
+    # ch13
+    (r"(\d+) requests at a time", r"同时运行 \1 个请求"),
+    (r"(A100|T4): (\d+) SMs", r"\1：\2 个 SM"),
+    (r"rank (\d+)", r"进程 \1"),
+    (r"block (\d+)\nshared", r"块 \1\n共享"),
+    (r"block (\d+)", r"块 \1"),
+    (r"sequence (\d+)", r"序列 \1"),
+    (r"work per rank, T = (\d+), P = (\d+)", r"各进程的工作量，T = \1，P = \2"),
 ]
 
 _PATTERNS = [(re.compile(p, re.S), r) for p, r in FIGURE_PATTERNS]
@@ -409,6 +450,17 @@ def figure_text(text: str) -> str:
     return text
 
 
+def _tick_label_dict(formatter):
+    """The {tick: label} of tick labels set with ``set_xticks(ticks, labels)`` / ``set_ticklabels`` (matplotlib 3.9
+    and later keep them in a ``FuncFormatter`` over ``functools.partial(Axis._format_with_dict, labels)``), else None."""
+    from matplotlib.ticker import FuncFormatter
+
+    func = getattr(formatter, "func", None) if isinstance(formatter, FuncFormatter) else None
+    if isinstance(func, functools.partial) and len(func.args) == 1 and isinstance(func.args[0], dict):
+        return func.args[0]
+    return None
+
+
 def _translate_figure(fig) -> None:
     from matplotlib.category import StrCategoryFormatter
     from matplotlib.text import Text
@@ -421,6 +473,10 @@ def _translate_figure(fig) -> None:
                 formatter.seq = [figure_text(s) for s in formatter.seq]
             elif isinstance(formatter, StrCategoryFormatter):  # bars named by strings: the formatter's own copy
                 formatter._units = {figure_text(k): v for k, v in formatter._units.items()}
+            elif (labels := _tick_label_dict(formatter)) is not None:  # set_xticks(ticks, labels), matplotlib ≥ 3.9
+                formatter.func = functools.partial(
+                    formatter.func.func, {k: figure_text(v) if isinstance(v, str) else v for k, v in labels.items()}
+                )
     for text in fig.findobj(Text):
         s = text.get_text()
         if s:
@@ -447,6 +503,8 @@ def _with_chinese_text(fig, render):
                 formatters.append((formatter, "seq", list(formatter.seq)))
             elif isinstance(formatter, StrCategoryFormatter):
                 formatters.append((formatter, "_units", dict(formatter._units)))
+            elif _tick_label_dict(formatter) is not None:
+                formatters.append((formatter, "func", formatter.func))
     try:
         # matplotlib falls back glyph by glyph only along a text's list of families: the CJK font joins each list
         with (

@@ -77,6 +77,15 @@ CAPTIONS: dict[str, tuple[str, str]] = {
         "把一个键/值块加载到共享内存中，而分数块和概率块、当前的统计量和累加器都留在寄存器里。只有 o 和对数求和"
         "指数 L 写回 HBM。",
     ),
+    "fig-ch13-block-table": (
+        "The cache of the cell above after its three decode steps, drawn from its block tables and reference counts. "
+        "Each sequence's block table maps its logical blocks (4 positions each) to physical blocks of the pool. Block "
+        "0, the first four prompt tokens, is shared; block 1, shared until the first step, was copied into block 2 "
+        "when sequence 0 wrote to it.",
+        "上面那个单元在三个解码步之后的缓存，根据它的块表和引用计数画出。每条序列的块表把它的逻辑块（每块 4 个位置）"
+        "映射到池中的物理块。块 0 存放前四个提示词元，是共享的；块 1 在第一步之前是共享的，序列 0 写入它时被复制到了"
+        "块 2。",
+    ),
 }
 
 OUTPUT_TEXT: dict[str, str] = {
@@ -252,6 +261,16 @@ OUTPUT_TEXT: dict[str, str] = {
         "A100；不要用 T4，当前的 Triton 已不再支持它）运行 "
         "`python -m benchmarks.bench_flash_attention_triton`，它会写出本单元读取的结果文件。"
     ),
+    # ch13
+    "Accuracy with the start token evicted:": "逐出起始词元之后的准确率：",
+    "accuracy": "准确率",
+    "new symbol: to start": "新符号：给起始词元",
+    "to sink": "给注意力汇聚",
+    "seen symbol: to sink": "已见符号：给注意力汇聚",
+    "new symbol": "新符号",
+    "seen symbol": "已见符号",
+    "no sink": "无注意力汇聚",
+    "learned sink": "学到的注意力汇聚",
 }
 
 OUTPUT_PATTERNS: list[tuple[str, str]] = [
@@ -388,6 +407,29 @@ OUTPUT_PATTERNS: list[tuple[str, str]] = [
         "([\\d.]+) s and (\\d+) MiB; SDPA under it ([\\d.]+) s and (\\d+) MiB\\.",
         "从 T = \\1 到 \\2，编译后的前向耗时变为 \\3 倍，而它访问的分块增加到 \\4 倍（128 × 128 的分块从 \\5 个增加到 "
         "\\6 个）。T = \\7 时，构造稠密掩码用了 \\8 s 和 \\9 MiB；在它之下的 SDPA 用了 \\10 s 和 \\11 MiB。",
+    ),
+    # ch13
+    (
+        "After the first (\\d+) steps: contiguous reservation keeps ([\\d.]+) % of its memory in use, paging in "
+        "blocks of (\\d+) keeps ([\\d.]+) %\\. A request holds (\\d+) slots on average when paged, so the memory "
+        "of (\\d+) contiguous requests would hold about (\\d+) paged ones\\.",
+        "前 \\1 步之后：连续预留的内存中有 \\2 % 在使用，按每块 \\3 个词元分页则有 \\4 %。分页时一个请求平均占用 "
+        "\\5 个槽位，所以 \\6 个连续分配的请求所用的内存大约能容纳 \\7 个分页的请求。",
+    ),
+    (
+        "Measured at build time on (.+), one thread: ([\\d.]+) ms with one chunk, ([\\d.]+) to ([\\d.]+) ms over all the "
+        "splits\\.",
+        "构建本页时在 \\1 上用一个线程测得：一个分块时 \\2 ms，所有分块数下为 \\3 到 \\4 ms。",
+    ),
+    (
+        "Slowest rank's pairs against the mean: ([\\d.]+)× with contiguous shards, ([\\d.]+)× zig-zag\\.",
+        "最慢进程的位置对数与平均值之比：连续切分 \\1×，之字形切分 \\2×。",
+    ),
+    ("(.+), one thread", "\\1，一个线程"),
+    (
+        "Trained (\\S+) on (.+), torch (\\S+) \\(`(.+)`\\); bars: the mean of the seeds, dots: each seed\\. Accuracy "
+        "and attention on 512 held-out sequences:",
+        "训练于 \\1，机器 \\2，torch \\3（`\\4`）；柱：各种子的均值，点：各个种子。在 512 条留出序列上的准确率和注意力：",
     ),
 ]
 
@@ -691,5 +733,21 @@ PRINTED_PATTERNS: list[tuple[str, str]] = [
     (
         "tiles skipped: (\\S+)%; eager output vs unmasked attention: (\\S+)",
         "跳过的分块：\\1%；即时执行的输出对比不加掩码的注意力：\\2",
+    ),
+    # ch13
+    ("after the fork: tables (.+) \\| blocks in use: (\\d+)", "分叉之后：块表 \\1 | 使用中的块：\\2"),
+    ("after step (\\d+): tables (.+) \\| blocks in use: (\\d+)", "第 \\1 步之后：块表 \\2 | 使用中的块：\\3"),
+    ("largest difference from chapter 8's attend_with_cache: (\\S+)", "与第 8 章 attend_with_cache 的最大差异：\\1"),
+    ("gather\\(0\\) equals chapter 8's cached keys: (True|False)", "gather(0) 等于第 8 章缓存的键：\\1"),
+    (
+        "three chunks of (\\d+), (\\d+), (\\d+) keys, merged: max \\|merged - F\\.sdpa\\| = (\\S+)",
+        "\\1、\\2、\\3 个键的三个分块合并后：max |merged - F.sdpa| = \\4",
+    ),
+    ("(\\d+) splits: max \\|split-KV - F\\.sdpa\\| = (\\S+)", "\\1 个分块：max |split-KV - F.sdpa| = \\2"),
+    ("contiguous: max \\|ring - F\\.sdpa\\| = (\\S+)", "连续切分：max |ring - F.sdpa| = \\1"),
+    ("zigzag *: max \\|ring - F\\.sdpa\\| = (\\S+)", "之字形切分：max |ring - F.sdpa| = \\1"),
+    (
+        "row sums: (\\S+) to (\\S+) \\(below 1: the rest goes to the sink\\)",
+        "行和：\\1 到 \\2（小于 1：其余部分归注意力汇聚）",
     ),
 ]
