@@ -43,7 +43,6 @@ from solutions.ch06_gpt import GPT, GPTConfig
 from solutions.ch08_kv_cache import KVCache, attend_with_cache, gpt_forward_with_cache
 from solutions.ch14_linear_attention import (
     DeltaNetAttention,
-    LinearAttention,
     decode_state_bytes,
     gated_delta_rule_recurrent,
     hybrid_gpt,
@@ -53,6 +52,9 @@ from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text, t
 from solutions.training import count_parameters, train
 
 MQAR_MODELS = ("softmax", "linear", "delta", "gated_delta")
+# The recall models' gate bias: alpha = sigmoid(4) = 0.98 per token at the start. The module's layer starts at
+# W_g = 0, alpha = 0.5: a memory that halves at every token, which forgets 8 pairs before they are asked for.
+GATE_BIAS = 4.0
 
 
 def parse_args(argv=None):
@@ -64,7 +66,7 @@ def parse_args(argv=None):
     p.add_argument("--d_model", type=int, default=64)
     p.add_argument("--context_length", type=int, default=64)
     p.add_argument("--batch_size", type=int, default=16)
-    p.add_argument("--max_iters", type=int, default=600)
+    p.add_argument("--max_iters", type=int, default=500)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--eval_interval", type=int, default=100)
@@ -79,6 +81,7 @@ def parse_args(argv=None):
     p.add_argument("--mqar_vocab", type=int, default=128)
     p.add_argument("--mqar_d_model", type=int, default=64)
     p.add_argument("--mqar_n_heads", type=int, default=2)
+    p.add_argument("--mqar_layers", type=int, default=1)
     p.add_argument("--mqar_steps", type=int, default=300)
     p.add_argument("--mqar_batch_size", type=int, default=32)
     p.add_argument("--mqar_lr", type=float, default=3e-3)
@@ -139,7 +142,7 @@ def run_lm(args, out: pathlib.Path) -> dict:
         model = build(kind, config, args.full_attention_interval)
         g_train = torch.Generator().manual_seed(args.seed)  # ... and the same batches
 
-        def loss_fn(m, it, part):
+        def loss_fn(m, it, part, g_train=g_train):
             x, y = get_lm_batch(train_data, args.context_length, args.batch_size, generator=g_train)
             return F.cross_entropy(m(x).flatten(0, 1), y.flatten()), x.numel()
 
@@ -310,22 +313,36 @@ def run_decode(args, out: pathlib.Path) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-def mqar_model(kind: str, config: GPTConfig) -> GPT:
-    """Two-layer models that differ only in layer 1, the layer that must look the key up: chapter 6's softmax
-    attention (``"softmax"``) or the module's linear layer of that kind. Layer 0 is softmax attention in every model:
-    it moves each key's information to the value that follows it (a shift by one position, which the short
-    convolution of a real DeltaNet layer would do and this chapter's layers leave out)."""
-    model = GPT(config)
-    if kind != "softmax":
-        layer = (
-            LinearAttention(config.d_model, config.n_heads)
-            if kind == "linear"
-            else DeltaNetAttention(config.d_model, config.n_heads, gated=kind == "gated_delta")
-        )
-        layer.apply(GPT._init_weights)  # chapter 6's initialisation, as hybrid_gpt does
-        torch.nn.init.normal_(layer.W_o.weight, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
-        model.h[1].attn = layer
-    return model
+class RecallModel(torch.nn.Module):
+    """The recall task's model: chapter 6's GPT of ``config.n_layers`` blocks whose attention layers are all of one
+    ``kind`` (``"softmax"``: chapter 6's; ``"linear"``, ``"delta"``, ``"gated_delta"``: the module's layers), with a
+    token shift in front of the blocks: ``x_t + W_shift x_{t-1}``, a causal convolution of width 2 on the embeddings.
+
+    Mamba's and Gated DeltaNet's layers run a short causal convolution before their state (Yang et al. 2025, section
+    3.4); this chapter's layers leave it out. The shift gives each value's position the key before it, so that one
+    attention layer can look the key up (without it, a first layer must learn the shift, and small models take
+    thousands of steps to). It is the same in every model: only the attention differs.
+    """
+
+    def __init__(self, kind: str, config: GPTConfig):
+        super().__init__()
+        if kind == "softmax":
+            self.gpt = GPT(config)
+        else:  # every layer linear: no (i + 1) is a multiple of n_layers + 1
+            self.gpt = hybrid_gpt(config, full_attention_interval=config.n_layers + 1, linear=kind)
+        self.shift = torch.nn.Linear(config.d_model, config.d_model, bias=False)
+        torch.nn.init.normal_(self.shift.weight, std=0.02)
+        for block in self.gpt.h:  # forget gates start near 1, as Mamba-2's and Gated DeltaNet's decays do
+            if getattr(block.attn, "W_g", None) is not None:
+                torch.nn.init.constant_(block.attn.W_g.bias, GATE_BIAS)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        g = self.gpt
+        x = g.wte(idx) + g.wpe(torch.arange(idx.shape[1], device=idx.device))  # (B, T, C)
+        x = x + F.pad(self.shift(x), (0, 0, 1, 0))[:, :-1]  # + W_shift x_{t-1}, zero before the first token
+        for block in g.h:
+            x = block(x)
+        return g.lm_head(g.ln_f(x))  # (B, T, vocab_size)
 
 
 def run_mqar(args, out: pathlib.Path) -> dict:
@@ -342,7 +359,7 @@ def run_mqar(args, out: pathlib.Path) -> dict:
         x_eval, y_eval = mqar_batch(args.mqar_eval_rows, n_pairs, n_pairs, args.mqar_vocab, seed=10**6 + n_pairs)
         for kind in args.mqar_models:
             torch.manual_seed(args.seed)
-            model = mqar_model(kind, config)
+            model = RecallModel(kind, config)
 
             def loss_fn(m, it, part, n_pairs=n_pairs):
                 x, y = mqar_batch(args.mqar_batch_size, n_pairs, n_pairs, args.mqar_vocab, seed=args.seed + it)
