@@ -314,7 +314,7 @@ FIGURE_TEXT: dict[str, str] = {
     "parallel (T × T)": "并行形式（T × T）",
     "recurrent": "循环形式",
     "chunkwise, C = 64": "分块形式，C = 64",
-    "ms per call (median of 3)": "每次调用的毫秒数（3 次的中位数）",
+    "ms per call (best of 3)": "每次调用的毫秒数（3 次中最快的）",
     "softmax in all 48 layers": "48 层全部为 softmax",
     "hybrid 3 : 1 (Qwen3-Next)": "3 : 1 混合（Qwen3-Next）",
     "linear in all 48 layers": "48 层全部为线性层",
@@ -338,7 +338,7 @@ FIGURE_TEXT: dict[str, str] = {
     "one state of 32 × 32, random unit keys": "一个 32 × 32 的状态，随机单位键",
     "linear attention": "线性注意力",
     "recall accuracy (held-out rows)": "回忆准确率（留出的行）",
-    "layer 1 of a two-layer model": "两层模型的第 1 层",
+    "two-layer models with a token shift": "带词元平移的两层模型",
 }
 
 FIGURE_PATTERNS: list[tuple[str, str]] = [

@@ -15,7 +15,7 @@ book page instead of training:
   Then two untrained models of the same widths but a ``--decode_context``-token position table decode that many
   tokens greedily: milliseconds per token and the bytes held (from the tensors, and from ``decode_state_bytes``)
   along the way. Decode time does not depend on the weights' values.
-* ``mqar`` -> ``mqar.json``: multi-query associative recall (Arora et al. 2023) with ``--mqar_pairs`` key-value
+* ``mqar`` -> ``mqar_<n_pairs>.json``: multi-query associative recall (Arora et al. 2023) with ``--mqar_pairs`` key-value
   pairs: two-layer models that differ only in their attention (softmax, linear, DeltaNet, Gated DeltaNet, and a
   hybrid of one Gated DeltaNet and one softmax layer) trained from the same seed on the same fresh batches;
   accuracy on held-out rows at the query positions.
@@ -51,7 +51,7 @@ from solutions.ch14_linear_attention import (
 from solutions.text_data import CharTokenizer, get_lm_batch, python_docs_text, train_val_split
 from solutions.training import count_parameters, train
 
-MQAR_MODELS = ("softmax", "linear", "delta", "gated_delta")
+MQAR_MODELS = ("delta", "gated_delta", "linear", "softmax")
 # The recall models' gate bias: alpha = sigmoid(4) = 0.98 per token at the start. The module's layer starts at
 # W_g = 0, alpha = 0.5: a memory that halves at every token, which forgets 8 pairs before they are asked for.
 GATE_BIAS = 4.0
@@ -76,14 +76,14 @@ def parse_args(argv=None):
     p.add_argument("--decode_context", type=int, default=1024, help="tokens decoded by the untrained copies")
     p.add_argument("--decode_every", type=int, default=128, help="report time and memory every n tokens")
     # the recall task
-    p.add_argument("--mqar_pairs", type=int, nargs="+", default=[8, 32])
+    p.add_argument("--mqar_pairs", type=int, nargs="+", default=[8, 24])
     p.add_argument("--mqar_models", nargs="+", choices=MQAR_MODELS, default=list(MQAR_MODELS))
-    p.add_argument("--mqar_vocab", type=int, default=128)
+    p.add_argument("--mqar_vocab", type=int, default=64)
     p.add_argument("--mqar_d_model", type=int, default=64)
-    p.add_argument("--mqar_n_heads", type=int, default=2)
-    p.add_argument("--mqar_layers", type=int, default=1)
-    p.add_argument("--mqar_steps", type=int, default=300)
-    p.add_argument("--mqar_batch_size", type=int, default=32)
+    p.add_argument("--mqar_n_heads", type=int, default=1)
+    p.add_argument("--mqar_layers", type=int, default=2)
+    p.add_argument("--mqar_steps", type=int, default=1000)
+    p.add_argument("--mqar_batch_size", type=int, default=64)
     p.add_argument("--mqar_lr", type=float, default=3e-3)
     p.add_argument("--mqar_eval_rows", type=int, default=256)
     p.add_argument("--seed", type=int, default=1337)
@@ -346,13 +346,15 @@ class RecallModel(torch.nn.Module):
 
 
 def run_mqar(args, out: pathlib.Path) -> dict:
-    results: dict = {"args": vars(args), "runs": [], "machine": machine()}
-    for n_pairs in args.mqar_pairs:
+    every: dict = {}
+    for n_pairs in args.mqar_pairs:  # one file per number of pairs: mqar_8.json, ...
+        results: dict = {"args": vars(args), "n_pairs": n_pairs, "runs": [], "machine": machine()}
+        every[n_pairs] = results
         T = 4 * n_pairs  # n_queries = n_pairs: 2N tokens of pairs, 2N of questions and answers
         config = GPTConfig(
             vocab_size=args.mqar_vocab,
             context_length=T,
-            n_layers=2,
+            n_layers=args.mqar_layers,
             n_heads=args.mqar_n_heads,
             d_model=args.mqar_d_model,
         )
@@ -391,9 +393,9 @@ def run_mqar(args, out: pathlib.Path) -> dict:
                     "seconds": time.time() - t0,
                 }
             )
-            write(out / "mqar.json", results)
+            write(out / f"mqar_{n_pairs}.json", results)
             print(f"MQAR {n_pairs:3d} pairs, {kind:12s} accuracy {accuracy:.3f} ({time.time() - t0:.0f} s)")
-    return results
+    return every
 
 
 def main(argv=None) -> dict:

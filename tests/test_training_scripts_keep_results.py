@@ -67,6 +67,6 @@ def test_hybrid_script_writes_each_recall_run(tmp_path):
 
     argv = ["--parts", "mqar", "--mqar_pairs", "2", "--mqar_steps", "2", "--mqar_models", "softmax", "delta"]
     script.main([*argv, "--mqar_eval_rows", "4", "--out", str(tmp_path), "--no-progress"])
-    runs = json.loads((tmp_path / "mqar.json").read_text())["runs"]
+    runs = json.loads((tmp_path / "mqar_2.json").read_text())["runs"]
     assert [(r["model"], r["n_pairs"]) for r in runs] == [("softmax", 2), ("delta", 2)]
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in runs)
