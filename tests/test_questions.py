@@ -93,6 +93,15 @@ QUESTION_HELPERS = {
         "_dkdv_oracle",
     },
     "ch12_flex_attention": {"_mask_grid", "_score_grid", "_flex_output", "_grid_what", "_qkv", "_causal_rule"},
+    "ch14_linear_attention": {
+        "_randn",
+        "_qkv",
+        "_phi",
+        "_softplus_features",
+        "_given_state",
+        "_delta_inputs",
+        "_linear_what",
+    },
 }
 
 
