@@ -76,7 +76,7 @@ def parse_args(argv=None):
     p.add_argument("--decode_context", type=int, default=1024, help="tokens decoded by the untrained copies")
     p.add_argument("--decode_every", type=int, default=128, help="report time and memory every n tokens")
     # the recall task
-    p.add_argument("--mqar_pairs", type=int, nargs="+", default=[8, 24])
+    p.add_argument("--mqar_pairs", type=int, nargs="+", default=[8, 16])
     p.add_argument("--mqar_models", nargs="+", choices=MQAR_MODELS, default=list(MQAR_MODELS))
     p.add_argument("--mqar_vocab", type=int, default=64)
     p.add_argument("--mqar_d_model", type=int, default=64)
