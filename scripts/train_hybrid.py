@@ -1,7 +1,7 @@
 """Chapter 14's measurements: a small hybrid next to chapter 6's GPT, and the recall task (MQAR).
 
-    python -m scripts.train_hybrid                 # both parts, one CPU thread: a few minutes
-    python -m scripts.train_hybrid --parts mqar    # one part only
+    python -m scripts.train_hybrid                 # every part, one CPU thread: about 12 CPU-minutes
+    python -m scripts.train_hybrid --parts mqar --mqar_pairs 8    # one part, one setting
 
 Three parts, each writing its own file under ``--out`` (default ``results/ch14_linear_attention/``), read by the
 book page instead of training:
@@ -15,10 +15,10 @@ book page instead of training:
   Then two untrained models of the same widths but a ``--decode_context``-token position table decode that many
   tokens greedily: milliseconds per token and the bytes held (from the tensors, and from ``decode_state_bytes``)
   along the way. Decode time does not depend on the weights' values.
-* ``mqar`` -> ``mqar_<n_pairs>.json``: multi-query associative recall (Arora et al. 2023) with ``--mqar_pairs`` key-value
-  pairs: two-layer models that differ only in their attention (softmax, linear, DeltaNet, Gated DeltaNet, and a
-  hybrid of one Gated DeltaNet and one softmax layer) trained from the same seed on the same fresh batches;
-  accuracy on held-out rows at the query positions.
+* ``mqar`` -> ``mqar_<n_pairs>.json``: multi-query associative recall (Arora et al. 2023) with ``--mqar_pairs``
+  key-value pairs: two-layer models with a token shift in front (:class:`RecallModel`) that differ only in their
+  attention layers (softmax, linear, DeltaNet, Gated DeltaNet), trained from the same seed on the same fresh
+  batches; accuracy on held-out rows at the query positions.
 
 Every file records its arguments, seeds, machine, torch version and date. The decoding path for the hybrid is
 written here (the module's layers compute whole sequences); its logits are compared with the module's forward pass
