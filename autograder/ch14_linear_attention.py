@@ -20,6 +20,7 @@ import torch
 from torch.nn.functional import elu as _elu
 from torch.nn.functional import normalize as _normalize
 
+from .checks.properties import UNSEEN
 from .core import (
     CheckFailed,
     Exercises,
@@ -27,6 +28,7 @@ from .core import (
     expect_close,
     expect_half_precision,
     expect_true,
+    largest_tensor,
     rng,
 )
 from .wording import Message
@@ -341,6 +343,41 @@ def _chunkwise_half(fn):
     """float16 inputs, chunk_size=3 with T = 8: o, S and z in float16, as in float32"""
     q, k, v = _qkv(2, 2, 8, 4, 3, seed=16)
     expect_half_precision("linear_attention_chunkwise", _half_run(fn, "linear_attention_chunkwise", q, k, v, 3))
+
+
+@EXERCISES.check(
+    "linear_attention_chunkwise",
+    hidden=True,
+    requires="works chunk by chunk: never makes a tensor as large as one head's whole T × T matrix",
+)
+def _chunkwise_blocks_only(fn):
+    """Tried q, k (1, 2, 48, 4), v (1, 2, 48, 6), chunk_size=8, and measured the largest tensor the call makes
+    (T · T = 2304 numbers would be one head's whole matrix)."""
+    q, k, v = _qkv(1, 2, 48, 4, 6, seed=17)
+    what = "linear_attention_chunkwise(q (1, 2, 48, 4), k, v (1, 2, 48, 6), 8)"
+    numel, shape, seen, result = call(what, lambda: largest_tensor(fn, q, k, v, 8, feature_map=_phi))
+    _expect_pair(what, result, "(S, z)")
+    expect_true(
+        seen,
+        Message(
+            "{what}: the result {unseen}. The check measures the tensors your passes make; it cannot measure what it "
+            "does not see.",
+            what=what,
+            unseen=UNSEEN,
+        ),
+    )
+    expect_true(
+        numel < 48 * 48,
+        Message(
+            "{what} made a tensor of {numel} numbers (shape {shape}): at least T · T = {total}, one head's whole "
+            "matrix. The chunkwise form holds one chunk_size × chunk_size block of φ(Q_c)φ(K_c)ᵀ at a time.",
+            what=what,
+            numel=numel,
+            shape=tuple(shape),
+            total=48 * 48,
+        ),
+    )
+    expect_close(Message("{what}: o", what=what), result[0], _linear_oracle(q, k, v)[0], hidden=True)
 
 
 # ---------------------------------------------------------------- exercise 3: gated_delta_rule_recurrent

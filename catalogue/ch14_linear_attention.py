@@ -113,6 +113,17 @@ MUTANTS = [
         "the sequences of a batch write into one state",
     ),
     Mutant(
+        "the whole sequence as one chunk",
+        "linear_attention_chunkwise",
+        (
+            (
+                "    for s in range(0, T, chunk_size):\n        e = min(s + chunk_size, T)  # the last chunk may be shorter",
+                "    for s in range(0, T, max(T, 1)):\n        e = T",
+            ),
+        ),
+        "the parallel T × T form returned as the chunkwise one",
+    ),
+    Mutant(
         "β on the wrong side",
         "gated_delta_rule_recurrent",
         (("(beta[:, :, t, None] * (v_t - v_old))", "(beta[:, :, t, None] * v_t - v_old)"),),

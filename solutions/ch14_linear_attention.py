@@ -414,7 +414,9 @@ def gated_delta_rule_chunkwise(
     ``Γ`` is masked *before* the exponential: above the diagonal ``G_i - G_j`` is positive and can overflow.
 
     Args:
-        q, k, v, beta, g, state: as :func:`gated_delta_rule_recurrent`.
+        q, k, v, beta, state: as :func:`gated_delta_rule_recurrent`.
+        g: ``(B, H, T)`` log decay ``≤ 0`` and *finite* (a wipe is a large negative number such as ``-1e4``:
+            ``-inf`` would give ``G_i - G_j = -inf + inf``); None: DeltaNet.
         chunk_size: ``C ≥ 1`` positions per chunk; the last chunk may be shorter.
 
     Returns:

@@ -13,7 +13,7 @@ from autograder import notebooks
 from scripts import scaffold
 
 ROOT = notebooks.ROOT
-NEXT = len(notebooks.chapters()) + 1  # the chapter after the last one
+NEXT = max(int(c[2:4]) for c in notebooks.chapters()) + 1  # the chapter after the last one (numbers may have gaps)
 STEM = f"ch{NEXT:02d}_example_attention"
 
 
