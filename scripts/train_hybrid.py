@@ -13,7 +13,7 @@ book page instead of training:
 * ``decode`` -> ``decode.json``: the two trained models decode with a cache (chapter 8's KV cache for softmax
   layers, the recurrent state for linear ones); the logits are checked against each model's full forward pass.
   Then two untrained models of the same widths but a ``--decode_context``-token position table decode that many
-  tokens greedily: milliseconds per token and the bytes held (from the tensors, and from ``decode_state_bytes``)
+  tokens greedily, ``--decode_repeats`` times: milliseconds per token (each window's fastest run) and the bytes held (from the tensors, and from ``decode_state_bytes``)
   along the way. Decode time does not depend on the weights' values.
 * ``mqar`` -> ``mqar_<n_pairs>.json``: multi-query associative recall (Arora et al. 2023) with ``--mqar_pairs``
   key-value pairs: two-layer models with a token shift in front (:class:`RecallModel`) that differ only in their
@@ -73,8 +73,9 @@ def parse_args(argv=None):
     p.add_argument("--eval_iters", type=int, default=20)
     p.add_argument("--full_attention_interval", type=int, default=4)
     # decoding
-    p.add_argument("--decode_context", type=int, default=1024, help="tokens decoded by the untrained copies")
-    p.add_argument("--decode_every", type=int, default=128, help="report time and memory every n tokens")
+    p.add_argument("--decode_context", type=int, default=2048, help="tokens decoded by the untrained copies")
+    p.add_argument("--decode_every", type=int, default=256, help="report time and memory every n tokens")
+    p.add_argument("--decode_repeats", type=int, default=3, help="decode runs; each window keeps its fastest")
     # the recall task
     p.add_argument("--mqar_pairs", type=int, nargs="+", default=[8, 16])
     p.add_argument("--mqar_models", nargs="+", choices=MQAR_MODELS, default=list(MQAR_MODELS))
@@ -286,22 +287,24 @@ def run_decode(args, out: pathlib.Path) -> dict:
     for kind in ("gpt", "hybrid"):
         torch.manual_seed(args.seed)
         model = build(kind, config, args.full_attention_interval).eval()
-        st = DecodeState()
-        idx = torch.zeros(1, 1, dtype=torch.long)
-        rows, t0 = [], time.perf_counter()
-        for t in range(1, args.decode_context + 1):
-            idx = decode_step(model, idx, st)[:, -1].argmax(-1, keepdim=True)  # greedy
-            if t % args.decode_every == 0:
-                now = time.perf_counter()
-                rows.append(
-                    {
-                        "T": t,
-                        "ms_per_token": 1000 * (now - t0) / args.decode_every,
-                        "bytes_held": st.nbytes(),
-                        "decode_state_bytes": config_bytes(model, t),
-                    }
-                )
-                t0 = time.perf_counter()
+        best: dict[int, dict] = {}  # per window of tokens, the fastest of --decode_repeats runs (the least disturbed)
+        for _ in range(args.decode_repeats):
+            st = DecodeState()
+            idx = torch.zeros(1, 1, dtype=torch.long)
+            t0 = time.perf_counter()
+            for t in range(1, args.decode_context + 1):
+                idx = decode_step(model, idx, st)[:, -1].argmax(-1, keepdim=True)  # greedy
+                if t % args.decode_every == 0:
+                    ms = 1000 * (time.perf_counter() - t0) / args.decode_every
+                    if t not in best or ms < best[t]["ms_per_token"]:
+                        best[t] = {
+                            "T": t,
+                            "ms_per_token": ms,
+                            "bytes_held": st.nbytes(),
+                            "decode_state_bytes": config_bytes(model, t),
+                        }
+                    t0 = time.perf_counter()
+        rows = [best[t] for t in sorted(best)]
         results["timing"][kind] = rows
         print(f"{kind}: {rows[-1]['ms_per_token']:.2f} ms/token at T={rows[-1]['T']}, {rows[-1]['bytes_held']:,} bytes")
     write(out / "decode.json", results)
