@@ -712,8 +712,8 @@ PRINTED_PATTERNS: list[tuple[str, str]] = [
     ("chunkwise vs parallel: (\\S+)", "分块形式对比并行形式：\\1"),
     ("state S (\\(.+?\\)) and z (\\(.+?\\)), whatever T is", "状态 S \\1 和 z \\2，与 T 无关"),
     ("linear attention, read at t = 1: (\\[.*\\])", "线性注意力，在 t = 1 读出：\\1"),
-    ("delta rule, read at t = 1: +(\\[.*\\])", "delta 规则，在 t = 1 读出：\\1"),
-    ("C = (\\d+): DeltaNet (\\S+), Gated DeltaNet (\\S+)", "C = \\1：DeltaNet \\2，Gated DeltaNet \\3"),
+    ("delta rule, read at t = 1: +(\\[.*\\])", "增量规则，在 t = 1 读出：\\1"),
+    ("C = (\\d+): DeltaNet (\\S+), Gated DeltaNet (\\S+)", "C = \\1：DeltaNet \\2，门控 DeltaNet \\3"),
     (
         "state-space form vs attention form: (\\S+); state h (\\(.+\\))",
         "状态空间形式对比注意力形式：\\1；状态 h \\2",
