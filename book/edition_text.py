@@ -343,6 +343,36 @@ FIGURE_TEXT: dict[str, str] = {
     "share of the attention": "注意力所占份额",
     "physical\nblocks": "物理块",
     "logical blocks: positions": "逻辑块：位置",
+    # ch14
+    "parallel (T × T)": "并行形式（T × T）",
+    "recurrent": "循环形式",
+    "chunkwise, C = 64": "分块形式，C = 64",
+    "ms per call (best of 3)": "每次调用的毫秒数（3 次中最快的）",
+    "softmax in all 48 layers": "48 层全部为 softmax",
+    "hybrid 3 : 1 (Qwen3-Next)": "3 : 1 混合（Qwen3-Next）",
+    "linear in all 48 layers": "48 层全部为线性层",
+    "tokens in the context T": "上下文中的词元数 T",
+    "GiB per sequence (bfloat16)": "每条序列的 GiB（bfloat16）",
+    "decode memory of a Qwen3-Next-80B-A3B-shaped stack": "Qwen3-Next-80B-A3B 形状的层堆叠的解码内存",
+    "GPT (all softmax)": "GPT（全部为 softmax）",
+    "hybrid 3 : 1": "3 : 1 混合",
+    "validation loss (nats/char)": "验证损失（nats/字符）",
+    "training": "训练",
+    "tokens decoded T": "已解码的词元数 T",
+    "ms per token": "每个词元的毫秒数",
+    "decode time": "解码时间",
+    "KiB held (float32)": "占用的 KiB（float32）",
+    "decode memory": "解码内存",
+    "linear attention, elu + 1": "线性注意力，elu + 1",
+    "sum of unit keys": "单位键的累加",
+    "delta rule, β = 1": "增量规则，β = 1",
+    "Gated DeltaNet": "门控 DeltaNet",
+    "pairs written n": "写入的键值对数 n",
+    "reads that find their value": "找回正确值的读出比例",
+    "one state of 32 × 32, random unit keys": "一个 32 × 32 的状态，随机单位键",
+    "linear attention": "线性注意力",
+    "recall accuracy (held-out rows)": "回忆准确率（留出的行）",
+    "two-layer models with a token shift": "带词元平移的两层模型",
 }
 
 FIGURE_PATTERNS: list[tuple[str, str]] = [
@@ -410,8 +440,9 @@ FIGURE_PATTERNS: list[tuple[str, str]] = [
     (r"soft-capping, c = (\d+)", r"软截断，c = \1"),
     (r"pairs: causal window w = (\d+),\nT = (\d+)", r"位置对：因果窗口 w = \1，\nT = \2"),
     (r"(\d+) × (\d+) tiles visited\n\(([\d.]+)% skipped\)", r"访问的 \1 × \2 分块\n（跳过 \3%）"),
-    # last: a label with a remark in parentheses, each part translated on its own
-    (r"(.+) \((.+)\)", r"\1（\2）"),
+    # ch14
+    (r"timed on this page's machine, (\d+) thread", r"在执行本页的机器上计时，\1 个线程"),
+    (r"(\d+) pairs", r"\1 对"),
     # ch13
     (r"(\d+) requests at a time", r"同时运行 \1 个请求"),
     (r"(A100|T4): (\d+) SMs", r"\1：\2 个 SM"),
@@ -420,6 +451,8 @@ FIGURE_PATTERNS: list[tuple[str, str]] = [
     (r"block (\d+)", r"块 \1"),
     (r"sequence (\d+)", r"序列 \1"),
     (r"work per rank, T = (\d+), P = (\d+)", r"各进程的工作量，T = \1，P = \2"),
+    # last: a label with a remark in parentheses, each part translated on its own
+    (r"(.+) \((.+)\)", r"\1（\2）"),
 ]
 
 _PATTERNS = [(re.compile(p, re.S), r) for p, r in FIGURE_PATTERNS]

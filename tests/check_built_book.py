@@ -55,7 +55,7 @@ LATIN_NAMES = frozenset(
     Multi-Query Grouped-Query Multi-head Latent Attention MQA GQA MLA MHA
     Sutskever Bahdanau Luong Vaswani Devlin Radford Dao Tillet Kung Cox Shazeer Ainslie Child Beltagy Zaheer
     Kitaev Kaplan Press Su Liu Shah Rabe Staats Milakov Gimelshein Pope Kwon Karpathy Schuster Nakajima Wilson
-    nanoGPT CPython Shakespeare Mamba PagedAttention SQuAD arXiv NeurIPS ICLR ICML ACL EMNLP NAACL
+    nanoGPT CPython Shakespeare Mamba DeltaNet PagedAttention SQuAD arXiv NeurIPS ICLR ICML ACL EMNLP NAACL
     True False None NaN inf pre-LN post-LN top-k top-p notebook torch cpu cuda""".split()
 )
 LATIN_ALLOWANCE = 15  # Latin-script words a Chinese page may show outside code, math, citations and names

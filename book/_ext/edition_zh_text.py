@@ -253,6 +253,13 @@ OUTPUT_TEXT: dict[str, str] = {
     "slowest": "最慢",
     "Milliseconds per forward:": "每次前向的毫秒数：",
     "Peak memory during the calls (MiB):": "调用期间的峰值内存（MiB）：",
+    # ch14
+    "validation loss": "验证损失",
+    "training tokens/s": "训练词元/秒",
+    "decode ms/token": "解码毫秒/词元",
+    "decode memory": "解码内存",
+    "GPT (all softmax)": "GPT（全部为 softmax）",
+    "hybrid 3 : 1": "3 : 1 混合",
     # ch11: the benchmark's cell on a machine without a committed GPU measurement
     "No GPU measurement is committed yet: this page was built on a CPU. On a GPU of compute capability 8.0 or "
     "newer (Colab's L4 or A100; not the T4, which current Triton no longer supports), "
@@ -274,6 +281,14 @@ OUTPUT_TEXT: dict[str, str] = {
 }
 
 OUTPUT_PATTERNS: list[tuple[str, str]] = [
+    # ch14
+    (
+        "Decode time and memory at \\$T = (\\d+)\\$, with untrained models of the same widths and a (\\d+)-position "
+        "table\\. The cached decoding path gives the trained models' logits to (\\S+), and the bytes it holds equal "
+        "`decode_state_bytes`: (\\w+)\\.",
+        "解码时间和内存取自 $T = \\1$ 处，用的是宽度相同、位置表长 \\2 的未训练模型。带缓存的解码路径给出的 logit 与训练好的"
+        "模型相差不超过 \\3，它占用的字节数等于 `decode_state_bytes` 的结果：\\4。",
+    ),
     ("\\*\\*(\\w+), (\\w+)\\*\\* — (.+)", "**\\1，\\2**——\\3"),
     (
         "\\*\\*(\\w+), (\\w+)\\*\\*, time relative to nn\\.MultiheadAttention — (.+)",
@@ -478,6 +493,10 @@ PRINTED_TEXT: dict[str, str] = {
     "GQA, 1 kv head": "GQA，1 个键值头",
     "MHA + sharing": "MHA + 跨层共享",
     "GQA + sharing": "GQA + 跨层共享",
+    # ch14
+    "softmax in all 48 layers": "48 层全部为 softmax",
+    "hybrid 3 : 1 (Qwen3-Next)": "3 : 1 混合（Qwen3-Next）",
+    "linear in all 48 layers": "48 层全部为线性层",
 }
 
 PRINTED_PATTERNS: list[tuple[str, str]] = [
@@ -730,6 +749,21 @@ PRINTED_PATTERNS: list[tuple[str, str]] = [
     ),
     ("output vs chapter 10: (\\S+), lse: (\\S+)", "输出对比第 10 章：\\1，lse：\\2"),
     ("largest difference over the four steps: (\\S+)", "四步中的最大差异：\\1"),
+    # ch14
+    ("recurrent vs parallel: (\\S+)", "循环形式对比并行形式：\\1"),
+    ("chunkwise vs parallel: (\\S+)", "分块形式对比并行形式：\\1"),
+    ("state S (\\(.+?\\)) and z (\\(.+?\\)), whatever T is", "状态 S \\1 和 z \\2，与 T 无关"),
+    ("linear attention, read at t = 1: (\\[.*\\])", "线性注意力，在 t = 1 读出：\\1"),
+    ("delta rule, read at t = 1: +(\\[.*\\])", "增量规则，在 t = 1 读出：\\1"),
+    ("C = (\\d+): DeltaNet (\\S+), Gated DeltaNet (\\S+)", "C = \\1：DeltaNet \\2，门控 DeltaNet \\3"),
+    (
+        "state-space form vs attention form: (\\S+); state h (\\(.+\\))",
+        "状态空间形式对比注意力形式：\\1；状态 h \\2",
+    ),
+    (
+        "(.+ 48 layers|hybrid 3 : 1 \\(Qwen3-Next\\)): (\\d+) MiB at T = (\\d+), ([\\d.]+) GiB at T = (\\d+)",
+        "\\1：T = \\3 时 \\2 MiB，T = \\5 时 \\4 GiB",
+    ),
     (
         "tiles skipped: (\\S+)%; eager output vs unmasked attention: (\\S+)",
         "跳过的分块：\\1%；即时执行的输出对比不加掩码的注意力：\\2",
