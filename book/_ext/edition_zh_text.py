@@ -18,8 +18,8 @@ from __future__ import annotations
 
 CAPTIONS: dict[str, tuple[str, str]] = {
     "fig-roadmap": (
-        "The eleven chapters and what each takes from the one before.",
-        "十一章内容，以及每一章从前一章继承了什么。",
+        "The fourteen chapters and what each takes from the one before.",
+        "十四章内容，以及每一章从前一章继承了什么。",
     ),
     "fig-seq2seq": (
         "The encoder–decoder of Sutskever et al. (2014): the encoder LSTM reads $x_1 \\dots x_S$, and all the decoder "
