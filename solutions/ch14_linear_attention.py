@@ -245,8 +245,9 @@ def linear_attention_chunkwise(
     Raises:
         ValueError: if the shapes do not fit or ``chunk_size < 1``.
 
-    Source: the chunkwise form of Yang et al. 2024 ("Gated Linear Attention Transformers with Hardware-Efficient
-    Training", section 2.2, eq. 2) with Katharopoulos et al.'s normaliser carried alongside.
+    Source: the chunkwise form of Yang, Wang, Shen, Panda & Kim 2024 ("Gated Linear Attention Transformers with
+    Hardware-Efficient Training", arXiv:2312.06635, section 2.2; not the DeltaNet paper of the bibliography), with
+    Katharopoulos et al.'s normaliser carried alongside.
     """
     _check_qkv(q, k, v)
     _check_chunk_size(chunk_size)
@@ -329,7 +330,7 @@ def delta_rule_chunkwise(
 
     :func:`gated_delta_rule_chunkwise` with no gate (``g = 0``, ``α = 1``); its docstring derives the chunk.
 
-    Source: Yang et al. 2024 (DeltaNet), section 3.2, eqs. 5-8.
+    Source: Yang et al. 2024 (DeltaNet), section 3 (the WY representation and the chunkwise form).
     """
     return gated_delta_rule_chunkwise(q, k, v, beta, None, chunk_size, state=state)
 
@@ -425,8 +426,8 @@ def gated_delta_rule_chunkwise(
     Raises:
         ValueError: if the shapes do not fit or ``chunk_size < 1``.
 
-    Source: Yang et al. 2024 (DeltaNet), section 3.2 (the UT transform, eqs. 7-9); Yang et al. 2025, section 3.3
-    (the gated chunk). The same computation as ``flash-linear-attention``'s ``chunk_gated_delta_rule``.
+    Source: Yang et al. 2024 (DeltaNet), section 3 (the chunkwise form with the UT transform); Yang et al. 2025,
+    section 3.3 (the gated chunk). The same computation as ``flash-linear-attention``'s ``chunk_gated_delta_rule``.
     """
     _check_qkv(q, k, v)
     _check_gates(q, beta=beta, g=g)
