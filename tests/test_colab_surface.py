@@ -44,7 +44,7 @@ import nbformat
 import pytest
 from packaging.version import Version
 
-from autograder import notebooks, releases
+from autograder import notebooks, releases, wording
 from autograder.gradescope.build import needs_triton
 from scripts.build_notebooks import notebooks as builder
 from tests import platforms
@@ -326,14 +326,16 @@ ZH_CHAPTERS = [c for c in CHAPTERS if (notebooks.RELEASE_DIR / "zh" / f"{c}.ipyn
 @pytest.mark.parametrize("chapter", ZH_CHAPTERS)
 def test_chinese_notebook_with_the_reference_answers_passes_and_is_gradeable(cpu_runtime, chapter):
     """The Chinese edition's notebook (notebooks/zh/, as Colab opens it from the repository) runs like the English
-    one: every visible check passes with the reference answers, and its own last cell says it is gradeable."""
+    one: every visible check passes with the reference answers, and its own last cell says, in Chinese, that it is
+    gradeable."""
     zh = nbformat.read(notebooks.RELEASE_DIR / "zh" / f"{chapter}.ipynb", as_version=4)
     nb = cpu_runtime.execute(builder.fill_release(zh, chapter), cpu_runtime.work / f"{chapter}.ipynb")
     for i, cell in enumerate(nb.cells):
         text, errors = _outputs(cell)
         assert not errors, f"cell {i} ({cell.get('id')}) failed:\n{cell.source[:300]}\n{errors}"
-    text, _ = _outputs(nb.cells[-1])
-    assert f"This notebook: gradeable as {chapter}." in text and "no problems found" in text, text
+    text, _ = _outputs(nb.cells[-1])  # the self-check speaks the notebook's edition
+    gradeable = wording.say("selfcheck: gradeable", file=wording.say("selfcheck: this notebook"), chapter=chapter)
+    assert gradeable.render("zh") in text and wording.say("selfcheck: no problems").render("zh") in text, text
 
 
 def test_private_torch_names_import_on_colabs_torch(cpu_runtime):

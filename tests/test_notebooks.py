@@ -115,6 +115,16 @@ def test_four_parts_share_the_stem(chapter):
     assert f"book/{chapter}" in (ROOT / "_toc.yml").read_text()
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_edition_of_the_notebook_ends_with_its_self_check(chapter):
+    """The last cell of the student's notebook, in each edition, is "Before you submit": the self-check of this
+    chapter (the Colab surface test runs it; this says so without a kernel)."""
+    for path in (ROOT / "notebooks" / f"{chapter}.ipynb", ROOT / "notebooks" / "zh" / f"{chapter}.ipynb"):
+        if path.exists():
+            last = nbformat.read(path, as_version=4).cells[-1]
+            assert last.cell_type == "code" and f'selfcheck_here("{chapter}")' in last.source, f"{path}: {last.source}"
+
+
 def test_repository_url_agrees_with_book_config():
     config = (ROOT / "_config.yml").read_text()
     assert re.search(rf"url:\s*{re.escape(autograder.REPOSITORY)}\s", config)

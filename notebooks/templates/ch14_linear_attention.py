@@ -153,3 +153,15 @@ for T in (4096, 32768, 262144):
     hybrid = decode_state_bytes(48, T, full_attention_interval=4, **qwen3_next)
     softmax = decode_state_bytes(48, T, full_attention_interval=1, **qwen3_next)
     print(f"T = {T:6d}: hybrid {hybrid / 2**20:7.0f} MiB, all softmax {softmax / 2**20:7.0f} MiB")
+
+# %% [markdown]
+# ## Before you submit
+#
+# Save the notebook (Ctrl-S; in Colab it is read as it is now), then run the cell below. It reads the file the
+# way the grader will — nothing is executed — and says whether it is still gradeable, what was repaired, and
+# which exercises are not attempted yet. (Outside Colab and Jupyter: `python -m autograder selfcheck FILE`.)
+
+# %%
+from autograder.canonical import selfcheck_here
+
+gradeable = selfcheck_here("ch14_linear_attention")
