@@ -775,11 +775,11 @@ PRINTED_PATTERNS: list[tuple[str, str]] = [
     ("gather\\(0\\) equals chapter 8's cached keys: (True|False)", "gather(0) 等于第 8 章缓存的键：\\1"),
     (
         "three chunks of (\\d+), (\\d+), (\\d+) keys, merged: max \\|merged - F\\.sdpa\\| = (\\S+)",
-        "\\1、\\2、\\3 个键的三个分块合并后：max |merged - F.sdpa| = \\4",
+        "\\1、\\2、\\3 个键的三个分块合并后：与 SDPA 的最大差异 = \\4",
     ),
-    ("(\\d+) splits: max \\|split-KV - F\\.sdpa\\| = (\\S+)", "\\1 个分块：max |split-KV - F.sdpa| = \\2"),
-    ("contiguous: max \\|ring - F\\.sdpa\\| = (\\S+)", "连续切分：max |ring - F.sdpa| = \\1"),
-    ("zigzag *: max \\|ring - F\\.sdpa\\| = (\\S+)", "之字形切分：max |ring - F.sdpa| = \\1"),
+    ("(\\d+) splits: max \\|split-KV - F\\.sdpa\\| = (\\S+)", "\\1 个分块：分块解码与 SDPA 的最大差异 = \\2"),
+    ("contiguous: max \\|ring - F\\.sdpa\\| = (\\S+)", "连续切分：环形注意力与 SDPA 的最大差异 = \\1"),
+    ("zigzag *: max \\|ring - F\\.sdpa\\| = (\\S+)", "之字形切分：环形注意力与 SDPA 的最大差异 = \\1"),
     (
         "row sums: (\\S+) to (\\S+) \\(below 1: the rest goes to the sink\\)",
         "行和：\\1 到 \\2（小于 1：其余部分归注意力汇聚）",
