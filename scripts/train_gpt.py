@@ -47,6 +47,26 @@ def check_prompt(prompt: str, tok: CharTokenizer) -> None:
         raise ValueError(f"--prompt: {err}; the training text has no such characters") from None
 
 
+def lm_eval_fn(splits: dict[str, torch.Tensor], context_length: int, batch_size: int, iters: int, device=None):
+    """``train``'s ``eval_fn`` for a language model: ``m -> {name: mean loss}`` over ``iters`` batches of
+    ``batch_size`` windows of ``context_length`` tokens from each 1-D int64 stream in ``splits``. Every call draws
+    the same batches (a generator seeded 0), so evaluations, and models evaluated alike, see the same windows."""
+
+    def eval_fn(m) -> dict[str, float]:
+        out = {}
+        for name, split in splits.items():
+            g = torch.Generator().manual_seed(0)
+            losses = []
+            for _ in range(iters):
+                x, y = get_lm_batch(split, context_length, batch_size, generator=g, device=device)
+                logits = m(x)
+                losses.append(torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten()).item())
+            out[name] = sum(losses) / len(losses)
+        return out
+
+    return eval_fn
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n_layers", type=int, default=4)
@@ -120,17 +140,9 @@ def main(argv=None) -> dict:
         logits = m(x)
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten()), x.numel()
 
-    def eval_fn(m):
-        out = {}
-        for name, split in (("train", train_data), ("val", val_data)):
-            g = torch.Generator().manual_seed(0)  # the same batches at every evaluation
-            losses = []
-            for _ in range(args.eval_iters):
-                x, y = get_lm_batch(split, args.context_length, args.batch_size, generator=g, device=device)
-                logits = m(x)
-                losses.append(torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten()).item())
-            out[name] = sum(losses) / len(losses)
-        return out
+    eval_fn = lm_eval_fn(
+        {"train": train_data, "val": val_data}, args.context_length, args.batch_size, args.eval_iters, device
+    )
 
     t0 = time.time()
     history = train(

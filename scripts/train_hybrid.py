@@ -38,6 +38,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from scripts.train_gpt import lm_eval_fn
 from solutions.ch04_multi_head_attention import FusedMultiHeadSelfAttention, merge_heads, split_heads
 from solutions.ch06_gpt import GPT, GPTConfig
 from solutions.ch08_kv_cache import KVCache, attend_with_cache, gpt_forward_with_cache
@@ -138,6 +139,7 @@ def run_lm(args, out: pathlib.Path) -> dict:
         d_model=args.d_model,
     )
     results: dict = {"args": vars(args), "config": vars(config), "models": {}, "machine": machine()}
+    eval_fn = lm_eval_fn({"train": train_data, "val": val_data}, args.context_length, args.batch_size, args.eval_iters)
     for kind in ("gpt", "hybrid"):
         torch.manual_seed(args.seed)  # the same seed for both models' initial weights
         model = build(kind, config, args.full_attention_interval)
@@ -147,17 +149,6 @@ def run_lm(args, out: pathlib.Path) -> dict:
             x, y = get_lm_batch(train_data, args.context_length, args.batch_size, generator=g_train)
             return F.cross_entropy(m(x).flatten(0, 1), y.flatten()), x.numel()
 
-        def eval_fn(m):
-            out_ = {}
-            for name, split in (("train", train_data), ("val", val_data)):
-                g = torch.Generator().manual_seed(0)  # the same batches at every evaluation, for both models
-                losses = []
-                for _ in range(args.eval_iters):
-                    x, y = get_lm_batch(split, args.context_length, args.batch_size, generator=g)
-                    losses.append(F.cross_entropy(m(x).flatten(0, 1), y.flatten()).item())
-                out_[name] = sum(losses) / len(losses)
-            return out_
-
         t0 = time.time()
         history = train(
             model,
@@ -165,7 +156,7 @@ def run_lm(args, out: pathlib.Path) -> dict:
             max_iters=args.max_iters,
             lr=args.lr,
             warmup=args.warmup,
-            eval_fn=eval_fn,
+            eval_fn=eval_fn,  # the same batches at every evaluation, for both models
             eval_interval=args.eval_interval,
             progress=not args.no_progress,
         )
