@@ -41,11 +41,48 @@ def _randn(*shape, seed, dtype=torch.float32, scale=1.0):
     return (torch.randn(*shape, generator=rng(seed), dtype=torch.float64) * scale).to(dtype)
 
 
-def _expect_pair(result, name: str) -> None:
+def _qkv(B, H, T_q, T_k, d_k, d_v, *, seed, scale=1.0):
+    """Float32 ``q (B, H, T_q, d_k)``, ``k (B, H, T_k, d_k)``, ``v (B, H, T_k, d_v)`` from seeds ``seed``, ``seed + 1``,
+    ``seed + 2``; ``scale`` multiplies q and k (the scores grow by its square)."""
+    q, k = _randn(B, H, T_q, d_k, seed=seed, scale=scale), _randn(B, H, T_k, d_k, seed=seed + 1, scale=scale)
+    return q, k, _randn(B, H, T_k, d_v, seed=seed + 2)
+
+
+def _in_dtype(fn, name: str, *args, keep: tuple[int, ...] = (), **kwargs):
+    """``run(dtype)`` for :func:`expect_half_precision`: ``fn(*args, **kwargs)`` with the floating tensors of ``args``
+    in ``dtype``, but for those at the positions in ``keep`` (passed as they are)."""
+
+    def run(dtype):
+        cast = [
+            a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() and i not in keep else a
+            for i, a in enumerate(args)
+        ]
+        return call(Message("{name} in {dtype}", name=name, dtype=dtype), fn, *cast, **kwargs)
+
+    return run
+
+
+def _call_state(what, name: str, fn, *args, o_shape, lse_shape, **kwargs):
+    """``fn(*args, **kwargs)`` through :func:`call`, which must return a pair ``(o, lse)`` of these shapes."""
+    result = call(what, fn, *args, **kwargs)
     expect_true(
         isinstance(result, tuple) and len(result) == 2,
         Message("{name} should return a tuple (o, lse); you returned {type}.", name=name, type=type(result).__name__),
     )
+    o, lse = result
+    expect_shape(Message("{what}: o", what=what), o, tuple(o_shape))
+    expect_shape(Message("{what}: lse", what=what), lse, tuple(lse_shape))
+    return o, lse
+
+
+def _expect_state(what, o, lse, expected_o, expected_lse, *, hidden=False, hint: Message | str = "") -> None:
+    expect_close(Message("{what}: o", what=what), o, expected_o, hidden=hidden, hint=hint)
+    expect_close(Message("{what}: lse", what=what), lse, expected_lse, hidden=hidden, hint=hint)
+
+
+def _tril(T_q, T_k) -> torch.Tensor:
+    """The causal mask ``(T_q, T_k)``, True where query i may see key j: the queries are the keys' last T_q."""
+    return torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal=T_k - T_q)
 
 
 def _same(got, value) -> bool:
@@ -68,17 +105,14 @@ def _hint_from(got, guesses: Mapping[Message, torch.Tensor | None], recipe: Mess
 # ---------------------------------------------------------------- exercise 1: gather_kv
 
 
-def _read_table(blocks, table, length, *, n_blocks=None, heads_mixed=False):
+def _read_table(blocks, table, length, *, heads_mixed=False):
     """Position by position: position t is slot t % page_size of block table[t // page_size]; ``(H_kv, length, d)``.
-
-    With ``n_blocks`` only that many blocks are read (a mistake), with ``heads_mixed`` the blocks are flattened
-    without moving the head axis first (a mistake)."""
+    With ``heads_mixed`` the blocks are flattened without moving the head axis first (a mistake, for hints)."""
     bs, H_kv, d = blocks.shape[2], blocks.shape[1], blocks.shape[3]
     if heads_mixed:
         n = -(-length // bs)
         return blocks[[int(b) for b in table[:n]]].reshape(H_kv, n * bs, d)[:, :length]
-    stop = length if n_blocks is None else min(length, n_blocks * bs)
-    rows = [blocks[int(table[t // bs]), :, t % bs] for t in range(stop)]  # each (H_kv, d)
+    rows = [blocks[int(table[t // bs]), :, t % bs] for t in range(length)]  # each (H_kv, d)
     return torch.stack(rows, dim=1) if rows else blocks.new_zeros(H_kv, 0, d)
 
 
@@ -100,24 +134,23 @@ def _compare_gather(fn, blocks, table, length, *, hidden=False):
     expect_true(isinstance(got, torch.Tensor), Message("{what} should return a tensor.", what=what))
     if got.ndim == 3 and got.shape[0] == H_kv and got.shape[2] == d and got.shape[1] != length and not hidden:
         n_full, n_all = length // bs, -(-length // bs)
+        why: Message | None = None
         if got.shape[1] == n_full * bs and n_full != n_all:
-            raise CheckFailed(
-                Message(
-                    "{what}: you returned {n} positions instead of {length}: the last block is partly filled, and "
-                    "length positions need ceil(length / page_size) blocks, not length // page_size.",
-                    what=what,
-                    n=got.shape[1],
-                    length=length,
-                )
+            why = Message(
+                "the last block is partly filled, and length positions need ceil(length / page_size) blocks, not "
+                "length // page_size."
             )
-        if got.shape[1] == n_all * bs or got.shape[1] == len(table) * bs:
+        elif got.shape[1] in (n_all * bs, len(table) * bs):
+            why = Message("keep only the first `length` positions (the rest of the last block is unused).")
+        if why is not None:
+            n = got.shape[1]
             raise CheckFailed(
                 Message(
-                    "{what}: you returned {n} positions instead of {length}: keep only the first `length` positions "
-                    "(the rest of the last block is unused).",
+                    "{what}: you returned {n} positions instead of {length}: {why}",
                     what=what,
-                    n=got.shape[1],
+                    n=n,
                     length=length,
+                    why=why,
                 )
             )
     expect_shape(what, got, (H_kv, length, d))
@@ -131,25 +164,21 @@ def _compare_gather(fn, blocks, table, length, *, hidden=False):
         ),
     )
     expected = _read_table(blocks, table, length)
-    hint = (
-        ""
-        if hidden
-        else _hint_from(
-            got,
-            {
-                Message(
-                    "the blocks were flattened with the head axis inside: move the head axis first "
-                    "((n, H_kv, page_size, d) -> (H_kv, n, page_size, d)) before merging blocks and slots."
-                ): _read_table(blocks, table, length, heads_mixed=True),
-                Message(
-                    "you read blocks 0, 1, 2, … of the pool: read the blocks the block table lists, in its order."
-                ): _read_table(blocks, torch.arange(blocks.shape[0]), length)
-                if length <= blocks.shape[0] * bs
-                else None,
-            },
-            _GATHER_RECIPE,
+    hint: Message | str = ""
+    if not hidden:
+        in_pool_order = (
+            _read_table(blocks, torch.arange(blocks.shape[0]), length) if length <= len(blocks) * bs else None
         )
-    )
+        guesses = {
+            Message(
+                "the blocks were flattened with the head axis inside: move the head axis first "
+                "((n, H_kv, page_size, d) -> (H_kv, n, page_size, d)) before merging blocks and slots."
+            ): _read_table(blocks, table, length, heads_mixed=True),
+            Message(
+                "you read blocks 0, 1, 2, … of the pool: read the blocks the block table lists, in its order."
+            ): in_pool_order,
+        }
+        hint = _hint_from(got, guesses, _GATHER_RECIPE)
     expect_close(what, got, expected, hidden=hidden, hint=hint)
 
 
@@ -194,7 +223,7 @@ def _gather_int32_half(fn):
 # ---------------------------------------------------------------- exercise 2: paged_attention_decode
 
 
-def _pool_case(B_lengths, H, H_kv, page_size, d_k, d_v, seed, *, shared=0, dtype=torch.float32):
+def _pool_case(B_lengths, H, H_kv, page_size, d_k, d_v, seed, *, shared=0):
     """A random pool, tables drawing distinct blocks (the first ``shared`` blocks of sequence 0 also start
     sequence 1's table), padded with random block ids; returns q, k_blocks, v_blocks, tables, lengths."""
     g = rng(seed)
@@ -211,9 +240,9 @@ def _pool_case(B_lengths, H, H_kv, page_size, d_k, d_v, seed, *, shared=0, dtype
         pad = torch.randint(0, num_blocks, (width - n,), generator=g).tolist()
         rows.append(own + pad)
     tables = torch.tensor(rows, dtype=torch.long)
-    q = _randn(len(B_lengths), H, d_k, seed=seed + 1, dtype=dtype)
-    k_blocks = _randn(num_blocks, H_kv, page_size, d_k, seed=seed + 2, dtype=dtype)
-    v_blocks = _randn(num_blocks, H_kv, page_size, d_v, seed=seed + 3, dtype=dtype)
+    q = _randn(len(B_lengths), H, d_k, seed=seed + 1)
+    k_blocks = _randn(num_blocks, H_kv, page_size, d_k, seed=seed + 2)
+    v_blocks = _randn(num_blocks, H_kv, page_size, d_v, seed=seed + 3)
     return q, k_blocks, v_blocks, tables, torch.tensor(B_lengths, dtype=torch.long)
 
 
@@ -319,20 +348,8 @@ def _decode_block_one_mqa(fn):
 )
 def _decode_half(fn):
     """float16 inputs agree with the answer's own float32 run"""
-    q, k_blocks, v_blocks, tables, lengths = _pool_case([6, 10], H=4, H_kv=2, page_size=4, d_k=8, d_v=4, seed=60)
-
-    def run(dtype):
-        return call(
-            Message("paged_attention_decode in {dtype}", dtype=dtype),
-            fn,
-            q.to(dtype),
-            k_blocks.to(dtype),
-            v_blocks.to(dtype),
-            tables,
-            lengths,
-        )
-
-    expect_half_precision("paged_attention_decode", run)
+    case = _pool_case([6, 10], H=4, H_kv=2, page_size=4, d_k=8, d_v=4, seed=60)
+    expect_half_precision("paged_attention_decode", _in_dtype(fn, "paged_attention_decode", *case))
 
 
 # ---------------------------------------------------------------- exercise 3: merge_attention_states
@@ -399,7 +416,12 @@ def _merge_hint(got_o, got_lse, outs, lses) -> Message | str:
     return _MERGE_RECIPE
 
 
-def _compare_merge(fn, outs, lses, expected_o, expected_lse, *, label, hidden=False):
+def _compare_merge(fn, q, k, v, cuts, *, label, mask=None, dtype=torch.float32, shift=0.0, hidden=False):
+    """The answer's merge of the states of the chunks of keys between ``cuts`` (:func:`_chunk_states`, every lse
+    shifted by ``shift``) against attention over all the keys, whose lse shifts by as much (its output does not)."""
+    outs, lses = _chunk_states(q, k, v, cuts, dtype, mask)
+    lses = [t + shift for t in lses]
+    expected_o, expected_lse = _state_oracle(q, k, v, mask)
     what = Message(
         "merge_attention_states({n} states: o {shape}, lse {lse_shape}) — {label}",
         n=len(outs),
@@ -407,32 +429,23 @@ def _compare_merge(fn, outs, lses, expected_o, expected_lse, *, label, hidden=Fa
         lse_shape=tuple(lses[0].shape),
         label=label,
     )
-    result = call(what, fn, list(outs), list(lses))
-    _expect_pair(result, "merge_attention_states")
-    o, lse = result
-    expect_shape(Message("{what}: o", what=what), o, tuple(outs[0].shape))
-    expect_shape(Message("{what}: lse", what=what), lse, tuple(lses[0].shape))
+    shapes = dict(o_shape=outs[0].shape, lse_shape=lses[0].shape)
+    o, lse = _call_state(what, "merge_attention_states", fn, list(outs), list(lses), **shapes)
     hint = "" if hidden else _merge_hint(o, lse, outs, lses)
-    expect_close(Message("{what}: o", what=what), o, expected_o.to(outs[0].dtype), hidden=hidden, hint=hint)
-    expect_close(Message("{what}: lse", what=what), lse, expected_lse.to(lses[0].dtype), hidden=hidden, hint=hint)
+    expected_lse = (expected_lse + shift).to(lses[0].dtype)
+    _expect_state(what, o, lse, expected_o.to(dtype), expected_lse, hidden=hidden, hint=hint)
 
 
 @EXERCISES.check("merge_attention_states", points=3)
 def _merge_two_chunks(fn):
     """two chunks of keys (5 and 6 of 11), q (2, 3, 4, 6): the merge equals attention over all 11 keys"""
-    q, k, v = _randn(2, 3, 4, 6, seed=70), _randn(2, 3, 11, 6, seed=71), _randn(2, 3, 11, 5, seed=72)
-    outs, lses = _chunk_states(q, k, v, [5])
-    o, lse = _state_oracle(q, k, v)
-    _compare_merge(fn, outs, lses, o, lse, label=Message("keys cut at 5"))
+    _compare_merge(fn, *_qkv(2, 3, 4, 11, 6, 5, seed=70), [5], label=Message("keys cut at 5"))
 
 
 @EXERCISES.check("merge_attention_states")
 def _merge_four_chunks(fn):
     """four chunks of sizes 1, 4, 2, 6 of 13 keys (a decode step's one query row: T_q = 1)"""
-    q, k, v = _randn(3, 2, 1, 4, seed=73), _randn(3, 2, 13, 4, seed=74), _randn(3, 2, 13, 3, seed=75)
-    outs, lses = _chunk_states(q, k, v, [1, 5, 7])
-    o, lse = _state_oracle(q, k, v)
-    _compare_merge(fn, outs, lses, o, lse, label=Message("keys cut at 1, 5, 7"))
+    _compare_merge(fn, *_qkv(3, 2, 1, 13, 4, 3, seed=73), [1, 5, 7], label=Message("keys cut at 1, 5, 7"))
 
 
 @EXERCISES.check(
@@ -443,13 +456,12 @@ def _merge_four_chunks(fn):
 )
 def _merge_empty_chunks(fn):
     """an empty chunk, a chunk wholly masked for some queries, and queries that see no key at all"""
-    q, k, v = _randn(2, 2, 5, 4, seed=76), _randn(2, 2, 9, 4, seed=77), _randn(2, 2, 9, 6, seed=78)
+    q, k, v = _qkv(2, 2, 5, 9, 4, 6, seed=76)
     mask = torch.ones(5, 9, dtype=torch.bool)
     mask[1, :] = False  # query 1 sees nothing
     mask[2, 3:] = False  # query 2 sees only the first chunk
-    outs, lses = _chunk_states(q, k, v, [3, 3], mask=mask)  # chunks 0:3, 3:3 (empty), 3:9
-    o, lse = _state_oracle(q, k, v, mask)
-    _compare_merge(fn, outs, lses, o, lse, label=Message("an empty chunk and masked queries"), hidden=True)
+    label = Message("an empty chunk and masked queries")
+    _compare_merge(fn, q, k, v, [3, 3], label=label, mask=mask, hidden=True)  # chunks 0:3, 3:3 (empty), 3:9
 
 
 @EXERCISES.check(
@@ -460,16 +472,9 @@ def _merge_empty_chunks(fn):
 )
 def _merge_large_lse(fn):
     """log-sum-exps of several hundreds, and of about -3000 (exp overflows or underflows in float32)"""
-    q, k, v = (
-        _randn(2, 2, 3, 8, seed=79, scale=12.0),
-        _randn(2, 2, 10, 8, seed=80, scale=12.0),
-        _randn(2, 2, 10, 4, seed=81),
-    )
-    outs, lses = _chunk_states(q, k, v, [4])
-    o, lse = _state_oracle(q, k, v)
-    _compare_merge(fn, outs, lses, o, lse, label=Message("scores of hundreds"), hidden=True)
-    low = [t - 3000.0 for t in lses]  # every chunk's lse shifted: the merged lse shifts, the output does not
-    _compare_merge(fn, outs, low, o, lse - 3000.0, label=Message("lses near -3000"), hidden=True)
+    q, k, v = _qkv(2, 2, 3, 10, 8, 4, seed=79, scale=12.0)
+    _compare_merge(fn, q, k, v, [4], label=Message("scores of hundreds"), hidden=True)
+    _compare_merge(fn, q, k, v, [4], label=Message("lses near -3000"), shift=-3000.0, hidden=True)
 
 
 @EXERCISES.check(
@@ -479,21 +484,14 @@ def _merge_large_lse(fn):
 )
 def _merge_half_and_double(fn):
     """float16 outputs with float32 lses, and float64 states"""
-    q, k, v = _randn(2, 3, 2, 5, seed=82), _randn(2, 3, 12, 5, seed=83), _randn(2, 3, 12, 4, seed=84)
+    q, k, v = _qkv(2, 3, 2, 12, 5, 4, seed=82)
 
     def run(dtype):
         outs, lses = _chunk_states(q, k, v, [2, 8], dtype=dtype)
         return call(Message("merge_attention_states in {dtype}", dtype=dtype), fn, outs, lses)
 
     expect_half_precision("merge_attention_states", run, float32_results=(1,))
-    outs, lses = _chunk_states(q, k, v, [6], dtype=torch.float64)
-    o, lse = _state_oracle(q, k, v)
-    _compare_merge(fn, outs, lses, o, lse, label=Message("float64"), hidden=True)
-    result = call(Message("merge_attention_states in float64"), fn, outs, lses)
-    expect_true(
-        isinstance(result, tuple) and all(isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in result),
-        Message("merge_attention_states should keep float64 for float64 states."),
-    )
+    _compare_merge(fn, q, k, v, [6], label=Message("float64"), dtype=torch.float64, hidden=True)  # dtypes compared
 
 
 @EXERCISES.reference("merge_attention_states")
@@ -524,17 +522,22 @@ def _causal(q_pos, k_pos):
     return torch.tensor([[j <= i for j in k_pos] for i in q_pos], dtype=torch.bool)
 
 
-def _step_what(rank, source, P, causal, split, shape) -> Message:
-    return Message(
+def _step(fn, o, lse, q, k, v, *, rank, source, P, causal, split):
+    """The answer's step from the state ``(o, lse)`` of ``q``'s shard: ``(what, o, lse)``, the state checked to keep
+    its shapes."""
+    what = Message(
         "ring_attention_step(o, lse, q {shape}, k, v, rank={rank}, source={source}, world_size={P}, causal={causal}, "
         "split={split})",
-        shape=shape,
+        shape=tuple(q.shape),
         rank=rank,
         source=source,
         P=P,
         causal=causal,
         split=repr(split),
     )
+    ring = dict(rank=rank, source=source, world_size=P, causal=causal, split=split)
+    o, lse = _call_state(what, "ring_attention_step", fn, o, lse, q, k, v, o_shape=o.shape, lse_shape=lse.shape, **ring)
+    return what, o, lse
 
 
 def _ring_full(fn, q, k, v, P, causal, split):
@@ -550,15 +553,8 @@ def _ring_full(fn, q, k, v, P, causal, split):
         for step in range(P):
             source = (rank - step) % P
             k_pos = _positions(T, P, source, split)
-            what = _step_what(rank, source, P, causal, split, tuple(q_r.shape))
-            result = call(
-                what, fn, o, lse, q_r, k[..., k_pos, :], v[..., k_pos, :],
-                rank=rank, source=source, world_size=P, causal=causal, split=split,
-            )  # fmt: skip
-            _expect_pair(result, "ring_attention_step")
-            o, lse = result
-            expect_shape(Message("{what}: o", what=what), o, tuple(q_r.shape[:-1]) + (v.shape[-1],))
-            expect_shape(Message("{what}: lse", what=what), lse, tuple(q_r.shape[:-1]))
+            kv = k[..., k_pos, :], v[..., k_pos, :]
+            _, o, lse = _step(fn, o, lse, q_r, *kv, rank=rank, source=source, P=P, causal=causal, split=split)
         o_full[..., pos, :] = o.detach().to(q.dtype)
         lse_full[..., pos] = lse.detach().to(lse_full.dtype)
     return o_full, lse_full
@@ -567,7 +563,7 @@ def _ring_full(fn, q, k, v, P, causal, split):
 def _compare_ring(fn, q, k, v, P, causal, split, *, hidden=False):
     o, lse = _ring_full(fn, q, k, v, P, causal, split)
     T = q.shape[-2]
-    mask = torch.ones(T, T, dtype=torch.bool).tril() if causal else None
+    mask = _tril(T, T) if causal else None
     exp_o, exp_lse = _state_oracle(q, k, v, mask)
     what = Message(
         "the ring of {P} ranks ({split} split, causal={causal}) with your ring_attention_step, T = {T}",
@@ -580,42 +576,27 @@ def _compare_ring(fn, q, k, v, P, causal, split, *, hidden=False):
         "for each rank's queries, the P steps together must give attention over the whole sequence: check the "
         "single-step check's message first."
     )
-    expect_close(Message("{what}: o", what=what), o, exp_o.to(q.dtype), hidden=hidden, hint="" if hidden else hint)
-    expect_close(
-        Message("{what}: lse", what=what), lse, exp_lse.to(lse.dtype), hidden=hidden, hint="" if hidden else hint
-    )
-
-
-def _one_step(fn, q, k, v, o0, lse0, *, rank, source, P, causal, split, hidden=False):
-    """One step from the state ``(o0, lse0)`` of the query shard's own keys; compared with the state of both shards."""
-    T = q.shape[-2] * P
-    what = _step_what(rank, source, P, causal, split, tuple(q.shape))
-    result = call(what, fn, o0, lse0, q, k, v, rank=rank, source=source, world_size=P, causal=causal, split=split)
-    _expect_pair(result, "ring_attention_step")
-    o, lse = result
-    expect_shape(Message("{what}: o", what=what), o, tuple(o0.shape))
-    expect_shape(Message("{what}: lse", what=what), lse, tuple(lse0.shape))
-    return what, o, lse, T
+    _expect_state(what, o, lse, exp_o.to(q.dtype), exp_lse.to(lse.dtype), hidden=hidden, hint="" if hidden else hint)
 
 
 @EXERCISES.check("ring_attention_step", points=3)
 def _ring_single_step(fn):
     """one step, contiguous split of T = 8 over 2 ranks: rank 1's queries, the keys of rank 0 after its own"""
     P, split = 2, "contiguous"
-    q, k, v = _randn(2, 3, 8, 4, seed=90), _randn(2, 3, 8, 4, seed=91), _randn(2, 3, 8, 5, seed=92)
-    q_pos, own, other = _positions(8, P, 1, split), _positions(8, P, 1, split), _positions(8, P, 0, split)
-    q1 = q[..., q_pos, :]
-    o0, lse0 = _state_oracle(q1, k[..., own, :], v[..., own, :], _causal(q_pos, own))  # after step 0 (the own shard)
+    q, k, v = _qkv(2, 3, 8, 8, 4, 5, seed=90)
+    own, other = _positions(8, P, 1, split), _positions(8, P, 0, split)
+    q1 = q[..., own, :]
+
+    def keys(pos):  # the keys and values at positions pos
+        return k[..., pos, :], v[..., pos, :]
+
+    o0, lse0 = _state_oracle(q1, *keys(own), _causal(own, own))  # after step 0 (the own shard)
     o0, lse0 = o0.float(), lse0.float()
-    what, o, lse, T = _one_step(
-        fn, q1, k[..., other, :], v[..., other, :], o0, lse0, rank=1, source=0, P=P, causal=True, split=split
-    )
-    both = own + other
-    exp_o, exp_lse = _state_oracle(q1, k[..., both, :], v[..., both, :], _causal(q_pos, both))
-    wrong_mask, _ = _state_oracle(
-        q1, k[..., both, :], v[..., both, :], _causal(q_pos, own + own)
-    )  # keys at own positions
-    part, _ = _state_oracle(q1, k[..., other, :], v[..., other, :])
+    what, o, lse = _step(fn, o0, lse0, q1, *keys(other), rank=1, source=0, P=P, causal=True, split=split)
+    exp_o, exp_lse = _state_oracle(q1, *keys(own + other), _causal(own, own + other))
+    # the visiting keys masked as if they sat at the query shard's own positions
+    wrong_mask, _ = _state_oracle(q1, *keys(own + other), _causal(own, own + own))
+    part, _ = _state_oracle(q1, *keys(other))
     hint = _hint_from(
         o,
         {
@@ -637,21 +618,20 @@ def _ring_single_step(fn):
             "`source`), attend, then merge with the running (o, lse)."
         ),
     )
-    expect_close(Message("{what}: o", what=what), o, exp_o.float(), hint=hint)
-    expect_close(Message("{what}: lse", what=what), lse, exp_lse.float(), hint=hint)
+    _expect_state(what, o, lse, exp_o.float(), exp_lse.float(), hint=hint)
 
 
 @EXERCISES.check("ring_attention_step")
 def _ring_contiguous_causal(fn):
     """the whole ring of 3 ranks, contiguous split, causal, T = 12: equals causal attention over the sequence"""
-    q, k, v = _randn(2, 2, 12, 4, seed=93), _randn(2, 2, 12, 4, seed=94), _randn(2, 2, 12, 3, seed=95)
+    q, k, v = _qkv(2, 2, 12, 12, 4, 3, seed=93)
     _compare_ring(fn, q, k, v, 3, True, "contiguous")
 
 
 @EXERCISES.check("ring_attention_step")
 def _ring_zigzag_causal(fn):
     """the whole ring of 2 ranks, zig-zag split (rank 0 holds chunks 0 and 3 of 4), causal, T = 16"""
-    q, k, v = _randn(1, 3, 16, 5, seed=96), _randn(1, 3, 16, 5, seed=97), _randn(1, 3, 16, 4, seed=98)
+    q, k, v = _qkv(1, 3, 16, 16, 5, 4, seed=96)
     _compare_ring(fn, q, k, v, 2, True, "zigzag")
 
 
@@ -663,12 +643,11 @@ def _ring_zigzag_causal(fn):
 def _ring_wholly_masked(fn):
     """a step whose shard pair is wholly masked (rank 0's queries, rank 2's keys, contiguous)"""
     P, split = 3, "contiguous"
-    q, k, v = _randn(2, 2, 4, 6, seed=99), _randn(2, 2, 4, 6, seed=100), _randn(2, 2, 4, 2, seed=101)
+    q, k, v = _qkv(2, 2, 4, 4, 6, 2, seed=99)
     o0, lse0 = _state_oracle(q, _randn(2, 2, 4, 6, seed=102), v, _causal(range(4), range(4)))
     o0, lse0 = o0.float(), lse0.float()
-    what, o, lse, _ = _one_step(fn, q, k, v, o0, lse0, rank=0, source=2, P=P, causal=True, split=split, hidden=True)
-    expect_close(Message("{what}: o", what=what), o, o0, hidden=True)
-    expect_close(Message("{what}: lse", what=what), lse, lse0, hidden=True)
+    what, o, lse = _step(fn, o0, lse0, q, k, v, rank=0, source=2, P=P, causal=True, split=split)
+    _expect_state(what, o, lse, o0, lse0, hidden=True)
 
 
 @EXERCISES.check(
@@ -678,7 +657,7 @@ def _ring_wholly_masked(fn):
 )
 def _ring_four_ranks(fn):
     """4 ranks, both splits, causal and not"""
-    q, k, v = _randn(2, 2, 16, 4, seed=103), _randn(2, 2, 16, 4, seed=104), _randn(2, 2, 16, 6, seed=105)
+    q, k, v = _qkv(2, 2, 16, 16, 4, 6, seed=103)
     for split in ("zigzag", "contiguous"):
         for causal in (True, False):
             _compare_ring(fn, q, k, v, 4, causal, split, hidden=True)
@@ -691,25 +670,10 @@ def _ring_four_ranks(fn):
 )
 def _ring_half(fn):
     """one zig-zag step in float16 agrees with the answer's own float32 run"""
-    q, k, v = _randn(2, 2, 4, 8, seed=106), _randn(2, 2, 4, 8, seed=107), _randn(2, 2, 4, 4, seed=108)
+    q, k, v = _qkv(2, 2, 4, 4, 8, 4, seed=106)
     o0, lse0 = _state_oracle(q, k, v, _causal([1, 2, 5, 6], [1, 2, 5, 6]))
-
-    def run(dtype):
-        return call(
-            Message("ring_attention_step in {dtype}", dtype=dtype),
-            fn,
-            o0.to(dtype),
-            lse0.float(),
-            q.to(dtype),
-            k.to(dtype),
-            v.to(dtype),
-            rank=1,
-            source=0,
-            world_size=2,
-            causal=True,
-            split="zigzag",
-        )
-
+    ring = dict(rank=1, source=0, world_size=2, causal=True, split="zigzag")
+    run = _in_dtype(fn, "ring_attention_step", o0, lse0.float(), q, k, v, keep=(1,), **ring)  # lse stays float32
     expect_half_precision("ring_attention_step", run, float32_results=(1,))
 
 
@@ -721,9 +685,8 @@ def _sink_oracle(q, k, v, sink, causal):
     of the whole row, sink included. Float64."""
     q64, k64, v64 = q.double(), k.double(), v.double()
     scores = q64 @ k64.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    T_q, T_k = q.shape[-2], k.shape[-2]
     if causal:
-        scores = scores.masked_fill(~torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal=T_k - T_q), -math.inf)
+        scores = scores.masked_fill(~_tril(q.shape[-2], k.shape[-2]), -math.inf)
     column = sink.double()[None, :, None, None].expand(*scores.shape[:-1], 1)
     row = torch.cat([scores, column], dim=-1)
     return _softmax(row, dim=-1)[..., :-1] @ v64, _logsumexp(row, dim=-1)
@@ -740,19 +703,12 @@ def _compare_sink(fn, q, k, v, sink, *, causal=False, block_q, block_k, hidden=F
         bq=block_q,
         bk=block_k,
     )
-    result = call(what, fn, q, k, v, sink, causal=causal, block_q=block_q, block_k=block_k)
-    _expect_pair(result, "flash_attention_with_sink_forward")
-    o, lse = result
-    expect_shape(Message("{what}: o", what=what), o, (*q.shape[:-1], v.shape[-1]))
-    expect_shape(Message("{what}: lse", what=what), lse, tuple(q.shape[:-1]))
+    shapes = dict(o_shape=(*q.shape[:-1], v.shape[-1]), lse_shape=q.shape[:-1])
+    blocks = dict(causal=causal, block_q=block_q, block_k=block_k)
+    o, lse = _call_state(what, "flash_attention_with_sink_forward", fn, q, k, v, sink, **shapes, **blocks)
     exp_o, exp_lse = _sink_oracle(q, k, v, sink, causal)
     if not hidden and not hint:
-        no_sink, _ = _state_oracle(
-            q,
-            k,
-            v,
-            torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2]) if causal else None,
-        )
+        no_sink, _ = _state_oracle(q, k, v, _tril(q.shape[-2], k.shape[-2]) if causal else None)
         hint = _hint_from(
             o,
             {
@@ -767,15 +723,14 @@ def _compare_sink(fn, q, k, v, sink, *, causal=False, block_q, block_k, hidden=F
                 "o by exp(m - m_new), add exp(sink - m_new) to ell, keep m_new."
             ),
         )
-    expect_close(Message("{what}: o", what=what), o, exp_o.to(q.dtype), hidden=hidden, hint=hint)
     acc = torch.promote_types(q.dtype, torch.float32)
-    expect_close(Message("{what}: lse", what=what), lse, exp_lse.to(acc), hidden=hidden, hint=hint)
+    _expect_state(what, o, lse, exp_o.to(q.dtype), exp_lse.to(acc), hidden=hidden, hint=hint)
 
 
 @EXERCISES.check("flash_attention_with_sink_forward", points=3)
 def _sink_no_mask(fn):
     """q (2, 3, 7, 4), k (2, 3, 10, 4), v (2, 3, 10, 5), a sink per head, blocks 3 × 4: equals softmax([s; sink])"""
-    q, k, v = _randn(2, 3, 7, 4, seed=110), _randn(2, 3, 10, 4, seed=111), _randn(2, 3, 10, 5, seed=112)
+    q, k, v = _qkv(2, 3, 7, 10, 4, 5, seed=110)
     sink = torch.tensor([0.5, -1.0, 2.0])
     _compare_sink(fn, q, k, v, sink, block_q=3, block_k=4)
 
@@ -783,7 +738,7 @@ def _sink_no_mask(fn):
 @EXERCISES.check("flash_attention_with_sink_forward")
 def _sink_causal(fn):
     """causal with T_q = 6 < T_k = 9, blocks 4 × 4"""
-    q, k, v = _randn(2, 2, 6, 5, seed=113), _randn(2, 2, 9, 5, seed=114), _randn(2, 2, 9, 3, seed=115)
+    q, k, v = _qkv(2, 2, 6, 9, 5, 3, seed=113)
     _compare_sink(fn, q, k, v, torch.tensor([1.5, -0.5]), causal=True, block_q=4, block_k=4)
 
 
@@ -795,7 +750,7 @@ def _sink_causal(fn):
 )
 def _sink_far_away(fn):
     """sinks far above and far below the scores"""
-    q, k, v = _randn(2, 3, 5, 4, seed=116), _randn(2, 3, 8, 4, seed=117), _randn(2, 3, 8, 6, seed=118)
+    q, k, v = _qkv(2, 3, 5, 8, 4, 6, seed=116)
     _compare_sink(fn, q, k, v, torch.tensor([200.0, -1e4, 0.0]), block_q=2, block_k=3, hidden=True)
 
 
@@ -820,7 +775,7 @@ def _sink_no_keys_and_minus_inf(fn):
 )
 def _sink_page_sizes(fn):
     """blocks 1 × 1, 64 × 64 and 3 × 7, causal"""
-    q, k, v = _randn(2, 2, 9, 3, seed=123), _randn(2, 2, 11, 3, seed=124), _randn(2, 2, 11, 4, seed=125)
+    q, k, v = _qkv(2, 2, 9, 11, 3, 4, seed=123)
     for block_q, block_k in ((64, 64), (3, 7), (1, 1)):
         _compare_sink(fn, q, k, v, torch.tensor([0.3, 2.5]), causal=True, block_q=block_q, block_k=block_k, hidden=True)
 
@@ -832,20 +787,7 @@ def _sink_page_sizes(fn):
 )
 def _sink_half(fn):
     """float16 inputs agree with the answer's own float32 run"""
-    q, k, v = _randn(2, 2, 6, 8, seed=126), _randn(2, 2, 9, 8, seed=127), _randn(2, 2, 9, 4, seed=128)
+    q, k, v = _qkv(2, 2, 6, 9, 8, 4, seed=126)
     sink = torch.tensor([1.0, -1.0])
-
-    def run(dtype):
-        return call(
-            Message("flash_attention_with_sink_forward in {dtype}", dtype=dtype),
-            fn,
-            q.to(dtype),
-            k.to(dtype),
-            v.to(dtype),
-            sink.to(dtype),
-            causal=True,
-            block_q=4,
-            block_k=4,
-        )
-
+    run = _in_dtype(fn, "flash_attention_with_sink_forward", q, k, v, sink, causal=True, block_q=4, block_k=4)
     expect_half_precision("flash_attention_with_sink_forward", run, float32_results=(1,))

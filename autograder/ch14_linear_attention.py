@@ -109,134 +109,6 @@ def _linear_oracle(q, k, v, *, feature_map=_phi, normalize=True, state=None, str
     return o.to(dtype), S_end.to(dtype), z_end.to(dtype)
 
 
-def _linear_hints(got, q, k, v, feature_map, normalize, state) -> Message | str:
-    """The causes the output of a linear-attention answer can be recognised by."""
-    return _hint_from(
-        got,
-        {
-            Message(
-                "Your output is not divided by the normaliser: with normalize=True, o_t = S_tᵀ φ(q_t) / (z_tᵀ φ(q_t))."
-            ): _linear_oracle(q, k, v, feature_map=feature_map, normalize=False, state=state)[0] if normalize else None,
-            Message(
-                "Your output at token t leaves token t out: add φ(k_t) v_tᵀ (and φ(k_t)) to the state before you read "
-                "it with φ(q_t) — the causal sum runs over j ≤ t, the token itself included."
-            ): _linear_oracle(q, k, v, feature_map=feature_map, normalize=normalize, state=state, strict=True)[0],
-            Message("Your output uses q and k without the feature map: apply φ = feature_map to both."): (
-                _linear_oracle(q, k, v, feature_map=None, normalize=normalize, state=state)[0]
-                if feature_map is not None and not normalize
-                else None
-            ),
-            Message("Your output ignores the state it was given: start from state = (S, z) when one is passed."): (
-                _linear_oracle(q, k, v, feature_map=feature_map, normalize=normalize)[0] if state is not None else None
-            ),
-        },
-    )
-
-
-def _linear_what(name, q, v, chunk_size, feature_map, normalize, state) -> Message:
-    return Message(
-        "{name}(q {shape}, k, v {v_shape}{chunk}, feature_map={feature_map}, normalize={normalize}, state={state})",
-        name=name,
-        shape=tuple(q.shape),
-        v_shape=tuple(v.shape),
-        chunk="" if chunk_size is None else f", chunk_size={chunk_size}",
-        feature_map="φ" if feature_map is _phi else ("None" if feature_map is None else "softplus"),
-        normalize=normalize,
-        state="None" if state is None else "given",
-    )
-
-
-def _compare_linear(
-    name, fn, q, k, v, *, chunk_size=None, feature_map=_phi, normalize=True, state=None, hidden=False, check_state=True
-):
-    """The student's recurrent (``chunk_size`` None) or chunkwise linear attention against the running sums."""
-    what = _linear_what(name, q, v, chunk_size, feature_map, normalize, state)
-    args = (q, k, v) if chunk_size is None else (q, k, v, chunk_size)
-    result = call(what, fn, *args, feature_map=feature_map, normalize=normalize, state=state)
-    _expect_pair(what, result, "(S, z)")
-    o, new_state = result
-    exp_o, exp_S, exp_z = _linear_oracle(q, k, v, feature_map=feature_map, normalize=normalize, state=state)
-    hint = "" if hidden else _linear_hints(o, q, k, v, feature_map, normalize, state)
-    expect_close(Message("{what}: o", what=what), o, exp_o, hidden=hidden, hint=hint)
-    if check_state:
-        expect_true(
-            isinstance(new_state, tuple) and len(new_state) == 2,
-            Message("{what}: the state should be a pair (S, z).", what=what),
-        )
-        expect_close(Message("{what}: S", what=what), new_state[0], exp_S, hidden=hidden)
-        expect_close(Message("{what}: z", what=what), new_state[1], exp_z, hidden=hidden)
-
-
-def _softplus_features(x: torch.Tensor) -> torch.Tensor:
-    return torch.log1p(torch.exp(x))
-
-
-def _given_state(B, H, d_k, d_v, seed, dtype=torch.float32):
-    """A state as earlier tokens would leave it: S any matrix, z positive."""
-    return _randn(B, H, d_k, d_v, seed=seed, dtype=dtype), (_randn(B, H, d_k, seed=seed + 1).abs() + 1).to(dtype)
-
-
-@EXERCISES.check("linear_attention_recurrent", points=3)
-def _recurrent_basic(fn):
-    """equals Katharopoulos et al.'s causal linear attention, φ = elu + 1, normalised: q, k (2, 3, 7, 4), v (2, 3, 7, 5)"""
-    _compare_linear("linear_attention_recurrent", fn, *_qkv(2, 3, 7, 4, 5, seed=1))
-
-
-@EXERCISES.check("linear_attention_recurrent")
-def _recurrent_unnormalised(fn):
-    """normalize=False (the running sum Sᵀφ(q_t) alone) and feature_map=None (q, k used as given)"""
-    q, k, v = _qkv(1, 2, 6, 3, 4, seed=2)
-    _compare_linear("linear_attention_recurrent", fn, q, k, v, normalize=False)
-    _compare_linear("linear_attention_recurrent", fn, q, k, v, feature_map=None, normalize=False)
-
-
-@EXERCISES.check(
-    "linear_attention_recurrent",
-    hidden=True,
-    requires="starts from the state it is given, and from zeros when none is given (the same inputs give the same output twice)",
-)
-def _recurrent_state(fn):
-    """continues from a given state (S, z); two calls without one give the same result"""
-    q, k, v = _qkv(2, 2, 5, 4, 3, seed=3)
-    _compare_linear("linear_attention_recurrent", fn, q, k, v, state=_given_state(2, 2, 4, 3, seed=4), hidden=True)
-    _compare_linear("linear_attention_recurrent", fn, q, k, v, hidden=True)
-    _compare_linear("linear_attention_recurrent", fn, q, k, v, hidden=True)
-
-
-@EXERCISES.check(
-    "linear_attention_recurrent",
-    hidden=True,
-    requires="uses the feature_map it is given, in float64, for one token and for a batch of one",
-)
-def _recurrent_other(fn):
-    """softplus as the feature map in float64; T = 1; B = 1"""
-    q, k, v = _qkv(3, 2, 8, 5, 2, seed=5, dtype=torch.float64)
-    _compare_linear("linear_attention_recurrent", fn, q, k, v, feature_map=_softplus_features, hidden=True)
-    _compare_linear("linear_attention_recurrent", fn, *_qkv(2, 3, 1, 4, 6, seed=6), hidden=True)
-    _compare_linear("linear_attention_recurrent", fn, *_qkv(1, 1, 9, 2, 3, seed=7), hidden=True)
-
-
-def _half_run(fn, name, q, k, v, chunk_size=None):
-    def run(dtype):
-        args = (q.to(dtype), k.to(dtype), v.to(dtype)) + (() if chunk_size is None else (chunk_size,))
-        result = call(Message("{name} in {dtype}", name=name, dtype=dtype), fn, *args, feature_map=_phi)
-        _expect_pair(name, result, "(S, z)")
-        return result
-
-    return run
-
-
-@EXERCISES.check(
-    "linear_attention_recurrent",
-    hidden=True,
-    requires="keeps float16 inputs in float16 (output and state), agreeing with its float32 run",
-)
-def _recurrent_half(fn):
-    """float16 inputs: o, S and z in float16, as in float32"""
-    q, k, v = _qkv(2, 2, 8, 4, 3, seed=8)
-    expect_half_precision("linear_attention_recurrent", _half_run(fn, "linear_attention_recurrent", q, k, v))
-
-
 _CHUNK_HINTS = {
     "mask": Message(
         "Inside a chunk the attention is causal too: mask φ(Q_c)φ(K_c)ᵀ to its lower triangle, the diagonal included."
@@ -244,6 +116,10 @@ _CHUNK_HINTS = {
     "before": Message(
         "Your chunk reads a state that already holds the chunk itself: use the state of the tokens before the chunk, "
         "and add φ(K_c)ᵀV_c (and φ(K_c)ᵀ1) only after the chunk's output."
+    ),
+    "recipe": Message(
+        "For each chunk [s, e): O_c = φ(Q_c) S + tril(φ(Q_c)φ(K_c)ᵀ) V_c with S the state of the tokens "
+        "before s (and the same for the normaliser); then S += φ(K_c)ᵀ V_c. The last chunk may be shorter."
     ),
 }
 
@@ -270,24 +146,59 @@ def _chunk_mistakes(q, k, v, chunk_size, normalize, state):
     return torch.cat(nomask, 2).to(q.dtype), torch.cat(late, 2).to(q.dtype)
 
 
-def _compare_chunkwise(fn, q, k, v, chunk_size, *, normalize=True, state=None, hidden=False):
-    name = "linear_attention_chunkwise"
-    what = _linear_what(name, q, v, chunk_size, _phi, normalize, state)
-    result = call(what, fn, q, k, v, chunk_size, feature_map=_phi, normalize=normalize, state=state)
+def _linear_hints(got, q, k, v, chunk_size, feature_map, normalize, state) -> Message | str:
+    """The causes the output of a linear-attention answer (chunkwise where ``chunk_size`` is given) can be
+    recognised by; for a chunkwise answer of the right shape that matches none, the chunks' recipe."""
+    guesses: dict[Message, torch.Tensor | None] = {}
+    if chunk_size is not None:
+        nomask, late = _chunk_mistakes(q, k, v, chunk_size, normalize, state)
+        guesses = {_CHUNK_HINTS["mask"]: nomask, _CHUNK_HINTS["before"]: late}
+    text = _hint_from(
+        got,
+        {
+            **guesses,
+            Message(
+                "Your output is not divided by the normaliser: with normalize=True, o_t = S_tᵀ φ(q_t) / (z_tᵀ φ(q_t))."
+            ): _linear_oracle(q, k, v, feature_map=feature_map, normalize=False, state=state)[0] if normalize else None,
+            Message(
+                "Your output at token t leaves token t out: add φ(k_t) v_tᵀ (and φ(k_t)) to the state before you read "
+                "it with φ(q_t) — the causal sum runs over j ≤ t, the token itself included."
+            ): _linear_oracle(q, k, v, feature_map=feature_map, normalize=normalize, state=state, strict=True)[0],
+            Message("Your output uses q and k without the feature map: apply φ = feature_map to both."): (
+                _linear_oracle(q, k, v, feature_map=None, normalize=normalize, state=state)[0]
+                if feature_map is not None and not normalize
+                else None
+            ),
+            Message("Your output ignores the state it was given: start from state = (S, z) when one is passed."): (
+                _linear_oracle(q, k, v, feature_map=feature_map, normalize=normalize)[0] if state is not None else None
+            ),
+        },
+    )
+    shape = (*q.shape[:-1], v.shape[-1])
+    if not text and chunk_size is not None and chunk_size > 1 and isinstance(got, torch.Tensor) and got.shape == shape:
+        return _CHUNK_HINTS["recipe"]
+    return text
+
+
+def _compare_linear(fn, q, k, v, *, chunk_size=None, feature_map=_phi, normalize=True, state=None, hidden=False):
+    """The student's ``linear_attention_recurrent`` (``chunk_size`` None) or ``linear_attention_chunkwise`` against
+    the running sums: the output, then the state ``(S, z)`` after the last token."""
+    what = Message(
+        "{name}(q {shape}, k, v {v_shape}{chunk}, feature_map={feature_map}, normalize={normalize}, state={state})",
+        name="linear_attention_recurrent" if chunk_size is None else "linear_attention_chunkwise",
+        shape=tuple(q.shape),
+        v_shape=tuple(v.shape),
+        chunk="" if chunk_size is None else f", chunk_size={chunk_size}",
+        feature_map="φ" if feature_map is _phi else ("None" if feature_map is None else "softplus"),
+        normalize=normalize,
+        state="None" if state is None else "given",
+    )
+    args = (q, k, v) if chunk_size is None else (q, k, v, chunk_size)
+    result = call(what, fn, *args, feature_map=feature_map, normalize=normalize, state=state)
     _expect_pair(what, result, "(S, z)")
     o, new_state = result
-    exp_o, exp_S, exp_z = _linear_oracle(q, k, v, normalize=normalize, state=state)
-    hint: Message | str = ""
-    if not hidden:
-        nomask, late = _chunk_mistakes(q, k, v, chunk_size, normalize, state)
-        hint = _hint_from(o, {_CHUNK_HINTS["mask"]: nomask, _CHUNK_HINTS["before"]: late}) or _linear_hints(
-            o, q, k, v, _phi, normalize, state
-        )
-        if not hint and isinstance(o, torch.Tensor) and o.shape == exp_o.shape and chunk_size > 1:
-            hint = Message(
-                "For each chunk [s, e): O_c = φ(Q_c) S + tril(φ(Q_c)φ(K_c)ᵀ) V_c with S the state of the tokens "
-                "before s (and the same for the normaliser); then S += φ(K_c)ᵀ V_c. The last chunk may be shorter."
-            )
+    exp_o, exp_S, exp_z = _linear_oracle(q, k, v, feature_map=feature_map, normalize=normalize, state=state)
+    hint = "" if hidden else _linear_hints(o, q, k, v, chunk_size, feature_map, normalize, state)
     expect_close(Message("{what}: o", what=what), o, exp_o, hidden=hidden, hint=hint)
     expect_true(
         isinstance(new_state, tuple) and len(new_state) == 2,
@@ -297,18 +208,92 @@ def _compare_chunkwise(fn, q, k, v, chunk_size, *, normalize=True, state=None, h
     expect_close(Message("{what}: z", what=what), new_state[1], exp_z, hidden=hidden)
 
 
+def _softplus_features(x: torch.Tensor) -> torch.Tensor:
+    return torch.log1p(torch.exp(x))
+
+
+def _given_state(B, H, d_k, d_v, seed, dtype=torch.float32):
+    """A state as earlier tokens would leave it: S any matrix, z positive."""
+    return _randn(B, H, d_k, d_v, seed=seed, dtype=dtype), (_randn(B, H, d_k, seed=seed + 1).abs() + 1).to(dtype)
+
+
+@EXERCISES.check("linear_attention_recurrent", points=3)
+def _recurrent_basic(fn):
+    """equals Katharopoulos et al.'s causal linear attention, φ = elu + 1, normalised: q, k (2, 3, 7, 4), v (2, 3, 7, 5)"""
+    _compare_linear(fn, *_qkv(2, 3, 7, 4, 5, seed=1))
+
+
+@EXERCISES.check("linear_attention_recurrent")
+def _recurrent_unnormalised(fn):
+    """normalize=False (the running sum Sᵀφ(q_t) alone) and feature_map=None (q, k used as given)"""
+    q, k, v = _qkv(1, 2, 6, 3, 4, seed=2)
+    _compare_linear(fn, q, k, v, normalize=False)
+    _compare_linear(fn, q, k, v, feature_map=None, normalize=False)
+
+
+@EXERCISES.check(
+    "linear_attention_recurrent",
+    hidden=True,
+    requires="starts from the state it is given, and from zeros when none is given (the same inputs give the same output twice)",
+)
+def _recurrent_state(fn):
+    """continues from a given state (S, z); two calls without one give the same result"""
+    q, k, v = _qkv(2, 2, 5, 4, 3, seed=3)
+    _compare_linear(fn, q, k, v, state=_given_state(2, 2, 4, 3, seed=4), hidden=True)
+    _compare_linear(fn, q, k, v, hidden=True)
+    _compare_linear(fn, q, k, v, hidden=True)
+
+
+@EXERCISES.check(
+    "linear_attention_recurrent",
+    hidden=True,
+    requires="uses the feature_map it is given, in float64, for one token and for a batch of one",
+)
+def _recurrent_other(fn):
+    """softplus as the feature map in float64; T = 1; B = 1"""
+    q, k, v = _qkv(3, 2, 8, 5, 2, seed=5, dtype=torch.float64)
+    _compare_linear(fn, q, k, v, feature_map=_softplus_features, hidden=True)
+    _compare_linear(fn, *_qkv(2, 3, 1, 4, 6, seed=6), hidden=True)
+    _compare_linear(fn, *_qkv(1, 1, 9, 2, 3, seed=7), hidden=True)
+
+
+def _half_run(fn, name: str, *args, second="(S, z)", **kwargs):
+    """``run(dtype)`` for :func:`expect_half_precision`: ``fn(*args, **kwargs)`` with the floating tensors of ``args``
+    in ``dtype``, which must return a pair ``(o, second)``."""
+
+    def run(dtype):
+        cast = [a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        result = call(Message("{name} in {dtype}", name=name, dtype=dtype), fn, *cast, **kwargs)
+        _expect_pair(name, result, second)
+        return result
+
+    return run
+
+
+@EXERCISES.check(
+    "linear_attention_recurrent",
+    hidden=True,
+    requires="keeps float16 inputs in float16 (output and state), agreeing with its float32 run",
+)
+def _recurrent_half(fn):
+    """float16 inputs: o, S and z in float16, as in float32"""
+    q, k, v = _qkv(2, 2, 8, 4, 3, seed=8)
+    run = _half_run(fn, "linear_attention_recurrent", q, k, v, feature_map=_phi)
+    expect_half_precision("linear_attention_recurrent", run)
+
+
 @EXERCISES.check("linear_attention_chunkwise", points=3)
 def _chunkwise_divides(fn):
     """equals the recurrence: q, k (2, 3, 12, 4), v (2, 3, 12, 5), chunk_size=4 (three full chunks)"""
-    _compare_chunkwise(fn, *_qkv(2, 3, 12, 4, 5, seed=11), 4)
+    _compare_linear(fn, *_qkv(2, 3, 12, 4, 5, seed=11), chunk_size=4)
 
 
 @EXERCISES.check("linear_attention_chunkwise")
 def _chunkwise_ragged(fn):
     """chunk_size=5 does not divide T = 12 (the last chunk holds 2 tokens); normalize=False too"""
     q, k, v = _qkv(2, 2, 12, 3, 4, seed=12)
-    _compare_chunkwise(fn, q, k, v, 5)
-    _compare_chunkwise(fn, q, k, v, 5, normalize=False)
+    _compare_linear(fn, q, k, v, chunk_size=5)
+    _compare_linear(fn, q, k, v, chunk_size=5, normalize=False)
 
 
 @EXERCISES.check(
@@ -320,7 +305,7 @@ def _chunkwise_sizes(fn):
     """chunk_size 1, T, T + 3 and 3 (not dividing T = 10)"""
     q, k, v = _qkv(1, 2, 10, 5, 3, seed=13)
     for chunk_size in (1, 10, 13, 3):
-        _compare_chunkwise(fn, q, k, v, chunk_size, hidden=True)
+        _compare_linear(fn, q, k, v, chunk_size=chunk_size, hidden=True)
 
 
 @EXERCISES.check(
@@ -331,7 +316,7 @@ def _chunkwise_sizes(fn):
 def _chunkwise_state(fn):
     """a given state (S, z), chunk_size=3 with T = 8"""
     q, k, v = _qkv(2, 3, 8, 4, 2, seed=14)
-    _compare_chunkwise(fn, q, k, v, 3, state=_given_state(2, 3, 4, 2, seed=15), hidden=True)
+    _compare_linear(fn, q, k, v, chunk_size=3, state=_given_state(2, 3, 4, 2, seed=15), hidden=True)
 
 
 @EXERCISES.check(
@@ -342,7 +327,8 @@ def _chunkwise_state(fn):
 def _chunkwise_half(fn):
     """float16 inputs, chunk_size=3 with T = 8: o, S and z in float16, as in float32"""
     q, k, v = _qkv(2, 2, 8, 4, 3, seed=16)
-    expect_half_precision("linear_attention_chunkwise", _half_run(fn, "linear_attention_chunkwise", q, k, v, 3))
+    run = _half_run(fn, "linear_attention_chunkwise", q, k, v, 3, feature_map=_phi)
+    expect_half_precision("linear_attention_chunkwise", run)
 
 
 @EXERCISES.check(
@@ -508,22 +494,28 @@ def _delta_state(fn):
 )
 def _delta_half(fn):
     """float16 inputs: o and S in float16, as in float32"""
-    q, k, v, beta, g = _delta_inputs(2, 2, 6, 4, 3, seed=26)
-
-    def run(dtype):
-        args = tuple(t.to(dtype) for t in (q, k, v, beta, g))
-        result = call(Message("gated_delta_rule_recurrent in {dtype}", dtype=dtype), fn, *args)
-        _expect_pair("gated_delta_rule_recurrent", result, "S")
-        return result
-
+    run = _half_run(fn, "gated_delta_rule_recurrent", *_delta_inputs(2, 2, 6, 4, 3, seed=26), second="S")
     expect_half_precision("gated_delta_rule_recurrent", run)
 
 
 # ---------------------------------------------------------------- exercise 4: decode_state_bytes
 
 
-def _bytes_oracle(n_layers, T, interval, n_kv_heads, d_head, n_linear_heads, d_k, d_v, bpe, *, mistake=None) -> int:
+def _bytes_oracle(
+    n_layers,
+    T,
+    *,
+    full_attention_interval,
+    n_kv_heads,
+    d_head,
+    n_linear_heads,
+    d_k,
+    d_v,
+    bytes_per_element,
+    mistake=None,
+) -> int:
     """A sum over the stack, layer by layer: chapter 8's 2·H_kv·d_head·T per softmax layer, H·d_k·d_v per linear one."""
+    interval, bpe = full_attention_interval, bytes_per_element
     total = 0
     for i in range(n_layers):
         full = interval is not None and (i + 1) % interval == 0
@@ -548,44 +540,21 @@ _BYTES_HINTS = {
 }
 
 
-def _compare_bytes(fn, *, n_layers, T, interval, n_kv_heads, d_head, n_linear_heads, d_k, d_v, bpe, hidden=False):
-    what = Message(
-        "decode_state_bytes({n_layers}, {T}, full_attention_interval={interval}, n_kv_heads={n_kv_heads}, "
-        "d_head={d_head}, n_linear_heads={n_linear_heads}, d_k={d_k}, d_v={d_v}, bytes_per_element={bpe})",
-        n_layers=n_layers,
-        T=T,
-        interval=interval,
-        n_kv_heads=n_kv_heads,
-        d_head=d_head,
-        n_linear_heads=n_linear_heads,
-        d_k=d_k,
-        d_v=d_v,
-        bpe=bpe,
-    )
-    got = call(
-        what,
-        fn,
-        n_layers,
-        T,
-        full_attention_interval=interval,
-        n_kv_heads=n_kv_heads,
-        d_head=d_head,
-        n_linear_heads=n_linear_heads,
-        d_k=d_k,
-        d_v=d_v,
-        bytes_per_element=bpe,
-    )
-    sizes = (n_layers, T, interval, n_kv_heads, d_head, n_linear_heads, d_k, d_v, bpe)
-    expected = _bytes_oracle(*sizes)
-    hint = "" if hidden else _bytes_hint(got, sizes)
+def _compare_bytes(fn, *, n_layers, T, hidden=False, **sizes):
+    """The answer's ``decode_state_bytes(n_layers, T, **sizes)`` against the sum over the layers."""
+    said = ", ".join(f"{name}={value}" for name, value in sizes.items())
+    what = Message("decode_state_bytes({n_layers}, {T}, {sizes})", n_layers=n_layers, T=T, sizes=said)
+    got = call(what, fn, n_layers, T, **sizes)
+    expected = _bytes_oracle(n_layers, T, **sizes)
+    hint = "" if hidden else _bytes_hint(got, n_layers, T, sizes)
     _expect_bytes(what, got, expected, hidden=hidden, hint=hint)
 
 
-def _bytes_hint(got, sizes) -> Message | str:
+def _bytes_hint(got, n_layers, T, sizes) -> Message | str:
     """The cause, when the answer equals what one of the catalogued mistakes gives."""
     if not isinstance(got, int):
         return ""
-    return next((text for m, text in _BYTES_HINTS.items() if got == _bytes_oracle(*sizes, mistake=m)), "")
+    return next((text for m, text in _BYTES_HINTS.items() if got == _bytes_oracle(n_layers, T, **sizes, mistake=m)), "")
 
 
 def _expect_bytes(what, got, expected: int, *, hidden: bool, hint) -> None:
@@ -601,21 +570,23 @@ def _expect_bytes(what, got, expected: int, *, hidden: bool, hint) -> None:
         raise CheckFailed(Message("{failure}\n  {hint}", failure=msg, hint=Message("hint", hint=hint)) if hint else msg)
 
 
-_QWEN3_NEXT = dict(n_layers=48, interval=4, n_kv_heads=2, d_head=256, n_linear_heads=32, d_k=128, d_v=128)
+_QWEN3_NEXT = dict(
+    n_layers=48, full_attention_interval=4, n_kv_heads=2, d_head=256, n_linear_heads=32, d_k=128, d_v=128
+)
 
 
 @EXERCISES.check("decode_state_bytes", points=2)
 def _bytes_qwen(fn):
     """Qwen3-Next-80B-A3B's shape (48 layers, every fourth softmax) in bfloat16 at T = 4096"""
-    _compare_bytes(fn, T=4096, bpe=2, **_QWEN3_NEXT)
+    _compare_bytes(fn, T=4096, **_QWEN3_NEXT, bytes_per_element=2)
 
 
 @EXERCISES.check("decode_state_bytes")
 def _bytes_all_or_none(fn):
     """full_attention_interval=1 is chapter 8's KV cache; None keeps no cache at all (same bytes at T = 10 and 10⁶)"""
-    _compare_bytes(fn, T=100, bpe=4, **{**_QWEN3_NEXT, "interval": 1})
+    _compare_bytes(fn, T=100, **{**_QWEN3_NEXT, "full_attention_interval": 1}, bytes_per_element=4)
     for T in (10, 10**6):
-        _compare_bytes(fn, T=T, bpe=2, **{**_QWEN3_NEXT, "interval": None})
+        _compare_bytes(fn, T=T, **{**_QWEN3_NEXT, "full_attention_interval": None}, bytes_per_element=2)
 
 
 @EXERCISES.check(
@@ -625,10 +596,11 @@ def _bytes_all_or_none(fn):
 )
 def _bytes_ragged(fn):
     """10 layers with interval 4 (softmax at layers 3 and 7); T = 0"""
-    small = dict(n_layers=10, interval=4, n_kv_heads=3, d_head=8, n_linear_heads=2, d_k=5, d_v=7)
-    _compare_bytes(fn, T=9, bpe=4, hidden=True, **small)
-    _compare_bytes(fn, T=0, bpe=2, hidden=True, **small)
-    _compare_bytes(fn, T=5, bpe=1, hidden=True, **{**small, "n_layers": 3})  # fewer layers than the interval
+    small = dict(n_layers=10, full_attention_interval=4, n_kv_heads=3, d_head=8, n_linear_heads=2, d_k=5, d_v=7)
+    _compare_bytes(fn, T=9, hidden=True, **small, bytes_per_element=4)
+    _compare_bytes(fn, T=0, hidden=True, **small, bytes_per_element=2)
+    fewer = {**small, "n_layers": 3}  # fewer layers than the interval
+    _compare_bytes(fn, T=5, hidden=True, **fewer, bytes_per_element=1)
 
 
 __all__ = ["EXERCISES", "CheckFailed"]

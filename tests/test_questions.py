@@ -97,12 +97,12 @@ QUESTION_HELPERS = {
     # backward takes the forward's (o, lse)): _state_oracle builds them, _chunk_states cuts the keys
     "ch13_serving_attention": {
         "_randn",
+        "_qkv",
         "_pool_case",
         "_state_oracle",
         "_chunk_states",
         "_positions",
         "_causal",
-        "_step_what",
     },
     "ch14_linear_attention": {
         "_randn",
@@ -111,7 +111,6 @@ QUESTION_HELPERS = {
         "_softplus_features",
         "_given_state",
         "_delta_inputs",
-        "_linear_what",
     },
 }
 
