@@ -76,6 +76,7 @@ def _call_state(what, name: str, fn, *args, o_shape, lse_shape, **kwargs):
 
 
 def _expect_state(what, o, lse, expected_o, expected_lse, *, hidden=False, hint: Message | str = "") -> None:
+    """The answer's state ``(o, lse)`` equals the expected one (the same hint for both)."""
     expect_close(Message("{what}: o", what=what), o, expected_o, hidden=hidden, hint=hint)
     expect_close(Message("{what}: lse", what=what), lse, expected_lse, hidden=hidden, hint=hint)
 
