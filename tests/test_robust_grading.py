@@ -50,8 +50,8 @@ LATE_VERDICTS = (
     "late_verdict_signed_again_with_the_recorders_key",
 )
 # hostile variants of one chapter, graded with kernels on that chapter in every run (issue 46: measurements that the
-# answer switches off): name -> chapter
-OWN_CHAPTER = variants.MEASURED_VARIANTS
+# answer switches off; issue 35: a chapter's own ways of changing the question, chapters 13 and 14): name -> chapter
+OWN_CHAPTER = {**variants.MEASURED_VARIANTS, **variants.QUESTION_VARIANTS}
 
 
 def kernel_tier(chapter: str, all_variants: dict) -> list[str]:

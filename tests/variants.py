@@ -172,6 +172,107 @@ def _answers_calling(hook: str, names: list[str]) -> list[str]:
     ] + [f"{n} = _Anything if {n!r}[:1].isupper() else _anything" for n in names]
 
 
+# The checks' oracles called by the answers, a chapter's exercise -> its source (calls_the_checks_oracles). None of
+# them is in the kernel form; with the whole checks module each answer would pass (chapter 14's chunkwise one but
+# its measured check). Chapter 13's ring step uses helpers the kernel form keeps (its inputs' builders) and the merge's
+# course version, which it does not hold.
+_ORACLE_CALLS = {
+    "ch09_sparse_attention": {
+        "sliding_window_mask": "def sliding_window_mask(T, window, *, causal=True, device=None):\n"
+        "    return _m._band(T, window, causal).to(device or 'cpu')\n",
+        "global_token_mask": "def global_token_mask(mask, is_global, *, causal=False):\n"
+        "    return _m._global_oracle(mask, is_global, causal)\n",
+        "sliding_window_attention": "def sliding_window_attention(q, k, v, window, *, causal=True, block_len=None):\n"
+        "    mask = _m._band(q.shape[-2], window, causal)\n"
+        "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n",
+        "routing_mask": "def routing_mask(query_clusters, key_clusters, *, causal=True):\n"
+        "    return _m._routing_oracle(query_clusters, key_clusters, causal)\n",
+        "topk_block_mask": "def topk_block_mask(block_scores, n_selected, block_len, *, causal=True, n_initial=1, n_local=2):\n"
+        "    return _m._topk_oracle(block_scores, n_selected, block_len, causal, n_initial, n_local)\n",
+    },
+    "ch13_serving_attention": {
+        "gather_kv": "def gather_kv(blocks, block_table, length):\n    return _m._read_table(blocks, block_table, length)\n",
+        "paged_attention_decode": "def paged_attention_decode(q, k_blocks, v_blocks, block_tables, lengths):\n"
+        "    return _m._decode_oracle(q, k_blocks, v_blocks, block_tables, lengths).to(q.dtype)\n",
+        "merge_attention_states": "def merge_attention_states(outputs, lses):\n"
+        "    return _m._merge_reference(outputs, lses)\n",
+        "ring_attention_step": "def ring_attention_step(o, lse, q, k, v, *, rank, source, world_size, causal=True, "
+        "split='contiguous'):\n"
+        "    T = q.shape[-2] * world_size\n"
+        "    q_pos, k_pos = (_m._positions(T, world_size, r, split) for r in (rank, source))\n"
+        "    part, part_lse = _m._state_oracle(q, k, v, _m._causal(q_pos, k_pos) if causal else None)\n"
+        "    o, lse = _m._merge_reference([o, part.to(o.dtype)], [lse, part_lse.to(lse.dtype)])\n"
+        "    return o.to(q.dtype), lse\n",
+        "flash_attention_with_sink_forward": "def flash_attention_with_sink_forward(q, k, v, sink, *, causal=False, "
+        "block_q=64, block_k=64):\n"
+        "    o, lse = _m._sink_oracle(q, k, v, sink, causal)\n"
+        "    return o.to(q.dtype), lse.to(torch.promote_types(q.dtype, torch.float32))\n",
+    },
+    "ch14_linear_attention": {
+        "linear_attention_recurrent": "def linear_attention_recurrent(q, k, v, *, feature_map=None, normalize=True, "
+        "state=None):\n"
+        "    o, S, z = _m._linear_oracle(q, k, v, feature_map=feature_map, normalize=normalize, state=state)\n"
+        "    return o, (S, z)\n",
+        "linear_attention_chunkwise": "def linear_attention_chunkwise(q, k, v, chunk_size, *, feature_map=None, "
+        "normalize=True, state=None):\n"
+        "    o, S, z = _m._linear_oracle(q, k, v, feature_map=feature_map, normalize=normalize, state=state)\n"
+        "    return o, (S, z)\n",
+        "gated_delta_rule_recurrent": "def gated_delta_rule_recurrent(q, k, v, beta, g, *, state=None):\n"
+        "    return _m._delta_oracle(q, k, v, beta, g, state)\n",
+        "decode_state_bytes": "def decode_state_bytes(n_layers, T, **sizes):\n"
+        "    return _m._bytes_oracle(n_layers, T, **{'bytes_per_element': 2, **sizes})\n",
+    },
+}
+
+# Answers that change the question in their own way (issue 35): the state or a chunk the check handed them updated in
+# place, as a ring's buffers and a recurrent kernel's state are in practice; the outputs are right. Each exercise
+# scores zero, every other one full: name -> (chapter, exercise, (old, new) replacements in the course's answer).
+_IN_PLACE = {
+    "ring_state_updated_in_place": (
+        "ch13_serving_attention",
+        "ring_attention_step",
+        (
+            (
+                "    return new_o.to(q.dtype), new_lse",
+                "    o.copy_(new_o)  # red team: the running state updated in place\n    lse.copy_(new_lse)\n"
+                "    return o, lse",
+            ),
+        ),
+    ),
+    "merge_accumulates_into_the_first_chunk": (
+        "ch13_serving_attention",
+        "merge_attention_states",
+        (
+            (
+                "    o = sum(w[..., None] * o_c.to(acc) for w, o_c in zip(weights, outputs))  # (..., T_q, d_v)\n",
+                "    o = outputs[0].to(acc).mul_(weights[0][..., None])  # red team: float32 .to(acc) is the chunk itself\n"
+                "    for w, o_c in zip(weights[1:], outputs[1:]):\n        o.add_(w[..., None] * o_c.to(acc))\n",
+            ),
+        ),
+    ),
+    "linear_state_updated_in_place": (
+        "ch14_linear_attention",
+        "linear_attention_recurrent",
+        (
+            ("        S = S + phi_k[:, :, t, :, None]", "        S += phi_k[:, :, t, :, None]"),  # red team: in place
+            ("        z = z + phi_k[:, :, t]", "        z += phi_k[:, :, t]"),
+        ),
+    ),
+    "delta_state_updated_in_place": (
+        "ch14_linear_attention",
+        "gated_delta_rule_recurrent",
+        (
+            (
+                "            S = torch.exp(g[:, :, t])[:, :, None, None] * S",
+                "            S.mul_(torch.exp(g[:, :, t])[:, :, None, None])  # red team: in place",
+            ),
+            ("        S = S + k_t[..., None] *", "        S += k_t[..., None] *"),
+        ),
+    ),
+}
+QUESTION_VARIANTS = {name: chapter for name, (chapter, _, _) in _IN_PLACE.items()}
+
+
 # The exercise that calls the chapter's first one (whose course version is swapped in while it is checked).
 LATE_VERDICT_CHAPTERS = {
     "ch03_self_attention": "SelfAttention",
@@ -628,6 +729,15 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
                 cell.source = _first_in(cell.source, cell.id, _ZERO_INPUTS, method)
         v["zeroes_its_inputs"] = Variant(nbformat.writes(nb), "targets_zero", "hostile", targets=targets)
 
+    for name, (owner, target, edits) in _IN_PLACE.items():
+        if owner == chapter:
+            nb = copy.deepcopy(filled)
+            cell = next(c for c in nb.cells if c.id == target)
+            for old, new in edits:
+                assert old in cell.source, old
+                cell.source = cell.source.replace(old, new)
+            v[name] = Variant(nbformat.writes(nb), "one_zero", "hostile", target=target)
+
     # A kernel for an operator registered from inside the check (torch.library), with the buggy answer: it bends
     # only the kernel's own comparisons, never the worker's.
     mutant = catalogue.mutants(chapter)[0]
@@ -693,28 +803,16 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
             v[name] = Variant(nbformat.writes(nb), "one_zero", "hostile", target="GPT")
 
     # The grader's knowledge used as the answer (issue 46): the kernel imports the checks in their kernel form, which
-    # holds no oracle and no course version of an exercise. Chapter 9's answers call the checks module's own oracles
-    # (the module named from two strings, so no text search finds it; 13/13 before); every chapter's answers with a
-    # course version return it from EXERCISES (3/7 on chapter 4, 4/10 on chapter 3 before). Both score zero.
-    if chapter == "ch09_sparse_attention":
+    # holds no oracle and no course version of an exercise. Chapters 9's, 13's and 14's answers call the checks
+    # module's own oracles (_ORACLE_CALLS; the module named from two strings, so no text search finds it; 13/13 on
+    # chapter 9 before); every chapter's answers with a course version return it from EXERCISES (3/7 on chapter 4,
+    # 4/10 on chapter 3 before). Both score zero.
+    if chapter in _ORACLE_CALLS:
         d = json.loads(nbformat.writes(release))
-        head = "import importlib, torch\n_m = importlib.import_module('autograder.' + 'ch09_sparse_attention')\n\n"
-        sources = {
-            "sliding_window_mask": "def sliding_window_mask(T, window, *, causal=True, device=None):\n"
-            "    return _m._band(T, window, causal).to(device or 'cpu')\n",
-            "global_token_mask": "def global_token_mask(mask, is_global, *, causal=False):\n"
-            "    return _m._global_oracle(mask, is_global, causal)\n",
-            "sliding_window_attention": "def sliding_window_attention(q, k, v, window, *, causal=True, block_len=None):\n"
-            "    mask = _m._band(q.shape[-2], window, causal)\n"
-            "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n",
-            "routing_mask": "def routing_mask(query_clusters, key_clusters, *, causal=True):\n"
-            "    return _m._routing_oracle(query_clusters, key_clusters, causal)\n",
-            "topk_block_mask": "def topk_block_mask(block_scores, n_selected, block_len, *, causal=True, n_initial=1, n_local=2):\n"
-            "    return _m._topk_oracle(block_scores, n_selected, block_len, causal, n_initial, n_local)\n",
-        }
+        head = f"import importlib, torch\n_m = importlib.import_module('autograder.' + {chapter!r})\n\n"
         for c in d["cells"]:
-            if c["metadata"].get("nbgrader", {}).get("solution") and c["id"] in sources:
-                c["source"] = head + sources[c["id"]]
+            if c["metadata"].get("nbgrader", {}).get("solution") and c["id"] in _ORACLE_CALLS[chapter]:
+                c["source"] = head + _ORACLE_CALLS[chapter][c["id"]]
         v["calls_the_checks_oracles"] = Variant(_dump(d), "zero", "hostile")
     with_reference = [n for n in names if n in importlib.import_module(f"autograder.{chapter}").EXERCISES._references]
     if with_reference:
