@@ -5,7 +5,8 @@
   column 1:1 and has no text smaller than the shared style's smallest size;
 * every chapter page links the bibliography, the glossary and the notation page, and every citation
   "Author et al. YEAR" / "Author & Author YEAR" on any page is listed in `book/bibliography.md`, whose entries are
-  sorted and link well-formed arXiv identifiers or DOIs; the reference pages and the outlook are in `_toc.yml`;
+  sorted and link well-formed arXiv identifiers or DOIs (a PDF or a blog post where there is none); the reference
+  pages and the outlook are in `_toc.yml`;
 * the glossary is sorted, every entry has its Chinese name and links (a MyST label) the chapter section that
   introduces it, that chapter's page writes the Chinese name, and jieba — with the glossary's terms added, as
   `book/_ext/chinese_search.py` does in the build — cuts it out of that page as one search word; every chapter
@@ -147,6 +148,7 @@ def test_chapter_titles_share_one_style():
 ARXIV = re.compile(r"\[arXiv:([^\]]+)\]\(https://arxiv\.org/abs/([^)]+)\)")
 DOI = re.compile(r"\[doi:([^\]]+)\]\(https://doi\.org/([^)]+)\)")
 PDF = re.compile(r"\[PDF\]\((https://[^)\s]+\.pdf)\)")
+POST = re.compile(r"\[blog post\]\((https://[^)\s]+)\)")  # a blog post without a paper (Dao et al. 2023)
 
 
 def bibliography_entries() -> list[str]:
@@ -157,9 +159,9 @@ def test_bibliography_entries_link_well_formed_identifiers():
     problems = []
     for entry in bibliography_entries():
         head = re.match(r"\*\*(.+?)\*\*", entry).group(1)
-        arxiv, doi, pdf = ARXIV.findall(entry), DOI.findall(entry), PDF.findall(entry)
-        if not (arxiv or doi or pdf):
-            problems.append(f"{head}: no arXiv, DOI or PDF link")
+        arxiv, doi, pdf, post = ARXIV.findall(entry), DOI.findall(entry), PDF.findall(entry), POST.findall(entry)
+        if not (arxiv or doi or pdf or post):
+            problems.append(f"{head}: no arXiv, DOI, PDF or blog post link")
         for label, target in arxiv:
             if label != target or not re.fullmatch(r"\d{4}\.\d{4,5}", target):
                 problems.append(f"{head}: arXiv link [{label}] -> {target}")
@@ -168,9 +170,9 @@ def test_bibliography_entries_link_well_formed_identifiers():
         for label, target in doi:
             if label != target or not re.fullmatch(r"10\.\d{4,9}/\S+", target):
                 problems.append(f"{head}: DOI link [{label}] -> {target}")
-        stray = len(re.findall(r"\]\(https?://", entry)) - len(arxiv) - len(doi) - len(pdf)
+        stray = len(re.findall(r"\]\(https?://", entry)) - len(arxiv) - len(doi) - len(pdf) - len(post)
         if stray:
-            problems.append(f"{head}: {stray} link(s) that are neither arXiv, DOI nor PDF")
+            problems.append(f"{head}: {stray} link(s) that are neither arXiv, DOI, PDF nor a blog post")
         year = re.search(r"(?:19|20)\d\d", head).group(0)
         for _, target in arxiv:  # an arXiv identifier starts with the last two digits of its year
             if int(target[:2]) > int(year[2:]):
@@ -182,7 +184,8 @@ def test_bibliography_is_sorted_and_links_existing_pages():
     keys = []
     for entry in bibliography_entries():
         head = re.match(r"\*\*(.+?)\*\*", entry).group(1)
-        keys.append((head.split()[0].lower(), re.search(r"(?:19|20)\d\d", head).group(0)))
+        # "Dao 2023" before "Dao et al. 2023": one author's year before a team's
+        keys.append((head.split()[0].lower(), re.search(r"(?:19|20)\d\d", head).group(0), head))
         for page in re.findall(r"\]\((\w+\.md)\)", entry):
             assert (BOOK / page).exists(), f"{head} links book/{page}, which does not exist"
     assert keys == sorted(keys), "bibliography entries are not sorted by first author, then year"
