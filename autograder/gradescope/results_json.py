@@ -1,16 +1,8 @@
-"""Gradescope's ``results.json`` for a submission, from the course grader's result (``submission.Result``).
-
-What ``results.json`` holds: one scored test per exercise (its points, and the checks' messages the course's
-feedback shows for it), visible at once; one unscored test per exercise with what its hidden checks found, shown
-``after_published`` (``--hidden-visibility``); the total, equal to the course grader's on the same file; the
-feedback page's content (``output``, HTML, the hidden checks' messages left to their own tests). A submission that
-was not graded gets a zero and the reason (:func:`zero_payload`). Its format, from Gradescope's documented fields:
-:data:`SCHEMA`. Grading the submission and writing the file in the container: :mod:`autograder.gradescope.run`.
-
-All of it is in the edition the student submitted (``canonical.edition_of``: "zh" for a notebook of
-``notebooks/zh/``), as the course's feedback page is: the result's messages (:class:`~autograder.wording.Message`)
-and the tests' own words rendered in it as the file is written; the page itself is the course's one feedback writer's
-(``feedback.write_page``).
+"""Gradescope's ``results.json`` for a submission, from the course grader's result (``submission.Result``): one
+scored test per exercise, one unscored test per exercise with what its hidden checks found (at
+``--hidden-visibility``), the total, and the feedback page (``output``) — all of it in the edition submitted.
+A submission that was not graded gets a zero and the reason (:func:`zero_payload`). The format: :data:`SCHEMA`;
+what students see: README, "Gradescope".
 """
 
 from __future__ import annotations
@@ -41,10 +33,6 @@ def _hidden_labels(exercise) -> tuple[set[str], set[str]]:
     return visible, {label(fn).key for fn in exercise.hidden} - visible
 
 
-def _reasons(result) -> list[Said]:
-    return list(getattr(result, "reasons", None) or ([result.reason] if result.reason else []))
-
-
 def _check_of(line: Said) -> str:
     """The label (its key) of the check a message is about — a failed check (``exercises.failed_check``), its
     one-line form (``reasons.detail_reason``) —, or ""."""
@@ -61,22 +49,12 @@ def _check_of(line: Said) -> str:
     return ""
 
 
-def _is_hidden(line: Said, hidden: set[str]) -> bool:
-    """Whether a message (``✘ <check's label>`` then what it found) is a hidden check's (a plain string, as an
-    older result file holds it: by its first line)."""
-    if isinstance(line, str):
-        return any(line.strip().startswith(f"✘ {label}") for label in hidden)
-    return _check_of(line) in hidden
-
-
 def _reasons_by_exercise(result, names: Sequence[str]) -> tuple[list[Said], dict[str, list[Said]]]:
     """The result's reasons (each an exercise's, ``reasons.exercise_reason``, or about the whole file) as (the
     reasons about the whole submission, exercise -> its reasons)."""
     general: list[Said] = []
     mine: dict[str, list[Said]] = {n: [] for n in names}
-    # an older result file holds the reason alone, its parts "; "-joined
-    given = list(getattr(result, "reasons", None) or [p for p in (result.reason or "").split("; ") if p])
-    for reason in given:
+    for reason in result.reasons:
         owner = exercise_of(reason)
         if owner in mine and isinstance(reason, Message):
             mine[owner].append(reason.get("reason"))  # type: ignore[arg-type]
@@ -131,9 +109,9 @@ def _exercises(
     for ex in exercises:
         _, hidden_labels = _hidden_labels(ex)
         got = float(result.scores.get(ex.name, 0.0))
-        details: list[Said] = list((getattr(result, "details", None) or {}).get(ex.name, []))
+        details: list[Said] = list(result.details.get(ex.name, []))
         lines = details if got < ex.points and details else reasons[ex.name]
-        hidden = [line for line in lines if _is_hidden(line, hidden_labels)]
+        hidden = [line for line in lines if _check_of(line) in hidden_labels]
         if hidden_visibility == "visible":  # as the course's own feedback: every message at once
             shown, pointer = list(lines), ""
         else:
@@ -203,7 +181,7 @@ def feedback_output(
             graded if result.status != "error" else None,
             dataclasses.replace(releases.read(chapter), points=points),
             edition=edition,
-            unreadable=result.status == "error" and graded is None and _unreadable(_reasons(result)[:1]),
+            unreadable=result.status == "error" and graded is None and _unreadable(result.reasons),
             reasons=list(general) + [exercise_reason(ex.name, line) for ex in exercises for line in shown[ex.name]],
             details={ex.name: shown[ex.name] for ex in exercises if ex.got < ex.points},
         )
@@ -289,7 +267,7 @@ def results_payload(
             "course_grader": {
                 "chapter": chapter,
                 "status": result.status,
-                "reason": "; ".join(wording.render(r, edition) for r in _reasons(result)) or result.reason,
+                "reason": "; ".join(wording.render(r, edition) for r in result.reasons) or result.reason,
                 "warnings": [str(w) for w in result.warnings],
                 **(extra or {}),
                 # the course grader's result file as python -m autograder grade writes it (less nbgrader's log)
