@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import pathlib
+import re
 import sys
 
 from . import notebooks
@@ -47,11 +49,9 @@ def _cmd_grade(args) -> int:
         if isinstance(jobs, str):
             print(f"error: {jobs}", file=sys.stderr)
             return 2
+    from .grading import jail
+
     if args.no_jail:
-        import os
-
-        from .grading import jail
-
         os.environ[jail.JAIL_SWITCH] = "off"
         as_root = jail.root_kernel_problem(jailed=False)
         if as_root:
@@ -62,10 +62,6 @@ def _cmd_grade(args) -> int:
             "only by the in-kernel guard's file rules. Use it only for submissions you trust."
         )
     elif args.submissions and args.executor == "local" and not args.scheduler:
-        import os
-
-        from .grading import jail
-
         problem = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
         if problem:
             print(f"error: the kernels cannot be jailed here: {problem}.\n{JAIL_HELP}", file=sys.stderr)
@@ -138,8 +134,6 @@ def _jobs_by_chapter(files: list[pathlib.Path], lms_assignment: str | None) -> l
 def _assignment_chapter(assignment: str, by_chapter: dict[str, list]) -> str | None:
     """The chapter an LMS assignment grades: the one its name gives (``ch08``, ``Chapter 8``), else the one most
     of its files are; None when that is a tie."""
-    import re
-
     m = re.search(r"(?:\bch|chapter\s*)0*(\d+)", assignment, re.I)
     if m:
         named = [c for c in by_chapter if c[2:4].isdigit() and int(c[2:4]) == int(m.group(1))]

@@ -723,7 +723,7 @@ def test_setup_sh_picks_python_311_for_every_chapter_where_python3_is_310(tmp_pa
     assert build.MIN_PYTHON == "3.11"
     for chapter in notebooks.chapters():
         source = tmp_path / chapter
-        build.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
+        simulate.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
         chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
         assert chose.returncode == 0, (chapter, chose.stderr)
         assert chose.stdout.strip() == "python3.11", chapter
@@ -756,7 +756,7 @@ def test_setup_sh_installs_python_311_with_apt_where_python3_is_310(tmp_path):
     )
     stub.chmod(0o755)
     source = tmp_path / "source"
-    build.unpack(build.build_zip(CHAPTER, tmp_path / "zip"), source)
+    simulate.unpack(build.build_zip(CHAPTER, tmp_path / "zip"), source)
     home = tmp_path / "home"
     env.update(AUTOGRADER_COURSE_HOME=str(home), AUTOGRADER_TORCH_INDEX="", AUTOGRADER_PIP_OPTIONS="--no-index")
     ran = subprocess.run(["bash", str(source / "setup.sh")], env=env, capture_output=True, text=True, timeout=300)
@@ -791,7 +791,7 @@ def test_setup_sh_installs_every_chapter_on_ubuntu_2204s_python(tmp_path):
     assert len(distinct) >= 2, "chapter 11 (Triton) and the others"
     for (torch, _), chapter in distinct.items():
         source = tmp_path / chapter
-        build.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
+        simulate.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
         chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
         assert chose.returncode == 0, chose.stderr
         assert chose.stdout.strip() == "python3.11", chapter

@@ -190,16 +190,6 @@ def _script(name: str, fields: dict[str, str]) -> str:
     return text
 
 
-def unpack(zip_path: pathlib.Path, source: pathlib.Path) -> None:
-    """Unpack the zip into ``source`` as Gradescope does (``/autograder/source``), keeping the scripts executable."""
-    with zipfile.ZipFile(zip_path) as z:
-        for info in z.infolist():
-            z.extract(info, source)
-            mode = (info.external_attr >> 16) & 0o777
-            if mode:
-                (source / info.filename).chmod(mode)
-
-
 # ------------------------------------------------------------------------------------------------ commands
 
 
