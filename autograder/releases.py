@@ -68,10 +68,8 @@ def release_notebook(chapter: str, edition: str = "en") -> nbformat.NotebookNode
 
 @dataclasses.dataclass(frozen=True)
 class Chapter:
-    """A chapter as the grader needs it, read once (:func:`read`): its checks' exercises, each exercise's points,
-    how many checks they have, and per edition ("en"; "zh" where the Chinese edition has the chapter) the release
-    notebook and each exercise's test cell as the student's notebook of that edition shows it (:func:`test_source`).
-    The notebooks are shared: a step that changes one works on its own copy."""
+    """A chapter as the grader needs it, read once (:func:`read`). The notebooks are shared: a step that changes
+    one works on its own copy."""
 
     name: str  # "ch03_self_attention"
     exercises: tuple  # the checks module's EXERCISES, in notebook order

@@ -45,17 +45,11 @@ def fields_of(template: str) -> set[str]:
 
 @dataclasses.dataclass(frozen=True, init=False, eq=False)
 class Message:
-    """A message of the grader: a key and its fields, rendered in an edition only where it is shown
-    (:meth:`render`; ``str(message)`` is the English).
-
-    ``key``: a key of the English catalogue (the grader's own words, ``"wrong shape"``), or else the English
-    template itself (a chapter's words, ``"{what}: weights"``; a plain string a chapter passes is such a key,
-    :func:`as_message`). ``fields``: values put in the template's ``{braces}`` — a field that is itself a
-    :class:`Message` (or a list or tuple of them, joined) is rendered in the same edition; any other value (a
-    number, a shape, a name, Python's own error text) is shown as ``str(value)``. A key with no fields is shown as
-    it is (its braces, if any, are text).
-
-    Raises ``KeyError`` when rendered with a field the template names but the message lacks."""
+    """A message of the grader: a key (of the English catalogue, ``"wrong shape"``, or else a chapter's English
+    template itself, ``"{what}: weights"``) and its fields, rendered in an edition only where it is shown
+    (:meth:`render`; ``str(message)`` is the English). A field that is a :class:`Message` (or a list of them,
+    joined) is rendered in the same edition, any other value as ``str(value)``; a key with no fields is shown as it
+    is. Raises ``KeyError`` when rendered with a field the template names but the message lacks."""
 
     key: str
     fields: tuple[tuple[str, object], ...]
