@@ -1,11 +1,6 @@
-"""Autograder for the course "Attention in NLP": per-chapter checks and batch grader.
-
-What a student's notebook imports (no nbgrader): ``autograder.core`` and ``autograder.chNN_<name>`` (a
-chapter's checks, used by the notebooks' test cells and by pytest), ``autograder.canonical`` and
-``autograder.releases`` (the self-check). ``autograder.grading`` is the instructors' grading machinery
-(sandboxed workers, the in-kernel guard, reports; nbgrader plugins for nbgrader's own workflow): see its docstring
-and docs/grading-design.md. Command line: ``python -m autograder --help``. The notebook builder that writes the
-release notebooks and the nbgrader course directory is the checkout's ``scripts/build_notebooks/`` (maintainers only).
+"""Autograder for the course "Attention in NLP": the chapters' checks (``autograder.chNN_<name>``, built on
+``autograder.core``), the student's self-check (``canonical``, ``releases``) and the instructors' grader
+(``autograder.grading``; docs/grading-design.md). Command line: ``python -m autograder --help``.
 """
 
 # The course's version, the one place it is written: pyproject.toml reads it ([tool.setuptools.dynamic]),

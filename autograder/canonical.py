@@ -1,24 +1,7 @@
-"""Canonicalise a submitted notebook against its release notebook: grade what the student wrote.
-
-Editors (Colab, JupyterLab, VS Code, conda kernels, old Jupyter versions) change notebooks in ways nbgrader does
-not expect: nbgrader metadata stripped or altered, cell ids missing, duplicated or replaced, other kernel names,
-extra notebook metadata, huge outputs, cells whose type was changed, split or duplicated answer cells. A
-submission whose metadata was stripped would score 0 in nbgrader without a word. Instead, before nbgrader sees a
-submission, :func:`canonicalise` rebuilds it with the release notebook's structure:
-
-* each solution cell gets the student's answer, found by nbgrader ``grade_id``, then cell id (solution cells in
-  the release have id == grade_id), then content (``def NAME`` / ``class NAME``), then position (the code cell
-  just before the exercise's test cell);
-* every test, setup and prose cell comes from the release (edited or deleted test cells are restored, so the
-  maximum score never shrinks). A test cell as an earlier release of the course had it (a notebook downloaded
-  before the course reworded a comment) is not reported as edited: ``releases.test_history`` holds the digests of
-  every released version of each test cell (``notebooks/test_history/<chapter>.json``, :func:`history_text`);
-* code cells the student inserted are kept in their place (students may define helpers); an answer split over
-  several cells keeps all of them, in order;
-* outputs are dropped, the kernelspec is the grader's, notebook metadata is the release's.
-
-Every repair is reported as a warning (one short line) that goes into the feedback and the CSV. A file that is
-not JSON or not a notebook raises :class:`Ungradeable` with the reason.
+"""Canonicalise a submitted notebook against its release notebook, to grade what the student wrote
+(:func:`canonicalise`; the repairs it makes: README, "What the grader guarantees"); what a submitted file is
+(:func:`examine`); and the student's self-check of a notebook file (:func:`selfcheck`, :func:`selfcheck_here`).
+Every repair is a warning (a message); a file that is not JSON or not a notebook raises :class:`Ungradeable`.
 """
 
 from __future__ import annotations
@@ -27,8 +10,11 @@ import copy
 import dataclasses
 import hashlib
 import json
+import os
 import pathlib
 import re
+import sys
+import tempfile
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -65,15 +51,6 @@ def _exercise_defined(src: str, names: list[str]) -> list[str]:
         for n in names
         if re.search(rf"^\s*(def|class)\s+{re.escape(n)}\b", src, re.M) or re.search(rf"^{re.escape(n)}\s*=", src, re.M)
     ]
-
-
-# ------------------------------------------------------------------------------------------------ test cell history
-# The release notebooks change: a test cell's comment is reworded, a check added. A student who downloaded the
-# notebook before then has the earlier test cell, which is not an edit. Per chapter, the digests of every version of
-# each test cell that a release notebook (either edition) had: notebooks/test_history/<chapter>.json, a derived file
-# that `python -m autograder build` appends the current release's test cells to (`autograder check`: stale when
-# they are missing); the versions before it came from the git history of notebooks/ (scripts/test_history_from_git.py).
-# The grader reads it with the chapter (releases.test_history).
 
 
 def test_digest(source: str) -> str:
@@ -205,17 +182,43 @@ def parse(data: bytes | str) -> tuple[list[dict], dict, list[Said]]:
 
 
 _SETUP_IMPORT = re.compile(r"from\s+autograder\.(ch\d\d_\w+)\s+import\s+EXERCISES")
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Examined:
+    """What a submitted file is, read from its contents once (:func:`examine`)."""
+
+    kind: str  # :func:`file_kind`: NOTEBOOK, or what else it is ("PDF", "empty file", ".py file" …)
+    not_notebook: Said  # why it is no notebook (:func:`not_a_notebook`), or ""
+    chapter: str | None  # the chapter whose notebook it is, None: its content does not say
+    edition: str  # the course edition it was made from ("en" where no chapter was given to compare with)
+
+
+def examine(data: bytes | str, name: str = "", chapter: releases.Chapter | None = None) -> Examined:
+    """What the submitted file ``data`` (named ``name``) is: its kind, why it is no notebook, whose chapter's
+    notebook it is (the setup cell's ``from autograder.<chapter> import EXERCISES``, else the one chapter whose
+    exercises' cells it has) and, given the ``chapter`` it is graded in, the edition it was made from ("zh": more of
+    its prose cells are the Chinese release's than the English release's; where neither's are there, prose that is
+    mostly Chinese characters)."""
+    kind = file_kind(data.encode() if isinstance(data, str) else data, name)
+    if kind != NOTEBOOK:
+        return Examined(kind, not_a_notebook(kind, data if isinstance(data, bytes) else b""), None, "en")
+    try:
+        cells, _, _ = parse(data)
+    except Exception:  # no readable notebook: canonicalisation says why; its edition from the text it has
+        return Examined(kind, "", None, _edition_of_unreadable(data, chapter) if chapter else "en")
+    return Examined(kind, "", _chapter_of(cells), _edition_of(cells, chapter) if chapter else "en")
 
 
 def chapter_of(data: bytes | str) -> str | None:
-    """The chapter a notebook file is, read from its content, or None when the content does not say (or is no
-    notebook): the setup cell's ``from autograder.<chapter> import EXERCISES``, else the chapter whose exercises'
-    cells (nbgrader grade ids or cell ids) the file has, when exactly one chapter's do."""
-    try:
-        cells, _, _ = parse(data)
-    except Exception:
-        return None
-    return _chapter_of(cells)
+    """The chapter a notebook file is, read from its content (:func:`examine`), or None where it does not say."""
+    return examine(data).chapter
+
+
+def edition_of(data: bytes | str, chapter: releases.Chapter) -> str:
+    """The course edition ("en" or "zh") a submitted file of ``chapter`` was made from (:func:`examine`)."""
+    return examine(data, "", chapter).edition
 
 
 def _chapter_of(cells: list[dict]) -> str | None:
@@ -230,21 +233,6 @@ def _chapter_of(cells: list[dict]) -> str | None:
         ids |= {str(x) for x in (c.get("id"), nbg.get("grade_id")) if x}
     having = {ch for ch in known if ids & set(releases.exercise_names(ch))}
     return having.pop() if len(having) == 1 else None
-
-
-_HAN = re.compile(r"[\u4e00-\u9fff]")
-
-
-def edition_of(data: bytes | str, chapter: releases.Chapter) -> str:
-    """The course edition a submitted file was made from: "zh" for the Chinese edition's notebook
-    (``notebooks/zh/``), else "en" (also for a file that is no notebook). Its prose cells decide: more of them are
-    the Chinese release's than the English release's (``chapter.notebooks``, read once: ``releases.read``); where
-    neither's are there (the student rewrote or deleted them), prose that is mostly Chinese characters."""
-    try:
-        cells, _, _ = parse(data)
-    except Exception:
-        return _edition_of_unreadable(data, chapter)
-    return _edition_of(cells, chapter)
 
 
 def _edition_of(cells: list[dict], chapter: releases.Chapter) -> str:
@@ -264,7 +252,7 @@ def _edition_of(cells: list[dict], chapter: releases.Chapter) -> str:
 def _edition_of_unreadable(data: bytes | str, chapter: releases.Chapter) -> str:
     """The edition of a file that is no readable notebook (a download cut short): "zh" where more of the Chinese
     release's prose cells than of the English release's begin in its text as a notebook file writes them (their
-    first line, JSON-escaped), else "en" (also for a file of another kind: a PDF says nothing)."""
+    first line, JSON-escaped), else "en"."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     if "zh" not in chapter.notebooks:
         return "en"
@@ -274,29 +262,6 @@ def _edition_of_unreadable(data: bytes | str, chapter: releases.Chapter) -> str:
         starts = {json.dumps(source.split("\n", 1)[0], ensure_ascii=False)[1:-1][:40] for source in prose}
         found[edition] = sum(1 for start in starts if start in text)
     return "zh" if found["zh"] > found["en"] else "en"
-
-
-@dataclasses.dataclass(frozen=True)
-class Examined:
-    """What a submitted file is, read from its contents once (:func:`examine`)."""
-
-    kind: str  # :func:`file_kind`: NOTEBOOK, or what else it is ("PDF", "empty file", ".py file" …)
-    not_notebook: Said  # why it is no notebook (:func:`not_a_notebook`), or ""
-    chapter: str | None  # the chapter whose notebook it is (:func:`chapter_of`), None: its content does not say
-    edition: str  # the course edition it was made from (:func:`edition_of`)
-
-
-def examine(data: bytes, name: str, chapter: releases.Chapter) -> Examined:
-    """What the submitted file ``data`` (named ``name``) is, in a batch of ``chapter``: its kind, why it is no
-    notebook, whose chapter's notebook it is and its edition, from one reading of its contents."""
-    kind = file_kind(data, name)
-    if kind != NOTEBOOK:
-        return Examined(kind, not_a_notebook(kind, data), None, "en")
-    try:
-        cells, _, _ = parse(data)
-    except Exception:  # no readable notebook: canonicalisation says why; its edition from the text it has
-        return Examined(kind, "", None, _edition_of_unreadable(data, chapter))
-    return Examined(kind, "", _chapter_of(cells), _edition_of(cells, chapter))
 
 
 def canonicalise(
@@ -482,8 +447,6 @@ def selfcheck(path, chapter: str | None = None, edition: str | None = None) -> t
 
     Compares the file with the committed release notebook of its chapter (:mod:`autograder.releases`); needs only
     nbformat, so it works in the student install (no nbgrader) and takes well under a second."""
-    import pathlib
-
     path = pathlib.Path(path)
     chapter = chapter or releases.chapter_from_filename(path.name)
     try:
@@ -523,12 +486,6 @@ def selfcheck_here(chapter: str, edition: str | None = None) -> bool:
     from Jupyter (``JPY_SESSION_NAME``, the saved file); elsewhere it prints the one-line command to use
     instead; under the grader it says it is skipped. Says it in ``edition`` (default: the edition of the notebook
     read, else English). Returns True when the notebook is gradeable."""
-    import json
-    import os
-    import pathlib
-    import sys
-    import tempfile
-
     if os.environ.get("NBGRADER_EXECUTION"):  # being graded (runner.run_notebook sets it), not edited
         print(say("selfcheck: skipped").render(edition or "en"))
         return True
@@ -548,8 +505,8 @@ def selfcheck_here(chapter: str, edition: str | None = None) -> bool:
         return False
     edition = edition or edition_of(text, releases.read(chapter))
     with tempfile.TemporaryDirectory() as tmp:
-        copy = pathlib.Path(tmp) / f"{chapter}.ipynb"
-        copy.write_text(text, encoding="utf-8")
-        ok, lines = selfcheck(copy, chapter, edition)
-    print("\n".join(lines).replace(copy.name, say("selfcheck: this notebook").render(edition), 1))
+        saved = pathlib.Path(tmp) / f"{chapter}.ipynb"
+        saved.write_text(text, encoding="utf-8")
+        ok, lines = selfcheck(saved, chapter, edition)
+    print("\n".join(lines).replace(saved.name, say("selfcheck: this notebook").render(edition), 1))
     return ok

@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import pathlib
+import re
 import sys
 
 from . import notebooks
@@ -30,6 +32,7 @@ def _cmd_grade(args) -> int:
     from .grading import batch, collect, lms, report
 
     ignored: list[str] = []  # what the downloads held that is no submission
+    jobs: list[tuple[str, list[pathlib.Path]]] | str
     if not args.submissions:  # the default run: every chapter's shipped samples
         jobs = [(c, sorted((notebooks.SAMPLES / c).glob("*.ipynb"))) for c in notebooks.chapters()]
     else:
@@ -42,44 +45,13 @@ def _cmd_grade(args) -> int:
             print(f"Ignored {len(ignored)} file(s) that are no submissions:")
             for line in ignored:
                 print(f"  {line}")
-        if args.chapter:
-            jobs = [(args.chapter, files)]
-        else:
-            by_chapter: dict[str, list] = {}
-            unknown = []
-            for f in files:
-                chapter = _chapter_of_file(f)
-                if chapter is None:
-                    unknown.append(f)
-                else:
-                    by_chapter.setdefault(chapter, []).append(f)
-            if args.lms_assignment and by_chapter:  # one assignment: the chapter most of its files are
-                main_chapter = _assignment_chapter(args.lms_assignment, by_chapter)
-                if main_chapter is None:
-                    print(
-                        f"error: --lms-assignment names one assignment, but the submissions are of {len(by_chapter)} "
-                        f"chapters in equal numbers ({', '.join(sorted(by_chapter))}); pass --chapter",
-                        file=sys.stderr,
-                    )
-                    return 2
-                strays = [f for c, fs in by_chapter.items() if c != main_chapter for f in fs]
-                for f in strays:
-                    print(f"note: {f.name} is another chapter's notebook: it gets a row of its own, with the reason")
-                by_chapter = {main_chapter: sorted(by_chapter[main_chapter] + strays + unknown)}
-                unknown = []
-            if unknown and len(by_chapter) == 1:  # e.g. a PDF beside the notebooks: a row, a zero and why
-                (main_chapter,) = by_chapter
-                by_chapter = {main_chapter: sorted(by_chapter[main_chapter] + unknown)}
-                unknown = []
-            if unknown:
-                print(f"error: cannot tell the chapter of {unknown[0].name}; pass --chapter", file=sys.stderr)
-                return 2
-            jobs = sorted(by_chapter.items())
+        jobs = [(args.chapter, files)] if args.chapter else _jobs_by_chapter(files, args.lms_assignment)
+        if isinstance(jobs, str):
+            print(f"error: {jobs}", file=sys.stderr)
+            return 2
+    from .grading import jail
+
     if args.no_jail:
-        import os
-
-        from .grading import jail
-
         os.environ[jail.JAIL_SWITCH] = "off"
         as_root = jail.root_kernel_problem(jailed=False)
         if as_root:
@@ -90,10 +62,6 @@ def _cmd_grade(args) -> int:
             "only by the in-kernel guard's file rules. Use it only for submissions you trust."
         )
     elif args.submissions and args.executor == "local" and not args.scheduler:
-        import os
-
-        from .grading import jail
-
         problem = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
         if problem:
             print(f"error: the kernels cannot be jailed here: {problem}.\n{JAIL_HELP}", file=sys.stderr)
@@ -133,23 +101,39 @@ def _cmd_grade(args) -> int:
     return 0
 
 
-def _chapter_of_file(path: pathlib.Path) -> str | None:
-    """A submission's chapter: from its content (the setup cell, the exercises' cells), else from its name."""
+def _jobs_by_chapter(files: list[pathlib.Path], lms_assignment: str | None) -> list[tuple[str, list]] | str:
+    """(chapter, its files) per chapter the files are (from their content, else their names), or why they cannot be
+    graded without ``--chapter``. Files whose chapter is unknown (a PDF beside the notebooks) join the one chapter
+    there is, as do other chapters' notebooks for one LMS assignment (a row each, with the reason)."""
     from . import canonical, releases
 
-    try:
-        with open(path, "rb") as f:
-            data = f.read(canonical.MAX_BYTES + 1)
-    except OSError:
-        data = b""
-    return canonical.chapter_of(data) or releases.chapter_from_filename(path.name)
+    by_chapter: dict[str, list[pathlib.Path]] = {}
+    for f in files:
+        try:
+            with open(f, "rb") as opened:
+                chapter = canonical.chapter_of(opened.read(canonical.MAX_BYTES + 1))
+        except OSError:
+            chapter = None
+        by_chapter.setdefault(chapter or releases.chapter_from_filename(f.name) or "", []).append(f)
+    unknown = by_chapter.pop("", [])
+    if lms_assignment and len(by_chapter) > 1:  # one assignment: the chapter most of its files are
+        main_chapter = _assignment_chapter(lms_assignment, by_chapter)
+        if main_chapter is None:
+            return (
+                f"--lms-assignment names one assignment, but the submissions are of {len(by_chapter)} chapters in "
+                f"equal numbers ({', '.join(sorted(by_chapter))}); pass --chapter"
+            )
+        for f in [f for c, fs in by_chapter.items() if c != main_chapter for f in fs]:
+            print(f"note: {f.name} is another chapter's notebook: it gets a row of its own, with the reason")
+        by_chapter = {main_chapter: [f for fs in by_chapter.values() for f in fs]}
+    if unknown and len(by_chapter) != 1:
+        return f"cannot tell the chapter of {unknown[0].name}; pass --chapter"
+    return [(c, sorted(fs + unknown)) for c, fs in sorted(by_chapter.items())]
 
 
 def _assignment_chapter(assignment: str, by_chapter: dict[str, list]) -> str | None:
     """The chapter an LMS assignment grades: the one its name gives (``ch08``, ``Chapter 8``), else the one most
     of its files are; None when that is a tie."""
-    import re
-
     m = re.search(r"(?:\bch|chapter\s*)0*(\d+)", assignment, re.I)
     if m:
         named = [c for c in by_chapter if c[2:4].isdigit() and int(c[2:4]) == int(m.group(1))]
@@ -171,12 +155,6 @@ macOS and Windows have no bubblewrap: grade in a Linux VM or container.
 To grade without the jail anyway (trusted submissions only), pass --no-jail."""
 
 
-def _cmd_gradescope(args) -> int:
-    from . import gradescope
-
-    return gradescope.build_command(args)
-
-
 def _cmd_selfcheck(args) -> int:
     from . import canonical
 
@@ -185,7 +163,7 @@ def _cmd_selfcheck(args) -> int:
     return 0 if ok else 1
 
 
-def _show_progress() -> None:
+def show_progress() -> None:
     """The grader reports progress through ``logging`` (loggers under ``autograder``): show it as plain lines."""
     log = logging.getLogger("autograder")
     if not log.handlers:
@@ -261,12 +239,12 @@ def main(argv=None) -> int:
     p.add_argument("--chapter", help="chapter stem (default: from the file name or its setup cell)")
     p.set_defaults(func=_cmd_selfcheck)
     p = sub.add_parser("gradescope", help="write CHAPTER_gradescope.zip: the chapter's autograder for Gradescope")
-    from .gradescope import add_build_arguments
+    from .gradescope import build
 
-    add_build_arguments(p)
-    p.set_defaults(func=_cmd_gradescope)
+    build.add_build_arguments(p)
+    p.set_defaults(func=build.build_command)
     args = parser.parse_args(argv)
-    _show_progress()
+    show_progress()
     return args.func(args)
 
 

@@ -1,24 +1,15 @@
-"""The machinery every chapter's checks share, in one import (the parts live in ``autograder/checks/``).
-
-A chapter's check module (``autograder/chNN_<name>.py``) declares its exercises::
+"""What a chapter's check module (``autograder/chNN_<name>.py``) imports, in one place (the parts live in
+``autograder/checks/``)::
 
     EXERCISES = Exercises("ch03_self_attention")
 
     @EXERCISES.check("causal_mask", points=2)
     def _causal_mask_shape(causal_mask): ...
 
-    @EXERCISES.check("causal_mask", hidden=True)
-    def _causal_mask_rectangular(causal_mask): ...
-
-A *check* is a function of the student's object (a function or a class) that returns nothing when the object
-behaves and raises :class:`CheckFailed` with a student-readable explanation when it does not. It touches the object
-only through :func:`call` and :func:`observe`, so the same check runs in three modes: live in the student's notebook
-(the visible checks in the test cell after each exercise), recording in the grading kernel, and replaying in the
-grading worker, whose verdict is the grade (``grading/judge.py``). pytest runs the checks on the reference solution
-and on the catalogue of plausible student bugs and of correct alternatives (``catalogue/``, beside ``tests/``).
-
-Messages of hidden checks never contain reference values: they say what property was violated, not what the
-right numbers are.
+A check returns nothing when the student's object behaves and raises :class:`CheckFailed` when it does not; it
+touches the object only through :func:`call` and :func:`observe`, so that it runs live in the notebook, recording
+in the grading kernel and replaying in the grading worker (docs/grading-design.md). A hidden check's message never
+holds reference values.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Where a chapter's notebook sources and derived files are, for the grader (the notebook builder that writes them
-is the maintainers' ``scripts/build_notebooks/``, not part of the installed package).
-
-For a chapter ``chNN_name``: the template ``notebooks/templates/chNN_name.py`` (jupytext percent format), the
-reference ``solutions/chNN_name.py`` (the student's part of each exercise between :data:`BEGIN` and :data:`END`),
-the checks ``autograder/chNN_name.py``, and the derived release notebook ``notebooks/chNN_name.ipynb`` and sample
-submissions ``autograder/samples/chNN_name/*.ipynb``.
+"""Where a chapter's sources and derived files are, for the grader: for ``chNN_name``, the template
+``notebooks/templates/chNN_name.py``, the reference ``solutions/chNN_name.py`` (the student's part of each exercise
+between :data:`BEGIN` and :data:`END`), the release notebook ``notebooks/chNN_name.ipynb`` and the sample
+submissions ``autograder/samples/chNN_name/`` (the builder that writes them: ``scripts/build_notebooks/``).
 """
 
 from __future__ import annotations

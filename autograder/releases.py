@@ -1,22 +1,8 @@
-"""The release notebooks (what students open), for the code that runs on the student's side.
+"""The release notebooks (what students open) and a chapter as the grader reads it once (:func:`read`).
 
-The self-check (``canonical.selfcheck``) compares a student's notebook with the committed release notebook of
-its chapter. This module finds those notebooks and needs only ``nbformat``: no nbgrader, no jupytext, nothing
-of the grading machinery, so it works in the student install (Colab, a plain Jupyter) as in a checkout.
-
-Where the release notebooks are:
-
-* in a checkout of the course: ``notebooks/chNN_name.ipynb``;
-* in an installed course package (wheel or sdist, e.g. from the notebooks' setup cell): the same files,
-  packaged as ``autograder/_release/chNN_name.ipynb`` (see ``pyproject.toml``).
-
-The Chinese edition's notebooks (``zh/chNN_name.ipynb`` beside them) are the same notebooks with their prose in
-Chinese; the grader writes a Chinese submission's feedback page from them (``release_notebook(chapter, "zh")``).
-
-The grader reads a chapter once per batch (:func:`read`): one :class:`Chapter` holds what every step needs of it
-(its exercises' points, the release notebook of each edition, their test cells and the test cells' released
-versions), and the steps are given that
-object, never the chapter's name to read again.
+Needs only ``nbformat`` (no nbgrader, no grading machinery), so the student install's self-check uses it too. The
+release notebooks are the checkout's ``notebooks/chNN_name.ipynb`` (the Chinese edition's in ``notebooks/zh/``), or
+in an installed package their copy ``autograder/_release/`` (``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -82,10 +68,8 @@ def release_notebook(chapter: str, edition: str = "en") -> nbformat.NotebookNode
 
 @dataclasses.dataclass(frozen=True)
 class Chapter:
-    """A chapter as the grader needs it, read once (:func:`read`): its checks' exercises, each exercise's points,
-    how many checks they have, and per edition ("en"; "zh" where the Chinese edition has the chapter) the release
-    notebook and each exercise's test cell as the student's notebook of that edition shows it (:func:`test_source`).
-    The notebooks are shared: a step that changes one works on its own copy."""
+    """A chapter as the grader needs it, read once (:func:`read`). The notebooks are shared: a step that changes
+    one works on its own copy."""
 
     name: str  # "ch03_self_attention"
     exercises: tuple  # the checks module's EXERCISES, in notebook order
@@ -140,12 +124,6 @@ def chapter_from_filename(name: str) -> str | None:
 def exercise_names(chapter: str) -> list[str]:
     """The exercises of ``chapter`` (its checks' ``EXERCISES``), in notebook order."""
     return [ex.name for ex in checks_module(chapter).EXERCISES]
-
-
-def chapter_label(chapter: str) -> str:
-    """How a student calls a chapter: ``chapter 8 (ch08_kv_cache)``."""
-    number = chapter[2:4].lstrip("0") if chapter[2:4].isdigit() else "?"
-    return f"chapter {number} ({chapter})"
 
 
 def points_text(points: float, edition: str = "en") -> str:

@@ -1,17 +1,7 @@
 """The grader's words as data: a message is a key and its fields (:class:`Message`), rendered in the reader's
-edition ("en" or "zh") at the moment it is shown — the notebook's own check output, the feedback page, Gradescope's
-tests, the CSV and LMS import.
-
-The words themselves are in catalogues, one JSON file of ``key -> template`` per edition and part, that a
-translator edits without reading Python (:func:`catalogue`): ``autograder/locale/en/grader.json`` and
-``autograder/locale/zh/grader.json`` hold the grader's own table (short keys, ``"wrong shape"``);
-``autograder/locale/zh/chNN_<name>.json`` a chapter's Chinese, keyed by its English (gettext's msgid: a check's
-docstring on one line, a ``requires=``, a ``what``, a hint). ``tests/test_wording.py`` holds every key of the
-grader's table to every edition, with the same fields; ``tests/test_catalogues.py`` every message of a chapter.
-
-A message crosses processes and files as data (:meth:`Message.to_json`, :func:`to_data` / :func:`from_data`), never
-as English to be read back. Student side: no import of the grading machinery (the checks build messages in the
-student's kernel).
+edition ("en" or "zh") where it is shown; the words are in the catalogues ``autograder/locale/<edition>/*.json``
+(:func:`catalogue`; how to edit them: docs/translating.md). A message crosses processes and files as data
+(:meth:`Message.to_json`), never as English to be read back. Student side: no import of the grading machinery.
 """
 
 from __future__ import annotations
@@ -35,10 +25,8 @@ LINES, INDENTED, NAME_PART = "\0lines", "\0indented", "\0name part"
 
 @functools.cache
 def catalogue(edition: str) -> dict[str, str]:
-    """Every message of ``edition`` ("en" or "zh"): key -> template, read from ``autograder/locale/<edition>/*.json``
-    (``grader.json``, the grader's own; ``chNN_<name>.json``, a chapter's). A translator edits these files, not
-    Python. The English catalogue holds the grader's short keys only: a chapter's message is keyed by its English
-    template (gettext's msgid), so that the check that raises it reads as what the student sees."""
+    """Every message of ``edition`` ("en" or "zh"): key -> template, from ``autograder/locale/<edition>/*.json``
+    (``grader.json``, the grader's short keys; ``chNN_<name>.json``, a chapter's, keyed by its English)."""
     if edition not in EDITIONS:
         raise ValueError(f"no edition {edition!r}: the editions are {EDITIONS}")
     found: dict[str, str] = {}
@@ -57,17 +45,11 @@ def fields_of(template: str) -> set[str]:
 
 @dataclasses.dataclass(frozen=True, init=False, eq=False)
 class Message:
-    """A message of the grader: a key and its fields, rendered in an edition only where it is shown
-    (:meth:`render`; ``str(message)`` is the English).
-
-    ``key``: a key of the English catalogue (the grader's own words, ``"wrong shape"``), or else the English
-    template itself (a chapter's words, ``"{what}: weights"``; a plain string a chapter passes is such a key,
-    :func:`as_message`). ``fields``: values put in the template's ``{braces}`` — a field that is itself a
-    :class:`Message` (or a list or tuple of them, joined) is rendered in the same edition; any other value (a
-    number, a shape, a name, Python's own error text) is shown as ``str(value)``. A key with no fields is shown as
-    it is (its braces, if any, are text).
-
-    Raises ``KeyError`` when rendered with a field the template names but the message lacks."""
+    """A message of the grader: a key (of the English catalogue, ``"wrong shape"``, or else a chapter's English
+    template itself, ``"{what}: weights"``) and its fields, rendered in an edition only where it is shown
+    (:meth:`render`; ``str(message)`` is the English). A field that is a :class:`Message` (or a list of them,
+    joined) is rendered in the same edition, any other value as ``str(value)``; a key with no fields is shown as it
+    is. Raises ``KeyError`` when rendered with a field the template names but the message lacks."""
 
     key: str
     fields: tuple[tuple[str, object], ...]

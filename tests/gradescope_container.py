@@ -14,10 +14,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from autograder.gradescope.build import build_zip, unpack
+from autograder.gradescope.build import build_zip
+
+
+def unpack(zip_path: pathlib.Path, source: pathlib.Path) -> None:
+    """Unpack the zip into ``source`` as Gradescope does (``/autograder/source``), keeping the scripts executable."""
+    with zipfile.ZipFile(zip_path) as z:
+        for info in z.infolist():
+            z.extract(info, source)
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                (source / info.filename).chmod(mode)
 
 
 def system_python() -> str:

@@ -127,6 +127,7 @@ def test_the_zip_has_gradescopes_layout_and_is_reproducible(tmp_path):
     assert f"course/solutions/{CHAPTER}.py" in names and f"course/autograder/{CHAPTER}.py" in names
     assert f"course/notebooks/templates/{CHAPTER}.py" in names and f"course/notebooks/{CHAPTER}.ipynb" in names
     assert f"course/notebooks/zh/{CHAPTER}.ipynb" in names, "a Chinese submission's page and tests come from it"
+    assert f"course/notebooks/test_history/{CHAPTER}.json" in names, "an earlier release's test cell is no edit"
     assert not [n for n in names if "/samples/" in n or "__pycache__" in n or n.startswith("course/tests")]
     torch_pin = next(ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln.startswith("torch=="))
     assert f'TORCH="{torch_pin.split()[0]}"' in setup and build.TORCH_INDEX in setup
@@ -345,6 +346,31 @@ def test_several_chinese_notebooks_are_told_so_in_chinese(tmp_path):
     assert payload["score"] == 0 and "提交了 2 个笔记本" in payload["output"], payload["output"]
     assert "notebooks were submitted" not in payload["output"]
     assert "2 notebooks were submitted" in payload["extra_data"]["course_grader"]["result"]["reason"], "as data"
+
+
+@pytest.mark.parametrize("edition", ["en", "zh"])
+def test_a_failure_of_the_grader_itself_is_told_in_the_edition_submitted(tmp_path, monkeypatch, edition):
+    """The grader's own failure (here: batch.grade raising) gives a zero that says so in the edition of the notebook
+    submitted, its reason kept as data."""
+    from autograder.grading import batch
+
+    def broken_grade(*args, **kw):
+        raise RuntimeError("a bug of the grader")
+
+    monkeypatch.setattr(batch, "grade", broken_grade)
+    monkeypatch.setattr(run, "isolation", lambda: ("jailed", "the kernel runs in a bubblewrap jail"))
+    folder = notebooks.RELEASE_DIR / ("zh" if edition == "zh" else "")
+    payload = _in_process_run(tmp_path, {"mine.ipynb": (folder / f"{CHAPTER}.ipynb").read_bytes()})
+    assert payload["score"] == 0
+    said = {
+        "en": "the autograder failed while grading this submission (RuntimeError)",
+        "zh": "自动评分程序在为这份提交评分时出错",
+    }
+    assert said[edition] in payload["output"], payload["output"]
+    assert "(RuntimeError)" in payload["extra_data"]["course_grader"]["result"]["reason"], "as data, in English"
+    if edition == "zh":
+        for t in payload["tests"]:
+            assert _HAN.search(t["output"]) and not _english_sentences(t["output"]), t["output"]
 
 
 # ------------------------------------------------------------------------------------------------ slow
@@ -697,7 +723,7 @@ def test_setup_sh_picks_python_311_for_every_chapter_where_python3_is_310(tmp_pa
     assert build.MIN_PYTHON == "3.11"
     for chapter in notebooks.chapters():
         source = tmp_path / chapter
-        build.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
+        simulate.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
         chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
         assert chose.returncode == 0, (chapter, chose.stderr)
         assert chose.stdout.strip() == "python3.11", chapter
@@ -730,7 +756,7 @@ def test_setup_sh_installs_python_311_with_apt_where_python3_is_310(tmp_path):
     )
     stub.chmod(0o755)
     source = tmp_path / "source"
-    build.unpack(build.build_zip(CHAPTER, tmp_path / "zip"), source)
+    simulate.unpack(build.build_zip(CHAPTER, tmp_path / "zip"), source)
     home = tmp_path / "home"
     env.update(AUTOGRADER_COURSE_HOME=str(home), AUTOGRADER_TORCH_INDEX="", AUTOGRADER_PIP_OPTIONS="--no-index")
     ran = subprocess.run(["bash", str(source / "setup.sh")], env=env, capture_output=True, text=True, timeout=300)
@@ -765,7 +791,7 @@ def test_setup_sh_installs_every_chapter_on_ubuntu_2204s_python(tmp_path):
     assert len(distinct) >= 2, "chapter 11 (Triton) and the others"
     for (torch, _), chapter in distinct.items():
         source = tmp_path / chapter
-        build.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
+        simulate.unpack(build.build_zip(chapter, tmp_path / "zips"), source)
         chose = subprocess.run(["bash", str(source / "setup.sh"), "--python"], env=env, capture_output=True, text=True)
         assert chose.returncode == 0, chose.stderr
         assert chose.stdout.strip() == "python3.11", chapter

@@ -1,16 +1,8 @@
-"""Gradescope's ``results.json`` for a submission, from the course grader's result (``submission.Result``).
-
-What ``results.json`` holds: one scored test per exercise (its points, and the checks' messages the course's
-feedback shows for it), visible at once; one unscored test per exercise with what its hidden checks found, shown
-``after_published`` (``--hidden-visibility``); the total, equal to the course grader's on the same file; the
-feedback page's content (``output``, HTML, the hidden checks' messages left to their own tests). A submission that
-was not graded gets a zero and the reason (:func:`zero_payload`). Its format, from Gradescope's documented fields:
-:data:`SCHEMA`. Grading the submission and writing the file in the container: :mod:`autograder.gradescope.run`.
-
-All of it is in the edition the student submitted (``canonical.edition_of``: "zh" for a notebook of
-``notebooks/zh/``), as the course's feedback page is: the result's messages (:class:`~autograder.wording.Message`)
-and the tests' own words rendered in it as the file is written; the page itself is the course's one feedback writer's
-(``feedback.write_page``).
+"""Gradescope's ``results.json`` for a submission, from the course grader's result (``submission.Result``): one
+scored test per exercise, one unscored test per exercise with what its hidden checks found (at
+``--hidden-visibility``), the total, and the feedback page (``output``) — all of it in the edition submitted.
+A submission that was not graded gets a zero and the reason (:func:`zero_payload`). The format: :data:`SCHEMA`;
+what students see: README, "Gradescope".
 """
 
 from __future__ import annotations
@@ -34,17 +26,6 @@ from ..wording import LINES, Message, Said
 SCHEMA = pathlib.Path(__file__).resolve().parent / "gradescope_results.schema.json"
 
 
-def _hidden_labels(exercise) -> tuple[set[str], set[str]]:
-    """(labels of the visible checks, labels of the hidden checks only) of an exercise, as the messages name them
-    (the keys of their labels, ``exercises.label``)."""
-    visible = {label(fn).key for fn in exercise.visible}
-    return visible, {label(fn).key for fn in exercise.hidden} - visible
-
-
-def _reasons(result) -> list[Said]:
-    return list(getattr(result, "reasons", None) or ([result.reason] if result.reason else []))
-
-
 def _check_of(line: Said) -> str:
     """The label (its key) of the check a message is about — a failed check (``exercises.failed_check``), its
     one-line form (``reasons.detail_reason``) —, or ""."""
@@ -61,22 +42,12 @@ def _check_of(line: Said) -> str:
     return ""
 
 
-def _is_hidden(line: Said, hidden: set[str]) -> bool:
-    """Whether a message (``✘ <check's label>`` then what it found) is a hidden check's (a plain string, as an
-    older result file holds it: by its first line)."""
-    if isinstance(line, str):
-        return any(line.strip().startswith(f"✘ {label}") for label in hidden)
-    return _check_of(line) in hidden
-
-
 def _reasons_by_exercise(result, names: Sequence[str]) -> tuple[list[Said], dict[str, list[Said]]]:
     """The result's reasons (each an exercise's, ``reasons.exercise_reason``, or about the whole file) as (the
     reasons about the whole submission, exercise -> its reasons)."""
     general: list[Said] = []
     mine: dict[str, list[Said]] = {n: [] for n in names}
-    # an older result file holds the reason alone, its parts "; "-joined
-    given = list(getattr(result, "reasons", None) or [p for p in (result.reason or "").split("; ") if p])
-    for reason in given:
+    for reason in result.reasons:
         owner = exercise_of(reason)
         if owner in mine and isinstance(reason, Message):
             mine[owner].append(reason.get("reason"))  # type: ignore[arg-type]
@@ -90,17 +61,13 @@ def hidden_test_name(name: str, edition: str = wording.EN) -> str:
     return wording.text("hidden checks test", edition, name=name)
 
 
-def _pointer(name: str, visibility: str, edition: str = wording.EN) -> str:
+def _pointer(name: str, visibility: str) -> Message:
     """What the scored test says in place of a hidden check's message (left to the hidden-checks test)."""
     if visibility == "hidden":
-        return wording.text("hidden check failed", edition)
+        return wording.say("hidden check failed")
     when = {"after_published": "when published", "after_due_date": "when due"}.get(visibility)
-    return wording.text(
-        "hidden check shown",
-        edition,
-        test=hidden_test_name(name, edition),
-        when=wording.text(when, edition) if when else "",
-    )
+    test = wording.say("hidden checks test", name=name)
+    return wording.say("hidden check shown", test=test, when=wording.say(when) if when else "")
 
 
 @dataclasses.dataclass
@@ -110,62 +77,52 @@ class _Exercise:
     name: str
     points: float
     got: float
-    shown: list[Said]  # the checks' messages the scored test shows (and the feedback page)
+    shown: list[Said]  # the scored test's lines (and the page's): the checks' messages, where the hidden ones are
     hidden: list[Said]  # what the hidden checks found (their own test)
     n_hidden: int
-    pointer: str = ""  # in the page's edition, after ``shown``: where a failed hidden check's message is (if any)
-
-    def lines(self, words) -> list[str]:
-        """The scored test's lines in ``words``' edition (``feedback._Words``)."""
-        return [words.message(line) for line in self.shown] + ([self.pointer] if self.pointer else [])
 
 
-def _exercises(
-    result, chapter: str, hidden_visibility: str, edition: str = wording.EN
-) -> tuple[list[Said], list[_Exercise]]:
+def _exercises(result, chapter: str, hidden_visibility: str) -> tuple[list[Said], list[_Exercise]]:
     """(lines about the whole submission, each exercise's outcome) from the course grader's result."""
     exercises = list(notebooks.checks_module(chapter).EXERCISES)
-    names = [ex.name for ex in exercises]
-    general, reasons = _reasons_by_exercise(result, names)
+    general, reasons = _reasons_by_exercise(result, [ex.name for ex in exercises])
     out = []
     for ex in exercises:
-        _, hidden_labels = _hidden_labels(ex)
         got = float(result.scores.get(ex.name, 0.0))
-        details: list[Said] = list((getattr(result, "details", None) or {}).get(ex.name, []))
+        details: list[Said] = list(result.details.get(ex.name, []))
         lines = details if got < ex.points and details else reasons[ex.name]
-        hidden = [line for line in lines if _is_hidden(line, hidden_labels)]
-        if hidden_visibility == "visible":  # as the course's own feedback: every message at once
-            shown, pointer = list(lines), ""
-        else:
-            shown = [line for line in lines if line not in hidden]
-            pointer = _pointer(ex.name, hidden_visibility, edition) if hidden else ""
-        out.append(_Exercise(ex.name, float(ex.points), got, shown, hidden, len(ex.hidden), pointer))
+        hidden_only = {label(fn).key for fn in ex.hidden} - {label(fn).key for fn in ex.visible}
+        hidden = [line for line in lines if _check_of(line) in hidden_only]
+        visible = hidden_visibility == "visible"  # as the course's own feedback: every message at once
+        shown = [line for line in lines if visible or line not in hidden]
+        if hidden and not visible:
+            shown.append(_pointer(ex.name, hidden_visibility))
+        out.append(_Exercise(ex.name, float(ex.points), got, shown, hidden, len(ex.hidden)))
     return general, out
 
 
-def _exercise_text(ex: _Exercise, status: str, general: Sequence[Said], words) -> str:
-    """The scored test's output, in ``words``' edition (``feedback._Words``)."""
+def _exercise_text(ex: _Exercise, status: str, general: Sequence[Said], edition: str) -> str:
+    """The scored test's output, in ``edition``."""
     mark = "✔" if ex.got >= ex.points else "✘"
     key = "decision one" if ex.points == 1 else "decision"
-    head = words(key, mark=mark, name=ex.name, got=f"{ex.got:g}", top=f"{ex.points:g}")
-    lines = ex.lines(words)
-    why = "; ".join(words.message(line) for line in general) or words("see the top")
-    if status == "error":
-        lines = [words("not graded", why=why)] + lines
-    elif status == "integrity":
-        lines = [words("all zero", why=why)] + lines
+    head = wording.text(key, edition, mark=mark, name=ex.name, got=f"{ex.got:g}", top=f"{ex.points:g}")
+    lines = [wording.render(line, edition) for line in ex.shown]
+    why = "; ".join(wording.render(line, edition) for line in general) or wording.text("see the top", edition)
+    if status in ("error", "integrity"):
+        lines.insert(0, wording.text("not graded" if status == "error" else "all zero", edition, why=why))
     return head + "".join("\n" + "\n".join("  " + ln for ln in line.splitlines()) for line in lines) + "\n"
 
 
-def _hidden_text(ex: _Exercise, status: str, words) -> tuple[str, str]:
-    """(status, output) of an exercise's hidden-checks test, in ``words``' edition."""
+def _hidden_text(ex: _Exercise, status: str, edition: str) -> tuple[str, str]:
+    """(status, output) of an exercise's hidden-checks test, in ``edition``."""
     if status != "graded":
-        return "failed", words("hidden not run") + "\n"
+        return "failed", wording.text("hidden not run", edition) + "\n"
     if ex.hidden:
-        return "failed", "".join(words.message(line).rstrip() + "\n" for line in ex.hidden)
+        return "failed", "".join(wording.render(line, edition).rstrip() + "\n" for line in ex.hidden)
     if ex.got >= ex.points:
-        return "passed", words("hidden passed one" if ex.n_hidden == 1 else "hidden passed", n=ex.n_hidden) + "\n"
-    return "failed", words("no hidden failed", name=ex.name, test=ex.name) + "\n"
+        key = "hidden passed one" if ex.n_hidden == 1 else "hidden passed"
+        return "passed", wording.text(key, edition, n=ex.n_hidden) + "\n"
+    return "failed", wording.text("no hidden failed", edition, name=ex.name, test=ex.name) + "\n"
 
 
 def page_content(page: str) -> str:
@@ -194,7 +151,6 @@ def feedback_output(
     from ..grading import feedback
 
     points = {ex.name: int(ex.points) for ex in exercises}
-    shown = {ex.name: ex.shown + ([ex.pointer] if ex.pointer else []) for ex in exercises}
     with tempfile.TemporaryDirectory(prefix="gradescope-feedback-") as tmp:
         page = pathlib.Path(tmp) / "feedback.html"
         feedback.write_page(
@@ -203,9 +159,9 @@ def feedback_output(
             graded if result.status != "error" else None,
             dataclasses.replace(releases.read(chapter), points=points),
             edition=edition,
-            unreadable=result.status == "error" and graded is None and _unreadable(_reasons(result)[:1]),
-            reasons=list(general) + [exercise_reason(ex.name, line) for ex in exercises for line in shown[ex.name]],
-            details={ex.name: shown[ex.name] for ex in exercises if ex.got < ex.points},
+            unreadable=result.status == "error" and graded is None and _unreadable(result.reasons),
+            reasons=list(general) + [exercise_reason(ex.name, line) for ex in exercises for line in ex.shown],
+            details={ex.name: ex.shown for ex in exercises if ex.got < ex.points},
         )
         return page_content(page.read_text())
 
@@ -243,10 +199,7 @@ def results_payload(
     ``output``: the page content to show (default: built here from ``result`` and ``graded``). All of it in
     ``edition``, the course edition of the submitted file as ``canonical.edition_of`` reads it, but for the tests'
     tags (the instructor's filters)."""
-    from ..grading import feedback
-
-    words = feedback._Words(edition)
-    general, exercises = _exercises(result, chapter, hidden_visibility, edition)
+    general, exercises = _exercises(result, chapter, hidden_visibility)
     tests: list[dict] = []
     for i, ex in enumerate(exercises, start=1):
         tests.append(
@@ -256,14 +209,14 @@ def results_payload(
                 "score": ex.got,
                 "max_score": ex.points,
                 "status": "passed" if ex.got >= ex.points else "failed",
-                "output": _exercise_text(ex, result.status, general, words),
+                "output": _exercise_text(ex, result.status, general, edition),
                 "output_format": "text",
                 "tags": [chapter, "exercise"],
                 "visibility": "visible",
             }
         )
         if ex.n_hidden:
-            status, text = _hidden_text(ex, result.status, words)
+            status, text = _hidden_text(ex, result.status, edition)
             tests.append(
                 {
                     "name": hidden_test_name(ex.name, edition),
@@ -289,7 +242,7 @@ def results_payload(
             "course_grader": {
                 "chapter": chapter,
                 "status": result.status,
-                "reason": "; ".join(wording.render(r, edition) for r in _reasons(result)) or result.reason,
+                "reason": "; ".join(wording.render(r, edition) for r in result.reasons) or result.reason,
                 "warnings": [str(w) for w in result.warnings],
                 **(extra or {}),
                 # the course grader's result file as python -m autograder grade writes it (less nbgrader's log)

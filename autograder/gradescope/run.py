@@ -1,38 +1,25 @@
-"""Grading one submission inside Gradescope's container: ``run_autograder`` runs ``python -m autograder.gradescope
-run`` (:func:`run`), which grades the one notebook in ``/autograder/submission/`` and writes
-``/autograder/results/results.json``.
-
-It grades with :func:`batch.grade <autograder.grading.batch.grade>` — the same canonicalisation, jailed kernel,
-guard, checks judged again in the worker, scoring and feedback as ``python -m autograder grade`` — and writes what
-:mod:`autograder.gradescope.results_json` makes of the result. A wrong submission — another chapter's notebook, a
-file that is not a notebook, several notebooks, nothing — gets a zero and the reason, never a crash; a failure of
-the grader itself also ends in a ``results.json`` (a zero saying so).
-
-Who can write the score: only this process, after the worker (and with it the kernel) has ended, from the
-worker's result file; the kernel of the student's code runs jailed (bubblewrap: ``/autograder`` is not in its
-view) where bubblewrap works, else as its own unprivileged uid, which cannot write ``/autograder/results``, the
-course or the virtualenv (root's, not writable by others); processes left behind by that uid are killed before
-``results.json`` is written. Where neither holds (not root, or a Python installation other users cannot read), it
-refuses to grade. How this follows the course grader's design: README, "Gradescope".
+"""Grading one submission inside Gradescope's container (:func:`run`, what ``run_autograder`` calls): the one
+notebook in ``/autograder/submission/`` graded by :func:`batch.grade <autograder.grading.batch.grade>`, as
+``python -m autograder grade`` grades it, into ``/autograder/results/results.json``
+(:mod:`~autograder.gradescope.results_json`). A wrong submission, or a failure of the grader itself, gets a zero
+and the reason in the edition submitted, never a crash. Who can write the score, and how the kernel is kept from
+it (the jail, else its own uid; else nothing is graded): README, "Gradescope".
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import logging
 import os
 import pathlib
 import shutil
 import signal
-import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from .. import wording
+from .. import canonical, releases, wording
 from ..releases import points_text
 from ..wording import Said
 from .build import Config
@@ -68,6 +55,17 @@ def choose_submission(files: Sequence[pathlib.Path], folder: pathlib.Path) -> tu
     if files:
         return None, wording.say("no notebook submitted", shown=shown)
     return None, wording.say("nothing submitted")
+
+
+def submitted_edition(folder: pathlib.Path, chapter: str) -> str:
+    """The course edition of what was submitted in ``folder`` (``canonical.edition_of``): its notebook's (several:
+    the first's; a single file of another kind: that file's), English where there is none or it cannot be read."""
+    try:
+        files = submitted_files(folder)
+        chosen = [p for p in files if p.suffix.lower() == ".ipynb"] or files[:1]
+        return canonical.edition_of(chosen[0].read_bytes(), releases.read(chapter)) if chosen else wording.EN
+    except Exception:
+        return wording.EN
 
 
 def isolation() -> tuple[str, str]:
@@ -109,9 +107,9 @@ def end_processes_of(uid: int) -> int:
     return killed
 
 
-def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
-    """results.json's content for the submission under ``root`` (no exception escapes for a wrong submission)."""
-    from .. import canonical, releases
+def _grade(root: pathlib.Path, config: Config, work: pathlib.Path, edition: str) -> dict:
+    """results.json's content for the submission under ``root``, in ``edition`` (no exception escapes for a wrong
+    submission)."""
     from ..grading import batch, execute, jail, submission
 
     chapter = config.chapter
@@ -124,12 +122,7 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path) -> dict:
     print(f"Attention in NLP, {chapter} (course {config.version} {config.commit}): {how}")
     if chosen is None:
         print(f"  zero: {why}")
-        # in the edition of the notebooks submitted, where there are some (several: the first's)
-        submitted = [p for p in files if p.suffix.lower() == ".ipynb"]
-        edition = canonical.edition_of(submitted[0].read_bytes(), releases.read(chapter)) if submitted else wording.EN
         return zero_payload(chapter, why, extra=extra, edition=edition)
-    # results.json in the edition submitted, read from the file as the batch reads it (collect.examine)
-    edition = canonical.edition_of(chosen.read_bytes(), releases.read(chapter))
     if mode == "none" and os.environ.get(UNISOLATED_SWITCH) != "1":
         refused = wording.say("unisolated", how=how, switch=UNISOLATED_SWITCH)
         print(f"  refused: {refused}")
@@ -202,12 +195,14 @@ def run(root: pathlib.Path, config: Config) -> dict:
     target = results_dir / "results.json"
     with contextlib.suppress(FileNotFoundError):
         target.unlink()
+    edition = submitted_edition(root / "submission", config.chapter)
     work = pathlib.Path(tempfile.mkdtemp(prefix="gradescope-"))  # 0700: the grader's own
     try:
-        payload = _grade(root, config, work)
+        payload = _grade(root, config, work, edition)
     except Exception as exc:  # the grader's own failure: a zero that says so, and the traceback for the instructor
         traceback.print_exc()
-        payload = zero_payload(config.chapter, wording.say("autograder failed", ename=type(exc).__name__))
+        failed = wording.say("autograder failed", ename=type(exc).__name__)
+        payload = zero_payload(config.chapter, failed, edition=edition)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     payload["execution_time"] = round(time.monotonic() - start)
@@ -216,30 +211,3 @@ def run(root: pathlib.Path, config: Config) -> dict:
     write_results(target, payload)
     print(f"wrote {target}: {points_text(payload['score'])}")
     return payload
-
-
-# ------------------------------------------------------------------------------------------------ the command
-
-
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of ``python -m autograder.gradescope run`` (what ``run_autograder`` calls)."""
-    p.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"))
-    p.add_argument("--config", required=True, help="the autograder's gradescope.json")
-
-
-def run_command(args) -> int:
-    """``python -m autograder.gradescope run``: the grader's log on stdout (Gradescope shows it to the instructor),
-    no more threads than the container's cores, then :func:`run`."""
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    log = logging.getLogger("autograder")
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    from ..grading import execute
-
-    cores = str(execute.usable_cores())  # this process's torch (the worker's judge) as the kernel's: no more threads
-    os.environ.setdefault("OMP_NUM_THREADS", cores)
-    os.environ.setdefault("MKL_NUM_THREADS", cores)
-    run(pathlib.Path(args.root), Config.read(pathlib.Path(args.config)))
-    return 0

@@ -1,27 +1,16 @@
-"""The course's nbgrader plugins, for instructors who grade with nbgrader's own workflow (``nbgrader_course/``).
+"""The course's nbgrader plugins, for instructors who grade with nbgrader's own workflow (``nbgrader_course/``;
+README, "On nbgrader's own workflow"). Nothing else in the installed package imports nbgrader.
 
-Nothing else in the installed package imports nbgrader: the course's own grading (``batch.py``, ``runner.py``) runs
-the notebook with nbclient, with no gradebook (the student install has no nbgrader at all); the maintainers'
-notebook builder (``scripts/build_notebooks/notebooks.py``) runs ``generate_assignment`` itself. What is here:
+* :class:`GradesExport`, :class:`CanvasExport`, :class:`MoodleExport` — ``nbgrader export`` plugins that write the
+  course grader's ``grades.csv`` or an LMS's grade import file from nbgrader's gradebook, with the rows
+  ``python -m autograder grade`` gives::
 
-* :class:`GradesExport`, :class:`CanvasExport`, :class:`MoodleExport` — nbgrader export plugins that write the
-  course grader's ``grades.csv`` (``report.py``) or an LMS's grade import file (``lms.py``) from nbgrader's
-  gradebook, with the rows ``python -m autograder grade`` gives, for instructors who use nbgrader's own workflow::
-
-    nbgrader export --exporter=autograder.grading.nbgrader_adapter.GradesExport --assignment=ch03_self_attention \\
-        --to grades.csv
     nbgrader export --exporter=autograder.grading.nbgrader_adapter.CanvasExport --assignment=ch03_self_attention \\
         --CanvasExport.column="Chapter 3 (12345)" --to canvas_import.csv
-    nbgrader export --exporter=autograder.grading.nbgrader_adapter.MoodleExport --assignment=ch03_self_attention \\
-        --to moodle_grading_worksheet.csv
 
-  The student's LMS id, name and LATE marker come from the LMS download's names (zip_collect, whose rule in
-  ``nbgrader_course/nbgrader_config.py`` makes the nbgrader student id the LMS id), else from nbgrader's student
-  records (``lms_user_id``). One assignment per file (an LMS imports one at a time);
-* :class:`ClearHiddenTests`, :class:`FeedbackExporter` — ``generate_feedback`` of the course directory: no
-  warning, and a page that reads offline (formulas as MathML, no MathJax from a CDN, no Colab badge);
-* :class:`LatestUploadCollector` — ``zip_collect``'s file-name rule that keeps, of a student's re-uploads of the
-  notebook in an LMS download, the latest by the LMS's rule (``lms.newer``).
+* :class:`ClearHiddenTests`, :class:`FeedbackExporter` — ``generate_feedback``: no warning, and a page that reads
+  offline (formulas as MathML, no MathJax from a CDN, no Colab badge);
+* :class:`LatestUploadCollector` — ``zip_collect``'s collector that keeps the latest of a student's re-uploads.
 """
 
 from __future__ import annotations
@@ -127,15 +116,10 @@ def _upload(name: str, who: lms.SubmissionName, uploaded_at: float = 0.0) -> typ
 
 class LatestUploadCollector(FileNameCollectorPlugin):
     """nbgrader's file-name collector (``named_regexp``) for an LMS download in which a student uploaded the notebook
-    more than once: Canvas's re-upload ``x-1.ipynb`` or Moodle's ``x (1).ipynb`` beside ``x.ipynb``. The rule maps
-    both to the one notebook, and nbgrader's own collector then stops ``zip_collect`` ("Duplicate submission file.
-    No timestamps for comparison") and collects nothing. This one gives only the latest upload, by the LMS's rule
-    (``lms.newer``, ``lms.RULES``), and skips the others with a line that names the later file (nbgrader then
-    counts them as skipped). A made-up ``timestamp`` instead would become the student's ``timestamp.txt``, which
-    ``autograde`` compares with the due date. Where the download cannot tell (two names, like Moodle's
-    ``x.ipynb`` and ``Copy of x.ipynb``), both are given, after a line naming them, and ``zip_collect`` stops as
-    nbgrader does: remove the one not to grade from the download. An LMS writes a student's uploads into one
-    folder, so the files compared are those beside each other."""
+    more than once (Canvas's ``x-1.ipynb``, Moodle's ``x (1).ipynb`` beside ``x.ipynb``), where nbgrader's own stops
+    ``zip_collect`` ("Duplicate submission file"): it gives only the latest upload by the LMS's rule (``lms.newer``)
+    and skips the others with a line naming the later file. Where the download cannot tell (Moodle's ``x.ipynb``
+    and ``Copy of x.ipynb``), both are given after a line naming them, and ``zip_collect`` stops as nbgrader does."""
 
     def _matches(self, folder: str) -> dict[str, dict]:
         """The files of ``folder`` that the rule matches: path -> nbgrader's match (student_id, file_id)."""
@@ -196,12 +180,11 @@ def _unreadable_reason(coursedir, assignment: str, student: str) -> str:
     return "nbgrader could not autograde it (see nbgrader autograde's log)"
 
 
-class _LmsExport(ExportPlugin):
-    """The rows of ``python -m autograder grade`` from nbgrader's gradebook, one per submission of the assignment:
-    the student's name, LMS id and LATE marker from the LMS download's file names (zip_collect), else from
-    nbgrader's student records (``nbgrader db student import``: name, ``lms_user_id``) and nbgrader's own lateness
-    (the submission's timestamp after the assignment's due date); a submission nbgrader could not autograde (a file
-    that is not a readable notebook, like a download cut short) gets zero points and the reason."""
+class _Export(ExportPlugin):
+    """The rows of ``python -m autograder grade`` from nbgrader's gradebook, one per submission of one assignment:
+    the student's name, LMS id and LATE marker from the LMS download's file names (zip_collect), else from nbgrader's
+    student records (name, ``lms_user_id``) and its own lateness; a submission nbgrader could not autograde gets
+    zero points and the reason. ``system``: the LMS whose import file it writes ("": the course's grades.csv)."""
 
     system = ""
 
@@ -272,27 +255,33 @@ class _LmsExport(ExportPlugin):
     def export(self, gradebook) -> None:
         rows, points = self.rows(gradebook)
         name = str(self.assignment[0])
-        for r in rows:
-            if not r.lms_id:
-                self.log.warning(
-                    "%s: student %r has no %s id (not a number, no lms_user_id in nbgrader's student record): left out",
-                    name,
-                    r.student_id,
-                    self.system,
-                )
-        mine = [r for r in rows if r.lms_id]
-        dest = pathlib.Path(self.to or (lms.CANVAS_FILE if self.system == lms.CANVAS else lms.MOODLE_FILE))
-        lms.write(self.system, dest, mine, points, assignment=self._column(name), moodle_language=self._language())
-        self.log.info("Wrote %d row(s) of %s to %s", len(mine), name, dest)
+        dest = pathlib.Path(self.to or _FILES[self.system])
+        if not self.system:
+            report.write_csv(rows, dest, list(points))
+        else:
+            for r in rows:
+                if not r.lms_id:
+                    self.log.warning(
+                        "%s: student %r has no %s id (not a number, no lms_user_id in nbgrader's student record): "
+                        "left out",
+                        name,
+                        r.student_id,
+                        self.system,
+                    )
+            rows = [r for r in rows if r.lms_id]
+            column, language = getattr(self, "column", "") or name, getattr(self, "language", "en")
+            lms.write(self.system, dest, rows, points, assignment=column, moodle_language=language)
+        self.log.info("Wrote %d row(s) of %s to %s", len(rows), name, dest)
 
-    def _column(self, name: str) -> str:
-        return name
 
-    def _language(self) -> str:
-        return "en"
+_FILES = {"": report.CSV_NAME, lms.CANVAS: lms.CANVAS_FILE, lms.MOODLE: lms.MOODLE_FILE}
 
 
-class CanvasExport(_LmsExport):
+class GradesExport(_Export):
+    """The course grader's ``grades.csv`` (``report.write_csv``) of one assignment."""
+
+
+class CanvasExport(_Export):
     """Canvas gradebook import CSV (Student, ID, SIS User ID, SIS Login ID, Section, one assignment column)."""
 
     system = lms.CANVAS
@@ -302,13 +291,10 @@ class CanvasExport(_LmsExport):
         "(default: the nbgrader assignment's name)",
     ).tag(config=True)
 
-    def _column(self, name: str) -> str:
-        return self.column or name
 
-
-class MoodleExport(_LmsExport):
-    """Moodle assignment offline grading worksheet (Identifier 'Participant N', Grade, Feedback comments …), its
-    columns in the language of the Moodle site's interface (``--MoodleExport.language=zh_cn``)."""
+class MoodleExport(_Export):
+    """Moodle assignment offline grading worksheet, its columns in the language of the Moodle site's interface
+    (``--MoodleExport.language=zh_cn``)."""
 
     system = lms.MOODLE
     language = Unicode(
@@ -316,17 +302,3 @@ class MoodleExport(_LmsExport):
         help=f"the language of the Moodle site's interface: {', '.join(lms.MOODLE_LANGUAGES)} (Moodle finds the "
         "worksheet's columns by their names in it)",
     ).tag(config=True)
-
-    def _language(self) -> str:
-        return self.language
-
-
-class GradesExport(_LmsExport):
-    """The course grader's ``grades.csv`` (``report.write_csv``: submission, student id, LMS and LMS id, late, the
-    points per exercise, score, max score, status, reason) of one assignment, from nbgrader's gradebook."""
-
-    def export(self, gradebook) -> None:
-        rows, points = self.rows(gradebook)
-        dest = pathlib.Path(self.to or report.CSV_NAME)
-        report.write_csv(rows, dest, list(points))
-        self.log.info("Wrote %d row(s) of %s to %s", len(rows), self.assignment[0], dest)
