@@ -51,7 +51,7 @@ STEP_OF = {"grade": LINE, "_output_folder": "chapter", "canonicalise": "canonica
 STEP_OF_MODULE = {"releases": "chapter", "collect": "collect", "execute": "execute", "feedback": "feedback",
                   "report": "report"}  # fmt: skip
 # the step of a thread's first call into the course, by its module: the execute step's pool and the fork server's reader
-STEP_OF_THREAD = {"execute": "execute", "forkserver": "execute"}
+STEP_OF_THREAD = {"execute": "execute"}
 
 
 def short(module: str) -> str:

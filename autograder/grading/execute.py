@@ -1,20 +1,11 @@
-"""The execute step: run each distinct canonical notebook once in a jailed worker and hand back what it produced,
-nothing written to the batch's output folder.
+"""The execute step, on the batch's side: run each distinct canonical notebook once in a worker (``worker.py``)
+and hand back what it produced, nothing written to the batch's output folder.
 
-The batch enters it twice: :func:`workers` (first, so that the workers' fork server imports what a worker needs
-while the batch canonicalises: ``jail.machine``, once, for what this machine gives the kernels and the staged
-solutions in the batch's scratch folder; then the fork server, ``forkserver.serving``, once), then :func:`run` (the
-grading notebook written once, one :class:`Job` per distinct notebook, ``jobs`` at a time here or through an
-:class:`Executor`, each run's outcome given to the files that share it, :func:`share`, and handed back to the
-batch as it ends). The worker runs the
-notebook with nbclient (``worker.py``, ``runner.py``); no nbgrader, no gradebook.
-
-:func:`run_job` is the one job function: the local pool (``jobs`` threads), the fork server (``forkserver.py``,
-where it runs) and a Dask task (``executors.py``, on its machine) all call it. It starts the worker
-(``python -m autograder.grading.worker JOB``: forked from the batch's fork server, else a new interpreter), waits
-for it within the notebook's time limit, and returns its :class:`Result` and graded notebook: or, where the worker
-left none (crashed, killed, too long), an "error" result that says why. Also here: what this machine gives the
-kernels (cores, memory, uids).
+The batch enters it twice: :func:`workers` (first, so that the fork server imports while the batch canonicalises),
+then :func:`run`. :func:`run_job` is the one job function, called by the local pool and a Dask task
+(``executors.py``) alike: it starts the worker (forked from the batch's fork server, :class:`Spawner`, else a new
+interpreter), waits for it within the notebook's limit and returns its result and graded notebook, or an "error"
+result that says why it left none. Also here: what this machine gives the kernels (cores, memory, uids).
 """
 
 from __future__ import annotations
@@ -26,11 +17,13 @@ import json
 import logging
 import os
 import pathlib
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Protocol
@@ -39,8 +32,7 @@ import nbformat
 
 from .. import releases
 from ..wording import Message, say
-from . import forkserver, jail, memory, runner
-from .forkserver import FORK_SWITCH, Spawner
+from . import jail, memory, runner
 from .submission import Result, Submission, read_result
 from .worker import Job
 
@@ -48,10 +40,8 @@ logger = logging.getLogger(__name__)
 
 
 RUN_FILE = "grading_run.json"  # how the last run graded its kernels (jailed or not): the summary says so
-
-
-# this process's cgroup lookup lives with the kernel's memory limits (memory.py), which make a cgroup per kernel
-CGROUP_ROOT, PROC_CGROUP, cgroup_dirs = memory.CGROUP_ROOT, memory.PROC_CGROUP, memory.cgroup_dirs
+FORK_SWITCH = "AUTOGRADER_FORK_WORKERS"  # "off": start every worker as a new interpreter
+PROC_CGROUP, CGROUP_ROOT, cgroup_dirs = memory.PROC_CGROUP, memory.CGROUP_ROOT, memory.cgroup_dirs
 
 
 def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT) -> int:
@@ -109,11 +99,6 @@ def kernel_uid(student_id: str, drop_uid: bool) -> int:
     return 100000 + zlib.crc32(student_id.encode()) % 100000 if drop_uid else -1
 
 
-def worker_command(prefix: list[str], job_path: pathlib.Path) -> list[str]:
-    """The command that grades the job at ``job_path`` (``prefix``: ``jail.unshare_prefix()``)."""
-    return prefix + [sys.executable, "-m", "autograder.grading.worker", str(job_path)]
-
-
 def _worker_env() -> dict[str, str]:
     """The worker's environment: in a checkout, the checkout first on PYTHONPATH, so that the worker and its kernel
     run this grader's code even where another copy of the course package is installed (e.g. an editable install
@@ -156,10 +141,8 @@ class Workers:
 def workers(chapter: releases.Chapter, out: pathlib.Path, *, local: bool = True) -> Iterator[Workers]:
     """The batch's workers, ready before it canonicalises: the scratch folder; what this machine gives
     ``chapter``'s kernels and the course staged for them there (``jail.machine``: said in the log, and kept for the
-    summary in ``out/grading_run.json``); the worker fork server (``forkserver.serving``: the workers' imports paid
-    once a batch, each worker forked from it in namespaces of its own where the machine gives them; none where
-    workers run elsewhere, ``local`` False, or are to be started as new interpreters, ``AUTOGRADER_FORK_WORKERS=off``),
-    importing while the batch canonicalises. All closed and removed when the batch is done."""
+    summary in ``out/grading_run.json``); the fork server (:class:`Spawner`; none where workers run elsewhere,
+    ``local`` False, or ``AUTOGRADER_FORK_WORKERS=off``). All closed and removed when the batch is done."""
     forked = local and os.environ.get(FORK_SWITCH, "").lower() not in ("0", "off", "no", "false")
     with tempfile.TemporaryDirectory(prefix="autograder-", ignore_cleanup_errors=True) as tmp:
         scratch = pathlib.Path(tmp)
@@ -167,9 +150,12 @@ def workers(chapter: releases.Chapter, out: pathlib.Path, *, local: bool = True)
         (scratch / "jobs").mkdir(mode=0o700)  # every submission's canonical notebook, job and result
         machine = jail.machine(chapter.name, scratch / "stage")
         (out / RUN_FILE).write_text(json.dumps({"jailed": not machine.no_jail, "why_not": machine.no_jail or ""}))
-        server = forkserver.serving(chapter.name, bool(machine.prefix), _worker_env(), out) if forked else None
-        with server or contextlib.nullcontext() as spawner:
+        spawner = Spawner(chapter.name, bool(machine.prefix), out) if forked else None
+        try:
             yield Workers(chapter, out, machine, scratch, spawner)
+        finally:
+            if spawner is not None:
+                spawner.close()
 
 
 def run(
@@ -235,9 +221,8 @@ def run(
     def run_one(text: str, group: list[Submission]) -> tuple[Result, str | None]:
         job = job_for(group)
         pathlib.Path(job.canonical).write_text(text)
-        job_path = private / f"{group[0].result_file.stem}.job.json"
         try:
-            return run_job(job, job_path, machine.prefix, workers.scratch, notebook_timeout, workers.spawner)
+            return run_job(job, machine.prefix, workers.scratch, notebook_timeout, workers.spawner)
         finally:
             shutil.rmtree(job.sandbox, ignore_errors=True)
 
@@ -265,22 +250,27 @@ def share(group: list[Submission], result: Result, graded: str | None) -> list[S
 
 
 def run_job(
-    job: Job, job_path: pathlib.Path, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None = None
+    job: Job, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None = None
 ) -> tuple[Result, str | None]:
-    """Run the worker of ``job`` (written to ``job_path``; ``prefix``: :func:`jail.unshare_prefix`'s) and return its
+    """Run the worker of ``job`` (``prefix``: :func:`jail.unshare_prefix`'s) in its own memory cgroup and return its
     result and graded notebook's text (None where it did not run to the end), or an "error" result when it left
-    none (crashed, killed, or ran longer than ``timeout`` seconds: then its whole process group is killed). With
-    ``spawner``, the worker is forked from the batch's fork server, else started as a new interpreter."""
-    for old in (pathlib.Path(job.result), pathlib.Path(job.graded)):
+    none (crashed, killed, or ran longer than ``timeout`` seconds: then its whole process group is killed)."""
+    result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
+    for old in (result_path, graded_path):
         old.unlink(missing_ok=True)
     with memory.worker_limit(job.worker_memory_mb) as limit:  # the worker's memory cgroup, removed after it
         job.worker_cgroup = str(limit.group or "")  # the worker joins it first; its kernel's is made beside it
-        result, graded, why = _run_worker(job, job_path, prefix, cwd, timeout, spawner)
-    if result is None:  # the worker left no result: crashed, killed, or too long
-        said = worker_out_of_memory(job, limit.oom_killed) or why
-        assert said is not None  # (a worker that left no result has its why)
-        result = Result("", "", job.student_id, "error", str(said), reasons=[said])
-    return result, graded
+        code, output = _start_worker(job, prefix, cwd, timeout, spawner)
+    if result_path.exists():
+        result = read_result(result_path)
+        graded = graded_path.read_text() if result.status != "error" and graded_path.exists() else None
+        return result, graded
+    why = say("notebook too long", seconds=timeout) if code is None else say("worker exit code", code=code)
+    tail = output.decode(errors="replace").strip().splitlines()[-1:]
+    if tail and code:
+        why = say("with last line", why=why, line=tail[0][:150])
+    said = worker_out_of_memory(job, limit.oom_killed) or why
+    return Result("", "", job.student_id, "error", str(said), reasons=[said]), None
 
 
 def worker_out_of_memory(job: Job, oom_killed: bool) -> Message | None:
@@ -290,38 +280,117 @@ def worker_out_of_memory(job: Job, oom_killed: bool) -> Message | None:
     return say("worker out of memory", mb=job.worker_memory_mb)
 
 
-def _run_worker(
-    job: Job, job_path: pathlib.Path, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None
-) -> tuple[Result | None, str | None, Message | None]:
-    """The worker's result and graded notebook, or (None, None, why it left no result)."""
-    result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
-    job.write(job_path)
-    cmd = worker_command(prefix, job_path)
-    returncode: int | None = None
+def _start_worker(
+    job: Job, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None
+) -> tuple[int | None, bytes]:
+    """Run the worker of ``job``, forked from ``spawner`` (or, without one or once it has ended, as a new
+    interpreter): (its exit status, or None when it ran longer than ``timeout`` and was killed; its output)."""
     if spawner is not None:
-        log = job_path.with_suffix(".log")  # beside the job file, where no kernel can read
+        log = pathlib.Path(job.result).with_suffix(".log")  # in the private folder, where no kernel can read
         try:
-            returncode, timed_out = spawner.run(str(job_path), str(log), timeout)
+            code = spawner.run(job, str(log), timeout)
+            return code, log.read_bytes() if log.exists() else b""
         except RuntimeError:  # the fork server has ended: start this worker as a new interpreter
-            spawner = None
-        else:
-            output = log.read_bytes() if log.exists() else b""
-            why = say("notebook too long", seconds=timeout) if timed_out else say("worker exit code", code=returncode)
-    if spawner is None:
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env=_worker_env()
+            pass
+    proc = subprocess.Popen(
+        prefix + [sys.executable, "-m", "autograder.grading.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=cwd,
+        env=_worker_env(),
+    )
+    try:
+        output = proc.communicate(json.dumps(dataclasses.asdict(job)).encode(), timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return None, proc.communicate()[0]
+    return proc.returncode, output
+
+
+class Spawner:
+    """The batch's end of its fork server (``worker.serve``), started at once so that it imports while the batch
+    canonicalises: :meth:`run` forks the worker of one job from it and waits for it. ``alive`` is False once the
+    server has ended (or could not make the namespaces); the batch then starts workers as new interpreters."""
+
+    def __init__(self, chapter: str, namespaces: bool, cwd: pathlib.Path):
+        cmd = [sys.executable, "-m", "autograder.grading.worker", "serve", chapter, "1" if namespaces else "0"]
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_worker_env(), cwd=cwd, start_new_session=True
         )
+        self._lock = threading.Lock()
+        self._replies: dict[str, queue.SimpleQueue] = {}  # a worker's log file -> the server's lines about it
+        self._ready = threading.Event()  # the server has imported everything (or has ended)
+        self._used = False
+        self.alive = True
+        threading.Thread(target=self._read, name="worker fork server", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            with contextlib.suppress(ValueError):
+                message = json.loads(line)
+                if "ready" in message:
+                    self.alive = bool(message["ready"])
+                    self._ready.set()
+                with self._lock:
+                    if message.get("log") in self._replies:
+                        self._replies[message["log"]].put(message)
+        with self._lock:
+            self.alive = False
+            for replies in self._replies.values():
+                replies.put({"gone": True})
+        self._ready.set()
+
+    def run(self, job: Job, log: str, timeout: float) -> int | None:
+        """Fork the worker of ``job`` (its output in ``log``) and wait for it: its exit status, or None when it ran
+        longer than ``timeout`` seconds (its process group, and with it its namespaces, is then killed). Raises
+        RuntimeError when the server has ended."""
+        replies: queue.SimpleQueue = queue.SimpleQueue()
+        self._used = True
+        self._ready.wait()
+        with self._lock:
+            try:
+                if not self.alive:
+                    raise OSError
+                self._replies[log] = replies
+                assert self._proc.stdin is not None
+                self._proc.stdin.write((json.dumps({"job": dataclasses.asdict(job), "log": log}) + "\n").encode())
+                self._proc.stdin.flush()
+            except OSError:
+                self._replies.pop(log, None)
+                raise RuntimeError("the worker fork server has ended") from None
         try:
-            output, _ = proc.communicate(timeout=timeout)
-            why = say("worker exit code", code=proc.returncode)
+            started = replies.get()
+            if "pid" not in started:
+                raise RuntimeError("the worker fork server has ended")
+            try:
+                ended = replies.get(timeout=timeout)
+            except queue.Empty:
+                ended = None
+            if ended is not None and "status" in ended:
+                return ended["status"]
+            with contextlib.suppress(OSError):  # too long, or the server is gone: so is this worker
+                os.killpg(started["pid"], signal.SIGKILL)
+            if ended is not None:  # (the batch grades it again, as a new interpreter)
+                raise RuntimeError("the worker fork server has ended")
+            replies.get()  # its status, once killed
+            return None
+        finally:
+            with self._lock:
+                self._replies.pop(log, None)
+
+    def close(self) -> None:
+        """No more jobs: the server ends once its workers have (their results are all in by then); one that was
+        never asked for a worker is stopped at once."""
+        if not self._used:
+            self._proc.kill()
+        with contextlib.suppress(OSError):
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            why = say("notebook too long", seconds=timeout)
-        returncode = proc.returncode
-    if not result_path.exists():
-        tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-        return None, None, say("with last line", why=why, line=tail[0][:150]) if tail and returncode else why
-    result = read_result(result_path)
-    graded = graded_path.read_text() if result.status != "error" and graded_path.exists() else None
-    return result, graded, None
+            self._proc.kill()
+            self._proc.wait()

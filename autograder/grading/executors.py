@@ -1,24 +1,12 @@
-"""Where a batch's workers run: this machine (the default, in ``batch.py``) or a Dask distributed cluster.
+"""Where a batch's workers run when not on this machine: a Dask distributed cluster (https://distributed.dask.org).
 
-The batch (``batch.py``) canonicalises the files, writes the grading notebook and decides what to run; an executor only
-runs :mod:`worker` jobs and hands each result back to the batch, which writes the feedback and the reports.
-:class:`DaskCluster` sends each distinct notebook to a Dask worker as one task (https://distributed.dask.org): the
-task receives the canonical notebook, the job and the batch's grading notebook (``runner.grading_notebook``),
-builds a private scratch folder on its machine, runs the batch's job function there (``execute.run_job``: the
-sandboxed worker under ``jail.py``'s limits, the same command as on one machine) and returns the result and the
-graded notebook; the batch writes the feedback, the graded notebook and the result file from them. So:
-
-* grades.csv, the feedback and the summary are the local path's (the same worker, the same files written);
-* a rerun skips what is done: each result is written as soon as its task ends, the result file last;
-* a worker process or machine that dies mid-task loses nothing: the scheduler runs the task again elsewhere
-  (a task is keyed by its inputs, so the same notebook is not graded twice), and after
-  ``distributed.scheduler.allowed-failures`` losses (default 3) the submission gets an "error" row saying so;
-* every worker must run the same course code as the batch (checked: :func:`grader_fingerprint`).
-
-``DaskCluster()`` starts a local cluster (one single-threaded worker process per core, TLS with a throw-away
-certificate authority, so that a kernel, which may reach loopback when it has no network namespace, cannot talk
-to the scheduler); ``DaskCluster("tls://host:8786")`` joins a running one (its TLS settings come from Dask's
-configuration: README, "Grading on a cluster"). Needs ``pip install 'attention-course[cluster]'``.
+:class:`DaskCluster` sends each distinct notebook to a Dask worker as one task (:func:`grade_task`), which runs the
+batch's job function (``execute.run_job``: the same sandboxed worker and limits as on one machine) in a private
+scratch folder there and returns the result and the graded notebook; the batch writes the files from them. A task is
+keyed by its inputs (the scheduler runs a lost one again elsewhere, and grades a notebook once), and every worker
+must run the batch's course code (:func:`grader_fingerprint`). ``DaskCluster()`` starts a local cluster (TLS with a
+throw-away certificate authority, so that a kernel that may reach loopback cannot talk to the scheduler);
+``DaskCluster("tls://host:8786")`` joins a running one. README, "Grading on a cluster".
 """
 
 from __future__ import annotations
@@ -111,12 +99,11 @@ def grade_task(
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-task-"))
     try:
         scratch.chmod(0o711)
-        private = scratch / "jobs"  # the notebook, the job and the grading notebook: hidden from the kernel
+        private = scratch / "jobs"  # the notebook and the grading notebook: hidden from the kernel
         private.mkdir(mode=0o700)
         (private / "grading.ipynb").write_text(grading)
         canonical = private / "canonical.ipynb"
         canonical.write_text(text)
-        sid = job.student_id
         here = dataclasses.replace(
             job,
             canonical=str(canonical),
@@ -131,11 +118,11 @@ def grade_task(
                 {*job.hidden_files, *jail.hidden_files(job.chapter), str(private), *([local_dir] if local_dir else [])}
             ),
             netns="unshare" in prefix,
-            uid=execute.kernel_uid(sid, drop_uid),
+            uid=execute.kernel_uid(job.student_id, drop_uid),
             jail=jailed,
             threads=threads,
         )
-        result, graded = execute.run_job(here, private / "job.json", prefix, scratch, notebook_timeout)
+        result, graded = execute.run_job(here, prefix, scratch, notebook_timeout)
         return {"result": result_fields(result), "graded": graded, "where": where}  # messages as data
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
