@@ -17,13 +17,13 @@ import json
 import logging
 import os
 import pathlib
-import queue
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Protocol
@@ -311,84 +311,51 @@ def _start_worker(
 
 class Spawner:
     """The batch's end of its fork server (``worker.serve``), started at once so that it imports while the batch
-    canonicalises: :meth:`run` forks the worker of one job from it and waits for it. ``alive`` is False once the
-    server has ended (or could not make the namespaces); the batch then starts workers as new interpreters."""
+    canonicalises: :meth:`run` forks the worker of one job from it and waits for it. The requests go over a socket
+    pair that no other process holds, each with its own reply pipe."""
 
     def __init__(self, chapter: str, namespaces: bool, cwd: pathlib.Path):
+        self._requests, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         cmd = [sys.executable, "-m", "autograder.grading.worker", "serve", chapter, "1" if namespaces else "0"]
-        self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_worker_env(), cwd=cwd, start_new_session=True
-        )
-        self._lock = threading.Lock()
-        self._replies: dict[str, queue.SimpleQueue] = {}  # a worker's log file -> the server's lines about it
-        self._ready = threading.Event()  # the server has imported everything (or has ended)
+        self._proc = subprocess.Popen(cmd, stdin=theirs.fileno(), env=_worker_env(), cwd=cwd, start_new_session=True)
+        theirs.close()
         self._used = False
-        self.alive = True
-        threading.Thread(target=self._read, name="worker fork server", daemon=True).start()
-
-    def _read(self) -> None:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            with contextlib.suppress(ValueError):
-                message = json.loads(line)
-                if "ready" in message:
-                    self.alive = bool(message["ready"])
-                    self._ready.set()
-                with self._lock:
-                    if message.get("log") in self._replies:
-                        self._replies[message["log"]].put(message)
-        with self._lock:
-            self.alive = False
-            for replies in self._replies.values():
-                replies.put({"gone": True})
-        self._ready.set()
 
     def run(self, job: Job, log: str, timeout: float) -> int | None:
         """Fork the worker of ``job`` (its output in ``log``) and wait for it: its exit status, or None when it ran
         longer than ``timeout`` seconds (its process group, and with it its namespaces, is then killed). Raises
         RuntimeError when the server has ended."""
-        replies: queue.SimpleQueue = queue.SimpleQueue()
         self._used = True
-        self._ready.wait()
-        with self._lock:
-            try:
-                if not self.alive:
-                    raise OSError
-                self._replies[log] = replies
-                assert self._proc.stdin is not None
-                self._proc.stdin.write((json.dumps({"job": dataclasses.asdict(job), "log": log}) + "\n").encode())
-                self._proc.stdin.flush()
-            except OSError:
-                self._replies.pop(log, None)
-                raise RuntimeError("the worker fork server has ended") from None
+        read_end, write_end = os.pipe()
         try:
-            started = replies.get()
-            if "pid" not in started:
+            with open(log, "wb") as out:
+                request = json.dumps(dataclasses.asdict(job)).encode()
+                socket.send_fds(self._requests, [request], [write_end, out.fileno()])
+        except OSError:
+            os.close(read_end)
+            raise RuntimeError("the worker fork server has ended") from None
+        finally:
+            os.close(write_end)
+        with open(read_end, "rb", buffering=0) as replies:  # unbuffered: select sees every line not yet read
+            started = replies.readline()
+            if not started:
                 raise RuntimeError("the worker fork server has ended")
-            try:
-                ended = replies.get(timeout=timeout)
-            except queue.Empty:
-                ended = None
-            if ended is not None and "status" in ended:
-                return ended["status"]
+            ended = replies.readline() if select.select([replies], [], [], timeout)[0] else None
+            if ended:
+                return int(ended)
             with contextlib.suppress(OSError):  # too long, or the server is gone: so is this worker
-                os.killpg(started["pid"], signal.SIGKILL)
+                os.killpg(int(started), signal.SIGKILL)
             if ended is not None:  # (the batch grades it again, as a new interpreter)
                 raise RuntimeError("the worker fork server has ended")
-            replies.get()  # its status, once killed
+            replies.readline()  # its status, once killed
             return None
-        finally:
-            with self._lock:
-                self._replies.pop(log, None)
 
     def close(self) -> None:
         """No more jobs: the server ends once its workers have (their results are all in by then); one that was
         never asked for a worker is stopped at once."""
         if not self._used:
             self._proc.kill()
-        with contextlib.suppress(OSError):
-            assert self._proc.stdin is not None
-            self._proc.stdin.close()
+        self._requests.close()
         try:
             self._proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

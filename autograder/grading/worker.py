@@ -408,18 +408,17 @@ def _new_namespaces() -> None:
 
 
 def serve(chapter: str, namespaces: bool) -> None:
-    """The fork server. Imports everything a worker needs, then reads one request per line on stdin (``{"job": the
-    Job's fields, "log": FILE}``), forks a worker for each (in a new session, its output in FILE, in new namespaces
-    when ``namespaces``) and writes ``{"log": FILE, "pid": PID}`` when it started and ``{"log": FILE, "status":
-    CODE}`` when it ended, one line each on stdout. Ends when stdin closes."""
+    """The fork server (``execute.Spawner``). Imports everything a worker needs, then reads its requests from the
+    socket at fd 0, one message each: the Job's fields as JSON, with two file descriptors, a reply pipe and the
+    worker's log. Forks a worker for each (in a new session, its output in the log, in new namespaces when
+    ``namespaces``) and writes on its reply pipe the worker's pid when it started and its exit status when it
+    ended, a line each. Ends when the batch closes its end and the workers have ended; at once where the namespaces
+    cannot be made (the batch then starts its workers as new interpreters)."""
     import select
+    import socket
 
     importlib.import_module(f"autograder.{chapter}")  # torch and the checks, for judge.py
-
-    def reply(message: dict) -> None:
-        os.write(1, (json.dumps(message) + "\n").encode())
-
-    if namespaces:  # tried once: where the namespaces cannot be made, the batch starts its workers as before
+    if namespaces:  # tried once
         probe = os.fork()
         if probe == 0:
             try:
@@ -428,46 +427,45 @@ def serve(chapter: str, namespaces: bool) -> None:
             except BaseException:
                 os._exit(1)
         if os.waitstatus_to_exitcode(os.waitpid(probe, 0)[1]) != 0:
-            reply({"ready": False})
             return
-    reply({"ready": True})
-
-    children: dict[int, str] = {}
-    buffer, open_ = b"", True
-    while open_ or children:
-        ready, _, _ = select.select([0] if open_ else [], [], [], 0.05)
-        if ready:
-            chunk = os.read(0, 65536)
-            open_ = bool(chunk)
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                request = json.loads(line)
+    requests, listening = socket.socket(fileno=0), True
+    replies: dict[int, int] = {}  # a worker's pid -> its reply pipe
+    while listening or replies:
+        if select.select([requests] if listening else [], [], [], 0.05)[0]:
+            message, fds, _, _ = socket.recv_fds(requests, 1 << 20, 2)
+            listening = bool(message)
+            if message:
+                reply, log = fds
                 pid = os.fork()
                 if pid == 0:
-                    _forked_worker(Job(**request["job"]), request["log"], namespaces)
-                children[pid] = request["log"]
-                reply({"log": request["log"], "pid": pid})
-        while children:
+                    for fd in (*replies.values(), reply):  # the worker holds no reply pipe
+                        os.close(fd)
+                    _forked_worker(Job(**json.loads(message)), log, namespaces)
+                os.close(log)
+                os.write(reply, b"%d\n" % pid)
+                replies[pid] = reply
+        while replies:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
-            code = os.waitstatus_to_exitcode(status)
-            reply({"log": children.pop(pid), "status": code if code >= 0 else 128 - code})
+            code, reply = os.waitstatus_to_exitcode(status), replies.pop(pid)
+            with contextlib.suppress(OSError):  # (a batch that is gone)
+                os.write(reply, b"%d\n" % (code if code >= 0 else 128 - code))
+            os.close(reply)
 
 
-def _forked_worker(job: Job, log: str, namespaces: bool) -> None:
-    """In the fork server's child: become the worker of ``job`` (never returns)."""
+def _forked_worker(job: Job, log: int, namespaces: bool) -> None:
+    """In the fork server's child: become the worker of ``job``, its output in file descriptor ``log`` (never
+    returns)."""
     status = 70
     try:
         os.setsid()  # a process group of its own: the batch kills the group when the notebook runs too long
-        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(out)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
