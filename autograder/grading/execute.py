@@ -75,17 +75,9 @@ def container_memory(
     count before and after grading: a kill in between means the grade cannot be trusted."""
     kills, limit = 0, None
     for version, d in cgroup_dirs("memory", proc_cgroup, root):
-        events, cap = (
-            ("memory.events", "memory.max") if version == 2 else ("memory.oom_control", "memory.limit_in_bytes")
-        )
+        kills = max(kills, memory.oom_kills(d))
         try:
-            for line in d.joinpath(events).read_text().splitlines():
-                if line.startswith("oom_kill "):
-                    kills = max(kills, int(line.split()[1]))
-        except (OSError, ValueError):
-            pass
-        try:
-            text = d.joinpath(cap).read_text().strip()
+            text = d.joinpath("memory.max" if version == 2 else "memory.limit_in_bytes").read_text().strip()
             if text != "max" and int(text) < 1 << 50:  # v1 writes "no limit" as a huge number
                 mb = int(text) // 2**20
                 limit = mb if limit is None else min(limit, mb)

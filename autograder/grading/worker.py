@@ -87,10 +87,10 @@ def main(job: Job) -> int:
     return 0
 
 
-def _kernel_environment(job: Job, sandbox: pathlib.Path, home: pathlib.Path, config: pathlib.Path) -> dict[str, str]:
+def _kernel_environment(job: Job, sandbox: pathlib.Path, short: pathlib.Path, home: pathlib.Path) -> dict[str, str]:
     kernels = jail.write_kernelspec(sandbox / "jupyter")
     return {
-        "AUTOGRADER_GUARD_CONFIG": str(config),
+        "AUTOGRADER_GUARD_CONFIG": str(home / "guard.json"),
         "AUTOGRADER_SANDBOX": str(sandbox),
         "AUTOGRADER_UID": str(job.uid),
         "AUTOGRADER_MEMORY_MB": str(job.memory_mb),
@@ -101,7 +101,7 @@ def _kernel_environment(job: Job, sandbox: pathlib.Path, home: pathlib.Path, con
         "IPYTHONDIR": str(home / ".ipython"),
         "TMPDIR": str(home),
         "MPLBACKEND": "Agg",
-        "JUPYTER_RUNTIME_DIR": str(sandbox / "runtime"),
+        "JUPYTER_RUNTIME_DIR": str(short / "run"),  # the connection file and the channels' sockets
         "OMP_NUM_THREADS": str(job.threads),
         "MKL_NUM_THREADS": str(job.threads),
         "PYTHONPATH": os.pathsep.join([job.stage, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
@@ -240,9 +240,8 @@ def grade_one(job: Job) -> Result:
     if job.uid > 0 and os.geteuid() == 0:
         for p in (home, config):
             os.chown(p, job.uid, job.uid)
-    env = _kernel_environment(job, sandbox, home, config)
+    env = _kernel_environment(job, sandbox, short, home)
     if job.jail:  # the stage, not the course's own package (its checks hold the oracles)
-        env["JUPYTER_RUNTIME_DIR"] = str(short / "run")
         view = jail.JailView(
             ro=[str(short), job.stage],
             rw=[str(home), str(short / "run")],
