@@ -41,10 +41,9 @@ logger = logging.getLogger(__name__)
 
 RUN_FILE = "grading_run.json"  # how the last run graded its kernels (jailed or not): the summary says so
 FORK_SWITCH = "AUTOGRADER_FORK_WORKERS"  # "off": start every worker as a new interpreter
-PROC_CGROUP, CGROUP_ROOT, cgroup_dirs = memory.PROC_CGROUP, memory.CGROUP_ROOT, memory.cgroup_dirs
 
 
-def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT) -> int:
+def usable_cores(proc_cgroup: pathlib.Path = memory.PROC_CGROUP, root: pathlib.Path = memory.CGROUP_ROOT) -> int:
     """The cores the batch may use: this process's CPU affinity, capped by its cgroup's CPU quota (v2 ``cpu.max``,
     v1 ``cpu.cfs_quota_us``), at least 1. A container given half a vCPU (Gradescope's default) reports the host's
     cores in ``os.cpu_count()``, and a kernel with that many torch threads crawls."""
@@ -52,7 +51,7 @@ def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = C
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    for version, d in cgroup_dirs("cpu", proc_cgroup, root):
+    for version, d in memory.cgroup_dirs("cpu", proc_cgroup, root):
         try:
             if version == 2:  # "max 100000" or "50000 100000"
                 quota, period = d.joinpath("cpu.max").read_text().split()[:2]
@@ -67,14 +66,14 @@ def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = C
 
 
 def container_memory(
-    proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT
+    proc_cgroup: pathlib.Path = memory.PROC_CGROUP, root: pathlib.Path = memory.CGROUP_ROOT
 ) -> tuple[int, int | None]:
     """(how many processes the OOM killer has ended in this process's memory cgroup so far, its memory limit in MB
     or None): v2 ``memory.events`` and ``memory.max``, v1 ``memory.oom_control`` and ``memory.limit_in_bytes``;
     (0, None) where neither can be read. A grader in a container with a memory limit (Gradescope) compares the
     count before and after grading: a kill in between means the grade cannot be trusted."""
     kills, limit = 0, None
-    for version, d in cgroup_dirs("memory", proc_cgroup, root):
+    for version, d in memory.cgroup_dirs("memory", proc_cgroup, root):
         kills = max(kills, memory.oom_kills(d))
         try:
             text = d.joinpath("memory.max" if version == 2 else "memory.limit_in_bytes").read_text().strip()

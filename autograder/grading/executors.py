@@ -38,9 +38,10 @@ class GraderMismatch(RuntimeError):
     before anything is graded there."""
 
 
+@functools.cache
 def grader_fingerprint() -> str:
     """A hash of the course code that grading runs (``autograder/`` and ``solutions/`` Python files), to check that
-    every worker grades with the batch's checks."""
+    every worker grades with the batch's checks (once per process)."""
     root = notebooks.ROOT
     h = hashlib.sha256()
     for folder in ("autograder", "solutions"):
@@ -64,11 +65,6 @@ def _machine() -> tuple[list[str], bool, bool]:
     return prefix, not no_jail or jail.uid_drop_possible(), not no_jail
 
 
-@functools.cache
-def _local_fingerprint() -> str:
-    return grader_fingerprint()
-
-
 def grade_task(
     job_fields: dict[str, Any],
     text: str,
@@ -78,13 +74,12 @@ def grade_task(
     fingerprint: str,
 ) -> dict[str, Any]:
     """One Dask task: grade one canonical notebook (``text``; ``grading``: the batch's grading notebook, its text)
-    on this worker's machine with the batch's worker, in a private
-    scratch folder removed afterwards. Returns the result (as a dict), the graded notebook's text (or None), and
-    where it ran."""
-    if _local_fingerprint() != fingerprint:
+    on this worker's machine, in a private scratch folder removed afterwards. Returns the result (as a dict), the
+    graded notebook's text (or None), and where it ran."""
+    if grader_fingerprint() != fingerprint:
         raise GraderMismatch(
             f"{socket.gethostname()} runs other course code than the batch (grader fingerprint "
-            f"{_local_fingerprint()[:12]} vs {fingerprint[:12]}): install the batch's version on every worker"
+            f"{grader_fingerprint()[:12]} vs {fingerprint[:12]}): install the batch's version on every worker"
         )
     try:
         from distributed import get_worker
@@ -202,7 +197,7 @@ class DaskCluster:
         return sum(w["nthreads"] for w in self.client.scheduler_info(n_workers=-1)["workers"].values())
 
     def _check_workers(self, fingerprint: str) -> None:
-        theirs = self.client.run(_local_fingerprint)
+        theirs = self.client.run(grader_fingerprint)
         wrong = sorted(addr for addr, fp in theirs.items() if fp != fingerprint)
         if wrong:
             raise GraderMismatch(
@@ -218,7 +213,7 @@ class DaskCluster:
             raise RuntimeError("use DaskCluster as a context manager: with DaskCluster() as cluster: ...")
         if not jobs:
             return
-        fingerprint = _local_fingerprint()
+        fingerprint = grader_fingerprint()
         self._check_workers(fingerprint)
         workers = self.client.scheduler_info(n_workers=-1)["workers"]
         per_host: dict[str, int] = {}
