@@ -50,8 +50,8 @@ STEP_OF = {"grade": LINE, "_output_folder": "chapter", "canonicalise": "canonica
 # the step of a module ``grade`` calls itself (the last part of its name)
 STEP_OF_MODULE = {"releases": "chapter", "collect": "collect", "execute": "execute", "feedback": "feedback",
                   "report": "report"}  # fmt: skip
-# the step of a thread's first call into the course, by its module: the execute step's pool and the fork server's reader
-STEP_OF_THREAD = {"execute": "execute", "forkserver": "execute"}
+# the step of a thread's first call into the course, by its module: the execute step's pool
+STEP_OF_THREAD = {"execute": "execute"}
 
 
 def short(module: str) -> str:

@@ -1052,7 +1052,7 @@ def test_the_line_builds_the_grading_notebook_once_and_writes_feedback_in_one_pl
     counted(builder, "generate_assignment")
     counted(runner, "grading_notebook")
 
-    def run_job(job, job_path, prefix, cwd, timeout, spawner=None):  # the worker's two outcomes, without a kernel
+    def run_job(job, prefix, cwd, timeout, spawner=None):  # the worker's two outcomes, without a kernel
         if job.student_id.startswith("hopper"):
             return submission.Result("", "", job.student_id, "error", f"the notebook ran longer than {timeout} s"), None
         scores = {ex.name: float(ex.points) for ex in notebooks.checks_module(chapter).EXERCISES}

@@ -130,7 +130,7 @@ def test_canvas_late_marker_is_read_in_any_case(name):
 def _fake_runs(monkeypatch, scores_of: dict[str, dict[str, float]]) -> None:
     """Each run's result by its canonical notebook (``scores_of``: canonical text -> scores), without a kernel."""
 
-    def run_job(job, job_path, prefix, cwd, timeout, spawner=None):
+    def run_job(job, prefix, cwd, timeout, spawner=None):
         text = pathlib.Path(job.canonical).read_text()
         return submission.Result("", "", job.student_id, "graded", "", scores_of[text], []), text
 

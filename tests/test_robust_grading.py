@@ -330,8 +330,8 @@ class _Peaks(threading.Thread):
                         cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
                         role = next((a.decode() for a in cmd if a.startswith(b"autograder.grading.")), "")
                         role = "kernel" if any(b"ipykernel" in a for a in cmd) else role or cmd[0].decode()
-                        if role.endswith("forkserver") and parents[pid] != str(me):
-                            role = "worker (forked)"
+                        if b"serve" in cmd:  # the fork server, or a worker forked from it
+                            role = "worker (forked)" if parents[pid] != str(me) else "fork server"
                         self._keep(f"{role} (pid {pid})", int(st["VmHWM"].split()[0]) >> 10)
             self._keep("batch (this process, resident)", int(status.get(str(me), {}).get("VmRSS", "0 kB").split()[0]) >> 10)  # fmt: skip
             for group in (g for top in groups for g in top.glob("autograder-worker-*")):

@@ -164,7 +164,7 @@ def test_a_run_interrupts_endless_cells_goes_on_after_errors_caps_output_and_nam
 _NO_NBGRADER = """
 import pathlib, sys, tempfile
 sys.modules.setdefault("rfc3987_syntax", None)
-from autograder.grading import batch, execute, executors, forkserver, runner, submission, worker
+from autograder.grading import batch, execute, executors, runner, submission, worker
 from autograder.gradescope import results_json, run
 from autograder import notebooks, releases
 assert "nbgrader" not in sys.modules, "imported"
@@ -172,7 +172,7 @@ assert "nbgrader" not in sys.modules, "imported"
 chapter = "ch03_self_attention"
 top = {ex.name: float(ex.points) for ex in releases.checks_module(chapter).EXERCISES}
 
-def run_job(job, job_path, prefix, cwd, timeout, spawner=None):  # the worker's side: tests/test_grading.py
+def run_job(job, prefix, cwd, timeout, spawner=None):  # the worker's side: tests/test_grading.py
     graded = runner.graded_notebook(
         __import__("nbformat").read(job.canonical, as_version=4), __import__("nbformat").read(job.grading, as_version=4)
     )
@@ -210,7 +210,7 @@ def test_the_execute_step_leaves_the_builder_and_nbgrader_out(monkeypatch):
 
     top = {ex.name: float(ex.points) for ex in releases.checks_module(CHAPTER).EXERCISES}
 
-    def run_job(job, job_path, prefix, cwd, timeout, spawner=None):
+    def run_job(job, prefix, cwd, timeout, spawner=None):
         return submission.Result("", "", job.student_id, "graded", "", top, []), None
 
     monkeypatch.setattr(execute, "run_job", run_job)

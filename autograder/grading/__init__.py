@@ -10,14 +10,13 @@ steps; each step returns into the submission's record (``submission.Submission``
   what it is and its edition (``canonical.examine``), whether an earlier run graded it;
 * ``submission`` — the record, from the file to its row; the result file (``Result``, written last);
 * ``execute`` — the grading notebook (``runner.grading_notebook``) written once per batch; the one job function
-  (``run_job``) that the local pool, the fork server (``forkserver``) and a Dask task (``executors``) all run; each
-  run's outcome given to the files that share it (``share``); what this machine gives the kernels;
-* ``worker`` — one submission in a process of its own: the grading notebook run in a kernel
-  whose recorder (``guard``) runs the checks and sends what the answers returned over a signed channel
-  (``channel``), every check judged again on that record (``judge``: the only verdict) and scored (``scoring``);
-  returns its result and graded notebook (``python -m autograder.grading.worker JOB.json``); ``reasons``: its
-  one-line reasons; ``runner``: the grading notebook, and its run with nbclient (no nbgrader on the grading
-  path);
+  (``run_job``) that the local pool and a Dask task (``executors``) both run; each run's outcome given to the files
+  that share it (``share``); what this machine gives the kernels;
+* ``worker`` — one submission in a process of its own, forked from the batch's fork server (``worker.serve``) or
+  a new interpreter: the grading notebook run in a kernel whose recorder (``guard``) runs the checks and sends what
+  the answers returned over a signed channel (``channel``), every check judged again on that record (``judge``:
+  the only verdict) and scored (``scoring``); ``reasons``: its one-line reasons; ``runner``: the grading notebook,
+  and its run with nbclient (no nbgrader on the grading path);
 * ``jail`` — the kernel's process limits and what it may see (``python -m autograder.grading.jail kernel ...``);
   ``memory``: its memory cgroup and sized file system;
 * ``feedback`` — the student's page, written by ``feedback.write_page`` alone (the batch's ``feedback.Pages``,

@@ -18,10 +18,8 @@ import struct
 import threading
 
 MAX_RECORD_BYTES = 64 << 20  # one record line at most (a verdict carries its checks' recorded calls)
-# All records of one notebook together, kept in the worker (in its own memory cgroup, outside the kernel's). A
-# full-marks verdict is 1 KB to 0.8 MB encoded, 2 KB to 2 MB decompressed (every chapter's reference, measured); a
-# notebook that sends more than this is cut off and its row says so (:attr:`RecordServer.overflow`), so no notebook
-# can grow the worker without bound.
+# All records of one notebook together: past it the row says so (:attr:`RecordServer.overflow`). A full-marks
+# verdict is 1 KB to 0.8 MB encoded, 2 KB to 2 MB decompressed (every chapter's reference, measured).
 MAX_TOTAL_BYTES = 128 << 20
 MAX_RECORDS = 4096  # "blocked" notes are one per refused action; verdicts one per exercise and run
 _CHUNK = 1 << 16  # bytes read from a connection at a time
@@ -30,13 +28,8 @@ RECORD_PREFIX = "\0autograder-"  # an abstract record address
 
 
 class RecordServer:
-    """The worker's end: collects records sent by the kernel's guard (run in the worker, never in the kernel).
-
-    ``address`` is an abstract Unix socket address, or ``path`` (a socket file the jail binds read-only into the
-    kernel's view). ``records(pid, key)`` returns (verified entries, number of
-    rejected connections) keeping only connections from process ``pid`` that carried exactly one correctly
-    signed line.
-    """
+    """The worker's end, listening from construction to :meth:`close` on ``address``: an abstract Unix socket
+    address, or ``path`` (a socket file the jail binds read-only into the kernel's view)."""
 
     def __init__(self, path: str | None = None):
         self.address = path or RECORD_PREFIX + os.urandom(12).hex()

@@ -1,20 +1,11 @@
-"""The execute step: run each distinct canonical notebook once in a jailed worker and hand back what it produced,
-nothing written to the batch's output folder.
+"""The execute step, on the batch's side: run each distinct canonical notebook once in a worker (``worker.py``)
+and hand back what it produced, nothing written to the batch's output folder.
 
-The batch enters it twice: :func:`workers` (first, so that the workers' fork server imports what a worker needs
-while the batch canonicalises: ``jail.machine``, once, for what this machine gives the kernels and the staged
-solutions in the batch's scratch folder; then the fork server, ``forkserver.serving``, once), then :func:`run` (the
-grading notebook written once, one :class:`Job` per distinct notebook, ``jobs`` at a time here or through an
-:class:`Executor`, each run's outcome given to the files that share it, :func:`share`, and handed back to the
-batch as it ends). The worker runs the
-notebook with nbclient (``worker.py``, ``runner.py``); no nbgrader, no gradebook.
-
-:func:`run_job` is the one job function: the local pool (``jobs`` threads), the fork server (``forkserver.py``,
-where it runs) and a Dask task (``executors.py``, on its machine) all call it. It starts the worker
-(``python -m autograder.grading.worker JOB``: forked from the batch's fork server, else a new interpreter), waits
-for it within the notebook's time limit, and returns its :class:`Result` and graded notebook: or, where the worker
-left none (crashed, killed, too long), an "error" result that says why. Also here: what this machine gives the
-kernels (cores, memory, uids).
+The batch enters it twice: :func:`workers` (first, so that the fork server imports while the batch canonicalises),
+then :func:`run`. :func:`run_job` is the one job function, called by the local pool and a Dask task
+(``executors.py``) alike: it starts the worker (forked from the batch's fork server, :class:`Spawner`, else a new
+interpreter), waits for it within the notebook's limit and returns its result and graded notebook, or an "error"
+result that says why it left none. Also here: what this machine gives the kernels (cores, memory, uids).
 """
 
 from __future__ import annotations
@@ -26,8 +17,10 @@ import json
 import logging
 import os
 import pathlib
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,8 +32,7 @@ import nbformat
 
 from .. import releases
 from ..wording import Message, say
-from . import forkserver, jail, memory, runner
-from .forkserver import FORK_SWITCH, Spawner
+from . import jail, memory, runner
 from .submission import Result, Submission, read_result
 from .worker import Job
 
@@ -48,13 +40,10 @@ logger = logging.getLogger(__name__)
 
 
 RUN_FILE = "grading_run.json"  # how the last run graded its kernels (jailed or not): the summary says so
+FORK_SWITCH = "AUTOGRADER_FORK_WORKERS"  # "off": start every worker as a new interpreter
 
 
-# this process's cgroup lookup lives with the kernel's memory limits (memory.py), which make a cgroup per kernel
-CGROUP_ROOT, PROC_CGROUP, cgroup_dirs = memory.CGROUP_ROOT, memory.PROC_CGROUP, memory.cgroup_dirs
-
-
-def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT) -> int:
+def usable_cores(proc_cgroup: pathlib.Path = memory.PROC_CGROUP, root: pathlib.Path = memory.CGROUP_ROOT) -> int:
     """The cores the batch may use: this process's CPU affinity, capped by its cgroup's CPU quota (v2 ``cpu.max``,
     v1 ``cpu.cfs_quota_us``), at least 1. A container given half a vCPU (Gradescope's default) reports the host's
     cores in ``os.cpu_count()``, and a kernel with that many torch threads crawls."""
@@ -62,7 +51,7 @@ def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = C
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    for version, d in cgroup_dirs("cpu", proc_cgroup, root):
+    for version, d in memory.cgroup_dirs("cpu", proc_cgroup, root):
         try:
             if version == 2:  # "max 100000" or "50000 100000"
                 quota, period = d.joinpath("cpu.max").read_text().split()[:2]
@@ -77,25 +66,17 @@ def usable_cores(proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = C
 
 
 def container_memory(
-    proc_cgroup: pathlib.Path = PROC_CGROUP, root: pathlib.Path = CGROUP_ROOT
+    proc_cgroup: pathlib.Path = memory.PROC_CGROUP, root: pathlib.Path = memory.CGROUP_ROOT
 ) -> tuple[int, int | None]:
     """(how many processes the OOM killer has ended in this process's memory cgroup so far, its memory limit in MB
     or None): v2 ``memory.events`` and ``memory.max``, v1 ``memory.oom_control`` and ``memory.limit_in_bytes``;
     (0, None) where neither can be read. A grader in a container with a memory limit (Gradescope) compares the
     count before and after grading: a kill in between means the grade cannot be trusted."""
     kills, limit = 0, None
-    for version, d in cgroup_dirs("memory", proc_cgroup, root):
-        events, cap = (
-            ("memory.events", "memory.max") if version == 2 else ("memory.oom_control", "memory.limit_in_bytes")
-        )
+    for version, d in memory.cgroup_dirs("memory", proc_cgroup, root):
+        kills = max(kills, memory.oom_kills(d))
         try:
-            for line in d.joinpath(events).read_text().splitlines():
-                if line.startswith("oom_kill "):
-                    kills = max(kills, int(line.split()[1]))
-        except (OSError, ValueError):
-            pass
-        try:
-            text = d.joinpath(cap).read_text().strip()
+            text = d.joinpath("memory.max" if version == 2 else "memory.limit_in_bytes").read_text().strip()
             if text != "max" and int(text) < 1 << 50:  # v1 writes "no limit" as a huge number
                 mb = int(text) // 2**20
                 limit = mb if limit is None else min(limit, mb)
@@ -107,11 +88,6 @@ def container_memory(
 def kernel_uid(student_id: str, drop_uid: bool) -> int:
     """The kernel's own unprivileged uid for ``student_id`` (``jail.uid_drop_possible()``), else -1."""
     return 100000 + zlib.crc32(student_id.encode()) % 100000 if drop_uid else -1
-
-
-def worker_command(prefix: list[str], job_path: pathlib.Path) -> list[str]:
-    """The command that grades the job at ``job_path`` (``prefix``: ``jail.unshare_prefix()``)."""
-    return prefix + [sys.executable, "-m", "autograder.grading.worker", str(job_path)]
 
 
 def _worker_env() -> dict[str, str]:
@@ -156,10 +132,8 @@ class Workers:
 def workers(chapter: releases.Chapter, out: pathlib.Path, *, local: bool = True) -> Iterator[Workers]:
     """The batch's workers, ready before it canonicalises: the scratch folder; what this machine gives
     ``chapter``'s kernels and the course staged for them there (``jail.machine``: said in the log, and kept for the
-    summary in ``out/grading_run.json``); the worker fork server (``forkserver.serving``: the workers' imports paid
-    once a batch, each worker forked from it in namespaces of its own where the machine gives them; none where
-    workers run elsewhere, ``local`` False, or are to be started as new interpreters, ``AUTOGRADER_FORK_WORKERS=off``),
-    importing while the batch canonicalises. All closed and removed when the batch is done."""
+    summary in ``out/grading_run.json``); the fork server (:class:`Spawner`; none where workers run elsewhere,
+    ``local`` False, or ``AUTOGRADER_FORK_WORKERS=off``). All closed and removed when the batch is done."""
     forked = local and os.environ.get(FORK_SWITCH, "").lower() not in ("0", "off", "no", "false")
     with tempfile.TemporaryDirectory(prefix="autograder-", ignore_cleanup_errors=True) as tmp:
         scratch = pathlib.Path(tmp)
@@ -167,9 +141,12 @@ def workers(chapter: releases.Chapter, out: pathlib.Path, *, local: bool = True)
         (scratch / "jobs").mkdir(mode=0o700)  # every submission's canonical notebook, job and result
         machine = jail.machine(chapter.name, scratch / "stage")
         (out / RUN_FILE).write_text(json.dumps({"jailed": not machine.no_jail, "why_not": machine.no_jail or ""}))
-        server = forkserver.serving(chapter.name, bool(machine.prefix), _worker_env(), out) if forked else None
-        with server or contextlib.nullcontext() as spawner:
+        spawner = Spawner(chapter.name, bool(machine.prefix), out) if forked else None
+        try:
             yield Workers(chapter, out, machine, scratch, spawner)
+        finally:
+            if spawner is not None:
+                spawner.close()
 
 
 def run(
@@ -235,9 +212,8 @@ def run(
     def run_one(text: str, group: list[Submission]) -> tuple[Result, str | None]:
         job = job_for(group)
         pathlib.Path(job.canonical).write_text(text)
-        job_path = private / f"{group[0].result_file.stem}.job.json"
         try:
-            return run_job(job, job_path, machine.prefix, workers.scratch, notebook_timeout, workers.spawner)
+            return run_job(job, machine.prefix, workers.scratch, notebook_timeout, workers.spawner)
         finally:
             shutil.rmtree(job.sandbox, ignore_errors=True)
 
@@ -265,22 +241,27 @@ def share(group: list[Submission], result: Result, graded: str | None) -> list[S
 
 
 def run_job(
-    job: Job, job_path: pathlib.Path, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None = None
+    job: Job, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None = None
 ) -> tuple[Result, str | None]:
-    """Run the worker of ``job`` (written to ``job_path``; ``prefix``: :func:`jail.unshare_prefix`'s) and return its
+    """Run the worker of ``job`` (``prefix``: :func:`jail.unshare_prefix`'s) in its own memory cgroup and return its
     result and graded notebook's text (None where it did not run to the end), or an "error" result when it left
-    none (crashed, killed, or ran longer than ``timeout`` seconds: then its whole process group is killed). With
-    ``spawner``, the worker is forked from the batch's fork server, else started as a new interpreter."""
-    for old in (pathlib.Path(job.result), pathlib.Path(job.graded)):
+    none (crashed, killed, or ran longer than ``timeout`` seconds: then its whole process group is killed)."""
+    result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
+    for old in (result_path, graded_path):
         old.unlink(missing_ok=True)
     with memory.worker_limit(job.worker_memory_mb) as limit:  # the worker's memory cgroup, removed after it
         job.worker_cgroup = str(limit.group or "")  # the worker joins it first; its kernel's is made beside it
-        result, graded, why = _run_worker(job, job_path, prefix, cwd, timeout, spawner)
-    if result is None:  # the worker left no result: crashed, killed, or too long
-        said = worker_out_of_memory(job, limit.oom_killed) or why
-        assert said is not None  # (a worker that left no result has its why)
-        result = Result("", "", job.student_id, "error", str(said), reasons=[said])
-    return result, graded
+        code, output = _start_worker(job, prefix, cwd, timeout, spawner)
+    if result_path.exists():
+        result = read_result(result_path)
+        graded = graded_path.read_text() if result.status != "error" and graded_path.exists() else None
+        return result, graded
+    why = say("notebook too long", seconds=timeout) if code is None else say("worker exit code", code=code)
+    tail = output.decode(errors="replace").strip().splitlines()[-1:]
+    if tail and code:
+        why = say("with last line", why=why, line=tail[0][:150])
+    said = worker_out_of_memory(job, limit.oom_killed) or why
+    return Result("", "", job.student_id, "error", str(said), reasons=[said]), None
 
 
 def worker_out_of_memory(job: Job, oom_killed: bool) -> Message | None:
@@ -290,38 +271,84 @@ def worker_out_of_memory(job: Job, oom_killed: bool) -> Message | None:
     return say("worker out of memory", mb=job.worker_memory_mb)
 
 
-def _run_worker(
-    job: Job, job_path: pathlib.Path, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None
-) -> tuple[Result | None, str | None, Message | None]:
-    """The worker's result and graded notebook, or (None, None, why it left no result)."""
-    result_path, graded_path = pathlib.Path(job.result), pathlib.Path(job.graded)
-    job.write(job_path)
-    cmd = worker_command(prefix, job_path)
-    returncode: int | None = None
+def _start_worker(
+    job: Job, prefix: list[str], cwd: pathlib.Path, timeout: int, spawner: Spawner | None
+) -> tuple[int | None, bytes]:
+    """Run the worker of ``job``, forked from ``spawner`` (or, without one or once it has ended, as a new
+    interpreter): (its exit status, or None when it ran longer than ``timeout`` and was killed; its output)."""
     if spawner is not None:
-        log = job_path.with_suffix(".log")  # beside the job file, where no kernel can read
+        log = pathlib.Path(job.result).with_suffix(".log")  # in the private folder, where no kernel can read
         try:
-            returncode, timed_out = spawner.run(str(job_path), str(log), timeout)
+            code = spawner.run(job, str(log), timeout)
+            return code, log.read_bytes() if log.exists() else b""
         except RuntimeError:  # the fork server has ended: start this worker as a new interpreter
-            spawner = None
-        else:
-            output = log.read_bytes() if log.exists() else b""
-            why = say("notebook too long", seconds=timeout) if timed_out else say("worker exit code", code=returncode)
-    if spawner is None:
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env=_worker_env()
-        )
+            pass
+    proc = subprocess.Popen(
+        prefix + [sys.executable, "-m", "autograder.grading.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=cwd,
+        env=_worker_env(),
+    )
+    try:
+        output = proc.communicate(json.dumps(dataclasses.asdict(job)).encode(), timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return None, proc.communicate()[0]
+    return proc.returncode, output
+
+
+class Spawner:
+    """The batch's end of its fork server (``worker.serve``), started at once so that it imports while the batch
+    canonicalises: :meth:`run` forks the worker of one job from it and waits for it. The requests go over a socket
+    pair that no other process holds, each with its own reply pipe."""
+
+    def __init__(self, chapter: str, namespaces: bool, cwd: pathlib.Path):
+        self._requests, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        cmd = [sys.executable, "-m", "autograder.grading.worker", "serve", chapter, "1" if namespaces else "0"]
+        self._proc = subprocess.Popen(cmd, stdin=theirs.fileno(), env=_worker_env(), cwd=cwd, start_new_session=True)
+        theirs.close()
+        self._used = False
+
+    def run(self, job: Job, log: str, timeout: float) -> int | None:
+        """Fork the worker of ``job`` (its output in ``log``) and wait for it: its exit status, or None when it ran
+        longer than ``timeout`` seconds (its process group, and with it its namespaces, is then killed). Raises
+        RuntimeError when the server has ended."""
+        self._used = True
+        read_end, write_end = os.pipe()
         try:
-            output, _ = proc.communicate(timeout=timeout)
-            why = say("worker exit code", code=proc.returncode)
+            with open(log, "wb") as out:
+                request = json.dumps(dataclasses.asdict(job)).encode()
+                socket.send_fds(self._requests, [request], [write_end, out.fileno()])
+        except OSError:
+            os.close(read_end)
+            raise RuntimeError("the worker fork server has ended") from None
+        finally:
+            os.close(write_end)
+        with open(read_end, "rb", buffering=0) as replies:  # unbuffered: select sees every line not yet read
+            started = replies.readline()
+            if not started:
+                raise RuntimeError("the worker fork server has ended")
+            ended = replies.readline() if select.select([replies], [], [], timeout)[0] else None
+            if ended:
+                return int(ended)
+            with contextlib.suppress(OSError):  # too long, or the server is gone: so is this worker
+                os.killpg(int(started), signal.SIGKILL)
+            if ended is not None:  # (the batch grades it again, as a new interpreter)
+                raise RuntimeError("the worker fork server has ended")
+            replies.readline()  # its status, once killed
+            return None
+
+    def close(self) -> None:
+        """No more jobs: the server ends once its workers have (their results are all in by then); one that was
+        never asked for a worker is stopped at once."""
+        if not self._used:
+            self._proc.kill()
+        self._requests.close()
+        try:
+            self._proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            why = say("notebook too long", seconds=timeout)
-        returncode = proc.returncode
-    if not result_path.exists():
-        tail = (output or b"").decode(errors="replace").strip().splitlines()[-1:]
-        return None, None, say("with last line", why=why, line=tail[0][:150]) if tail and returncode else why
-    result = read_result(result_path)
-    graded = graded_path.read_text() if result.status != "error" and graded_path.exists() else None
-    return result, graded, None
+            self._proc.kill()
+            self._proc.wait()

@@ -1,24 +1,12 @@
-"""Where a batch's workers run: this machine (the default, in ``batch.py``) or a Dask distributed cluster.
+"""Where a batch's workers run when not on this machine: a Dask distributed cluster (https://distributed.dask.org).
 
-The batch (``batch.py``) canonicalises the files, writes the grading notebook and decides what to run; an executor only
-runs :mod:`worker` jobs and hands each result back to the batch, which writes the feedback and the reports.
-:class:`DaskCluster` sends each distinct notebook to a Dask worker as one task (https://distributed.dask.org): the
-task receives the canonical notebook, the job and the batch's grading notebook (``runner.grading_notebook``),
-builds a private scratch folder on its machine, runs the batch's job function there (``execute.run_job``: the
-sandboxed worker under ``jail.py``'s limits, the same command as on one machine) and returns the result and the
-graded notebook; the batch writes the feedback, the graded notebook and the result file from them. So:
-
-* grades.csv, the feedback and the summary are the local path's (the same worker, the same files written);
-* a rerun skips what is done: each result is written as soon as its task ends, the result file last;
-* a worker process or machine that dies mid-task loses nothing: the scheduler runs the task again elsewhere
-  (a task is keyed by its inputs, so the same notebook is not graded twice), and after
-  ``distributed.scheduler.allowed-failures`` losses (default 3) the submission gets an "error" row saying so;
-* every worker must run the same course code as the batch (checked: :func:`grader_fingerprint`).
-
-``DaskCluster()`` starts a local cluster (one single-threaded worker process per core, TLS with a throw-away
-certificate authority, so that a kernel, which may reach loopback when it has no network namespace, cannot talk
-to the scheduler); ``DaskCluster("tls://host:8786")`` joins a running one (its TLS settings come from Dask's
-configuration: README, "Grading on a cluster"). Needs ``pip install 'attention-course[cluster]'``.
+:class:`DaskCluster` sends each distinct notebook to a Dask worker as one task (:func:`grade_task`), which runs the
+batch's job function (``execute.run_job``: the same sandboxed worker and limits as on one machine) in a private
+scratch folder there and returns the result and the graded notebook; the batch writes the files from them. A task is
+keyed by its inputs (the scheduler runs a lost one again elsewhere, and grades a notebook once), and every worker
+must run the batch's course code (:func:`grader_fingerprint`). ``DaskCluster()`` starts a local cluster (TLS with a
+throw-away certificate authority, so that a kernel that may reach loopback cannot talk to the scheduler);
+``DaskCluster("tls://host:8786")`` joins a running one. README, "Grading on a cluster".
 """
 
 from __future__ import annotations
@@ -50,9 +38,10 @@ class GraderMismatch(RuntimeError):
     before anything is graded there."""
 
 
+@functools.cache
 def grader_fingerprint() -> str:
     """A hash of the course code that grading runs (``autograder/`` and ``solutions/`` Python files), to check that
-    every worker grades with the batch's checks."""
+    every worker grades with the batch's checks (once per process)."""
     root = notebooks.ROOT
     h = hashlib.sha256()
     for folder in ("autograder", "solutions"):
@@ -76,11 +65,6 @@ def _machine() -> tuple[list[str], bool, bool]:
     return prefix, not no_jail or jail.uid_drop_possible(), not no_jail
 
 
-@functools.cache
-def _local_fingerprint() -> str:
-    return grader_fingerprint()
-
-
 def grade_task(
     job_fields: dict[str, Any],
     text: str,
@@ -90,13 +74,12 @@ def grade_task(
     fingerprint: str,
 ) -> dict[str, Any]:
     """One Dask task: grade one canonical notebook (``text``; ``grading``: the batch's grading notebook, its text)
-    on this worker's machine with the batch's worker, in a private
-    scratch folder removed afterwards. Returns the result (as a dict), the graded notebook's text (or None), and
-    where it ran."""
-    if _local_fingerprint() != fingerprint:
+    on this worker's machine, in a private scratch folder removed afterwards. Returns the result (as a dict), the
+    graded notebook's text (or None), and where it ran."""
+    if grader_fingerprint() != fingerprint:
         raise GraderMismatch(
             f"{socket.gethostname()} runs other course code than the batch (grader fingerprint "
-            f"{_local_fingerprint()[:12]} vs {fingerprint[:12]}): install the batch's version on every worker"
+            f"{grader_fingerprint()[:12]} vs {fingerprint[:12]}): install the batch's version on every worker"
         )
     try:
         from distributed import get_worker
@@ -111,12 +94,11 @@ def grade_task(
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-task-"))
     try:
         scratch.chmod(0o711)
-        private = scratch / "jobs"  # the notebook, the job and the grading notebook: hidden from the kernel
+        private = scratch / "jobs"  # the notebook and the grading notebook: hidden from the kernel
         private.mkdir(mode=0o700)
         (private / "grading.ipynb").write_text(grading)
         canonical = private / "canonical.ipynb"
         canonical.write_text(text)
-        sid = job.student_id
         here = dataclasses.replace(
             job,
             canonical=str(canonical),
@@ -131,11 +113,11 @@ def grade_task(
                 {*job.hidden_files, *jail.hidden_files(job.chapter), str(private), *([local_dir] if local_dir else [])}
             ),
             netns="unshare" in prefix,
-            uid=execute.kernel_uid(sid, drop_uid),
+            uid=execute.kernel_uid(job.student_id, drop_uid),
             jail=jailed,
             threads=threads,
         )
-        result, graded = execute.run_job(here, private / "job.json", prefix, scratch, notebook_timeout)
+        result, graded = execute.run_job(here, prefix, scratch, notebook_timeout)
         return {"result": result_fields(result), "graded": graded, "where": where}  # messages as data
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -215,7 +197,7 @@ class DaskCluster:
         return sum(w["nthreads"] for w in self.client.scheduler_info(n_workers=-1)["workers"].values())
 
     def _check_workers(self, fingerprint: str) -> None:
-        theirs = self.client.run(_local_fingerprint)
+        theirs = self.client.run(grader_fingerprint)
         wrong = sorted(addr for addr, fp in theirs.items() if fp != fingerprint)
         if wrong:
             raise GraderMismatch(
@@ -231,7 +213,7 @@ class DaskCluster:
             raise RuntimeError("use DaskCluster as a context manager: with DaskCluster() as cluster: ...")
         if not jobs:
             return
-        fingerprint = _local_fingerprint()
+        fingerprint = grader_fingerprint()
         self._check_workers(fingerprint)
         workers = self.client.scheduler_info(n_workers=-1)["workers"]
         per_host: dict[str, int] = {}

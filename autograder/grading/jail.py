@@ -1,24 +1,9 @@
-"""The process limits around one submission's kernel, and what the kernel may see of the course.
-
-* :func:`stage_solutions` — a copy of ``solutions/`` in which the graded chapter's solution regions raise
-  ``NotImplementedError`` (earlier chapters stay real); the kernel imports ``solutions`` from there;
-* :func:`hidden_files` — files the in-kernel guard refuses to open (every copy of the chapter's reference, the
-  sample submissions, ...);
-* :func:`unshare_prefix` — ``unshare --net --pid`` for the worker when it works here (root on Linux): no network,
-  and every process the submission starts dies with its worker;
-* :func:`jail_problem`, :func:`bwrap_argv` — the jail (bubblewrap): each kernel in its own mount, PID, network, IPC
-  and UTS namespaces with a filesystem view built for it (:class:`JailView`: the Python installation, the
-  ``autograder`` package and the staged ``solutions`` read-only, its own home and runtime folder writable, a
-  private /tmp, nothing else of the host), as an unprivileged uid; ``jail_problem`` says why it cannot be used
-  here (then the batch falls back to the limits below and the guard's file rules);
-* :func:`uid_drop_possible`, :func:`kernel_main` — ``python -m autograder.grading.jail kernel CONNECTION_FILE`` is
-  the grading kernel's launcher (the ``python3`` kernelspec that the worker puts first on ``JUPYTER_PATH``,
-  :func:`write_kernelspec`): it sets resource limits (address space, file size, processes, no core dumps), drops
-  to the submission's own unprivileged uid (when started as root), and execs ipykernel in the submission's
-  working directory;
-* the kernel's memory cgroup and sized file system are in ``memory.py``.
-
-What these limits do and do not guarantee: docs/grading-design.md.
+"""The process limits around one submission's kernel, and what the kernel may see of the course: the staged
+``solutions`` and checks (:func:`stage_solutions`), the files the guard refuses to open (:func:`hidden_files`), the
+worker's ``unshare`` prefix, the jail (bubblewrap: :func:`bwrap_argv`, :func:`jail_problem`) and the kernel's
+launcher (:func:`kernel_main`, ``python -m autograder.grading.jail kernel CONNECTION_FILE``: resource limits, the
+submission's own uid, ipykernel, jailed or in fallback mode). The memory cgroups are in ``memory.py``. What these
+limits do and do not guarantee: docs/grading-design.md ("Containment and secrecy").
 """
 
 from __future__ import annotations
@@ -342,13 +327,6 @@ class JailView:
     @classmethod
     def read(cls, path: str | pathlib.Path) -> JailView:
         return cls(**json.loads(pathlib.Path(path).read_text()))
-
-
-def course_package_view(stage: str) -> tuple[list[str], list[str]]:
-    """(read-only folders, hidden folders) of the course's code a kernel needs: the stage alone (the staged
-    ``solutions`` and the ``autograder`` package with the checks in their kernel form, :func:`stage_solutions`).
-    The course's own package, whose checks hold the oracles, is not in the jail."""
-    return [stage], []
 
 
 def bwrap_argv(view: JailView, uid: int = -1, info_fd: int | None = None) -> list[str]:

@@ -1,14 +1,6 @@
-"""The memory around one submission's kernel: one memory cgroup per kernel (where the grader may make one) and a
-memory file system for everything it may write.
-
-* :func:`make_memory_cgroup`, :func:`join_memory_cgroup`, :func:`oom_kills`, :func:`remove_memory_cgroup` — the
-  kernel's memory and every file it writes to the memory file system counted against one limit, ``--memory-mb``, and
-  the OOM kill read back for the row's reason; the grading worker's own memory against another,
-  ``--worker-memory-mb`` (its group and its kernel's are siblings, so neither counts against the other);
-* :func:`mount_kernel_files` — the jail's /tmp, /dev/shm and home on one memory file system of ``--memory-mb``;
-* :func:`cgroup_dirs` — where this process may make cgroups (v1 or v2).
-
-What these limits do and do not guarantee: docs/grading-design.md.
+"""The memory around one submission: a memory cgroup for its kernel (``--memory-mb``) and one for its worker
+(``--worker-memory-mb``), siblings, where the grader may make them; a memory file system of ``--memory-mb`` for all
+the jailed kernel may write; this process's cgroups (v1 or v2). What these limits guarantee: docs/grading-design.md.
 """
 
 from __future__ import annotations
@@ -27,7 +19,6 @@ _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x2, 0x4, 0x2
 
 
 def _libc():
-    """The C library (``mount``, ``umount2``), through ctypes."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -162,12 +153,10 @@ def remove_memory_cgroup(group: pathlib.Path, wait: float = 10.0) -> None:
 
 @dataclasses.dataclass
 class WorkerLimit:
-    """A grading worker's own memory cgroup (:func:`worker_limit`): ``group`` (None: no limit, or none can be made
-    here, which the batch says once); ``oom_killed``, read as it is removed: whether the OOM killer ended a process
-    in it."""
+    """A grading worker's own memory cgroup (:func:`worker_limit`)."""
 
-    group: pathlib.Path | None
-    oom_killed: bool = False
+    group: pathlib.Path | None  # None: no limit, or none can be made here (the batch says so once)
+    oom_killed: bool = False  # read as it is removed: whether the OOM killer ended a process in it
 
 
 @contextlib.contextmanager

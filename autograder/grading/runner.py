@@ -1,18 +1,9 @@
-"""How the worker runs a submission's grading notebook: with nbclient, in the kernel the worker set up (issue 47).
+"""How the worker runs a submission's grading notebook: with nbclient, in the kernel the worker set up.
 
-The batch writes the grading notebook once (:func:`grading_notebook`: the committed release notebook, its setup
-cell arming the recorder, each test cell the recorder's verdict alone) into its private folder; each worker puts
-the canonical submission's setup and test cells in that notebook's form (:func:`graded_notebook`: what nbgrader's
-``OverwriteCells`` did with a gradebook, with none) and runs it with nbclient in one kernel (:func:`run_notebook`:
-the kernelspec of ``jail.write_kernelspec``, the environment, the jail view and the memory cgroup the worker set
-up): a time limit per cell that interrupts the kernel, every cell run whatever the one before raised, outputs
-capped (:data:`OUTPUT_CHARS` while the cell runs, then nbgrader's line limits, :func:`limit_output`), the kernel
-stopped at once after the last cell. A run that could not finish is said from nbclient's typed errors
-(:func:`failure`: ``DeadKernelError``, ``CellTimeoutError``), never from log text.
-
-No nbgrader here, nor a gradebook, nor the notebook builder: the verdict is the worker's judgement of the recorder's
-records (``judge.py``, ``scoring.py``). nbgrader stays for building the release notebooks and for the plain nbgrader
-course (``nbgrader_course.py``, its feedback and export plugins in ``nbgrader_adapter.py``).
+:func:`grading_notebook` (once per batch) and :func:`graded_notebook` (per submission) put the notebook in the
+form nbgrader's autograde gave it, without nbgrader or a gradebook; :func:`run_notebook` runs it in one kernel: a
+time limit per cell that interrupts, every cell run, outputs capped, the kernel stopped at once; :func:`failure`
+says a run that could not finish from nbclient's typed errors. docs/grading-design.md, "worker".
 """
 
 from __future__ import annotations
@@ -256,10 +247,8 @@ async def _run(nb: nbformat.NotebookNode, cwd: pathlib.Path, cell_timeout: int, 
 
 def run_notebook(nb: nbformat.NotebookNode, *, cwd: pathlib.Path, cell_timeout: int, ipc: str | None = None) -> Run:
     """Run ``nb`` (:func:`graded_notebook`'s) in a new grading kernel, in this process's environment as the worker
-    set it (``JUPYTER_PATH`` with the kernelspec of ``jail.write_kernelspec``, the jail view, the memory cgroup);
-    ``cwd``: the kernel's working folder (outside the jail); ``ipc``: the path prefix of the kernel's channel
-    sockets (a jailed kernel has no network). Returns the :class:`Run`: the notebook with its outputs limited
-    (:func:`limit_output`), or the error that ended it."""
+    set it; ``cwd``: the kernel's working folder (outside the jail); ``ipc``: the path prefix of the kernel's
+    channel sockets. Returns the :class:`Run`, its outputs limited (:func:`limit_output`)."""
     # as under nbgrader's autograde: the notebook's self-check cell reads it (canonical.selfcheck_here)
     os.environ["NBGRADER_EXECUTION"] = "autograde"
     try:

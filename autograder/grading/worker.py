@@ -1,27 +1,28 @@
-"""Grade one submission in a process of its own: ``python -m autograder.grading.worker JOB.json``.
+"""The grading worker, a process of its own per distinct canonical notebook, and the batch's fork server it is
+forked from (``execute.Spawner``); the student's code runs in neither.
 
-The batch's execute step (``execute.py``) writes a :class:`Job` and starts one worker per distinct canonical
-notebook, under ``unshare --net --pid`` when it can (``jail.py``), or forks it from the batch's fork server
-(``forkserver.py``). The worker runs the grading notebook itself with nbclient (``runner.py``) in a fresh kernel
-(launched by ``jail.py``, its recorder armed by ``guard.py``), collects the recorder's signed
-records over a socket only the recorder may open (``channel.py``), judges every check again on them (``judge.py``:
-the only verdict) and applies the scoring rule (``scoring.py``).
-It writes only into the batch's private folder: its result (``job.result``) and the graded notebook
-(``job.graded``); the batch writes the feedback, the result file and the reports. The student's code never runs in
-this process.
+    python -m autograder.grading.worker                               # one worker: its Job as JSON on stdin
+    python -m autograder.grading.worker serve CHAPTER NAMESPACES      # the fork server
+
+The worker runs the grading notebook with nbclient (``runner.py``) in a kernel it sets up (``jail.py``,
+``memory.py``; its recorder armed by ``guard.py``), collects the recorder's signed records (``channel.py``), judges
+every check again on them (``judge.py``: the only verdict) and scores (``scoring.py``); it writes only its result
+(``job.result``) and the graded notebook (``job.graded``) into the batch's private folder. Security design:
+docs/grading-design.md ("worker").
 """
 
 from __future__ import annotations
 
 import sys
 
-if __name__ == "__main__":  # python -m autograder.grading.worker: this process grades one submission
+if __name__ == "__main__":  # the worker and the fork server
     # nbformat imports jsonschema, which imports rfc3987_syntax where it is installed and compiles
     # its Lark grammars at import (≈ 1–3 s of CPU per worker, on every submission) for the "iri" string formats of
     # JSON Schema draft 7 and later. Notebooks are validated against nbformat's draft-4 schema, which has none.
     # (None in sys.modules: importing it raises ImportError, and jsonschema then leaves those two formats out.)
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -46,7 +47,7 @@ from .submission import Result, result_fields
 
 @dataclasses.dataclass
 class Job:
-    """Everything the worker needs to grade one canonical notebook (written as JSON by the batch)."""
+    """Everything the worker needs to grade one canonical notebook (sent as JSON by the batch)."""
 
     canonical: str  # the canonicalised notebook (canonical.py), in a folder no kernel can read
     chapter: str
@@ -67,18 +68,10 @@ class Job:
     worker_memory_mb: int = memory.WORKER_MB  # this worker's memory cgroup (--worker-memory-mb; 0: none)
     worker_cgroup: str = ""  # that cgroup, made by the execute step (execute.run_job), joined first; "": none
 
-    def write(self, path: pathlib.Path) -> None:
-        path.write_text(json.dumps(dataclasses.asdict(self)))
 
-    @classmethod
-    def read(cls, path: pathlib.Path) -> Job:
-        return cls(**json.loads(pathlib.Path(path).read_text()))
-
-
-def main(job_path: str) -> int:
-    """Grade the job at ``job_path`` and leave its result at ``job.result``, whatever happens (a crash of the
-    grading itself is an "error" result with the traceback)."""
-    job = Job.read(pathlib.Path(job_path))
+def main(job: Job) -> int:
+    """Grade ``job`` and leave its result at ``job.result``, whatever happens (a crash of the grading itself is an
+    "error" result with the traceback)."""
     if job.worker_cgroup:  # first: the records, the notebook's run and the judging count against the worker's own limit
         memory.join_memory_cgroup(job.worker_cgroup)
     try:
@@ -94,18 +87,10 @@ def main(job_path: str) -> int:
     return 0
 
 
-def _kernel_folder(sandbox: pathlib.Path) -> pathlib.Path:
-    """The kernel's working folder (its launcher gives it to the kernel's uid), empty: in fallback mode the kernel
-    may write there."""
-    folder = sandbox / "notebook"
-    folder.mkdir(mode=0o700)
-    return folder
-
-
-def _kernel_environment(job: Job, sandbox: pathlib.Path, home: pathlib.Path, config: pathlib.Path) -> dict[str, str]:
+def _kernel_environment(job: Job, sandbox: pathlib.Path, short: pathlib.Path, home: pathlib.Path) -> dict[str, str]:
     kernels = jail.write_kernelspec(sandbox / "jupyter")
     return {
-        "AUTOGRADER_GUARD_CONFIG": str(config),
+        "AUTOGRADER_GUARD_CONFIG": str(home / "guard.json"),
         "AUTOGRADER_SANDBOX": str(sandbox),
         "AUTOGRADER_UID": str(job.uid),
         "AUTOGRADER_MEMORY_MB": str(job.memory_mb),
@@ -116,7 +101,7 @@ def _kernel_environment(job: Job, sandbox: pathlib.Path, home: pathlib.Path, con
         "IPYTHONDIR": str(home / ".ipython"),
         "TMPDIR": str(home),
         "MPLBACKEND": "Agg",
-        "JUPYTER_RUNTIME_DIR": str(sandbox / "runtime"),
+        "JUPYTER_RUNTIME_DIR": str(short / "run"),  # the connection file and the channels' sockets
         "OMP_NUM_THREADS": str(job.threads),
         "MKL_NUM_THREADS": str(job.threads),
         "PYTHONPATH": os.pathsep.join([job.stage, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
@@ -130,28 +115,24 @@ def exercise_timeout(cell_timeout: int) -> int:
     return max(1, cell_timeout // 2)
 
 
-def _kernel_files(link: pathlib.Path, job: Job) -> bool:
-    """Make ``link`` (the jailed kernel's short folder) a memory file system of ``--memory-mb`` holding its
-    runtime folder, home, /tmp and /dev/shm (:func:`memory.mount_kernel_files`), where the worker may mount one (root,
-    in its own mount namespace); True if it did. Else only ``link/run`` is made, and the home stays on disk."""
-    link.chmod(0o755)
-    sized = job.netns and os.geteuid() == 0 and memory.mount_kernel_files(link, job.memory_mb or 2048)
-    (link / "run").mkdir(mode=0o700)
-    for name in ("tmp", "shm") if sized else ():
-        (link / name).mkdir()
-        (link / name).chmod(0o1777)
-    return sized
-
-
-def _channel_folder(job: Job) -> pathlib.Path:
-    """Fallback mode: a short folder (Unix socket paths are limited to 107 bytes) whose ``run/`` holds the kernel's
-    channel sockets, which the kernel binds as its own uid (where the worker, as root, drops it to one)."""
+def _short_folder(job: Job) -> tuple[pathlib.Path, bool]:
+    """A short folder (Unix socket paths are limited to 107 bytes) whose ``run/`` holds the kernel's channel
+    sockets, not TCP, whose ports a kernel started beside this one can take first. Jailed, it also holds the record
+    socket, and where the worker may mount one (root, in its own mount namespace) it is a memory file system of
+    ``--memory-mb`` with the kernel's home, /tmp and /dev/shm: all the kernel may write, counted in its memory
+    cgroup (True: so sized). In fallback mode the kernel binds the sockets as its own uid."""
     folder = pathlib.Path(tempfile.mkdtemp(prefix="ag-"))
+    if job.jail:
+        folder.chmod(0o755)
+    sized = job.jail and job.netns and os.geteuid() == 0 and memory.mount_kernel_files(folder, job.memory_mb or 2048)
     (folder / "run").mkdir(mode=0o700)
-    if job.uid > 0 and os.geteuid() == 0:
+    for name in ("tmp", "shm") if sized else ():
+        (folder / name).mkdir()
+        (folder / name).chmod(0o1777)
+    if not job.jail and job.uid > 0 and os.geteuid() == 0:
         for p in (folder, folder / "run"):
             os.chown(p, job.uid, job.uid)
-    return folder
+    return folder, sized
 
 
 def _kernel_cgroup(job: Job) -> pathlib.Path | None:
@@ -204,15 +185,12 @@ def _kernel_died(memory_mb: int, records: Sequence[dict], order: Sequence[str], 
 
 
 def _import_in_background(module: str) -> threading.Thread:
-    """Start importing ``module`` in a thread of this process and return the thread. The worker imports the
-    chapter's checks (and with them torch, ≈ 1.5–3 s) only to judge the records after the kernel has finished; the
-    kernel is started and runs meanwhile, so the import is done by the time they are judged."""
+    """Start importing ``module`` (the chapter's checks and torch, ≈ 1.5–3 s, for judge.py; a new interpreter's
+    worker, not a forked one, has not imported them yet) in a thread, while the kernel runs."""
 
     def load() -> None:
-        try:
+        with contextlib.suppress(Exception):  # judge.judge imports it again and the error is reported there
             importlib.import_module(module)
-        except Exception:  # judge.judge imports it again and the error is reported there
-            pass
 
     thread = threading.Thread(target=load, name=f"import {module}", daemon=True)
     thread.start()
@@ -234,23 +212,14 @@ def grade_one(job: Job) -> Result:
     if sandbox.exists():
         shutil.rmtree(sandbox)
     sandbox.mkdir(parents=True, mode=0o711)
-    # Jailed: the kernel has its own network namespace, so the records and the kernel's channels use socket files
-    # in a short folder (Unix socket paths are limited to 107 bytes) that the jail binds: the socket read-only,
-    # the runtime folder (connection file, channels) writable. Else: an abstract address for the records, and the
-    # kernel's channels socket files in a short folder of its own all the same — not TCP, whose ports jupyter_client
-    # picks free and a kernel started beside this one can take before this one binds them ("Address already in use":
-    # the kernel dies before its first reply). Where it can be, the jail's folder is a memory file system of
-    # --memory-mb that also holds the kernel's home, /tmp and /dev/shm: all it may write, bounded as a whole and
-    # counted in its memory cgroup.
-    link = pathlib.Path(tempfile.mkdtemp(prefix="ag-")) if job.jail else None
-    channels = link if link is not None else _channel_folder(job)
-    sized = link is not None and _kernel_files(link, job)
-    home = (link if sized and link is not None else sandbox) / "home"
+    short, sized = _short_folder(job)
+    home = (short if sized else sandbox) / "home"
     home.mkdir(mode=0o700)
     group = _kernel_cgroup(job)
 
     key = os.urandom(32)
-    records = channel.RecordServer(str(link / channel.RECORD_FILE) if link else None)  # only the recorder may write
+    # jailed, a socket file the jail binds read-only (the kernel has its own network namespace); else abstract
+    records = channel.RecordServer(str(short / channel.RECORD_FILE) if job.jail else None)  # only the recorder writes
     config = home / "guard.json"
     files = {} if job.jail else {"hidden_files": job.hidden_files + [str(sandbox / "kernel.pid")]}
     config.write_text(
@@ -271,17 +240,16 @@ def grade_one(job: Job) -> Result:
     if job.uid > 0 and os.geteuid() == 0:
         for p in (home, config):
             os.chown(p, job.uid, job.uid)
-    env = _kernel_environment(job, sandbox, home, config)
-    if link is not None:
-        env["JUPYTER_RUNTIME_DIR"] = str(link / "run")
+    env = _kernel_environment(job, sandbox, short, home)
+    if job.jail:  # the stage, not the course's own package (its checks hold the oracles)
         view = jail.JailView(
-            ro=[str(link), *jail.course_package_view(job.stage)[0]],
-            rw=[str(home), str(link / "run")],
-            hide=jail.course_package_view(job.stage)[1],
+            ro=[str(short), job.stage],
+            rw=[str(home), str(short / "run")],
+            hide=[],
             workdir=str(home),
             env=jail.kernel_env({k: v for k, v in env.items() if k != "AUTOGRADER_SANDBOX"}),
-            tmp=str(link / "tmp") if sized else "",
-            shm=str(link / "shm") if sized else "",
+            tmp=str(short / "tmp") if sized else "",
+            shm=str(short / "shm") if sized else "",
         )
         view.write(sandbox / "jail.json")
         env["AUTOGRADER_JAIL_VIEW"] = str(sandbox / "jail.json")
@@ -290,19 +258,17 @@ def grade_one(job: Job) -> Result:
     os.environ.update(env)
     os.chdir(sandbox)
 
-    checks = _import_in_background(f"autograder.{chapter}")  # for judge.py, while the kernel runs
+    checks = _import_in_background(f"autograder.{chapter}")
+    cwd = sandbox / "notebook"  # the kernel's working folder (in fallback mode it may write there)
+    cwd.mkdir(mode=0o700)
     try:
-        run = runner.run_notebook(
-            runner.graded_notebook(nb, nbformat.read(job.grading, as_version=4)),
-            cwd=_kernel_folder(sandbox),
-            cell_timeout=job.cell_timeout,
-            ipc=f"{channels}/run/k",
-        )
+        graded_form = runner.graded_notebook(nb, nbformat.read(job.grading, as_version=4))
+        run = runner.run_notebook(graded_form, cwd=cwd, cell_timeout=job.cell_timeout, ipc=f"{short}/run/k")
     finally:
         records.close()
-        if link is not None and sized:
-            memory.unmount_kernel_files(link)  # the kernel's files freed before its cgroup goes
-        shutil.rmtree(channels, ignore_errors=True)
+        if sized:
+            memory.unmount_kernel_files(short)  # the kernel's files freed before its cgroup goes
+        shutil.rmtree(short, ignore_errors=True)
         oom_killed = group is not None and memory.oom_kills(group) > 0
         if group is not None:
             memory.remove_memory_cgroup(group)
@@ -400,8 +366,124 @@ def suspicious(nb: nbformat.NotebookNode, chapter: str) -> list[Said]:
     return flags
 
 
+# ------------------------------------------------------------------------------------------------ the fork server
+# A worker started as a new interpreter spends seconds of CPU importing nbclient, torch and the chapter's checks
+# before it grades anything. The batch's fork server imports them once and forks each worker from itself: a process
+# that has only imported modules, never another worker.
+
+_CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+_PR_SET_PDEATHSIG = 1
+
+
+def _new_namespaces() -> None:
+    """What ``unshare --net --pid --fork --kill-child --mount-proc`` does, in this (single-threaded) process: new
+    network and mount namespaces, mounts private, then a fork; the parent waits and ends with the child's status;
+    the child returns as process 1 of a new PID namespace, with a /proc of its own, and dies with its parent."""
+    import ctypes
+    import select
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    if libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS | _CLONE_NEWPID) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID) failed")
+    if libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "making the mounts private failed")
+    alive_r, alive_w = os.pipe()  # closed (readable, at EOF) once the parent has died
+    child = os.fork()
+    if child:  # outside the new PID namespace: wait for the worker, end as it ended (as unshare does)
+        os.close(alive_r)
+        _, status = os.waitpid(child, 0)
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
+    os.close(alive_w)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # --kill-child: killing the parent kills the whole namespace
+    if select.select([alive_r], [], [], 0)[0]:  # the parent died before that: so must this process
+        os._exit(1)
+    os.close(alive_r)
+    if libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0:
+        raise OSError(ctypes.get_errno(), "mounting /proc failed")
+
+
+def serve(chapter: str, namespaces: bool) -> None:
+    """The fork server (``execute.Spawner``). Imports everything a worker needs, then reads its requests from the
+    socket at fd 0, one message each: the Job's fields as JSON, with two file descriptors, a reply pipe and the
+    worker's log. Forks a worker for each (in a new session, its output in the log, in new namespaces when
+    ``namespaces``) and writes on its reply pipe the worker's pid when it started and its exit status when it
+    ended, a line each. Ends when the batch closes its end and the workers have ended; at once where the namespaces
+    cannot be made (the batch then starts its workers as new interpreters)."""
+    import select
+    import socket
+
+    importlib.import_module(f"autograder.{chapter}")  # torch and the checks, for judge.py
+    if namespaces:  # tried once
+        probe = os.fork()
+        if probe == 0:
+            try:
+                _new_namespaces()
+                os._exit(0)
+            except BaseException:
+                os._exit(1)
+        if os.waitstatus_to_exitcode(os.waitpid(probe, 0)[1]) != 0:
+            return
+    requests, listening = socket.socket(fileno=0), True
+    replies: dict[int, int] = {}  # a worker's pid -> its reply pipe
+    while listening or replies:
+        if select.select([requests] if listening else [], [], [], 0.05)[0]:
+            message, fds, _, _ = socket.recv_fds(requests, 1 << 20, 2)
+            listening = bool(message)
+            if message:
+                reply, log = fds
+                pid = os.fork()
+                if pid == 0:
+                    for fd in (*replies.values(), reply):  # the worker holds no reply pipe
+                        os.close(fd)
+                    _forked_worker(Job(**json.loads(message)), log, namespaces)
+                os.close(log)
+                os.write(reply, b"%d\n" % pid)
+                replies[pid] = reply
+        while replies:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            code, reply = os.waitstatus_to_exitcode(status), replies.pop(pid)
+            with contextlib.suppress(OSError):  # (a batch that is gone)
+                os.write(reply, b"%d\n" % (code if code >= 0 else 128 - code))
+            os.close(reply)
+
+
+def _forked_worker(job: Job, log: int, namespaces: bool) -> None:
+    """In the fork server's child: become the worker of ``job``, its output in file descriptor ``log`` (never
+    returns)."""
+    status = 70
+    try:
+        os.setsid()  # a process group of its own: the batch kills the group when the notebook runs too long
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        if namespaces:
+            _new_namespaces()
+        status = main(job)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+
 if __name__ == "__main__":
-    status = main(sys.argv[1])  # the worker's result file is written (and the graded notebook, when it ran)
+    if sys.argv[1:2] == ["serve"]:
+        serve(sys.argv[2], sys.argv[3] == "1")
+        os._exit(0)
+    status = main(Job(**json.load(sys.stdin)))  # the result file is written (and the graded notebook, when it ran)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)  # no interpreter teardown: unloading torch took 1–2 s per submission
