@@ -63,12 +63,10 @@ def _graded_before(sub: Submission) -> bool:
     """Whether ``sub``'s result file is of the same contents, under the same student id (its pages are named by
     the id: a file whose id changed, e.g. with another ``--prefer``, is graded again)."""
     try:
-        if not sub.result_file.exists():
-            return False
         done = read_result(sub.result_file)
-        return done.sha256 == sub.sha256 and done.student_id == sub.student_id
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # none yet, or not a result file
         return False
+    return done.sha256 == sub.sha256 and done.student_id == sub.student_id
 
 
 def student_id_from_filename(

@@ -163,26 +163,30 @@ _TOTALS = ["score", "max_score", "status", "reason", "warnings"]
 
 
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
+    table = [_COLUMNS + exercise_names + _TOTALS]
+    for r in rows:
+        table.append(
+            [
+                r.submission,
+                r.student_id,
+                r.lms,
+                r.lms_id,
+                lms.LATE_TEXT[r.late],
+                r.chapter,
+                *(f"{r.scores[n]:g}" for n in exercise_names),
+                f"{r.score:g}",
+                f"{r.max_score:g}",
+                r.status,
+                r.reason,
+                "; ".join(map(str, r.warnings)),
+            ]
+        )
+    _write_table(path, table)
+
+
+def _write_table(path: pathlib.Path, table: Sequence[Sequence[object]]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(_COLUMNS + exercise_names + _TOTALS)
-        for r in rows:
-            w.writerow(
-                [
-                    r.submission,
-                    r.student_id,
-                    r.lms,
-                    r.lms_id,
-                    lms.LATE_TEXT[r.late],
-                    r.chapter,
-                    *(f"{r.scores[n]:g}" for n in exercise_names),
-                    f"{r.score:g}",
-                    f"{r.max_score:g}",
-                    r.status,
-                    r.reason,
-                    "; ".join(map(str, r.warnings)),
-                ]
-            )
+        csv.writer(f).writerows(table)
 
 
 def _jail_line(out: pathlib.Path) -> str:
@@ -226,10 +230,7 @@ def write_summary(
         }
         for n, (vals, top) in scores.items()
     ]
-    with open(out / "summary.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(table[0]))
-        w.writeheader()
-        w.writerows(table)
+    _write_table(out / "summary.csv", [list(table[0]), *(list(t.values()) for t in table)])
     status = {s: sum(r.status == s for r in rows) for s in ("graded", "error", "integrity")}
     files = len(rows) if files is None else files
     md = [
