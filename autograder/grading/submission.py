@@ -29,7 +29,7 @@ class Result:
     warnings: list[Said] = dataclasses.field(default_factory=list)
     log: str = ""
     trace: str = ""
-    # checks judged again outside the kernel from their records ("outside") and by the kernel alone ("kernel")
+    # how many checks the worker judged again outside the kernel, from their records ("outside")
     judged: dict[str, int] = dataclasses.field(default_factory=dict)
     # exercise -> the failed checks' messages as the worker computed them (what the feedback's test cells show)
     details: dict[str, list[Said]] = dataclasses.field(default_factory=dict)
