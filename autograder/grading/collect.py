@@ -223,8 +223,7 @@ def describe(subs: Sequence[Submission]) -> str:
     """The batch in one line: "7 files from 6 students: 6 notebooks, 1 PDF" (students by LMS id; in a batch of
     plain files, one per file). In an LMS download a file whose name carries no LMS id names no student: it is
     counted as such ("14 files from 13 students and 1 file that names no student: …")."""
-    download = any(s.who.lms_id for s in subs)  # an LMS download: a file without an LMS id names no one
-    named = [s for s in subs if s.who.lms_id or not download]
+    named = [s for s in subs if s.lms_note != lms.NO_STUDENT]  # as lms.choose found them
     students = {(s.who.lms, s.who.lms_id) if s.who.lms else (str(s.path),) for s in named}
     kinds = collections.Counter(s.kind for s in subs)
     each = ", ".join(_count(n, k) for k, n in kinds.most_common())

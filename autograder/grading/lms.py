@@ -176,15 +176,26 @@ def one_per_student(rows, prefer: Collection[str] = ()) -> Choice:
     return Choice(kept, superseded, undecided)
 
 
+# the note of a file of an LMS download whose name carries no LMS id
+NO_STUDENT = (
+    "names no student: the LMS's name marker (Canvas's name_userid_submissionid_, Moodle's "
+    "Name_id_assignsubmission_file) is missing, so no grade file carries it and the statistics leave it out; find "
+    "whose it is and enter the grade by hand, or rename it as the LMS wrote it and grade again"
+)
+
+
 def choose(rows, prefer: Collection[str] = ()) -> Choice:
     """:func:`one_per_student`'s choice, kept on each row (``in_lms_file``, ``lms_note``, ``stray``: see
-    ``submission.Submission``) for the report to read, never to choose again. Returns the choice."""
+    ``submission.Submission``) for the report to read, never to choose again: in an LMS download, a file whose name
+    carries no LMS id is in no LMS file and :data:`NO_STUDENT`. Returns the choice."""
     choice = one_per_student(rows, prefer)
     kept = {id(r) for r in choice.kept}
+    download = any(r.lms_id for r in rows)
     for r in rows:
         chapter = other_chapter(r)  # a stray upload: its next step
         hint = f" (a stray upload? grade it with --chapter {chapter})" if chapter else ""
-        r.in_lms_file, r.lms_note = id(r) in kept, ""
+        nameless = download and not r.lms_id
+        r.in_lms_file, r.lms_note = id(r) in kept and not nameless, NO_STUDENT if nameless else ""
         r.stray = "" if fits(r) else str(r.reason) + hint
     for r, best in choice.superseded:
         if best is None:

@@ -84,19 +84,6 @@ def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], g
     )
 
 
-# the flag of a file of an LMS download whose name carries no LMS id
-NO_STUDENT = (
-    "names no student: the LMS's name marker (Canvas's name_userid_submissionid_, Moodle's "
-    "Name_id_assignsubmission_file) is missing, so no grade file carries it and the statistics leave it out; find "
-    "whose it is and enter the grade by hand, or rename it as the LMS wrote it and grade again"
-)
-
-
-def names_no_student(row: Row, rows: Sequence[Row]) -> bool:
-    """Whether ``row`` is a file of an LMS download (some row has an LMS id) whose name carries no LMS id."""
-    return not row.lms_id and any(r.lms_id for r in rows)
-
-
 def report(
     subs: Sequence[Submission],
     out: pathlib.Path,
@@ -142,19 +129,16 @@ def write_reports(
         logger.warning(f"  needs attention: {row.submission}: {note}")
 
     for row in rows:
-        flags = [row.lms_note] if row.lms_note else []
-        flags += [NO_STUDENT] if names_no_student(row, rows) else []
-        for note in flags:
-            attend(row, note, flag=True)
-        if row.stray and not flags:
+        if row.lms_note:
+            attend(row, row.lms_note, flag=True)
+        elif row.stray:
             attend(row, row.stray)
         claim = next((w for w in row.warnings if isinstance(w, Message) and w.key == "claims another id"), None)
         if claim:
             attend(row, claim)
     write_csv(rows, out / CSV_NAME, names)
-    kept = [r for r in rows if r.in_lms_file]  # one row per student, and every row without an LMS id
-    students = [r for r in kept if not names_no_student(r, rows)]  # the statistics: one row per student
-    write_summary(students, out, names, points, attention=attention, files=len(rows), ignored=ignored, checks=checks)
+    kept = [r for r in rows if r.in_lms_file]  # one row per student (and each plain file): the statistics
+    write_summary(kept, out, names, points, attention=attention, files=len(rows), ignored=ignored, checks=checks)
     lms.write_exports(kept, out, points, assignment=assignment, moodle_language=moodle_language)
 
 

@@ -99,7 +99,7 @@ class Submission:
     zero: Said = ""  # why it gets a zero whatever its run would give (not a notebook, another chapter's), or ""
     superseded_by: str = ""  # the file the LMS file carries for this student instead of this one (its page says so)
     # the LMS file's choice, made at collection (lms.choose): the report reads it, never chooses again
-    in_lms_file: bool = True  # the student's row in the LMS file (a file without an LMS id: in no LMS file, kept)
+    in_lms_file: bool = True  # the student's row in the LMS file, or a plain file of a batch without LMS names
     lms_note: str = ""  # why the LMS file does not carry it (grades.csv and the summary say so), or ""
     stray: str = ""  # a file that cannot stand for its student (lms.fits): its reason and what to do, or ""
     edition: str = "en"  # the course edition the file was made from ("zh": notebooks/zh/), its feedback's language
