@@ -82,13 +82,17 @@ def student_id_from_filename(
     if ascii_only and not base.isascii():
         plain = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-")
         base = f"{who.lms}_{who.lms_id}" if who.lms else f"{plain}-{hashlib.sha256(base.encode()).hexdigest()[:6]}"
-    base = _capped(base, 100) or "student"
-    sid, n = base, 1
-    while sid in taken:
+    return _unique(_capped(base, 100) or "student", taken, "{}-{}")
+
+
+def _unique(base: str, taken: set[str], form: str = "{} ({})") -> str:
+    """``base``, or ``form`` of it and 2, 3 … where ``taken`` has it already; added to ``taken``."""
+    name, n = base, 1
+    while name in taken:
         n += 1
-        sid = f"{base}-{n}"
-    taken.add(sid)
-    return sid
+        name = form.format(base, n)
+    taken.add(name)
+    return name
 
 
 def unicode_names_work(folder: pathlib.Path) -> bool:
@@ -242,16 +246,11 @@ def submission_labels(paths, who: Mapping[pathlib.Path, lms.SubmissionName]) -> 
     """How grades.csv names each file: its name, with its folder in front where the folder names the student
     (Moodle) or where two files of the batch share a name (``who``: the files' identities, ``lms.parse``)."""
     shared = {n for n, k in collections.Counter(p.name for p in paths).items() if k > 1}
-    labels, seen = {}, set()
+    labels: dict[pathlib.Path, str] = {}
+    seen: set[str] = set()
     for p in paths:
         folder = p.name in shared or (who[p].lms == lms.MOODLE and who[p].file == p.name)
-        label = f"{p.parent.name}/{p.name}" if folder else p.name
-        base, n = label, 1
-        while label in seen:
-            n += 1
-            label = f"{base} ({n})"
-        seen.add(label)
-        labels[p] = label
+        labels[p] = _unique(f"{p.parent.name}/{p.name}" if folder else p.name, seen)
     return labels
 
 
