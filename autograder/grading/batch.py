@@ -46,11 +46,12 @@ def grade(
     moodle_language: str = "en",
 ) -> list[report.Row]:
     """Grade ``paths`` (submitted files) for ``chapter`` into ``out``; returns grades.csv's rows. The keywords are
-    ``python -m autograder grade``'s options of the same names (``autograder/cli.py``): ``memory_mb`` each kernel's
-    memory, ``worker_memory_mb`` each worker's memory cgroup (0: none), ``force`` regrades what an earlier run
-    graded, ``lms_assignment`` the Canvas column (default: the chapter), ``executor`` where the workers run
-    (``executors.py``; default: processes on this machine, ``jobs`` at a time), ``prefer`` the files chosen as their
-    students' rows, ``ignored`` what the download held that is no submission (listed in the summary)."""
+    ``python -m autograder grade``'s options (``autograder/cli.py``; ``notebook_timeout`` is ``--timeout``):
+    ``memory_mb`` each kernel's memory, ``worker_memory_mb`` each worker's memory cgroup (0: none), ``force``
+    regrades what an earlier run graded, ``lms_assignment`` the Canvas column (default: the chapter), ``executor``
+    where the workers run (``executors.py``; default: processes on this machine, ``jobs`` at a time), ``prefer`` the
+    files chosen as their students' rows; ``ignored``: what the download held that is no submission (the summary
+    lists it)."""
     out = _output_folder(out)
     chapter_read = releases.read(chapter)  # once: its exercises' points, each edition's release notebook
     subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter_read, prefer)  # it says what it did
