@@ -95,7 +95,7 @@ def check_sample_rows(chapter, rows, out: pathlib.Path) -> None:
         who = lms.parse(row.submission)
         assert (written[row.submission]["lms_id"], written[row.submission]["late"]) == (
             who.lms_id,
-            lms.late_text(who.late),
+            lms.LATE_TEXT[who.late],
         )
         assert canvas[who.lms_id]["Student"] == who.name and float(canvas[who.lms_id][chapter]) == row.score
 

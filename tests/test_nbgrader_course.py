@@ -340,7 +340,7 @@ def test_plain_nbgrader_gives_the_course_points(chapter, tmp_path):
             assert {n: float(row[n]) for n in expected} == expected
             assert (row["lms_id"], row["late"]) == (
                 who.lms_id,
-                "" if chapter == EXCHANGE_CHAPTER else lms.late_text(who.late),
+                "" if chapter == EXCHANGE_CHAPTER else lms.LATE_TEXT[who.late],
             )
             name = f"{who.name.title()}, Student" if chapter == EXCHANGE_CHAPTER else who.name  # step 3's roster
             assert lms_scores[who.lms_id] == (name, total), "the LMS file: the student's name and points"

@@ -1,35 +1,10 @@
 """Grade a folder of submitted notebooks: the grading line, one record per uploaded file.
 
-:func:`grade` is the list of steps. The chapter is read once before them (``releases.read``: its exercises'
-points, its checks, each edition's release notebook and test cells, the test cells' released versions), and that
-one object is what every step is given. Each step reads the submissions' records (``submission.Submission``) and
-returns into them, and only the last two write into the output folder:
-
-1. **collect** (``collect.py``) — every uploaded file (files, folders, LMS zips) becomes one record: what it is
-   and its edition (``canonical.examine``: a file that is no notebook, or another chapter's, gets its zero's
-   reason here), whose it is (the LMS identity, read once), its label in grades.csv, its gradebook id, its hash,
-   which file the LMS file carries for its student, and whether an earlier run graded it already (skipped unless
-   ``force``);
-2. **canonicalise** (:func:`canonicalise`, ``canonical.py``) — every file to grade against the committed release
-   notebook: one that cannot be graded gets its zero and reason; files whose canonical form is identical share one
-   run;
-3. **execute** (``execute.py``, ``worker.py``, ``runner.py``) — ``execute.workers``: what this machine gives the
-   kernels, the staged solutions and the fork server, made once and ready before the batch canonicalises;
-   ``execute.run``: the grading notebook (the release notebook with the recorder's lines) written once, each
-   distinct canonical notebook run once, with nbclient, in its own jailed worker and kernel, ``jobs`` at a time (or
-   on a Dask cluster, ``executors.py``: the same job function), each run's outcome given to the files that share it
-   (``execute.share``) as it ends; no nbgrader, no gradebook;
-4. **judge** — in the worker: the guard's records are judged again and scored (``judge.py``, ``scoring.py``);
-5. **feedback** (``feedback.Pages``, one per batch) — each submission's page, for every outcome (a file the LMS
-   file does not carry says which does, as chosen at collection), then its graded notebook and its result file
-   (last: a rerun skips only what is done; a file graded by an earlier run keeps its page, its note brought up to
-   date);
-6. **report** (``report.py``, ``lms.py``) — ``grades.csv``, ``summary.*`` and the LMS's grade files, each
-   student's row in them as chosen at collection (read from the records, never chosen again).
-
-What each step enters, at any depth: ``python -m scripts.grading_path`` (docs/grading-design.md, "The line inside
-every step"). Progress goes to the ``logging`` loggers of the steps' modules (the command line shows them:
-``autograder.*``).
+:func:`grade` is the list of steps — chapter, collect, canonicalise (:func:`canonicalise`), execute (judge and
+score in the worker), feedback, report —; the chapter is read once (``releases.read``) and that object is given to
+every step, each step reads the submissions' records (``submission.Submission``) and returns into them, and only the
+last two write into the output folder. What each step does and enters: docs/grading-design.md ("The line inside
+every step"; ``python -m scripts.grading_path`` shows it). Progress goes to the steps' modules' ``logging`` loggers.
 """
 
 from __future__ import annotations
@@ -52,8 +27,6 @@ from .submission import Result, Submission, write_result
 
 logger = logging.getLogger(__name__)
 
-Executor = execute.Executor  # where the workers run (executors.py): the execute step's
-
 
 def grade(
     paths: Iterable[pathlib.Path],
@@ -67,27 +40,23 @@ def grade(
     jobs: int | None = None,
     force: bool = False,
     lms_assignment: str | None = None,
-    executor: Executor | None = None,
+    executor: execute.Executor | None = None,
     prefer: Collection[str] = (),
     ignored: Sequence[str] = (),
     moodle_language: str = "en",
 ) -> list[report.Row]:
-    """Grade ``paths`` (submitted files) for ``chapter``, each distinct notebook in its own sandboxed worker, ``jobs``
-    at a time (``memory_mb``: each kernel's memory; ``worker_memory_mb``: each worker's memory cgroup, 0: none).
-    Results are kept per submission under ``out/results``: a rerun skips files already graded (same contents) unless
-    ``force``. Writes grades.csv, summary.md/.csv/.png and feedback/ under ``out``, and the
-    grade files of the LMS whose download names the files have (``lms.py``; ``lms_assignment`` is the Canvas
-    column, e.g. "ch03 (12345)"; default: the chapter). ``executor``: where the workers run (``executors.py``,
-    e.g. a Dask cluster); default: processes on this machine, ``jobs`` at a time. ``prefer``: the files the
-    instructor chose as their students' rows where the download cannot tell the latest (``lms.one_per_student``);
-    ``ignored``: what the download held that is no submission (``collect.expand_submissions``), listed in the
-    summary; ``moodle_language``: the Moodle site's interface language, the worksheet's column names
-    (``lms.MOODLE_LANGUAGES``)."""
+    """Grade ``paths`` (submitted files) for ``chapter`` into ``out``; returns grades.csv's rows. The keywords are
+    ``python -m autograder grade``'s options (``autograder/cli.py``; ``notebook_timeout`` is ``--timeout``):
+    ``memory_mb`` each kernel's memory, ``worker_memory_mb`` each worker's memory cgroup (0: none), ``force``
+    regrades what an earlier run graded, ``lms_assignment`` the Canvas column (default: the chapter), ``executor``
+    where the workers run (``executors.py``; default: processes on this machine, ``jobs`` at a time), ``prefer`` the
+    files chosen as their students' rows; ``ignored``: what the download held that is no submission (the summary
+    lists it)."""
     out = _output_folder(out)
     chapter_read = releases.read(chapter)  # once: its exercises' points, each edition's release notebook
     subs = collect.collect(sorted(pathlib.Path(p) for p in paths), out, chapter_read, prefer)  # it says what it did
     todo = [s for s in subs if force or not s.graded_before]
-    done = [s for s in subs if not any(s is t for t in todo)]  # graded by an earlier run of this batch
+    done = [s for s in subs if s.graded_before and not force]  # graded by an earlier run of this batch
     progress = Progress(len(subs), already=len(done))
     if done:
         logger.info(
@@ -155,7 +124,10 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{max(1, round(seconds))} s"
 
 
-_WIDTH = 118  # the console's reasons: wrapped at this width, never cut
+# the console's reasons: wrapped at this width, never cut
+_WRAP = textwrap.TextWrapper(
+    width=118, initial_indent=" " * 6, subsequent_indent=" " * 8, break_long_words=False, break_on_hyphens=False
+)
 
 
 def _log_row(sub: Submission, max_score: float, progress: str = "") -> None:
@@ -167,16 +139,7 @@ def _log_row(sub: Submission, max_score: float, progress: str = "") -> None:
         logger.info(f"      identical code to {sub.same_as} (graded once for both)")
         return
     for part in (p for p in result.reason.split("; ") if p):
-        logger.info(
-            textwrap.fill(
-                part,
-                _WIDTH,
-                initial_indent="      ",
-                subsequent_indent="        ",
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
-        )
+        logger.info(_WRAP.fill(part))
 
 
 # ------------------------------------------------------------------------------------------------ canonicalise

@@ -1,10 +1,6 @@
 """The collect step: every uploaded file of files, folders and LMS zip downloads becomes one submission record
-(``submission.Submission``), whatever it is (a file that is not a notebook gets a row and a zero). Whose it is is
-read here, once, from the LMS's download name (``lms.parse``); so are its label in grades.csv, its gradebook id
-(the file the LMS file will carry gets the plain id), its hash, its edition, which file the LMS file carries for each
-student (``lms.choose``: kept on the records, where the report reads it), and whether an earlier run of the batch
-graded it already (its result file is of the same contents under the same id: the batch skips it unless forced).
-"""
+(``submission.Submission``), whatever it is (a file that is not a notebook gets a row and a zero); what collection
+reads into it, once: the record's fields."""
 
 from __future__ import annotations
 
@@ -18,9 +14,10 @@ import shutil
 import time
 import zipfile
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from .. import canonical, releases
-from ..wording import Message, Said, say
+from ..wording import Message, say
 from . import lms
 from .submission import Submission, read_result
 
@@ -30,12 +27,9 @@ logger = logging.getLogger(__name__)
 def collect(
     paths: Sequence[pathlib.Path], out: pathlib.Path, chapter: releases.Chapter, prefer: Collection[str] = ()
 ) -> list[Submission]:
-    """The batch's submissions, one record per file: what it is and its edition (:func:`examine`: the file read
-    once), whose it is (read once), its label, student id and result file; which of a student's several files the
-    LMS file will carry (``lms.choose``, from what the files are before grading: kept on the records, the report
-    reads it), that file getting the plain student id so that ``feedback/<student>.html`` is the page of the row
-    the LMS receives (the others' pages name it); and whether an earlier run graded it (``graded_before``)."""
-    read = {p: examine(p, chapter) for p in paths}
+    """The batch's submissions, one record per file. The file the LMS file will carry for its student
+    (``lms.choose``) gets the plain student id, so that ``feedback/<student>.html`` is the page of the row the LMS
+    receives (the others' pages name it)."""
     who = {p: lms.parse(p) for p in paths}
     labels = submission_labels(paths, who)
     subs = [
@@ -43,13 +37,10 @@ def collect(
             path=p,
             label=labels[p],
             student_id="",
-            sha256=read[p][0],
             who=who[p],
             uploaded_at=_mtime(p),
             result_file=out / "results" / f"{safe_name(labels[p])}.json",
-            kind=read[p][1],
-            zero=read[p][2],
-            edition=read[p][3],
+            **examine(p, chapter),
         )
         for p in paths
     ]
@@ -69,44 +60,43 @@ def collect(
 
 
 def _graded_before(sub: Submission) -> bool:
-    """Whether ``sub``'s result file is of the same contents, under the same student id (a file whose id changed,
-    e.g. with another ``--prefer``, is graded again: its feedback and graded pages are named by the id)."""
+    """Whether ``sub``'s result file is of the same contents, under the same student id (its pages are named by
+    the id: a file whose id changed, e.g. with another ``--prefer``, is graded again)."""
     try:
-        if not sub.result_file.exists():
-            return False
         done = read_result(sub.result_file)
-        return done.sha256 == sub.sha256 and done.student_id == sub.student_id
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # none yet, or not a result file
         return False
+    return done.sha256 == sub.sha256 and done.student_id == sub.student_id
 
 
 def student_id_from_filename(
     path, taken: set[str], *, ascii_only: bool = False, who: lms.SubmissionName | None = None
 ) -> str:
-    """A gradebook id from an LMS download name, unique in ``taken`` (a later file of one name gets ``-2``, ``-3``
-    …): name and LMS id, in the name's own script ('smithjane_1234_5678_ch03_x.ipynb' -> 'smithjane_1234'; Moodle's
-    'Jane Smith_77_assignsubmission_file/x.ipynb' -> 'Jane-Smith_77', '李伟_2005_…' -> '李伟_2005'), else the
-    file's stem. ``ascii_only`` (a file system that takes no other names): a name with other letters becomes the
-    LMS and its id ('moodle_2005'), a plain file's stem its ASCII letters and a short hash of the whole. ``who``:
-    the file's identity where it was read already."""
+    """A gradebook id, unique in ``taken`` (a later file of one name gets ``-2``, ``-3`` …): the LMS's name and id
+    ('smithjane_1234_5678_ch03_x.ipynb' -> 'smithjane_1234', 'Jane Smith_77_assignsubmission_file/x.ipynb' ->
+    'Jane-Smith_77'), else the file's stem. ``ascii_only`` (a file system that takes no other names): a name in
+    another script becomes the LMS and its id ('moodle_2005'), a plain stem its ASCII letters and a short hash."""
     who = who or lms.parse(path)
     base = f"{who.name}_{who.lms_id}" if who.lms else pathlib.PurePath(path).stem
     base = re.sub(r"[^\w-]+", "-", base).strip("-")
     if ascii_only and not base.isascii():
         plain = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-")
         base = f"{who.lms}_{who.lms_id}" if who.lms else f"{plain}-{hashlib.sha256(base.encode()).hexdigest()[:6]}"
-    base = _capped(base, 100) or "student"
-    sid, n = base, 1
-    while sid in taken:
+    return _unique(_capped(base, 100) or "student", taken, "{}-{}")
+
+
+def _unique(base: str, taken: set[str], form: str = "{} ({})") -> str:
+    """``base``, or ``form`` of it and 2, 3 … where ``taken`` has it already; added to ``taken``."""
+    name, n = base, 1
+    while name in taken:
         n += 1
-        sid = f"{base}-{n}"
-    taken.add(sid)
-    return sid
+        name = form.format(base, n)
+    taken.add(name)
+    return name
 
 
 def unicode_names_work(folder: pathlib.Path) -> bool:
-    """Whether the file system of ``folder`` takes file names in any script (the feedback pages are named after
-    the students)."""
+    """Whether the file system of ``folder`` takes file names in any script (pages are named after students)."""
     probe = folder / ".名前-é.probe"
     try:
         probe.touch()
@@ -180,10 +170,9 @@ def ignored_because(parts: Sequence[str]) -> str:
 
 
 def expand_submissions(paths, unzip_dir: pathlib.Path, ignored: list[str] | None = None) -> list[pathlib.Path]:
-    """Every submitted file of files, folders and LMS zip downloads (extracted under ``unzip_dir``, keeping the
-    folder each file is in, Moodle names the student in the folder, and the zip entry's time, Moodle's rule for the
-    latest reads it), whatever it is: a file that is not a notebook gets a row and a zero. What is no submission
-    (:func:`ignored_because`) is appended to ``ignored`` ("path: why")."""
+    """Every submitted file of files, folders and LMS zip downloads, whatever it is (zips extracted under
+    ``unzip_dir``, keeping each file's folder, where Moodle names the student, and its entry's time, which Moodle's
+    rule for the latest reads). What is no submission (:func:`ignored_because`) is appended to ``ignored``."""
     files = []
     skipped = [] if ignored is None else ignored
     for p in map(pathlib.Path, paths):
@@ -223,10 +212,9 @@ def _extract(zip_path: pathlib.Path, dest: pathlib.Path, skipped: list[str]) -> 
 
 
 def _entry_name(info: zipfile.ZipInfo) -> str:
-    """A zip entry's name as its writer meant it. Python reads a name without the zip's UTF-8 flag (bit 11) as
-    code page 437, as the zip format says; but Info-ZIP on Linux and macOS's Archive Utility write UTF-8 names without
-    that flag, so "李雷_1005_…" would read as "µ_ÄΘ__1005_…" (with underscores of its own, which hide the LMS's name
-    marker). Such a name is read as UTF-8 where its bytes are valid UTF-8."""
+    """A zip entry's name as its writer meant it: Python reads a name without the UTF-8 flag (bit 11) as code page
+    437, as the zip format says, but Info-ZIP on Linux and macOS's Archive Utility write UTF-8 names without it
+    ("李雷_1005_…" would read "µ_ÄΘ__1005_…", hiding the LMS's marker); read as UTF-8 where its bytes are UTF-8."""
     if info.flag_bits & 0x800:
         return info.filename
     try:
@@ -238,18 +226,16 @@ def _entry_name(info: zipfile.ZipInfo) -> str:
 def describe(subs: Sequence[Submission]) -> str:
     """The batch in one line: "7 files from 6 students: 6 notebooks, 1 PDF" (students by LMS id; in a batch of
     plain files, one per file). In an LMS download a file whose name carries no LMS id names no student: it is
-    counted as such ("14 files from 13 students and 1 file that names no student: …"), never as a student."""
-    kinds: collections.Counter[str] = collections.Counter()
-    students = set()
-    download = any(s.who.lms_id for s in subs)  # an LMS download: a file without an LMS id names no one
-    nameless = [s for s in subs if download and not s.who.lms_id]
-    for s in subs:
-        if not (download and not s.who.lms_id):
-            students.add((s.who.lms, s.who.lms_id) if s.who.lms else (str(s.path),))
-        kinds[s.kind] += 1
-    each = ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in kinds.most_common())
-    no_one = f" and {_count(len(nameless), 'file')} that {'names' if len(nameless) == 1 else 'name'} no student"
-    return f"{_count(len(subs), 'file')} from {_count(len(students), 'student')}{no_one if nameless else ''}: {each}"
+    counted as such ("14 files from 13 students and 1 file that names no student: …")."""
+    named = [s for s in subs if s.lms_note != lms.NO_STUDENT]  # as lms.choose found them
+    students = {(s.who.lms, s.who.lms_id) if s.who.lms else (str(s.path),) for s in named}
+    kinds = collections.Counter(s.kind for s in subs)
+    each = ", ".join(_count(n, k) for k, n in kinds.most_common())
+    nameless = len(subs) - len(named)
+    no_one = (
+        f" and {_count(nameless, 'file')} that {'names' if nameless == 1 else 'name'} no student" if nameless else ""
+    )
+    return f"{_count(len(subs), 'file')} from {_count(len(students), 'student')}{no_one}: {each}"
 
 
 def _count(n: int, what: str) -> str:
@@ -260,16 +246,11 @@ def submission_labels(paths, who: Mapping[pathlib.Path, lms.SubmissionName]) -> 
     """How grades.csv names each file: its name, with its folder in front where the folder names the student
     (Moodle) or where two files of the batch share a name (``who``: the files' identities, ``lms.parse``)."""
     shared = {n for n, k in collections.Counter(p.name for p in paths).items() if k > 1}
-    labels, seen = {}, set()
+    labels: dict[pathlib.Path, str] = {}
+    seen: set[str] = set()
     for p in paths:
         folder = p.name in shared or (who[p].lms == lms.MOODLE and who[p].file == p.name)
-        label = f"{p.parent.name}/{p.name}" if folder else p.name
-        base, n = label, 1
-        while label in seen:
-            n += 1
-            label = f"{base} ({n})"
-        seen.add(label)
-        labels[p] = label
+        labels[p] = _unique(f"{p.parent.name}/{p.name}" if folder else p.name, seen)
     return labels
 
 
@@ -280,26 +261,23 @@ def _mtime(path: pathlib.Path) -> float:
         return 0.0
 
 
-def examine(path: pathlib.Path, chapter: releases.Chapter) -> tuple[str, str, Said, str]:
-    """The file, read once: (its hash; what it is, ``canonical.file_kind`` or "unreadable file"; why it gets a zero
-    whatever its content's run would give, it is not a notebook or another chapter's notebook, else ""; the course
-    edition it was made from, its feedback's language), from ``canonical.examine``."""
+def examine(path: pathlib.Path, chapter: releases.Chapter) -> dict[str, Any]:
+    """The file, read once (``canonical.examine``): the record's ``sha256``, ``kind``, ``zero`` (why it gets a zero
+    whatever its run would give: not a notebook, another chapter's; "" for none) and ``edition``."""
     try:
         data = path.read_bytes()
-    except OSError as exc:
-        return f"unreadable:{exc.errno}", "unreadable file", "", "en"  # the zero's reason: said when canonicalised
+    except OSError as exc:  # the zero's reason: said when canonicalised
+        return {"sha256": f"unreadable:{exc.errno}", "kind": "unreadable file", "zero": "", "edition": "en"}
     seen = canonical.examine(data, path.name, chapter)
     other = seen.chapter if seen.chapter not in (None, chapter.name) else None
     zero = seen.not_notebook or (other_chapter_reason(other, chapter.name) if other else "")
-    return hashlib.sha256(data).hexdigest(), seen.kind, zero, seen.edition
+    return {"sha256": hashlib.sha256(data).hexdigest(), "kind": seen.kind, "zero": zero, "edition": seen.edition}
 
 
 def other_chapter_reason(other: str, chapter: str) -> Message:
-    """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter``, in the student's words
-    (their page says it, in their edition); the instructor's next step is ``lms.other_chapter_hint``'s."""
-    return say(
-        "other chapter", n=_number(other), stem=other, m=_number(chapter), want=chapter
-    )  # lms.other_chapter reads its field
+    """The zero's reason for a file that is ``other``'s notebook in a batch of ``chapter`` (``lms.other_chapter``
+    reads its field ``stem``)."""
+    return say("other chapter", n=_number(other), stem=other, m=_number(chapter), want=chapter)
 
 
 def _number(chapter: str) -> str:

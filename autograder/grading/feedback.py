@@ -1,15 +1,8 @@
 """The student's feedback page ``out/feedback/<student>.html``, written by :func:`write_page` alone (the batch's
-:class:`Pages`, Gradescope's ``output``), once per submission, for every outcome: a graded notebook (the student's code and the grader's decisions: hidden tests'
-source removed, a failed test's traceback cut to its message, hidden checks' messages never contain reference values,
-any output line showing a line of the hidden tests or of the reference solution removed, :func:`redaction.grader_secrets`), or
-a file that could not be graded (zero and why: unreadable, another chapter's, a run that timed out or crashed).
-
-A submission of the Chinese edition (``sub.edition == "zh"``, read from its file by ``canonical.edition_of``) gets its
-page in Chinese: the prose cells of the Chinese release notebook (``notebooks/zh/``, read with the chapter:
-``releases.read``), and every message of the
-grader — its own words, the checks' messages, their labels — rendered in Chinese as the page is written
-(:class:`~autograder.wording.Message`, from the catalogues ``autograder/locale/zh/``; a key without its Chinese is a
-test failure, ``tests/test_catalogues.py``). An English submission's page is as it always was.
+:class:`Pages`, Gradescope's ``output``) for every outcome: the graded notebook with the grader's decisions and what
+no page may show taken out (``redaction.py``), or zero and why. A page is in the edition the student submitted
+(``sub.edition``): that edition's prose and the grader's words rendered in its language (docs/grading-design.md,
+"The grader's words in the reader's edition"); what a page holds: the README's ``feedback/<student>.html``.
 """
 
 from __future__ import annotations
@@ -57,11 +50,6 @@ class _Words:
         return wording.render(said, self.edition)
 
 
-def _is_note(reason: Said) -> bool:
-    """A reason the banner's notes repeat: the integrity verdict (a zero for the whole submission)."""
-    return isinstance(reason, Message) and reason.key == "integrity"
-
-
 def _shown_output(out, edition: str = EN) -> Any:
     """What the feedback shows of one output of the student's own cell: text cut to a size, plain text and images
     only (HTML, JavaScript and other rich outputs are left out), an error as its one-line message."""
@@ -99,20 +87,22 @@ def _decision_text(
     name: str,
     scores: dict[str, float],
     points: dict[str, int],
-    reasons: Iterable[Said],
-    details: Iterable[Said] = (),
-    words: _Words | None = None,
+    reasons: list[Said],
+    details: Iterable[Said],
+    words: _Words,
 ) -> str:
     """What a test cell shows in the feedback: the grader's decision for exercise ``name`` — its points, and either
     the failed checks' messages as the grading worker computed them outside the kernel (``details``) or the reasons
     — never the kernel's raw output."""
-    words = words or _Words()
     got, top = scores.get(name, 0.0), points.get(name, 0)
     mine: list[Any] = [r.get("reason") for r in reasons if isinstance(r, Message) and exercise_of(r) == name]
     mark = "✔" if got >= top and top else "✘"
     head = words("decision one" if top == 1 else "decision", mark=mark, name=name, got=f"{got:g}", top=f"{top:g}")
     shown = [words.message(m) for m in (list(details) if got < top and details else mine) if m is not None]
     return head + "".join("\n" + "\n".join("  " + ln for ln in line.splitlines()) for line in shown) + "\n"
+
+
+_HIDDEN = re.compile(r"\n?### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
 
 
 def decided_feedback(
@@ -126,12 +116,16 @@ def decided_feedback(
 ) -> nbformat.NotebookNode:
     """The feedback notebook, built from what the grader decides to show: every test cell's outputs are replaced by
     the grader's decision for its exercise (points and messages) and its source is the test cell of the student's
-    edition (``chapter.tests``); the student's own cells keep their outputs cut to a size (:func:`_shown_output`);
-    then :func:`sanitize_feedback`. Nothing the kernel printed in a test cell — where the hidden tests run — reaches
-    the page, in whatever encoding. ``words``: the page's edition (English when not given)."""
+    edition (``chapter.tests``), its hidden tests removed; the student's own cells keep their outputs cut to a size
+    (:func:`_shown_output`), the self-check cell none (it reports on the grader's copy, not on the student's file);
+    the guard's lines, the "Open in Colab" badge (an image from the network) and every output line that shows one of
+    ``secrets`` (:func:`redaction.redact`) are taken out. Nothing the kernel printed in a test cell — where the hidden
+    tests run — reaches the page, in whatever encoding. ``words``: the page's edition (English when not given)."""
     words = words or _Words()
     reasons = list(reasons)
     points, tests = chapter.points, chapter.tests.get(words.edition, {})
+    hidden = "\n" + words("hidden tests run here")
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown" and "colab-badge.svg" in c.source)]
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -140,42 +134,17 @@ def decided_feedback(
             name = meta["grade_id"].removeprefix("test_")
             # the test cell as the student's notebook has it (the grading notebook's is the guard's verdict alone)
             cell.source = tests.get(name, "")
-            cell.outputs = [
-                nbformat.v4.new_output(
-                    "stream",
-                    name="stdout",
-                    text=_decision_text(name, scores, points, reasons, (details or {}).get(name, ()), words),
-                )
-            ]
+            text = _decision_text(name, scores, points, reasons, (details or {}).get(name, ()), words)
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+        elif "selfcheck_here(" in cell.source:  # the "Before you submit" cell cannot read the file while grading
+            cell.outputs = []
         else:
             shown = (_shown_output(out, words.edition) for out in cell.get("outputs", []))
             cell.outputs = [o for o in shown if o is not None]
-    return sanitize_feedback(nb, secrets, words.edition)
-
-
-def sanitize_feedback(
-    nb: nbformat.NotebookNode, secrets: Collection[str] = (), edition: str = EN
-) -> nbformat.NotebookNode:
-    """Remove hidden-test source, cut tracebacks of test cells down to the check's message, drop the self-check
-    cell's output (it reports on the grader's copy, not on the student's file), drop the "Open in Colab" badge (an
-    image from the network: a broken image offline, and no use in feedback), and take the grader's own lines and
-    every output line that contains one of ``secrets`` (:func:`redaction.grader_secrets`) out of the outputs
-    (:func:`redaction.redact`)."""
-    pattern = re.compile(r"\n?### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
-    nb.cells = [c for c in nb.cells if not (c.cell_type == "markdown" and "colab-badge.svg" in c.source)]
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
         if "_autograder_guard" in cell.source:  # the grading guard's lines in the setup cell
             cell.source = "\n".join(ln for ln in cell.source.splitlines() if "_autograder_guard" not in ln)
-        if "BEGIN HIDDEN TESTS" in cell.source:
-            cell.source = pattern.sub(lambda _: "\n" + wording.text("hidden tests run here", edition), cell.source)
-        if "selfcheck_here(" in cell.source:  # the "Before you submit" cell cannot read the file while grading
-            cell.outputs = []
-        for out in cell.get("outputs", []):
-            if out.output_type == "error":
-                out.traceback = [f"{out.ename}: {out.evalue}"]
-    redaction.redact(nb, secrets, wording.text("redacted", edition))
+        cell.source = _HIDDEN.sub(lambda _: hidden, cell.source)
+    redaction.redact(nb, secrets, words("redacted"))
     return nb
 
 
@@ -253,38 +222,49 @@ def write_feedback(
     details: dict[str, list[Said]] | None = None,
     edition: str = EN,
 ) -> None:
-    """The student's feedback page at ``path``, readable offline, in ``edition`` ("en", or "zh": the Chinese
-    release's prose and the grader's words in Chinese, :class:`_Words`), for ``chapter`` as the batch read it
-    (``releases.read``: its points, each edition's prose and test cells).
-
-    For a graded notebook: points per exercise and the grader's notes at the top, then the notebook (hidden tests
-    removed, tracebacks cut to the check's message, no self-check output; ``graded`` is not changed). With
-    ``graded=None`` (a file that could not be read as a notebook, or, with ``unreadable=False``, a notebook whose run
-    could not be completed: an exit, a crash, the time or memory limit): zero points and why (``reasons``,
-    ``warnings``), and how to resubmit — the student needs to know, e.g. to download the notebook again (unless
-    ``advise`` is False: the reason says what to submit, as for another chapter's notebook)."""
-    words, points = _Words(edition), chapter.points
-    if graded is None:
-        why = "; ".join(words.message(r) for r in reasons)
-        notes = "".join(f"<li>{html.escape(words.message(w))}</li>" for w in warnings)
+    """The student's feedback page at ``path``, readable offline, in ``edition`` (the prose of that edition's
+    release and the grader's words in its language), for ``chapter`` as the batch read it: points per exercise and
+    the grader's notes at the top, then the ``graded`` notebook (:func:`decided_feedback`; ``graded`` is not
+    changed). With ``graded=None`` (a file that could not be read as a notebook, or, with ``unreadable=False``, a
+    notebook whose run could not be completed): zero points, why (``reasons``), and how to resubmit, unless
+    ``advise`` is False (the reason says what to submit, as for another chapter's notebook)."""
+    words, points, reasons, notes = _Words(edition), chapter.points, list(reasons), list(warnings)
+    if graded is None:  # zero and why, and how to resubmit
+        why = words("could not be graded", why="; ".join(words.message(r) for r in reasons))
+        head = f'<head><meta charset="utf-8"><title>{html.escape(f"{chapter.name} — {sid}")}</title></head>'
+        body = f'<!DOCTYPE html><html lang="en">{head}<body></body></html>\n'
+        scores, after = {}, f"<p>{html.escape(why)}</p>"
         advice = f"<p>{words('download again' if unreadable else 'run it all')}</p>" if advise else ""
-        said = html.escape(words("could not be graded", why=why))
-        path.write_text(
-            ("<!DOCTYPE html><html>" if edition == EN else "<!DOCTYPE html><html lang='zh-CN'>")
-            + "<head><meta charset='utf-8'><title>"
-            + html.escape(f"{chapter.name} — {sid}")
-            + "</title></head><body><div style='padding:1em;font-family:sans-serif;background:#eef'><b>"
-            + html.escape(chapter.name)
-            + f"</b> — {html.escape(sid)}: "
-            + words("score line", total=0, max=f"{sum(points.values()):g}")
-            + _points_table({}, points, edition)
-            + f"<p>{said}</p>"
-            + (f"{words('notes from the grader')}<ul>{notes}</ul>" if notes else "")
-            + advice
-            + "</div></body></html>\n",
-            encoding="utf-8",
-        )
-        return
+    else:
+        body, after, advice = _notebook_html(graded, chapter, scores, reasons, secrets, details, words), "", ""
+        notes += [r for r in reasons if isinstance(r, Message) and r.key == "integrity"]  # a zero for the whole file
+    shown = "".join(f"<li>{html.escape(words.message(w))}</li>" for w in notes)
+    total = sum(scores.get(n, 0.0) for n in points)
+    banner = (
+        f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter.name)}</b> — "
+        f"{html.escape(sid)}: "
+        + words("score line", total=f"{total:g}", max=f"{sum(points.values()):g}")
+        + _points_table(scores, points, edition)
+        + after
+        + (f"{words('notes from the grader')}<ul>{shown}</ul>" if shown else "")
+        + advice
+        + "</div>"
+    )
+    if edition == ZH:
+        body = body.replace('<html lang="en">', '<html lang="zh-CN">', 1)
+    path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1), encoding="utf-8")
+
+
+def _notebook_html(
+    graded: nbformat.NotebookNode,
+    chapter: releases.Chapter,
+    scores: dict[str, float],
+    reasons: list[Said],
+    secrets: Collection[str],
+    details: dict[str, list[Said]] | None,
+    words: _Words,
+) -> str:
+    """The page's HTML of a copy of ``graded`` (:func:`decided_feedback`), with the prose the student read."""
     import copy
 
     import jinja2
@@ -292,8 +272,8 @@ def write_feedback(
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
     nb = copy.deepcopy(graded)
-    if edition in chapter.notebooks:  # the prose the student read (the graded notebook has the English release's)
-        _prose(nb, chapter.notebooks[edition])
+    if words.edition in chapter.notebooks:  # the prose the student read (the graded notebook has the English release's)
+        _prose(nb, chapter.notebooks[words.edition])
     nb = decided_feedback(nb, scores, chapter, reasons, secrets, details, words)
     # A kernel sends a cell's prints in as many stream messages as its output buffer was flushed, which depends on
     # timing: merged, the same run gives the same page whichever machine or worker graded it.
@@ -305,21 +285,7 @@ def write_feedback(
     body, _ = exporter.from_notebook_node(nb)
     for key, markup in math.items():
         body = body.replace(key, markup)
-    total, max_score = sum(scores.get(n, 0.0) for n in points), sum(points.values())
-    notes = "".join(
-        f"<li>{html.escape(words.message(w))}</li>" for w in list(warnings) + [r for r in reasons if _is_note(r)]
-    )
-    banner = (
-        f"<div style='padding:1em;font-family:sans-serif;background:#eef'><b>{html.escape(chapter.name)}</b> — "
-        f"{html.escape(sid)}: "
-        + words("score line", total=f"{total:g}", max=f"{max_score:g}")
-        + _points_table(scores, points, edition)
-        + (f"{words('notes from the grader')}<ul>{notes}</ul>" if notes else "")
-        + "</div>"
-    )
-    if edition == ZH:
-        body = body.replace('<html lang="en">', '<html lang="zh-CN">', 1)
-    path.write_text(re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1), encoding="utf-8")
+    return body
 
 
 def _prose(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> None:
@@ -358,20 +324,16 @@ def mark_feedback(path: pathlib.Path, note: Said) -> None:
 
 
 class Pages:
-    """The batch's feedback pages, in ``folder``, for ``chapter`` as the batch read it (``releases.read``: its
-    points, each edition's prose and test cells): made once per batch; :meth:`write` writes a submission's page as
-    its outcome is known, :meth:`mark` brings the note of a page an earlier run wrote up to date."""
+    """The batch's feedback pages, in ``folder``, for ``chapter`` as the batch read it: :meth:`write` writes a
+    submission's page as its outcome is known, :meth:`mark` brings the note of a page an earlier run wrote up to
+    date."""
 
     def __init__(self, chapter: releases.Chapter, folder: pathlib.Path):
         self.chapter, self.folder = chapter, folder
 
     def write(self, sub: Submission) -> None:
-        """The feedback page of ``sub`` at ``folder/<student id>.html``, whatever its outcome: the graded notebook
-        with the grader's decisions; or zero and why (a file that could not be read as a notebook, or another
-        chapter's, says to download it again; a run that could not be completed, to make every cell finish). The
-        warnings are the canonicalisation's and the run's; a submission that shares another's run never names the
-        other student. A file the LMS file does not carry (another of the student's files does) says so at the top
-        (:func:`mark_feedback`)."""
+        """The feedback page of ``sub`` at ``folder/<student id>.html``, whatever its outcome (:func:`write_page`),
+        with the canonicalisation's and the run's warnings; a file the LMS file does not carry says so at the top."""
         assert sub.outcome is not None
         # under this file's identity: a run shared with an identical file carries the first file's id (never shown)
         outcome = dataclasses.replace(sub.outcome, student_id=sub.student_id)
@@ -405,20 +367,15 @@ def write_page(
     (``graded`` None) zero and why; ``note`` at its top (:func:`mark_feedback`). ``warnings``, ``reasons``,
     ``details``: the result's own unless given (Gradescope gives the messages it leaves to the hidden checks' own
     tests)."""
-    warnings = result.warnings if warnings is None else warnings
     own = result.reasons or ([result.reason] if result.reason else [])
-    if graded is None:  # zero and why: the result's own reasons
-        write_feedback(
-            path, None, result.student_id, chapter, {}, warnings=warnings, reasons=own, unreadable=unreadable,
-            edition=edition, advise=not lms.other_chapter(result),
-        )  # fmt: skip
-    else:
-        write_feedback(
-            path, graded, result.student_id, chapter, dict(result.scores), warnings=warnings,
-            reasons=own if reasons is None else reasons,
-            secrets=redaction.grader_secrets(graded, chapter.name),
-            details=result.details if details is None else details, edition=edition,
-        )  # fmt: skip
+    write_feedback(
+        path, graded, result.student_id, chapter, dict(result.scores),
+        warnings=result.warnings if warnings is None else warnings,
+        reasons=own if reasons is None or graded is None else reasons,  # zero and why: the result's own reasons
+        unreadable=unreadable, advise=not lms.other_chapter(result), edition=edition,
+        secrets=redaction.grader_secrets(graded, chapter.name) if graded is not None else (),
+        details=result.details if details is None else details,
+    )  # fmt: skip
     if note:
         mark_feedback(path, note)
 

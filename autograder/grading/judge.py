@@ -1,12 +1,7 @@
-"""The verdict, judged in the grading worker (a process the student's code never runs in).
-
-In the kernel the recorder (``guard.py``) runs each exercise's checks in record mode and sends, signed, every call
-they made into the student's code: what it returned (values, shapes, dtypes, gradients' presence), the error it
-raised, what it did to the checks' own arguments. Here the same checks, imported from the course in this process,
-run again on that record (``EXERCISES.replay``, ``autograder/checks/exercises.py``): their inputs, the oracle, the
-comparisons and tolerances are computed in this process, so nothing the submission did in the kernel (to torch's
-operators, the checks or the recorder) takes part. This is the only verdict: an exercise earns its points when
-every check judged here passed. Every check replays (``tests/test_replay.py``).
+"""The verdict, judged in the grading worker (a process the student's code never runs in): the chapter's checks run
+again on the kernel's signed record of their calls (``EXERCISES.replay``, ``autograder/checks/exercises.py``), with
+this process's inputs, oracle and tolerances. This is the only verdict (docs/grading-design.md, "The verdict", 4);
+every check replays (``tests/test_replay.py``).
 """
 
 from __future__ import annotations
@@ -29,10 +24,8 @@ def _reason(data: object) -> Said:
 
 def judge(chapter: str, records: Iterable[dict]) -> list[dict]:
     """The records, each verdict record judged here: ``passed`` is this process's verdict, ``failures`` why it
-    failed — the recorder's own reasons first (``reasons``: not defined in the notebook, a time-out ...; never a
-    reading of the checks, which the kernel does not make), then this process's first failures —, ``details`` the
-    student-readable messages of the first run's failed checks, ``judged`` the number of checks judged. Reasons,
-    failures and details are :class:`~autograder.wording.Message` s, rendered where they are shown."""
+    failed (the recorder's own reasons first: not defined, a time-out …; then this process's first failures),
+    ``details`` the messages of the first run's failed checks, ``judged`` the number of checks judged."""
     exercises = importlib.import_module(f"autograder.{chapter}").EXERCISES
     names = {ex.name: len(ex.visible) + len(ex.hidden) for ex in exercises}
     out = []

@@ -1,37 +1,9 @@
-"""Learning-management systems: who a downloaded submission belongs to, and grade files the LMS imports as they are.
+"""Learning-management systems: whose a downloaded submission is (:func:`parse`), which of a student's files is
+their row in the LMS file (:func:`choose`), and the grade files the LMS imports as they are (:func:`write_exports`).
 
-**Submission names.** The LMS writes the student's identity into the names of a "download all submissions" zip:
-
-* Canvas (Assignment > Download Submissions): ``lastfirst_userid_submissionid_<uploaded name>``, with ``LATE_``
-  after the name when the submission was late, e.g. ``babbagecharles_LATE_1004_90004_ch03_self_attention.ipynb``
-  (read in any case: ``late_``, ``Late_`` too)
-  (``userid`` is the Canvas user id, the ``ID`` column of Canvas's gradebook); a re-upload of the same file gets
-  ``-1``, ``-2`` … before the extension.
-* Moodle (Assignment > Download all submissions): one folder per student and submission plugin,
-  ``Full Name_<participant id>_assignsubmission_file/<uploaded name>`` (``..._file_/`` before Moodle 4.1,
-  ``mod/assign/classes/downloader.php``), or, with "Download submissions in folders" off, flat files
-  ``Full Name_<participant id>_assignsubmission_file_<uploaded name>``. The participant id is the number of the
-  ``Identifier`` column ("Participant 12345") of the assignment's offline grading worksheet.
-
-:func:`parse` reads both (and plain names, which carry no identity) from the LMS's own structure only: the outermost
-Moodle folder, or the first marker of the name; a second marker, inside the student's own file name, names no one
-(it is reported: ``SubmissionName.claims``). ``ZIP_COLLECT_REGEXP`` is the same rule for nbgrader's ``zip_collect``
-(used by the shipped ``nbgrader_course/nbgrader_config.py``).
-
-**One row per student** (:func:`one_per_student`): the instructor's choice, else a notebook of the assignment, else
-the latest submission by the LMS's rule (:data:`RULES`, :func:`newer`); where the download cannot tell, no row is
-guessed.
-
-**Grade files** (one per batch, next to ``grades.csv``):
-
-* ``canvas_import.csv`` — Canvas Gradebook > Import: the columns ``Student, ID, SIS User ID, SIS Login ID,
-  Section`` of Canvas's own gradebook export, then one assignment column. Canvas finds the student by ``ID`` (the
-  Canvas user id), and the assignment by the id in parentheses in the column name (``ch03 (12345)``) or else by
-  its name; a column it does not know becomes a new assignment, so nothing else is written.
-* ``moodle_grading_worksheet.csv`` — the assignment's "Upload grading worksheet" (feedback type "Offline grading
-  worksheet"): the columns of Moodle's own worksheet download. Moodle reads ``Identifier``, ``Grade``,
-  ``Last modified (grade)`` and the feedback columns (``Feedback comments``) and ignores the rest
-  (``mod/assign/feedback/offline/importgradeslib.php``).
+The download names, the rule for the latest of a student's files and the import files' columns are described in the
+README ("Whose file it is", "One row per student", "Grades into the LMS"); Moodle's sources are cited where used.
+``ZIP_COLLECT_REGEXP`` is :func:`parse`'s rule for nbgrader's ``zip_collect`` (``nbgrader_course/``).
 """
 
 from __future__ import annotations
@@ -204,18 +176,27 @@ def one_per_student(rows, prefer: Collection[str] = ()) -> Choice:
     return Choice(kept, superseded, undecided)
 
 
+# the note of a file of an LMS download whose name carries no LMS id
+NO_STUDENT = (
+    "names no student: the LMS's name marker (Canvas's name_userid_submissionid_, Moodle's "
+    "Name_id_assignsubmission_file) is missing, so no grade file carries it and the statistics leave it out; find "
+    "whose it is and enter the grade by hand, or rename it as the LMS wrote it and grade again"
+)
+
+
 def choose(rows, prefer: Collection[str] = ()) -> Choice:
-    """:func:`one_per_student`'s choice, kept on each row (a ``submission.Submission`` at collection, or a
-    ``report.Row``) for the report to read, never to choose again: ``in_lms_file`` (whether the LMS file carries it),
-    ``lms_note`` (why it does not: the row that does and by which rule, or that the download cannot tell and the
-    instructor chooses with ``--prefer``; "" when it does) and ``stray`` (a file that cannot stand for its student,
-    :func:`fits`: its reason and the instructor's next step; "" for one that can). Returns the choice."""
+    """:func:`one_per_student`'s choice, kept on each row (``in_lms_file``, ``lms_note``, ``stray``: see
+    ``submission.Submission``) for the report to read, never to choose again: in an LMS download, a file whose name
+    carries no LMS id is in no LMS file and :data:`NO_STUDENT`. Returns the choice."""
     choice = one_per_student(rows, prefer)
     kept = {id(r) for r in choice.kept}
+    download = any(r.lms_id for r in rows)
     for r in rows:
-        hint = "" if fits(r) else other_chapter_hint(r)
-        r.in_lms_file, r.lms_note = id(r) in kept, ""
-        r.stray = "" if fits(r) else str(r.reason) + (f" ({hint})" if hint else "")
+        chapter = other_chapter(r)  # a stray upload: its next step
+        hint = f" (a stray upload? grade it with --chapter {chapter})" if chapter else ""
+        nameless = download and not r.lms_id
+        r.in_lms_file, r.lms_note = id(r) in kept and not nameless, NO_STUDENT if nameless else ""
+        r.stray = "" if fits(r) else str(r.reason) + hint
     for r, best in choice.superseded:
         if best is None:
             r.lms_note = "not in the LMS file: an earlier upload than this student's files listed as undecided"
@@ -237,19 +218,7 @@ def choose(rows, prefer: Collection[str] = ()) -> Choice:
     return choice
 
 
-def other_chapter_hint(reason) -> str:
-    """What the instructor can do with a stray upload whose zero's ``reason`` is another chapter's notebook's
-    (``collect.other_chapter_reason``): grade it in its own chapter's batch; "" for any other reason."""
-    chapter = other_chapter(reason)
-    return f"a stray upload? grade it with --chapter {chapter}" if chapter else ""
-
-
 LATE_TEXT = {None: "", True: "yes", False: "no"}  # grades.csv's late column (empty: the LMS's name does not say)
-
-
-def late_text(late: bool | None) -> str:
-    """The ``late`` column of grades.csv: yes, no, or empty when the LMS's name does not say (Moodle, plain files)."""
-    return LATE_TEXT[late]
 
 
 # ------------------------------------------------------------------------------------------------ grade files
@@ -258,135 +227,83 @@ CANVAS_FILE = "canvas_import.csv"
 MOODLE_FILE = "moodle_grading_worksheet.csv"
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]  # then the assignment column
 
-# The Moodle worksheet in the language of the site's interface: Moodle's importer
+# The Moodle worksheet in the language of the site's interface. Moodle's importer
 # (mod/assign/feedback/offline/importgradeslib.php, init() and next()) finds its columns by the uploader's language
-# strings -- get_string('recordid', 'assign'), get_string('grade') and get_string('lastmodifiedgrade', 'assign'),
-# the feedback columns by the plugin's editor field, get_string('pluginname', 'assignfeedback_comments') -- and takes
-# the participant id as what follows the first strlen(get_string('hiddenuser', 'assign')) bytes of the Identifier.
-# The other columns are those of Moodle's own worksheet download (mod/assign/gradingtable.php, downloading); Moodle
-# ignores them on upload. Each string with its Moodle component and key:
-#   English: lang/en/assign.php, lang/en/moodle.php, mod/assign/feedback/comments/lang/en/assignfeedback_comments.php
-#   of github.com/moodle/moodle;
-#   Simplified Chinese (zh_cn): Moodle's zh_cn language pack as AMOS exports it (download.moodle.org/langpack/,
-#   assign.php "Strings for component 'assign', language 'zh_cn', version '3.11'"; moodle.php and
-#   assignfeedback_comments.php of the same pack). Packs change between versions (an older zh_cn pack has
-#   '识别码' for recordid): the importer needs the strings of the site's own pack.
-MOODLE_STRINGS: dict[str, dict[str, str]] = {
-    "en": {
-        "recordid": "Identifier",  # assign
-        "fullname": "Full name",  # moodle
-        "email": "Email address",  # moodle
-        "status": "Status",  # assign
-        "grade": "Grade",  # moodle
-        "maxgrade": "Maximum grade",  # assign
-        "gradecanbechanged": "Grade can be changed",  # assign
-        "lastmodifiedsubmission": "Last modified (submission)",  # assign
-        "lastmodifiedgrade": "Last modified (grade)",  # assign
-        "comments": "Feedback comments",  # assignfeedback_comments: pluginname
-        "hiddenuser": "Participant ",  # assign: the Identifier is this plus the participant id
-        "submitted": "Submitted for grading",  # assign: submissionstatus_submitted
-        "yes": "Yes",  # moodle
-    },
-    "zh_cn": {
-        "recordid": "标识符",
-        "fullname": "全名",
-        "email": "Email地址",
-        "status": "状态",
-        "grade": "成绩",
-        "maxgrade": "最高分",
-        "gradecanbechanged": "允许更改成绩",
-        "lastmodifiedsubmission": "上次修改（作业）",
-        "lastmodifiedgrade": "上次修改（评分）",
-        "comments": "评语反馈",
-        "hiddenuser": "参与人",  # no space: "参与人5001"
-        "submitted": "已经提交",
-        "yes": "是",
-    },
+# strings (recordid, grade, lastmodifiedgrade; the comments plugin's pluginname) and takes the participant id as what
+# follows the first strlen(hiddenuser) bytes of the Identifier; it ignores the other columns, those of Moodle's own
+# worksheet download (mod/assign/gradingtable.php). The strings, by Moodle component and key: English from
+# lang/en/{assign,moodle}.php and assignfeedback_comments' lang/en of github.com/moodle/moodle; Simplified Chinese from
+# the zh_cn language pack as AMOS exports it (download.moodle.org/langpack/, version 3.11). Packs change between
+# versions (an older zh_cn pack has '识别码' for recordid): the importer needs the strings of the site's own pack.
+# key: (component, English, Simplified Chinese); the worksheet's columns in order, then the strings of its cells
+_MOODLE_WORDS = {
+    "recordid": ("assign", "Identifier", "标识符"),
+    "fullname": ("moodle", "Full name", "全名"),
+    "email": ("moodle", "Email address", "Email地址"),
+    "status": ("assign", "Status", "状态"),
+    "grade": ("moodle", "Grade", "成绩"),
+    "maxgrade": ("assign", "Maximum grade", "最高分"),
+    "gradecanbechanged": ("assign", "Grade can be changed", "允许更改成绩"),
+    "lastmodifiedsubmission": ("assign", "Last modified (submission)", "上次修改（作业）"),
+    "lastmodifiedgrade": ("assign", "Last modified (grade)", "上次修改（评分）"),
+    "comments": ("assignfeedback_comments: pluginname", "Feedback comments", "评语反馈"),
+    "hiddenuser": ("assign", "Participant ", "参与人"),  # the Identifier is this and the participant id
+    "submitted": ("assign: submissionstatus_submitted", "Submitted for grading", "已经提交"),
+    "yes": ("moodle", "Yes", "是"),
 }
-MOODLE_LANGUAGES = tuple(MOODLE_STRINGS)  # --moodle-language: the site's interface language when uploading
-_MOODLE_KEYS = [
-    "recordid",
-    "fullname",
-    "email",
-    "status",
-    "grade",
-    "maxgrade",
-    "gradecanbechanged",
-    "lastmodifiedsubmission",
-    "lastmodifiedgrade",
-    "comments",
-]
+MOODLE_LANGUAGES = ("en", "zh_cn")  # --moodle-language: the site's interface language when uploading
+MOODLE_STRINGS = {la: {k: w[1 + i] for k, w in _MOODLE_WORDS.items()} for i, la in enumerate(MOODLE_LANGUAGES)}
+_MOODLE_KEYS = list(_MOODLE_WORDS)[:10]  # the columns
 MOODLE_COLUMNS = [MOODLE_STRINGS["en"][k] for k in _MOODLE_KEYS]
-MOODLE_PARTICIPANT = MOODLE_STRINGS["en"]["hiddenuser"]  # Moodle's string 'hiddenuser' (English)
+MOODLE_PARTICIPANT = MOODLE_STRINGS["en"]["hiddenuser"]
 # Moodle's 'strftimedaydatetime' (English), which the importer reads back with PHP's strtotime(); strtotime reads no
 # Chinese date, so a Chinese worksheet gets the ISO form (a date it cannot read counts as stale: Moodle skips the row
 # unless "Allow updating records that have been modified more recently" is ticked)
 MOODLE_DATE = {"en": "%A, %d %B %Y, %I:%M %p", "zh_cn": "%Y-%m-%d %H:%M"}
 
 
-def moodle_columns(language: str = "en") -> list[str]:
-    """The worksheet's header in ``language`` (:data:`MOODLE_LANGUAGES`)."""
-    return [MOODLE_STRINGS[language][k] for k in _MOODLE_KEYS]
-
-
-def moodle_participant_id(identifier: str) -> str:
-    """The participant id of a worksheet's Identifier in any of :data:`MOODLE_LANGUAGES` ("Participant 5001",
-    "参与人5001" -> "5001"); "" when it is none."""
-    for strings in MOODLE_STRINGS.values():
-        prefix = strings["hiddenuser"]
-        if identifier.startswith(prefix) and identifier[len(prefix) :].strip().isdigit():
-            return identifier[len(prefix) :].strip()
-    return ""
-
-
-def read_moodle_worksheet(path: pathlib.Path) -> tuple[str, dict[str, dict[str, str]]]:
-    """A Moodle grading worksheet (Moodle's download, or ours) read the way Moodle's importer reads it: the
-    columns found by their names in the worksheet's language, the participant id after the Identifier's prefix.
-    Returns (the language, participant id -> {"grade", "modified", "comments"}). Raises ValueError when the header
-    is no worksheet of a known language (Moodle refuses such a file: "invalidgradeimport")."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        table = list(csv.reader(f))
-    header = table[0] if table else []
-    needed = ("recordid", "grade", "lastmodifiedgrade")  # the importer refuses a file without one of them
-    language = next((la for la, st in MOODLE_STRINGS.items() if all(st[k] in header for k in needed)), "")
-    if not language:
-        raise ValueError(
-            f"{path.name}: no Identifier, Grade and Last modified (grade) columns in any of {', '.join(MOODLE_LANGUAGES)}"
-        )
-    strings = MOODLE_STRINGS[language]
-    ident, grade, modified = (header.index(strings[k]) for k in needed)
-    comments = header.index(strings["comments"]) if strings["comments"] in header else None
-    rows = {}
-    for line in table[1:]:
-        pid = moodle_participant_id(line[ident])
-        if pid:
-            rows[pid] = {
-                "grade": line[grade],
-                "modified": line[modified],
-                "comments": line[comments] if comments is not None else "",
-            }
-    return language, rows
-
-
 def feedback_comment(row, points: Mapping[str, float]) -> str:
     """One line for the LMS's feedback box: points per exercise, then why points were lost, in the edition the
-    student submitted (``row.edition``: the Chinese edition's reads the grader's words in Chinese)."""
+    student submitted (``row.edition``)."""
     parts = ", ".join(f"{name} {row.scores[name]:g}/{top:g}" for name, top in points.items())
-    edition = getattr(row, "edition", EN)
-    reason = "; ".join(render(r, edition) for r in _reasons(row))
+    reason = "; ".join(render(r, getattr(row, "edition", EN)) for r in _reasons(row))
     return f"{row.score:g}/{row.max_score:g} ({parts})" + (f". {reason}" if reason else "")
+
+
+def _canvas(rows, points, assignment: str, language: str) -> list[list[str]]:
+    return [CANVAS_COLUMNS + [assignment]] + [[r.name, r.lms_id, "", "", "", f"{r.score:g}"] for r in rows]
+
+
+def _moodle(rows, points, assignment: str, language: str) -> list[list[str]]:
+    words = MOODLE_STRINGS[language]
+    table = [[words[k] for k in _MOODLE_KEYS]]
+    for r in rows:
+        when = datetime.datetime.fromtimestamp(r.graded_at).strftime(MOODLE_DATE[language]) if r.graded_at else ""
+        cells = {
+            "recordid": words["hiddenuser"] + r.lms_id,
+            "fullname": r.name,
+            "status": words["submitted"],
+            "grade": f"{r.score:g}",
+            "maxgrade": f"{r.max_score:g}",
+            "gradecanbechanged": words["yes"],
+            "lastmodifiedgrade": when,
+            "comments": feedback_comment(r, points),
+        }
+        table.append([cells.get(k, "") for k in _MOODLE_KEYS])
+    return table
+
+
+FORMATS = {CANVAS: (CANVAS_FILE, _canvas), MOODLE: (MOODLE_FILE, _moodle)}  # LMS -> (its file, its table)
 
 
 def write_exports(
     rows, out: pathlib.Path, points: Mapping[str, float], *, assignment: str, moodle_language: str = "en"
 ) -> list[pathlib.Path]:
-    """Write the grade file of every LMS whose names the batch's submissions carry. Returns the files written.
-
-    ``rows`` are report.Row objects (``lms``, ``lms_id``, ``name``, ``score``, ``graded_at`` …); ``assignment`` is
-    the Canvas column ("ch03 (12345)": name and Canvas assignment id); ``moodle_language`` the language of the Moodle
-    site's interface (:data:`MOODLE_LANGUAGES`): its importer finds the worksheet's columns by their names in it."""
+    """Write the grade file of every LMS whose names the batch's rows (``report.Row``) carry; returns the files
+    written. ``assignment``: the Canvas column ("ch03 (12345)"); ``moodle_language``: the Moodle site's interface
+    language (:data:`MOODLE_LANGUAGES`), in which its importer finds the worksheet's columns."""
     written = []
-    for system, name in ((CANVAS, CANVAS_FILE), (MOODLE, MOODLE_FILE)):
+    for system, (name, _) in FORMATS.items():
         mine = [r for r in rows if r.lms == system and r.lms_id]
         if not mine:
             (out / name).unlink(missing_ok=True)  # from an earlier batch in this folder: it would mislead
@@ -400,16 +317,11 @@ def write_exports(
 
 
 def write(
-    system: str,
-    path: pathlib.Path,
-    rows,
-    points: Mapping[str, float],
-    *,
-    assignment: str,
-    moodle_language: str = "en",
+    system: str, path: pathlib.Path, rows, points: Mapping[str, float], *, assignment: str, moodle_language: str = "en"
 ) -> None:
-    """Write ``rows`` (with ``lms_id``) as ``system``'s import file at ``path`` (Moodle's: its columns in
-    ``moodle_language``)."""
+    """Write ``rows`` (with ``lms_id``) as ``system``'s import file at ``path`` (Moodle's in ``moodle_language``)."""
+    if system not in FORMATS:
+        raise ValueError(f"unknown LMS {system!r} (expected {CANVAS!r} or {MOODLE!r})")
     if moodle_language not in MOODLE_STRINGS:
         raise ValueError(f"unknown Moodle language {moodle_language!r} (expected one of {', '.join(MOODLE_LANGUAGES)})")
     twice = sorted(i for i, n in collections.Counter(r.lms_id for r in rows).items() if n > 1)
@@ -419,29 +331,4 @@ def write(
             "the last one"
         )
     with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        if system == CANVAS:
-            w.writerow(CANVAS_COLUMNS + [assignment])
-            for r in rows:
-                w.writerow([r.name, r.lms_id, "", "", "", f"{r.score:g}"])
-        elif system == MOODLE:
-            words = MOODLE_STRINGS[moodle_language]
-            w.writerow(moodle_columns(moodle_language))
-            for r in rows:
-                when = datetime.datetime.fromtimestamp(r.graded_at) if r.graded_at else None
-                w.writerow(
-                    [
-                        words["hiddenuser"] + r.lms_id,
-                        r.name,
-                        "",
-                        words["submitted"],
-                        f"{r.score:g}",
-                        f"{r.max_score:g}",
-                        words["yes"],
-                        "",
-                        when.strftime(MOODLE_DATE[moodle_language]) if when else "",
-                        feedback_comment(r, points),
-                    ]
-                )
-        else:
-            raise ValueError(f"unknown LMS {system!r} (expected {CANVAS!r} or {MOODLE!r})")
+        csv.writer(f).writerows(FORMATS[system][1](rows, points, assignment, moodle_language))

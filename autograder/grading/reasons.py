@@ -35,10 +35,6 @@ def _answer_cells(nb: nbformat.NotebookNode, name: str) -> list:
     ]
 
 
-def _is_answer(cell) -> bool:
-    return cell.cell_type == "code" and bool(cell.metadata.get("nbgrader", {}).get("solution"))
-
-
 def _first_error(cell) -> dict | None:
     return next((o for o in cell.get("outputs", []) if o.output_type == "error"), None)
 
@@ -48,8 +44,8 @@ def _unindented(message: Message) -> Message:
 
 
 def detail_reason(detail: Said) -> Said:
-    """A failed check as the worker judged it (``judge.judge``'s details: "✘ label" and the message, indented,
-    ``exercises.failed_check``) in one line: "✘ label — the message's first line", and its hints."""
+    """A failed check as the worker judged it (``judge.judge``'s details) in one line: "✘ label — the message's
+    first line", and its hints."""
     if not isinstance(detail, Message):
         return _one_line([ln.strip() for ln in detail.strip().splitlines() if ln.strip()])
     head, *body = detail.lines()
@@ -62,8 +58,7 @@ def detail_reason(detail: Said) -> Said:
 
 
 def _one_line(lines: list[str]) -> str:
-    """Lines of plain text (a failed check: "✘ label", the message, its hints) as one line: "✘ label — message"
-    and its hints."""
+    """Lines of plain text (a failed check: "✘ label", the message, its hints) as :func:`detail_reason`'s line."""
     hint = str(say("hint", hint=""))
     return " — ".join(lines[:2]) + "".join(f" {ln}" for ln in lines[2:5] if ln.startswith(hint))
 
@@ -88,9 +83,8 @@ def failure_reasons(
     details: Mapping[str, Sequence[Said]] | None = None,
 ) -> list[Message]:
     """One short line per failed test cell: an exit, a time-out or the memory limit (in the test cell, or in the
-    answer cell that therefore never defined the exercise) said as such; else the first failed check as the worker
-    judged it (``details``: exercise -> its failed checks' messages, computed outside the kernel), else the check's
-    message in the cell's error."""
+    answer cell that therefore never defined the exercise); else the first failed check as the worker judged it
+    (``details``: exercise -> its failed checks' messages), else the check's message in the cell's error."""
     details = details or {}
     reasons = []
     for cell in nb.cells:
@@ -124,10 +118,9 @@ def failure_reasons(
 
 
 def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = None) -> list[Said]:
-    """One warning per ungraded code cell (a demo "try it" cell, a cell the student added, an answer cell after
-    its definitions) that ended in an error: no check scores it, but it often shows a bug the checks missed.
-    Consecutive cells after the same answer that failed alike (an untouched exercise's demo cells) make one
-    warning that counts them."""
+    """One warning per ungraded code cell (a demo cell, a cell the student added, an answer cell after its
+    definitions) that ended in an error: no check scores it, but it often shows a bug the checks missed. Consecutive
+    cells after the same answer that failed alike (an untouched exercise's demo cells) make one warning."""
     found: list[tuple[Said, Message]] = []  # (where, what happened)
     after: Said = say("after the setup")
     for cell in nb.cells:
@@ -149,10 +142,9 @@ def ungraded_cell_errors(nb: nbformat.NotebookNode, cell_timeout: int | None = N
         )
         found.append((where, how))
     warnings: list[Said] = []
-    answers = {str(c.metadata.get("nbgrader", {}).get("grade_id")) for c in nb.cells if _is_answer(c)}
     for (where, how), group in itertools.groupby(found):
         n = len(list(group))
-        if where in answers:
+        if isinstance(where, str):  # an answer cell, by its name (else a message: after which answer)
             warnings += [say("ungraded answer cell", name=where, happened=how)] * n
         elif n == 1:
             warnings.append(say("ungraded cell", where=where, happened=how))

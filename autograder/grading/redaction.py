@@ -1,7 +1,6 @@
-"""What a feedback page may not show: the hidden tests' lines and the chapter's reference solution (``grader_secrets``),
-found in a graded notebook's outputs and replaced (``redact_output``), and the grader's own lines in a cell's output
-(``strip_grader_code``). The worker counts what a run printed (``secret_output_lines``: the row is flagged for
-review); ``feedback.py`` and Gradescope's page redact it."""
+"""What a feedback page may not show: the hidden tests' lines and the chapter's reference solution
+(:func:`grader_secrets`) and the grader's own lines, taken out of a graded notebook's outputs (:func:`redact`, for
+``feedback.py``). The worker counts what a run printed (:func:`secret_output_lines`: the row is flagged for review)."""
 
 from __future__ import annotations
 
@@ -87,11 +86,12 @@ def secret_output_lines(graded: nbformat.NotebookNode, secrets: Collection[str])
 
 def redact(nb: nbformat.NotebookNode, secrets: Collection[str], replacement: str = REDACTED) -> None:
     """What a feedback page may not show, taken out of every code cell's outputs of ``nb``, in place: the grader's
-    own lines (:func:`strip_grader_code`) and every line that shows one of ``secrets`` (:func:`redact_output`)."""
+    own lines (the guard's setup lines, hidden tests: a cell that prints the notebook's input history, ``In`` or
+    ``_ih``, would show them) and every line that shows one of ``secrets`` (:func:`redact_output`)."""
     for cell in nb.cells:
         if cell.cell_type == "code":
             for out in cell.get("outputs", []):
-                strip_grader_code(out)
+                _rewrite_output_text(out, _strip_grader_text)
                 redact_output(out, secrets, replacement)
 
 
@@ -101,9 +101,3 @@ HIDDEN_REGION = re.compile(r"### BEGIN HIDDEN TESTS.*?(### END HIDDEN TESTS|\Z)"
 def _strip_grader_text(text: str) -> str:
     text = HIDDEN_REGION.sub("# (hidden tests)", text)
     return "\n".join(ln for ln in text.split("\n") if "_autograder_guard" not in ln and "autograder.grading" not in ln)
-
-
-def strip_grader_code(out) -> None:
-    """Remove the grader's private lines (the guard's setup lines, hidden tests) from a cell's output: a cell that
-    prints the notebook's input history (``In``, ``_ih``) or a repr of it would show them to the student."""
-    _rewrite_output_text(out, _strip_grader_text)

@@ -1,6 +1,6 @@
-"""The batch's reports: ``grades.csv`` (one row per submission file), ``summary.md/.csv/.png`` (per exercise:
-how many scored full, partial, zero) and the LMS's import files (``lms.py``), all from the result files. A
-:class:`Row` is a submission's record as those files need it (:func:`row`)."""
+"""The report step: ``grades.csv`` (one row per submission file), ``summary.md/.csv/.png`` and the LMS's import
+files (``lms.py``), all from the result files (what each holds: the README's "Results go to"). A :class:`Row` is a
+submission's record as those files need it (:func:`row`)."""
 
 from __future__ import annotations
 
@@ -36,17 +36,17 @@ class Row:
     status: str  # "graded", "error" (not gradeable: zero) or "integrity" (grading machinery changed: zero)
     reason: str  # the instructor's (grades.csv): English
     warnings: list[Said] = dataclasses.field(default_factory=list)
-    lms: str = ""  # "canvas", "moodle" or "": whose download name the file has (autograder/lms.py)
-    lms_id: str = ""  # Canvas user id / Moodle participant id from the name
-    name: str = ""  # the student's name as the LMS wrote it
-    late: bool | None = None  # Canvas's LATE marker; None when the name does not say
+    # whose it is (lms.SubmissionName's fields), and the fields of the same names of submission.Submission
+    lms: str = ""
+    lms_id: str = ""
+    name: str = ""
+    late: bool | None = None
     graded_at: float = 0.0  # when the result was recorded (seconds since the epoch)
-    uploaded_at: float = 0.0  # the file's time in the download (a zip entry's time; lms.newer reads it)
-    edition: str = "en"  # the course edition the file was made from ("zh": its LMS feedback comment in Chinese)
-    # the LMS file's choice, made at collection (lms.choose; submission.Submission's fields of the same names)
-    in_lms_file: bool = True  # the student's row in the LMS file (no LMS id: in no LMS file, kept)
-    lms_note: str = ""  # why the LMS file does not carry it, or ""
-    stray: str = ""  # a file that cannot stand for its student: its reason and what to do, or ""
+    uploaded_at: float = 0.0
+    edition: str = "en"  # the LMS feedback comment's language
+    in_lms_file: bool = True
+    lms_note: str = ""
+    stray: str = ""
     reasons: list[Said] = dataclasses.field(default_factory=list)  # the reason's messages: the LMS comment's words
 
 
@@ -56,8 +56,10 @@ def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], g
     max_score = float(sum(points.values()))
     reason = result.reason or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
     warnings = list(result.warnings)
-    if sub.who.claims and claim_note(sub.who) not in warnings:
-        warnings.append(claim_note(sub.who))
+    if sub.who.claims:  # its own file name carries a second LMS marker
+        claim = say("claims another id", lms=lms.NAMES[sub.who.lms], claims=sub.who.claims, lms_id=sub.who.lms_id)
+        if claim not in warnings:
+            warnings.append(claim)
     return Row(
         sub.label,
         sub.student_id,
@@ -82,24 +84,6 @@ def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], g
     )
 
 
-# the flag of a file of an LMS download whose name carries no LMS id
-NO_STUDENT = (
-    "names no student: the LMS's name marker (Canvas's name_userid_submissionid_, Moodle's "
-    "Name_id_assignsubmission_file) is missing, so no grade file carries it and the statistics leave it out; find "
-    "whose it is and enter the grade by hand, or rename it as the LMS wrote it and grade again"
-)
-
-
-def names_no_student(row: Row, rows: Sequence[Row]) -> bool:
-    """Whether ``row`` is a file of an LMS download (some row has an LMS id) whose name carries no LMS id."""
-    return not row.lms_id and any(r.lms_id for r in rows)
-
-
-def claim_note(who: lms.SubmissionName) -> Message:
-    """The flag of a file whose own name carries a second LMS marker (``who.claims``)."""
-    return say("claims another id", lms=lms.NAMES[who.lms], claims=who.claims, lms_id=who.lms_id)
-
-
 def report(
     subs: Sequence[Submission],
     out: pathlib.Path,
@@ -109,9 +93,8 @@ def report(
     ignored: Sequence[str] = (),
     moodle_language: str = "en",
 ) -> list[Row]:
-    """The report step: every record's row (its result file, the identity and LMS choice collection made) and the
-    reports of :func:`write_reports`, for ``chapter`` as the batch read it (its points; its checks, the summary's
-    verdict line). Returns the rows."""
+    """The report step: every record's row (its result file, the identity and LMS choice collection made), then
+    :func:`write_reports`, for ``chapter`` as the batch read it. Returns the rows."""
     rows = [row(s, read_result(s.result_file), chapter.name, chapter.points, s.result_file.stat().st_mtime)
             for s in subs]  # fmt: skip
     write_reports(rows, out, chapter.points, assignment=assignment, checks=chapter.checks, ignored=ignored,
@@ -130,77 +113,64 @@ def write_reports(
     moodle_language: str = "en",
 ) -> None:
     """grades.csv, summary.md/.csv/.png and the LMS files under ``out``, with the rows that need the instructor's
-    attention flagged. Which row the LMS file carries for each student is the choice collection made (``lms.choose``:
-    each row's ``in_lms_file``, ``lms_note``, ``stray``), read here, never made again. ``checks``: how many checks the
-    chapter's exercises have (the summary's verdict line); ``ignored``: what the download held that is no
-    submission, listed in the summary; ``moodle_language``: the Moodle site's interface language,
-    ``lms.MOODLE_LANGUAGES``. The feedback pages are the feedback step's."""
+    attention flagged. Which row the LMS file carries for each student is the choice collection made (each row's
+    ``in_lms_file``, ``lms_note``, ``stray``), never made again. ``checks``: how many checks the chapter's exercises
+    have (the summary's verdict line); ``ignored``: what the download held that is no submission."""
     names = list(points)
     attention = []
 
-    def flag(row: Row, note: str) -> None:
-        if note not in row.warnings:
-            row.warnings.append(note)
-        # the points as releases.points_text says them in English (the instructor's summary: English only)
-        attention.append(f"{row.submission} ({row.score:g} point{'' if row.score == 1 else 's'}): {note}")
+    def attend(row: Row, note: Said, flag: bool = False) -> None:
+        if flag:  # said in the row's warnings too, with the row's points (in English: the instructor's summary)
+            if note not in row.warnings:
+                row.warnings.append(note)
+            attention.append(f"{row.submission} ({row.score:g} point{'' if row.score == 1 else 's'}): {note}")
+        else:
+            attention.append(f"{row.submission}: {note}")
         logger.warning(f"  needs attention: {row.submission}: {note}")
 
     for row in rows:
         if row.lms_note:
-            flag(row, row.lms_note)
-    for row in rows:
-        if names_no_student(row, rows):
-            flag(row, NO_STUDENT)
-        elif row.stray and not any(a.startswith(f"{row.submission} (") for a in attention):
-            attention.append(f"{row.submission}: {row.stray}")
-            logger.warning(f"  needs attention: {row.submission}: {row.stray}")
-        claim = [w for w in row.warnings if isinstance(w, Message) and w.key == "claims another id"]
+            attend(row, row.lms_note, flag=True)
+        elif row.stray:
+            attend(row, row.stray)
+        claim = next((w for w in row.warnings if isinstance(w, Message) and w.key == "claims another id"), None)
         if claim:
-            attention.append(f"{row.submission}: {claim[0]}")
-            logger.warning(f"  needs attention: {row.submission}: {claim[0]}")
+            attend(row, claim)
     write_csv(rows, out / CSV_NAME, names)
-    kept = [r for r in rows if r.in_lms_file]  # one row per student, and every row without an LMS id
-    students = [r for r in kept if not names_no_student(r, rows)]  # the statistics: one row per student
-    write_summary(students, out, names, points, attention=attention, files=len(rows), ignored=ignored, checks=checks)
+    kept = [r for r in rows if r.in_lms_file]  # one row per student (and each plain file): the statistics
+    write_summary(kept, out, names, points, attention=attention, files=len(rows), ignored=ignored, checks=checks)
     lms.write_exports(kept, out, points, assignment=assignment, moodle_language=moodle_language)
 
 
+_COLUMNS = ["submission", "student_id", "lms", "lms_id", "late", "chapter"]  # then the exercises, then:
+_TOTALS = ["score", "max_score", "status", "reason", "warnings"]
+
+
 def write_csv(rows: list[Row], path: pathlib.Path, exercise_names: list[str]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(
+    table = [_COLUMNS + exercise_names + _TOTALS]
+    for r in rows:
+        table.append(
             [
-                "submission",
-                "student_id",
-                "lms",
-                "lms_id",
-                "late",
-                "chapter",
-                *exercise_names,
-                "score",
-                "max_score",
-                "status",
-                "reason",
-                "warnings",
+                r.submission,
+                r.student_id,
+                r.lms,
+                r.lms_id,
+                lms.LATE_TEXT[r.late],
+                r.chapter,
+                *(f"{r.scores[n]:g}" for n in exercise_names),
+                f"{r.score:g}",
+                f"{r.max_score:g}",
+                r.status,
+                r.reason,
+                "; ".join(map(str, r.warnings)),
             ]
         )
-        for r in rows:
-            w.writerow(
-                [
-                    r.submission,
-                    r.student_id,
-                    r.lms,
-                    r.lms_id,
-                    lms.LATE_TEXT[r.late],
-                    r.chapter,
-                    *(f"{r.scores[n]:g}" for n in exercise_names),
-                    f"{r.score:g}",
-                    f"{r.max_score:g}",
-                    r.status,
-                    r.reason,
-                    "; ".join(map(str, r.warnings)),
-                ]
-            )
+    _write_table(path, table)
+
+
+def _write_table(path: pathlib.Path, table: Sequence[Sequence[object]]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(table)
 
 
 def _jail_line(out: pathlib.Path) -> str:
@@ -217,14 +187,6 @@ def _jail_line(out: pathlib.Path) -> str:
     )
 
 
-def _verdict_line(checks: int) -> str:
-    """How the chapter's ``checks`` are judged (grading/judge.py): all of them outside the kernel."""
-    return (
-        f"Verdicts: all {checks} checks judged in the grading worker, outside the student's kernel, from what "
-        "the answer returned there."
-    )
-
-
 def write_summary(
     rows: list[Row],
     out: pathlib.Path,
@@ -237,27 +199,22 @@ def write_summary(
     checks: int | None = None,
 ) -> None:
     """summary.csv / summary.md (per exercise: how many scored full, partial, zero; mean) and summary.png, over
-    ``rows``: the row each student gets (``lms.one_per_student``'s kept rows), of ``files`` graded files (the
-    others are listed in ``attention``); ``ignored``: what the download held that is no submission; ``checks``:
-    how many checks the chapter's exercises have (the verdict line)."""
-    table = []
-    for n in names + ["total"]:
-        vals = [r.score if n == "total" else r.scores[n] for r in rows]
-        top = float(sum(points.values()) if n == "total" else points[n])
-        table.append(
-            {
-                "exercise": n,
-                "max": top,
-                "full": sum(v == top for v in vals),
-                "partial": sum(0 < v < top for v in vals),
-                "zero": sum(v == 0 for v in vals),
-                "mean": round(sum(vals) / len(vals), 2) if vals else 0.0,
-            }
-        )
-    with open(out / "summary.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(table[0]))
-        w.writeheader()
-        w.writerows(table)
+    ``rows`` (the row each student gets), of ``files`` graded files; ``attention``, ``ignored`` and ``checks``:
+    :func:`write_reports`'."""
+    scores = {n: ([r.scores[n] for r in rows], float(points[n])) for n in names}
+    scores["total"] = ([r.score for r in rows], float(sum(points.values())))
+    table = [
+        {
+            "exercise": n,
+            "max": top,
+            "full": sum(v == top for v in vals),
+            "partial": sum(0 < v < top for v in vals),
+            "zero": sum(v == 0 for v in vals),
+            "mean": round(sum(vals) / len(vals), 2) if vals else 0.0,
+        }
+        for n, (vals, top) in scores.items()
+    ]
+    _write_table(out / "summary.csv", [list(table[0]), *(list(t.values()) for t in table)])
     status = {s: sum(r.status == s for r in rows) for s in ("graded", "error", "integrity")}
     files = len(rows) if files is None else files
     md = [
@@ -278,8 +235,11 @@ def write_summary(
     if ignored:
         md += ["", "## Ignored (not submissions)", ""] + [f"* {i}" for i in ignored]
     md += ["", _jail_line(out)]
-    if rows and checks is not None:
-        md.append(_verdict_line(checks))
+    if rows and checks is not None:  # how the checks are judged (grading/judge.py)
+        md.append(
+            f"Verdicts: all {checks} checks judged in the grading worker, outside the student's kernel, from what "
+            "the answer returned there."
+        )
     (out / "summary.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     import matplotlib
 
@@ -287,10 +247,8 @@ def write_summary(
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(1, len(names) + 1, figsize=(2.6 * (len(names) + 1), 2.6), squeeze=False)
-    for ax, n in zip(axes[0], names + ["total"]):
-        vals = [r.score if n == "total" else r.scores[n] for r in rows]
-        top = sum(points.values()) if n == "total" else points[n]
+    fig, axes = plt.subplots(1, len(scores), figsize=(2.6 * len(scores), 2.6), squeeze=False)
+    for ax, (n, (vals, top)) in zip(axes[0], scores.items()):
         ax.hist(vals, bins=[x - 0.5 for x in range(int(top) + 2)], color="#4a7", edgecolor="black")
         ax.set_title(n if len(n) < 22 else n[:20] + "…", fontsize=8)
         ax.set_xlabel(f"points (of {top:g})", fontsize=8)

@@ -1,10 +1,7 @@
-"""The scoring rule: an exercise's points come from the chapter's ``EXERCISES`` and the worker's verdict alone.
-
-The worker judges every exercise's checks again on the kernel's record (``judge.py``); nbgrader's score of a test
-cell (whether the cell raised) is not counted. An exercise gets its points when it has a verdict record and every
-verdict of it passed here; the whole submission scores zero (status "integrity") when a record was forged, the
-recorder never armed, or the verdicts broke the protocol: one verdict per exercise, in the notebook's order
-(:func:`order_violations`). This module is that rule, on plain data.
+"""The scoring rule, on plain data: an exercise's points come from the chapter's ``EXERCISES`` and the worker's
+verdict alone (``judge.py``), never from whether the test cell raised; a forged record, a recorder that never armed
+or verdicts against the protocol (:func:`order_violations`) make the whole submission an integrity zero. The design
+and what it stops: docs/grading-design.md, "The verdict".
 """
 
 from __future__ import annotations
@@ -34,22 +31,16 @@ def blocked_warnings(records: Iterable[dict]) -> list[Said]:
 
 
 def _seq(record: dict, position: int) -> int:
-    """A record's place in the order the recorder signed it (``seq``; records without one, as some tests build them,
-    keep their place in the list)."""
+    """A record's place in the order the recorder signed it (``seq``; one without keeps its place in the list)."""
     seq = record.get("seq")
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else position
 
 
 def order_violations(order: list[str], records: list[dict], numbers: bool = True) -> list[Said]:
     """Why the records break the protocol of one verdict per exercise, in the notebook's order (empty if they do
-    not): the recorder numbers every record it signs (``seq``, from 0, "armed" first), so the numbers must be
-    0, 1, 2 … with none missing or repeated (a record kept from the worker, or one sent twice, leaves a hole or a
-    repeat); and taken in that order, each verdict's exercise must come later in ``order`` (``EXERCISES``, the
-    grading notebook's order of test cells) than the one before. A verdict for an exercise after one for a later
-    exercise is how a notebook would use the course's version of an earlier exercise, swapped into its globals while
-    the later one was checked, as its own answer; a second verdict for one exercise is a verdict the notebook ran
-    itself. ``numbers``: check the numbers too (not where records were dropped or forged, which leaves holes and is
-    said already)."""
+    not; docs/grading-design.md, "The verdict", 5): the numbers (``seq``) must be 0, 1, 2 … with none missing or
+    repeated, and taken in that order each verdict's exercise must come later in ``order`` (``EXERCISES``) than the
+    one before. ``numbers``: check the numbers too (not where records were dropped or forged, said already)."""
     numbered = [r for r in records if isinstance(r.get("seq"), int) and not isinstance(r.get("seq"), bool)]
     found: list[Said] = []
     if numbered and numbers:
@@ -78,15 +69,11 @@ def order_violations(order: list[str], records: list[dict], numbers: bool = True
 def score(
     points: dict[str, int], records: list[dict], forged: int, reasons: Sequence[Said], overflow: int = 0
 ) -> Scored:
-    """Apply the rule.
-
-    ``points``: exercise -> its points (``EXERCISES``); ``records``: the verified records, verdicts judged by
-    ``judge.judge`` (dicts with ``type`` "armed", "blocked" or "verdict", and ``seq``, the recorder's number; a
-    verdict has ``exercise``, ``passed``, ``failures``, ``threads``), ``points``' order the notebook's; ``forged``: how many connections carried no correctly signed record; ``reasons``:
-    one line per failed test cell (``results.failure_reasons``), kept for the exercises that earn nothing;
-    ``overflow``: how many connections the record server dropped because the notebook had sent more than it keeps
-    (``channel.MAX_RECORDS``, ``channel.MAX_TOTAL_BYTES``).
-    """
+    """Apply the rule. ``points``: exercise -> its points, in the notebook's order; ``records``: the verified records
+    (dicts with ``type`` "armed", "blocked" or "verdict" and ``seq``; a verdict judged by ``judge.judge``);
+    ``forged``: how many connections carried no correctly signed record; ``reasons``: one per failed test cell
+    (``reasons.failure_reasons``), kept for the exercises that earn nothing; ``overflow``: how many connections the
+    record server dropped over its caps (``channel.MAX_RECORDS``, ``channel.MAX_TOTAL_BYTES``)."""
     warnings: list[Said] = []
     by_exercise: dict[str, list[dict]] = {}
     for r in records:

@@ -1,10 +1,6 @@
-"""One uploaded file's record, from collection to its row in grades.csv; and its result file.
-
-Every step of the line (``batch.py``) reads and returns into one :class:`Submission`: collection fills in who it is
-(the LMS identity, read once), its label, its gradebook id, its hash, its edition, whether the LMS file carries it
-(the report reads that choice) and whether an earlier run graded it; canonicalisation its canonical text and
-warnings, or a zero; the run its :class:`Result`, the scoring reasons and the graded notebook. The result file ``out/results/<submission>.json`` is that record's outcome
-(:func:`write_result`, written last, so that a rerun skips only what is done), and its grades.csv row is ``report.row``.
+"""One uploaded file's record (:class:`Submission`), which every step of the line (``batch.py``) reads and returns
+into, from collection to its row in grades.csv (``report.row``); and its outcome, the result file
+``out/results/<submission>.json`` (:class:`Result`, written last, so that a rerun skips only what is done).
 """
 
 from __future__ import annotations
@@ -20,23 +16,20 @@ from . import lms
 @dataclasses.dataclass
 class Result:
     """One submission's outcome, as its result file holds it. ``status``: "graded", "error" (not gradeable: zero) or
-    "integrity" (the grading machinery was changed: zero); ``scores``: exercise -> points (empty when not graded);
-    ``log``/``trace``: the tail of nbgrader's log or the worker's traceback, for the instructor (never in the
-    feedback). ``reasons``: the scoring's reasons one by one, and ``reason`` their English joined (the instructor's
-    grades.csv and console). What the grader says to the student (``reasons``, ``warnings``, ``details``) is
-    :class:`~autograder.wording.Message` s (or plain strings), rendered where shown, in the reader's edition; the
-    file holds them as data (:func:`~autograder.wording.to_data`)."""
+    "integrity" (the grading machinery was changed: zero); ``log``/``trace``: for the instructor, never in the
+    feedback; ``reason``: the English of ``reasons`` joined (grades.csv, the console). What the grader says to the
+    student (``reasons``, ``warnings``, ``details``) is messages, rendered where shown, held as data in the file."""
 
     submission: str
     sha256: str
     student_id: str
     status: str
     reason: str
-    scores: dict[str, float] = dataclasses.field(default_factory=dict)
+    scores: dict[str, float] = dataclasses.field(default_factory=dict)  # exercise -> points (empty: not graded)
     warnings: list[Said] = dataclasses.field(default_factory=list)
     log: str = ""
     trace: str = ""
-    # checks judged again outside the kernel from their records ("outside") and by the kernel alone ("kernel")
+    # how many checks the worker judged again outside the kernel, from their records ("outside")
     judged: dict[str, int] = dataclasses.field(default_factory=dict)
     # exercise -> the failed checks' messages as the worker computed them (what the feedback's test cells show)
     details: dict[str, list[Said]] = dataclasses.field(default_factory=dict)
@@ -63,18 +56,13 @@ def result_fields(result: Result) -> dict:
 
 def result_from_fields(data: dict) -> Result:
     """The result whose fields are ``data`` (:func:`result_fields`' inverse: its messages read back)."""
-    return Result(**_read_said(data))
-
-
-def _read_said(data: dict) -> dict:
-    """The messages of a result file's ``data`` read back."""
-    out = dict(data)
+    data = dict(data)
     for k in ("warnings", "reasons"):
-        if isinstance(out.get(k), list):
-            out[k] = [from_data(w) for w in out[k]]
-    if isinstance(out.get("details"), dict):
-        out["details"] = {n: [from_data(d) for d in ds] for n, ds in out["details"].items() if isinstance(ds, list)}
-    return out
+        if isinstance(data.get(k), list):
+            data[k] = [from_data(w) for w in data[k]]
+    if isinstance(data.get("details"), dict):
+        data["details"] = {n: [from_data(d) for d in ds] for n, ds in data["details"].items() if isinstance(ds, list)}
+    return Result(**data)
 
 
 def write_result(path: pathlib.Path, result: Result) -> None:
@@ -111,7 +99,7 @@ class Submission:
     zero: Said = ""  # why it gets a zero whatever its run would give (not a notebook, another chapter's), or ""
     superseded_by: str = ""  # the file the LMS file carries for this student instead of this one (its page says so)
     # the LMS file's choice, made at collection (lms.choose): the report reads it, never chooses again
-    in_lms_file: bool = True  # the student's row in the LMS file (a file without an LMS id: in no LMS file, kept)
+    in_lms_file: bool = True  # the student's row in the LMS file, or a plain file of a batch without LMS names
     lms_note: str = ""  # why the LMS file does not carry it (grades.csv and the summary say so), or ""
     stray: str = ""  # a file that cannot stand for its student (lms.fits): its reason and what to do, or ""
     edition: str = "en"  # the course edition the file was made from ("zh": notebooks/zh/), its feedback's language
@@ -124,7 +112,7 @@ class Submission:
     graded: str | None = None  # the graded notebook's text (None: not run to the end)
     same_as: str = ""  # the label of the identical submission whose run this one shares
 
-    # what lms.one_per_student reads of a row, known before grading
+    # what lms.choose reads of a row, known at collection (before the run)
     @property
     def submission(self) -> str:
         return self.label
@@ -143,14 +131,7 @@ class Submission:
 
     @property
     def reason(self) -> Said:
-        return self.outcome.reason if self.outcome is not None else self.zero
-
-    @property
-    def reasons(self) -> list[Said]:
-        """Why it lost points, as messages (its zero's reason before it is run)."""
-        if self.outcome is not None:
-            return self.outcome.reasons or ([self.outcome.reason] if self.outcome.reason else [])
-        return [self.zero] if self.zero else []
+        return self.zero
 
     def result(self) -> Result:
         """The record's result file: the run's outcome under this file's identity, its warnings the
