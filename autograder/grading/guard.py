@@ -185,29 +185,24 @@ def _signing(pads, signers, getframe, plain):
             line = None
 
 
-_DENY_ALWAYS = {
-    "subprocess.Popen": "guard: process",
-    "os.system": "guard: process",
-    "os.exec": "guard: process",
-    "os.posix_spawn": "guard: process",
-    "os.spawn": "guard: process",
-    "os.fork": "guard: process",
-    "os.forkpty": "guard: process",
-    "pty.spawn": "guard: process",
-    "ctypes.dlopen": "guard: ctypes",
-    "ctypes.dlsym": "guard: ctypes",
-    "ctypes.call_function": "guard: ctypes",
-    "ctypes.cdata": "guard: ctypes",
-    "ctypes.addressof": "guard: ctypes",
-    "gc.get_objects": "guard: gc",
-    "gc.get_referrers": "guard: gc",
-    "gc.get_referents": "guard: gc",
-    "sys.settrace": "guard: trace hooks",
-    "sys.setprofile": "guard: trace hooks",
-    "sys._current_frames": "guard: frames",
-    "sys.addaudithook": "guard: audit hooks",
-    "cpython._PySys_ClearAuditHooks": "guard: audit hooks",
+_DENIED = {  # refused always: the refusal's key -> the audit events it covers
+    "guard: process": (
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "pty.spawn",
+    ),
+    "guard: ctypes": ("ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata", "ctypes.addressof"),
+    "guard: gc": ("gc.get_objects", "gc.get_referrers", "gc.get_referents"),
+    "guard: trace hooks": ("sys.settrace", "sys.setprofile"),
+    "guard: frames": ("sys._current_frames",),
+    "guard: audit hooks": ("sys.addaudithook", "cpython._PySys_ClearAuditHooks"),
 }
+_DENY_ALWAYS = {event: why for why, events in _DENIED.items() for event in events}
 
 _PATH_EVENTS = {
     "os.remove",
@@ -396,24 +391,14 @@ def _arm(chapter: str) -> None:
 
     # ---------------------------------------------------------------- the audit hook
     busy: set = set()
-    own_codes = set()
+    own_codes: set = set()
 
-    def protected_frame_chain(frame) -> bool:
+    def below(frame, codes, globals_=None) -> bool:
+        """Whether ``frame`` runs one of ``codes`` (or with ``globals_``), or is called from one that does."""
         for _ in range(20000):  # deeper than any stack the recursion limit allows
             if frame is None:
                 return False
-            if frame.f_code in own_codes or frame.f_globals is own_globals:
-                return True
-            frame = frame.f_back
-        return False
-
-    def signer_chain(frame) -> bool:
-        """Whether ``frame`` is the signer's or runs above it (the signer calls no library code: only a finalizer
-        the garbage collector ran in its midst could, and the collector is off while it signs)."""
-        for _ in range(20000):
-            if frame is None:
-                return False
-            if frame.f_code in signer_codes:
+            if frame.f_code in codes or frame.f_globals is globals_:
                 return True
             frame = frame.f_back
         return False
@@ -471,7 +456,7 @@ def _arm(chapter: str) -> None:
             if attr == "tb_frame":
                 if getframe(2).f_code is student_line_code:  # the recorder's own reader of the student's line
                     return None
-                if not active[0] and protected_frame_chain(obj.tb_frame):
+                if not active[0] and below(obj.tb_frame, own_codes, own_globals):
                     return "guard: state"
                 if active[0] and (getframe(2).f_globals is user_ns or obj.tb_frame.f_globals is user_ns):
                     return "guard: frames while checking"
@@ -484,8 +469,8 @@ def _arm(chapter: str) -> None:
                 return None
             if active[0] and (frame.f_globals is user_ns or caller.f_globals is user_ns):
                 return "guard: frames while checking"  # the notebook's own code, called by a check
-            if frame.f_code in own_codes or frame.f_globals is own_globals or signer_chain(frame):
-                return "guard: state"  # the recorder's frame itself; any frame above the signer's
+            if frame.f_code in own_codes or frame.f_globals is own_globals or below(frame, signer_codes):
+                return "guard: state"  # the recorder's frame; any frame above the signer's (a finalizer's)
             return None
         if event in ("function.__new__", "exec") and args and args[0] in own_codes:
             return "guard: grader's code"
@@ -523,7 +508,7 @@ def _arm(chapter: str) -> None:
             problem.__code__,
             write_note.__code__,
             deliver.__code__,
-            protected_frame_chain.__code__,
+            below.__code__,
             student_line_code,
             *_codes_in(_signing.__code__),
         }
