@@ -194,25 +194,17 @@ def _watch_leaves(args: tuple, kwargs: dict) -> None:
             leaves.append(a)
 
 
-def _effects_before(args: tuple, kwargs: dict) -> tuple[list, list]:
+def _effects_before(args: tuple, kwargs: dict) -> list:
     _watch_leaves(args, kwargs)
-    items = list(args) + list(kwargs.values())
-    grads = [(g, None if g is None else g._version) for g in (t.grad for t in _RECORDER["leaves"])]
-    return [(i, a, a._version) for i, a in enumerate(items) if isinstance(a, torch.Tensor)], grads
+    return [(g, None if g is None else g._version) for g in (t.grad for t in _RECORDER["leaves"])]
 
 
-def _effects_after(args: tuple, kwargs: dict, before: tuple[list, list], budget: list[int]) -> list:
-    """What the call did to the check's own objects: its arguments' tensors changed in place, course objects' state,
-    the gradients of the leaf tensors it handed to the answer."""
-    versions, grads = before
-    items = list(args) + list(kwargs.values())
-    out: list = []
-    for i, a, version in versions:
-        if a._version != version:
-            out.append([i, "T", _encode(a, budget)])
-    for i, a in enumerate(items):
-        if _updated_in_place(a):
-            out.append([i, "state", _encode(dict(vars(a)), budget)])
+def _effects_after(args: tuple, kwargs: dict, grads: list, budget: list[int]) -> list:
+    """What the call did to the check's own objects that a replay puts back: the state of the course's objects
+    :func:`updated_in_place`, the gradients of the leaf tensors it handed to the answer. (A change to any other input
+    fails the call itself, :func:`_call_leaving_inputs`: the worker's inputs stay as the check made them.)"""
+    items = [*args, *kwargs.values()]
+    out = [[i, "state", _encode(dict(vars(a)), budget)] for i, a in enumerate(items) if _updated_in_place(a)]
     for j, leaf in enumerate(_RECORDER["leaves"]):
         g0, v0 = grads[j] if j < len(grads) else (None, None)
         g = leaf.grad
@@ -221,26 +213,14 @@ def _effects_after(args: tuple, kwargs: dict, before: tuple[list, list], budget:
     return out
 
 
-def _apply_effects(what: Said, args: tuple, kwargs: dict, effects: list) -> None:
-    """Put back what the recorded call did to the check's objects: gradients of its leaf tensors and the state of
-    objects :func:`updated_in_place`. A recorded change to any other input fails the check (the worker's own inputs
-    stay as the check made them, so the oracle computed from them is the question the check asked)."""
-    items = list(args) + list(kwargs.values())
-    names = [say("argument", i=i + 1) for i in range(len(args))] + [say("argument", i=k) for k in kwargs]
-    leaves = _RECORDER["leaves"]
+def _apply_effects(args: tuple, kwargs: dict, effects: list) -> None:
+    """Put back what the recorded call did to the check's objects (:func:`_effects_after`)."""
+    items, leaves = [*args, *kwargs.values()], _RECORDER["leaves"]
     for i, kind, data in effects:
-        if kind == "grad":
-            if i >= len(leaves):
-                raise NotReplayable("the recorded gradient has no tensor to go to")
+        if kind == "grad" and type(i) is int and 0 <= i < len(leaves):
             leaves[i].grad = _decode(data)
-            continue
-        target = items[i] if type(i) is int and 0 <= i < len(items) else None
-        if kind == "T" and isinstance(target, torch.Tensor):
-            raise CheckFailed(_modified_message(what, [names[i]]))
-        elif kind == "state" and _updated_in_place(target):
-            vars(target).update(_decode(data))
-        elif kind == "state" and target is not None:
-            raise CheckFailed(_modified_message(what, [names[i]]))
+        elif kind == "state" and type(i) is int and 0 <= i < len(items) and _updated_in_place(items[i]):
+            vars(items[i]).update(_decode(data))
         else:
             raise NotReplayable("the recorded effect does not fit the replayed arguments")
 
@@ -265,7 +245,7 @@ def _replayed(what: Said, args: tuple, kwargs: dict) -> Any:
     if recorded_what != str(what):  # the call's identity: its English
         raise NotReplayable(f"the record has {recorded_what!r} where the check calls {what!r}")
     _watch_leaves(args, kwargs)
-    _apply_effects(what, args, kwargs, effects)
+    _apply_effects(args, kwargs, effects)
     if kind == "failed":  # the message as data (Message.to_json), rendered where it is shown
         raise CheckFailed(Message.from_json(payload) if isinstance(payload, dict) else str(payload))
     return _decode(payload, what)
