@@ -43,12 +43,7 @@ class Exercise:
     @property
     def requirements(self) -> list[Requirement]:
         """The requirements the checks declare, in registration order (visible checks first), each once."""
-        found: list[Requirement] = []
-        for fn in self.visible + self.hidden:
-            req = self.declared.get(fn)
-            if req is not None and req not in found:
-                found.append(req)
-        return found
+        return list(dict.fromkeys(self.declared[fn] for fn in self.visible + self.hidden if fn in self.declared))
 
     @property
     def unstated(self) -> list[str]:
