@@ -256,15 +256,14 @@ def _recorded(what: Said, run: Callable, args: tuple, kwargs: dict) -> Any:
     trace = _RECORDER["trace"]
     if trace is None:
         return run()
-    versions = _effects_before(args, kwargs)
+    grads = _effects_before(args, kwargs)
     try:
         result = run()
     except CheckFailed as err:
-        failed = ["failed", str(what), err.message.to_json(), _effects_after(args, kwargs, versions, [_MAX_ITEMS])]
-        trace.append(failed)
+        trace.append(["failed", str(what), err.message.to_json(), _effects_after(args, kwargs, grads, [_MAX_ITEMS])])
         raise
     budget = [_MAX_ITEMS]
-    trace.append(["ok", str(what), _encode(result, budget), _effects_after(args, kwargs, versions, budget)])
+    trace.append(["ok", str(what), _encode(result, budget), _effects_after(args, kwargs, grads, budget)])
     return result
 
 
