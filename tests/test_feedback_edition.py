@@ -75,7 +75,7 @@ def test_the_comparisons_messages_render_in_chinese():
     assert "  largest difference in row weights[1, 0, :]:" in str(named.value).splitlines()
     assert "  差异最大的一行 f(x) 的 注意力权重[1, 0, :]：" in named.value.render("zh").splitlines()
     assert chinese.splitlines()[3].startswith("    期望值：tensor([") and "    你的结果：tensor([" in chinese
-    assert failed.value.headline.render("zh") == chinese.splitlines()[0]
+    assert failed.value.message.lines()[0].render("zh") == chinese.splitlines()[0]
     for make in (
         lambda: expect_shape("x", torch.zeros(3, 2), (2, 3)),
         lambda: expect_equal("x", torch.zeros(2, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)),

@@ -21,11 +21,6 @@ class CheckFailed(AssertionError):
         self.edition = edition
         super().__init__(str(self.message))
 
-    @property
-    def headline(self) -> Message:
-        """The message's first line (the failure's one-line account)."""
-        return self.message.lines()[0]
-
     def render(self, edition: str = EN) -> str:
         return self.message.render(edition)
 
