@@ -75,7 +75,7 @@ def test_the_comparisons_messages_render_in_chinese():
     assert "  largest difference in row weights[1, 0, :]:" in str(named.value).splitlines()
     assert "  差异最大的一行 f(x) 的 注意力权重[1, 0, :]：" in named.value.render("zh").splitlines()
     assert chinese.splitlines()[3].startswith("    期望值：tensor([") and "    你的结果：tensor([" in chinese
-    assert failed.value.headline.render("zh") == chinese.splitlines()[0]
+    assert failed.value.message.lines()[0].render("zh") == chinese.splitlines()[0]
     for make in (
         lambda: expect_shape("x", torch.zeros(3, 2), (2, 3)),
         lambda: expect_equal("x", torch.zeros(2, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)),
@@ -226,13 +226,24 @@ def test_the_graders_other_messages_render_in_chinese():
     flags ("needs review: …"), a device mismatch, an input changed in place and the student's line after an error:
     each is a message of the grader's table, rendered whole in Chinese."""
     from autograder.checks import device, inputs
+    from autograder.checks.compare import CheckFailed
+    from autograder.checks.trace import call
     from autograder.grading import collect, guard, scoring, worker
 
-    refused = set(re.findall(r'return "(\w[^"]+)"', inspect.getsource(guard)))  # the audit hook's reasons
-    refused |= set(re.findall(r'^\s+"\w+\.[\w.]+": "([^"]+)",$', inspect.getsource(guard), re.M))
-    assert {"spawning a process", "network access", "reading the grader's files"} <= refused
+    refused = set(re.findall(r'"(guard: [^"]+)"', inspect.getsource(guard))) - {"guard: refused"}  # the hook's
+    assert {"guard: process", "guard: network", "guard: grader's files"} <= refused
     records = [{"type": "blocked", "what": what, "event": "os.system"} for what in refused]
     messages: list = scoring.blocked_warnings(records)
+    for message, what in zip(messages, sorted(refused)):  # the refusal itself in Chinese too
+        assert wording.text(what, "zh") in wording.render(message, "zh"), wording.render(message, "zh")
+
+    def spawns() -> None:  # what the audit hook raises for os.system while grading
+        raise PermissionError(wording.say("guard: refused", what=wording.say("guard: process"), event="os.system"))
+
+    with pytest.raises(CheckFailed) as refusal:
+        call("f(x)", spawns)
+    assert refusal.value.render("zh").startswith("f(x) 引发了 PermissionError：评分时不允许启动进程（os.system）")
+    messages.append(refusal.value.message)
     messages += [wording.say("needs review", what=what) for _, what in worker._SUSPICIOUS]
     verdict = {"type": "verdict", "passed": True, "failures": [], "threads": 1}
     twice = scoring.score({"f": 1}, [{"type": "armed"}] + [dict(verdict, exercise="f")] * 2, 0, [])

@@ -301,7 +301,7 @@ def test_scoring_takes_one_verdict_per_exercise_in_the_notebooks_order():
     verdict itself with it), makes the submission an integrity zero that names the exercise. Skipped exercises are
     no violation; nor are the records' arrival order, nor notes between verdicts."""
     points = {"a": 2, "b": 3, "c": 1}
-    blocked = {"type": "blocked", "event": "open", "what": "reading the grader's files"}
+    blocked = {"type": "blocked", "event": "open", "what": "guard: grader's files"}
     fine = _numbered([ARMED, _verdict("a"), blocked, _verdict("c")])
     scored = scoring.score(points, fine[::-1], 0, [])  # arrival order is not the recorder's order
     assert scored.status == "graded" and scored.scores == {"a": 2.0, "b": 0.0, "c": 1.0}, scored
@@ -359,7 +359,7 @@ def test_scoring_flags_threads_and_blocked_actions():
     records = [
         ARMED,
         _verdict("a", threads=1),
-        {"type": "blocked", "event": "open", "what": "reading the grader's files"},
+        {"type": "blocked", "event": "open", "what": "guard: grader's files"},
     ]
     scored = scoring.score({"a": 2}, records, 0, [])
     assert scored.scores == {"a": 2.0} and any("threads" in w for w in _en(scored.warnings))

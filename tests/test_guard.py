@@ -29,12 +29,12 @@ def test_path_rules(tmp_path):
     assert not outside(home / "a.txt") and not outside(str(home)) and not outside("/dev/null")
     assert outside(elsewhere / "a.txt") and outside(str(home) + "-sibling/a.txt")
     assert outside(home / "link"), "a symlink is judged by where it leads"
-    assert open_problem((str(hidden / "answers.py"), "r", 0)) == "reading the grader's files"
-    assert open_problem((str(hidden), "r", 0)) == "reading the grader's files"
-    assert open_problem((str(elsewhere), "r", 0)) == "opening a directory"
+    assert open_problem((str(hidden / "answers.py"), "r", 0)) == "guard: grader's files"
+    assert open_problem((str(hidden), "r", 0)) == "guard: grader's files"
+    assert open_problem((str(elsewhere), "r", 0)) == "guard: directory"
     assert open_problem((str(elsewhere / "data.txt"), "r", 0)) is None, "reading elsewhere is the OS's business"
-    assert open_problem((str(elsewhere / "data.txt"), "a", 0)) == "writing outside the submission's sandbox"
-    assert open_problem((str(home / "link"), None, os.O_WRONLY)) == "writing outside the submission's sandbox"
+    assert open_problem((str(elsewhere / "data.txt"), "a", 0)) == "guard: writing outside"
+    assert open_problem((str(home / "link"), None, os.O_WRONLY)) == "guard: writing outside"
     assert open_problem((str(home / "out.txt"), "w", 0)) is None
     assert open_problem((3, "r", 0)) is None, "an open file descriptor was judged when it was opened"
 
@@ -281,7 +281,7 @@ def test_code_with_globals_of_its_own_finds_no_key_above_a_check(tmp_path):
     recorder, and its generator's frame is refused. The answer itself is right and still passes (library code
     that looks at frames keeps working)."""
     code = """
-import types
+import os, types
 _src = '''
 def probe(x, n_rep):
     import sys
@@ -318,8 +318,16 @@ repeat_kv = types.FunctionType(_g["probe"].__code__, _g, "repeat_kv")
 repeat_kv.__module__ = "__main__"
 _autograder_guard.verdict("repeat_kv")
 print("FOUND", sorted(set(map(repr, FOUND))))
+try:
+    os.system("true")
+except PermissionError as exc:  # the refusal is a message, rendered in the reader's edition
+    print("REFUSED", exc.args[0].render("zh"))
 """
     records, forged, out = _armed_run(tmp_path, "ch08_kv_cache", code)
+    assert "REFUSED 评分时不允许启动进程（os.system）" in out, out[-2000:]
+    assert {"type": "blocked", "event": "os.system", "what": "guard: process"} in [
+        {k: r.get(k) for k in ("type", "event", "what")} for r in records
+    ]
     found = out.split("FOUND", 1)[1]
     assert "'key'" not in found and "engine frame handed out" not in found, found
     assert "('signed', 'sign', None)" in found and "('frame refused', 'sign')" in found, found

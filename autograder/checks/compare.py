@@ -1,8 +1,5 @@
-"""Comparisons inside checks: each raises :class:`CheckFailed` with "expected …, you gave …" wording.
-
-Also the one tolerance table (:func:`default_tolerance`), the checks' own random generators (:func:`rng`) and
-:func:`plain` (a student's tensor subclass, which could override comparisons, as a plain tensor).
-"""
+"""Comparisons inside checks, each raising :class:`CheckFailed` with "expected …, you gave …"; the one tolerance
+table (:func:`default_tolerance`), the checks' own random generators (:func:`rng`) and :func:`_plain`."""
 
 from __future__ import annotations
 
@@ -15,21 +12,14 @@ from ..wording import EN, Message, Said, as_message, indented, lines, name_part,
 
 
 class CheckFailed(AssertionError):
-    """A check found a mistake: :attr:`message`, the message for the student (a :class:`~autograder.wording.Message`,
-    whose first line is the headline and the others "expected: …", "you gave: …", "Hint: …"), rendered where it is
-    shown; ``str(err)`` is its English. A plain string given is a message's key (a chapter's English, its
-    translation in the chapter's catalogue). :attr:`edition` is the one the notebook shows it in (IPython's
-    :meth:`_render_traceback_`)."""
+    """A check found a mistake: :attr:`message` (a :class:`~autograder.wording.Message`, or a plain string as its
+    key; headline first, then "expected: …", "you gave: …", "Hint: …") is rendered where it is shown, in
+    :attr:`edition` in the notebook; ``str(err)`` is its English."""
 
     def __init__(self, message: Said = "", edition: str = EN) -> None:  # no message: the kernel form's raise
         self.message: Message = as_message(message)
         self.edition = edition
         super().__init__(str(self.message))
-
-    @property
-    def headline(self) -> Message:
-        """The message's first line (the failure's one-line account)."""
-        return self.message.lines()[0]
 
     def render(self, edition: str = EN) -> str:
         return self.message.render(edition)

@@ -1,9 +1,8 @@
 """Device mistakes caught on a CPU-only machine: would this call fail on a GPU?
 
-PyTorch decides first (:func:`_device_probe`: the call again under ``FakeTensorMode`` with the inputs on a fake CUDA
-device, tensors made without ``device=`` left on the CPU); where that run cannot decide (it reads values), tensors
-made without ``device=`` are watched during the real call (:class:`_StrayTensors`). Either way only a tensor made by
-the student's own code is blamed (:func:`_owner`). The same decision in the notebook and in the grading kernel.
+PyTorch decides first (:func:`_device_probe`, a fake-GPU run); where it cannot, tensors made without ``device=`` are
+watched during the real call (:class:`_StrayTensors`). Either way only a tensor made by the student's own code is
+blamed (:func:`_made_by_student`).
 """
 
 from __future__ import annotations
@@ -58,8 +57,6 @@ class DeviceMismatch(RuntimeError):
     """A tensor the answer made without ``device=`` met a tensor on the inputs' device (it would fail on a GPU)."""
 
 
-# Whose code a frame runs: the course's checks (``autograder``), the course's library (``solutions``), a library
-# (torch, the standard library, site-packages), or else the student's (a notebook cell, a catalogue entry).
 def _package_dir(name: str) -> str:
     spec = importlib.util.find_spec(name)
     locations = list(spec.submodule_search_locations or []) if spec else []
@@ -82,7 +79,8 @@ _REALPATHS: dict[str, str] = {}
 
 
 def _owner(filename: str) -> str:
-    """ "checks", "course", "library" or "student" for a code object's ``co_filename``."""
+    """Whose code a frame runs, from its ``co_filename``: "checks" (``autograder``), "course" (``solutions``),
+    "library" (torch, the standard library, site-packages) or else "student" (a notebook cell, a catalogue entry)."""
     if filename.startswith("<"):
         return "library" if filename.startswith(("<frozen", "<string>")) else "student"
     path = _REALPATHS.get(filename)
@@ -96,12 +94,8 @@ def _owner(filename: str) -> str:
 
 
 def _made_by_student(frame: Any) -> tuple[str, int] | None:
-    """Where a tensor made in ``frame`` (the innermost Python frame of the call that made it) is the student's doing:
-    ``(file, line)`` of the student's frame that asked for it, or None when it is not.
-
-    Made directly in the student's code: theirs. Made inside torch (its Python helpers): not. Made in the course's
-    library (``causal_mask(T)`` without ``device=``): the student's if the student's code called that helper,
-    not if the course's checks did (the checks' own toy models are the course's responsibility)."""
+    """``(file, line)`` of the student's frame that asked for a tensor made in ``frame``, or None when it is not the
+    student's doing: made inside torch's Python helpers, or by the course's library called from the checks."""
     first = True
     for _ in range(200):
         if frame is None:
@@ -138,68 +132,67 @@ def _device_message(made_by: str, where: tuple[str, int] | None, op: str) -> Mes
     return say("device mismatch at line", n=where[1], source=f" ({text})" if text else "", made_by=made_by, op=op)
 
 
-class _StrayTensors(TorchFunctionMode):
-    """The fallback device check, for calls the fake-GPU run of :func:`_device_probe` cannot decide (code that
-    reads values, such as ``.item()``): inside the student's call, remember every tensor (of at least one dimension)
-    that a factory function made without ``device=`` *at the student's request* (see :func:`_made_by_student`),
-    and everything computed from such tensors alone; raise :class:`DeviceMismatch` when one of them meets a tensor
-    that came from elsewhere (the inputs, the module's parameters).
-
-    ``.to(x.device)``, ``.type_as(x)``, ``.cuda()`` and ``x.new_tensor`` move a tensor to the right device: their
-    result is never stray, even when it is the same tensor object (``.to`` returns its input when already there).
-    Zero-dimensional tensors are exempt, as PyTorch lets CPU scalars mix with GPU tensors.
-    """
+class _Origins(TorchFunctionMode):
+    """A function mode that keeps, for each tensor it marks, the factory that made it and the student's line that
+    asked for it (``origins``: id -> (tensor, factory, where); strong references, so ids are not reused)."""
 
     def __init__(self) -> None:
         super().__init__()
-        # id(tensor) -> (tensor, the factory that made it, where); strong references, so ids are not reused
-        self.stray: dict[int, tuple[torch.Tensor, str, tuple[str, int] | None]] = {}
+        self.origins: dict[int, tuple[torch.Tensor, str, tuple[str, int] | None]] = {}
+
+    def origin(self, values: Any) -> tuple[str, tuple[str, int] | None] | None:
+        """The origin of the first marked tensor among ``values`` (nested), or None."""
+        return next((self.origins[id(t)][1:] for t in pytree.tree_leaves(values) if id(t) in self.origins), None)
+
+    def mark(self, out: Any, origin: tuple[str, tuple[str, int] | None], keep: Callable[[torch.Tensor], bool]) -> None:
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and keep(t):
+                self.origins[id(t)] = (t, *origin)
+
+
+class _StrayTensors(_Origins):
+    """The fallback, for calls the fake-GPU run cannot decide (``.item()``): tensors of at least one dimension that
+    a factory made without ``device=`` at the student's request, and what is computed from them alone, are stray;
+    one meeting any other tensor raises :class:`DeviceMismatch`. A move (``.to(x.device)``, ``.type_as``, ``.cuda``,
+    ``new_tensor``) makes its result not stray; zero-dimensional tensors mix with GPU tensors, as in PyTorch."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        flat = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-        origin = next((self.stray[id(t)][1:] for t in flat if id(t) in self.stray), None)
+        origin = self.origin((args, kwargs))
         moved = func in _MOVES and (len(args) > 1 or "device" in kwargs or func is not torch.Tensor.to)
         indexing = func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and not (
-            args and id(args[0]) in self.stray
+            args and id(args[0]) in self.origins
         )  # CPU index tensors may index a GPU tensor
         if origin is not None and func not in _MOVES and not indexing:
-            other = next((t for t in flat if id(t) not in self.stray and (t.ndim > 0 or t.requires_grad)), None)
+            flat = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            other = next((t for t in flat if id(t) not in self.origins and (t.ndim > 0 or t.requires_grad)), None)
             if other is not None:
                 raise DeviceMismatch(_device_message(origin[0], origin[1], getattr(func, "__name__", str(func))))
         out = func(*args, **kwargs)
         if moved:
             for t in pytree.tree_leaves(out):
-                if isinstance(t, torch.Tensor):
-                    self.stray.pop(id(t), None)
+                self.origins.pop(id(t), None)
         elif func in _FACTORIES and kwargs.get("device") is None:
             if not (func in (torch.tensor, torch.as_tensor) and args and isinstance(args[0], torch.Tensor)):
                 where = _made_by_student(_caller_frame())
                 if where is not None:
-                    self._mark(out, (_FACTORIES[func], where))
+                    self.mark(out, (_FACTORIES[func], where), lambda t: t.ndim > 0)
         elif origin is not None:
-            self._mark(out, origin)
+            self.mark(out, origin, lambda t: t.ndim > 0)
         return out
-
-    def _mark(self, out: Any, origin: tuple[str, tuple[str, int] | None]) -> None:
-        for t in pytree.tree_leaves(out):
-            if isinstance(t, torch.Tensor) and t.ndim > 0:
-                self.stray[id(t)] = (t, *origin)
 
 
 class _Undecided(Exception):
     """The fake-GPU run could not decide (an op without a fake kernel, code that reads values)."""
 
 
-class _FakeGPUOrigins(TorchFunctionMode):
-    """Inside :func:`_device_probe`'s run: tensors made on the default device (which stands for the CPU there) are
-    remembered with who asked for them; when PyTorch's own device rule fails an op, the blame goes to the student's
-    line that made the tensor (or to nobody, when the course's checks made it)."""
+class _FakeGPUOrigins(_Origins):
+    """Inside :func:`_device_probe`'s run: who asked for each tensor made on the default device (the CPU's stand-in);
+    when PyTorch's device rule fails an op, the blame goes to that student's line (or the run is undecided)."""
 
     def __init__(self, gpu: torch.device) -> None:
         super().__init__()
         self.gpu = gpu
-        self.origins: dict[int, tuple[torch.Tensor, str, tuple[str, int] | None]] = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -208,14 +201,11 @@ class _FakeGPUOrigins(TorchFunctionMode):
         except RuntimeError as error:
             if isinstance(error, DeviceMismatch) or not _is_device_mismatch(error):
                 raise
-            for t in pytree.tree_leaves((args, kwargs)):
-                if isinstance(t, torch.Tensor) and id(t) in self.origins:
-                    _, made_by, where = self.origins[id(t)]
-                    if where is not None:
-                        raise DeviceMismatch(
-                            _device_message(made_by, where, getattr(func, "__name__", str(func)))
-                        ) from None
-            raise _Undecided() from None  # made by the course's own code, or not traceable: not the student's
+            blamed = [self.origins[id(t)][1:] for t in pytree.tree_leaves((args, kwargs)) if id(t) in self.origins]
+            made_by, where = next(((m, w) for m, w in blamed if w is not None), ("", None))
+            if where is None:  # made by the course's own code, or not traceable: not the student's
+                raise _Undecided() from None
+            raise DeviceMismatch(_device_message(made_by, where, getattr(func, "__name__", str(func)))) from None
         if func in _FACTORIES and kwargs.get("device") is None:
             where = _made_by_student(_caller_frame())
             if isinstance(out, torch.Tensor) and out.device == self.gpu:
@@ -223,14 +213,9 @@ class _FakeGPUOrigins(TorchFunctionMode):
                     return out.to("cpu")
                 self.origins[id(out)] = (out, _FACTORIES[func], where)
             return out
-        src = next(
-            (self.origins[id(a)] for a in pytree.tree_leaves((args, kwargs)) if id(a) in self.origins),
-            None,
-        )
+        src = self.origin((args, kwargs))
         if src is not None:  # what is computed from a stray tensor (and stays on its device) is stray, origin kept
-            for t in pytree.tree_leaves(out):
-                if isinstance(t, torch.Tensor) and t.device == self.gpu and id(t) not in self.origins:
-                    self.origins[id(t)] = (t, src[1], src[2])
+            self.mark(out, src, lambda t: t.device == self.gpu and id(t) not in self.origins)
         return out
 
 
@@ -239,16 +224,11 @@ _PROBED: set = set()  # the student's code found device-correct by a fake run (i
 
 
 def _device_probe(fn: Callable, args: tuple, kwargs: dict) -> str | None:
-    """Would ``fn(*args, **kwargs)`` fail on a GPU because of a tensor the student's code made on the CPU?
-
-    Decided by PyTorch itself: the call runs once more on deep copies of its arguments under PyTorch's
-    ``FakeTensorMode`` (shapes and devices, no values), with the roles of the devices swapped — the inputs and the
-    module's weights stay on the CPU (standing for the GPU they would be on) and every tensor made without
-    ``device=`` lands on a fake CUDA device (standing for the CPU it would be on), so PyTorch's own device rule
-    (``Expected all tensors to be on the same device``) fails exactly the ops that would fail on a GPU. Returns the
-    student's message, None when the call is device-correct, or raises :class:`_Undecided` when the fake run
-    cannot tell (then :class:`_StrayTensors` watches the real call).
-    """
+    """Would ``fn(*args, **kwargs)`` fail on a GPU because of a tensor the student's code made on the CPU? The call
+    runs again on deep copies under ``FakeTensorMode`` with the devices' roles swapped (the inputs stay on the CPU,
+    standing for the GPU; tensors made without ``device=`` land on a fake CUDA device), so PyTorch's own device rule
+    fails exactly the ops that would fail on a GPU. Returns the student's message, None when device-correct, or
+    raises :class:`_Undecided` (then :class:`_StrayTensors` watches the real call)."""
     if not FAKE_GPU or torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python):
         raise _Undecided()  # dispatch modes are off (the grading guard runs checks so): no fake run possible
     bound_self = getattr(fn, "__self__", None)
@@ -265,9 +245,8 @@ def _device_probe(fn: Callable, args: tuple, kwargs: dict) -> str | None:
         raise _Undecided()  # nothing on a device (a constructor, a shape function)
     if any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in leaves):
         raise _Undecided()  # already on a GPU: the real call says
-    # One fake run per piece of the student's code (a function's code, a module's class and method) and keyword
-    # names: it costs about as much as the call's Python-level ops under three dispatch modes (most for chapter 10's
-    # tiled loops). Later calls of the same code are watched by the fallback during the real call instead.
+    # One fake run per piece of the student's code and keyword names (it costs about the call's Python-level ops
+    # three times over); later calls of the same code are watched by the fallback instead.
     code = getattr(fn, "__code__", None) if target[0] is None else (type(target[0]), getattr(fn, "__func__", None))
     key = (code, tuple(sorted(kwargs)))
     if key in _PROBED:
@@ -284,8 +263,7 @@ def _device_probe(fn: Callable, args: tuple, kwargs: dict) -> str | None:
     gpu = torch.device("cuda", 0)
     rng_state = torch.random.get_rng_state()
     fake = FakeTensorMode(allow_non_fake_inputs=True)
-    # A wrong answer that fails inside the fake run makes PyTorch log a traceback through a handler that holds the
-    # original stderr (redirecting sys.stderr does not reach it): nbgrader scores a test cell with stderr as zero.
+    # a wrong answer failing in the fake run makes PyTorch log to the original stderr: nbgrader scores that as zero
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     log_was = fake_log.disabled
     fake_log.disabled = True

@@ -1,11 +1,5 @@
-"""The answer cannot change the question: what a call hands the answer is copied before and compared after.
-
-:func:`_inputs_state` lists everything of the check's that a call hands over (tensors among the arguments, modules'
-weights, the course's objects' attributes, tensors a check's ``lambda`` closes over, the called module's
-parameters); a change fails the check (:func:`_modified_message`). The record keeps what a call did to its
-arguments (``trace._effects_after``); a replay fails on it, except for the course's objects an exercise updates by
-definition (:func:`updated_in_place`) and the gradients of the check's leaf tensors.
-"""
+"""The answer cannot change the question: what a call hands the answer is copied before and compared after
+(:func:`_inputs_state`; docs/grading-design.md, "The answer cannot change the question")."""
 
 from __future__ import annotations
 
@@ -17,15 +11,12 @@ import torch
 from ..wording import Message, Said, say, verbatim
 from .device import _owner
 
-# The course's classes an exercise updates in place by definition (chapter 8's ``KVCache``: ``update`` appends to it),
-# registered by the chapter's checks with :func:`updated_in_place`. Their state after a call is recorded and put back
-# when replaying; every other input the answer is handed must come back as it went in (:func:`_inputs_state`).
-_IN_PLACE: set[type] = set()
+_IN_PLACE: set[type] = set()  # the course's classes an exercise updates in place (:func:`updated_in_place`)
 
 
 def updated_in_place(cls: type) -> type:
     """Declare that the answer may change objects of the course's class ``cls`` it is handed (their state is part of
-    what the exercise computes, as a KV cache's is). Any other input changed by the answer fails the check."""
+    what the exercise computes, as chapter 8's ``KVCache``'s is): recorded, and put back when replaying."""
     _IN_PLACE.add(cls)
     return cls
 
@@ -46,9 +37,8 @@ _PLAIN_TYPES = (bool, int, float, str, type(None))
 def _inputs_state(fn: Any, args: tuple, kwargs: dict) -> dict[Any, Any]:
     """label -> value of everything of the check's that a call hands to the answer: tensors among the arguments (in
     tuples, lists and dicts too), the weights of modules among them, the attributes of the course's objects (but
-    those :func:`updated_in_place`), the tensors a check's own ``lambda`` closes over, and the parameters of the
-    module being called. Compared before and after the call (:func:`_changed_inputs`): the answer must not change
-    the question (an input zeroed in place would zero the oracle computed from it after the call)."""
+    those :func:`updated_in_place`), the tensors a check's own ``lambda`` closes over, the called module's
+    parameters."""
     state: dict[Any, Any] = {}
 
     def module(label: Said, m: torch.nn.Module, buffers: bool) -> None:

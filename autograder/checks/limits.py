@@ -11,10 +11,8 @@ from ..wording import Message, say
 
 
 class ExerciseTimeout(BaseException):
-    """An exercise's checks ran longer than the grader's time limit (raised by the timer of :func:`time_limit`).
-
-    A ``BaseException``, so that an answer's ``except Exception`` does not swallow it; it rings again every half
-    second until the check run stops, so that a bare ``except:`` in an endless loop does not either."""
+    """An exercise's checks ran longer than the grader's time limit: a ``BaseException`` (an answer's ``except
+    Exception`` does not swallow it) that rings again every half second (nor does a bare ``except:`` in a loop)."""
 
 
 def exercise_time_limit() -> float | None:

@@ -24,12 +24,9 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def expect_seeded(what: Said, draw: Callable[[torch.Generator], Any]) -> None:
-    """Randomness comes from the ``generator`` argument only.
-
-    ``draw(generator)`` (which calls the student's code through :func:`call`) runs twice with generators seeded
-    alike: the two results must be identical, and torch's global random state must be as it was (it is restored
-    either way, so one answer cannot disturb the next check).
-    """
+    """Randomness comes from the ``generator`` argument only: ``draw(generator)`` (which calls the student's code)
+    run twice with generators seeded alike gives identical results and leaves torch's global random state as it was
+    (restored either way)."""
     before = torch.random.get_rng_state()
     try:
         first = draw(torch.Generator().manual_seed(20_251_201))
@@ -49,13 +46,9 @@ def expect_seeded(what: Said, draw: Callable[[torch.Generator], Any]) -> None:
 def expect_dropout_modes(
     what: Said, build: Callable[[float], torch.nn.Module], forward: Callable[[torch.nn.Module], torch.Tensor]
 ) -> None:
-    """Dropout follows the module's mode: off in eval mode, on in training mode.
-
-    ``build(p)`` makes the student's module with dropout probability ``p`` (through :func:`call`); ``forward(m)``
-    runs it on fixed inputs. With ``p = 0.5``: in eval mode the output must equal that of the same weights built
-    with ``p = 0`` (``F.dropout(x, p)`` without ``training=self.training`` fails here); in training mode two calls
-    must differ (a forgotten dropout fails here). The global random state is restored afterwards.
-    """
+    """Dropout follows the module's mode: ``build(p)`` makes the student's module with dropout ``p``, ``forward(m)``
+    runs it on fixed inputs. With ``p = 0.5``, eval mode must give the output of the same weights built with
+    ``p = 0``, and two calls in training mode must differ. The global random state is restored afterwards."""
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(0)
@@ -86,17 +79,10 @@ def expect_half_precision(
     float32_results: tuple[int, ...] = (),
     hint: Said = "",
 ) -> None:
-    """The answer works in half precision (the notebooks target a Colab GPU) and agrees with itself in float32.
-
-    ``run(d)`` calls the student's code (through :func:`call`) with every floating input, and the module's weights,
-    in dtype ``d``, and returns a tensor or a tuple of them. Every floating tensor of ``run(dtype)`` must have dtype
-    ``dtype`` and match ``run(torch.float32)`` (cast to ``dtype``) within ``dtype``'s tolerance: a fill of ``-1e9``
-    (which overflows float16), a float32 constant that promotes the result, or an overflowing intermediate fails
-    here. The float32 run is the student's own, so the comparison needs no oracle; other checks compare it with one.
-    Results whose index is in ``float32_results`` (a loss, a log-sum-exp) must stay float32 instead. ``hint``: what
-    to say when the values differ, where the inputs point at one cause (default: the usual causes of half-precision
-    trouble).
-    """
+    """The answer works in half precision and agrees with itself in float32: ``run(d)`` calls the student's code
+    with every floating input and weight in dtype ``d``. Every floating tensor of ``run(dtype)`` must have dtype
+    ``dtype`` (float32 for the indices in ``float32_results``: a loss, a log-sum-exp) and match ``run(torch.float32)``
+    cast to ``dtype`` within its tolerance. ``hint``: what to say when the values differ (default: the usual causes)."""
     expected, got = run(torch.float32), run(dtype)
     pairs = list(zip(*(pytree.tree_leaves(v) for v in (expected, got))))
     expect_true(len(pairs) == len(pytree.tree_leaves(expected)), say("half: another result", what=what, dtype=dtype))
@@ -126,39 +112,23 @@ UNSEEN = (
 
 
 def watching(inputs: list[torch.Tensor]) -> tuple[TorchDispatchMode, Callable[[Any], bool], list]:
-    """A dispatch mode that sees every operation of a call, and ``seen(value)``: whether every tensor in ``value``
-    holds what operations the mode saw computed from ``inputs`` alone.
+    """``(mode, seen, largest)``: a dispatch mode that sees every operation of a call; ``seen(value)``, whether every
+    tensor in ``value`` holds what operations the mode saw computed from ``inputs`` alone; and ``largest``,
+    ``[numbers, shape]`` of the largest storage an operation made (a view counts as the storage it looks into).
 
-    What the mode keeps is about storages (memory), by value: each storage an operation it saw made or wrote, or one
-    of ``inputs``' storages, with a copy of its bytes as the mode last saw them and whether they came only from the
-    inputs. A tensor is seen when its storage is one of those, clean, and its bytes are still the copy (a write
-    through ``.data``, a numpy view or with the mode switched off changes bytes, not what the mode saw). An operation
-    fed by anything else (a tensor made while the mode was off, a numpy array, a tensor subclass) makes unclean
-    everything it makes or writes. ``torch.tensor(x)`` of one number counts as a number, as Python scalars do.
-    ``largest`` (the third item) is ``[numbers, shape]`` of the largest storage an operation made (a view counts
-    as the storage it looks into, so only what was really allocated is counted).
-
-    The state lives in this function's closures, not in attributes of the mode (which is reachable from the mode
-    stack): switching the mode off or replacing its method leaves values unseen, which fails the check."""
-    storages: dict[
-        int, list
-    ] = {}  # storage's data_ptr -> [the storage (kept alive), its bytes, the bytes as seen, clean]
+    Kept per storage, by value: a copy of its bytes as the mode last saw them, and whether they came only from the
+    inputs. A write the mode did not see (``.data``, a numpy view, the mode switched off) changes the bytes; an
+    operation fed by anything else (numpy, a tensor subclass) makes unclean what it makes or writes. ``torch.tensor``
+    of one number counts as a number. The state lives in closures, not in the mode (reachable from the mode stack)."""
+    storages: dict[int, list] = {}  # storage's data_ptr -> [the storage (kept alive), its bytes, the bytes seen, clean]
     largest: list = [0, ()]
     aten = torch.ops.aten
     lifts = (aten.lift_fresh.default, aten.lift_fresh_copy.default)
     plain_types = (torch.Tensor, torch.nn.Parameter)
-    writes: dict[Any, tuple[int, ...]] = {}  # an operator -> the positions of the arguments it writes
+    writes: dict[Any, tuple[tuple[int, str], ...]] = {}  # an operator -> (position, name) of the arguments it writes
 
-    def leaves(x: Any, into: list) -> list:
-        if isinstance(x, (torch.Tensor, torch.UntypedStorage)):
-            into.append(x)
-        elif isinstance(x, (tuple, list)):
-            for y in x:
-                leaves(y, into)
-        elif isinstance(x, dict):
-            for y in x.values():
-                leaves(y, into)
-        return into
+    def leaves(x: Any) -> list:
+        return [t for t in pytree.tree_leaves(x) if isinstance(t, (torch.Tensor, torch.UntypedStorage))]
 
     def storage_of(t: Any) -> Any:
         if isinstance(t, torch.UntypedStorage):
@@ -199,12 +169,12 @@ def watching(inputs: list[torch.Tensor]) -> tuple[TorchDispatchMode, Callable[[A
         if written:
             entry[2] = entry[1].clone()
 
-    def written_positions(func: Any) -> tuple[int, ...]:
+    def written(func: Any) -> tuple[tuple[int, str], ...]:
         if func not in writes:
             schema = getattr(func, "_schema", None)
             arguments = schema.arguments if schema is not None else ()
             writes[func] = tuple(
-                i for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write
+                (i, a.name) for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write
             )
         return writes[func]
 
@@ -214,17 +184,12 @@ def watching(inputs: list[torch.Tensor]) -> tuple[TorchDispatchMode, Callable[[A
             if func in lifts:  # torch.tensor(...), torch.as_tensor(...), torch.from_numpy(...): data from outside
                 clean = bool(args) and isinstance(args[0], torch.Tensor) and args[0].numel() <= 1
             else:  # every input looked at (a stale copy is found unclean now)
-                clean = all([seen(x) for x in leaves((args, kwargs), [])])
+                clean = all([seen(x) for x in leaves((args, kwargs))])
             out = func(*args, **kwargs)
-            mutated: list = []
-            positions = written_positions(func)
-            if positions:
-                names = [a.name for a in func._schema.arguments]
-                for i in positions:
-                    leaves(args[i] if i < len(args) else kwargs.get(names[i]), mutated)
-                for t in mutated:
+            for i, name in written(func):
+                for t in leaves(args[i] if i < len(args) else kwargs.get(name)):
                     note(t, clean, True)
-            for t in leaves(out, []):
+            for t in leaves(out):
                 if isinstance(t, torch.Tensor):
                     note(t, clean, False)
                     st = storage_of(t)
@@ -244,13 +209,9 @@ def watching(inputs: list[torch.Tensor]) -> tuple[TorchDispatchMode, Callable[[A
 
 
 def largest_tensor(fn: Callable, *args: Any, **kwargs: Any) -> tuple[int, list[int], bool, Any]:
-    """``(numbers, shape, seen, result)``: the largest storage any operation makes while ``fn(*args, **kwargs)`` runs
-    (a view counts as the storage it looks into), whether the check saw every tensor of ``result`` computed (see
-    :func:`watching`: a result computed with the watch switched off is not seen, so the measurement fails closed
-    instead of passing), and the call's result, which the check compares with its oracle like any other (an answer
-    that behaves otherwise when watched gains nothing). Call it through :func:`~autograder.checks.trace.call`
-    (``call(what, lambda: largest_tensor(fn, ...))``): the four are the call's result, so the grading worker judges
-    them from the record."""
+    """``(numbers, shape, seen, result)``: the largest storage any operation makes while ``fn(*args, **kwargs)`` runs,
+    whether every tensor of ``result`` was seen computed (:func:`watching`: else the measurement fails closed), and
+    the result. Call it through ``call(what, lambda: largest_tensor(fn, ...))``: the four are the call's result."""
     watch, all_seen, largest = watching([t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)])
     with watch:
         result = fn(*args, **kwargs)

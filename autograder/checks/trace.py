@@ -1,9 +1,10 @@
 """Calls into the student's code, recorded in the grading kernel and replayed in the grading worker.
 
-:func:`call` and :func:`observe` are the only ways a check touches the answer. In the notebook they just run it; in
-the grading kernel (:func:`record`) they also keep what came back; in the worker (:func:`replay`) they return the
-recorded values instead of running anything, so the check's inputs, oracle and comparisons are computed where the
-student's code never ran.
+:func:`call` and :func:`observe` are the only ways a check touches the answer. In the notebook they just run it;
+recording (:func:`recording`, :func:`record`) they also keep, for each outermost call, what came back and what it did
+to the check's own arguments; replaying (:func:`replay`) they return the recorded values instead of running anything,
+so the check's inputs, oracle and comparisons are computed where the student's code never ran
+(docs/grading-design.md, "The verdict"). Every check replays (tests/test_replay.py).
 """
 
 from __future__ import annotations
@@ -26,14 +27,8 @@ from .inputs import (
     _updated_in_place,
 )
 
-# While grading, the kernel's guard runs each check with _RECORDER["trace"] set to a list: every outermost call into
-# the student's code (:func:`call`, :func:`observe`) appends what came back (values, shapes, dtypes, the error it
-# raised) and what it did to the check's own arguments. The grading worker, a process the student's code never runs
-# in, then runs the same check again (:func:`replay`) with that list: call and observe return the recorded values
-# instead of running anything, and the check's inputs, oracle, comparisons and verdict are computed there. Whatever
-# the kernel sends is then a right or a wrong answer: patching torch or the checks inside it changes nothing the
-# worker computes. A check uses the student's object only through call/observe (a sub-module's output, a weight's
-# gradient, a parameter's identity are looked at with observe): every check replays (tests/test_replay.py).
+# The mode: "trace" a list while recording, "replay" the record being replayed; "depth" of calls into the answer;
+# "leaves" the check's leaf tensors handed to the answer, whose gradients a later backward pass sets.
 _RECORDER: dict[str, Any] = {"trace": None, "replay": None, "depth": 0, "leaves": []}
 _MAX_ITEMS = 20_000  # values recorded per call at most (a bigger result is not replayable)
 
@@ -199,25 +194,17 @@ def _watch_leaves(args: tuple, kwargs: dict) -> None:
             leaves.append(a)
 
 
-def _effects_before(args: tuple, kwargs: dict) -> tuple[list, list]:
+def _effects_before(args: tuple, kwargs: dict) -> list:
     _watch_leaves(args, kwargs)
-    items = list(args) + list(kwargs.values())
-    grads = [(g, None if g is None else g._version) for g in (t.grad for t in _RECORDER["leaves"])]
-    return [(i, a, a._version) for i, a in enumerate(items) if isinstance(a, torch.Tensor)], grads
+    return [(g, None if g is None else g._version) for g in (t.grad for t in _RECORDER["leaves"])]
 
 
-def _effects_after(args: tuple, kwargs: dict, before: tuple[list, list], budget: list[int]) -> list:
-    """What the call did to the check's own objects: its arguments' tensors changed in place, course objects' state,
-    the gradients of the leaf tensors it handed to the answer."""
-    versions, grads = before
-    items = list(args) + list(kwargs.values())
-    out: list = []
-    for i, a, version in versions:
-        if a._version != version:
-            out.append([i, "T", _encode(a, budget)])
-    for i, a in enumerate(items):
-        if _updated_in_place(a):
-            out.append([i, "state", _encode(dict(vars(a)), budget)])
+def _effects_after(args: tuple, kwargs: dict, grads: list, budget: list[int]) -> list:
+    """What the call did to the check's own objects that a replay puts back: the state of the course's objects
+    :func:`updated_in_place`, the gradients of the leaf tensors it handed to the answer. (A change to any other input
+    fails the call itself, :func:`_call_leaving_inputs`: the worker's inputs stay as the check made them.)"""
+    items = [*args, *kwargs.values()]
+    out = [[i, "state", _encode(dict(vars(a)), budget)] for i, a in enumerate(items) if _updated_in_place(a)]
     for j, leaf in enumerate(_RECORDER["leaves"]):
         g0, v0 = grads[j] if j < len(grads) else (None, None)
         g = leaf.grad
@@ -226,26 +213,14 @@ def _effects_after(args: tuple, kwargs: dict, before: tuple[list, list], budget:
     return out
 
 
-def _apply_effects(what: Said, args: tuple, kwargs: dict, effects: list) -> None:
-    """Put back what the recorded call did to the check's objects: gradients of its leaf tensors and the state of
-    objects :func:`updated_in_place`. A recorded change to any other input fails the check (the worker's own inputs
-    stay as the check made them, so the oracle computed from them is the question the check asked)."""
-    items = list(args) + list(kwargs.values())
-    names = [say("argument", i=i + 1) for i in range(len(args))] + [say("argument", i=k) for k in kwargs]
-    leaves = _RECORDER["leaves"]
+def _apply_effects(args: tuple, kwargs: dict, effects: list) -> None:
+    """Put back what the recorded call did to the check's objects (:func:`_effects_after`)."""
+    items, leaves = [*args, *kwargs.values()], _RECORDER["leaves"]
     for i, kind, data in effects:
-        if kind == "grad":
-            if i >= len(leaves):
-                raise NotReplayable("the recorded gradient has no tensor to go to")
+        if kind == "grad" and type(i) is int and 0 <= i < len(leaves):
             leaves[i].grad = _decode(data)
-            continue
-        target = items[i] if type(i) is int and 0 <= i < len(items) else None
-        if kind == "T" and isinstance(target, torch.Tensor):
-            raise CheckFailed(_modified_message(what, [names[i]]))
-        elif kind == "state" and _updated_in_place(target):
-            vars(target).update(_decode(data))
-        elif kind == "state" and target is not None:
-            raise CheckFailed(_modified_message(what, [names[i]]))
+        elif kind == "state" and type(i) is int and 0 <= i < len(items) and _updated_in_place(items[i]):
+            vars(items[i]).update(_decode(data))
         else:
             raise NotReplayable("the recorded effect does not fit the replayed arguments")
 
@@ -270,7 +245,7 @@ def _replayed(what: Said, args: tuple, kwargs: dict) -> Any:
     if recorded_what != str(what):  # the call's identity: its English
         raise NotReplayable(f"the record has {recorded_what!r} where the check calls {what!r}")
     _watch_leaves(args, kwargs)
-    _apply_effects(what, args, kwargs, effects)
+    _apply_effects(args, kwargs, effects)
     if kind == "failed":  # the message as data (Message.to_json), rendered where it is shown
         raise CheckFailed(Message.from_json(payload) if isinstance(payload, dict) else str(payload))
     return _decode(payload, what)
@@ -281,22 +256,20 @@ def _recorded(what: Said, run: Callable, args: tuple, kwargs: dict) -> Any:
     trace = _RECORDER["trace"]
     if trace is None:
         return run()
-    versions = _effects_before(args, kwargs)
+    grads = _effects_before(args, kwargs)
     try:
         result = run()
     except CheckFailed as err:
-        failed = ["failed", str(what), err.message.to_json(), _effects_after(args, kwargs, versions, [_MAX_ITEMS])]
-        trace.append(failed)
+        trace.append(["failed", str(what), err.message.to_json(), _effects_after(args, kwargs, grads, [_MAX_ITEMS])])
         raise
     budget = [_MAX_ITEMS]
-    trace.append(["ok", str(what), _encode(result, budget), _effects_after(args, kwargs, versions, budget)])
+    trace.append(["ok", str(what), _encode(result, budget), _effects_after(args, kwargs, grads, budget)])
     return result
 
 
 def observe(what: Said, thunk: Callable[[], Any]) -> Any:
     """``thunk()``: a look at the student's object that the check needs as a value (a parameter count, weights to
-    compute an oracle from, ``module.eval()``). Recorded while grading, so the check can be judged outside the
-    kernel; an exception becomes a CheckFailed naming ``what``."""
+    compute an oracle from, ``module.eval()``), recorded as :func:`call` is; an exception fails naming ``what``."""
     with _outermost() as outer:
         if outer and _RECORDER["replay"] is not None:
             return _replayed(what, (), {})
@@ -314,35 +287,36 @@ def observe(what: Said, thunk: Callable[[], Any]) -> Any:
 
 def replay(check: Callable, entries: list) -> tuple[str, Said]:
     """Run ``check`` again on a recorded trace, outside the kernel: ("passed" | "failed" | "unjudged", message); a
-    failure's message is the check's :class:`~autograder.wording.Message`.
-
-    "unjudged": the check used the object outside call/observe, or called something the record does not have."""
-    saved = dict(_RECORDER)
-    _RECORDER.update(trace=None, replay={"entries": entries, "at": 0}, depth=0, leaves=[])
-    try:
-        check(_Opaque())
-        if _RECORDER["replay"]["at"] != len(entries):
-            return "unjudged", "the check made fewer calls than the record holds"
-        return "passed", ""
-    except CheckFailed as err:
-        return "failed", err.message
-    except NotReplayable as err:
-        return "unjudged", str(err)
-    except Exception as err:
-        return "unjudged", f"{type(err).__name__}: {err}"
-    finally:
-        _RECORDER.update(saved)
+    failure's message is the check's :class:`~autograder.wording.Message`. "unjudged": the check used the object
+    outside call/observe, or called something the record does not have."""
+    with _mode(None, {"entries": entries, "at": 0}) as state:
+        try:
+            check(_Opaque())
+            if state["at"] != len(entries):
+                return "unjudged", "the check made fewer calls than the record holds"
+            return "passed", ""
+        except CheckFailed as err:
+            return "failed", err.message
+        except NotReplayable as err:
+            return "unjudged", str(err)
+        except Exception as err:
+            return "unjudged", f"{type(err).__name__}: {err}"
 
 
 @contextlib.contextmanager
-def recording(trace: list):
-    """Record mode while the block runs: every outermost :func:`call` / :func:`observe` appends to ``trace``."""
+def _mode(trace: list | None, replaying: dict | None):
+    """Record into ``trace``, or replay ``replaying``, while the block runs (the mode before it is put back)."""
     saved = dict(_RECORDER)
-    _RECORDER.update(trace=trace, replay=None, depth=0, leaves=[])
+    _RECORDER.update(trace=trace, replay=replaying, depth=0, leaves=[])
     try:
-        yield trace
+        yield trace if replaying is None else replaying
     finally:
         _RECORDER.update(saved)
+
+
+def recording(trace: list) -> contextlib.AbstractContextManager:
+    """Record mode while the block runs: every outermost :func:`call` / :func:`observe` appends to ``trace``."""
+    return _mode(trace, None)
 
 
 def record(check: Callable, obj: Any) -> tuple[str, Said, list]:
@@ -356,14 +330,9 @@ def record(check: Callable, obj: Any) -> tuple[str, Said, list]:
 
 
 def call(what: Said, fn: Callable, *args, **kwargs):
-    """Call the student's ``fn``; turn an exception inside it into a CheckFailed that says what was called.
-
-    Tensors returned (alone or in a tuple) are converted to plain ``torch.Tensor``. Device mistakes are caught on a
-    CPU-only machine: PyTorch decides whether the call would fail on a GPU (:func:`_device_probe`), and where it
-    cannot, tensors made without ``device=`` are watched during the real call (:class:`_StrayTensors`); either
-    way only a tensor made by the student's own code is blamed. A crash names the student's own line. While grading,
-    the outcome is recorded, so that the grading worker can judge the check again outside the kernel (:func:`replay`).
-    """
+    """Call the student's ``fn``; turn an exception inside it into a CheckFailed that says what was called (and the
+    student's line). Tensors returned become plain ``torch.Tensor``; a device mistake fails (``device.py``), so does
+    a change to what the check handed over (``inputs.py``); recorded or replayed in those modes."""
     with _outermost() as outer:
         if outer and _RECORDER["replay"] is not None:
             return _replayed(what, args, kwargs)
@@ -403,8 +372,6 @@ def _call(what: Said, fn: Callable, args: tuple, kwargs: dict) -> Any:
     except SystemExit as exc:
         raise CheckFailed(say("answer exited", what=what, value=repr(exc.code))) from None
     except Exception as exc:
-        # while grading, the recorder (grading/guard.py) puts its own student_line here (frame access is refused to
-        # everyone else while the checks run)
         line = student_line(exc)
         error = Message("{error} {line}", error=error_text(exc), line=line) if line else error_text(exc)
         raise CheckFailed(say("raised", what=what, ename=type(exc).__name__, error=error)) from None
@@ -419,8 +386,8 @@ def error_text(exc: BaseException) -> Message:
 
 
 def student_line(exc: BaseException) -> object:
-    """`` (your line N: source)`` (a message) for the innermost frame of ``exc``'s traceback that runs the student's code (not
-    torch's, the course's library or the checks'), or "" when there is none."""
+    """ "(your line N: source)" for the innermost frame of ``exc``'s traceback that runs the student's code, or ""
+    (while grading, the recorder puts its own reader here: ``grading/guard.py``)."""
     tb = [f for f in traceback.extract_tb(exc.__traceback__) if _owner(f.filename) == "student"]
     if not tb:
         return ""

@@ -1,23 +1,10 @@
 """The grading kernel's recorder: it runs the checks on the notebook's answers and sends what the answers returned.
 
-Imported by the setup cell of the *grading* notebook (never by the students' notebooks), before any student code
-runs, with ``arm(chapter)``; each test cell is ``verdict(name)``. The verdict is not decided here: the worker that
-started the kernel (``worker.py``) runs the same checks again on the record (``judge.py``), in a process the
-student's code never runs in, and that is the only verdict. What the notebook does to torch, the checks or this
-module in the kernel can only change what the record says the answer returned, which the worker judges like any
-answer. What this module keeps:
-
-* **one writer** — records travel to the worker over a Unix socket (``channel.py``). An audit hook (which Python
-  code cannot remove) refuses ``socket.connect`` to a record address unless the calling code is the recorder's own;
-  the worker accepts a connection only from the kernel's process id and only one signed line per connection. The
-  signing key lives only in the signer's frame (:func:`_signing`), which signs for the recorder alone and numbers
-  every line it signs, so that the worker sees a record held back, repeated or sent out of the notebook's order;
-  the generators' frames (``gi_frame``), tracebacks and ``sys._getframe`` that lead to them and, while a check
-  runs, the notebook's own frame introspection are refused, so no record is forged.
-* **containment** — spawning processes (also through a fresh ``_posixsubprocess``), non-loopback network, ctypes,
-  gc introspection, trace/profile and audit hooks are refused; so are, in fallback mode only (``file_rules`` in the
-  config: a kernel without the bubblewrap jail of ``jail.py``), opening the grader's hidden files and writing
-  outside the sandbox. Each refusal is a record (shown to the instructor as a warning).
+Imported by the setup cell of the *grading* notebook, before any student code, with ``arm(chapter)``; each test cell
+is ``verdict(name)``. The verdict is the worker's (``judge.py``), on the signed record this module sends over the one
+writer channel (``channel.py``); the audit hook keeps the channel, the key and the recorder's frames out of the
+notebook's reach and contains the kernel, each refusal a "blocked" record. Why the parts look the way they do:
+docs/grading-design.md ("How guard.py is built", "Containment and secrecy").
 """
 
 from __future__ import annotations
@@ -49,9 +36,8 @@ class GradingIntegrityError(RuntimeError):
 
 def _path_rules(writable, hidden_files):
     """(outside, open_problem) for the audit hook. ``outside(path)``: True when ``path`` is not under one of the
-    ``writable`` folders (nor /dev/null). ``open_problem(args)``: why the ``open`` event with ``args`` is refused
-    (a hidden file, a directory, writing outside), or None. The os functions they use are bound now, so a later
-    ``os.path.realpath = ...`` cannot bend them."""
+    ``writable`` folders (nor /dev/null). ``open_problem(args)``: the refusal's key for the ``open`` event with
+    ``args`` (a hidden file, a directory, writing outside), or None. The os functions they use are bound now."""
     realpath, fsdecode, isdir, path_like = os.path.realpath, os.fsdecode, os.path.isdir, os.PathLike
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     writable = tuple(writable)
@@ -75,15 +61,15 @@ def _path_rules(writable, hidden_files):
             return None
         for bad in hidden_files:
             if real == bad or real.startswith(bad.rstrip("/") + "/"):
-                return "reading the grader's files"
+                return "guard: grader's files"
         if isdir(real):  # a directory descriptor would let os.open(..., dir_fd=) escape these checks
-            return "opening a directory"
+            return "guard: directory"
         mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
         writing = (isinstance(mode, str) and any(ch in mode for ch in "wax+")) or (
             isinstance(flags, int) and flags & write_flags
         )
         if writing and outside(real):
-            return "writing outside the submission's sandbox"
+            return "guard: writing outside"
         return None
 
     return outside, open_problem
@@ -116,9 +102,8 @@ def _remote(addr) -> bool:
 
 
 def encode_traces(traces: list) -> str:
-    """The checks' recorded calls (``core.record``'s plain data: tensors, numbers, strings, lists) as the text a
-    verdict record carries: ``torch.save``, zlib, base64. The worker reads it with ``torch.load(weights_only=True)``,
-    which runs no code of the kernel's."""
+    """The checks' recorded calls (plain data: tensors, numbers, strings, lists) as the text a verdict record
+    carries: ``torch.save``, zlib, base64 (the worker reads it with ``torch.load(weights_only=True)``)."""
     import base64
     import io
     import zlib
@@ -131,9 +116,8 @@ def encode_traces(traces: list) -> str:
 
 
 def _hmac_pads(key: bytes, sha256=hashlib.sha256) -> tuple:
-    """HMAC-SHA256 (RFC 2104) as its two keyed SHA-256 states ``(inner, outer)``: ``mac(m) = outer + H(inner + m)``.
-    They are C hash objects, whose type the notebook cannot patch (``hmac.HMAC``'s methods it could, and be handed
-    the key with a call); whoever holds them can sign, so only the signer's frame does (:func:`_signing`)."""
+    """HMAC-SHA256 (RFC 2104) as its two keyed SHA-256 states ``(inner, outer)``, C hash objects the notebook cannot
+    patch (``hmac.HMAC``'s methods it could); whoever holds them can sign, so only the signer's frame does."""
     if len(key) > 64:
         key = sha256(key).digest()
     key = key.ljust(64, b"\0")
@@ -157,17 +141,11 @@ def _plain_builtins() -> tuple:
 
 
 def _signing(pads, signers, getframe, plain):
-    """The signer: a generator, sent an entry (a dict of plain data: exact str, int, bool, None, lists and dicts of
-    them), that yields its signed line — ``{"body": <the entry as JSON, with "seq">, "mac": <HMAC of body>}`` and a
-    newline — or None. It signs only for a caller whose code is one of ``signers`` (the recorder's own: a frame of
-    it cannot be made from the notebook) and numbers the lines it signs itself, 0, 1, 2 …, so that the worker sees
-    any line held back, sent twice or put out of order (``scoring.order_violations``).
-
-    The key (``pads``, :func:`_hmac_pads`) lives only in this generator's frame, which no one is handed (the audit
-    hook refuses its ``gi_frame``), and no code of the notebook's runs while it runs: it looks up no global (every
-    name it uses is a parameter: a notebook that reaches the recorder's globals can rebind those), calls nothing of
-    the entry's (exact types only) and lets no exception out. A hook-free, caller-checked ``send`` is all anyone
-    else holds."""
+    """The signer: a generator, sent an entry (a dict of exact str, int, bool, None, lists and dicts of them), that
+    yields its signed line — ``{"body": <the entry as JSON, with "seq">, "mac": <HMAC of body>}`` and a newline — or
+    None. It signs only for a caller whose code is one of ``signers`` and numbers what it signs, 0, 1, 2 …
+    (``scoring.order_violations``). The key lives only in its frame; it looks up no global (every name is a
+    parameter), calls nothing of the entry's and lets no exception out (docs/grading-design.md)."""
     str_t, int_t, bool_t, list_t, dict_t, type_, sorted_, quote, int_text, join = plain
     inner, outer = pads
     del pads, plain
@@ -207,29 +185,24 @@ def _signing(pads, signers, getframe, plain):
             line = None
 
 
-_DENY_ALWAYS = {
-    "subprocess.Popen": "spawning a process",
-    "os.system": "spawning a process",
-    "os.exec": "spawning a process",
-    "os.posix_spawn": "spawning a process",
-    "os.spawn": "spawning a process",
-    "os.fork": "spawning a process",
-    "os.forkpty": "spawning a process",
-    "pty.spawn": "spawning a process",
-    "ctypes.dlopen": "ctypes",
-    "ctypes.dlsym": "ctypes",
-    "ctypes.call_function": "ctypes",
-    "ctypes.cdata": "ctypes",
-    "ctypes.addressof": "ctypes",
-    "gc.get_objects": "gc introspection",
-    "gc.get_referrers": "gc introspection",
-    "gc.get_referents": "gc introspection",
-    "sys.settrace": "trace hooks",
-    "sys.setprofile": "trace hooks",
-    "sys._current_frames": "frame introspection",
-    "sys.addaudithook": "audit hooks",
-    "cpython._PySys_ClearAuditHooks": "audit hooks",
+_DENIED = {  # refused always: the refusal's key -> the audit events it covers
+    "guard: process": (
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "pty.spawn",
+    ),
+    "guard: ctypes": ("ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata", "ctypes.addressof"),
+    "guard: gc": ("gc.get_objects", "gc.get_referrers", "gc.get_referents"),
+    "guard: trace hooks": ("sys.settrace", "sys.setprofile"),
+    "guard: frames": ("sys._current_frames",),
+    "guard: audit hooks": ("sys.addaudithook", "cpython._PySys_ClearAuditHooks"),
 }
+_DENY_ALWAYS = {event: why for why, events in _DENIED.items() for event in events}
 
 _PATH_EVENTS = {
     "os.remove",
@@ -259,10 +232,8 @@ _PATH_EVENTS = {
 
 
 def arm(chapter: str) -> None:
-    """Called by the grading notebook's setup cell, before any student code. A no-op outside grading.
-
-    The recorder then runs on private copies of this module's functions with a private copy of builtins, so that a
-    student's ``builtins.len = ...`` cannot break the recorder or the hook."""
+    """Called by the grading notebook's setup cell, before any student code (a no-op outside grading): runs
+    :func:`_arm` on private copies of this module's functions, with a private copy of builtins."""
     if not os.environ.get("AUTOGRADER_GUARD_CONFIG") or _ARMED:
         return
     me = vars(sys.modules[__name__])
@@ -275,11 +246,9 @@ def arm(chapter: str) -> None:
 
 
 def _arm(chapter: str) -> None:
-    """Read the worker's key and address, start the recorder, install the audit hook.
-
-    Runs as a private copy (globals: a copy of this module's, with their own builtins), before any student code.
-    Everything with authority lives only in this function's closures (the socket address, the recorder's generator)
-    or in the signer's frame (the key)."""
+    """Read the worker's key and address, start the recorder, install the audit hook. Everything with authority
+    lives only in this function's closures (the socket address, the recorder's generator) or in the signer's frame
+    (the key)."""
     config_path = os.environ["AUTOGRADER_GUARD_CONFIG"]
     with open(config_path) as f:
         config = json.load(f)
@@ -330,22 +299,30 @@ def _arm(chapter: str) -> None:
     threads_at_arm = thread_count()
 
     # bound before the student's code runs: the recorder's own messages, sent as data
-    your_line, message_t, message_data = say, Message, Message.to_json
+    said, message_t, message_data = say, Message, Message.to_json
 
     def student_line(exc: BaseException) -> object:
-        """The message "(your line N)" for the innermost frame of ``exc``'s traceback that runs the notebook's own code
-        (its globals are the notebook's), or "": the checks' crash messages name the student's line, as in the notebook. The
-        only reader of a traceback's frames allowed while the checks run (the hook's rule); it reads line numbers
-        and globals' identity, no source text (linecache could run the notebook's code)."""
+        """ "(your line N)" for the innermost frame of ``exc``'s traceback whose globals are the notebook's, or "".
+        The only reader of a traceback's frames allowed while the checks run; it reads no source text (linecache
+        could run the notebook's code)."""
         tb, line = exc.__traceback__, None
         while tb is not None:
             if tb.tb_frame.f_globals is user_ns:
                 line = tb.tb_lineno
             tb = tb.tb_next
-        return your_line("your line number", n=line) if line is not None else ""
+        return said("your line number", n=line) if line is not None else ""
 
     student_line_code = student_line.__code__
     trace.student_line = student_line  # what call() names the student's line with
+
+    def deliver(line: bytes) -> None:
+        """One signed line, one connection (the audit hook lets only the recorder's own code connect here)."""
+        s = new_socket(AF_UNIX, SOCK_STREAM)
+        try:
+            s.connect(address)
+            s.sendall(line)
+        finally:
+            s.close()
 
     # ---------------------------------------------------------------- the recorder: the only writer of verdicts
     def engine():
@@ -360,17 +337,17 @@ def _arm(chapter: str) -> None:
             traces: list = []  # per run, per check: the calls into the student's code, for the worker to judge
             deps = False
             if not fns:
-                reasons.append(your_line("not an exercise", name=name))
+                reasons.append(said("not an exercise", name=name))
             elif obj is missing:
-                reasons.append(your_line("not defined", name=name))
+                reasons.append(said("not defined", name=name))
             elif isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", "__main__") != "__main__":
-                reasons.append(your_line("not written in the notebook", name=name, module=str(obj.__module__)))
+                reasons.append(said("not written in the notebook", name=name, module=str(obj.__module__)))
             else:
                 active[0] = True
                 try:
                     traces, reasons, deps = record_exercise(name, obj, exercise_seconds, references)
                 except BaseException as err:  # the recorder goes on to the next exercise whatever happened here
-                    traces, reasons = [], [your_line("not recorded", name=name, error=type(err).__name__)]
+                    traces, reasons = [], [said("not recorded", name=name, error=type(err).__name__)]
                 finally:
                     active[0] = False
             try:  # plain data only (exact types): the signer takes nothing else
@@ -379,13 +356,13 @@ def _arm(chapter: str) -> None:
             except Exception:  # the worker then cannot judge it: the exercise earns nothing
                 traces = None
             try:
-                said = [message_data(f) if type_(f) is message_t else "?" for f in list(reasons)[:3]]
+                shown = [message_data(f) if type_(f) is message_t else "?" for f in list(reasons)[:3]]
             except Exception:
-                said = ["?"]
+                shown = ["?"]
             entry = {
                 "type": "verdict",
                 "exercise": str_t.__str__(name) if isinstance(name, str_t) else "?",
-                "reasons": said,
+                "reasons": shown,
                 "threads": extra_threads,
                 "deps": deps is True,
                 "traces": traces,
@@ -404,12 +381,7 @@ def _arm(chapter: str) -> None:
                 if collecting:
                     gc_enable()
             if line is not None:
-                s = new_socket(AF_UNIX, SOCK_STREAM)
-                try:
-                    s.connect(address)  # the audit hook lets only this frame (and write_note) connect here
-                    s.sendall(line)
-                finally:
-                    s.close()
+                deliver(line)
             result = reasons  # the test cell shows them; the worker judges the checks
 
     gen = engine()
@@ -419,24 +391,14 @@ def _arm(chapter: str) -> None:
 
     # ---------------------------------------------------------------- the audit hook
     busy: set = set()
-    own_codes = set()
+    own_codes: set = set()
 
-    def protected_frame_chain(frame) -> bool:
+    def below(frame, codes, globals_=None) -> bool:
+        """Whether ``frame`` runs one of ``codes`` (or with ``globals_``), or is called from one that does."""
         for _ in range(20000):  # deeper than any stack the recursion limit allows
             if frame is None:
                 return False
-            if frame.f_code in own_codes or frame.f_globals is own_globals:
-                return True
-            frame = frame.f_back
-        return False
-
-    def signer_chain(frame) -> bool:
-        """Whether ``frame`` is the signer's or runs above it (the signer calls no library code: only a finalizer
-        the garbage collector ran in its midst could, and the collector is off while it signs)."""
-        for _ in range(20000):
-            if frame is None:
-                return False
-            if frame.f_code in signer_codes:
+            if frame.f_code in codes or frame.f_globals is globals_:
                 return True
             frame = frame.f_back
         return False
@@ -459,14 +421,8 @@ def _arm(chapter: str) -> None:
         finally:
             if collecting:
                 gc_enable()
-        if line is None:
-            return
-        s = new_socket(AF_UNIX, SOCK_STREAM)
-        try:
-            s.connect(address)
-            s.sendall(line)
-        finally:
-            s.close()
+        if line is not None:
+            deliver(line)
 
     # The signer (``_signing``): the key only in its frame; it signs for the recorder's two senders alone, and
     # numbers what it signs. Made after them (it needs their code), before any student code.
@@ -481,52 +437,52 @@ def _arm(chapter: str) -> None:
         if why is not None:
             return why
         if event == "import" and args and str(args[0]).split(".")[0] in ("cffi", "_cffi_backend"):
-            return "loading C code"
+            return "guard: C code"
         if event == "import" and args and str(args[0]).split(".")[-1] == "_posixsubprocess":
-            return "spawning a process"  # fork_exec has no audit event: no fresh copy of it, by any path or loader
+            return "guard: process"  # fork_exec has no audit event: no fresh copy of it, by any path or loader
         if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
             addr = socket_address(args)
             if addr is unreadable:
-                return "writing the grader's records"
+                return "guard: records"
             if isinstance(addr, str) and (addr.startswith(record_prefix) or record_file in addr):  # any worker's
                 caller = getframe(2)  # 0: this function, 1: the hook, 2: the code that connects
                 ok = addr == address and event == "socket.connect" and caller.f_code in own_codes
-                return None if ok else "writing the grader's records"
-            return "network access" if remote(addr) else None
+                return None if ok else "guard: records"
+            return "guard: network" if remote(addr) else None
         if event == "object.__getattr__" and len(args) > 1:
             obj, attr = args[0], args[1]
             if attr == "gi_frame" and (obj is gen or obj is signer):
-                return "reading the grader's state"
+                return "guard: state"
             if attr == "tb_frame":
                 if getframe(2).f_code is student_line_code:  # the recorder's own reader of the student's line
                     return None
-                if not active[0] and protected_frame_chain(obj.tb_frame):
-                    return "reading the grader's state"
+                if not active[0] and below(obj.tb_frame, own_codes, own_globals):
+                    return "guard: state"
                 if active[0] and (getframe(2).f_globals is user_ns or obj.tb_frame.f_globals is user_ns):
-                    return "frame introspection while the checks run"
+                    return "guard: frames while checking"
                 if active[0] and (obj.tb_frame.f_code in own_codes or obj.tb_frame.f_globals is own_globals):
-                    return "reading the grader's state"
+                    return "guard: state"
             return None
         if event == "sys._getframe" and args:
             frame, caller = args[0], getframe(2)
             if caller.f_code in own_codes:  # the recorder's own (the signer asking who called it)
                 return None
             if active[0] and (frame.f_globals is user_ns or caller.f_globals is user_ns):
-                return "frame introspection while the checks run"  # the notebook's own code, called by a check
-            if frame.f_code in own_codes or frame.f_globals is own_globals or signer_chain(frame):
-                return "reading the grader's state"  # the recorder's frame itself; any frame above the signer's
+                return "guard: frames while checking"  # the notebook's own code, called by a check
+            if frame.f_code in own_codes or frame.f_globals is own_globals or below(frame, signer_codes):
+                return "guard: state"  # the recorder's frame; any frame above the signer's (a finalizer's)
             return None
         if event in ("function.__new__", "exec") and args and args[0] in own_codes:
-            return "running the grader's code outside the grader"
+            return "guard: grader's code"
         if event == "object.__setattr__" and len(args) > 2 and args[1] == "__code__" and args[2] in own_codes:
-            return "running the grader's code outside the grader"
+            return "guard: grader's code"
         if event in path_events and args and file_rules:
             for arg in args[:2]:
                 if isinstance(arg, (str, bytes, path_like)) and outside(arg):
-                    return "changing files outside the submission's sandbox"
+                    return "guard: changing files"
             return None
         if event in ("os.kill", "os.killpg", "signal.pthread_kill") and args and args[0] not in (0, getpid()):
-            return "signalling other processes"
+            return "guard: signals"
         if event == "open" and file_rules:
             return open_problem(args)
         return None
@@ -543,7 +499,7 @@ def _arm(chapter: str) -> None:
         finally:
             busy.discard(me)
         if why is not None:
-            raise PermissionError(f"{why} is not allowed while grading ({event})")
+            raise PermissionError(said("guard: refused", what=said(why), event=event))  # in the reader's edition
 
     own_codes.update(
         {
@@ -551,7 +507,8 @@ def _arm(chapter: str) -> None:
             hook.__code__,
             problem.__code__,
             write_note.__code__,
-            protected_frame_chain.__code__,
+            deliver.__code__,
+            below.__code__,
             student_line_code,
             *_codes_in(_signing.__code__),
         }

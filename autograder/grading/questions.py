@@ -1,22 +1,11 @@
 """The grading kernel's form of a chapter's checks: the questions without the answers.
 
-In the grading kernel the checks run in record mode (``checks/trace.py``): what counts there is which calls they make
-into the student's code and with what inputs; the expected values, the oracles, the hints and the comparisons are
-computed again in the worker, on the record, and only there (``judge.py``). So the kernel imports a form of each
-chapter's checks module that holds only what the calls need (:func:`kernel_form`): each check and each helper that
-calls into the answer is cut down to the statements its calls depend on (their inputs, the control flow around
-them, the state they change: a seed, ``requires_grad_``), every other statement dropped — the ``expect_*``
-comparisons, the oracles and hints they were fed by, the course's versions of exercises (``EXERCISES.reference``)
-— and a ``raise`` keeps only its place (the check stops there, as it did). Helpers that make no call are kept only
-when a kept statement uses them (the input builders). ``tests/test_questions.py`` holds the cut to this: the kernel
-form contains no comparison, oracle, hint or reference, and a record made with it is judged as one made with the
-whole checks module, for the reference solution and every catalogue entry.
-
-:func:`stage_checks` writes the ``autograder`` package a grading kernel imports, with every chapter's checks module
-in its kernel form; ``jail.py`` shows it to the kernel in place of the course's. :func:`reference_sources` gives the
-source of each course version of an exercise, with what it needs and nothing else: the worker hands them to the
-recorder in its one-time configuration file, and the recorder swaps one in only while a later exercise that calls
-it is recorded (``guard.py``).
+:func:`kernel_form` cuts each check, and each helper that calls into the answer, down to the statements its calls
+depend on (their inputs, the control flow around them, the state they change): no comparison, oracle, hint or course
+version of an exercise, and a ``raise`` keeps only its place. :func:`stage_checks` writes the ``autograder`` package
+a grading kernel imports, every chapter's checks in that form; :func:`reference_sources` gives the source of each
+course version of an exercise with what it needs, for the worker to hand to the recorder. Design:
+docs/grading-design.md ("The kernel holds questions, never answers"); held to it by tests/test_questions.py.
 """
 
 from __future__ import annotations
@@ -26,14 +15,14 @@ import compileall
 import copy
 import pathlib
 import shutil
+from collections.abc import Mapping
+from typing import Any
 
-# Calls that run the student's code: the trace's own, and the shared property checks that take the answer (a module,
-# a callable) and call it themselves (``checks/properties.py``).
+# Calls that run the student's code: the trace's own, and the shared property checks that call the answer themselves.
 CALLING = frozenset({"call", "observe", "expect_seeded", "expect_dropout_modes", "expect_half_precision"})
-# Helpers of a module that make no call into the answer and are named ``_expect…``/``_compare…`` compare too.
-# Expression statements that change state a later call sees (a seed, a flag on a tensor the check hands over).
-_STATE_ROOTS = frozenset({"torch"})
-COMPARISONS = frozenset({"expect_close", "expect_equal", "expect_shape", "expect_true"})  # they only read
+# Calls that only read (and a module's helpers named ``_expect…``/``_compare…`` that make no call into the answer).
+COMPARISONS = frozenset({"expect_close", "expect_equal", "expect_shape", "expect_true"})
+_STATE_ROOTS = frozenset({"torch"})  # method calls on them change state a later call sees (``torch.manual_seed``)
 _STOP = "_KernelStop"  # what a kept ``raise`` raises in the kernel form (the check stops; its message is the worker's)
 
 
@@ -91,17 +80,6 @@ def _outer_calls(node: ast.AST, calling: frozenset[str]) -> list[ast.Call] | Non
     return found if visit(node) else None
 
 
-def _only_calls(s: ast.stmt, value: ast.AST, calling: frozenset[str]) -> list[ast.stmt] | None:
-    """Statement ``s`` reduced to its calls into the answer (an ``expect_*`` fed by one: the call stays, the
-    comparison and its expected value go), or None when it must stay whole."""
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in calling:
-        return None
-    calls = _outer_calls(value, calling)
-    if not calls:
-        return None
-    return [ast.copy_location(ast.Expr(c), s) for c in calls]
-
-
 class _Slicer:
     """One function's body cut to the statements its calls into the answer depend on (see the module docstring).
 
@@ -128,42 +106,8 @@ class _Slicer:
     def stmt(self, s: ast.stmt) -> tuple[ast.stmt | None, bool]:
         """(the statement as kept or None, whether it is needed on its own). A ``raise``, ``break`` or ``return``
         of nothing essential is kept only inside a block kept for another statement."""
-        if isinstance(s, (ast.If, ast.While)):
-            body, b = self.body(s.body)
-            orelse, o = self.body(s.orelse)
-            if not (b or o):
-                return None, False
-            self.live |= _loads(s.test)
-            return type(s)(test=s.test, body=body or [ast.Pass()], orelse=orelse), True
-        if isinstance(s, (ast.For, ast.AsyncFor)):
-            body, b = self.body(s.body)
-            orelse, o = self.body(s.orelse)
-            if not (b or o or _target_names(s.target) & self.live):
-                return None, False
-            self.live |= _loads(s.iter)
-            return ast.For(target=s.target, iter=s.iter, body=body or [ast.Pass()], orelse=orelse), True
-        if isinstance(s, (ast.With, ast.AsyncWith)):
-            body, b = self.body(s.body)
-            if not b:
-                return None, False
-            for item in s.items:
-                self.live |= _loads(item.context_expr)
-            return ast.With(items=s.items, body=body or [ast.Pass()]), True
-        if isinstance(s, ast.Try):
-            body, b = self.body(s.body)
-            handlers, h = [], False
-            for handler in s.handlers:
-                hb, need = self.body(handler.body)
-                h = h or need
-                handlers.append(ast.ExceptHandler(type=handler.type, name=handler.name, body=hb or [ast.Pass()]))
-            orelse, o = self.body(s.orelse)
-            final, f = self.body(s.finalbody)
-            if not (b or h or o or f):
-                return None, False
-            for handler in s.handlers:
-                if handler.type is not None:
-                    self.live |= _loads(handler.type)
-            return ast.Try(body=body or [ast.Pass()], handlers=handlers, orelse=orelse, finalbody=final), True
+        if isinstance(s, (ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Try)):
+            return self.compound(s)
         if isinstance(s, ast.Raise):  # the check stops here, as it did; what it said is the worker's to say
             return ast.Raise(exc=None if s.exc is None else ast.Name(_STOP, ast.Load()), cause=None), False
         if isinstance(s, (ast.Break, ast.Continue, ast.Pass, ast.Global, ast.Nonlocal)):
@@ -185,15 +129,13 @@ class _Slicer:
         if isinstance(s, ast.Expr):
             if isinstance(s.value, ast.Constant):  # a docstring: the check's label
                 return s, False
-            outer_name = s.value.func.id if isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name) else ""
-            if self.essential(s) and outer_name in self.comparisons:
-                return self.reduced(s, s.value)
-            if self.essential(s):
-                self.live |= _loads(s)
-                return s, True
             outer = s.value.func.id if isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name) else ""
-            if _receivers(s.value) & (_STATE_ROOTS | self.live) or (
-                outer not in self.comparisons and _loads(s.value) & self.live
+            if self.essential(s) and outer in self.comparisons:
+                return self.reduced(s, s.value)
+            if (
+                self.essential(s)
+                or _receivers(s.value) & (_STATE_ROOTS | self.live)
+                or (outer not in self.comparisons and _loads(s.value) & self.live)
             ):
                 self.live |= _loads(s)
                 return s, True
@@ -210,17 +152,47 @@ class _Slicer:
             return (s, True) if names & self.live else (None, False)
         return None, False  # assert, del, ...: a reading of the answer, the worker's
 
+    def compound(self, s: Any) -> tuple[ast.stmt | None, bool]:
+        """A block statement with its blocks cut, kept when one of them holds a needed statement (a loop also when
+        its target is live); what its head reads becomes live."""
+        new, needed = copy.copy(s), False
+        for field in ("body", "orelse", "finalbody"):
+            if hasattr(s, field):
+                kept, need = self.body(getattr(s, field))
+                setattr(new, field, kept or ([ast.Pass()] if field == "body" else []))
+                needed = needed or need
+        if isinstance(s, ast.Try):
+            new.handlers = []
+            for h in s.handlers:
+                kept, need = self.body(h.body)
+                new.handlers.append(ast.ExceptHandler(type=h.type, name=h.name, body=kept or [ast.Pass()]))
+                needed = needed or need
+        if not (needed or isinstance(s, (ast.For, ast.AsyncFor)) and _target_names(s.target) & self.live):
+            return None, False
+        if isinstance(s, ast.Try):
+            heads = [h.type for h in s.handlers if h.type is not None]
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            heads = [item.context_expr for item in s.items]
+        else:
+            heads = [s.iter if isinstance(s, (ast.For, ast.AsyncFor)) else s.test]
+        for head in heads:
+            self.live |= _loads(head)
+        return new, True
+
     def reduced(self, s: ast.stmt, value: ast.AST) -> tuple[ast.stmt, bool]:
-        """``s``, essential: whole, or only its calls into the answer (:func:`_only_calls`)."""
-        calls = _only_calls(s, value, self.calling)
-        kept: ast.stmt = (
-            s if calls is None else (calls[0] if len(calls) == 1 else ast.If(ast.Constant(True), calls, []))
-        )
+        """``s``, essential: whole when it is itself a call into the answer (or one is in a lambda), else only its
+        calls into the answer (an ``expect_*`` fed by one: the call stays, the comparison and its expected value go)."""
+        whole = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in self.calling
+        calls = None if whole else _outer_calls(value, self.calling)
+        kept: ast.stmt = s
+        if calls:
+            exprs: list[ast.stmt] = [ast.copy_location(ast.Expr(c), s) for c in calls]
+            kept = exprs[0] if len(exprs) == 1 else ast.If(ast.Constant(True), exprs, [])
         self.live |= _loads(kept)
         return kept, True
 
     def function(self, fn: ast.FunctionDef) -> ast.FunctionDef:
-        doc = fn.body[:1] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else []  # fmt: skip
+        doc = _docstring(fn.body)
         while True:
             before = set(self.live)
             body, _ = self.body(fn.body[len(doc) :])
@@ -229,6 +201,11 @@ class _Slicer:
         new = copy.copy(fn)
         new.body, new.returns = doc + body or [ast.Pass()], None
         return new
+
+
+def _docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The docstring statement of ``body`` (a list of one), or []."""
+    return body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
 
 
 def _decorator_name(fn: ast.FunctionDef) -> str:
@@ -243,15 +220,12 @@ def _decorator_name(fn: ast.FunctionDef) -> str:
 def _registered_reference(s: ast.stmt) -> tuple[str, str] | None:
     """``(exercise, name)`` for a module-level ``EXERCISES.reference("exercise")(name)`` (a class registered as the
     course's version), else None."""
-    if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Call)):
-        return None
-    inner, args = s.value.func, s.value.args
-    f = inner.func
-    if not (isinstance(f, ast.Attribute) and f.attr == "reference" and isinstance(f.value, ast.Name)):
-        return None
-    if f.value.id != "EXERCISES" or len(args) != 1 or not isinstance(args[0], ast.Name):
-        return None
-    return ast.literal_eval(inner.args[0]), args[0].id
+    match s:
+        case ast.Expr(
+            ast.Call(ast.Call(ast.Attribute(ast.Name("EXERCISES"), "reference"), [exercise]), [ast.Name(name)])
+        ):
+            return ast.literal_eval(exercise), name
+    return None
 
 
 def _defines(s: ast.stmt) -> set[str]:
@@ -367,23 +341,9 @@ def kernel_form(source: str) -> str:
             live |= _loads(s)
         elif isinstance(s, ast.Assign) and _defines(s) == {"__all__"}:
             kept[i] = ast.Assign(targets=s.targets, value=ast.List([ast.Constant("EXERCISES")], ast.Load()), lineno=0)
-    while True:  # the module's other statements, when a kept one uses what they define
-        before = set(live)
-        for i, s in enumerate(tree.body):
-            if i in kept or not (_defines(s) & live):
-                continue
-            if isinstance(s, ast.FunctionDef) and _decorator_name(s) == "reference":
-                continue
-            kept[i] = sliced.get(i, s)
-            live |= _loads(kept[i])
-        if live == before:
-            break
-    for i, s in kept.items():  # imports: the names the kept statements use
-        if isinstance(s, (ast.Import, ast.ImportFrom)) and getattr(s, "module", None) != "__future__":
-            names = [a for a in s.names if (a.asname or a.name).split(".")[0] in live]
-            kept[i] = type(s)(**{**{f: getattr(s, f) for f in s._fields}, "names": names})
+    kept = _with_what_it_uses(tree, kept, live, sliced)
     body = [kept[i] for i in sorted(kept)]
-    doc = body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
+    doc = _docstring(body)
     future = [s for s in body if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
     stop = ast.parse(f"from .core import CheckFailed as {_STOP}").body
     rest = [s for s in body if s not in doc and s not in future]
@@ -397,40 +357,46 @@ def reference_sources(source: str) -> dict[str, str]:
     it needs (imports, helpers, constants) and nothing else, and ending ``_course_version = <it>``; run with the
     package ``autograder`` (relative imports)."""
     tree = ast.parse(source)
-    wanted: list[tuple[str, ast.stmt]] = []
+    wanted: list[tuple[str, int, ast.stmt]] = []  # (exercise, its place in the module or -1, its definition)
     for s in tree.body:
         if isinstance(s, ast.FunctionDef) and _decorator_name(s) == "reference":
             dec = next(d for d in s.decorator_list if isinstance(d, ast.Call))
             fn = copy.copy(s)
             fn.decorator_list = []
-            wanted.append((ast.literal_eval(dec.args[0]), fn))
+            wanted.append((ast.literal_eval(dec.args[0]), -1, fn))
         elif (registered := _registered_reference(s)) is not None:
             exercise, name = registered
-            wanted.append(
-                (exercise, next(t for t in tree.body if _defines(t) == {name} and not isinstance(t, ast.Expr)))
-            )
+            j = next(j for j, t in enumerate(tree.body) if _defines(t) == {name} and not isinstance(t, ast.Expr))
+            wanted.append((exercise, j, tree.body[j]))
     out: dict[str, str] = {}
-    for exercise, obj in wanted:
-        need, chosen = _loads(obj), {}
-        while True:
-            before = set(need)
-            for i, t in enumerate(tree.body):
-                if i in chosen or t is obj or not (_defines(t) & need):
-                    continue
-                if isinstance(t, ast.FunctionDef) and _decorator_name(t):
-                    continue  # a check or another exercise's course version: never part of this one
-                if isinstance(t, (ast.Import, ast.ImportFrom)):
-                    names = [a for a in t.names if (a.asname or a.name).split(".")[0] in need]
-                    t = type(t)(**{**{f: getattr(t, f) for f in t._fields}, "names": names})
-                chosen[i] = t
-                need |= _loads(t)
-            if need == before:
-                break
-        name = next(iter(_defines(obj)))
-        tail = ast.parse(f"_course_version = {name}").body
-        parts = [chosen[i] for i in sorted(chosen)] + [obj] + tail
+    for exercise, place, obj in wanted:
+        chosen = _with_what_it_uses(tree, {place: obj}, _loads(obj))
+        tail = ast.parse(f"_course_version = {next(iter(_defines(obj)))}").body
+        parts = [chosen[i] for i in sorted(chosen) if i != place] + [obj] + tail
         out[exercise] = ast.unparse(ast.fix_missing_locations(ast.Module(body=parts, type_ignores=[]))) + "\n"
     return out
+
+
+def _with_what_it_uses(
+    tree: ast.Module, kept: dict[int, ast.stmt], live: set[str], forms: Mapping[int, ast.stmt] | None = None
+) -> dict[int, ast.stmt]:
+    """``kept`` (statement index -> kept form) grown by the module's statements that define a name a kept statement
+    uses, to a fixed point (never a check or a course version; a statement in its form in ``forms`` if there), and
+    its imports cut to the names used."""
+    while True:
+        before = set(live)
+        for i, s in enumerate(tree.body):
+            if i in kept or not (_defines(s) & live) or isinstance(s, ast.FunctionDef) and _decorator_name(s):
+                continue
+            kept[i] = (forms or {}).get(i, s)
+            live |= _loads(kept[i])
+        if live == before:
+            break
+    for i, s in kept.items():
+        if isinstance(s, (ast.Import, ast.ImportFrom)) and getattr(s, "module", None) != "__future__":
+            names = [a for a in s.names if (a.asname or a.name).split(".")[0] in live]
+            kept[i] = type(s)(**{**{f: getattr(s, f) for f in s._fields}, "names": names})
+    return kept
 
 
 def package_dir() -> pathlib.Path:

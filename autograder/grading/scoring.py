@@ -25,9 +25,9 @@ class Scored:
 
 
 def blocked_warnings(records: Iterable[dict]) -> list[Said]:
-    """One warning per kind of action the recorder refused (its "blocked" records), for the instructor."""
+    """One warning per kind of action the recorder refused (its "blocked" records: ``what`` a "guard: …" key)."""
     blocked = sorted({(r["what"], r["event"]) for r in records if r.get("type") == "blocked"})
-    return [say("blocked", what=what, event=event) for what, event in blocked]
+    return [say("blocked", what=say(str(what)), event=event) for what, event in blocked]
 
 
 def _seq(record: dict, position: int) -> int:
