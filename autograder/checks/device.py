@@ -141,8 +141,11 @@ class _Origins(TorchFunctionMode):
         self.origins: dict[int, tuple[torch.Tensor, str, tuple[str, int] | None]] = {}
 
     def origin(self, values: Any) -> tuple[str, tuple[str, int] | None] | None:
-        """The origin of the first marked tensor among ``values`` (nested), or None."""
-        return next((self.origins[id(t)][1:] for t in pytree.tree_leaves(values) if id(t) in self.origins), None)
+        """The origin of the first marked tensor among ``values`` (nested), or None. Only tensors are asked for their
+        ``id``: under torch.compile (flex_attention's eager path on torch 2.11) Dynamo traces this mode, and
+        ``id()`` of another leaf (a function, a BlockMask) is unsupported there."""
+        tensors = [t for t in pytree.tree_leaves(values) if isinstance(t, torch.Tensor)]
+        return next((self.origins[id(t)][1:] for t in tensors if id(t) in self.origins), None)
 
     def mark(self, out: Any, origin: tuple[str, tuple[str, int] | None], keep: Callable[[torch.Tensor], bool]) -> None:
         for t in pytree.tree_leaves(out):
@@ -171,7 +174,8 @@ class _StrayTensors(_Origins):
         out = func(*args, **kwargs)
         if moved:
             for t in pytree.tree_leaves(out):
-                self.origins.pop(id(t), None)
+                if isinstance(t, torch.Tensor):
+                    self.origins.pop(id(t), None)
         elif func in _FACTORIES and kwargs.get("device") is None:
             if not (func in (torch.tensor, torch.as_tensor) and args and isinstance(args[0], torch.Tensor)):
                 where = _made_by_student(_caller_frame())
