@@ -7,7 +7,8 @@ chapter, ones made from its checks (full marks, a bug, untouched, unreadable, in
 of Gradescope's documented fields (``autograder/gradescope/gradescope_results.schema.json``) and this course's
 contract (one scored test per exercise, the total the course grader's, the hidden checks' detail in their own tests
 at the chosen visibility and nowhere else); wrong submissions (another chapter's notebook, a file that is not a notebook, several
-notebooks, nothing) graded in process: a zero and the reason, never a crash.
+notebooks, nothing) graded in process: a zero and the reason, never a crash, in both editions where no notebook says
+which; ``run_autograder``'s own zero where its Python cannot run, in both editions.
 
 Slow: the zip unpacked into a tree laid out as ``/autograder`` (``AUTOGRADER_ROOT``), ``setup.sh`` run in a clean
 virtualenv made from a system Python (``AUTOGRADER_PACKAGES_FROM``: torch, or for CI's tier every package, hard-linked
@@ -20,6 +21,7 @@ fallback mode (no jail: the kernel as its own unprivileged uid).
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import pathlib
@@ -34,7 +36,7 @@ import jsonschema
 import nbformat
 import pytest
 
-from autograder import notebooks
+from autograder import notebooks, wording
 from autograder.gradescope import build, results_json, run
 from autograder.grading import submission
 from autograder.releases import points_text
@@ -371,6 +373,57 @@ def test_a_failure_of_the_grader_itself_is_told_in_the_edition_submitted(tmp_pat
     if edition == "zh":
         for t in payload["tests"]:
             assert _HAN.search(t["output"]) and not _english_sentences(t["output"]), t["output"]
+
+
+@pytest.mark.parametrize(
+    "case,key,fields",
+    [
+        ("nothing", "nothing submitted", {}),
+        ("no notebook among files", "no notebook submitted", {"shown": "answers.py, notes.txt"}),
+    ],
+)
+def test_a_zero_without_a_notebook_is_told_in_both_editions(tmp_path, case, key, fields):
+    """No notebook says which edition the student reads: the zero's reason is in English, then in Chinese, both
+    from the catalogues, on the page and in every exercise's test."""
+    files = {"nothing": {}, "no notebook among files": {"answers.py": b"x = 1\n", "notes.txt": b"hello\n"}}[case]
+    payload = _in_process_run(tmp_path, files)
+    english, chinese = (wording.text(key, edition, **fields) for edition in ("en", "zh"))
+    page = f"{html.escape(english)}<br>{html.escape(chinese)}"
+    assert payload["score"] == 0 and page in payload["output"], payload["output"]
+    for t in payload["tests"]:
+        if "score" in t:
+            assert english in t["output"] and chinese in t["output"], t["output"]
+
+
+def test_the_graders_own_failure_without_a_notebook_is_told_in_both_editions(tmp_path, monkeypatch):
+    """The grader failing (here: isolation raising) on a submission with no notebook: its zero in both editions."""
+
+    def broken():
+        raise RuntimeError("a bug of the grader")
+
+    monkeypatch.setattr(run, "isolation", broken)
+    payload = _in_process_run(tmp_path, {"answers.py": b"x = 1\n", "notes.txt": b"hello\n"})
+    for edition in ("en", "zh"):
+        said = wording.text("autograder failed", edition, ename="RuntimeError")
+        assert html.escape(said) in payload["output"], payload["output"]
+
+
+def test_run_autograder_writes_a_zero_in_both_editions_when_python_fails(tmp_path):
+    """The zip's ``run_autograder`` where its Python cannot run (no virtualenv under AUTOGRADER_COURSE_HOME): it
+    writes results.json itself, a zero whose text is the catalogues' in English and in Chinese, its exit status in
+    both."""
+    zipped = build.build_zip(CHAPTER, tmp_path / "zip")
+    script = tmp_path / "run_autograder"
+    script.write_bytes(zipfile.ZipFile(zipped).read("run_autograder"))
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    env = dict(os.environ, AUTOGRADER_ROOT=str(root), AUTOGRADER_COURSE_HOME=str(tmp_path / "no course"))
+    ran = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    payload = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+    validate(payload)
+    english, chinese = (wording.text("autograder did not run", edition, status=127) for edition in ("en", "zh"))
+    assert payload["score"] == 0 and payload["output"] == f"{english}\n{chinese}", payload["output"]
 
 
 # ------------------------------------------------------------------------------------------------ slow

@@ -72,6 +72,13 @@ def test_a_message_renders_in_each_edition_its_fields_in_the_same_edition():
         Message("wrong shape", what="x").render(EN)
 
 
+def test_both_renders_a_message_in_every_edition_whatever_the_readers():
+    said = wording.both(wording.say("hint", hint=Message("the weights")))
+    assert said.render(EN) == said.render(ZH) == str(said) == "Hint: weights\n提示：注意力权重"
+    assert wording.both(wording.verbatim("x = 1")).render(ZH) == "x = 1", "the same in both: once"
+    assert Message.from_json(json.loads(json.dumps(said.to_json()))) == said
+
+
 def test_a_message_round_trips_through_json():
     nested = wording.say(
         "changed in place",

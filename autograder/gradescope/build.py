@@ -12,12 +12,13 @@ import importlib
 import json
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 import zipfile
 from typing import Any
 
-from .. import __version__, notebooks
+from .. import __version__, notebooks, wording
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")  # Gradescope's, docs/specs.md
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -162,6 +163,7 @@ def build_zip(chapter: str, out: pathlib.Path, *, root: pathlib.Path = notebooks
         "TORCH": torch,
         "TORCH_INDEX": TORCH_INDEX,
         "MIN_PYTHON": MIN_PYTHON,
+        "FAILED_RESULTS": failed_results(),
     }
     note = f"# The packages grading needs besides torch ({torch}, which setup.sh installs from the PyTorch CPU index)\n"
     files: dict[str, tuple[str | bytes, int]] = {name: (_script(name, fields), 0o755) for name in SCRIPTS}
@@ -180,6 +182,23 @@ def build_zip(chapter: str, out: pathlib.Path, *, root: pathlib.Path = notebooks
             z.writestr(info, data)
     tmp.replace(target)
     return target
+
+
+def failed_results() -> str:
+    """The results.json ``run_autograder`` writes itself when Python cannot run the grader, as a shell word: a zero
+    and the catalogues' "autograder did not run" in English and in Chinese (no notebook was read, so no edition is
+    known; a translator edits only the catalogues), the script's ``$status`` where the message has its exit status."""
+    mark = "@STATUS@"
+    said = wording.both(wording.say("autograder did not run", status=mark)).render()
+    payload = {
+        "score": 0.0,
+        "output": said,
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [],
+    }
+    return '"$status"'.join(shlex.quote(part) for part in json.dumps(payload, ensure_ascii=True).split(mark))
 
 
 def _script(name: str, fields: dict[str, str]) -> str:

@@ -253,18 +253,22 @@ def results_payload(
 
 
 def zero_payload(
-    chapter: str, why: Said, *, execution_time: float = 0.0, extra: dict | None = None, edition: str = wording.EN
+    chapter: str, why: Said, *, execution_time: float = 0.0, extra: dict | None = None, edition: str | None = wording.EN
 ) -> dict:
     """results.json for a submission that gets zero without being graded (nothing submitted, several notebooks, the
     grader cannot isolate the kernel here, it ran out of memory, the grader itself failed): every exercise zero,
-    with ``why`` (in ``edition``, where the file submitted is known: its edition)."""
+    with ``why`` in ``edition``, the edition of the file submitted; ``None``, where there is no notebook to read it
+    from: ``why`` in English and in Chinese (``wording.both``), the rest in English."""
     from ..grading.submission import Result
 
+    if edition is None:
+        why, edition = wording.both(why), wording.EN
+    said = html.escape(wording.render(why, edition)).replace("\n", "<br>")
     return results_payload(
         Result("", "", "submission", "error", str(why), reasons=[why]),
         chapter,
         execution_time=execution_time,
-        output="<p>" + wording.text("zero points", edition, why=html.escape(wording.render(why, edition))) + "</p>",
+        output="<p>" + wording.text("zero points", edition, why=said) + "</p>",
         extra=extra,
         edition=edition,
     )

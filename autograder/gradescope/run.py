@@ -2,8 +2,8 @@
 notebook in ``/autograder/submission/`` graded by :func:`batch.grade <autograder.grading.batch.grade>`, as
 ``python -m autograder grade`` grades it, into ``/autograder/results/results.json``
 (:mod:`~autograder.gradescope.results_json`). A wrong submission, or a failure of the grader itself, gets a zero
-and the reason in the edition submitted, never a crash. Who can write the score, and how the kernel is kept from
-it (the jail, else its own uid; else nothing is graded): README, "Gradescope".
+and the reason in the edition submitted (in both where no notebook says which), never a crash. Who can write the
+score, and how the kernel is kept from it (the jail, else its own uid; else nothing is graded): README, "Gradescope".
 """
 
 from __future__ import annotations
@@ -57,15 +57,16 @@ def choose_submission(files: Sequence[pathlib.Path], folder: pathlib.Path) -> tu
     return None, wording.say("nothing submitted")
 
 
-def submitted_edition(folder: pathlib.Path, chapter: str) -> str:
+def submitted_edition(folder: pathlib.Path, chapter: str) -> str | None:
     """The course edition of what was submitted in ``folder`` (``canonical.edition_of``): its notebook's (several:
-    the first's; a single file of another kind: that file's), English where there is none or it cannot be read."""
+    the first's; a single file of another kind: that file's); ``None`` where nothing says it (nothing submitted, no
+    notebook among several files, a file that cannot be read): its zero is then told in both editions."""
     try:
         files = submitted_files(folder)
-        chosen = [p for p in files if p.suffix.lower() == ".ipynb"] or files[:1]
-        return canonical.edition_of(chosen[0].read_bytes(), releases.read(chapter)) if chosen else wording.EN
+        chosen = [p for p in files if p.suffix.lower() == ".ipynb"] or (files if len(files) == 1 else [])
+        return canonical.edition_of(chosen[0].read_bytes(), releases.read(chapter)) if chosen else None
     except Exception:
-        return wording.EN
+        return None
 
 
 def isolation() -> tuple[str, str]:
@@ -107,9 +108,9 @@ def end_processes_of(uid: int) -> int:
     return killed
 
 
-def _grade(root: pathlib.Path, config: Config, work: pathlib.Path, edition: str) -> dict:
-    """results.json's content for the submission under ``root``, in ``edition`` (no exception escapes for a wrong
-    submission)."""
+def _grade(root: pathlib.Path, config: Config, work: pathlib.Path, edition: str | None) -> dict:
+    """results.json's content for the submission under ``root``, in ``edition`` (``None``: not known, a zero's reason
+    in both; no exception escapes for a wrong submission)."""
     from ..grading import batch, execute, jail, submission
 
     chapter = config.chapter
@@ -178,8 +179,9 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path, edition: str)
     for w in row.warnings:
         print(f"  warning: {w}")
     extra["judged"] = dict(result.judged)
+    shown = edition or wording.EN  # a file that cannot be read, graded: the course grader's reasons, in English
     return results_payload(
-        result, chapter, graded=graded, hidden_visibility=config.hidden_visibility, extra=extra, edition=edition
+        result, chapter, graded=graded, hidden_visibility=config.hidden_visibility, extra=extra, edition=shown
     )
 
 
