@@ -25,9 +25,11 @@ def course(tmp_path) -> pathlib.Path:
     for folder in ("solutions", "autograder", "catalogue"):
         shutil.copytree(ROOT / folder, copy / folder, ignore=skip)
     shutil.copytree(ROOT / "notebooks" / "templates", copy / "notebooks" / "templates", ignore=skip)
+    shutil.copytree(ROOT / "scripts" / "build_notebooks", copy / "scripts" / "build_notebooks", ignore=skip)
     (copy / "book").mkdir()
     (copy / "tests").mkdir()
     for name in (
+        "scripts/__init__.py",
         "tests/__init__.py",
         "tests/conftest.py",
         "tests/test_checks.py",
