@@ -18,6 +18,7 @@ import torch
 
 import catalogue
 from autograder import core, notebooks
+from autograder.checks import trace as trace_mod
 from autograder.core import CheckFailed, call, expect_close, expect_true, record, replay, rng
 from autograder.grading import channel, guard, judge
 
@@ -102,6 +103,38 @@ def test_an_answers_object_is_replayed_as_a_shell_with_its_weights():
         m(torch.zeros(1, 4))
 
     assert replay(calls_forward_directly, record(calls_forward_directly, Student)[2])[0] == "unjudged"
+
+
+def _pair_check(fn):
+    """A check as the worker replays it: the answer must return a pair before the check unpacks it."""
+    x = torch.randn(3, 4, generator=rng(1))
+    result = call("update(x)", fn, x)
+    expect_true(isinstance(result, tuple) and len(result) == 2, "update should return a pair (m, ell)")
+    m, ell = result
+    call("update(m)", fn, m)
+
+
+def _pair_question(fn):
+    """The same check in the kernel's form (``grading/questions.py``): its calls only, no expectation."""
+    x = torch.randn(3, 4, generator=rng(1))
+    m, ell = call("update(x)", fn, x)  # a 1-D tensor of n values is unbound into n tensors here
+    call("update(m)", fn, m)
+
+
+def test_a_result_bigger_than_a_record_stops_the_check_and_is_judged_by_its_shape():
+    """Issue 46's flood, at its root: an answer returning 2,000,000 numbers where a pair is due. The kernel records the
+    result's shape and dtype only, and the check stops there (its kernel form would otherwise unbind the tensor into
+    2,000,000 tensors, about 300 MB); the worker's replay fails it with the check's own message."""
+    with trace_mod.recording([]) as trace, pytest.raises(trace_mod.NotReplayable):
+        _pair_question(lambda x: torch.zeros(2_000_000, dtype=torch.int32))
+    assert len(trace) == 1 and trace[0][2] == ("shape", [2_000_000], "int32")
+    assert len(guard.encode_traces([[trace]])) < 2_000
+    outcome, message = replay(_pair_check, channel.decode_traces(guard.encode_traces([[trace]]))[0][0])
+    assert outcome == "failed" and "should return a pair" in str(message)
+    # a result the record holds is recorded whole, and the check goes on
+    with trace_mod.recording([]) as trace:
+        _pair_question(lambda x: (x.amax(-1), x.exp().sum(-1)))
+    assert len(trace) == 2 and trace[0][2][0] == "tuple"
 
 
 def test_records_travel_as_data_that_loads_without_running_code():

@@ -124,8 +124,10 @@ _ECHOED_GPT_BUGS = {
 }
 
 
-FLOOD_CHAPTER = "ch10_flash_attention"  # floods_the_records: one chapter (each run sends 2.5 GB of records)
-FLOOD_RECORDS, FLOOD_INTS = 40, 11_500_000  # 40 records of 46 MB of int32 each, about 62 MB once encoded
+FLOOD_CHAPTER = "ch10_flash_attention"  # floods_the_records: one chapter (each run sends 1.4 GB of records)
+# 200 records of 5 MB of int32 each (as much as one call's record holds: trace._MAX_ITEMS), about 6.7 MB once encoded;
+# the worker keeps 128 MB of them (channel.MAX_TOTAL_BYTES), so 19 at most
+FLOOD_RECORDS, FLOOD_INTS, FLOOD_KEPT = 200, 1_270_000, 19
 
 
 def _solution_ids(nb) -> list[str]:
@@ -828,10 +830,10 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
                     f"    return refs[{c['id']!r}](*args, **kwargs)\n"
                 )
         v["answers_with_the_course_versions"] = Variant(_dump(d), "zero", "hostile")
-    # Records by the score (issue 46, the bounded worker): the notebook runs the grader's verdict 40 times itself, its
-    # first answer returning 46 MB of random integers once per verdict, so that each record is about 62 MB (under one
-    # record's cap) and all of them 2.5 GB. The worker keeps 128 MB of them, within its own memory cgroup, and the
-    # row is an integrity zero that says how many records it dropped. Graded by a test of its own (slow).
+    # Records by the score (issue 46, the bounded worker): the notebook runs the grader's verdict 200 times itself, its
+    # first answer returning 5 MB of random integers (two rows, as if a pair) once per verdict, so that each record is
+    # about 6.8 MB and all of them 1.4 GB. The worker keeps 128 MB of them, within its own memory cgroup, and the row
+    # is an integrity zero that says how many records it dropped. Graded by a test of its own (slow).
     if chapter == FLOOD_CHAPTER:
         flood = names[0]
         answer = "\n".join(
@@ -841,17 +843,17 @@ def variants(chapter: str, release: nbformat.NotebookNode) -> dict[str, Variant]
                 f"_answer, _big = {flood}, [False]",
                 "",
                 "",
-                f"def {flood}(*args, **kwargs):  # red team: a 46 MB answer, once per verdict",
+                f"def {flood}(*args, **kwargs):  # red team: a 5 MB answer, once per verdict",
                 "    if _big[0]:",
                 "        _big[0] = False",
-                "        return torch.randint(-(2**31), 2**31 - 1, (FLOOD_INTS,), dtype=torch.int32)",
+                "        return torch.randint(-(2**31), 2**31 - 1, (2, FLOOD_INTS // 2), dtype=torch.int32)",
                 "    return _answer(*args, **kwargs)",
             ]
         ).replace("FLOOD_INTS", str(FLOOD_INTS))
         nb = _insert_after_first_answer(filled, answer, last=True)
-        for k in range(FLOOD_RECORDS // 5):  # five verdicts a cell (about 8 s): each cell within its time limit
+        for k in range(FLOOD_RECORDS // 10):  # ten verdicts a cell (a few seconds): each cell within its time limit
             cell = nbformat.v4.new_code_cell(
-                "for _i in range(5):\n    _big[0] = True\n    try:\n"
+                "for _i in range(10):\n    _big[0] = True\n    try:\n"
                 f"        _g.verdict({flood!r})\n    except Exception:\n        pass"
             )
             cell.id = f"student-flood-{k}"

@@ -30,7 +30,7 @@ from .inputs import (
 # The mode: "trace" a list while recording, "replay" the record being replayed; "depth" of calls into the answer;
 # "leaves" the check's leaf tensors handed to the answer, whose gradients a later backward pass sets.
 _RECORDER: dict[str, Any] = {"trace": None, "replay": None, "depth": 0, "leaves": []}
-_MAX_ITEMS = 20_000  # values recorded per call at most (a bigger result is not replayable)
+_MAX_ITEMS = 20_000  # values recorded per call at most, a tensor counting numel // 64 (the references use < 1,100)
 
 
 class NotReplayable(Exception):
@@ -75,6 +75,9 @@ def _encode(value: Any, budget: list[int]) -> Any:
         t = _as_subclass(value, torch.Tensor) if type(value) is not torch.Tensor else value
         if t.layout != torch.strided:
             return ("opaque",)
+        if t.numel() // 64 > budget[0]:  # more values than a record holds: its shape and dtype only
+            budget[0] = -1
+            return ("shape", [int(d) for d in t.shape], str(t.dtype).removeprefix("torch."))
         budget[0] -= t.numel() // 64
         data = torch.empty(t.shape, dtype=t.dtype) if t.is_meta else t.detach().cpu().clone()
         return ("T", data, bool(t.requires_grad), str(t.device))
@@ -168,6 +171,8 @@ def _decode(data: Any, what: Said = "the result") -> Any:
         if data[2] and (t.is_floating_point() or t.is_complex()):
             t.requires_grad_(True)
         return t
+    if kind == "shape":  # a tensor too big to record: its shape and dtype, on the meta device (no values)
+        return torch.empty(data[1], dtype=getattr(torch, data[2]), device="meta")
     if kind == "size":
         return torch.Size(data[1])
     if kind == "dtype":
@@ -264,6 +269,8 @@ def _recorded(what: Said, run: Callable, args: tuple, kwargs: dict) -> Any:
         raise
     budget = [_MAX_ITEMS]
     trace.append(["ok", str(what), _encode(result, budget), _effects_after(args, kwargs, grads, budget)])
+    if budget[0] < 0:  # the rest of the check cannot be replayed: it stops here, where the replay's record ends
+        raise NotReplayable(f"{what} returned more than a record holds")
     return result
 
 
