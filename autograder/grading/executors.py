@@ -59,10 +59,10 @@ def _machine() -> tuple[list[str], bool, bool]:
     prefix = jail.unshare_prefix()
     if shutil.which("setpriv") and sys.platform.startswith("linux"):
         prefix = ["setpriv", "--pdeathsig", "KILL", "--", *prefix]
-    no_jail = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+    no_jail, drop_uid = jail.isolation()
     if no_jail:
         logging.getLogger(__name__).warning(f"kernels are not jailed on this worker ({no_jail}): fallback mode")
-    return prefix, not no_jail or jail.uid_drop_possible(), not no_jail
+    return prefix, drop_uid, not no_jail
 
 
 def grade_task(
