@@ -221,8 +221,7 @@ class _Export(ExportPlugin):
                 )
                 continue
             else:
-                status = "graded"
-                reason = "" if sum(scores.values()) == assignment.max_score else "points lost: see the feedback"
+                status, reason = "graded", None  # "" with every point, else where to look (report.scored_row)
             if student.id in downloads:
                 file, who = downloads[student.id]
                 lms_name, lms_id, full, late = who.lms, who.lms_id, who.name, who.late
@@ -233,12 +232,11 @@ class _Export(ExportPlugin):
                 full = ", ".join(p for p in (student.last_name, student.first_name) if p)
                 late = (submission.total_seconds_late > 0) if assignment.duedate else None
             rows.append(
-                Row(
+                report.scored_row(
                     file,
                     student.id,
                     name,
                     scores,
-                    sum(scores.values()),
                     float(assignment.max_score),
                     status,
                     reason,
