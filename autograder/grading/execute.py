@@ -76,7 +76,7 @@ def container_memory(
     for version, d in memory.cgroup_dirs("memory", proc_cgroup, root):
         kills = max(kills, memory.oom_kills(d))
         try:
-            text = d.joinpath("memory.max" if version == 2 else "memory.limit_in_bytes").read_text().strip()
+            text = d.joinpath(memory.LIMIT_FILE[version]).read_text().strip()
             if text != "max" and int(text) < 1 << 50:  # v1 writes "no limit" as a huge number
                 mb = int(text) // 2**20
                 limit = mb if limit is None else min(limit, mb)
