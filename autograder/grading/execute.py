@@ -26,7 +26,7 @@ import sys
 import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
-from typing import Protocol, TypedDict
+from typing import Any, Protocol
 
 import nbformat
 
@@ -111,24 +111,17 @@ def private_folder(scratch: pathlib.Path) -> pathlib.Path:
     return private
 
 
-class JobFiles(TypedDict):
-    canonical: str
-    sandbox: str
-    result: str
-    graded: str
-
-
-def job_files(scratch: pathlib.Path, name: str) -> JobFiles:
+def job_files(scratch: pathlib.Path, name: str) -> dict[str, Any]:
     """The Job fields of the job ``name`` (a file name unique in its scratch folder) in ``scratch``
     (:func:`private_folder`): its canonical notebook, result and graded notebook in the private folder; its sandbox
     beside it."""
     private = scratch / "jobs"
-    return JobFiles(
-        canonical=str(private / f"{name}.canonical.ipynb"),
-        sandbox=str(scratch / name),
-        result=str(private / f"{name}.result.json"),
-        graded=str(private / f"{name}.graded.ipynb"),
-    )
+    return {
+        "canonical": str(private / f"{name}.canonical.ipynb"),
+        "sandbox": str(scratch / name),
+        "result": str(private / f"{name}.result.json"),
+        "graded": str(private / f"{name}.graded.ipynb"),
+    }
 
 
 class Executor(Protocol):

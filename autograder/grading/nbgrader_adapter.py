@@ -221,7 +221,8 @@ class _Export(ExportPlugin):
                 )
                 continue
             else:
-                status, reason = "graded", None  # "" with every point, else where to look (report.scored_row)
+                status = "graded"
+                reason = report.lost_points(scores, assignment.max_score)
             if student.id in downloads:
                 file, who = downloads[student.id]
                 lms_name, lms_id, full, late = who.lms, who.lms_id, who.name, who.late
@@ -232,11 +233,12 @@ class _Export(ExportPlugin):
                 full = ", ".join(p for p in (student.last_name, student.first_name) if p)
                 late = (submission.total_seconds_late > 0) if assignment.duedate else None
             rows.append(
-                report.scored_row(
+                Row(
                     file,
                     student.id,
                     name,
                     scores,
+                    sum(scores.values()),
                     float(assignment.max_score),
                     status,
                     reason,

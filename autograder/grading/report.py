@@ -50,41 +50,32 @@ class Row:
     reasons: list[Said] = dataclasses.field(default_factory=list)  # the reason's messages: the LMS comment's words
 
 
-def scored_row(
-    submission: str,
-    student_id: str,
-    chapter: str,
-    scores: dict[str, float],
-    max_score: float,
-    status: str,
-    reason: str | None,
-    **fields,
-) -> Row:
-    """A :class:`Row` of ``scores`` out of ``max_score`` (its score: their sum), and ``fields`` (Row's other
-    fields); its reason ``reason``, or where that is None, "" with every point and "points lost: see the feedback"
-    without. Used by :func:`row` and by nbgrader's exports (``nbgrader_adapter.py``)."""
-    if reason is None:
-        reason = "" if sum(scores.values()) == max_score else "points lost: see the feedback"
-    return Row(submission, student_id, chapter, scores, sum(scores.values()), max_score, status, reason, **fields)
+def lost_points(scores: dict[str, float], max_score: float) -> str:
+    """A row's reason where nothing else gives one: "" with every point, else where to look (:func:`row`, and
+    nbgrader's exports in ``nbgrader_adapter.py``)."""
+    return "" if sum(scores.values()) == max_score else "points lost: see the feedback"
 
 
 def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], graded_at: float) -> Row:
     """The grades.csv row of ``sub`` from its ``result`` (the identity is the one collection read)."""
     scores = {name: float(result.scores.get(name, 0.0)) for name in points}
+    max_score = float(sum(points.values()))
+    reason = result.reason or lost_points(scores, max_score)
     warnings = list(result.warnings)
     if sub.who.claims:  # its own file name carries a second LMS marker
         claim = say("claims another id", lms=lms.NAMES[sub.who.lms], claims=sub.who.claims, lms_id=sub.who.lms_id)
         if claim not in warnings:
             warnings.append(claim)
-    return scored_row(
+    return Row(
         sub.label,
         sub.student_id,
         chapter,
         scores,
-        float(sum(points.values())),
+        sum(scores.values()),
+        max_score,
         result.status,
-        result.reason or None,
-        warnings=warnings,
+        reason,
+        warnings,
         lms=sub.who.lms,
         lms_id=sub.who.lms_id,
         name=sub.who.name,
