@@ -62,7 +62,7 @@ def _cmd_grade(args) -> int:
             "only by the in-kernel guard's file rules. Use it only for submissions you trust."
         )
     elif args.submissions and args.executor == "local" and not args.scheduler:
-        problem = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+        problem, _ = jail.isolation()
         if problem:
             print(f"error: the kernels cannot be jailed here: {problem}.\n{JAIL_HELP}", file=sys.stderr)
             return 2

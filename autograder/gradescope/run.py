@@ -74,13 +74,13 @@ def isolation() -> tuple[str, str]:
     run as its own unprivileged uid), or "none"."""
     from ..grading import jail
 
-    problem = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+    problem, drop_uid = jail.isolation()
     if problem is None:
         return "jailed", (
             "the kernel runs in a bubblewrap jail (own filesystem view without /autograder, no network, its own "
             "unprivileged uid)"
         )
-    if jail.uid_drop_possible():
+    if drop_uid:
         return "unprivileged", (
             f"bubblewrap cannot be used here ({problem}): the kernel runs as its own unprivileged uid, which cannot "
             "write /autograder/results, the course or its Python installation, under the course grader's guard "
@@ -164,8 +164,7 @@ def _grade(root: pathlib.Path, config: Config, work: pathlib.Path, edition: str 
         return zero_payload(chapter, said, extra=extra, edition=edition)
     result_files = sorted((out / "results").glob("*.json"))
     result = submission.read_result(result_files[0])
-    drop = mode == "jailed" or jail.uid_drop_possible()
-    left = end_processes_of(execute.kernel_uid(result.student_id, drop))
+    left = end_processes_of(execute.kernel_uid(result.student_id, mode != "none"))
     if left:
         print(f"  killed {left} process(es) the kernel's uid left running")
         extra["killed_after_grading"] = left

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import nbformat
 
@@ -76,7 +76,7 @@ def container_memory(
     for version, d in memory.cgroup_dirs("memory", proc_cgroup, root):
         kills = max(kills, memory.oom_kills(d))
         try:
-            text = d.joinpath("memory.max" if version == 2 else "memory.limit_in_bytes").read_text().strip()
+            text = d.joinpath(memory.LIMIT_FILE[version]).read_text().strip()
             if text != "max" and int(text) < 1 << 50:  # v1 writes "no limit" as a huge number
                 mb = int(text) // 2**20
                 limit = mb if limit is None else min(limit, mb)
@@ -99,6 +99,29 @@ def _worker_env() -> dict[str, str]:
     if (root / "pyproject.toml").exists():
         env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
+
+
+def private_folder(scratch: pathlib.Path) -> pathlib.Path:
+    """Make ``scratch`` (a new folder) the scratch folder of a batch or of one Dask task: its jobs' sandboxes go in it
+    (0711), and in its private folder ``jobs`` (0700, returned) what no kernel may read: the canonical notebooks,
+    the grading notebook, the results and the graded notebooks (:func:`job_files`)."""
+    scratch.chmod(0o711)
+    private = scratch / "jobs"
+    private.mkdir(mode=0o700)
+    return private
+
+
+def job_files(scratch: pathlib.Path, name: str) -> dict[str, Any]:
+    """The Job fields of the job ``name`` (a file name unique in its scratch folder) in ``scratch``
+    (:func:`private_folder`): its canonical notebook, result and graded notebook in the private folder; its sandbox
+    beside it."""
+    private = scratch / "jobs"
+    return {
+        "canonical": str(private / f"{name}.canonical.ipynb"),
+        "sandbox": str(scratch / name),
+        "result": str(private / f"{name}.result.json"),
+        "graded": str(private / f"{name}.graded.ipynb"),
+    }
 
 
 class Executor(Protocol):
@@ -137,8 +160,7 @@ def workers(chapter: releases.Chapter, out: pathlib.Path, *, local: bool = True)
     forked = local and os.environ.get(FORK_SWITCH, "").lower() not in ("0", "off", "no", "false")
     with tempfile.TemporaryDirectory(prefix="autograder-", ignore_cleanup_errors=True) as tmp:
         scratch = pathlib.Path(tmp)
-        scratch.chmod(0o711)
-        (scratch / "jobs").mkdir(mode=0o700)  # every submission's canonical notebook, job and result
+        private_folder(scratch)
         machine = jail.machine(chapter.name, scratch / "stage")
         (out / RUN_FILE).write_text(json.dumps({"jailed": not machine.no_jail, "why_not": machine.no_jail or ""}))
         spawner = Spawner(chapter.name, bool(machine.prefix), out) if forked else None
@@ -189,14 +211,11 @@ def run(
         sid = group[0].student_id
         name = group[0].result_file.stem  # a file name unique in the batch (collect.py made it)
         return Job(
-            canonical=str(private / f"{name}.canonical.ipynb"),
+            **job_files(workers.scratch, name),
             chapter=chapter.name,
             student_id=sid,
             grading=str(grading),
             stage=str(machine.stage),
-            sandbox=str(workers.scratch / name),
-            result=str(private / f"{name}.result.json"),
-            graded=str(private / f"{name}.graded.ipynb"),
             cell_timeout=cell_timeout,
             memory_mb=memory_mb,
             worker_memory_mb=worker_memory_mb,

@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import notebooks
 from ..wording import Message, say
-from . import execute, jail
+from . import execute, jail, runner
 from .submission import Result, result_fields, result_from_fields
 from .worker import Job
 
@@ -59,10 +59,10 @@ def _machine() -> tuple[list[str], bool, bool]:
     prefix = jail.unshare_prefix()
     if shutil.which("setpriv") and sys.platform.startswith("linux"):
         prefix = ["setpriv", "--pdeathsig", "KILL", "--", *prefix]
-    no_jail = jail.jail_problem(100000 if os.geteuid() == 0 else -1)
+    no_jail, drop_uid = jail.isolation()
     if no_jail:
         logging.getLogger(__name__).warning(f"kernels are not jailed on this worker ({no_jail}): fallback mode")
-    return prefix, not no_jail or jail.uid_drop_possible(), not no_jail
+    return prefix, drop_uid, not no_jail
 
 
 def grade_task(
@@ -93,20 +93,13 @@ def grade_task(
     job = Job(**job_fields)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="autograder-task-"))
     try:
-        scratch.chmod(0o711)
-        private = scratch / "jobs"  # the notebook and the grading notebook: hidden from the kernel
-        private.mkdir(mode=0o700)
-        (private / "grading.ipynb").write_text(grading)
-        canonical = private / "canonical.ipynb"
-        canonical.write_text(text)
+        private = execute.private_folder(scratch)  # the notebook and the grading notebook: hidden from the kernel
+        (private / runner.GRADING_NOTEBOOK).write_text(grading)
         here = dataclasses.replace(
             job,
-            canonical=str(canonical),
-            grading=str(private / "grading.ipynb"),
+            **execute.job_files(scratch, "task"),
+            grading=str(private / runner.GRADING_NOTEBOOK),
             stage=str(jail.stage_solutions(job.chapter, scratch / "stage")),
-            sandbox=str(scratch / "sandbox"),
-            result=str(private / "result.json"),
-            graded=str(private / "graded.ipynb"),
             # the batch's own hidden files (its output folder, on a local cluster), this machine's copies of the
             # reference, this task's private folder, and the Dask worker's folder (other tasks' spilled data)
             hidden_files=sorted(
@@ -117,6 +110,7 @@ def grade_task(
             jail=jailed,
             threads=threads,
         )
+        pathlib.Path(here.canonical).write_text(text)
         result, graded = execute.run_job(here, prefix, scratch, notebook_timeout)
         return {"result": result_fields(result), "graded": graded, "where": where}  # messages as data
     finally:

@@ -18,10 +18,13 @@ import shutil
 import subprocess
 import sys
 import types
+from collections.abc import Iterable
 
 from . import memory
 
 logger = logging.getLogger(__name__)
+
+KERNEL_PROCESSES = 512  # RLIMIT_NPROC of a kernel that runs as its own uid
 
 
 def _notebooks() -> types.ModuleType:
@@ -151,28 +154,39 @@ def kernel_main(connection_file: str) -> None:
         conn = pathlib.Path(view.workdir) / "kernel-connection.json"  # the jail shows the kernel its workdir only
         shutil.copyfile(connection_file, conn)
         connection_file = str(conn)
-        if uid > 0 and os.geteuid() == 0:
-            for folder in view.rw:  # the kernel's own folders (home, the connection's runtime folder)
-                for p in [pathlib.Path(folder), *pathlib.Path(folder).rglob("*")]:
-                    os.chown(p, uid, uid)
-            resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
-        # the environment's folder by its real path (the jail binds that), the interpreter's own name kept
-        python = os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+        # the kernel's own folders (home, the connection's runtime folder)
+        if give_to(uid, (p for f in view.rw for p in [pathlib.Path(f), *pathlib.Path(f).rglob("*")])):
+            resource.setrlimit(resource.RLIMIT_NPROC, (KERNEL_PROCESSES, KERNEL_PROCESSES))
         # no input history file: it would keep the cells run so far (hidden tests included) on disk
-        kernel = [python, "-m", "ipykernel_launcher", "-f", connection_file, "--HistoryManager.enabled=False"]
+        kernel = [jailed_python(), "-m", "ipykernel_launcher", "-f", connection_file, "--HistoryManager.enabled=False"]
         sys.exit(_jailed_kernel(view, uid, kernel, sandbox / "kernel.pid"))
     (sandbox / "kernel.pid").write_text(str(os.getpid()))  # the worker accepts guard records from this pid only
     if uid > 0 and os.geteuid() == 0:
         conn = sandbox / "home" / "kernel-connection.json"
         shutil.copyfile(connection_file, conn)
-        for p in [conn, pathlib.Path.cwd(), *pathlib.Path.cwd().iterdir()]:
-            os.chown(p, uid, uid)
+        give_to(uid, [conn, pathlib.Path.cwd(), *pathlib.Path.cwd().iterdir()])
         connection_file = str(conn)
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-        resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+        resource.setrlimit(resource.RLIMIT_NPROC, (KERNEL_PROCESSES, KERNEL_PROCESSES))
     os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file])
+
+
+def give_to(uid: int, paths: Iterable[str | pathlib.Path]) -> bool:
+    """Make ``uid`` (a kernel's own, > 0) the owner and group of ``paths`` where this process is root: True; else
+    nothing changes (``paths`` not even iterated): False."""
+    if uid <= 0 or os.geteuid() != 0:
+        return False
+    for p in paths:
+        os.chown(p, uid, uid)
+    return True
+
+
+def jailed_python() -> str:
+    """This interpreter as the jail shows it: its environment's folder by its real path (the jail binds that), the
+    interpreter's own name kept."""
+    return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
 
 
 ROOT_KERNELS = "AUTOGRADER_ROOT_KERNELS"  # "allow": fallback kernels may keep uid 0 (the test suite on a root machine)
@@ -209,6 +223,14 @@ def uid_drop_possible() -> bool:
             if parent.exists() and parent.is_dir() and not parent.stat().st_mode & 0o001:
                 return False
     return True
+
+
+def isolation() -> tuple[str | None, bool]:
+    """How this machine keeps kernels apart, tried for real: (why they cannot be jailed, :func:`jail_problem` for a
+    kernel's own uid when root, None: they are; whether each kernel runs as a uid of its own: jailed, or
+    :func:`uid_drop_possible`). What a caller does without the jail is its own (refuse, fall back, say so)."""
+    no_jail = jail_problem(100000 if os.geteuid() == 0 else -1)
+    return no_jail, not no_jail or uid_drop_possible()
 
 
 def write_kernelspec(where: pathlib.Path) -> pathlib.Path:
@@ -257,11 +279,11 @@ def machine(chapter: str, stage: pathlib.Path) -> Machine:
     """What this machine gives ``chapter``'s kernels — the worker's namespaces, the jail (or why not), their uid,
     the files hidden from them — said in the log (:func:`say`); and the course as they import it, staged in
     ``stage`` (:func:`stage_solutions`)."""
-    no_jail = jail_problem(100000 if os.geteuid() == 0 else -1)
+    no_jail, drop_uid = isolation()
     found = Machine(
         prefix=unshare_prefix(),
         no_jail=no_jail,
-        drop_uid=not no_jail or uid_drop_possible(),
+        drop_uid=drop_uid,
         as_root=root_kernel_problem(jailed=not no_jail),
         hidden=hidden_files(chapter),
         stage=stage_solutions(chapter, stage),
@@ -402,12 +424,13 @@ def jail_problem(uid: int = -1) -> str | None:
     with tempfile.TemporaryDirectory(prefix="ag-probe-") as tmp:
         os.chmod(tmp, 0o755)
         view = JailView(ro=[], rw=[], hide=[], workdir="/tmp", env=kernel_env({}))
-        python = os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
         # the jail's /tmp is private: this host folder (made just now in the host's temporary folder) is not in it
         # (/tmp may hold the folders above a Python installation that lives under /tmp, so not "/tmp is empty")
         probe = f"import os, sys; sys.exit(3 if os.path.exists({tmp!r}) else 0)"
         try:
-            run = subprocess.run(bwrap_argv(view, uid) + [python, "-I", "-c", probe], capture_output=True, timeout=60)
+            run = subprocess.run(
+                bwrap_argv(view, uid) + [jailed_python(), "-I", "-c", probe], capture_output=True, timeout=60
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             return f"bubblewrap could not start ({type(exc).__name__})"
     if run.returncode != 0:

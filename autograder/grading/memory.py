@@ -16,6 +16,7 @@ CGROUP_ENV = "AUTOGRADER_MEMORY_CGROUP"  # the kernel's memory cgroup (a folder 
 STARTUP_MB = 1536  # measured: ``--memory-mb`` a chapter's kernel needs to import torch and arm the guard (README)
 WORKER_MB = 1024  # measured: a worker's own memory cgroup (``--worker-memory-mb``; docs/grading-design.md, worker)
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x2, 0x4, 0x2
+LIMIT_FILE = {2: "memory.max", 1: "memory.limit_in_bytes"}  # a cgroup's memory limit in bytes, by cgroup version
 
 
 def _libc():
@@ -43,14 +44,13 @@ def unmount_kernel_files(folder: pathlib.Path) -> None:
 
 def _cap_memory(group: pathlib.Path, version: int, limit: int) -> None:
     """Limit cgroup ``group`` to ``limit`` bytes of memory, swap included where the controller counts it."""
+    (group / LIMIT_FILE[version]).write_text(str(limit))
     if version == 2:
-        (group / "memory.max").write_text(str(limit))
         try:
             (group / "memory.swap.max").write_text("0")
         except OSError:
             pass  # no swap accounting: no swap to spill into either
         return
-    (group / "memory.limit_in_bytes").write_text(str(limit))
     if (group / "memory.memsw.limit_in_bytes").exists():
         (group / "memory.memsw.limit_in_bytes").write_text(str(limit))
 

@@ -222,7 +222,7 @@ class _Export(ExportPlugin):
                 continue
             else:
                 status = "graded"
-                reason = "" if sum(scores.values()) == assignment.max_score else "points lost: see the feedback"
+                reason = report.lost_points(scores, assignment.max_score)
             if student.id in downloads:
                 file, who = downloads[student.id]
                 lms_name, lms_id, full, late = who.lms, who.lms_id, who.name, who.late

@@ -50,11 +50,17 @@ class Row:
     reasons: list[Said] = dataclasses.field(default_factory=list)  # the reason's messages: the LMS comment's words
 
 
+def lost_points(scores: dict[str, float], max_score: float) -> str:
+    """A row's reason where nothing else gives one: "" with every point, else where to look (:func:`row`, and
+    nbgrader's exports in ``nbgrader_adapter.py``)."""
+    return "" if sum(scores.values()) == max_score else "points lost: see the feedback"
+
+
 def row(sub: Submission, result: Result, chapter: str, points: dict[str, int], graded_at: float) -> Row:
     """The grades.csv row of ``sub`` from its ``result`` (the identity is the one collection read)."""
     scores = {name: float(result.scores.get(name, 0.0)) for name in points}
     max_score = float(sum(points.values()))
-    reason = result.reason or ("" if sum(scores.values()) == max_score else "points lost: see the feedback")
+    reason = result.reason or lost_points(scores, max_score)
     warnings = list(result.warnings)
     if sub.who.claims:  # its own file name carries a second LMS marker
         claim = say("claims another id", lms=lms.NAMES[sub.who.lms], claims=sub.who.claims, lms_id=sub.who.lms_id)
