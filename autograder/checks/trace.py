@@ -67,6 +67,9 @@ class _Opaque:
 def _encode(value: Any, budget: list[int]) -> Any:
     """A value as plain data that ``torch.load(weights_only=True)`` reads back (no code runs on loading)."""
     budget[0] -= 1
+    if isinstance(value, torch.Tensor) and value.layout == torch.strided and value.numel() // 64 > budget[0]:
+        budget[0] = -1  # more values than a record holds: its shape and dtype only
+        return ("shape", [int(d) for d in value.shape], str(value.dtype).removeprefix("torch."))
     if budget[0] < 0:
         return ("opaque",)
     if value is None or type(value) in (bool, int, float, str):
@@ -75,9 +78,6 @@ def _encode(value: Any, budget: list[int]) -> Any:
         t = _as_subclass(value, torch.Tensor) if type(value) is not torch.Tensor else value
         if t.layout != torch.strided:
             return ("opaque",)
-        if t.numel() // 64 > budget[0]:  # more values than a record holds: its shape and dtype only
-            budget[0] = -1
-            return ("shape", [int(d) for d in t.shape], str(t.dtype).removeprefix("torch."))
         budget[0] -= t.numel() // 64
         data = torch.empty(t.shape, dtype=t.dtype) if t.is_meta else t.detach().cpu().clone()
         return ("T", data, bool(t.requires_grad), str(t.device))
@@ -327,13 +327,16 @@ def recording(trace: list) -> contextlib.AbstractContextManager:
 
 
 def record(check: Callable, obj: Any) -> tuple[str, Said, list]:
-    """Run ``check`` on ``obj`` keeping the trace :func:`replay` needs: (outcome, message, trace)."""
+    """Run ``check`` on ``obj`` keeping the trace :func:`replay` needs: (outcome, message, trace); "unjudged" when a
+    result was bigger than the record holds (the check stopped there)."""
     with recording([]) as trace:
         try:
             check(obj)
             return "passed", "", trace
         except CheckFailed as err:
             return "failed", err.message, trace
+        except NotReplayable as err:
+            return "unjudged", str(err), trace
 
 
 def call(what: Said, fn: Callable, *args, **kwargs):
