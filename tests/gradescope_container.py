@@ -6,6 +6,7 @@ from this environment: :func:`stage_packages`), ``run_autograder`` run on a subm
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import os
@@ -19,6 +20,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from autograder.gradescope.build import build_zip
+
+
+@functools.cache
+def own_pid_namespace() -> list[str]:
+    """The prefix that gives run_autograder a PID namespace of its own, as Docker gives Gradescope's container (root
+    only; [] elsewhere). Without it, run_autograder's end (``run.end_processes_of``: every process of the kernel's uid
+    killed) reaches the kernels of tests running beside it that grade the same samples, whose uids are the same."""
+    command = ["unshare", "--pid", "--fork", "--mount-proc"]
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return []
+    return command if subprocess.run([*command, "true"], capture_output=True).returncode == 0 else []
 
 
 def unpack(zip_path: pathlib.Path, source: pathlib.Path) -> None:
@@ -161,10 +173,11 @@ class Simulation:
             shutil.copy2(f, submission / f.name)
 
     def run(self, files: Iterable[pathlib.Path], *, wrap: Sequence[str] = (), **extra: str) -> tuple[dict, str]:
-        """Run run_autograder on ``files`` (``wrap``: a command to run it under); (results.json, its output)."""
+        """Run run_autograder on ``files`` (``wrap``: a command to run it under), in a PID namespace of its own where
+        this machine allows one (:func:`own_pid_namespace`); (results.json, its output)."""
         self.put(files)
         done = subprocess.run(
-            [*wrap, str(self.root / "run_autograder")],
+            [*own_pid_namespace(), *wrap, str(self.root / "run_autograder")],
             cwd=self.root,
             env=self.env(**extra),
             stdout=subprocess.PIPE,
