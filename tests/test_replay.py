@@ -137,6 +137,30 @@ def test_a_result_bigger_than_a_record_stops_the_check_and_is_judged_by_its_shap
     assert len(trace) == 2 and trace[0][2][0] == "tuple"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_results_too_big_to_record_earn_nothing(chapter):
+    """Red team, against the cap above: every function exercise answered by something that returns 3,000,000 numbers
+    at every other call (each check then stops in the kernel at its first call) and the course's answer otherwise.
+    The worker's replay gives no exercise its points."""
+    checks = notebooks.checks_module(chapter)
+    solutions = importlib.import_module(f"solutions.{chapter}")
+    references = dict(checks.EXERCISES._references)
+    for ex in checks.EXERCISES:
+        course = getattr(solutions, ex.name)
+        if isinstance(course, type):
+            continue
+        calls = [0]
+
+        def answer(*args, _course=course, _calls=calls, **kwargs):
+            _calls[0] += 1
+            return torch.zeros(3_000_000) if _calls[0] % 2 else _course(*args, **kwargs)
+
+        traces, _, deps = _quiet(checks.EXERCISES.record, ex.name, answer, None, references)
+        passed, _, _ = _quiet(checks.EXERCISES.replay, ex.name, traces, deps)
+        assert not passed, ex.name
+
+
 def test_records_travel_as_data_that_loads_without_running_code():
     _, _, trace = record(_sdpa_check, _right)
     text = guard.encode_traces([[trace]])
